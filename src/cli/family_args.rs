@@ -1,0 +1,36 @@
+//! `--aih A [--tag T …]` / `--tag T …` / `--group T …`: a [`Family`] named
+//! on the command line. Shared by `hold` and `check`.
+
+use crate::locks::Family;
+
+/// A lock family as command-line flags.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FamilyArgs {
+    /// An agent_instance_hierarchy (a/b/c): its instance lock, then the --tag locks.
+    #[arg(long, value_name = "AIH")]
+    pub aih: Option<String>,
+    /// A tag lock: bound to --aih, or on its own a one-tag group.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// A member of a GROUPED tag family (repeat for each tag of the group).
+    #[arg(long = "group", value_name = "TAG", conflicts_with = "aih")]
+    pub group: Vec<String>,
+}
+
+impl FamilyArgs {
+    /// The family these flags name. Errors (one line) when they name
+    /// nothing; member validation is `family_coords`' job.
+    pub fn family(&self) -> anyhow::Result<Family> {
+        if let Some(aih) = &self.aih {
+            return Ok(Family::Hierarchy {
+                aih: aih.clone(),
+                tags: self.tags.clone(),
+            });
+        }
+        let members: Vec<String> = self.group.iter().chain(&self.tags).cloned().collect();
+        if members.is_empty() {
+            anyhow::bail!("name a family: --aih AIH [--tag TAG …], --tag TAG …, or --group TAG …");
+        }
+        Ok(Family::Group(members))
+    }
+}

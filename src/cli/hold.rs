@@ -1,0 +1,163 @@
+//! `locktop hold`: acquire a lock family through the `locks` module and
+//! hold it until SIGTERM/SIGINT or stdin closes, then release and exit 0.
+//!
+//! Protocol on stdout, one JSON object per line (tests and the TUI read it):
+//! `{"waiting":true,"busy":[…]}` (only with `--wait`, each time the family
+//! is found busy), then `{"held":true,"pid":…,"locks":[…]}` once held, then
+//! `{"released":true}` after releasing. Busy without `--wait`: the busy
+//! members and their holders on stderr, exit 1.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::{EXIT_BUSY, FamilyArgs};
+use crate::context::Context;
+use crate::key::LockKey;
+use crate::locks::{self, Busy};
+use crate::process::ProcessInfo;
+use crate::proclocks::LockIndex;
+
+/// Flags of `locktop hold`.
+#[derive(Debug, clap::Args)]
+pub struct HoldArgs {
+    #[command(flatten)]
+    family: FamilyArgs,
+    /// Wait until the whole family is free instead of failing when busy.
+    #[arg(long)]
+    wait: bool,
+    /// Keep holding when stdin closes (default: stdin EOF releases, so a
+    /// holder dies with the process that spawned it).
+    #[arg(long)]
+    ignore_stdin: bool,
+}
+
+/// One busy member and who holds it, for messages and JSON.
+#[derive(Debug, serde::Serialize)]
+pub struct BusyMember {
+    /// instance / tag.
+    pub kind: &'static str,
+    /// AIH or tag.
+    pub name: String,
+    /// Holders (PIDs with their command lines), possibly empty for an
+    /// in-process conflict or a holder that just left.
+    pub holders: Vec<ProcessInfo>,
+}
+
+/// Names the busy members of a failed attempt and their holders (one read
+/// of `/proc/locks` for the whole set).
+pub fn describe_busy(state_dir: &std::path::Path, busy: &Busy) -> Vec<BusyMember> {
+    let index = LockIndex::read().unwrap_or_default();
+    busy.busy
+        .iter()
+        .map(|&i| {
+            let (dir, key) = &busy.coords[i];
+            let key = LockKey::from_coord(state_dir, dir, key);
+            let claim = index.claim(&key.gate_path(), &key.announce_path());
+            BusyMember {
+                kind: key.kind.as_str(),
+                name: key.name,
+                holders: claim.holders.into_iter().map(ProcessInfo::of).collect(),
+            }
+        })
+        .collect()
+}
+
+/// `tag "x" held by pid 12 (cmd)` — one line per busy member.
+pub fn busy_line(member: &BusyMember) -> String {
+    let holders: Vec<String> = member
+        .holders
+        .iter()
+        .map(|p| format!("pid {} ({})", p.pid, p.command()))
+        .collect();
+    let by = if holders.is_empty() {
+        "held (holder not visible in /proc/locks)".to_string()
+    } else {
+        format!("held by {}", holders.join(", "))
+    };
+    format!("busy: {} {:?} {by}", member.kind, member.name)
+}
+
+/// Writes one JSON line to stdout and flushes it (readers wait on it).
+fn print_line_now(value: &serde_json::Value) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{value}").and_then(|()| stdout.flush());
+}
+
+/// Runs `locktop hold`.
+pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode> {
+    let family = args.family.family()?;
+    let coords = locks::family_coords(&state_dir, &family)?;
+    let context = Context::new(state_dir.clone());
+    let held = if args.wait {
+        locks::wait_acquire_all(context.agent_locks(), &coords, |busy| {
+            let line = json!({"waiting": true, "busy": describe_busy(&state_dir, busy)});
+            print_line_now(&line);
+        })
+        .await?
+    } else {
+        match locks::try_acquire_all_detailed(context.agent_locks(), &coords).await {
+            Ok(locks) => locks,
+            Err(busy) => {
+                for member in describe_busy(&state_dir, &busy) {
+                    eprintln!("{}", busy_line(&member));
+                }
+                return Ok(ExitCode::from(EXIT_BUSY));
+            }
+        }
+    };
+    let acquired = locks::family::partition(family, held);
+    let names: Vec<String> = acquired
+        .aih
+        .iter()
+        .map(|(aih, _)| format!("instance {aih}"))
+        .chain(
+            acquired
+                .tags
+                .iter()
+                .map(|lock| format!("tag {}", lock.key())),
+        )
+        .collect();
+    print_line_now(&json!({"held": true, "pid": std::process::id(), "locks": names}));
+
+    wait_for_stop(args.ignore_stdin).await?;
+
+    // Release in reverse acquisition order: tags, then the AIH lock.
+    let mut all = acquired.into_locks();
+    while let Some(lock) = all.pop() {
+        lock.release()?;
+    }
+    print_line_now(&json!({"released": true}));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGTERM, SIGINT, or (unless ignored) stdin EOF.
+async fn wait_for_stop(ignore_stdin: bool) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
+    if !ignore_stdin {
+        // A plain thread: a blocking stdin read must never delay exit.
+        std::thread::spawn(move || {
+            let mut sink = [0u8; 256];
+            let mut stdin = std::io::stdin().lock();
+            while std::io::Read::read(&mut stdin, &mut sink).is_ok_and(|n| n > 0) {}
+            let _ = eof_tx.send(());
+        });
+    }
+    let stdin_closed = async {
+        match eof_rx.await {
+            Ok(()) => {}
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+        _ = stdin_closed => {}
+    }
+    Ok(())
+}

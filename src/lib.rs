@@ -1,0 +1,15 @@
+//! locktop — a terminal monitor for ObjectiveAI agent locks.
+//!
+//! Library face: [`locks`] (the seed's lock module) and [`context`]. The
+//! rest serves the `locktop` binary; data flows one way:
+//! filesystem events → probes → model → view.
+
+pub mod cli;
+pub mod context;
+pub mod escape;
+pub mod key;
+pub mod locks;
+pub mod process;
+pub mod proclocks;
+pub mod state_dir;
+pub mod time_format;

@@ -1,0 +1,223 @@
+//! Holder PIDs from `/proc/locks`, parsed once per batch into an index
+//! keyed by (device, inode).
+//!
+//! Why our own parser: the `procfs` crate drops the `->` marker, so it
+//! cannot tell holders from blocked waiters. Why an index: reading
+//! `/proc/locks` takes a global kernel lock that stalls every flock on the
+//! machine (DESIGN.md §4b) — read it once per batch, never per key.
+//! Invariant: only exclusive (`WRITE`) `FLOCK` rows count as holders;
+//! shared rows are probes (ours or another monitor's) and are ignored.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+/// A file identity as `/proc/locks` prints it: `major:minor:inode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileId {
+    /// Device major number.
+    pub major: u32,
+    /// Device minor number.
+    pub minor: u32,
+    /// Inode number.
+    pub inode: u64,
+}
+
+impl FileId {
+    /// The identity of the file at `path` (follows no symlink: lockfiles
+    /// are regular files).
+    pub fn of(path: &Path) -> std::io::Result<Self> {
+        let meta = std::fs::symlink_metadata(path)?;
+        Ok(Self::from_metadata(&meta))
+    }
+
+    /// The identity from already-read metadata.
+    pub fn from_metadata(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let dev = meta.dev();
+        Self {
+            major: libc::major(dev),
+            minor: libc::minor(dev),
+            inode: meta.ino(),
+        }
+    }
+}
+
+/// Who holds and who waits on each locked file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileLocks {
+    /// PIDs holding an exclusive flock.
+    pub holders: Vec<u32>,
+    /// PIDs blocked waiting for one (`->` rows).
+    pub waiters: Vec<u32>,
+}
+
+/// One parse of `/proc/locks`: (device, inode) → holders and waiters.
+#[derive(Debug, Clone, Default)]
+pub struct LockIndex {
+    files: HashMap<FileId, FileLocks>,
+}
+
+impl LockIndex {
+    /// Reads and parses `/proc/locks` once.
+    pub fn read() -> std::io::Result<Self> {
+        Ok(Self::parse(&std::fs::read_to_string("/proc/locks")?))
+    }
+
+    /// Parses the text of `/proc/locks`; unknown or malformed rows are
+    /// skipped (the format is the kernel's, not ours to police).
+    pub fn parse(text: &str) -> Self {
+        let mut files: HashMap<FileId, FileLocks> = HashMap::new();
+        for line in text.lines() {
+            if let Some(row) = parse_row(line) {
+                let entry = files.entry(row.file).or_default();
+                let list = if row.waiting {
+                    &mut entry.waiters
+                } else {
+                    &mut entry.holders
+                };
+                if !list.contains(&row.pid) {
+                    list.push(row.pid);
+                }
+            }
+        }
+        Self { files }
+    }
+
+    /// Holders and waiters of one file (empty when unlocked).
+    pub fn get(&self, file: &FileId) -> Option<&FileLocks> {
+        self.files.get(file)
+    }
+
+    /// Holders and waiters of a claim: the union over its gate and
+    /// announce files (either may be missing).
+    pub fn claim(&self, gate: &Path, announce: &Path) -> FileLocks {
+        let mut out = FileLocks::default();
+        for path in [gate, announce] {
+            let Some(locks) = FileId::of(path).ok().and_then(|id| self.get(&id)) else {
+                continue;
+            };
+            for pid in &locks.holders {
+                if !out.holders.contains(pid) {
+                    out.holders.push(*pid);
+                }
+            }
+            for pid in &locks.waiters {
+                if !out.waiters.contains(pid) {
+                    out.waiters.push(*pid);
+                }
+            }
+        }
+        out
+    }
+
+    /// How many distinct files have exclusive holders or waiters.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// True when no file is exclusively locked or waited on.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+struct Row {
+    file: FileId,
+    pid: u32,
+    waiting: bool,
+}
+
+/// `1: FLOCK  ADVISORY  WRITE 10192 fe:00:10059777 0 EOF`, or with `->`
+/// after the ordinal for a blocked waiter.
+fn parse_row(line: &str) -> Option<Row> {
+    let mut fields = line.split_whitespace();
+    fields.next()?.strip_suffix(':')?;
+    let mut kind = fields.next()?;
+    let waiting = kind == "->";
+    if waiting {
+        kind = fields.next()?;
+    }
+    if kind != "FLOCK" {
+        return None;
+    }
+    let _advisory = fields.next()?;
+    if fields.next()? != "WRITE" {
+        return None;
+    }
+    let pid: u32 = fields.next()?.parse().ok()?;
+    let mut id = fields.next()?.split(':');
+    let major = u32::from_str_radix(id.next()?, 16).ok()?;
+    let minor = u32::from_str_radix(id.next()?, 16).ok()?;
+    let inode: u64 = id.next()?.parse().ok()?;
+    Some(Row {
+        file: FileId {
+            major,
+            minor,
+            inode,
+        },
+        pid,
+        waiting,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "\
+1: FLOCK  ADVISORY  WRITE 10192 fe:00:10059777 0 EOF
+1: -> FLOCK  ADVISORY  WRITE 10193 fe:00:10059777 0 EOF
+1:  -> FLOCK  ADVISORY  WRITE 10194 fe:00:10059777 0 EOF
+2: FLOCK  ADVISORY  READ 777 fe:00:42 0 EOF
+3: POSIX  ADVISORY  WRITE 555 fe:00:43 0 EOF
+4: OFDLCK ADVISORY  READ -1 00:05:1 0 EOF
+5: FLOCK  ADVISORY  WRITE 9 103:0a:12345678901 0 EOF
+garbage
+";
+
+    fn id(major: u32, minor: u32, inode: u64) -> FileId {
+        FileId {
+            major,
+            minor,
+            inode,
+        }
+    }
+
+    #[test]
+    fn holders_and_waiters_are_told_apart() {
+        let index = LockIndex::parse(SAMPLE);
+        let locks = index.get(&id(0xfe, 0, 10059777)).unwrap();
+        assert_eq!(locks.holders, vec![10192]);
+        assert_eq!(locks.waiters, vec![10193, 10194]);
+    }
+
+    #[test]
+    fn shared_posix_and_malformed_rows_are_not_holders() {
+        let index = LockIndex::parse(SAMPLE);
+        assert!(index.get(&id(0xfe, 0, 42)).is_none());
+        assert!(index.get(&id(0xfe, 0, 43)).is_none());
+        assert_eq!(index.len(), 2);
+    }
+
+    #[test]
+    fn device_numbers_are_hex_and_inode_decimal() {
+        let index = LockIndex::parse(SAMPLE);
+        let locks = index.get(&id(0x103, 0x0a, 12345678901)).unwrap();
+        assert_eq!(locks.holders, vec![9]);
+    }
+
+    #[test]
+    fn a_real_flock_of_this_process_is_indexed_by_its_file_id() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.lock");
+        let file = std::fs::File::create(&path).unwrap();
+        // SAFETY: a valid open fd for the duration of the call.
+        assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let index = LockIndex::read().unwrap();
+        let locks = index
+            .get(&FileId::of(&path).unwrap())
+            .expect("our flock is listed");
+        assert_eq!(locks.holders, vec![std::process::id()]);
+    }
+}

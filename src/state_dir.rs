@@ -1,0 +1,104 @@
+//! Where the ObjectiveAI state dir is: `--state-dir` if given, else
+//! `$OBJECTIVEAI_DIR` (default `~/.objectiveai`) + `/state/` +
+//! `$OBJECTIVEAI_STATE` (default `default`, must match `[A-Za-z0-9_-]+`).
+//! Invariant: resolution never touches the filesystem.
+
+use std::path::PathBuf;
+
+/// Why no state dir could be resolved.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StateDirError {
+    /// `$OBJECTIVEAI_STATE` holds something that is not a state name.
+    #[error("OBJECTIVEAI_STATE={0:?} is not a state name (allowed: A-Z a-z 0-9 _ -)")]
+    InvalidStateName(String),
+    /// Neither `$OBJECTIVEAI_DIR` nor `$HOME` is set.
+    #[error("cannot find the ObjectiveAI dir: set OBJECTIVEAI_DIR or HOME, or pass --state-dir")]
+    NoHome,
+}
+
+/// Resolves the state dir from an explicit flag and the environment.
+pub fn resolve(flag: Option<PathBuf>) -> Result<PathBuf, StateDirError> {
+    resolve_with(flag, |name| std::env::var_os(name))
+}
+
+/// [`resolve`] with the environment supplied by `env` (testable).
+pub fn resolve_with(
+    flag: Option<PathBuf>,
+    env: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<PathBuf, StateDirError> {
+    if let Some(dir) = flag {
+        return Ok(dir);
+    }
+    let base = match env("OBJECTIVEAI_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(
+            env("HOME")
+                .filter(|v| !v.is_empty())
+                .ok_or(StateDirError::NoHome)?,
+        )
+        .join(".objectiveai"),
+    };
+    let state = match env("OBJECTIVEAI_STATE").filter(|v| !v.is_empty()) {
+        Some(name) => {
+            let name = name.to_string_lossy().into_owned();
+            let valid = name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !valid {
+                return Err(StateDirError::InvalidStateName(name));
+            }
+            name
+        }
+        None => "default".to_string(),
+    };
+    Ok(base.join("state").join(state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).map(Into::into)
+    }
+
+    #[test]
+    fn flag_overrides_everything() {
+        let env = env_of(&[("OBJECTIVEAI_DIR", "/x"), ("OBJECTIVEAI_STATE", "bad name")]);
+        assert_eq!(resolve_with(Some("/flag".into()), env), Ok("/flag".into()));
+    }
+
+    #[test]
+    fn defaults_to_home_objectiveai_state_default() {
+        let env = env_of(&[("HOME", "/home/u")]);
+        assert_eq!(
+            resolve_with(None, env),
+            Ok("/home/u/.objectiveai/state/default".into())
+        );
+    }
+
+    #[test]
+    fn objectiveai_dir_and_state_compose() {
+        let env = env_of(&[("OBJECTIVEAI_DIR", "/o"), ("OBJECTIVEAI_STATE", "dev_2-x")]);
+        assert_eq!(resolve_with(None, env), Ok("/o/state/dev_2-x".into()));
+    }
+
+    #[test]
+    fn state_name_with_a_slash_is_refused() {
+        let env = env_of(&[("OBJECTIVEAI_DIR", "/o"), ("OBJECTIVEAI_STATE", "../etc")]);
+        assert_eq!(
+            resolve_with(None, env),
+            Err(StateDirError::InvalidStateName("../etc".into()))
+        );
+    }
+
+    #[test]
+    fn no_home_is_a_clear_error() {
+        assert_eq!(resolve_with(None, env_of(&[])), Err(StateDirError::NoHome));
+    }
+}
