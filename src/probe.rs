@@ -29,3 +29,100 @@ impl ProbeMode {
         }
     }
 }
+
+use std::time::Duration;
+
+use objectiveai_sdk::lockfile;
+
+use crate::context::Context;
+use crate::engine::{KeyState, Liveness};
+use crate::key::{KeyKind, LockKey};
+use crate::locks;
+
+/// How long a probe waits on a claim whose gate is held but announce is
+/// not before calling it in-flight. The SDK's `try_held` would wait forever
+/// on a holder stopped mid-acquisition.
+pub const IN_FLIGHT_AFTER: Duration = Duration::from_millis(25);
+
+/// Probes claims through one `Context` (so an acquire probe can never take a
+/// key one of this process's own holders has: the in-process gate refuses).
+/// Whether a held key is this process's own is decided from holder PIDs
+/// (see [`crate::annotate`]), not here.
+#[derive(Clone, Debug)]
+pub struct Prober {
+    context: Context,
+}
+
+impl Prober {
+    /// A prober sharing `context`'s agent lock map.
+    pub fn new(context: Context) -> Self {
+        Self { context }
+    }
+
+    /// The liveness of `key` (no holder details: see [`crate::annotate`]).
+    /// `Other` keys are always probed passively: their gates may carry
+    /// content that an acquire probe would truncate.
+    pub async fn probe(&self, key: &LockKey, mode: ProbeMode) -> KeyState {
+        let gate = key.gate_path();
+        if let Err(error) = std::fs::symlink_metadata(&gate) {
+            return error_state(format!("gate {}: {error}", gate.display()));
+        }
+        let mode = if key.kind == KeyKind::Other {
+            ProbeMode::Passive
+        } else {
+            mode
+        };
+        let needs = match mode {
+            ProbeMode::Acquire => nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
+            ProbeMode::Passive => nix::unistd::AccessFlags::R_OK,
+        };
+        if let Err(errno) = nix::unistd::access(&gate, needs) {
+            if mode == ProbeMode::Acquire
+                && nix::unistd::access(&gate, nix::unistd::AccessFlags::R_OK).is_ok()
+            {
+                // Read-only access (another user's agents): fall back to
+                // the passive probe rather than report an error.
+                return self.passive(key).await;
+            }
+            return error_state(format!("gate {}: {errno}", gate.display()));
+        }
+        match mode {
+            ProbeMode::Acquire => self.acquire(key).await,
+            ProbeMode::Passive => self.passive(key).await,
+        }
+    }
+
+    async fn acquire(&self, key: &LockKey) -> KeyState {
+        let map = self.context.agent_locks();
+        let taken = locks::try_acquire(map, &key.dir, &key.key).await;
+        let state = match taken {
+            Some(lock) => match lock.release() {
+                Ok(()) => KeyState::bare(Liveness::Free),
+                Err(error) => error_state(format!("releasing the probe: {error}")),
+            },
+            // Busy: held by another process, by this one (a test holder:
+            // its PID in /proc/locks makes it `Own` when annotated), or
+            // released in between. The passive probe settles which, bounded
+            // for in-flight claims. A busy in-process gate alone says
+            // nothing: a task waiting in `wait_acquire` holds it too.
+            None => self.passive(key).await,
+        };
+        locks::prune_idle(map, &key.dir, &key.key);
+        state
+    }
+
+    async fn passive(&self, key: &LockKey) -> KeyState {
+        match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(&key.dir, &key.key)).await {
+            Ok(true) => KeyState::bare(Liveness::Live),
+            Ok(false) => KeyState::bare(Liveness::Free),
+            Err(_) => KeyState::bare(Liveness::InFlight),
+        }
+    }
+}
+
+fn error_state(message: String) -> KeyState {
+    KeyState {
+        error: Some(message),
+        ..KeyState::bare(Liveness::Error)
+    }
+}

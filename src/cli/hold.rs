@@ -14,10 +14,8 @@ use serde_json::json;
 
 use super::{EXIT_BUSY, FamilyArgs};
 use crate::context::Context;
-use crate::key::LockKey;
-use crate::locks::{self, Busy};
-use crate::process::ProcessInfo;
-use crate::proclocks::LockIndex;
+use crate::explain::{busy_line, describe_busy};
+use crate::locks;
 
 /// Flags of `locktop hold`.
 #[derive(Debug, clap::Args)]
@@ -31,52 +29,6 @@ pub struct HoldArgs {
     /// holder dies with the process that spawned it).
     #[arg(long)]
     ignore_stdin: bool,
-}
-
-/// One busy member and who holds it, for messages and JSON.
-#[derive(Debug, serde::Serialize)]
-pub struct BusyMember {
-    /// instance / tag.
-    pub kind: &'static str,
-    /// AIH or tag.
-    pub name: String,
-    /// Holders (PIDs with their command lines), possibly empty for an
-    /// in-process conflict or a holder that just left.
-    pub holders: Vec<ProcessInfo>,
-}
-
-/// Names the busy members of a failed attempt and their holders (one read
-/// of `/proc/locks` for the whole set).
-pub fn describe_busy(state_dir: &std::path::Path, busy: &Busy) -> Vec<BusyMember> {
-    let index = LockIndex::read().unwrap_or_default();
-    busy.busy
-        .iter()
-        .map(|&i| {
-            let (dir, key) = &busy.coords[i];
-            let key = LockKey::from_coord(state_dir, dir, key);
-            let claim = index.claim(&key.gate_path(), &key.announce_path());
-            BusyMember {
-                kind: key.kind.as_str(),
-                name: key.name,
-                holders: claim.holders.into_iter().map(ProcessInfo::of).collect(),
-            }
-        })
-        .collect()
-}
-
-/// `tag "x" held by pid 12 (cmd)` — one line per busy member.
-pub fn busy_line(member: &BusyMember) -> String {
-    let holders: Vec<String> = member
-        .holders
-        .iter()
-        .map(|p| format!("pid {} ({})", p.pid, p.command()))
-        .collect();
-    let by = if holders.is_empty() {
-        "held (holder not visible in /proc/locks)".to_string()
-    } else {
-        format!("held by {}", holders.join(", "))
-    };
-    format!("busy: {} {:?} {by}", member.kind, member.name)
 }
 
 /// Writes one JSON line to stdout and flushes it (readers wait on it).

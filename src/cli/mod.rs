@@ -5,14 +5,20 @@
 //! Exit codes (every subcommand): 0 success, 1 "busy" (a lock could not be
 //! taken now), 2 bad input or any other error.
 
+mod check;
+mod demo;
 mod family_args;
 mod hold;
+mod snapshot;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+
+use crate::probe::ProbeMode;
 
 pub use family_args::FamilyArgs;
 
@@ -33,6 +39,37 @@ pub struct Cli {
     /// What to do (default: open the monitor).
     #[command(subcommand)]
     pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub monitor: MonitorArgs,
+}
+
+/// Options of the monitor (the TUI), for `locktop` and `locktop demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MonitorArgs {
+    /// How event-driven probes test liveness.
+    #[arg(long, value_enum, default_value_t = ProbeMode::Acquire)]
+    pub probe: ProbeMode,
+    /// Seconds between safety-net sweeps (passive rescans of every key).
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub sweep: f64,
+    /// Disable every action that takes, releases or signals anything.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Write logs to this file (default: a locktop-<pid>.log in the temp dir).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+}
+
+impl Default for MonitorArgs {
+    fn default() -> Self {
+        Self {
+            probe: ProbeMode::Acquire,
+            sweep: 10.0,
+            read_only: false,
+            log: None,
+        }
+    }
 }
 
 /// The subcommands.
@@ -40,6 +77,15 @@ pub struct Cli {
 pub enum Command {
     /// Acquire a lock family and hold it until SIGTERM/SIGINT or stdin closes.
     Hold(hold::HoldArgs),
+    /// Print every live key (or all with --all) once, as a table or JSON.
+    Snapshot(snapshot::SnapshotArgs),
+    /// Can this family be taken now? If not: who holds each member, since
+    /// when, and what else they hold. Exit 0 free, 1 busy, 2 bad input.
+    Check(check::CheckArgs),
+    /// A simulated swarm of agents in a temporary state dir, with the monitor on it.
+    Demo(demo::DemoArgs),
+    /// Stream liveness changes (text, or NDJSON with --json) until interrupted.
+    Watch(watch::WatchArgs),
 }
 
 /// Parses the process arguments, runs, and maps the outcome to an exit code.
@@ -67,9 +113,47 @@ fn fail(error: &anyhow::Error) -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Some(Command::Demo(args)) = cli.command {
+        return demo::run(cli.state_dir, args).await;
+    }
     let state_dir = crate::state_dir::resolve(cli.state_dir)?;
     match cli.command {
         Some(Command::Hold(args)) => hold::run(state_dir, args).await,
-        None => anyhow::bail!("the monitor is not built yet; try `locktop hold --help`"),
+        Some(Command::Snapshot(args)) => snapshot::run(state_dir, args).await,
+        Some(Command::Watch(args)) => watch::run(state_dir, args).await,
+        Some(Command::Check(args)) => check::run(state_dir, args).await,
+        Some(Command::Demo(_)) => anyhow::bail!("demo is dispatched above"),
+        None => open_monitor(state_dir, cli.monitor)
+            .await
+            .map(|()| ExitCode::SUCCESS),
     }
+}
+
+/// A positive, finite number of seconds from a flag, or a one-line error.
+pub(crate) fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    if value.is_finite() && value > 0.0 && value < 1e9 {
+        Ok(Duration::from_secs_f64(value))
+    } else {
+        anyhow::bail!("{flag} must be a positive number of seconds, got {value}")
+    }
+}
+
+/// Resolves on the first SIGINT or SIGTERM.
+pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    })
+}
+
+/// Opens the monitor on `state_dir` until the operator quits.
+pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyhow::Result<()> {
+    let _sweep = seconds("--sweep", args.sweep)?;
+    let _ = state_dir;
+    anyhow::bail!("the monitor is not built yet; try `locktop demo --headless` or `locktop watch`")
 }

@@ -6,8 +6,10 @@
 //! sends only what changed.
 
 pub mod delta;
+mod run;
 
-use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -49,6 +51,19 @@ pub enum EngineCommand {
     RemoveOwnPid(u32),
 }
 
+/// Counters of what the engine did (for tests, benchmarks and the log).
+#[derive(Debug, Default)]
+pub struct EngineStats {
+    /// Liveness probes run (event-driven and sweeps).
+    pub probes: AtomicU64,
+    /// Filesystem changes received (after dropping opens).
+    pub events: AtomicU64,
+    /// Reads of `/proc/locks`.
+    pub index_reads: AtomicU64,
+    /// Full sweeps (initial, rescans, periodic).
+    pub sweeps: AtomicU64,
+}
+
 /// A running engine: its deltas and a way to command it. Dropping the
 /// handle stops the engine.
 pub struct EngineHandle {
@@ -56,6 +71,8 @@ pub struct EngineHandle {
     pub deltas: mpsc::UnboundedReceiver<Delta>,
     /// Requests to the engine.
     pub commands: mpsc::UnboundedSender<EngineCommand>,
+    /// What the engine has done so far.
+    pub stats: Arc<EngineStats>,
 }
 
 /// Starts the engine on `context`'s state dir. Must be called inside a
@@ -64,7 +81,12 @@ pub struct EngineHandle {
 pub fn spawn(context: Context, config: EngineConfig) -> EngineHandle {
     let (delta_tx, deltas) = mpsc::unbounded_channel();
     let (commands, command_rx) = mpsc::unbounded_channel();
-    let _ = (context, config, delta_tx, command_rx);
-    let _: Option<PathBuf> = None;
-    EngineHandle { deltas, commands }
+    let stats = Arc::new(EngineStats::default());
+    let engine = run::Engine::new(context, config, delta_tx, stats.clone());
+    tokio::spawn(engine.run(command_rx));
+    EngineHandle {
+        deltas,
+        commands,
+        stats,
+    }
 }

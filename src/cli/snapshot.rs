@@ -1,0 +1,157 @@
+//! `locktop snapshot`: scan + probe + holders once, then print a table (or
+//! JSON) and exit 0. Free keys only with `--all`.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use anyhow::Context as _;
+
+use crate::context::Context;
+use crate::engine::{KeyState, Liveness, ScanProblem};
+use crate::key::LockKey;
+use crate::probe::{ProbeMode, Prober};
+use crate::sweep;
+use crate::time_format;
+
+/// Flags of `locktop snapshot`.
+#[derive(Debug, clap::Args)]
+pub struct SnapshotArgs {
+    /// Print JSON (schema in the README) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Include free (stale) keys.
+    #[arg(long)]
+    all: bool,
+    /// How to probe liveness.
+    #[arg(long, value_enum, default_value_t = ProbeMode::Acquire)]
+    probe: ProbeMode,
+}
+
+/// One claim in the JSON output.
+#[derive(serde::Serialize)]
+struct JsonKey<'a> {
+    kind: &'static str,
+    name: &'a str,
+    dir: &'a Path,
+    key: &'a str,
+    #[serde(flatten)]
+    state: &'a KeyState,
+}
+
+/// A whole snapshot: keys (and problems) at one moment.
+pub struct Snapshot {
+    /// Every claim with its probed state, sorted by kind then name.
+    pub keys: Vec<(LockKey, KeyState)>,
+    /// Everything under the root that is not a claim.
+    pub problems: Vec<ScanProblem>,
+}
+
+/// Takes a snapshot of `state_dir` (scan + probe in `mode` + holders).
+pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot> {
+    let report = sweep::scan_root(state_dir).await.with_context(|| {
+        format!(
+            "cannot read locks dir {}",
+            crate::locks::locks_root(state_dir).display()
+        )
+    })?;
+    let prober = Prober::new(Context::new(state_dir.to_path_buf()));
+    let own = HashSet::from([std::process::id()]);
+    let mut keys = sweep::probe_all(&prober, report.keys, mode, &own).await;
+    keys.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Snapshot {
+        keys,
+        problems: report.problems,
+    })
+}
+
+/// Runs `locktop snapshot`.
+pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitCode> {
+    let snapshot = take(&state_dir, args.probe).await?;
+    let shown = snapshot
+        .keys
+        .iter()
+        .filter(|(_, state)| args.all || state.liveness != Liveness::Free);
+    let mut out = std::io::stdout().lock();
+    let written = if args.json {
+        let keys: Vec<JsonKey> = shown
+            .map(|(key, state)| JsonKey {
+                kind: key.kind.as_str(),
+                name: &key.name,
+                dir: &key.dir,
+                key: &key.key,
+                state,
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "state_dir": state_dir,
+            "taken_at": time_format::rfc3339(SystemTime::now()),
+            "probe": args.probe.as_str(),
+            "keys": keys,
+            "problems": snapshot.problems,
+        });
+        writeln!(out, "{doc}")
+    } else {
+        write_table(&mut out, shown, &snapshot.problems)
+    };
+    match written {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        other => {
+            other?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn write_table<'a>(
+    out: &mut impl Write,
+    keys: impl Iterator<Item = &'a (LockKey, KeyState)>,
+    problems: &[ScanProblem],
+) -> std::io::Result<()> {
+    let now = SystemTime::now();
+    writeln!(
+        out,
+        "{:<10} {:<8} {:>7} {:>6}  {:<40} COMMAND",
+        "STATE", "KIND", "PID", "AGE", "NAME"
+    )?;
+    let mut count = 0;
+    for (key, state) in keys {
+        count += 1;
+        let pid = state
+            .holders
+            .first()
+            .map_or_else(|| "-".to_string(), |p| p.pid.to_string());
+        let age = state
+            .since
+            .map_or_else(|| "-".to_string(), |since| time_format::age(since, now));
+        let command = match (&state.error, state.holders.first()) {
+            (Some(error), _) => error.clone(),
+            (None, Some(process)) => process.command().to_string(),
+            (None, None) => String::new(),
+        };
+        writeln!(
+            out,
+            "{:<10} {:<8} {:>7} {:>6}  {:<40} {}",
+            state.liveness.as_str(),
+            key.kind.as_str(),
+            pid,
+            age,
+            key.name,
+            command
+        )?;
+    }
+    if count == 0 {
+        writeln!(out, "(no live keys; --all shows free ones)")?;
+    }
+    for problem in problems {
+        writeln!(
+            out,
+            "problem: {}: {}",
+            problem.path.display(),
+            problem.kind.describe()
+        )?;
+    }
+    Ok(())
+}

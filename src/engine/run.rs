@@ -1,0 +1,551 @@
+//! The engine task: one loop that owns the current view of every claim and
+//! sends a [`Delta`] for each difference it observes.
+//!
+//! Invariants:
+//! - events are coalesced per key over a short window, then probed once;
+//! - echo: an acquire probe writes (truncate + beacon), so its own events
+//!   come back. A key acquire-probed less than [`ECHO_WINDOW`] ago is
+//!   re-probed PASSIVELY (which never writes), so an echo costs one passive
+//!   probe and can never loop;
+//! - bulk probes (initial scan, rescans, sweeps) are passive: thousands of
+//!   acquire probes would flood the inotify queue with their own echo;
+//! - `/proc/locks` is read at most once per [`INDEX_MIN_INTERVAL`];
+//! - every degradation (root missing, overflow, watch limit) is a visible
+//!   [`WatchHealth`].
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+
+use super::{Delta, EngineCommand, EngineConfig, EngineStats, KeyState, Liveness, WatchHealth};
+use crate::annotate::annotate_with;
+use crate::context::Context;
+use crate::engine::ScanProblem;
+use crate::key::LockKey;
+use crate::locks::locks_root;
+use crate::probe::{ProbeMode, Prober};
+use crate::proclocks::LockIndex;
+use crate::scan;
+use crate::sweep;
+use crate::watch::{self, FsChange};
+
+/// How long events are gathered before a batch is probed.
+pub const COALESCE: Duration = Duration::from_millis(2);
+/// After an acquire probe of a key, its events are treated as possible echo
+/// for this long (re-probed passively).
+pub const ECHO_WINDOW: Duration = Duration::from_millis(250);
+/// Minimum time between two reads of `/proc/locks`.
+pub const INDEX_MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// Sweep period when inotify cannot be used.
+pub const POLL_EVERY: Duration = Duration::from_secs(2);
+/// A created directory is scanned again this long after its creation
+/// event: notify adds the new directory's watch only after handing us the
+/// event, so a file created in between is seen by this second scan.
+pub const NEW_DIR_RESCAN: Duration = Duration::from_millis(50);
+/// How often a missing locks root is looked for (besides its events).
+const ROOT_RECHECK: Duration = Duration::from_secs(1);
+
+/// Why a watch phase ended.
+enum PhaseEnd {
+    /// The locks root disappeared.
+    RootGone,
+    /// The handle was dropped.
+    Stop,
+    /// inotify gave up (watch limit): continue by polling.
+    Poll,
+}
+
+pub(super) struct Engine {
+    state_dir: PathBuf,
+    root: PathBuf,
+    prober: Prober,
+    config: EngineConfig,
+    own_pids: HashSet<u32>,
+    states: HashMap<LockKey, KeyState>,
+    problems: Vec<ScanProblem>,
+    health: Option<WatchHealth>,
+    deltas: UnboundedSender<Delta>,
+    stats: Arc<EngineStats>,
+    /// When each key was last probed with the acquire probe.
+    acquired_at: HashMap<LockKey, Instant>,
+    /// Keys changed since the last batch.
+    pending: HashSet<LockKey>,
+    /// When the pending batch is due.
+    batch_due: Option<Instant>,
+    /// The last `/proc/locks` read.
+    index: Option<(Instant, LockIndex)>,
+    /// Held keys whose holders were not in the (rate-limited) index yet.
+    needs_holders: HashSet<LockKey>,
+    next_sweep: Instant,
+    /// Directories created recently, to scan again once their watch exists.
+    new_dirs: Vec<(Instant, PathBuf)>,
+}
+
+impl Engine {
+    pub(super) fn new(
+        context: Context,
+        config: EngineConfig,
+        deltas: UnboundedSender<Delta>,
+        stats: Arc<EngineStats>,
+    ) -> Self {
+        let state_dir = context.state_dir().to_path_buf();
+        Self {
+            root: locks_root(&state_dir),
+            state_dir,
+            prober: Prober::new(context),
+            next_sweep: Instant::now() + config.sweep_every,
+            config,
+            own_pids: HashSet::from([std::process::id()]),
+            states: HashMap::new(),
+            problems: Vec::new(),
+            health: None,
+            deltas,
+            stats,
+            acquired_at: HashMap::new(),
+            pending: HashSet::new(),
+            batch_due: None,
+            index: None,
+            needs_holders: HashSet::new(),
+            new_dirs: Vec::new(),
+        }
+    }
+
+    pub(super) async fn run(mut self, mut commands: UnboundedReceiver<EngineCommand>) {
+        self.set_health(WatchHealth::Starting);
+        let mut first = true;
+        loop {
+            if !self.root.is_dir() && !self.wait_for_root(&mut commands).await {
+                return;
+            }
+            if !first {
+                self.set_health(WatchHealth::Rescanning {
+                    reason: "locks dir appeared".into(),
+                });
+            }
+            first = false;
+            let (tx, rx) = mpsc::unbounded_channel();
+            let end = match watch::watch(&self.state_dir, &self.root, true, tx) {
+                Ok(watcher) => {
+                    self.full_sweep().await;
+                    self.set_health(WatchHealth::Watching);
+                    let end = self.watch_phase(rx, &mut commands).await;
+                    drop(watcher);
+                    end
+                }
+                Err(error) => {
+                    self.set_health(WatchHealth::Polling {
+                        reason: format!("cannot watch {}: {error}", self.root.display()),
+                    });
+                    self.full_sweep().await;
+                    self.poll_phase(&mut commands).await
+                }
+            };
+            match end {
+                PhaseEnd::Stop => return,
+                PhaseEnd::RootGone | PhaseEnd::Poll => self.forget_everything(),
+            }
+        }
+    }
+
+    fn send(&self, delta: Delta) {
+        let _ = self.deltas.send(delta);
+    }
+
+    fn set_health(&mut self, health: WatchHealth) {
+        if self.health.as_ref() != Some(&health) {
+            self.health = Some(health.clone());
+            self.send(Delta::Health(health));
+        }
+    }
+
+    /// Waits until the locks root exists, watching its nearest existing
+    /// ancestor. False if the engine was stopped meanwhile.
+    async fn wait_for_root(&mut self, commands: &mut UnboundedReceiver<EngineCommand>) -> bool {
+        loop {
+            let ancestor = nearest_existing_ancestor(&self.root);
+            self.set_health(WatchHealth::WaitingForRoot {
+                ancestor: ancestor.clone(),
+            });
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            let _watcher = watch::watch(&self.state_dir, &ancestor, false, tx).ok();
+            loop {
+                tokio::select! {
+                    _ = rx.recv() => {}
+                    _ = tokio::time::sleep(ROOT_RECHECK) => {}
+                    command = commands.recv() => match command {
+                        None => return false,
+                        Some(command) => self.command(command).await,
+                    },
+                }
+                if self.root.is_dir() {
+                    return true;
+                }
+                if nearest_existing_ancestor(&self.root) != ancestor {
+                    break;
+                }
+            }
+        }
+    }
+
+    async fn watch_phase(
+        &mut self,
+        mut changes: UnboundedReceiver<FsChange>,
+        commands: &mut UnboundedReceiver<EngineCommand>,
+    ) -> PhaseEnd {
+        loop {
+            let wake = self.next_wake();
+            tokio::select! {
+                change = changes.recv() => {
+                    let Some(change) = change else { return PhaseEnd::RootGone };
+                    let mut batch = vec![change];
+                    while let Ok(more) = changes.try_recv() {
+                        batch.push(more);
+                    }
+                    for change in batch {
+                        match self.on_change(change).await {
+                            None => {}
+                            Some(PhaseEnd::Poll) => {
+                                drop(changes);
+                                self.full_sweep().await;
+                                return self.poll_phase(commands).await;
+                            }
+                            Some(end) => return end,
+                        }
+                    }
+                }
+                command = commands.recv() => match command {
+                    None => return PhaseEnd::Stop,
+                    Some(command) => self.command(command).await,
+                },
+                _ = tokio::time::sleep_until(wake) => {
+                    if !self.root.is_dir() {
+                        return PhaseEnd::RootGone;
+                    }
+                    self.on_timers().await;
+                }
+            }
+        }
+    }
+
+    async fn poll_phase(&mut self, commands: &mut UnboundedReceiver<EngineCommand>) -> PhaseEnd {
+        loop {
+            tokio::select! {
+                command = commands.recv() => match command {
+                    None => return PhaseEnd::Stop,
+                    Some(command) => self.command(command).await,
+                },
+                _ = tokio::time::sleep(POLL_EVERY.min(self.config.sweep_every)) => {
+                    if !self.root.is_dir() {
+                        return PhaseEnd::RootGone;
+                    }
+                    self.full_sweep().await;
+                }
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Instant {
+        let mut wake = self.next_sweep;
+        if let Some(due) = self.batch_due {
+            wake = wake.min(due);
+        }
+        if let Some((due, _)) = self.new_dirs.first() {
+            wake = wake.min(*due);
+        }
+        if !self.needs_holders.is_empty() {
+            let ready = self
+                .index
+                .as_ref()
+                .map_or_else(Instant::now, |(at, _)| *at + INDEX_MIN_INTERVAL);
+            wake = wake.min(ready);
+        }
+        wake
+    }
+
+    /// Handles one change; `Some` ends the watch phase.
+    async fn on_change(&mut self, change: FsChange) -> Option<PhaseEnd> {
+        self.stats.events.fetch_add(1, Ordering::Relaxed);
+        match change {
+            FsChange::Key(key) => self.mark(key),
+            FsChange::DirCreated(dir) => {
+                self.scan_new_dir(dir.clone()).await;
+                self.new_dirs.push((Instant::now() + NEW_DIR_RESCAN, dir));
+            }
+            FsChange::DirRemoved(dir) => {
+                if !self.root.is_dir() {
+                    return Some(PhaseEnd::RootGone);
+                }
+                let gone: Vec<LockKey> = self
+                    .states
+                    .keys()
+                    .filter(|key| key.dir.starts_with(&dir))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    self.remove(&key);
+                }
+            }
+            FsChange::Other(_) => {}
+            FsChange::Rescan => {
+                self.set_health(WatchHealth::Rescanning {
+                    reason: "inotify queue overflowed; events were lost".into(),
+                });
+                self.full_sweep().await;
+                self.set_health(WatchHealth::Watching);
+            }
+            FsChange::WatchLimit(error) => {
+                self.set_health(WatchHealth::Polling {
+                    reason: format!("inotify watch limit reached ({error})"),
+                });
+                return Some(PhaseEnd::Poll);
+            }
+            FsChange::Error(error) => tracing::warn!(%error, "watcher error"),
+        }
+        None
+    }
+
+    /// Marks every claim under a new directory as changed.
+    async fn scan_new_dir(&mut self, dir: PathBuf) {
+        let state_dir = self.state_dir.clone();
+        let report = tokio::task::spawn_blocking(move || scan::scan_subtree(&state_dir, &dir))
+            .await
+            .unwrap_or_default();
+        for key in report.keys {
+            if !self.states.contains_key(&key) {
+                self.mark(key);
+            }
+        }
+    }
+
+    fn mark(&mut self, key: LockKey) {
+        self.pending.insert(key);
+        if self.batch_due.is_none() {
+            self.batch_due = Some(Instant::now() + COALESCE);
+        }
+    }
+
+    async fn on_timers(&mut self) {
+        let now = Instant::now();
+        while self.new_dirs.first().is_some_and(|(due, _)| *due <= now) {
+            let (_, dir) = self.new_dirs.remove(0);
+            self.scan_new_dir(dir).await;
+        }
+        if self.batch_due.is_some_and(|due| due <= now) {
+            self.batch_due = None;
+            let keys: Vec<LockKey> = self.pending.drain().collect();
+            self.probe_batch(keys).await;
+        }
+        if !self.needs_holders.is_empty() && self.index_ready(now) {
+            let keys: Vec<LockKey> = self.needs_holders.drain().collect();
+            let batch: Vec<(LockKey, KeyState)> = keys
+                .into_iter()
+                .filter_map(|key| {
+                    let state = self.states.get(&key)?.clone();
+                    state.liveness.is_held().then_some((key, state))
+                })
+                .collect();
+            self.publish(batch, true);
+        }
+        if self.next_sweep <= now {
+            self.full_sweep().await;
+        }
+    }
+
+    fn index_ready(&self, now: Instant) -> bool {
+        self.index
+            .as_ref()
+            .is_none_or(|(at, _)| now.duration_since(*at) >= INDEX_MIN_INTERVAL)
+    }
+
+    /// Probes changed keys: acquire mode unless the key is in its echo
+    /// window, passive otherwise.
+    async fn probe_batch(&mut self, keys: Vec<LockKey>) {
+        let mut batch = Vec::with_capacity(keys.len());
+        for key in keys {
+            if std::fs::symlink_metadata(key.gate_path()).is_err() {
+                self.remove(&key);
+                continue;
+            }
+            let now = Instant::now();
+            let echo = self
+                .acquired_at
+                .get(&key)
+                .is_some_and(|at| now.duration_since(*at) < ECHO_WINDOW);
+            let mode = if echo {
+                ProbeMode::Passive
+            } else {
+                self.config.probe
+            };
+            let state = self.prober.probe(&key, mode).await;
+            self.stats.probes.fetch_add(1, Ordering::Relaxed);
+            if mode == ProbeMode::Acquire {
+                self.acquired_at.insert(key.clone(), Instant::now());
+            }
+            batch.push((key, state));
+        }
+        let now = Instant::now();
+        self.acquired_at
+            .retain(|_, at| now.duration_since(*at) < ECHO_WINDOW);
+        self.publish(batch, false);
+    }
+
+    /// Annotates held keys (rate-limited index) and sends what changed.
+    fn publish(&mut self, mut batch: Vec<(LockKey, KeyState)>, force_index: bool) {
+        if batch.iter().any(|(_, state)| state.liveness.is_held()) {
+            let now = Instant::now();
+            if force_index || self.index_ready(now) {
+                self.stats.index_reads.fetch_add(1, Ordering::Relaxed);
+                self.index = Some((now, LockIndex::read().unwrap_or_default()));
+            }
+            let index = &self.index.as_ref().expect("index read above").1;
+            annotate_with(&mut batch, index, &self.own_pids);
+            for (key, state) in &batch {
+                if state.liveness.is_held() && state.holders.is_empty() {
+                    self.needs_holders.insert(key.clone());
+                }
+            }
+        }
+        let at = SystemTime::now();
+        for (key, state) in batch {
+            self.update(key, state, at);
+        }
+    }
+
+    fn update(&mut self, key: LockKey, state: KeyState, at: SystemTime) {
+        let previous = self.states.get(&key);
+        if previous == Some(&state) {
+            return;
+        }
+        let previous = previous.map(|s| s.liveness);
+        self.states.insert(key.clone(), state.clone());
+        self.send(Delta::Key {
+            key,
+            state,
+            previous,
+            at,
+        });
+    }
+
+    fn remove(&mut self, key: &LockKey) {
+        self.pending.remove(key);
+        self.needs_holders.remove(key);
+        if let Some(state) = self.states.remove(key) {
+            self.send(Delta::Removed {
+                key: key.clone(),
+                previous: state.liveness,
+                at: SystemTime::now(),
+            });
+        }
+    }
+
+    fn forget_everything(&mut self) {
+        let keys: Vec<LockKey> = self.states.keys().cloned().collect();
+        for key in keys {
+            self.remove(&key);
+        }
+        if !self.problems.is_empty() {
+            self.problems.clear();
+            self.send(Delta::Problems(Vec::new()));
+        }
+    }
+
+    /// Rescans the root and passively probes every claim.
+    async fn full_sweep(&mut self) {
+        self.next_sweep = Instant::now() + self.config.sweep_every;
+        self.stats.sweeps.fetch_add(1, Ordering::Relaxed);
+        let report = match sweep::scan_root(&self.state_dir).await {
+            Ok(report) => report,
+            Err(error) => {
+                tracing::warn!(%error, "sweep could not scan the locks root");
+                return;
+            }
+        };
+        let on_disk: HashSet<&LockKey> = report.keys.iter().collect();
+        let gone: Vec<LockKey> = self
+            .states
+            .keys()
+            .filter(|key| !on_disk.contains(key))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.remove(&key);
+        }
+        let count = report.keys.len();
+        self.stats.probes.fetch_add(count as u64, Ordering::Relaxed);
+        let mut batch =
+            sweep::probe_all_unannotated(&self.prober, report.keys, ProbeMode::Passive).await;
+        if batch.iter().any(|(_, state)| state.liveness.is_held()) {
+            self.stats.index_reads.fetch_add(1, Ordering::Relaxed);
+            let now = Instant::now();
+            self.index = Some((now, LockIndex::read().unwrap_or_default()));
+            annotate_with(
+                &mut batch,
+                &self.index.as_ref().expect("just read").1,
+                &self.own_pids,
+            );
+        }
+        let at = SystemTime::now();
+        for (key, state) in batch {
+            self.update(key, state, at);
+        }
+        let mut problems = report.problems;
+        problems.sort();
+        if problems != self.problems {
+            self.problems = problems.clone();
+            self.send(Delta::Problems(problems));
+        }
+        self.send(Delta::Synced { keys: count, at });
+    }
+
+    async fn command(&mut self, command: EngineCommand) {
+        match command {
+            EngineCommand::Reprobe(keys) => self.probe_batch(keys).await,
+            EngineCommand::Rescan => self.full_sweep().await,
+            EngineCommand::AddOwnPid(pid) => {
+                self.own_pids.insert(pid);
+                self.reclassify_own();
+            }
+            EngineCommand::RemoveOwnPid(pid) => {
+                self.own_pids.remove(&pid);
+                self.reclassify_own();
+            }
+        }
+    }
+
+    /// Live ↔ own for keys whose holders' ownership changed.
+    fn reclassify_own(&mut self) {
+        let me = std::process::id();
+        let changed: Vec<(LockKey, KeyState)> = self
+            .states
+            .iter()
+            .filter(|(_, state)| matches!(state.liveness, Liveness::Live | Liveness::Own))
+            .filter(|(_, state)| !state.holders.iter().any(|p| p.pid == me))
+            .filter_map(|(key, state)| {
+                let own = state.holders.iter().any(|p| self.own_pids.contains(&p.pid));
+                let liveness = if own { Liveness::Own } else { Liveness::Live };
+                (liveness != state.liveness && !state.holders.is_empty()).then(|| {
+                    let mut state = state.clone();
+                    state.liveness = liveness;
+                    (key.clone(), state)
+                })
+            })
+            .collect();
+        let at = SystemTime::now();
+        for (key, state) in changed {
+            self.update(key, state, at);
+        }
+    }
+}
+
+fn nearest_existing_ancestor(path: &Path) -> PathBuf {
+    path.ancestors()
+        .skip(1)
+        .find(|dir| dir.is_dir())
+        .unwrap_or(Path::new("/"))
+        .to_path_buf()
+}

@@ -1,0 +1,273 @@
+//! "Why is this stuck?": who holds each member of a family, since when,
+//! and what else those processes hold.
+//!
+//! Invariants: `/proc/locks` is read once per report; the family check
+//! takes the members all-or-nothing and releases them at once (or, with
+//! `passive`, only probes them and never writes).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::SystemTime;
+
+use objectiveai_sdk::lockfile;
+
+use crate::context::Context;
+use crate::key::LockKey;
+use crate::locks::{self, Busy, Family, LocksError};
+use crate::process::ProcessInfo;
+use crate::proclocks::{FileId, LockIndex};
+use crate::scan;
+
+/// One busy member and who holds it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BusyMember {
+    /// instance / tag.
+    pub kind: &'static str,
+    /// AIH or tag.
+    pub name: String,
+    /// Holders (PIDs with their command lines), possibly empty for an
+    /// in-process conflict or a holder that just left.
+    pub holders: Vec<ProcessInfo>,
+}
+
+/// Names the busy members of a failed attempt and their holders (one read
+/// of `/proc/locks` for the whole set).
+pub fn describe_busy(state_dir: &Path, busy: &Busy) -> Vec<BusyMember> {
+    let index = LockIndex::read().unwrap_or_default();
+    busy.busy
+        .iter()
+        .map(|&i| {
+            let (dir, key) = &busy.coords[i];
+            let key = LockKey::from_coord(state_dir, dir, key);
+            let claim = index.claim(&key.gate_path(), &key.announce_path());
+            BusyMember {
+                kind: key.kind.as_str(),
+                name: key.name,
+                holders: claim.holders.into_iter().map(ProcessInfo::of).collect(),
+            }
+        })
+        .collect()
+}
+
+/// `busy: tag "x" held by pid 12 (cmd)` — one line per busy member.
+pub fn busy_line(member: &BusyMember) -> String {
+    let holders: Vec<String> = member
+        .holders
+        .iter()
+        .map(|p| format!("pid {} ({})", p.pid, p.command()))
+        .collect();
+    let by = if holders.is_empty() {
+        "held (holder not visible in /proc/locks: this process, or it just left)".to_string()
+    } else {
+        format!("held by {}", holders.join(", "))
+    };
+    format!("busy: {} {:?} {by}", member.kind, member.name)
+}
+
+/// One holder of a busy member, with everything else it holds.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HolderReport {
+    /// The process.
+    pub process: ProcessInfo,
+    /// When it took this member (announce mtime).
+    #[serde(with = "crate::time_format::option")]
+    pub since: Option<SystemTime>,
+    /// The other keys this PID holds (its family as seen from the locks).
+    pub also_holds: Vec<String>,
+}
+
+/// One member of a checked family.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MemberReport {
+    /// instance / tag.
+    pub kind: &'static str,
+    /// AIH or tag.
+    pub name: String,
+    /// False when the member could be taken.
+    pub busy: bool,
+    /// Who holds it (empty when free).
+    pub holders: Vec<HolderReport>,
+}
+
+/// The outcome of a family check.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CheckReport {
+    /// True when the whole family could be taken at the time of the check.
+    pub free: bool,
+    /// Per member, in family order (duplicates collapsed).
+    pub members: Vec<MemberReport>,
+}
+
+/// Tries `family` all-or-nothing and releases at once (or, if `passive`,
+/// probes each member with the SDK's shared-lock probe), then explains
+/// every busy member.
+pub async fn check_family(
+    context: &Context,
+    family: &Family,
+    passive: bool,
+) -> Result<CheckReport, LocksError> {
+    let coords = locks::family_coords(context.state_dir(), family)?;
+    let busy: Busy = if passive {
+        let mut unique: Vec<(std::path::PathBuf, String)> = Vec::new();
+        for coord in coords {
+            if !unique.contains(&coord) {
+                unique.push(coord);
+            }
+        }
+        let mut busy = Vec::new();
+        for (index, (dir, key)) in unique.iter().enumerate() {
+            let held =
+                tokio::time::timeout(crate::probe::IN_FLIGHT_AFTER, lockfile::try_held(dir, key))
+                    .await
+                    .unwrap_or(true);
+            if held {
+                busy.push(index);
+            }
+        }
+        Busy {
+            coords: unique,
+            busy,
+        }
+    } else {
+        match locks::try_acquire_all_detailed(context.agent_locks(), &coords).await {
+            Ok(locks) => {
+                let unique = locks
+                    .iter()
+                    .map(|lock| (lock.dir().to_path_buf(), lock.key().to_string()))
+                    .collect();
+                drop(locks);
+                Busy {
+                    coords: unique,
+                    busy: Vec::new(),
+                }
+            }
+            Err(busy) => busy,
+        }
+    };
+    // Synchronous on purpose: a one-shot, operator-triggered report (one
+    // /proc/locks read, one scan only when something is busy).
+    let report = explain(context.state_dir(), &busy);
+    Ok(report)
+}
+
+/// Builds the report for an attempt: one `/proc/locks` read, one scan of
+/// the tree (only if something is busy) to find what else holders hold.
+fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
+    let index = if attempt.busy.is_empty() {
+        LockIndex::default()
+    } else {
+        LockIndex::read().unwrap_or_default()
+    };
+    let held_by = if attempt.busy.is_empty() {
+        HashMap::new()
+    } else {
+        keys_by_holder(state_dir, &index)
+    };
+    let members = attempt
+        .coords
+        .iter()
+        .enumerate()
+        .map(|(i, (dir, key))| {
+            let key = LockKey::from_coord(state_dir, dir, key);
+            let busy = attempt.busy.contains(&i);
+            let holders = if busy {
+                let claim = index.claim(&key.gate_path(), &key.announce_path());
+                let since = std::fs::metadata(key.announce_path())
+                    .and_then(|m| m.modified())
+                    .ok();
+                claim
+                    .holders
+                    .into_iter()
+                    .map(|pid| HolderReport {
+                        process: ProcessInfo::of(pid),
+                        since,
+                        also_holds: held_by
+                            .get(&pid)
+                            .into_iter()
+                            .flatten()
+                            .filter(|other| **other != key)
+                            .map(LockKey::label)
+                            .collect(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            MemberReport {
+                kind: key.kind.as_str(),
+                name: key.name,
+                busy,
+                holders,
+            }
+        })
+        .collect();
+    CheckReport {
+        free: attempt.busy.is_empty(),
+        members,
+    }
+}
+
+/// Every claim on disk grouped by the PIDs holding its gate.
+pub fn keys_by_holder(state_dir: &Path, index: &LockIndex) -> HashMap<u32, Vec<LockKey>> {
+    let mut by_pid: HashMap<u32, Vec<LockKey>> = HashMap::new();
+    let Ok(report) = scan::scan(state_dir) else {
+        return by_pid;
+    };
+    for key in report.keys {
+        let Ok(id) = FileId::of(&key.gate_path()) else {
+            continue;
+        };
+        if let Some(locks) = index.get(&id) {
+            for pid in &locks.holders {
+                by_pid.entry(*pid).or_default().push(key.clone());
+            }
+        }
+    }
+    for keys in by_pid.values_mut() {
+        keys.sort();
+    }
+    by_pid
+}
+
+/// Human lines for a report (the `check` command and the TUI dialog).
+pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
+    let mut lines = vec![if report.free {
+        "free: the whole family could be taken now".to_string()
+    } else {
+        "busy: the family cannot be taken now".to_string()
+    }];
+    for member in &report.members {
+        if !member.busy {
+            lines.push(format!("  free  {} {:?}", member.kind, member.name));
+            continue;
+        }
+        if member.holders.is_empty() {
+            lines.push(format!(
+                "  busy  {} {:?} (holder not visible: in this process, or it just left)",
+                member.kind, member.name
+            ));
+        }
+        for holder in &member.holders {
+            let since = holder.since.map_or_else(
+                || "unknown".to_string(),
+                |since| format!("{} ago", crate::time_format::age(since, now)),
+            );
+            lines.push(format!(
+                "  busy  {} {:?} held by pid {} since {} — {}",
+                member.kind,
+                member.name,
+                holder.process.pid,
+                since,
+                holder.process.command()
+            ));
+            if !holder.also_holds.is_empty() {
+                lines.push(format!(
+                    "        pid {} also holds: {}",
+                    holder.process.pid,
+                    holder.also_holds.join(", ")
+                ));
+            }
+        }
+    }
+    lines
+}

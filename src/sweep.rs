@@ -1,0 +1,67 @@
+//! Probe many claims at once: the initial view, rescans, the periodic
+//! safety-net sweep and `locktop snapshot`.
+//!
+//! Invariant: work is split over the runtime's worker threads in chunks
+//! (probes are short synchronous syscalls), results come back in input
+//! order, and `/proc/locks` is read once for the whole batch.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::annotate::annotate;
+use crate::engine::KeyState;
+use crate::key::LockKey;
+use crate::probe::{ProbeMode, Prober};
+use crate::scan::{self, ScanReport};
+
+/// Probes every key (in `mode`) and annotates the held ones.
+pub async fn probe_all(
+    prober: &Prober,
+    keys: Vec<LockKey>,
+    mode: ProbeMode,
+    own_pids: &HashSet<u32>,
+) -> Vec<(LockKey, KeyState)> {
+    let mut batch = probe_all_unannotated(prober, keys, mode).await;
+    annotate(&mut batch, own_pids);
+    batch
+}
+
+/// Probes every key (in `mode`), in parallel chunks; no holder details.
+pub async fn probe_all_unannotated(
+    prober: &Prober,
+    keys: Vec<LockKey>,
+    mode: ProbeMode,
+) -> Vec<(LockKey, KeyState)> {
+    let workers = std::thread::available_parallelism().map_or(2, usize::from);
+    let chunk_len = keys.len().div_ceil(workers).max(256);
+    let mut tasks = Vec::new();
+    let mut keys = keys.into_iter().peekable();
+    while keys.peek().is_some() {
+        let chunk: Vec<LockKey> = keys.by_ref().take(chunk_len).collect();
+        let prober = prober.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::with_capacity(chunk.len());
+            for key in chunk {
+                let state = prober.probe(&key, mode).await;
+                out.push((key, state));
+            }
+            out
+        }));
+    }
+    let mut batch = Vec::new();
+    for task in tasks {
+        match task.await {
+            Ok(chunk) => batch.extend(chunk),
+            Err(error) => tracing::error!(%error, "probe task failed"),
+        }
+    }
+    batch
+}
+
+/// Scans the locks root off the async threads.
+pub async fn scan_root(state_dir: &Path) -> std::io::Result<ScanReport> {
+    let state_dir = state_dir.to_path_buf();
+    tokio::task::spawn_blocking(move || scan::scan(&state_dir))
+        .await
+        .map_err(std::io::Error::other)?
+}

@@ -1,0 +1,145 @@
+//! notify → per-path filesystem changes, classified for the engine.
+//!
+//! Invariants: `Access(Open)` events are dropped at the source (every probe
+//! opens files; forwarding them would make the monitor watch itself);
+//! symlinks are never followed; queue overflow and the watch limit are
+//! surfaced as changes of their own, never swallowed.
+
+use std::path::{Path, PathBuf};
+
+use notify::event::{AccessKind, CreateKind, EventKind, RemoveKind};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, unescape};
+use crate::key::LockKey;
+
+/// One thing that happened under the watched directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FsChange {
+    /// A gate or announce file was created, written, closed after writing
+    /// or removed: the claim may have changed state.
+    Key(LockKey),
+    /// A directory appeared: scan it (files may predate its watch).
+    DirCreated(PathBuf),
+    /// A directory (or the watched root itself) disappeared.
+    DirRemoved(PathBuf),
+    /// Some other path changed (a foreign file, a parent of the root).
+    Other(PathBuf),
+    /// Events were lost (inotify queue overflow): rescan everything.
+    Rescan,
+    /// inotify has no more watches to give.
+    WatchLimit(String),
+    /// Any other watcher error.
+    Error(String),
+}
+
+/// A live notify watcher; dropping it stops the events.
+pub struct FsWatcher {
+    _watcher: RecommendedWatcher,
+}
+
+/// Watches `dir` (recursively or not) and sends classified changes to `tx`.
+/// Paths are named as claims of `state_dir`.
+pub fn watch(
+    state_dir: &Path,
+    dir: &Path,
+    recursive: bool,
+    tx: UnboundedSender<FsChange>,
+) -> notify::Result<FsWatcher> {
+    let state_dir = state_dir.to_path_buf();
+    let handler = move |result: notify::Result<notify::Event>| {
+        let changes = match result {
+            Ok(event) => classify(&state_dir, event),
+            Err(error) => vec![match error.kind {
+                notify::ErrorKind::MaxFilesWatch => FsChange::WatchLimit(error.to_string()),
+                _ => FsChange::Error(error.to_string()),
+            }],
+        };
+        for change in changes {
+            let _ = tx.send(change);
+        }
+    };
+    let config = notify::Config::default().with_follow_symlinks(false);
+    let mut watcher = RecommendedWatcher::new(handler, config)?;
+    let mode = if recursive {
+        RecursiveMode::Recursive
+    } else {
+        RecursiveMode::NonRecursive
+    };
+    watcher.watch(dir, mode)?;
+    Ok(FsWatcher { _watcher: watcher })
+}
+
+/// Turns one notify event into changes (none for opens).
+pub fn classify(state_dir: &Path, event: notify::Event) -> Vec<FsChange> {
+    if event.need_rescan() {
+        return vec![FsChange::Rescan];
+    }
+    match event.kind {
+        EventKind::Access(AccessKind::Open(_)) | EventKind::Access(AccessKind::Read) => Vec::new(),
+        EventKind::Create(CreateKind::Folder) => {
+            event.paths.into_iter().map(FsChange::DirCreated).collect()
+        }
+        EventKind::Remove(RemoveKind::Folder) | EventKind::Remove(RemoveKind::Other) => {
+            event.paths.into_iter().map(FsChange::DirRemoved).collect()
+        }
+        _ => event
+            .paths
+            .into_iter()
+            .map(|path| match claim_of(state_dir, &path) {
+                Some(key) => FsChange::Key(key),
+                None => FsChange::Other(path),
+            })
+            .collect(),
+    }
+}
+
+/// The claim a gate or announce path belongs to, if it is one.
+pub fn claim_of(state_dir: &Path, path: &Path) -> Option<LockKey> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name
+        .strip_suffix(ANNOUNCE_SUFFIX)
+        .or_else(|| name.strip_suffix(GATE_SUFFIX))?;
+    let key = unescape(stem)?;
+    Some(LockKey::from_coord(state_dir, path.parent()?, &key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{AccessMode, ModifyKind};
+
+    fn event(kind: EventKind, path: &str) -> notify::Event {
+        notify::Event::new(kind).add_path(PathBuf::from(path))
+    }
+
+    #[test]
+    fn opens_are_dropped_at_the_source() {
+        let kind = EventKind::Access(AccessKind::Open(AccessMode::Any));
+        assert!(classify(Path::new("/s"), event(kind, "/s/locks/agents/tags/a.lock")).is_empty());
+    }
+
+    #[test]
+    fn gate_and_announce_writes_name_the_same_claim() {
+        let state = Path::new("/s");
+        let close = EventKind::Access(AccessKind::Close(AccessMode::Write));
+        let modify = EventKind::Modify(ModifyKind::Any);
+        let a = classify(state, event(close, "/s/locks/agents/tags/my%20tag.lock"));
+        let b = classify(
+            state,
+            event(modify, "/s/locks/agents/tags/my%20tag.live.lock"),
+        );
+        assert_eq!(a, b);
+        let FsChange::Key(key) = &a[0] else {
+            panic!("{a:?}")
+        };
+        assert_eq!(key.name, "my tag");
+    }
+
+    #[test]
+    fn overflow_asks_for_a_rescan() {
+        let overflow = notify::Event::new(EventKind::Other).set_flag(notify::event::Flag::Rescan);
+        assert_eq!(classify(Path::new("/s"), overflow), vec![FsChange::Rescan]);
+    }
+}
