@@ -72,9 +72,10 @@ pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode>
                 .map(|lock| format!("tag {}", lock.key())),
         )
         .collect();
+    // Handlers first: a supervisor may SIGTERM the moment it reads "held".
+    let stop = stop_requested(args.ignore_stdin)?;
     print_line_now(&json!({"held": true, "pid": std::process::id(), "locks": names}));
-
-    wait_for_stop(args.ignore_stdin).await?;
+    stop.await;
 
     // Release in reverse acquisition order: tags, then the AIH lock.
     let mut all = acquired.into_locks();
@@ -85,11 +86,10 @@ pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-/// Resolves on SIGTERM, SIGINT, or (unless ignored) stdin EOF.
-async fn wait_for_stop(ignore_stdin: bool) -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
+/// Installs the SIGTERM/SIGINT handlers and (unless ignored) the stdin
+/// reader NOW, and returns a future that resolves on the first of them.
+fn stop_requested(ignore_stdin: bool) -> std::io::Result<impl std::future::Future<Output = ()>> {
+    let signals = super::stop_signal()?;
     let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
     if !ignore_stdin {
         // A plain thread: a blocking stdin read must never delay exit.
@@ -100,16 +100,16 @@ async fn wait_for_stop(ignore_stdin: bool) -> std::io::Result<()> {
             let _ = eof_tx.send(());
         });
     }
-    let stdin_closed = async {
-        match eof_rx.await {
-            Ok(()) => {}
-            Err(_) => std::future::pending().await,
+    Ok(async move {
+        let stdin_closed = async {
+            match eof_rx.await {
+                Ok(()) => {}
+                Err(_) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = signals => {}
+            _ = stdin_closed => {}
         }
-    };
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
-        _ = stdin_closed => {}
-    }
-    Ok(())
+    })
 }

@@ -50,8 +50,11 @@ pub fn agent_tag_lock(state_dir: &Path, tag: &str) -> (PathBuf, String) {
 }
 
 /// Accepts an AIH only if [`agent_instance_lock`] maps it strictly under
-/// the instances root: not empty, no leading `/`, no empty, `.` or `..`
-/// segment, no NUL byte.
+/// the instances root and onto a path no other AIH's lock files use: not
+/// empty, no leading `/`, no empty, `.` or `..` segment, no NUL byte, and
+/// no directory segment ending in `.lock` (escaped keys never contain `.`,
+/// so such a directory is the only thing that could collide with another
+/// AIH's `x.lock` / `x.live.lock` file).
 pub fn validate_aih(aih: &str) -> Result<(), LocksError> {
     let reject = |reason| {
         Err(LocksError::InvalidAih {
@@ -68,11 +71,17 @@ pub fn validate_aih(aih: &str) -> Result<(), LocksError> {
     if aih.starts_with('/') {
         return reject("it starts with '/'");
     }
-    for segment in aih.split('/') {
-        match segment {
+    let segments: Vec<&str> = aih.split('/').collect();
+    for (index, segment) in segments.iter().enumerate() {
+        match *segment {
             "" => return reject("it has an empty segment"),
             "." => return reject("it has a '.' segment"),
             ".." => return reject("it has a '..' segment"),
+            directory if index + 1 < segments.len() && directory.ends_with(".lock") => {
+                return reject(
+                    "a parent segment ends in '.lock' (it would collide with a lock file)",
+                );
+            }
             _ => {}
         }
     }

@@ -1,0 +1,376 @@
+//! Shared helpers for the integration tests: real `locktop` processes
+//! holding real locks, and small filesystem checks.
+//!
+//! Every timeout here is a CORRECTNESS bound ("this must happen at all"),
+//! generous on purpose so a loaded CI machine never flakes; none of them
+//! asserts speed.
+
+// Each test file compiles this module on its own and uses a subset of it.
+#![allow(dead_code)]
+
+/// Driving the live engine (deltas, views, ground-truth fixtures).
+pub mod engine;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+
+/// How long a child may take to print its `held` line or to exit.
+pub const PROCESS_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long an in-process acquisition may take once its blocker is gone.
+pub const WAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long we watch something NOT happen (a waiter staying blocked).
+pub const STILL_BLOCKED: Duration = Duration::from_millis(300);
+
+/// The `locktop` binary under test.
+pub fn locktop_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_locktop")
+}
+
+/// A `locktop --state-dir STATE <args…>` command with every stdio piped.
+pub fn locktop_command(state_dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(locktop_bin());
+    command
+        .arg("--state-dir")
+        .arg(state_dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// `["--tag", t]` for every tag.
+pub fn tag_args(tags: &[&str]) -> Vec<String> {
+    tags.iter()
+        .flat_map(|tag| ["--tag".to_string(), tag.to_string()])
+        .collect()
+}
+
+/// `["--group", t]` for every tag.
+pub fn group_args(tags: &[&str]) -> Vec<String> {
+    tags.iter()
+        .flat_map(|tag| ["--group".to_string(), tag.to_string()])
+        .collect()
+}
+
+/// What a finished `locktop` run left behind.
+#[derive(Debug)]
+pub struct Finished {
+    /// How it exited.
+    pub status: ExitStatus,
+    /// Everything it printed on stdout.
+    pub stdout: String,
+    /// Everything it printed on stderr.
+    pub stderr: String,
+}
+
+impl Finished {
+    /// The exit code (panics if it was killed by a signal).
+    pub fn code(&self) -> i32 {
+        self.status
+            .code()
+            .unwrap_or_else(|| panic!("locktop died by a signal: {self:?}"))
+    }
+
+    /// Non-empty stderr lines.
+    pub fn stderr_lines(&self) -> Vec<&str> {
+        self.stderr.lines().filter(|l| !l.is_empty()).collect()
+    }
+}
+
+/// Runs `locktop --state-dir STATE <args…>` to completion with stdin closed
+/// at once (so a successful `hold` releases immediately), within
+/// [`PROCESS_TIMEOUT`].
+pub fn run_locktop(state_dir: &Path, args: &[&str]) -> Finished {
+    let mut child = locktop_command(state_dir, args)
+        .spawn()
+        .expect("spawn locktop");
+    drop(child.stdin.take());
+    let stdout = drain(child.stdout.take().expect("piped stdout"));
+    let stderr = drain(child.stderr.take().expect("piped stderr"));
+    let status = match wait_with_timeout(&mut child, PROCESS_TIMEOUT) {
+        Some(status) => status,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("locktop {args:?} did not exit within {PROCESS_TIMEOUT:?}");
+        }
+    };
+    Finished {
+        status,
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
+}
+
+/// Polls `try_wait` until the child exits or `timeout` passes.
+pub fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Why a holder did not come up.
+#[derive(Debug)]
+pub struct NotHeld {
+    /// Its exit, if it exited.
+    pub status: Option<ExitStatus>,
+    /// The stdout lines it printed before giving up.
+    pub stdout: Vec<String>,
+    /// Its stderr.
+    pub stderr: String,
+}
+
+/// A `locktop hold` child process. Its stdin stays open for as long as the
+/// `Holder` lives (stdin EOF makes `hold` release and exit). Dropping a
+/// `Holder` SIGKILLs and reaps the child, so a failing test never leaks one.
+pub struct Holder {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stderr: Option<JoinHandle<String>>,
+    /// The parsed `{"held":true,…}` line.
+    pub held: serde_json::Value,
+    status: Option<ExitStatus>,
+}
+
+impl Holder {
+    /// Spawns `locktop --state-dir STATE hold <args…>` and waits for its
+    /// `held` line. Panics (with the child's stderr) if it exits or stays
+    /// silent instead.
+    pub fn hold<S: AsRef<str>>(state_dir: &Path, args: &[S]) -> Self {
+        let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+        match Self::try_hold(state_dir, &args) {
+            Ok(holder) => holder,
+            Err(not_held) => panic!("locktop hold {args:?} did not hold: {not_held:?}"),
+        }
+    }
+
+    /// Like [`Holder::hold`], but reports a holder that did not come up
+    /// (busy, bad input, silent) instead of panicking.
+    pub fn try_hold(state_dir: &Path, args: &[&str]) -> Result<Self, NotHeld> {
+        let mut full = vec!["hold"];
+        full.extend_from_slice(args);
+        let mut child = locktop_command(state_dir, &full)
+            .spawn()
+            .expect("spawn locktop hold");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = drain(child.stderr.take().expect("piped stderr"));
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut holder = Holder {
+            child,
+            stdin,
+            lines,
+            stderr: Some(stderr),
+            held: serde_json::Value::Null,
+            status: None,
+        };
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + PROCESS_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match holder.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let value: serde_json::Value = serde_json::from_str(&line)
+                        .unwrap_or_else(|e| panic!("hold printed non-JSON {line:?}: {e}"));
+                    if value["held"] == serde_json::Value::Bool(true) {
+                        holder.held = value;
+                        return Ok(holder);
+                    }
+                    seen.push(line);
+                }
+                Err(RecvTimeoutError::Disconnected) | Err(RecvTimeoutError::Timeout) => {
+                    // stdout closed (it exited) or it stayed silent.
+                    let status = wait_with_timeout(&mut holder.child, Duration::from_secs(2));
+                    if status.is_none() {
+                        let _ = holder.child.kill();
+                        let _ = holder.child.wait();
+                    }
+                    holder.status = Some(holder.child.wait().expect("reap"));
+                    let stderr = holder.take_stderr();
+                    return Err(NotHeld {
+                        status,
+                        stdout: seen,
+                        stderr,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The child's PID (also what it printed as `"pid"`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The lock names it printed (`instance a/b`, `tag t`, …).
+    pub fn locks(&self) -> Vec<String> {
+        self.held["locks"]
+            .as_array()
+            .expect("locks array")
+            .iter()
+            .map(|v| v.as_str().expect("lock name").to_string())
+            .collect()
+    }
+
+    /// The next stdout line within `timeout`, `None` on EOF or timeout.
+    pub fn next_line(&self, timeout: Duration) -> Option<String> {
+        self.lines.recv_timeout(timeout).ok()
+    }
+
+    fn signal(&mut self, signal: Signal) -> ExitStatus {
+        if let Some(status) = self.status {
+            return status;
+        }
+        let pid = Pid::from_raw(i32::try_from(self.pid()).expect("pid fits i32"));
+        signal::kill(pid, signal).expect("signal the holder");
+        self.wait()
+    }
+
+    /// SIGKILL: the kernel drops its flocks; nothing of ours runs.
+    pub fn kill(&mut self) -> ExitStatus {
+        self.signal(Signal::SIGKILL)
+    }
+
+    /// SIGTERM: `hold` releases and exits 0. Sent only once the child
+    /// has installed its SIGTERM handler (see [`wait_until_catches`]):
+    /// `hold` prints its `held` line before it starts listening for
+    /// signals, so an immediate SIGTERM would kill it with the default
+    /// action instead.
+    pub fn terminate(&mut self) -> ExitStatus {
+        if self.status.is_none() {
+            wait_until_catches(self.pid(), Signal::SIGTERM);
+        }
+        self.signal(Signal::SIGTERM)
+    }
+
+    /// SIGTERM right now, without waiting for the handler.
+    pub fn terminate_now(&mut self) -> ExitStatus {
+        self.signal(Signal::SIGTERM)
+    }
+
+    /// Closes its stdin: `hold` releases and exits 0.
+    pub fn close_stdin(&mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        self.wait()
+    }
+
+    /// Writes to its stdin (which `hold` must ignore apart from EOF).
+    pub fn write_stdin(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        stdin.write_all(bytes).expect("write stdin");
+        stdin.flush().expect("flush stdin");
+    }
+
+    /// Waits (within [`PROCESS_TIMEOUT`]) for it to exit and reaps it.
+    pub fn wait(&mut self) -> ExitStatus {
+        if let Some(status) = self.status {
+            return status;
+        }
+        let status = wait_with_timeout(&mut self.child, PROCESS_TIMEOUT)
+            .unwrap_or_else(|| panic!("holder {} did not exit", self.pid()));
+        self.status = Some(status);
+        status
+    }
+
+    /// Everything it printed on stderr (waits for it to have exited).
+    pub fn take_stderr(&mut self) -> String {
+        self.stderr
+            .take()
+            .map(|h| h.join().expect("stderr reader"))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Whether process `pid` has a handler installed for `signal`
+/// (`SigCgt` in `/proc/<pid>/status`). `None` if it is gone.
+pub fn catches(pid: u32, signal: Signal) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())?;
+    Some(mask & (1u64 << (signal as i32 - 1)) != 0)
+}
+
+/// Waits (within [`PROCESS_TIMEOUT`]) until `pid` catches `signal`.
+pub fn wait_until_catches(pid: u32, signal: Signal) {
+    let deadline = Instant::now() + PROCESS_TIMEOUT;
+    while catches(pid, signal) != Some(true) {
+        assert!(
+            Instant::now() < deadline,
+            "pid {pid} never installed a {signal} handler"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Every path under `root` (files and directories), relative, sorted.
+pub fn tree(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.expect("dir entry").path();
+            out.push(path.strip_prefix(root).expect("under root").to_path_buf());
+            if path.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A fresh temp dir with an (empty) `state` dir inside: `(tmp, tmp/state)`.
+pub fn state_in_tempdir() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).expect("mkdir state");
+    (tmp, state)
+}
