@@ -153,7 +153,18 @@ pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output =
 
 /// Opens the monitor on `state_dir` until the operator quits.
 pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyhow::Result<()> {
-    let _sweep = seconds("--sweep", args.sweep)?;
-    let _ = state_dir;
-    anyhow::bail!("the monitor is not built yet; try `locktop demo --headless` or `locktop watch`")
+    let sweep_every = seconds("--sweep", args.sweep)?;
+    let context = crate::context::Context::new(state_dir);
+    crate::tui::run(
+        context,
+        crate::engine::EngineConfig {
+            probe: args.probe,
+            sweep_every,
+        },
+        crate::tui::TuiOptions {
+            read_only: args.read_only,
+            log_file: args.log,
+        },
+    )
+    .await
 }

@@ -1,0 +1,220 @@
+//! The data half of the model: everything the engine told us, folded.
+//!
+//! Invariants: after applying deltas in order, [`Data`] holds exactly the
+//! engine's view (one lock node per claim on disk, its last state); the
+//! counts and the PID index always agree with the lock nodes; `version`
+//! grows on every change, so caches keyed by it are never stale. Pure: no
+//! terminal, no filesystem (the "is this PID still alive" question is
+//! asked through the function the caller passes).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+use crate::engine::{Delta, KeyState, Liveness, ScanProblem, WatchHealth};
+use crate::key::{KeyKind, LockKey};
+
+use super::events::{Event, EventLog, classify};
+use super::tree::{Lock, NodeId, Section, Tree};
+
+/// Keys per state, as the header shows them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Instance and tag keys held by another process.
+    pub live: usize,
+    /// Instance and tag keys held by this process or its test holders.
+    pub own: usize,
+    /// Instance and tag keys nobody holds.
+    pub free: usize,
+    /// Instance and tag keys with an acquisition or release in flight.
+    pub in_flight: usize,
+    /// Instance and tag keys whose probe failed.
+    pub error: usize,
+    /// Keys outside instances and tags, whatever their state.
+    pub other: usize,
+    /// Scan problems.
+    pub problems: usize,
+}
+
+impl Counts {
+    fn bump(&mut self, kind: KeyKind, liveness: Liveness, add: bool) {
+        let slot = if kind == KeyKind::Other {
+            &mut self.other
+        } else {
+            match liveness {
+                Liveness::Live => &mut self.live,
+                Liveness::Own => &mut self.own,
+                Liveness::Free => &mut self.free,
+                Liveness::InFlight => &mut self.in_flight,
+                Liveness::Error => &mut self.error,
+            }
+        };
+        if add {
+            *slot += 1;
+        } else {
+            *slot = slot.saturating_sub(1);
+        }
+    }
+}
+
+/// Everything known, as of the last applied delta.
+#[derive(Debug, Clone)]
+pub struct Data {
+    /// The node arena.
+    pub tree: Tree,
+    /// Counts per state.
+    pub counts: Counts,
+    /// Held keys by holder PID.
+    pub by_pid: BTreeMap<u32, BTreeSet<NodeId>>,
+    /// Transitions, newest first.
+    pub events: EventLog,
+    /// The watcher's health.
+    pub health: WatchHealth,
+    /// The current scan problems.
+    pub problems: Vec<ScanProblem>,
+    /// Whether a full scan has finished (until then, keys are discovered,
+    /// not acquired).
+    pub synced: bool,
+    /// Bumped on every change.
+    pub version: u64,
+}
+
+impl Default for Data {
+    fn default() -> Self {
+        Self {
+            tree: Tree::new(),
+            counts: Counts::default(),
+            by_pid: BTreeMap::new(),
+            events: EventLog::default(),
+            health: WatchHealth::Starting,
+            problems: Vec::new(),
+            synced: false,
+            version: 0,
+        }
+    }
+}
+
+impl Data {
+    /// Folds one delta in. `pid_alive` tells a death from a release.
+    pub fn apply(&mut self, delta: Delta, pid_alive: &dyn Fn(u32) -> bool) {
+        self.version += 1;
+        match delta {
+            Delta::Key {
+                key,
+                state,
+                previous,
+                at,
+            } => self.apply_key(key, state, previous, at, pid_alive),
+            Delta::Removed { key, .. } => self.remove_key(&key),
+            Delta::Health(health) => self.health = health,
+            Delta::Problems(problems) => self.set_problems(problems),
+            Delta::Synced { .. } => self.synced = true,
+        }
+    }
+
+    fn apply_key(
+        &mut self,
+        key: LockKey,
+        state: KeyState,
+        previous: Option<Liveness>,
+        at: SystemTime,
+        pid_alive: &dyn Fn(u32) -> bool,
+    ) {
+        let id = self.tree.ensure_key(&key);
+        let old = self.tree.lock_mut(id).take();
+        if let Some(old) = &old {
+            self.counts.bump(old.key.kind, old.liveness(), false);
+            self.unindex(id, &old.state);
+        }
+        let previous = previous.or(old.as_ref().map(Lock::liveness));
+        let last_holder = old
+            .as_ref()
+            .and_then(|old| old.state.holders.first().cloned());
+        let event = classify(previous, state.liveness, !self.synced, || {
+            let holders = old.as_ref().map(|old| &old.state.holders);
+            holders.is_some_and(|h| !h.is_empty() && h.iter().all(|p| !pid_alive(p.pid)))
+        });
+        if let Some(kind) = event {
+            let holder = match kind {
+                super::EventKind::Acquired => state.holders.first().cloned(),
+                _ => last_holder,
+            };
+            self.events.push(Event {
+                at,
+                kind,
+                key: key.clone(),
+                pid: holder.as_ref().map(|p| p.pid),
+                command: holder.and_then(|p| p.cmdline),
+            });
+        }
+        let freed_at = match state.liveness {
+            Liveness::Free if previous.is_some_and(Liveness::is_held) => Some(at),
+            Liveness::Free => old.and_then(|old| old.freed_at),
+            _ => None,
+        };
+        self.counts.bump(key.kind, state.liveness, true);
+        self.index(id, &state);
+        *self.tree.lock_mut(id) = Some(Lock {
+            key,
+            state,
+            changed_at: at,
+            freed_at,
+        });
+    }
+
+    fn remove_key(&mut self, key: &LockKey) {
+        let Some(id) = self.tree.find(Section::of(key.kind), &key.name) else {
+            return;
+        };
+        if let Some(old) = self.tree.lock_mut(id).take() {
+            self.counts.bump(old.key.kind, old.liveness(), false);
+            self.unindex(id, &old.state);
+        }
+        self.tree.prune(id);
+    }
+
+    fn set_problems(&mut self, problems: Vec<ScanProblem>) {
+        let root = self.tree.root(Section::Problems);
+        let old: Vec<NodeId> = self.tree.node(root).children.values().copied().collect();
+        for id in old {
+            self.tree.set_problem(id, None);
+            self.tree.prune(id);
+        }
+        let mut by_path: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for problem in &problems {
+            by_path
+                .entry(problem.path.display().to_string())
+                .or_default()
+                .push(problem.kind.describe());
+        }
+        for (path, descriptions) in by_path {
+            let id = self.tree.ensure_problem(&path);
+            self.tree.set_problem(id, Some(descriptions.join("; ")));
+        }
+        self.counts.problems = problems.len();
+        self.problems = problems;
+    }
+
+    fn index(&mut self, id: NodeId, state: &KeyState) {
+        if state.liveness.is_held() {
+            for holder in &state.holders {
+                self.by_pid.entry(holder.pid).or_default().insert(id);
+            }
+        }
+    }
+
+    fn unindex(&mut self, id: NodeId, state: &KeyState) {
+        for holder in &state.holders {
+            if let Some(set) = self.by_pid.get_mut(&holder.pid) {
+                set.remove(&id);
+                if set.is_empty() {
+                    self.by_pid.remove(&holder.pid);
+                }
+            }
+        }
+    }
+
+    /// The lock at `id`, if the node holds one.
+    pub fn lock(&self, id: NodeId) -> Option<&Lock> {
+        self.tree.node(id).lock.as_ref()
+    }
+}

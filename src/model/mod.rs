@@ -1,0 +1,363 @@
+//! The model: pure state of the monitor — the engine's view folded from
+//! [`Delta`]s, plus what the operator is looking at (selection, collapsed
+//! nodes, filter, free-key toggle, pause). No terminal, no I/O: the one
+//! question it cannot answer itself ("is PID n still alive?", to tell a
+//! death from a release) is asked through a function given at creation.
+//!
+//! Invariants:
+//! - every delta is applied to the data, paused or not; while paused the
+//!   views read a frozen copy taken at the moment of pausing;
+//! - the selection is an identity `(section, path)`, not a row index: it
+//!   stays on the same key while rows are inserted or removed around it;
+//!   only when its node stops being a row does it fall back to the row at
+//!   the same index (clamped);
+//! - rows are re-flattened lazily, once per change of the shown data or of
+//!   the view settings, never per frame.
+
+mod data;
+mod events;
+mod holders;
+mod tree;
+mod view;
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod tests;
+
+use std::time::SystemTime;
+
+pub use data::{Counts, Data};
+pub use events::{EVENT_LOG_CAPACITY, Event, EventKind, EventLog};
+pub use holders::{HolderGroup, HolderRow};
+pub use tree::{Lock, Node, NodeId, Section, Tree};
+pub use view::{Flat, RECENTLY_FREED, Row, SectionTally, ViewSettings};
+
+use crate::engine::Delta;
+
+/// Answers whether a PID is still a running process.
+pub type PidAlive = Box<dyn Fn(u32) -> bool + Send + Sync>;
+
+/// The whole UI state, minus the terminal.
+pub struct Model {
+    data: Data,
+    frozen: Option<Box<Data>>,
+    changes_while_paused: u64,
+    settings: ViewSettings,
+    now: SystemTime,
+    pid_alive: PidAlive,
+    flat: Flat,
+    flat_version: Option<u64>,
+    selected: Option<(Section, String)>,
+    selected_row: usize,
+    holders_cache: Option<(u64, String, Vec<HolderGroup>, Vec<HolderRow>)>,
+    holders_selected: usize,
+    events_selected: usize,
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Self::new(Box::new(|_| true))
+    }
+}
+
+impl Model {
+    /// An empty model; `pid_alive` tells a holder's death from a release.
+    pub fn new(pid_alive: PidAlive) -> Self {
+        Self {
+            data: Data::default(),
+            frozen: None,
+            changes_while_paused: 0,
+            settings: ViewSettings::default(),
+            now: SystemTime::UNIX_EPOCH,
+            pid_alive,
+            flat: Flat::default(),
+            flat_version: None,
+            selected: None,
+            selected_row: 0,
+            holders_cache: None,
+            holders_selected: 0,
+            events_selected: 0,
+        }
+    }
+
+    /// Folds one delta into the data (also while paused).
+    pub fn apply(&mut self, delta: Delta) {
+        let events_before = self.data.events.total();
+        self.data.apply(delta, &*self.pid_alive);
+        if self.frozen.is_some() {
+            self.changes_while_paused += 1;
+            return;
+        }
+        // Keep a scrolled event log on the same event as new ones arrive.
+        let new_events = (self.data.events.total() - events_before) as usize;
+        if self.events_selected > 0 {
+            self.events_selected =
+                (self.events_selected + new_events).min(self.data.events.len().saturating_sub(1));
+        }
+    }
+
+    /// The data the views show: the frozen copy while paused.
+    pub fn data(&self) -> &Data {
+        self.frozen.as_deref().unwrap_or(&self.data)
+    }
+
+    /// The data as of the last delta, even while paused.
+    pub fn live_data(&self) -> &Data {
+        &self.data
+    }
+
+    /// The clock used for ages and the recently-freed rule.
+    pub fn now(&self) -> SystemTime {
+        self.now
+    }
+
+    /// Moves the clock. Returns true when rows may have changed (a
+    /// recently freed key aged out).
+    pub fn set_now(&mut self, now: SystemTime) -> bool {
+        self.now = now;
+        if self.flat.expires.is_some_and(|at| at <= now) {
+            self.flat_version = None;
+            return true;
+        }
+        false
+    }
+
+    /// The view settings.
+    pub fn settings(&self) -> &ViewSettings {
+        &self.settings
+    }
+
+    // ----- pause -----------------------------------------------------
+
+    /// Freezes (or thaws) what the views show; deltas keep being applied.
+    pub fn set_paused(&mut self, paused: bool) {
+        if paused == self.paused() {
+            return;
+        }
+        self.frozen = paused.then(|| Box::new(self.data.clone()));
+        self.changes_while_paused = 0;
+        self.flat_version = None;
+    }
+
+    /// Whether the view is frozen.
+    pub fn paused(&self) -> bool {
+        self.frozen.is_some()
+    }
+
+    /// Deltas applied since the view was frozen.
+    pub fn changes_while_paused(&self) -> u64 {
+        self.changes_while_paused
+    }
+
+    // ----- settings --------------------------------------------------
+
+    /// Sets the incremental filter (substring of AIH, tag or holder PID).
+    pub fn set_filter(&mut self, filter: &str) {
+        if self.settings.filter != filter {
+            self.settings.filter = filter.to_string();
+            self.flat_version = None;
+            self.holders_selected = 0;
+        }
+    }
+
+    /// Shows or hides free (stale) keys.
+    pub fn set_show_free(&mut self, show: bool) {
+        if self.settings.show_free != show {
+            self.settings.show_free = show;
+            self.flat_version = None;
+        }
+    }
+
+    // ----- tree rows and selection -------------------------------------
+
+    /// Re-flattens the rows if the shown data or the settings changed.
+    pub fn refresh(&mut self) {
+        let version = self.data().version;
+        if self.flat_version == Some(version) {
+            return;
+        }
+        let flat = view::flatten(self.data(), &self.settings, self.now);
+        self.flat = flat;
+        self.flat_version = Some(version);
+        let found = self.selected.as_ref().and_then(|(section, path)| {
+            let id = self.data().tree.find(*section, path)?;
+            self.flat.rows.iter().position(|row| row.node == id)
+        });
+        match found {
+            Some(index) => self.selected_row = index,
+            None => self.select_row(self.selected_row),
+        }
+    }
+
+    /// The tree pane's rows and tallies.
+    pub fn flat(&mut self) -> &Flat {
+        self.refresh();
+        &self.flat
+    }
+
+    /// The tree pane's rows.
+    pub fn rows(&mut self) -> &[Row] {
+        &self.flat().rows
+    }
+
+    /// Index of the selected row.
+    pub fn selected_row(&mut self) -> usize {
+        self.refresh();
+        self.selected_row
+    }
+
+    /// The selected node.
+    pub fn selected_node(&mut self) -> Option<NodeId> {
+        self.refresh();
+        self.flat.rows.get(self.selected_row).map(|row| row.node)
+    }
+
+    /// The selection's identity, `(section, path)`.
+    pub fn selection(&self) -> Option<&(Section, String)> {
+        self.selected.as_ref()
+    }
+
+    /// Selects row `index` (clamped).
+    pub fn select_row(&mut self, index: usize) {
+        self.refresh();
+        let last = self.flat.rows.len().saturating_sub(1);
+        self.selected_row = index.min(last);
+        self.selected = self.flat.rows.get(self.selected_row).map(|row| {
+            let node = self.data().tree.node(row.node);
+            (node.section, node.path.clone())
+        });
+    }
+
+    /// Moves the selection by `by` rows (clamped).
+    pub fn move_selection(&mut self, by: isize) {
+        let row = self.selected_row(); // refreshes
+        self.select_row(row.saturating_add_signed(by));
+    }
+
+    /// Collapses the selected node, or moves to its parent if it is
+    /// already collapsed or a leaf.
+    pub fn collapse(&mut self) {
+        let Some(row) = self.current_row() else {
+            return;
+        };
+        if row.expanded && row.has_children {
+            self.set_expanded(row.node, false);
+        } else if let Some(parent) = self.data().tree.node(row.node).parent {
+            let index = self.flat.rows.iter().position(|r| r.node == parent);
+            if let Some(index) = index {
+                self.select_row(index);
+            }
+        }
+    }
+
+    /// Expands the selected node, or moves to its first child if it is
+    /// already expanded.
+    pub fn expand(&mut self) {
+        let Some(row) = self.current_row() else {
+            return;
+        };
+        if !row.expanded {
+            self.set_expanded(row.node, true);
+        } else if row.has_children {
+            self.move_selection(1);
+        }
+    }
+
+    /// Toggles the selected node's expansion.
+    pub fn toggle(&mut self) {
+        let Some(row) = self.current_row() else {
+            return;
+        };
+        self.set_expanded(row.node, !row.expanded);
+    }
+
+    fn current_row(&mut self) -> Option<Row> {
+        self.refresh();
+        self.flat.rows.get(self.selected_row).copied()
+    }
+
+    fn set_expanded(&mut self, id: NodeId, expanded: bool) {
+        let node = self.data().tree.node(id);
+        let (section, path) = (node.section, node.path.clone());
+        let set = &mut self.settings.collapsed[section as usize];
+        if expanded {
+            set.remove(&path);
+        } else {
+            set.insert(path);
+        }
+        self.flat_version = None;
+    }
+
+    // ----- holders and events ----------------------------------------
+
+    /// The holder groups and rows for the shown data and filter (cached).
+    pub fn holders(&mut self) -> (&[HolderGroup], &[HolderRow]) {
+        let (_, groups, rows) = self.holders_with_data();
+        (groups, rows)
+    }
+
+    /// [`Model::holders`] plus the shown data the groups index into.
+    pub fn holders_with_data(&mut self) -> (&Data, &[HolderGroup], &[HolderRow]) {
+        let version = self.data().version;
+        let fresh = matches!(&self.holders_cache,
+            Some((v, filter, ..)) if *v == version && *filter == self.settings.filter);
+        if !fresh {
+            let groups = holders::holder_groups(self.data(), &self.settings);
+            let rows = holders::holder_rows(&groups);
+            self.holders_cache = Some((version, self.settings.filter.clone(), groups, rows));
+        }
+        let (_, _, groups, rows) = self.holders_cache.as_ref().expect("just filled");
+        let data = self.frozen.as_deref().unwrap_or(&self.data);
+        (data, groups, rows)
+    }
+
+    /// Index of the selected holders row (clamped to the rows).
+    pub fn holders_selected(&mut self) -> usize {
+        let len = self.holders().1.len();
+        self.holders_selected.min(len.saturating_sub(1))
+    }
+
+    /// Moves the holders selection to `index` (clamped).
+    pub fn select_holder_row(&mut self, index: usize) {
+        let len = self.holders().1.len();
+        self.holders_selected = index.min(len.saturating_sub(1));
+    }
+
+    /// The event log of the shown data, newest first.
+    pub fn events(&self) -> &EventLog {
+        &self.data().events
+    }
+
+    /// Index of the selected event (0 = newest).
+    pub fn events_selected(&self) -> usize {
+        self.events_selected
+            .min(self.events().len().saturating_sub(1))
+    }
+
+    /// Moves the event selection to `index` (clamped).
+    pub fn select_event(&mut self, index: usize) {
+        self.events_selected = index.min(self.events().len().saturating_sub(1));
+    }
+
+    /// Other held keys of the holders of `id` ("its family as seen from
+    /// the locks"), by PID.
+    pub fn held_by_same_pids(&self, id: NodeId) -> Vec<(u32, Vec<NodeId>)> {
+        let data = self.data();
+        let Some(lock) = data.lock(id) else {
+            return Vec::new();
+        };
+        lock.state
+            .holders
+            .iter()
+            .map(|holder| {
+                let others = data
+                    .by_pid
+                    .get(&holder.pid)
+                    .map(|ids| ids.iter().copied().filter(|&o| o != id).collect())
+                    .unwrap_or_default();
+                (holder.pid, others)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,332 @@
+//! Model behaviour, proved on synthetic deltas: selection stability,
+//! filtering, the free-key toggle, pause, the holders view and the kinds of
+//! logged events.
+
+use crate::engine::{Delta, Liveness};
+
+use super::fixtures::*;
+use super::*;
+
+/// The labels of the rows, indented by depth, for readable assertions.
+fn row_paths(model: &mut Model) -> Vec<String> {
+    let rows = model.rows().to_vec();
+    rows.iter()
+        .map(|row| {
+            let node = model.data().tree.node(row.node);
+            format!("{}{}", "  ".repeat(row.depth as usize), node.label)
+        })
+        .collect()
+}
+
+fn selected_path(model: &mut Model) -> String {
+    let id = model.selected_node().expect("a selection");
+    model.data().tree.node(id).path.clone()
+}
+
+fn select_path(model: &mut Model, section: Section, path: &str) {
+    let id = model.data().tree.find(section, path).expect("node exists");
+    let index = model.rows().iter().position(|r| r.node == id).expect("row");
+    model.select_row(index);
+}
+
+fn live(pid: u32) -> crate::engine::KeyState {
+    held(Liveness::Live, pid, "agent", t(5))
+}
+
+#[test]
+fn the_tree_nests_aihs_with_directory_nodes_and_locks_that_have_children() {
+    let mut model = demo_model();
+    model.set_show_free(true);
+    assert_eq!(
+        row_paths(&mut model),
+        [
+            "Instances",
+            "  cli",
+            "    daemon",
+            "      abc",
+            "        sub1",
+            "      new",
+            "      old",
+            "    tools",
+            "      x9",
+            "  daemon",
+            "    worker",
+            "      w1",
+            "      w2",
+            "Tags",
+            "  deploy",
+            "  my tag: v1.0",
+            "  review",
+            "Other",
+            "  plugins-daemon/p",
+            "Problems",
+            "  /state/locks/agents/tags/notes.txt",
+        ]
+    );
+    let tree = &model.data().tree;
+    let abc = tree.node(tree.find(Section::Instances, "cli/daemon/abc").unwrap());
+    assert!(abc.lock.is_some() && !abc.children.is_empty());
+    let daemon = tree.node(tree.find(Section::Instances, "cli/daemon").unwrap());
+    assert!(daemon.is_directory());
+}
+
+#[test]
+fn selection_stays_on_its_key_when_keys_are_inserted_and_removed_above_it() {
+    let mut model = Model::default();
+    for aih in ["a/k1", "a/k3", "a/k5"] {
+        model.apply(key_delta(instance(aih), live(1), None, t(0)));
+    }
+    select_path(&mut model, Section::Instances, "a/k5");
+    let before = model.selected_row();
+
+    model.apply(key_delta(instance("a/k0"), live(2), None, t(1)));
+    model.apply(key_delta(instance("a/k2"), live(2), None, t(1)));
+    assert_eq!(selected_path(&mut model), "a/k5");
+    assert_eq!(model.selected_row(), before + 2);
+
+    model.apply(Delta::Removed {
+        key: instance("a/k1"),
+        previous: Liveness::Live,
+        at: t(2),
+    });
+    model.apply(key_delta(
+        instance("a/k3"),
+        free(),
+        Some(Liveness::Live),
+        t(2),
+    ));
+    model.set_now(t(1000)); // the freed key is no longer "recent": hidden
+    assert_eq!(selected_path(&mut model), "a/k5");
+    assert_eq!(model.selected_row(), before);
+}
+
+#[test]
+fn a_vanished_selection_falls_back_to_the_row_at_the_same_index() {
+    let mut model = Model::default();
+    for aih in ["a/k1", "a/k2", "a/k3"] {
+        model.apply(key_delta(instance(aih), live(1), None, t(0)));
+    }
+    select_path(&mut model, Section::Instances, "a/k2");
+    let index = model.selected_row();
+    model.apply(Delta::Removed {
+        key: instance("a/k2"),
+        previous: Liveness::Live,
+        at: t(1),
+    });
+    assert_eq!(model.selected_row(), index);
+    assert_eq!(selected_path(&mut model), "a/k3");
+}
+
+#[test]
+fn filter_matches_aih_and_keeps_ancestors_visible() {
+    let mut model = demo_model();
+    model.set_filter("SUB1");
+    assert_eq!(
+        row_paths(&mut model),
+        [
+            "Instances",
+            "  cli",
+            "    daemon",
+            "      abc",
+            "        sub1",
+            "Tags",
+            "Other",
+            "Problems"
+        ]
+    );
+}
+
+#[test]
+fn filter_matches_tag_names() {
+    let mut model = demo_model();
+    model.set_filter("deploy");
+    assert_eq!(
+        row_paths(&mut model),
+        ["Instances", "Tags", "  deploy", "Other", "Problems"]
+    );
+}
+
+#[test]
+fn filter_matches_holder_pids() {
+    let mut model = demo_model();
+    model.set_filter("1201");
+    assert_eq!(
+        row_paths(&mut model),
+        [
+            "Instances",
+            "  cli",
+            "    daemon",
+            "      abc",
+            "Tags",
+            "  deploy",
+            "Other",
+            "Problems"
+        ]
+    );
+}
+
+#[test]
+fn free_keys_are_hidden_until_toggled_except_recently_freed_ones() {
+    let mut model = demo_model();
+    let rows = row_paths(&mut model);
+    assert!(!rows.iter().any(|r| r.trim() == "old"), "stale key hidden");
+    assert!(!rows.iter().any(|r| r.trim() == "my tag: v1.0"));
+    assert!(
+        rows.iter().any(|r| r.trim() == "new"),
+        "freed 50 s ago: shown"
+    );
+    assert!(
+        rows.iter().any(|r| r.trim() == "w1"),
+        "in-flight always shown"
+    );
+    assert!(rows.iter().any(|r| r.trim() == "w2"), "errors always shown");
+
+    assert!(model.set_now(t(10_000)), "recently freed rows aged out");
+    let rows = row_paths(&mut model);
+    assert!(!rows.iter().any(|r| r.trim() == "new"));
+
+    model.set_show_free(true);
+    let rows = row_paths(&mut model);
+    assert!(rows.iter().any(|r| r.trim() == "old"));
+    assert!(rows.iter().any(|r| r.trim() == "new"));
+}
+
+#[test]
+fn collapse_hides_children_and_expand_restores_them() {
+    let mut model = demo_model();
+    select_path(&mut model, Section::Instances, "cli");
+    model.collapse();
+    let rows = row_paths(&mut model);
+    assert_eq!(rows[1], "  cli");
+    assert_eq!(rows[2], "  daemon");
+    assert_eq!(selected_path(&mut model), "cli");
+    model.collapse(); // already collapsed: go to the parent
+    assert_eq!(model.selected_row(), 0);
+    model.move_selection(1);
+    model.expand();
+    assert_eq!(row_paths(&mut model)[2], "    daemon");
+}
+
+#[test]
+fn events_log_acquire_release_and_death_but_not_the_initial_scan() {
+    let model = demo_model();
+    let kinds: Vec<(EventKind, String, Option<u32>)> = model
+        .events()
+        .iter()
+        .map(|e| (e.kind, e.key.name.clone(), e.pid))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (EventKind::Died, "review".to_string(), Some(4242)),
+            (
+                EventKind::Released,
+                "cli/daemon/new".to_string(),
+                Some(1500)
+            ),
+            (
+                EventKind::Acquired,
+                "cli/daemon/new".to_string(),
+                Some(1500)
+            ),
+        ]
+    );
+}
+
+#[test]
+fn in_flight_to_live_is_an_acquire_and_live_to_own_is_not() {
+    let mut model = Model::default();
+    model.apply(Delta::Synced { keys: 0, at: t(0) });
+    let key = instance("a/b");
+    let in_flight = crate::engine::KeyState::bare(Liveness::InFlight);
+    model.apply(key_delta(key.clone(), in_flight, None, t(1)));
+    model.apply(key_delta(
+        key.clone(),
+        live(9),
+        Some(Liveness::InFlight),
+        t(2),
+    ));
+    let own = held(Liveness::Own, 9, "agent", t(5));
+    model.apply(key_delta(key, own, Some(Liveness::Live), t(3)));
+    let kinds: Vec<EventKind> = model.events().iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventKind::Acquired]);
+}
+
+#[test]
+fn the_event_log_is_bounded() {
+    let mut model = Model::default();
+    model.apply(Delta::Synced { keys: 0, at: t(0) });
+    let key = instance("a/b");
+    for i in 0..(EVENT_LOG_CAPACITY as u64 / 2 + 10) {
+        model.apply(key_delta(key.clone(), live(1), Some(Liveness::Free), t(i)));
+        model.apply(key_delta(key.clone(), free(), Some(Liveness::Live), t(i)));
+    }
+    assert_eq!(model.events().len(), EVENT_LOG_CAPACITY);
+    assert_eq!(model.events().total(), EVENT_LOG_CAPACITY as u64 + 20);
+}
+
+#[test]
+fn pause_freezes_the_rows_while_data_keeps_being_applied() {
+    let mut model = demo_model();
+    let before = row_paths(&mut model);
+    model.set_paused(true);
+    model.apply(key_delta(instance("zzz/new"), live(5), None, t(601)));
+    assert_eq!(row_paths(&mut model), before);
+    assert_eq!(model.changes_while_paused(), 1);
+    assert_eq!(model.live_data().counts.live, model.data().counts.live + 1);
+    model.set_paused(false);
+    assert!(row_paths(&mut model).iter().any(|r| r.trim() == "zzz"));
+}
+
+#[test]
+fn holders_group_keys_by_pid_oldest_first_aih_before_tags() {
+    let mut model = demo_model();
+    let (groups, rows) = model.holders();
+    let (groups, rows) = (groups.to_vec(), rows.len());
+    let pids: Vec<u32> = groups.iter().map(|g| g.pid).collect();
+    assert_eq!(pids, [1201, 1202, 777]);
+    assert_eq!(rows, 3 + 4);
+    let first: Vec<String> = groups[0]
+        .keys
+        .iter()
+        .map(|&id| model.data().tree.node(id).path.clone())
+        .collect();
+    assert_eq!(first, ["cli/daemon/abc", "deploy"]);
+}
+
+#[test]
+fn counts_follow_every_transition() {
+    let model = demo_model();
+    let counts = model.data().counts;
+    assert_eq!(
+        (
+            counts.live,
+            counts.own,
+            counts.free,
+            counts.in_flight,
+            counts.error
+        ),
+        (3, 1, 4, 1, 1)
+    );
+    assert_eq!((counts.other, counts.problems), (1, 1));
+}
+
+#[test]
+fn other_keys_held_by_the_same_pid_are_its_family() {
+    let mut model = demo_model();
+    let abc = model
+        .data()
+        .tree
+        .find(Section::Instances, "cli/daemon/abc")
+        .unwrap();
+    let family = model.held_by_same_pids(abc);
+    assert_eq!(family.len(), 1);
+    let (pid, others) = &family[0];
+    assert_eq!(*pid, 1201);
+    let names: Vec<&str> = others
+        .iter()
+        .map(|&id| model.data().tree.node(id).path.as_str())
+        .collect();
+    assert_eq!(names, ["deploy"]);
+    let _ = model.rows();
+}

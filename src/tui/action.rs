@@ -1,0 +1,78 @@
+//! What the operator can ask for, independent of which key asked.
+//! Invariant: every input (key, mouse) becomes one [`Action`] (or none)
+//! before it touches state; the key map in [`super::keymap`] is the only
+//! place that binds keys to actions.
+
+/// The main panes, switched with `1`/`2`/`3` and Tab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pane {
+    /// The Instances / Tags / Other tree.
+    Tree,
+    /// Held keys grouped by holder process.
+    Holders,
+    /// The event log.
+    Events,
+}
+
+impl Pane {
+    /// Every pane, in tab order.
+    pub const ALL: [Pane; 3] = [Pane::Tree, Pane::Holders, Pane::Events];
+
+    /// The tab title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Pane::Tree => "Tree",
+            Pane::Holders => "Holders",
+            Pane::Events => "Events",
+        }
+    }
+
+    /// The next pane in tab order (wrapping), or the previous one.
+    pub fn cycle(self, forward: bool) -> Self {
+        let index = Self::ALL.iter().position(|&p| p == self).unwrap_or(0);
+        let len = Self::ALL.len();
+        let next = if forward { index + 1 } else { index + len - 1 };
+        Self::ALL[next % len]
+    }
+}
+
+/// One thing the operator asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Leave locktop.
+    Quit,
+    /// Open or close the help overlay.
+    ToggleHelp,
+    /// Selection one row up.
+    Up,
+    /// Selection one row down.
+    Down,
+    /// Collapse the selected node (or go to its parent).
+    Collapse,
+    /// Expand the selected node (or go to its first child).
+    Expand,
+    /// Toggle the selected node; on a holder's key, show it in the tree.
+    Toggle,
+    /// First row.
+    Top,
+    /// Last row.
+    Bottom,
+    /// One page up.
+    PageUp,
+    /// One page down.
+    PageDown,
+    /// Start typing the incremental filter.
+    StartFilter,
+    /// Close the overlay, or clear the filter.
+    Escape,
+    /// Next pane.
+    NextPane,
+    /// Previous pane.
+    PrevPane,
+    /// Show one pane.
+    Show(Pane),
+    /// Show or hide free (stale) keys.
+    ToggleFree,
+    /// Freeze or thaw the view.
+    TogglePause,
+}

@@ -1,0 +1,279 @@
+//! The UI's state machine, drivable without a terminal: feed it deltas
+//! ([`App::apply`]), inputs ([`App::handle_event`]) and the clock
+//! ([`App::tick`]); draw it on any ratatui frame ([`App::draw`]).
+//!
+//! Invariants: input becomes an [`Action`] before it changes state; every
+//! state change sets the dirty flag and nothing else does, so the event
+//! loop draws only when something changed; drawing reads the clock from
+//! the model (`now` is injected), never from `SystemTime::now()`.
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+
+use crate::engine::Delta;
+use crate::model::{HolderRow, Model, Section};
+use crate::probe::ProbeMode;
+
+use super::action::{Action, Pane};
+use super::theme::Theme;
+use super::views;
+
+/// What the header says about this run (not from the engine).
+#[derive(Debug, Clone)]
+pub struct AppConfig {
+    /// The ObjectiveAI state dir being watched.
+    pub state_dir: PathBuf,
+    /// The engine's probe mode.
+    pub probe: ProbeMode,
+    /// Whether actions that write are disabled.
+    pub read_only: bool,
+    /// Colours or NO_COLOR.
+    pub theme: Theme,
+}
+
+/// Where the last frame put things, for mouse hits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HitMap {
+    /// The list of the current pane (rows only, no header).
+    pub list: Rect,
+    /// Index of the list's first visible row.
+    pub offset: usize,
+    /// The tab bar line, and the x range of each tab.
+    pub tabs: Rect,
+    /// `(start x, end x)` per pane, in [`Pane::ALL`] order.
+    pub tab_spans: [(u16, u16); 3],
+}
+
+/// The whole UI.
+pub struct App {
+    pub(crate) model: Model,
+    pub(crate) config: AppConfig,
+    pub(crate) pane: Pane,
+    pub(crate) help: bool,
+    /// `Some(text)` while the filter is being typed.
+    pub(crate) filter_input: Option<String>,
+    pub(crate) message: Option<String>,
+    pub(crate) engine_stopped: bool,
+    pub(crate) offsets: [usize; 3],
+    pub(crate) page: usize,
+    pub(crate) hits: HitMap,
+    quit: bool,
+    dirty: bool,
+}
+
+impl App {
+    /// A UI on `model` (usually empty; deltas fill it).
+    pub fn new(config: AppConfig, model: Model) -> Self {
+        Self {
+            model,
+            config,
+            pane: Pane::Tree,
+            help: false,
+            filter_input: None,
+            message: None,
+            engine_stopped: false,
+            offsets: [0; 3],
+            page: 10,
+            hits: HitMap::default(),
+            quit: false,
+            dirty: true,
+        }
+    }
+
+    /// The model (read-only).
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The model, for tests and callers that drive it directly.
+    pub fn model_mut(&mut self) -> &mut Model {
+        self.dirty = true;
+        &mut self.model
+    }
+
+    /// Where the last frame put the list and the tabs (for mouse hits).
+    pub fn hits(&self) -> HitMap {
+        self.hits
+    }
+
+    /// The pane shown.
+    pub fn pane(&self) -> Pane {
+        self.pane
+    }
+
+    /// Whether the operator asked to quit.
+    pub fn should_quit(&self) -> bool {
+        self.quit
+    }
+
+    /// Asks the event loop to stop (signals, end of input).
+    pub fn quit(&mut self) {
+        self.quit = true;
+    }
+
+    /// True once since the last call if anything changed (then draw).
+    pub fn take_dirty(&mut self) -> bool {
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// Marks the screen as needing a redraw (e.g. after a resize).
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Folds an engine delta in.
+    pub fn apply(&mut self, delta: Delta) {
+        self.model.apply(delta);
+        self.dirty = true;
+    }
+
+    /// Notes that the engine's channel closed: no more updates.
+    pub fn engine_stopped(&mut self) {
+        self.engine_stopped = true;
+        self.message = Some("engine stopped: the view is no longer updated".into());
+        self.dirty = true;
+    }
+
+    /// The clock moved. Redraws only when something on screen shows a
+    /// running age (a held key) or rows aged out; a paused view keeps its
+    /// clock.
+    pub fn tick(&mut self, now: SystemTime) {
+        if self.model.paused() {
+            return;
+        }
+        let rows_changed = self.model.set_now(now);
+        let counts = self.model.data().counts;
+        let ages_shown = counts.live + counts.own + counts.in_flight > 0;
+        if rows_changed || ages_shown {
+            self.dirty = true;
+        }
+    }
+
+    /// Draws the whole screen.
+    pub fn draw(&mut self, frame: &mut Frame) {
+        views::draw(self, frame);
+    }
+
+    /// Performs one action.
+    pub fn perform(&mut self, action: Action) {
+        self.dirty = true;
+        match action {
+            Action::Quit => self.quit = true,
+            Action::ToggleHelp => self.help = !self.help,
+            Action::Escape => {
+                if self.help {
+                    self.help = false;
+                } else if !self.model.settings().filter.is_empty() {
+                    self.model.set_filter("");
+                } else {
+                    self.message = None;
+                }
+            }
+            Action::Up => self.move_by(-1),
+            Action::Down => self.move_by(1),
+            Action::PageUp => self.move_by(-(self.page.max(1) as isize)),
+            Action::PageDown => self.move_by(self.page.max(1) as isize),
+            Action::Top => self.move_to(0),
+            Action::Bottom => self.move_to(usize::MAX),
+            Action::Collapse if self.pane == Pane::Tree => self.model.collapse(),
+            Action::Expand if self.pane == Pane::Tree => self.model.expand(),
+            Action::Toggle => self.toggle(),
+            Action::Collapse | Action::Expand => {}
+            Action::StartFilter => {
+                self.filter_input = Some(self.model.settings().filter.clone());
+            }
+            Action::NextPane => self.pane = self.pane.cycle(true),
+            Action::PrevPane => self.pane = self.pane.cycle(false),
+            Action::Show(pane) => self.pane = pane,
+            Action::ToggleFree => {
+                let show = !self.model.settings().show_free;
+                self.model.set_show_free(show);
+            }
+            Action::TogglePause => {
+                let paused = !self.model.paused();
+                self.model.set_paused(paused);
+            }
+        }
+    }
+
+    /// Index of the selected row in the current pane.
+    pub fn selected_index(&mut self) -> usize {
+        match self.pane {
+            Pane::Tree => self.model.selected_row(),
+            Pane::Holders => self.model.holders_selected(),
+            Pane::Events => self.model.events_selected(),
+        }
+    }
+
+    /// How many rows the current pane has.
+    pub fn row_count(&mut self) -> usize {
+        match self.pane {
+            Pane::Tree => self.model.rows().len(),
+            Pane::Holders => self.model.holders().1.len(),
+            Pane::Events => self.model.events().len(),
+        }
+    }
+
+    /// Selects row `index` (clamped) of the current pane.
+    pub fn select_index(&mut self, index: usize) {
+        self.dirty = true;
+        match self.pane {
+            Pane::Tree => self.model.select_row(index),
+            Pane::Holders => self.model.select_holder_row(index),
+            Pane::Events => self.model.select_event(index),
+        }
+    }
+
+    fn move_by(&mut self, by: isize) {
+        let index = self.selected_index();
+        self.select_index(index.saturating_add_signed(by));
+    }
+
+    fn move_to(&mut self, index: usize) {
+        self.select_index(index);
+    }
+
+    /// Enter: toggles a tree node; on a holder's key, shows it in the tree.
+    fn toggle(&mut self) {
+        match self.pane {
+            Pane::Tree => self.model.toggle(),
+            Pane::Holders => {
+                let index = self.model.holders_selected();
+                let row = self.model.holders().1.get(index).copied();
+                if let Some(HolderRow::Key { node, .. }) = row {
+                    let tree = &self.model.data().tree;
+                    let node = tree.node(node);
+                    let (section, path) = (node.section, node.path.clone());
+                    self.reveal(section, &path);
+                }
+            }
+            Pane::Events => {
+                let event = self.model.events().get(self.model.events_selected());
+                if let Some(event) = event {
+                    let (section, path) = (Section::of(event.key.kind), event.key.name.clone());
+                    self.reveal(section, &path);
+                }
+            }
+        }
+    }
+
+    /// Switches to the tree and selects `(section, path)` if it is a row.
+    fn reveal(&mut self, section: Section, path: &str) {
+        let id = self.model.data().tree.find(section, path);
+        let index = id.and_then(|id| self.model.rows().iter().position(|r| r.node == id));
+        match index {
+            Some(index) => {
+                self.pane = Pane::Tree;
+                self.model.select_row(index);
+            }
+            None => {
+                self.message = Some(format!(
+                    "{path} is not a row of the tree (hidden by the filter, free keys or a collapsed node)"
+                ));
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Turning terminal input into actions on the [`App`]: keys through the
+//! key map, text while the filter is being typed, mouse wheel and clicks
+//! through the hit map of the last frame.
+//!
+//! Invariant: while the filter is typed, printable keys are text (so `q`
+//! types a q); only Esc, Enter, Backspace, arrows and Ctrl-C act.
+
+use crossterm::event::{
+    Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+
+use super::action::{Action, Pane};
+use super::app::App;
+use super::keymap;
+
+/// Rows moved by one wheel step.
+const WHEEL_STEP: isize = 3;
+
+impl App {
+    /// Handles one terminal event.
+    pub fn handle_event(&mut self, event: Event) {
+        match event {
+            Event::Key(key) => self.handle_key(key),
+            Event::Mouse(mouse) => self.handle_mouse(mouse),
+            Event::Resize(..) => self.mark_dirty(),
+            _ => {}
+        }
+    }
+
+    /// Handles one key press.
+    pub fn handle_key(&mut self, key: KeyEvent) {
+        if key.kind == KeyEventKind::Release {
+            return;
+        }
+        if self.filter_input.is_some() {
+            self.type_filter(key);
+            return;
+        }
+        let Some(action) = keymap::action_for(key, self.config.read_only) else {
+            return;
+        };
+        if self.help && !matches!(action, Action::ToggleHelp | Action::Escape | Action::Quit) {
+            return;
+        }
+        self.perform(action);
+    }
+
+    fn type_filter(&mut self, key: KeyEvent) {
+        self.mark_dirty();
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            return self.quit();
+        }
+        let Some(text) = self.filter_input.as_mut() else {
+            return;
+        };
+        let control = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Char('u') if control => text.clear(),
+            KeyCode::Char(c) if !control => text.push(c),
+            KeyCode::Backspace => {
+                text.pop();
+            }
+            KeyCode::Enter => {
+                self.filter_input = None;
+                return;
+            }
+            KeyCode::Esc => {
+                self.filter_input = None;
+                self.model.set_filter("");
+                return;
+            }
+            KeyCode::Up => return self.perform(Action::Up),
+            KeyCode::Down => return self.perform(Action::Down),
+            _ => return,
+        }
+        let text = text.clone();
+        self.model.set_filter(&text);
+    }
+
+    /// Handles one mouse event: wheel scrolls the current list, a left
+    /// click selects a row or a tab.
+    pub fn handle_mouse(&mut self, mouse: MouseEvent) {
+        if self.help {
+            return;
+        }
+        match mouse.kind {
+            MouseEventKind::ScrollDown => self.scroll(WHEEL_STEP),
+            MouseEventKind::ScrollUp => self.scroll(-WHEEL_STEP),
+            MouseEventKind::Down(MouseButton::Left) => self.click(mouse.column, mouse.row),
+            _ => {}
+        }
+    }
+
+    fn scroll(&mut self, by: isize) {
+        let index = self.selected_index();
+        self.select_index(index.saturating_add_signed(by));
+    }
+
+    fn click(&mut self, x: u16, y: u16) {
+        let hits = self.hits;
+        if y == hits.tabs.y && hits.tabs.height > 0 {
+            let tab = hits.tab_spans.iter().position(|&(a, b)| x >= a && x < b);
+            if let Some(tab) = tab {
+                self.perform(Action::Show(Pane::ALL[tab]));
+            }
+            return;
+        }
+        let list = hits.list;
+        let inside = x >= list.x && x < list.right() && y >= list.y && y < list.bottom();
+        let index = hits.offset + usize::from(y.saturating_sub(list.y));
+        if inside && index < self.row_count() {
+            self.select_index(index);
+        }
+    }
+}

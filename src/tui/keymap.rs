@@ -1,0 +1,154 @@
+//! The key map: the single source of truth binding keys to actions. The
+//! help overlay and the footer hints are generated from [`BINDINGS`];
+//! nothing else matches on key codes (except text typed into the filter).
+//!
+//! Invariants: a key resolves to at most one action (the first binding
+//! that lists it); a binding marked `writes` (it would change locks on
+//! disk) resolves to nothing in read-only mode and says so in the help.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::action::{Action, Pane};
+
+/// Where a binding is listed in the help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// Quit, help, pause.
+    General,
+    /// Moving the selection.
+    Navigate,
+    /// What is shown.
+    View,
+}
+
+impl Group {
+    /// Every group, in help order.
+    pub const ALL: [Group; 3] = [Group::General, Group::Navigate, Group::View];
+
+    /// The help heading.
+    pub fn title(self) -> &'static str {
+        match self {
+            Group::General => "General",
+            Group::Navigate => "Navigate",
+            Group::View => "View",
+        }
+    }
+}
+
+/// One row of the key map.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding {
+    /// The keys, as (code, modifiers). Shift is ignored for characters.
+    pub keys: &'static [(KeyCode, KeyModifiers)],
+    /// How the keys are written in the help.
+    pub shown: &'static str,
+    /// What they do.
+    pub action: Action,
+    /// One line for the help.
+    pub description: &'static str,
+    /// Help section.
+    pub group: Group,
+    /// The short footer hint, if the binding is advertised there.
+    pub hint: Option<&'static str>,
+    /// Whether the action writes (disabled in read-only mode).
+    pub writes: bool,
+}
+
+const NONE: KeyModifiers = KeyModifiers::NONE;
+const CTRL: KeyModifiers = KeyModifiers::CONTROL;
+
+const fn bind(
+    keys: &'static [(KeyCode, KeyModifiers)],
+    shown: &'static str,
+    action: Action,
+    description: &'static str,
+    group: Group,
+    hint: Option<&'static str>,
+) -> Binding {
+    Binding {
+        keys,
+        shown,
+        action,
+        description,
+        group,
+        hint,
+        writes: false,
+    }
+}
+
+use KeyCode::{BackTab, Char, Down, End, Enter, Esc, Home, Left, PageDown, PageUp, Right, Tab, Up};
+
+/// Every binding, in help order.
+#[rustfmt::skip]
+pub const BINDINGS: &[Binding] = &[
+    bind(&[(Char('q'), NONE), (Char('c'), CTRL)], "q Ctrl-C", Action::Quit, "quit", Group::General, Some("quit")),
+    bind(&[(Char('?'), NONE)], "?", Action::ToggleHelp, "show or hide this help", Group::General, Some("help")),
+    bind(&[(Char('p'), NONE), (Char(' '), NONE)], "p Space", Action::TogglePause, "pause the view (data kept)", Group::General, Some("pause")),
+    bind(&[(Esc, NONE)], "Esc", Action::Escape, "close help / clear filter", Group::General, None),
+    bind(&[(Char('k'), NONE), (Up, NONE)], "k ↑", Action::Up, "select the row above", Group::Navigate, None),
+    bind(&[(Char('j'), NONE), (Down, NONE)], "j ↓", Action::Down, "select the row below", Group::Navigate, None),
+    bind(&[(Char('h'), NONE), (Left, NONE)], "h ←", Action::Collapse, "collapse, or go to parent", Group::Navigate, None),
+    bind(&[(Char('l'), NONE), (Right, NONE)], "l →", Action::Expand, "expand, or go to 1st child", Group::Navigate, None),
+    bind(&[(Enter, NONE)], "Enter", Action::Toggle, "toggle node / show in tree", Group::Navigate, None),
+    bind(&[(Char('g'), NONE), (Home, NONE)], "g Home", Action::Top, "first row", Group::Navigate, None),
+    bind(&[(Char('G'), NONE), (End, NONE)], "G End", Action::Bottom, "last row", Group::Navigate, None),
+    bind(&[(PageUp, NONE)], "PgUp", Action::PageUp, "one page up", Group::Navigate, None),
+    bind(&[(PageDown, NONE)], "PgDn", Action::PageDown, "one page down", Group::Navigate, None),
+    bind(&[(Char('/'), NONE)], "/", Action::StartFilter, "filter: AIH, tag or PID", Group::View, Some("filter")),
+    bind(&[(Char('a'), NONE)], "a", Action::ToggleFree, "show or hide free keys", Group::View, Some("free")),
+    bind(&[(Tab, NONE)], "Tab", Action::NextPane, "next pane", Group::View, Some("pane")),
+    bind(&[(BackTab, NONE), (BackTab, KeyModifiers::SHIFT)], "S-Tab", Action::PrevPane, "previous pane", Group::View, None),
+    bind(&[(Char('1'), NONE)], "1", Action::Show(Pane::Tree), "tree: instances, tags…", Group::View, None),
+    bind(&[(Char('2'), NONE)], "2", Action::Show(Pane::Holders), "holders: who holds what", Group::View, None),
+    bind(&[(Char('3'), NONE)], "3", Action::Show(Pane::Events), "event log, newest first", Group::View, None),
+];
+
+/// The action bound to `key`, if any. Releases are ignored; bindings that
+/// write resolve to nothing when `read_only`.
+pub fn action_for(key: KeyEvent, read_only: bool) -> Option<Action> {
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    let modifiers = match key.code {
+        Char(_) => key.modifiers - KeyModifiers::SHIFT,
+        _ => key.modifiers,
+    };
+    BINDINGS
+        .iter()
+        .filter(|binding| !(read_only && binding.writes))
+        .find(|binding| binding.keys.contains(&(key.code, modifiers)))
+        .map(|binding| binding.action)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode, modifiers: KeyModifiers) -> KeyEvent {
+        KeyEvent::new(code, modifiers)
+    }
+
+    #[test]
+    fn every_key_resolves_to_one_action_only() {
+        let mut seen = std::collections::HashSet::new();
+        for binding in BINDINGS {
+            for pair in binding.keys {
+                assert!(seen.insert(*pair), "{pair:?} bound twice");
+            }
+        }
+    }
+
+    #[test]
+    fn shifted_characters_and_control_keys_resolve() {
+        assert_eq!(
+            action_for(key(Char('G'), KeyModifiers::SHIFT), false),
+            Some(Action::Bottom)
+        );
+        assert_eq!(
+            action_for(key(Char('?'), KeyModifiers::SHIFT), false),
+            Some(Action::ToggleHelp)
+        );
+        assert_eq!(action_for(key(Char('c'), CTRL), false), Some(Action::Quit));
+        assert_eq!(action_for(key(Char('c'), NONE), false), None);
+    }
+}

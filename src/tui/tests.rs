@@ -1,0 +1,361 @@
+//! Whole-screen tests on ratatui's `TestBackend`: insta snapshots of every
+//! screen at 80×24 built from synthetic deltas (fixed clock, so
+//! deterministic), plus no-panic sweeps over small sizes, mouse hits and
+//! the NO_COLOR theme. Snapshots carry no colour: glyph + word make states
+//! visible in them.
+
+use std::time::{Duration, Instant};
+
+use crossterm::event::{
+    Event, KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+
+use crate::engine::Liveness;
+use crate::model::fixtures::*;
+use crate::model::{Model, Section};
+use crate::probe::ProbeMode;
+
+use super::*;
+
+fn app_with(theme: Theme, model: Model) -> App {
+    let config = AppConfig {
+        state_dir: STATE.into(),
+        probe: ProbeMode::Acquire,
+        read_only: false,
+        theme,
+    };
+    App::new(config, model)
+}
+
+fn demo_app() -> App {
+    app_with(Theme::color(), demo_model())
+}
+
+fn render(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|frame| app.draw(frame)).unwrap();
+    terminal
+}
+
+fn press(app: &mut App, code: KeyCode) {
+    app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+fn type_text(app: &mut App, text: &str) {
+    for c in text.chars() {
+        press(app, KeyCode::Char(c));
+    }
+}
+
+/// Selects the tree row of `(section, path)`.
+fn select(app: &mut App, section: Section, path: &str) {
+    let model = app.model_mut();
+    let id = model.data().tree.find(section, path).unwrap();
+    let index = model.rows().iter().position(|r| r.node == id).unwrap();
+    model.select_row(index);
+}
+
+#[test]
+fn tree_shows_every_state_nested_aihs_and_the_selected_key_details() {
+    let mut app = demo_app();
+    select(&mut app, Section::Instances, "cli/daemon/abc");
+    insta::assert_snapshot!(render(&mut app, 80, 24).backend());
+}
+
+#[test]
+fn tree_with_free_keys_shown() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('a'));
+    insta::assert_snapshot!(render(&mut app, 80, 24).backend());
+}
+
+#[test]
+fn details_of_a_tag_name_its_waiters_and_the_family_of_its_holder() {
+    let mut app = demo_app();
+    select(&mut app, Section::Tags, "deploy");
+    insta::assert_snapshot!(render(&mut app, 80, 24).backend());
+}
+
+#[test]
+fn details_of_an_error_key_show_the_error() {
+    let mut app = demo_app();
+    select(&mut app, Section::Instances, "daemon/worker/w2");
+    insta::assert_snapshot!(render(&mut app, 80, 24).backend());
+}
+
+#[test]
+fn holders_view_groups_keys_by_process_oldest_first() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('2'));
+    insta::assert_snapshot!(render(&mut app, 80, 24).backend());
+}
+
+#[test]
+fn events_view_lists_transitions_newest_first() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('3'));
+    insta::assert_snapshot!(render(&mut app, 80, 24).backend());
+}
+
+#[test]
+fn help_overlay_is_generated_from_the_key_map() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('?'));
+    let terminal = render(&mut app, 80, 24);
+    let screen = terminal.backend().to_string();
+    for binding in BINDINGS {
+        assert!(
+            screen.contains(binding.description),
+            "{}",
+            binding.description
+        );
+    }
+    insta::assert_snapshot!(terminal.backend());
+    press(&mut app, KeyCode::Esc);
+    assert!(
+        !render(&mut app, 80, 24)
+            .backend()
+            .to_string()
+            .contains("Help")
+    );
+}
+
+#[test]
+fn filter_while_typing_narrows_the_tree_incrementally() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('/'));
+    type_text(&mut app, "work");
+    insta::assert_snapshot!(render(&mut app, 80, 24).backend());
+}
+
+#[test]
+fn filter_by_pid_after_enter_stays_active_and_esc_clears_it() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('/'));
+    type_text(&mut app, "1201");
+    press(&mut app, KeyCode::Enter);
+    insta::assert_snapshot!(render(&mut app, 80, 24).backend());
+    press(&mut app, KeyCode::Char('q')); // not typed: quits
+    assert!(app.should_quit());
+    press(&mut app, KeyCode::Esc);
+    assert_eq!(app.model().settings().filter, "");
+}
+
+#[test]
+fn paused_view_is_marked_and_frozen_while_deltas_arrive() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('p'));
+    app.apply(key_delta(
+        instance("cli/daemon/zzz"),
+        held(Liveness::Live, 9999, "late", t(590)),
+        None,
+        t(599),
+    ));
+    let terminal = render(&mut app, 80, 24);
+    let screen = terminal.backend().to_string();
+    assert!(screen.contains("PAUSED +1"));
+    assert!(!screen.contains("zzz"));
+    insta::assert_snapshot!(terminal.backend());
+    press(&mut app, KeyCode::Char(' '));
+    assert!(
+        render(&mut app, 80, 24)
+            .backend()
+            .to_string()
+            .contains("zzz")
+    );
+}
+
+#[test]
+fn no_color_theme_draws_no_colour_and_keeps_states_readable() {
+    let mut app = app_with(Theme::monochrome(), demo_model());
+    select(&mut app, Section::Instances, "cli/daemon/abc");
+    let terminal = render(&mut app, 80, 24);
+    let buffer = terminal.backend().buffer();
+    for cell in buffer.content() {
+        assert_eq!((cell.fg, cell.bg), (Color::Reset, Color::Reset), "{cell:?}");
+    }
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
+fn narrow_terminal_40x10_stays_usable() {
+    let mut app = demo_app();
+    select(&mut app, Section::Instances, "cli/daemon/abc");
+    insta::assert_snapshot!(render(&mut app, 40, 10).backend());
+}
+
+#[test]
+fn every_screen_draws_at_every_small_size_without_panicking() {
+    let mut app = demo_app();
+    let screens: [&[KeyCode]; 5] = [
+        &[KeyCode::Char('1')],
+        &[KeyCode::Char('2')],
+        &[KeyCode::Char('3')],
+        &[KeyCode::Char('1'), KeyCode::Char('?')],
+        &[KeyCode::Char('?'), KeyCode::Char('/')],
+    ];
+    for keys in screens {
+        for &key in keys {
+            press(&mut app, key);
+        }
+        for (width, height) in [(80, 24), (40, 10), (20, 5), (1, 1), (0, 0), (200, 3)] {
+            render(&mut app, width, height);
+        }
+        for width in (1..=130).step_by(7) {
+            for height in 1..=26 {
+                render(&mut app, width, height);
+            }
+        }
+        press(&mut app, KeyCode::Esc);
+        press(&mut app, KeyCode::Esc);
+    }
+}
+
+#[test]
+fn navigation_keys_move_the_selection_and_clamp() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('G'));
+    let last = app.model_mut().rows().len() - 1;
+    assert_eq!(app.selected_index(), last);
+    press(&mut app, KeyCode::Down);
+    assert_eq!(app.selected_index(), last);
+    press(&mut app, KeyCode::Char('g'));
+    assert_eq!(app.selected_index(), 0);
+    press(&mut app, KeyCode::PageDown);
+    assert!(app.selected_index() > 1);
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.pane(), Pane::Holders);
+    press(&mut app, KeyCode::BackTab);
+    assert_eq!(app.pane(), Pane::Tree);
+}
+
+#[test]
+fn enter_on_a_holders_key_shows_it_in_the_tree() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('2'));
+    press(&mut app, KeyCode::Down); // first key of the oldest holder
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.pane(), Pane::Tree);
+    let selection = app.model().selection().cloned();
+    assert_eq!(
+        selection,
+        Some((Section::Instances, "cli/daemon/abc".to_string()))
+    );
+}
+
+#[test]
+fn mouse_click_selects_the_row_under_it_and_the_wheel_scrolls() {
+    let mut app = demo_app();
+    render(&mut app, 80, 24);
+    let list = app.hits().list;
+    let click = |row: u16, kind| {
+        Event::Mouse(MouseEvent {
+            kind,
+            column: 20,
+            row,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    app.handle_event(click(list.y + 3, MouseEventKind::Down(MouseButton::Left)));
+    assert_eq!(app.selected_index(), 3);
+    app.handle_event(click(list.y, MouseEventKind::ScrollDown));
+    assert_eq!(app.selected_index(), 6);
+    let tabs = app.hits().tab_spans;
+    let tab_bar = app.hits().tabs.y;
+    app.handle_event(Event::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: tabs[2].0 + 1,
+        row: tab_bar,
+        modifiers: KeyModifiers::NONE,
+    }));
+    assert_eq!(app.pane(), Pane::Events);
+}
+
+#[test]
+fn a_collapsed_node_says_how_many_keys_it_hides_and_read_only_is_marked() {
+    let mut app = demo_app();
+    app.config.read_only = true;
+    select(&mut app, Section::Instances, "cli");
+    press(&mut app, KeyCode::Char('h'));
+    let screen = render(&mut app, 80, 24).backend().to_string();
+    assert!(screen.contains("▸ cli/  (+4)"), "{screen}");
+    assert!(!screen.contains("abc"));
+    assert!(screen.contains("READ-ONLY"));
+    press(&mut app, KeyCode::Enter);
+    assert!(
+        render(&mut app, 80, 24)
+            .backend()
+            .to_string()
+            .contains("abc")
+    );
+}
+
+#[test]
+fn a_click_below_the_last_row_changes_nothing() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('3'));
+    render(&mut app, 80, 24);
+    press(&mut app, KeyCode::Down);
+    let list = app.hits().list;
+    app.handle_event(Event::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: 10,
+        row: list.y + 8,
+        modifiers: KeyModifiers::NONE,
+    }));
+    assert_eq!(app.selected_index(), 1);
+}
+
+#[test]
+fn idle_app_is_not_dirty_and_a_tick_redraws_only_for_ages() {
+    let mut app = app_with(Theme::color(), Model::default());
+    assert!(app.take_dirty(), "first frame");
+    assert!(!app.take_dirty());
+    app.tick(t(1));
+    assert!(!app.take_dirty(), "nothing ages: no redraw");
+    app.apply(key_delta(
+        instance("a/b"),
+        held(Liveness::Live, 5, "x", t(0)),
+        None,
+        t(1),
+    ));
+    assert!(app.take_dirty());
+    app.tick(t(2));
+    assert!(app.take_dirty(), "a held key's age is on screen");
+}
+
+#[test]
+fn a_hundred_thousand_keys_draw_only_the_viewport() {
+    let mut model = Model::default();
+    for i in 0..100_000u32 {
+        let state = if i % 1000 == 0 {
+            held(Liveness::Live, 10_000 + i, "agent", t(0))
+        } else {
+            free()
+        };
+        let aih = format!("cli/daemon/agent{:06}", i);
+        model.apply(key_delta(instance(&aih), state, None, t(0)));
+    }
+    model.set_now(t(60));
+    let mut app = app_with(Theme::color(), model);
+    press(&mut app, KeyCode::Char('a'));
+    render(&mut app, 80, 24);
+    let started = Instant::now();
+    for _ in 0..20 {
+        press(&mut app, KeyCode::Down);
+        render(&mut app, 80, 24);
+    }
+    let per_key = started.elapsed() / 20;
+    assert!(
+        per_key < Duration::from_millis(50),
+        "{per_key:?} per keystroke"
+    );
+    press(&mut app, KeyCode::Char('G'));
+    let screen = render(&mut app, 80, 24).backend().to_string();
+    assert!(
+        screen.contains("agent099999") || screen.contains("plugins") || screen.contains("Other")
+    );
+}

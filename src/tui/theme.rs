@@ -1,0 +1,120 @@
+//! Colours and glyphs. Invariant: no state is told by colour alone —
+//! every state has a glyph AND a word ([`state_label`]), and the
+//! monochrome theme (chosen when `NO_COLOR` is set and non-empty) tells
+//! states apart with bold / underline / reverse / dim instead of colour.
+
+use ratatui::style::{Color, Modifier, Style};
+
+use crate::engine::Liveness;
+
+/// Glyph and word of a liveness: `● live`, `◆ own`, `○ free`,
+/// `◐ in-flight`, `✖ error`.
+pub fn state_label(liveness: Liveness) -> (&'static str, &'static str) {
+    let glyph = match liveness {
+        Liveness::Live => "●",
+        Liveness::Own => "◆",
+        Liveness::Free => "○",
+        Liveness::InFlight => "◐",
+        Liveness::Error => "✖",
+    };
+    (glyph, liveness.as_str())
+}
+
+/// Every style the views use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Theme {
+    /// Live keys.
+    pub live: Style,
+    /// This process's keys.
+    pub own: Style,
+    /// Free (stale) keys.
+    pub free: Style,
+    /// Keys with an acquisition or release in flight.
+    pub in_flight: Style,
+    /// Keys whose probe failed, and scan problems.
+    pub error: Style,
+    /// Directory-only nodes.
+    pub directory: Style,
+    /// Section rows and headings.
+    pub section: Style,
+    /// The selected row.
+    pub selected: Style,
+    /// The PAUSED / READ-ONLY markers.
+    pub marker: Style,
+    /// Secondary text (labels, hints).
+    pub dim: Style,
+    /// Keys in hints and help.
+    pub key: Style,
+    /// The active tab.
+    pub tab_active: Style,
+    /// True for the NO_COLOR theme.
+    pub monochrome: bool,
+}
+
+impl Theme {
+    /// The colour theme.
+    pub fn color() -> Self {
+        let plain = Style::new();
+        Self {
+            live: plain.fg(Color::Green).add_modifier(Modifier::BOLD),
+            own: plain.fg(Color::Cyan).add_modifier(Modifier::BOLD),
+            free: plain.fg(Color::DarkGray),
+            in_flight: plain.fg(Color::Yellow),
+            error: plain.fg(Color::Red).add_modifier(Modifier::BOLD),
+            directory: plain.fg(Color::Blue),
+            section: plain.add_modifier(Modifier::BOLD),
+            selected: plain.bg(Color::DarkGray).add_modifier(Modifier::BOLD),
+            marker: plain
+                .fg(Color::Black)
+                .bg(Color::Yellow)
+                .add_modifier(Modifier::BOLD),
+            dim: plain.fg(Color::Gray),
+            key: plain.fg(Color::Cyan).add_modifier(Modifier::BOLD),
+            tab_active: plain
+                .fg(Color::Black)
+                .bg(Color::Cyan)
+                .add_modifier(Modifier::BOLD),
+            monochrome: false,
+        }
+    }
+
+    /// The NO_COLOR theme: attributes only.
+    pub fn monochrome() -> Self {
+        let plain = Style::new();
+        Self {
+            live: plain.add_modifier(Modifier::BOLD),
+            own: plain.add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
+            free: plain.add_modifier(Modifier::DIM),
+            in_flight: plain.add_modifier(Modifier::ITALIC | Modifier::UNDERLINED),
+            error: plain.add_modifier(Modifier::BOLD | Modifier::REVERSED),
+            directory: plain,
+            section: plain.add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
+            selected: plain.add_modifier(Modifier::REVERSED),
+            marker: plain.add_modifier(Modifier::BOLD | Modifier::REVERSED),
+            dim: plain.add_modifier(Modifier::DIM),
+            key: plain.add_modifier(Modifier::BOLD),
+            tab_active: plain.add_modifier(Modifier::BOLD | Modifier::REVERSED),
+            monochrome: true,
+        }
+    }
+
+    /// Monochrome when `NO_COLOR` is set to a non-empty value (per
+    /// no-color.org), colour otherwise.
+    pub fn from_env() -> Self {
+        match std::env::var_os("NO_COLOR") {
+            Some(value) if !value.is_empty() => Self::monochrome(),
+            _ => Self::color(),
+        }
+    }
+
+    /// The style of a liveness.
+    pub fn liveness(&self, liveness: Liveness) -> Style {
+        match liveness {
+            Liveness::Live => self.live,
+            Liveness::Own => self.own,
+            Liveness::Free => self.free,
+            Liveness::InFlight => self.in_flight,
+            Liveness::Error => self.error,
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The details pane: everything about the selection of the current pane —
+//! a key (AIH or tag, state, holders with command line and held-since,
+//! blocked waiters, the other keys its holders hold, dir/key, gate and
+//! announce paths), a directory, a section, a scan problem, a holder
+//! process, or a logged event. Most telling lines first, so a short pane
+//! still answers "who holds this, since when".
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+use crate::locks::instances_root;
+use crate::model::{HolderRow, Node, NodeId};
+use crate::time_format;
+
+use super::super::action::Pane;
+use super::super::app::App;
+use super::{clock_text, field, state_span, text};
+
+/// Draws the details of the current selection into `area`.
+pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+    let lines = match app.pane {
+        Pane::Tree => match app.model.selected_node() {
+            Some(id) => node_lines(app, id),
+            None => Vec::new(),
+        },
+        Pane::Holders => holder_lines(app),
+        Pane::Events => event_lines(app),
+    };
+    let block = Block::new()
+        .borders(Borders::TOP | Borders::LEFT)
+        .border_style(app.config.theme.dim)
+        .title(Span::styled(" Details ", app.config.theme.section));
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
+    let theme = app.config.theme;
+    let model = &app.model;
+    let now = model.now();
+    let node: &Node = model.data().tree.node(id);
+    let mut lines = Vec::new();
+    if node.is_root() {
+        lines.push(Line::from(Span::styled(node.label.clone(), theme.section)));
+        lines.push(Line::from(Span::styled(
+            "Enter or h/l collapse/expand · a shows free keys · / filters",
+            theme.dim,
+        )));
+        return lines;
+    }
+    if let Some(problem) = &node.problem {
+        lines.push(field(
+            &theme,
+            "problem",
+            vec![Span::styled(problem.clone(), theme.error)],
+        ));
+        lines.push(field(&theme, "path", vec![text(node.path.clone())]));
+        return lines;
+    }
+    let Some(lock) = &node.lock else {
+        let dir = instances_root(&app.config.state_dir).join(&node.path);
+        lines.push(field(&theme, "directory", vec![text(node.path.clone())]));
+        lines.push(field(&theme, "dir", vec![text(dir.display().to_string())]));
+        lines.push(Line::from(Span::styled(
+            "only a directory: no lock of its own",
+            theme.dim,
+        )));
+        return lines;
+    };
+    let key = &lock.key;
+    lines.push(Line::from(vec![
+        Span::styled(format!("{:<9}", key.kind.as_str()), theme.dim),
+        Span::styled(key.name.clone(), theme.section),
+    ]));
+    let mut state = vec![state_span(&theme, lock.liveness())];
+    if let Some(since) = lock.state.since {
+        state.push(text(format!(
+            " · held since {} ({})",
+            time_format::rfc3339(since),
+            time_format::age(since, now)
+        )));
+    } else if let Some(freed) = lock.freed_at {
+        state.push(text(format!(" · freed at {}", clock_text(freed))));
+    }
+    lines.push(field(&theme, "state", state));
+    if let Some(error) = &lock.state.error {
+        lines.push(field(
+            &theme,
+            "error",
+            vec![Span::styled(error.clone(), theme.error)],
+        ));
+    }
+    for holder in &lock.state.holders {
+        let gone = if holder.alive { "" } else { " (stale PID)" };
+        lines.push(field(
+            &theme,
+            "holder",
+            vec![
+                Span::styled(holder.pid.to_string(), theme.key),
+                text(format!(" {}{gone}", holder.command())),
+            ],
+        ));
+    }
+    if !lock.state.waiters.is_empty() {
+        let waiters: Vec<String> = lock.state.waiters.iter().map(u32::to_string).collect();
+        lines.push(field(
+            &theme,
+            "waiters",
+            vec![Span::styled(waiters.join(", "), theme.in_flight)],
+        ));
+    }
+    for (pid, others) in model.held_by_same_pids(id) {
+        if others.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = others
+            .iter()
+            .map(|&other| {
+                let node = model.data().tree.node(other);
+                let kind = node.lock.as_ref().map_or("", |l| l.key.kind.as_str());
+                format!("{kind} {}", node.path)
+            })
+            .collect();
+        lines.push(field(
+            &theme,
+            "family",
+            vec![text(format!("{pid} also holds {}", names.join(", ")))],
+        ));
+    }
+    lines.push(field(
+        &theme,
+        "dir",
+        vec![
+            text(key.dir.display().to_string()),
+            Span::styled("  key ", theme.dim),
+            text(key.key.clone()),
+        ],
+    ));
+    lines.push(field(
+        &theme,
+        "gate",
+        vec![text(key.gate_path().display().to_string())],
+    ));
+    lines.push(field(
+        &theme,
+        "announce",
+        vec![text(key.announce_path().display().to_string())],
+    ));
+    lines
+}
+
+fn holder_lines(app: &mut App) -> Vec<Line<'static>> {
+    let index = app.model.holders_selected();
+    let (groups, rows) = app.model.holders();
+    let row = rows.get(index).copied();
+    let group = match row {
+        Some(HolderRow::Process { group }) => groups.get(group).cloned(),
+        _ => None,
+    };
+    let Some(row) = row else {
+        return vec![Line::from(Span::styled(
+            "no live holder",
+            app.config.theme.dim,
+        ))];
+    };
+    match row {
+        HolderRow::Key { node, .. } => node_lines(app, node),
+        HolderRow::Process { .. } => {
+            let Some(group) = group else {
+                return Vec::new();
+            };
+            let theme = app.config.theme;
+            let now = app.model.now();
+            let mut lines = vec![
+                field(
+                    &theme,
+                    "pid",
+                    vec![Span::styled(group.pid.to_string(), theme.key)],
+                ),
+                field(
+                    &theme,
+                    "command",
+                    vec![text(group.process.command().to_string())],
+                ),
+            ];
+            if let Some(started) = group.process.started {
+                let started = format!(
+                    "{} ({} ago)",
+                    time_format::rfc3339(started),
+                    time_format::age(started, now)
+                );
+                lines.push(field(&theme, "started", vec![text(started)]));
+            }
+            let oldest = group
+                .oldest
+                .map_or("?".into(), |t| time_format::age(t, now));
+            lines.push(field(
+                &theme,
+                "holds",
+                vec![text(format!(
+                    "{} keys, oldest for {oldest}",
+                    group.keys.len()
+                ))],
+            ));
+            lines
+        }
+    }
+}
+
+fn event_lines(app: &App) -> Vec<Line<'static>> {
+    let theme = app.config.theme;
+    let Some(event) = app.model.events().get(app.model.events_selected()) else {
+        return vec![Line::from(Span::styled(
+            "no transition seen yet (keys found by the first scan are not events)",
+            theme.dim,
+        ))];
+    };
+    let mut lines = vec![
+        field(
+            &theme,
+            "event",
+            vec![Span::styled(event.kind.as_str(), theme.section)],
+        ),
+        field(&theme, "at", vec![text(time_format::rfc3339(event.at))]),
+        field(
+            &theme,
+            event.key.kind.as_str(),
+            vec![text(event.key.name.clone())],
+        ),
+    ];
+    if let Some(pid) = event.pid {
+        let command = event.command.clone().unwrap_or_default();
+        lines.push(field(
+            &theme,
+            "pid",
+            vec![
+                Span::styled(pid.to_string(), theme.key),
+                text(format!(" {command}")),
+            ],
+        ));
+    }
+    lines.push(Line::from(Span::styled(
+        "Enter shows the key in the tree",
+        theme.dim,
+    )));
+    lines
+}

@@ -1,0 +1,107 @@
+//! The header (what is watched, how, the counts, the watcher's health,
+//! PAUSED / READ-ONLY markers) and the tab bar. Invariant: a degraded
+//! watcher or a paused view is always on the first line, left, so it
+//! survives the narrowest terminal.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::engine::{Liveness, WatchHealth};
+
+use super::super::action::Pane;
+use super::super::app::App;
+use super::state_span;
+
+/// Two lines: markers, title, state dir, probe, health; then counts.
+pub fn draw_header(app: &mut App, frame: &mut Frame, area: Rect) {
+    let theme = app.config.theme;
+    let data = app.model.data();
+    let mut first = Vec::new();
+    if app.model.paused() {
+        let changes = app.model.changes_while_paused();
+        first.push(Span::styled(format!(" PAUSED +{changes} "), theme.marker));
+        first.push(Span::raw(" "));
+    }
+    if app.config.read_only {
+        first.push(Span::styled(" READ-ONLY ", theme.marker));
+        first.push(Span::raw(" "));
+    }
+    let health_style = match data.health {
+        WatchHealth::Watching => theme.live,
+        WatchHealth::Starting => theme.dim,
+        _ => theme.in_flight,
+    };
+    let health = if app.engine_stopped {
+        Span::styled("engine stopped", theme.error)
+    } else {
+        Span::styled(data.health.describe(), health_style)
+    };
+    first.extend([
+        health,
+        Span::styled(" · ", theme.dim),
+        Span::styled("locktop ", theme.section),
+        Span::raw(app.config.state_dir.display().to_string()),
+        Span::styled(" · probe ", theme.dim),
+        Span::raw(app.config.probe.as_str()),
+    ]);
+
+    let counts = data.counts;
+    let mut second = Vec::new();
+    let mut count = |liveness: Liveness, n: usize, always: bool| {
+        if always || n > 0 {
+            second.push(Span::raw(format!("{n} ")));
+            second.push(state_span(&theme, liveness));
+            second.push(Span::raw("  "));
+        }
+    };
+    count(Liveness::Live, counts.live, true);
+    count(Liveness::Own, counts.own, true);
+    count(Liveness::Free, counts.free, true);
+    count(Liveness::InFlight, counts.in_flight, false);
+    count(Liveness::Error, counts.error, false);
+    second.push(Span::raw(format!("{} ", counts.other)));
+    second.push(Span::styled("· other", theme.dim));
+    if counts.problems > 0 {
+        second.push(Span::raw(format!("  {} ", counts.problems)));
+        second.push(Span::styled("⚠ problems", theme.error));
+    }
+    let lines = vec![Line::from(first), Line::from(second)];
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// The tab bar, with the filter and the free-key toggle on the right.
+pub fn draw_tabs(app: &mut App, frame: &mut Frame, area: Rect) {
+    let theme = app.config.theme;
+    let mut spans = Vec::new();
+    let mut x = area.x;
+    for (index, pane) in Pane::ALL.into_iter().enumerate() {
+        let label = format!(" {} {} ", index + 1, pane.title());
+        let width = label.chars().count() as u16;
+        let style = if pane == app.pane {
+            theme.tab_active
+        } else {
+            theme.dim
+        };
+        app.hits.tab_spans[index] = (x, x.saturating_add(width));
+        x = x.saturating_add(width + 1);
+        spans.push(Span::styled(label, style));
+        spans.push(Span::raw(" "));
+    }
+    app.hits.tabs = area;
+    let settings = app.model.settings();
+    if !settings.filter.is_empty() && app.filter_input.is_none() {
+        spans.push(Span::styled(" filter ", theme.dim));
+        spans.push(Span::styled(format!("/{}", settings.filter), theme.key));
+    }
+    if app.pane == Pane::Tree {
+        let free = if settings.show_free {
+            " free keys shown"
+        } else {
+            " free keys hidden"
+        };
+        spans.push(Span::styled(free, theme.dim));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}

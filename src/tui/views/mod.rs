@@ -1,0 +1,147 @@
+//! Drawing: one function per screen region, all reading the [`App`].
+//!
+//! Invariants: only the rows inside the viewport are turned into text
+//! (the model hands out an index list; a 100k-key tree costs a viewport's
+//! worth of strings per frame); every size down to 1×1 draws without
+//! panicking — below [`MIN_WIDTH`]×[`MIN_HEIGHT`] a one-line notice
+//! replaces the screen; ages use the model's clock, never the system's.
+
+mod details;
+mod events;
+mod footer;
+mod header;
+mod help;
+mod holders;
+mod tree;
+
+use std::time::SystemTime;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{HighlightSpacing, Paragraph, Table, TableState, Wrap};
+
+use crate::engine::Liveness;
+use crate::time_format;
+
+use super::action::Pane;
+use super::app::App;
+use super::theme::{Theme, state_label};
+
+/// Narrowest terminal that gets the full screen.
+pub const MIN_WIDTH: u16 = 30;
+/// Lowest terminal that gets the full screen.
+pub const MIN_HEIGHT: u16 = 7;
+
+/// Draws the whole screen.
+pub fn draw(app: &mut App, frame: &mut Frame) {
+    let area = frame.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let notice = Paragraph::new("locktop: terminal too small").wrap(Wrap { trim: true });
+        frame.render_widget(notice, area);
+        app.hits = Default::default();
+        return;
+    }
+    let [top, tabs, body, footer] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Length(1),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    header::draw_header(app, frame, top);
+    header::draw_tabs(app, frame, tabs);
+    let (list, side) = split_body(body);
+    match app.pane {
+        Pane::Tree => tree::draw(app, frame, list),
+        Pane::Holders => holders::draw(app, frame, list),
+        Pane::Events => events::draw(app, frame, list),
+    }
+    if let Some(side) = side {
+        details::draw(app, frame, side);
+    }
+    footer::draw(app, frame, footer);
+    if app.help {
+        help::draw(app, frame, area);
+    }
+}
+
+/// The list and, when there is room, the details pane (beside the list on
+/// wide terminals, below it otherwise).
+fn split_body(body: Rect) -> (Rect, Option<Rect>) {
+    if body.width >= 120 {
+        let [list, side] =
+            Layout::horizontal([Constraint::Percentage(55), Constraint::Fill(1)]).areas(body);
+        (list, Some(side))
+    } else if body.height >= 14 {
+        let side = (body.height * 9 / 20).clamp(7, 12);
+        let [list, side] =
+            Layout::vertical([Constraint::Fill(1), Constraint::Length(side)]).areas(body);
+        (list, Some(side))
+    } else {
+        (body, None)
+    }
+}
+
+/// Moves `offset` so that `selected` is inside a viewport of `height`
+/// rows over `len` rows, and returns it.
+pub(crate) fn scroll_into_view(offset: &mut usize, selected: usize, height: usize, len: usize) {
+    if height == 0 {
+        return;
+    }
+    if selected < *offset {
+        *offset = selected;
+    } else if selected >= *offset + height {
+        *offset = selected + 1 - height;
+    }
+    *offset = (*offset).min(len.saturating_sub(height));
+}
+
+/// Renders a table of viewport rows with the selection marked by the
+/// theme's style AND a `>` column (visible without colour).
+pub(crate) fn render_table(
+    frame: &mut Frame,
+    area: Rect,
+    table: Table,
+    theme: &Theme,
+    selected_in_window: Option<usize>,
+) {
+    let table = table
+        .row_highlight_style(theme.selected)
+        .highlight_symbol(">")
+        .highlight_spacing(HighlightSpacing::Always);
+    let mut state = TableState::new().with_selected(selected_in_window);
+    frame.render_stateful_widget(table, area, &mut state);
+}
+
+/// `● live`-style span of a liveness.
+pub(crate) fn state_span(theme: &Theme, liveness: Liveness) -> Span<'static> {
+    let (glyph, word) = state_label(liveness);
+    Span::styled(format!("{glyph} {word}"), theme.liveness(liveness))
+}
+
+/// The age of `since` at `now`, or empty.
+pub(crate) fn age_text(since: Option<SystemTime>, now: SystemTime) -> String {
+    since.map_or_else(String::new, |since| time_format::age(since, now))
+}
+
+/// `HH:MM:SSZ` of a time (UTC).
+pub(crate) fn clock_text(time: SystemTime) -> String {
+    let stamp = time_format::rfc3339(time);
+    stamp
+        .get(11..19)
+        .map_or(stamp.clone(), |hms| format!("{hms}Z"))
+}
+
+/// A `label  value` line for the details pane.
+pub(crate) fn field<'a>(theme: &Theme, label: &'a str, value: Vec<Span<'a>>) -> Line<'a> {
+    let mut spans = vec![Span::styled(format!("{label:<9}"), theme.dim)];
+    spans.extend(value);
+    Line::from(spans)
+}
+
+/// A plain span.
+pub(crate) fn text<'a>(value: impl Into<std::borrow::Cow<'a, str>>) -> Span<'a> {
+    Span::styled(value, Style::new())
+}
