@@ -11,6 +11,9 @@
 /// Driving the live engine (deltas, views, ground-truth fixtures).
 pub mod engine;
 
+/// Driving the real binary in a pseudo-terminal.
+pub mod pty;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
