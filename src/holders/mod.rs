@@ -185,8 +185,10 @@ impl Holders {
     }
 
     /// Starts a holder; its progress arrives as updates. Must be called
-    /// from a tokio worker (a child's parent-death signal is tied to the
-    /// spawning thread).
+    /// inside a tokio runtime, from a thread that lives as long as the
+    /// holder — a runtime worker or the thread running `block_on` (the
+    /// TUI's event loop), never a `spawn_blocking` thread: a child's
+    /// parent-death signal is tied to the spawning thread.
     pub fn spawn(&mut self, spec: HolderSpec) -> HolderId {
         let id = self.next_id;
         self.next_id += 1;

@@ -16,7 +16,9 @@
 
 mod data;
 mod events;
+pub mod form;
 mod holders;
+pub mod test_holders;
 mod tree;
 mod view;
 
@@ -29,7 +31,9 @@ use std::time::SystemTime;
 
 pub use data::{Counts, Data};
 pub use events::{EVENT_LOG_CAPACITY, Event, EventKind, EventLog};
+pub use form::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
 pub use holders::{HolderGroup, HolderRow};
+pub use test_holders::{OwnPid, TestHolder, TestHolders};
 pub use tree::{Lock, Node, NodeId, Section, Tree};
 pub use view::{Flat, RECENTLY_FREED, Row, SectionTally, ViewSettings};
 
@@ -95,6 +99,11 @@ impl Model {
             self.events_selected =
                 (self.events_selected + new_events).min(self.data.events.len().saturating_sub(1));
         }
+    }
+
+    /// Asks the function given at creation whether `pid` still runs.
+    pub fn pid_alive(&self, pid: u32) -> bool {
+        (self.pid_alive)(pid)
     }
 
     /// The data the views show: the frozen copy while paused.

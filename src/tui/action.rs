@@ -3,7 +3,7 @@
 //! before it touches state; the key map in [`super::keymap`] is the only
 //! place that binds keys to actions.
 
-/// The main panes, switched with `1`/`2`/`3` and Tab.
+/// The main panes, switched with `1`…`4` and Tab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Pane {
     /// The Instances / Tags / Other tree.
@@ -12,11 +12,13 @@ pub enum Pane {
     Holders,
     /// The event log.
     Events,
+    /// The test holders started from this monitor.
+    TestHolders,
 }
 
 impl Pane {
     /// Every pane, in tab order.
-    pub const ALL: [Pane; 3] = [Pane::Tree, Pane::Holders, Pane::Events];
+    pub const ALL: [Pane; 4] = [Pane::Tree, Pane::Holders, Pane::Events, Pane::TestHolders];
 
     /// The tab title.
     pub fn title(self) -> &'static str {
@@ -24,6 +26,7 @@ impl Pane {
             Pane::Tree => "Tree",
             Pane::Holders => "Holders",
             Pane::Events => "Events",
+            Pane::TestHolders => "Test holders",
         }
     }
 
@@ -75,4 +78,21 @@ pub enum Action {
     ToggleFree,
     /// Freeze or thaw the view.
     TogglePause,
+    /// Open the form that starts a test holder.
+    NewHolder,
+    /// Release the selected test holder.
+    Release,
+    /// Signal a holder: a real one (SIGTERM, then SIGKILL) or a child test
+    /// holder (SIGKILL), after a confirmation.
+    Kill,
+    /// "Why is this stuck?": check the selected key's family.
+    Check,
+}
+
+impl Action {
+    /// True for actions that take, release or signal something: refused
+    /// in read-only mode. (`Check` is not: read-only makes it passive.)
+    pub const fn writes(self) -> bool {
+        matches!(self, Action::NewHolder | Action::Release | Action::Kill)
+    }
 }

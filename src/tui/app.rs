@@ -6,6 +6,8 @@
 //! state change sets the dirty flag and nothing else does, so the event
 //! loop draws only when something changed; drawing reads the clock from
 //! the model (`now` is injected), never from `SystemTime::now()`.
+//! Operator actions (`n`, `r`, `K`, `c`) act through the optional
+//! [`Ops`] handles; without them (tests) they say so instead of acting.
 
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -14,10 +16,12 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 
 use crate::engine::Delta;
-use crate::model::{HolderRow, Model, Section};
+use crate::model::{HolderRow, Model, Section, TestHolders};
 use crate::probe::ProbeMode;
 
 use super::action::{Action, Pane};
+use super::ops::Ops;
+use super::overlay::Overlay;
 use super::theme::Theme;
 use super::views;
 
@@ -44,7 +48,7 @@ pub struct HitMap {
     /// The tab bar line, and the x range of each tab.
     pub tabs: Rect,
     /// `(start x, end x)` per pane, in [`Pane::ALL`] order.
-    pub tab_spans: [(u16, u16); 3],
+    pub tab_spans: [(u16, u16); 4],
 }
 
 /// The whole UI.
@@ -57,9 +61,15 @@ pub struct App {
     pub(crate) filter_input: Option<String>,
     pub(crate) message: Option<String>,
     pub(crate) engine_stopped: bool,
-    pub(crate) offsets: [usize; 3],
+    pub(crate) offsets: [usize; 4],
     pub(crate) page: usize,
     pub(crate) hits: HitMap,
+    /// The form or dialog above the panes, if any (it takes every key).
+    pub(crate) overlay: Option<Overlay>,
+    /// The test holders started from this monitor.
+    pub(crate) test_holders: TestHolders,
+    /// The handles operator actions act through (`None` in tests).
+    pub(crate) ops: Option<Ops>,
     quit: bool,
     dirty: bool,
 }
@@ -75,12 +85,42 @@ impl App {
             filter_input: None,
             message: None,
             engine_stopped: false,
-            offsets: [0; 3],
+            offsets: [0; 4],
             page: 10,
             hits: HitMap::default(),
+            overlay: None,
+            test_holders: TestHolders::default(),
+            ops: None,
             quit: false,
             dirty: true,
         }
+    }
+
+    /// Gives the UI its hands: holders, checks, engine commands.
+    pub fn with_ops(mut self, ops: Ops) -> Self {
+        self.ops = Some(ops);
+        self
+    }
+
+    /// The test holders started from this UI.
+    pub fn test_holders(&self) -> &TestHolders {
+        &self.test_holders
+    }
+
+    /// Whether a form or dialog is open.
+    pub fn has_overlay(&self) -> bool {
+        self.overlay.is_some()
+    }
+
+    /// Sets the status line (e.g. why the holder manager is missing).
+    pub fn set_message(&mut self, message: impl Into<String>) {
+        self.message = Some(message.into());
+        self.dirty = true;
+    }
+
+    /// The status line's message, if any.
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
     }
 
     /// The model (read-only).
@@ -141,12 +181,14 @@ impl App {
     /// running age (a held key) or rows aged out; a paused view keeps its
     /// clock.
     pub fn tick(&mut self, now: SystemTime) {
+        self.watch_signalled();
         if self.model.paused() {
             return;
         }
         let rows_changed = self.model.set_now(now);
         let counts = self.model.data().counts;
-        let ages_shown = counts.live + counts.own + counts.in_flight > 0;
+        let ages_shown = counts.live + counts.own + counts.in_flight > 0
+            || (self.pane == Pane::TestHolders && self.test_holders.running() > 0);
         if rows_changed || ages_shown {
             self.dirty = true;
         }
@@ -196,6 +238,7 @@ impl App {
                 let paused = !self.model.paused();
                 self.model.set_paused(paused);
             }
+            Action::NewHolder | Action::Release | Action::Kill | Action::Check => self.act(action),
         }
     }
 
@@ -205,6 +248,7 @@ impl App {
             Pane::Tree => self.model.selected_row(),
             Pane::Holders => self.model.holders_selected(),
             Pane::Events => self.model.events_selected(),
+            Pane::TestHolders => self.test_holders.selected(),
         }
     }
 
@@ -214,6 +258,7 @@ impl App {
             Pane::Tree => self.model.rows().len(),
             Pane::Holders => self.model.holders().1.len(),
             Pane::Events => self.model.events().len(),
+            Pane::TestHolders => self.test_holders.list().len(),
         }
     }
 
@@ -224,6 +269,7 @@ impl App {
             Pane::Tree => self.model.select_row(index),
             Pane::Holders => self.model.select_holder_row(index),
             Pane::Events => self.model.select_event(index),
+            Pane::TestHolders => self.test_holders.select(index),
         }
     }
 
@@ -254,6 +300,21 @@ impl App {
                 let event = self.model.events().get(self.model.events_selected());
                 if let Some(event) = event {
                     let (section, path) = (Section::of(event.key.kind), event.key.name.clone());
+                    self.reveal(section, &path);
+                }
+            }
+            Pane::TestHolders => {
+                let family = self.test_holders.selected_holder().map(|h| &h.spec.family);
+                let first = match family {
+                    Some(crate::locks::Family::Hierarchy { aih, .. }) => {
+                        Some((Section::Instances, aih.clone()))
+                    }
+                    Some(crate::locks::Family::Group(tags)) => {
+                        tags.first().map(|tag| (Section::Tags, tag.clone()))
+                    }
+                    None => None,
+                };
+                if let Some((section, path)) = first {
                     self.reveal(section, &path);
                 }
             }

@@ -1,12 +1,15 @@
-//! The event loop: one `select!` over terminal input, engine deltas, a
-//! 1 s clock tick (ages only) and termination signals.
+//! The event loop: one `select!` over terminal input, engine deltas, test
+//! holder updates, finished family checks, a 1 s clock tick (ages only)
+//! and termination signals.
 //!
 //! Invariants: every queued delta is applied before drawing (bursts
 //! coalesce into one frame; a 30 ms budget keeps a flood from starving
 //! the screen); a frame is drawn only when the app is dirty, so an idle
 //! monitor with nothing aging on screen draws nothing; SIGTERM, SIGHUP and
 //! SIGINT end the loop like `q` does, and the terminal guard restores the
-//! screen on every return path.
+//! screen on every return path. On the way out every test holder is
+//! released and given at most [`RELEASE_GRACE`] to report its exit
+//! (children also die with us: parent-death signal, stdin EOF).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -14,18 +17,41 @@ use anyhow::Context as _;
 use crossterm::event::EventStream;
 use futures::StreamExt;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::MissedTickBehavior;
 
 use crate::engine::EngineHandle;
 
 use super::app::App;
+use super::ops::OpsEvents;
 use super::terminal::{TerminalGuard, install_panic_hook};
 
 /// How long one burst of deltas may be applied before a frame is drawn.
 const DRAIN_BUDGET: Duration = Duration::from_millis(30);
 
-/// Runs `app` on the real terminal until it quits.
-pub async fn run(mut app: App, mut engine: EngineHandle) -> anyhow::Result<()> {
+/// How long quitting waits for test holders to report their release.
+pub const RELEASE_GRACE: Duration = Duration::from_secs(2);
+
+/// The next message of an optional channel; pends forever once it is
+/// gone (closed channels are set to `None` by the caller).
+async fn next<T>(rx: &mut Option<UnboundedReceiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs `app` on the real terminal until it quits. `ops` carries what the
+/// operator's actions report back (absent without a holder manager).
+pub async fn run(
+    mut app: App,
+    mut engine: EngineHandle,
+    ops: Option<OpsEvents>,
+) -> anyhow::Result<()> {
+    let (mut updates, mut checks) = match ops {
+        Some(ops) => (Some(ops.holder_updates), Some(ops.checks)),
+        None => (None, None),
+    };
     let mut terminate = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut hangup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("SIGINT handler")?;
@@ -68,11 +94,32 @@ pub async fn run(mut app: App, mut engine: EngineHandle) -> anyhow::Result<()> {
                     app.engine_stopped();
                 }
             },
+            update = next(&mut updates) => match update {
+                Some(update) => app.holder_update(update),
+                None => updates = None,
+            },
+            outcome = next(&mut checks) => match outcome {
+                Some(outcome) => app.check_done(outcome),
+                None => checks = None,
+            },
             _ = tick.tick() => app.tick(SystemTime::now()),
             _ = terminate.recv() => app.quit(),
             _ = hangup.recv() => app.quit(),
             _ = interrupt.recv() => app.quit(),
         }
+    }
+    let running = app.release_all_test_holders();
+    if running > 0 {
+        app.set_message(format!("releasing {running} test holder(s)…"));
+        let _ = guard.terminal.draw(|frame| app.draw(frame));
+        let deadline = tokio::time::Instant::now() + RELEASE_GRACE;
+        while app.test_holders_running() > 0 {
+            match tokio::time::timeout_at(deadline, next(&mut updates)).await {
+                Ok(Some(update)) => app.holder_update(update),
+                _ => break,
+            }
+        }
+        tracing::info!(left = app.test_holders_running(), "test holders released");
     }
     drop(guard);
     tracing::info!("locktop TUI stopped");

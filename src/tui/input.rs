@@ -2,8 +2,11 @@
 //! key map, text while the filter is being typed, mouse wheel and clicks
 //! through the hit map of the last frame.
 //!
-//! Invariant: while the filter is typed, printable keys are text (so `q`
-//! types a q); only Esc, Enter, Backspace, arrows and Ctrl-C act.
+//! Invariants: while the filter is typed, printable keys are text (so `q`
+//! types a q); only Esc, Enter, Backspace, arrows and Ctrl-C act. While an
+//! overlay (form, dialog) is open it takes every key and the mouse does
+//! nothing. A key bound to an action disabled by read-only mode says so
+//! on the status line instead of doing nothing silently.
 
 use crossterm::event::{
     Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
@@ -32,11 +35,20 @@ impl App {
         if key.kind == KeyEventKind::Release {
             return;
         }
+        if self.overlay.is_some() {
+            return self.overlay_key(key);
+        }
         if self.filter_input.is_some() {
             self.type_filter(key);
             return;
         }
         let Some(action) = keymap::action_for(key, self.config.read_only) else {
+            if let Some(binding) = keymap::binding_for(key).filter(|b| b.writes) {
+                self.set_message(format!(
+                    "{} ({}) is disabled: locktop runs --read-only",
+                    binding.shown, binding.description
+                ));
+            }
             return;
         };
         if self.help && !matches!(action, Action::ToggleHelp | Action::Escape | Action::Quit) {
@@ -80,7 +92,7 @@ impl App {
     /// Handles one mouse event: wheel scrolls the current list, a left
     /// click selects a row or a tab.
     pub fn handle_mouse(&mut self, mouse: MouseEvent) {
-        if self.help {
+        if self.help || self.overlay.is_some() {
             return;
         }
         match mouse.kind {

@@ -1,6 +1,7 @@
 //! The key map: the single source of truth binding keys to actions. The
 //! help overlay and the footer hints are generated from [`BINDINGS`];
-//! nothing else matches on key codes (except text typed into the filter).
+//! nothing else matches on key codes, except text typed into the filter
+//! and the keys of an open form or dialog (see `overlay`).
 //!
 //! Invariants: a key resolves to at most one action (the first binding
 //! that lists it); a binding marked `writes` (it would change locks on
@@ -19,11 +20,13 @@ pub enum Group {
     Navigate,
     /// What is shown.
     View,
+    /// Operator actions: test holders, signals, family checks.
+    Act,
 }
 
 impl Group {
     /// Every group, in help order.
-    pub const ALL: [Group; 3] = [Group::General, Group::Navigate, Group::View];
+    pub const ALL: [Group; 4] = [Group::General, Group::Navigate, Group::View, Group::Act];
 
     /// The help heading.
     pub fn title(self) -> &'static str {
@@ -31,6 +34,7 @@ impl Group {
             Group::General => "General",
             Group::Navigate => "Navigate",
             Group::View => "View",
+            Group::Act => "Act",
         }
     }
 }
@@ -72,7 +76,7 @@ const fn bind(
         description,
         group,
         hint,
-        writes: false,
+        writes: action.writes(),
     }
 }
 
@@ -101,11 +105,23 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(Char('1'), NONE)], "1", Action::Show(Pane::Tree), "tree: instances, tags…", Group::View, None),
     bind(&[(Char('2'), NONE)], "2", Action::Show(Pane::Holders), "holders: who holds what", Group::View, None),
     bind(&[(Char('3'), NONE)], "3", Action::Show(Pane::Events), "event log, newest first", Group::View, None),
+    bind(&[(Char('4'), NONE)], "4", Action::Show(Pane::TestHolders), "your test holders", Group::View, None),
+    bind(&[(Char('n'), NONE)], "n", Action::NewHolder, "hold a family (form)", Group::Act, Some("hold")),
+    bind(&[(Char('r'), NONE)], "r", Action::Release, "release a test holder", Group::Act, None),
+    bind(&[(Char('K'), NONE)], "K", Action::Kill, "signal a holder's PID", Group::Act, Some("signal")),
+    bind(&[(Char('c'), NONE)], "c", Action::Check, "why stuck? check family", Group::Act, Some("check")),
 ];
 
 /// The action bound to `key`, if any. Releases are ignored; bindings that
 /// write resolve to nothing when `read_only`.
 pub fn action_for(key: KeyEvent, read_only: bool) -> Option<Action> {
+    binding_for(key)
+        .filter(|binding| !(read_only && binding.writes))
+        .map(|binding| binding.action)
+}
+
+/// The binding `key` would trigger, read-only or not (releases: none).
+pub fn binding_for(key: KeyEvent) -> Option<&'static Binding> {
     if key.kind == KeyEventKind::Release {
         return None;
     }
@@ -115,9 +131,7 @@ pub fn action_for(key: KeyEvent, read_only: bool) -> Option<Action> {
     };
     BINDINGS
         .iter()
-        .filter(|binding| !(read_only && binding.writes))
         .find(|binding| binding.keys.contains(&(key.code, modifiers)))
-        .map(|binding| binding.action)
 }
 
 #[cfg(test)]
@@ -149,6 +163,27 @@ mod tests {
             Some(Action::ToggleHelp)
         );
         assert_eq!(action_for(key(Char('c'), CTRL), false), Some(Action::Quit));
-        assert_eq!(action_for(key(Char('c'), NONE), false), None);
+        assert_eq!(action_for(key(Char('c'), NONE), false), Some(Action::Check));
+        assert_eq!(
+            action_for(key(Char('K'), KeyModifiers::SHIFT), false),
+            Some(Action::Kill)
+        );
+    }
+
+    #[test]
+    fn read_only_disables_exactly_the_bindings_that_write() {
+        for binding in BINDINGS {
+            let (code, modifiers) = binding.keys[0];
+            let expected = (!binding.writes).then_some(binding.action);
+            assert_eq!(action_for(key(code, modifiers), true), expected);
+            assert_eq!(binding.writes, binding.action.writes());
+        }
+        let disabled: Vec<&str> = BINDINGS
+            .iter()
+            .filter(|b| b.writes)
+            .map(|b| b.shown)
+            .collect();
+        assert_eq!(disabled, ["n", "r", "K"]);
+        assert_eq!(action_for(key(Char('c'), NONE), true), Some(Action::Check));
     }
 }

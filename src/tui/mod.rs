@@ -2,21 +2,32 @@
 //! transitions between them, drawn from the engine's deltas.
 //!
 //! Data flows one way: engine [`Delta`](crate::engine::Delta)s →
-//! [`crate::model::Model`] → views. Invariants: no lock logic here (the
-//! engine probes, the UI only renders); the terminal is restored on every
-//! exit path (see [`terminal`]); logs go to a file, never to the screen.
+//! [`crate::model::Model`] → views. Operator actions (test holders,
+//! signals, family checks) go out through [`Ops`] and come back as updates
+//! on channels the event loop selects on. Invariants: no lock logic here
+//! (the engine probes, `holders` and `explain` take locks, the UI only
+//! renders and asks); the terminal is restored on every exit path (see
+//! [`terminal`]); logs go to a file, never to the screen; test holders are
+//! released on the way out.
 
 mod action;
+mod actions;
 mod app;
 mod event_loop;
 mod input;
 mod keymap;
+mod ops;
+mod overlay;
 mod terminal;
 mod theme;
 mod views;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_live;
+#[cfg(test)]
+mod tests_ops;
 
 use std::path::PathBuf;
 
@@ -24,23 +35,26 @@ use anyhow::Context as _;
 
 pub use action::{Action, Pane};
 pub use app::{App, AppConfig, HitMap};
-pub use keymap::{BINDINGS, Binding, Group, action_for};
+pub use keymap::{BINDINGS, Binding, Group, action_for, binding_for};
+pub use ops::{CheckOutcome, Ops, OpsEvents, refuse_pid, signal_holder};
+pub use overlay::{KillTestHolder, Overlay, ReportDialog, SignalDialog, SignalStage};
 pub use terminal::{TerminalGuard, install_panic_hook, restore};
 pub use theme::{Theme, state_label};
 
 /// How the TUI runs.
 #[derive(Debug, Clone, Default)]
 pub struct TuiOptions {
-    /// Disable every action that would write (none yet besides probes,
-    /// which the engine config governs).
+    /// Disable every action that takes, releases or signals anything
+    /// (test holders, `K`); family checks become passive probes.
     pub read_only: bool,
     /// Where logs go; default `<temp dir>/locktop-<pid>.log`.
     pub log_file: Option<PathBuf>,
 }
 
 /// Runs the TUI on `context`'s state dir until the operator quits or a
-/// signal (SIGTERM, SIGHUP, SIGINT) arrives. Starts the engine; restores
-/// the terminal on every way out.
+/// signal (SIGTERM, SIGHUP, SIGINT) arrives. Starts the engine and the
+/// test-holder manager on the SAME `context` (one in-process gate);
+/// restores the terminal and releases test holders on every way out.
 pub async fn run(
     context: crate::context::Context,
     engine: crate::engine::EngineConfig,
@@ -59,8 +73,19 @@ pub async fn run(
     };
     let handle = crate::engine::spawn(context.clone(), engine);
     let model = crate::model::Model::new(Box::new(pid_alive));
-    let app = App::new(config, model);
-    let result = event_loop::run(app, handle).await;
+    let mut app = App::new(config, model);
+    let events = match Ops::new(context.clone(), Some(handle.commands.clone())) {
+        Ok((ops, events)) => {
+            app = app.with_ops(ops);
+            Some(events)
+        }
+        Err(error) => {
+            tracing::warn!("no holder manager: {error}");
+            app.set_message(format!("test holders unavailable: {error}"));
+            None
+        }
+    };
+    let result = event_loop::run(app, handle, events).await;
     if let Err(error) = &result {
         tracing::error!("TUI failed: {error:#}");
     }

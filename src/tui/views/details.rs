@@ -2,8 +2,8 @@
 //! a key (AIH or tag, state, holders with command line and held-since,
 //! blocked waiters, the other keys its holders hold, dir/key, gate and
 //! announce paths), a directory, a section, a scan problem, a holder
-//! process, or a logged event. Most telling lines first, so a short pane
-//! still answers "who holds this, since when".
+//! process, a logged event, or a test holder. Most telling lines first,
+//! so a short pane still answers "who holds this, since when".
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -27,6 +27,7 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
         },
         Pane::Holders => holder_lines(app),
         Pane::Events => event_lines(app),
+        Pane::TestHolders => super::test_holders::detail_lines(app),
     };
     let block = Block::new()
         .borders(Borders::TOP | Borders::LEFT)

@@ -1,7 +1,7 @@
 //! The help overlay, generated from the key map (the single source): one
 //! heading per group, one line per binding, in two columns when the
 //! terminal is wide enough. Bindings disabled by read-only mode are listed
-//! as such.
+//! as such: marked `✗` and dimmed, with the group heading saying why.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -20,6 +20,14 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
     left.push(Line::default());
     left.extend(group_lines(&theme, Group::Navigate, read_only));
     let mut right = group_lines(&theme, Group::View, read_only);
+    right.push(Line::default());
+    right.extend(group_lines(&theme, Group::Act, read_only));
+    if read_only {
+        right.push(Line::from(Span::styled(
+            "  c only probes (read-only)",
+            theme.dim,
+        )));
+    }
     right.push(Line::default());
     right.push(Line::from(Span::styled("States", theme.section)));
     for state in ["● live  ◆ own  ○ free", "◐ in-flight  ✖ error  □ dir"] {
@@ -58,16 +66,25 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
 }
 
 fn group_lines(theme: &Theme, group: Group, read_only: bool) -> Vec<Line<'static>> {
-    let mut lines = vec![Line::from(Span::styled(group.title(), theme.section))];
-    for binding in BINDINGS.iter().filter(|b| b.group == group) {
-        let mut spans = vec![
-            Span::styled(format!("  {:<9}", binding.shown), theme.key),
-            Span::raw(binding.description),
-        ];
-        if binding.writes && read_only {
-            spans.push(Span::styled(" (disabled: read-only)", theme.dim));
-        }
-        lines.push(Line::from(spans));
+    let bindings = BINDINGS.iter().filter(|b| b.group == group);
+    let mut heading = vec![Span::styled(group.title(), theme.section)];
+    if read_only && bindings.clone().any(|b| b.writes) {
+        heading.push(Span::styled(" · ✗ disabled: read-only", theme.dim));
+    }
+    let mut lines = vec![Line::from(heading)];
+    for binding in bindings {
+        let line = if binding.writes && read_only {
+            Line::from(Span::styled(
+                format!("✗ {:<9}{}", binding.shown, binding.description),
+                theme.dim,
+            ))
+        } else {
+            Line::from(vec![
+                Span::styled(format!("  {:<9}", binding.shown), theme.key),
+                Span::raw(binding.description),
+            ])
+        };
+        lines.push(line);
     }
     lines
 }

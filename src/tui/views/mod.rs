@@ -4,14 +4,18 @@
 //! (the model hands out an index list; a 100k-key tree costs a viewport's
 //! worth of strings per frame); every size down to 1×1 draws without
 //! panicking — below [`MIN_WIDTH`]×[`MIN_HEIGHT`] a one-line notice
-//! replaces the screen; ages use the model's clock, never the system's.
+//! replaces the screen; ages use the model's clock, never the system's;
+//! an overlay (form, dialog) is drawn last, above everything.
 
 mod details;
+mod dialog;
 mod events;
 mod footer;
+mod form;
 mod header;
 mod help;
 mod holders;
+mod test_holders;
 mod tree;
 
 use std::time::SystemTime;
@@ -57,6 +61,7 @@ pub fn draw(app: &mut App, frame: &mut Frame) {
         Pane::Tree => tree::draw(app, frame, list),
         Pane::Holders => holders::draw(app, frame, list),
         Pane::Events => events::draw(app, frame, list),
+        Pane::TestHolders => test_holders::draw(app, frame, list),
     }
     if let Some(side) = side {
         details::draw(app, frame, side);
@@ -65,6 +70,46 @@ pub fn draw(app: &mut App, frame: &mut Frame) {
     if app.help {
         help::draw(app, frame, area);
     }
+    if app.overlay.is_some() {
+        dialog::draw(app, frame, area);
+    }
+}
+
+/// A `width`×`height` rectangle centred in `area` (shrunk to fit).
+pub(crate) fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let width = width.min(area.width);
+    let height = height.min(area.height);
+    Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    }
+}
+
+/// Splits `text` into lines of at most `width` characters, breaking at
+/// spaces when it can; continuation lines are indented by `indent`.
+pub(crate) fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
+    let width = width.max(1);
+    let indent = if indent * 2 < width { indent } else { 0 };
+    let mut lines = Vec::new();
+    let mut rest: Vec<char> = text.chars().collect();
+    let mut room = width;
+    while rest.len() > room {
+        let cut = rest[..=room]
+            .iter()
+            .rposition(|&c| c == ' ')
+            .filter(|&at| at > indent)
+            .unwrap_or(room);
+        let head: String = rest[..cut].iter().collect();
+        lines.push(head.trim_end().to_string());
+        let skip = usize::from(rest.get(cut) == Some(&' '));
+        rest = rest[cut + skip..].to_vec();
+        rest.splice(0..0, std::iter::repeat_n(' ', indent));
+        room = width;
+    }
+    lines.push(rest.into_iter().collect());
+    lines
 }
 
 /// The list and, when there is room, the details pane (beside the list on

@@ -1,0 +1,361 @@
+//! Operator actions on the [`App`]: `n` (hold a family), `r` (release a
+//! test holder), `K` (signal a holder), `c` (why is this stuck?), and
+//! folding in what those actions report back (holder updates, check
+//! outcomes).
+//!
+//! Invariants: read-only mode refuses everything that takes, releases or
+//! signals (checked here too, not only in the key map) and turns checks
+//! into passive probes; a child test holder's PID is announced to the
+//! engine as own while it lives and withdrawn when it is over; opening a
+//! dialog never acts — only its confirmation does (see [`super::overlay`]).
+
+use std::time::SystemTime;
+
+use nix::sys::signal::Signal;
+
+use crate::engine::EngineCommand;
+use crate::explain::report_lines;
+use crate::holders::{HoldMode, HolderSpec, HolderStatus, HolderUpdate, Placement};
+use crate::key::KeyKind;
+use crate::locks::Family;
+use crate::model::{HolderForm, HolderRow, OwnPid, describe_family};
+
+use super::action::{Action, Pane};
+use super::app::App;
+use super::ops::{CheckOutcome, refuse_pid, signal_holder};
+use super::overlay::{KillTestHolder, Overlay, ReportDialog, SignalDialog, SignalStage};
+
+/// Said when an action needs the live monitor's handles (tests, or the
+/// holder manager could not start).
+const NO_OPS: &str = "not available: this view has no holder manager";
+
+impl App {
+    /// Performs one of the operator actions (`n`, `r`, `K`, `c`).
+    pub(crate) fn act(&mut self, action: Action) {
+        if action.writes() && self.config.read_only {
+            self.message = Some("disabled: locktop runs --read-only".into());
+            return;
+        }
+        match action {
+            Action::NewHolder => self.overlay = Some(Overlay::Form(HolderForm::hold())),
+            Action::Release => self.release_selected(),
+            Action::Kill => self.open_kill(),
+            Action::Check => match self.selected_family() {
+                Ok(family) => {
+                    let form = HolderForm::check(family, self.config.read_only);
+                    self.overlay = Some(Overlay::Form(form));
+                }
+                Err(reason) => self.message = Some(reason),
+            },
+            _ => {}
+        }
+    }
+
+    /// The selected key as a family of one (an instance is a hierarchy
+    /// without tags, a tag a group of one), or a test holder's family.
+    fn selected_family(&mut self) -> Result<Family, String> {
+        if self.pane == Pane::TestHolders {
+            return match self.test_holders.selected_holder() {
+                Some(holder) => Ok(holder.spec.family.clone()),
+                None => Err("no test holder yet: n starts one".into()),
+            };
+        }
+        let node = match self.pane {
+            Pane::Tree => self.model.selected_node(),
+            Pane::Holders => {
+                let index = self.model.holders_selected();
+                match self.model.holders().1.get(index) {
+                    Some(HolderRow::Key { node, .. }) => Some(*node),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let key = node.and_then(|id| self.model.data().lock(id).map(|lock| lock.key.clone()));
+        let Some(key) = key else {
+            return Err(
+                "c checks a key: select an instance or a tag (1 Tree, 2 Holders) or a test holder (4)".into(),
+            );
+        };
+        match key.kind {
+            KeyKind::Instance => Ok(Family::Hierarchy {
+                aih: key.name,
+                tags: Vec::new(),
+            }),
+            KeyKind::Tag => Ok(Family::Group(vec![key.name])),
+            KeyKind::Other => Err(format!(
+                "{} is not an agent lock: c checks instances and tags",
+                key.name
+            )),
+        }
+    }
+
+    /// Starts a test holder from a validated spec and shows it in pane 4.
+    pub(crate) fn spawn_test_holder(&mut self, spec: HolderSpec) {
+        if self.config.read_only {
+            self.message = Some("disabled: locktop runs --read-only".into());
+            return;
+        }
+        let Some(ops) = self.ops.as_mut() else {
+            self.message = Some(format!("test holders {NO_OPS}"));
+            return;
+        };
+        let id = ops.holders().spawn(spec.clone());
+        let (placement, mode) = words(&spec);
+        self.message = Some(format!(
+            "test holder #{id} starting: {} ({placement}, {mode})",
+            describe_family(&spec.family)
+        ));
+        self.test_holders.add(id, spec, SystemTime::now());
+        self.pane = Pane::TestHolders;
+        self.test_holders.select(usize::MAX);
+    }
+
+    /// Starts a family check in the background and opens its report
+    /// dialog (filled in when the outcome arrives). Passive in read-only.
+    pub(crate) fn run_check(&mut self, family: Family, passive: bool) {
+        let passive = passive || self.config.read_only;
+        let Some(ops) = self.ops.as_mut() else {
+            self.message = Some(format!("family checks {NO_OPS}"));
+            return;
+        };
+        let seq = ops.check(family.clone(), passive);
+        self.open_report(seq, &family, passive);
+    }
+
+    /// Opens the (empty, "checking…") report dialog of check `seq`.
+    pub(crate) fn open_report(&mut self, seq: u64, family: &Family, passive: bool) {
+        self.overlay = Some(Overlay::Report(ReportDialog {
+            seq,
+            family: describe_family(family),
+            passive,
+            lines: None,
+            scroll: 0,
+            page: 1,
+        }));
+    }
+
+    /// A check finished: fills its dialog if it is still open.
+    pub fn check_done(&mut self, outcome: CheckOutcome) {
+        let now = self.model.now();
+        if let Some(Overlay::Report(report)) = self.overlay.as_mut()
+            && report.seq == outcome.seq
+        {
+            report.lines = Some(match outcome.result {
+                Ok(report) => report_lines(&report, now),
+                Err(error) => vec![format!("the check could not run: {error}")],
+            });
+            self.mark_dirty();
+        }
+    }
+
+    fn release_selected(&mut self) {
+        if self.pane != Pane::TestHolders {
+            self.message = Some("r releases a test holder: select it in 4 Test holders".into());
+            return;
+        }
+        let Some(holder) = self.test_holders.selected_holder() else {
+            self.message = Some("no test holder yet: n starts one".into());
+            return;
+        };
+        let id = holder.id;
+        if holder.status.is_over() {
+            self.message = Some(format!(
+                "test holder #{id} is already {}",
+                holder.status.word()
+            ));
+            return;
+        }
+        let Some(ops) = self.ops.as_mut() else {
+            self.message = Some(format!("releasing {NO_OPS}"));
+            return;
+        };
+        self.message = Some(match ops.holders().release(id) {
+            Ok(()) => format!("releasing test holder #{id}…"),
+            Err(error) => error,
+        });
+    }
+
+    /// `K`: on a test holder, confirm a SIGKILL; on a held key or a holder
+    /// process, open the signal dialog.
+    fn open_kill(&mut self) {
+        let process = match self.pane {
+            Pane::TestHolders => return self.open_kill_test_holder(),
+            Pane::Tree => self.model.selected_node().and_then(|id| {
+                let lock = self.model.data().lock(id)?;
+                let held = lock.liveness().is_held();
+                held.then(|| lock.state.holders.first().cloned()).flatten()
+            }),
+            Pane::Holders => {
+                let index = self.model.holders_selected();
+                let (groups, rows) = self.model.holders();
+                match rows.get(index) {
+                    Some(HolderRow::Process { group } | HolderRow::Key { group, .. }) => {
+                        groups.get(*group).map(|g| g.process.clone())
+                    }
+                    None => None,
+                }
+            }
+            Pane::Events => None,
+        };
+        let Some(process) = process else {
+            self.message = Some(
+                "K signals the holder of a held key: select one in 1 Tree or 2 Holders".into(),
+            );
+            return;
+        };
+        if let Some(reason) = refuse_pid(process.pid) {
+            self.message = Some(reason);
+            return;
+        }
+        let data = self.model.data();
+        let holds = data
+            .by_pid
+            .get(&process.pid)
+            .into_iter()
+            .flatten()
+            .filter_map(|&id| data.lock(id).map(|lock| lock.key.label()))
+            .collect();
+        self.overlay = Some(Overlay::Signal(SignalDialog {
+            process,
+            holds,
+            stage: SignalStage::Confirm,
+            error: None,
+            exited: false,
+        }));
+    }
+
+    fn open_kill_test_holder(&mut self) {
+        let Some(holder) = self.test_holders.selected_holder() else {
+            self.message = Some("no test holder yet: n starts one".into());
+            return;
+        };
+        if holder.spec.placement == Placement::InProcess {
+            self.message = Some("an in-process holder cannot be killed; release it (r)".into());
+        } else if holder.status.is_over() {
+            let id = holder.id;
+            self.message = Some(format!(
+                "test holder #{id} is already {}",
+                holder.status.word()
+            ));
+        } else {
+            self.overlay = Some(Overlay::KillTestHolder(KillTestHolder {
+                id: holder.id,
+                pid: holder.pid,
+                family: describe_family(&holder.spec.family),
+            }));
+        }
+    }
+
+    /// SIGKILLs child test holder `id` (after its confirmation).
+    pub(crate) fn kill_test_holder(&mut self, id: u64) {
+        let Some(ops) = self.ops.as_mut() else {
+            self.message = Some(format!("killing {NO_OPS}"));
+            return;
+        };
+        self.message = Some(match ops.holders().kill(id) {
+            Ok(()) => format!("sent SIGKILL to test holder #{id}"),
+            Err(error) => error,
+        });
+    }
+
+    /// First confirmation of the signal dialog: SIGTERM.
+    pub(crate) fn send_term(&mut self) {
+        self.send_signal(Signal::SIGTERM, SignalStage::TermSent);
+    }
+
+    /// Second confirmation of the signal dialog: SIGKILL.
+    pub(crate) fn send_kill(&mut self) {
+        self.send_signal(Signal::SIGKILL, SignalStage::KillSent);
+    }
+
+    fn send_signal(&mut self, signal: Signal, next: SignalStage) {
+        if self.config.read_only {
+            return;
+        }
+        let Some(Overlay::Signal(dialog)) = self.overlay.as_mut() else {
+            return;
+        };
+        match signal_holder(&dialog.process, signal) {
+            Ok(()) => {
+                tracing::info!(
+                    pid = dialog.process.pid,
+                    signal = signal.as_str(),
+                    "signalled a holder"
+                );
+                dialog.stage = next;
+                dialog.error = None;
+            }
+            Err(error) => dialog.error = Some(error),
+        }
+    }
+
+    /// Notes whether a signalled holder has exited (on the clock tick).
+    pub(crate) fn watch_signalled(&mut self) {
+        let Some(Overlay::Signal(dialog)) = self.overlay.as_ref() else {
+            return;
+        };
+        if dialog.stage != SignalStage::Confirm && !dialog.exited {
+            let gone = !self.model.pid_alive(dialog.process.pid);
+            if let Some(Overlay::Signal(dialog)) = self.overlay.as_mut()
+                && gone
+            {
+                dialog.exited = true;
+                self.mark_dirty();
+            }
+        }
+    }
+
+    /// Folds in a test holder's progress; tells the engine which child
+    /// PIDs are own.
+    pub fn holder_update(&mut self, update: HolderUpdate) {
+        self.mark_dirty();
+        let own = self.test_holders.apply(&update);
+        if let (Some(own), Some(ops)) = (own, self.ops.as_ref()) {
+            ops.engine(match own {
+                OwnPid::Add(pid) => EngineCommand::AddOwnPid(pid),
+                OwnPid::Remove(pid) => EngineCommand::RemoveOwnPid(pid),
+            });
+        }
+        let Some(holder) = self.test_holders.get(update.id) else {
+            return;
+        };
+        let (id, family) = (holder.id, describe_family(&holder.spec.family));
+        let pid = holder
+            .pid
+            .map_or_else(String::new, |pid| format!(" (pid {pid})"));
+        self.message = match &update.status {
+            HolderStatus::Holding => Some(format!("test holder #{id} holds {family}{pid}")),
+            HolderStatus::Failed(reason) => Some(format!("test holder #{id} failed: {reason}")),
+            HolderStatus::Exited(detail) => Some(format!("test holder #{id} exited: {detail}")),
+            HolderStatus::Starting | HolderStatus::Waiting(_) => return,
+        };
+    }
+
+    /// On quit: releases every test holder still running; returns how
+    /// many are not over yet (their final updates are still to come).
+    pub fn release_all_test_holders(&mut self) -> usize {
+        if let Some(ops) = self.ops.as_mut() {
+            ops.holders().release_all();
+        }
+        self.test_holders.running()
+    }
+
+    /// Test holders that are not over yet.
+    pub fn test_holders_running(&self) -> usize {
+        self.test_holders.running()
+    }
+}
+
+/// `in-process` / `child process` and `try` / `wait` for messages.
+pub(crate) fn words(spec: &HolderSpec) -> (&'static str, &'static str) {
+    let placement = match spec.placement {
+        Placement::InProcess => "in-process",
+        Placement::Child => "child process",
+    };
+    let mode = match spec.mode {
+        HoldMode::Try => "try",
+        HoldMode::Wait => "wait",
+    };
+    (placement, mode)
+}

@@ -1,0 +1,171 @@
+//! Modal overlays — the hold / check form, the signal and kill
+//! confirmations, the check report — and the keys they take.
+//!
+//! Invariants: while an overlay is open every key goes to it (only Ctrl-C
+//! still quits), so a letter typed into the form is text, never an action;
+//! nothing is taken, released or signalled without an explicit
+//! confirmation key (`y`, Enter on a valid form, or `K` in the signal
+//! dialog's second stage); Esc always closes without acting.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::holders::HolderId;
+use crate::model::{FormPurpose, HolderForm};
+use crate::process::ProcessInfo;
+
+use super::app::App;
+
+/// The overlay shown above the panes, if any.
+#[derive(Debug, Clone)]
+pub enum Overlay {
+    /// Hold a family, or check one.
+    Form(HolderForm),
+    /// Signal a real holder process.
+    Signal(SignalDialog),
+    /// SIGKILL a child test holder?
+    KillTestHolder(KillTestHolder),
+    /// A family check's report.
+    Report(ReportDialog),
+}
+
+/// How far the signal dialog has gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalStage {
+    /// Asking: send SIGTERM?
+    Confirm,
+    /// SIGTERM sent; `K` now sends SIGKILL.
+    TermSent,
+    /// SIGKILL sent; only closing is left.
+    KillSent,
+}
+
+/// The dialog that signals a real holder: SIGTERM, then SIGKILL.
+#[derive(Debug, Clone)]
+pub struct SignalDialog {
+    /// The process as the operator was shown it (PID reuse is checked
+    /// against it before each signal).
+    pub process: ProcessInfo,
+    /// The keys it holds, as labels.
+    pub holds: Vec<String>,
+    /// Where the dialog is.
+    pub stage: SignalStage,
+    /// The outcome of the last attempt, if it failed.
+    pub error: Option<String>,
+    /// Seen gone since a signal was sent.
+    pub exited: bool,
+}
+
+/// The confirmation before SIGKILLing a child test holder.
+#[derive(Debug, Clone)]
+pub struct KillTestHolder {
+    /// Which holder.
+    pub id: HolderId,
+    /// Its PID, if known yet.
+    pub pid: Option<u32>,
+    /// Its family, in one line.
+    pub family: String,
+}
+
+/// A family check's report, scrollable.
+#[derive(Debug, Clone)]
+pub struct ReportDialog {
+    /// The check it shows (outcomes of other checks are ignored).
+    pub seq: u64,
+    /// The family, in one line.
+    pub family: String,
+    /// Whether the check only probed (read-only).
+    pub passive: bool,
+    /// The report's lines; `None` while the check runs.
+    pub lines: Option<Vec<String>>,
+    /// First shown (wrapped) line.
+    pub scroll: usize,
+    /// Lines per page at the last draw.
+    pub page: usize,
+}
+
+impl App {
+    /// Handles a key while an overlay is open.
+    pub(crate) fn overlay_key(&mut self, key: KeyEvent) {
+        self.mark_dirty();
+        let control = key.modifiers.contains(KeyModifiers::CONTROL);
+        if control && key.code == KeyCode::Char('c') {
+            return self.quit();
+        }
+        let Some(overlay) = self.overlay.as_mut() else {
+            return;
+        };
+        match overlay {
+            Overlay::Form(form) => match key.code {
+                KeyCode::Esc => self.overlay = None,
+                KeyCode::Enter => self.submit_form(),
+                KeyCode::Tab | KeyCode::Down => form.move_focus(true),
+                KeyCode::BackTab | KeyCode::Up => form.move_focus(false),
+                KeyCode::Left | KeyCode::Right if !form.focus.is_text() => form.toggle(),
+                KeyCode::Char(' ') if !form.focus.is_text() => form.toggle(),
+                KeyCode::Char('u') if control => form.clear_field(),
+                KeyCode::Char(c) if !control => form.type_char(c),
+                KeyCode::Backspace => form.backspace(),
+                _ => {}
+            },
+            Overlay::Signal(dialog) => match (dialog.stage, key.code) {
+                (_, KeyCode::Esc | KeyCode::Char('n' | 'q')) => self.overlay = None,
+                (SignalStage::Confirm, KeyCode::Char('y') | KeyCode::Enter) => self.send_term(),
+                (SignalStage::TermSent, KeyCode::Char('K')) => self.send_kill(),
+                (SignalStage::TermSent | SignalStage::KillSent, KeyCode::Enter) => {
+                    self.overlay = None
+                }
+                _ => {}
+            },
+            Overlay::KillTestHolder(dialog) => match key.code {
+                KeyCode::Char('y') => {
+                    let id = dialog.id;
+                    self.overlay = None;
+                    self.kill_test_holder(id);
+                }
+                KeyCode::Esc | KeyCode::Char('n' | 'q') => self.overlay = None,
+                _ => {}
+            },
+            Overlay::Report(report) => {
+                let page = report.page.max(1);
+                match key.code {
+                    KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') => self.overlay = None,
+                    KeyCode::Up | KeyCode::Char('k') => {
+                        report.scroll = report.scroll.saturating_sub(1)
+                    }
+                    KeyCode::Down | KeyCode::Char('j') => report.scroll += 1,
+                    KeyCode::PageUp => report.scroll = report.scroll.saturating_sub(page),
+                    KeyCode::PageDown | KeyCode::Char(' ') => report.scroll += page,
+                    KeyCode::Home | KeyCode::Char('g') => report.scroll = 0,
+                    KeyCode::End | KeyCode::Char('G') => report.scroll = usize::MAX / 2,
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Enter on the form: acts only when the form is valid; otherwise the
+    /// form stays open showing why.
+    fn submit_form(&mut self) {
+        let Some(Overlay::Form(form)) = &self.overlay else {
+            return;
+        };
+        let form = form.clone();
+        if form.family().is_err() {
+            return;
+        }
+        match form.purpose {
+            FormPurpose::Hold => {
+                if let Ok(spec) = form.spec() {
+                    self.overlay = None;
+                    self.spawn_test_holder(spec);
+                }
+            }
+            FormPurpose::Check { passive } => {
+                if let Ok(family) = form.family() {
+                    self.overlay = None;
+                    self.run_check(family, passive);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The overlays above the panes: the form (see [`super::form`]), the
+//! signal dialog for a real holder, the SIGKILL confirmation for a child
+//! test holder, and the scrollable report of a family check.
+//!
+//! Invariants: every dialog names what it would act on (PID and command
+//! line, or holder number and family) and the exact keys that act or
+//! cancel; the report is wrapped to the box and only its visible slice is
+//! drawn, with the scroll clamped so the last line stays reachable.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph};
+
+use crate::time_format;
+
+use super::super::app::App;
+use super::super::overlay::{KillTestHolder, Overlay, ReportDialog, SignalDialog, SignalStage};
+use super::super::theme::Theme;
+use super::{centered, field, form, text, wrap};
+
+/// Draws the open overlay, if any, centred in `area`.
+pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+    let theme = app.config.theme;
+    match app.overlay.as_mut() {
+        Some(Overlay::Form(state)) => form::draw(&theme, state, frame, area),
+        Some(Overlay::Signal(dialog)) => draw_signal(&theme, dialog, frame, area),
+        Some(Overlay::KillTestHolder(dialog)) => draw_kill_test_holder(&theme, dialog, frame, area),
+        Some(Overlay::Report(report)) => draw_report(&theme, report, frame, area),
+        None => {}
+    }
+}
+
+/// A bordered box of `width` (at most) centred in `area`, just tall
+/// enough for `lines` (already wrapped to `width - 2`), with a title and a
+/// key line at the bottom.
+fn boxed(
+    theme: &Theme,
+    frame: &mut Frame,
+    area: Rect,
+    width: u16,
+    title: String,
+    keys: String,
+    lines: Vec<Line<'static>>,
+) {
+    let popup = centered(area, width, lines.len() as u16 + 2);
+    let block = Block::bordered()
+        .border_style(theme.dim)
+        .title(Span::styled(title, theme.section))
+        .title_bottom(Span::styled(keys, theme.key));
+    frame.render_widget(Clear, popup);
+    frame.render_widget(Paragraph::new(lines).block(block), popup);
+}
+
+/// The text width inside a box of `width` in `area`.
+fn inner_width(area: Rect, width: u16) -> usize {
+    usize::from(width.min(area.width).saturating_sub(2))
+}
+
+/// A `label  value` field whose value wraps under itself.
+fn long_field(theme: &Theme, label: &'static str, value: &str, width: usize) -> Vec<Line<'static>> {
+    wrap(value, width.saturating_sub(9), 0)
+        .into_iter()
+        .enumerate()
+        .map(|(index, part)| field(theme, if index == 0 { label } else { "" }, vec![text(part)]))
+        .collect()
+}
+
+/// A sentence wrapped to `width`, in `style`.
+fn sentence(text: &str, width: usize, style: Style) -> Vec<Line<'static>> {
+    wrap(text, width, 0)
+        .into_iter()
+        .map(|part| Line::from(Span::styled(part, style)))
+        .collect()
+}
+
+fn draw_signal(theme: &Theme, dialog: &SignalDialog, frame: &mut Frame, area: Rect) {
+    let process = &dialog.process;
+    let pid = process.pid;
+    let width = inner_width(area, 72);
+    let mut lines = vec![field(
+        theme,
+        "pid",
+        vec![Span::styled(pid.to_string(), theme.key)],
+    )];
+    lines.extend(long_field(theme, "command", process.command(), width));
+    if let Some(started) = process.started {
+        lines.push(field(
+            theme,
+            "started",
+            vec![text(time_format::rfc3339(started))],
+        ));
+    }
+    if !dialog.holds.is_empty() {
+        lines.extend(long_field(theme, "holds", &dialog.holds.join(", "), width));
+    }
+    lines.push(Line::default());
+    let gone = if dialog.exited {
+        "; it has exited"
+    } else {
+        "; it is still running"
+    };
+    let (question, keys) = match dialog.stage {
+        SignalStage::Confirm => (
+            format!("Send SIGTERM to {pid}? It may exit and release its locks."),
+            " y send SIGTERM · n or Esc cancel ",
+        ),
+        SignalStage::TermSent if dialog.exited => {
+            (format!("sent SIGTERM to {pid}{gone}."), " Esc close ")
+        }
+        SignalStage::TermSent => (
+            format!("sent SIGTERM to {pid}{gone}. K sends SIGKILL (cannot be caught)."),
+            " K send SIGKILL · Esc close ",
+        ),
+        SignalStage::KillSent => (format!("sent SIGKILL to {pid}{gone}."), " Esc close "),
+    };
+    lines.extend(sentence(&question, width, theme.section));
+    if let Some(error) = &dialog.error {
+        lines.extend(sentence(
+            &format!("✖ not sent: {error}"),
+            width,
+            theme.error,
+        ));
+    }
+    boxed(
+        theme,
+        frame,
+        area,
+        72,
+        format!(" Signal holder {pid} "),
+        keys.to_string(),
+        lines,
+    );
+}
+
+fn draw_kill_test_holder(theme: &Theme, dialog: &KillTestHolder, frame: &mut Frame, area: Rect) {
+    let pid = dialog
+        .pid
+        .map_or_else(|| "not known yet".into(), |p| p.to_string());
+    let width = inner_width(area, 64);
+    let mut lines = vec![field(theme, "pid", vec![Span::styled(pid, theme.key)])];
+    lines.extend(long_field(theme, "family", &dialog.family, width));
+    lines.push(Line::default());
+    lines.extend(sentence(
+        "SIGKILL this child holder? It cannot release cleanly; the kernel frees its locks.",
+        width,
+        theme.section,
+    ));
+    boxed(
+        theme,
+        frame,
+        area,
+        64,
+        format!(" Kill test holder #{} ", dialog.id),
+        " y send SIGKILL · n or Esc cancel ".into(),
+        lines,
+    );
+}
+
+fn draw_report(theme: &Theme, report: &mut ReportDialog, frame: &mut Frame, area: Rect) {
+    let popup = centered(area, 76, area.height.saturating_sub(2).max(8));
+    let inner_width = usize::from(popup.width.saturating_sub(2));
+    let height = usize::from(popup.height.saturating_sub(2));
+    let probe = if report.passive {
+        "probe: passive shared-lock probes (read-only: nothing taken)"
+    } else {
+        "probe: tried all-or-nothing, released at once"
+    };
+    let mut lines: Vec<Line<'static>> = wrap(probe, inner_width, 7)
+        .into_iter()
+        .map(|line| Line::from(Span::styled(line, theme.dim)))
+        .collect();
+    match &report.lines {
+        None => lines.push(Line::from(Span::styled("checking…", theme.in_flight))),
+        Some(report_lines) => {
+            for (index, line) in report_lines.iter().enumerate() {
+                let style = if index > 0 {
+                    Style::new()
+                } else if line.starts_with("free") {
+                    theme.live
+                } else {
+                    theme.error
+                };
+                for part in wrap(line, inner_width, 8) {
+                    lines.push(Line::from(Span::styled(part, style)));
+                }
+            }
+        }
+    }
+    let max_scroll = lines.len().saturating_sub(height);
+    report.scroll = report.scroll.min(max_scroll);
+    report.page = height.max(1);
+    let shown = lines.len().min(height);
+    let more = if max_scroll > 0 {
+        format!(
+            " {}–{} of {} · ↑↓ PgUp PgDn scroll · Esc close ",
+            report.scroll + 1,
+            report.scroll + shown,
+            lines.len()
+        )
+    } else {
+        " Esc close ".into()
+    };
+    let visible: Vec<Line<'static>> = lines.into_iter().skip(report.scroll).take(height).collect();
+    let popup = centered(area, popup.width, shown as u16 + 2);
+    let block = Block::bordered()
+        .border_style(theme.dim)
+        .title(Span::styled(
+            format!(" Check: {} ", report.family),
+            theme.section,
+        ))
+        .title_bottom(Span::styled(more, theme.key));
+    frame.render_widget(Clear, popup);
+    frame.render_widget(Paragraph::new(visible).block(block), popup);
+}
