@@ -107,6 +107,12 @@ pub async fn check_family(
     passive: bool,
 ) -> Result<CheckReport, LocksError> {
     let coords = locks::family_coords(context.state_dir(), family)?;
+    // A coordinate through a symlink would make the acquire write wherever
+    // it points: such a family is only probed.
+    let passive = passive
+        || coords.iter().any(|(dir, _)| {
+            crate::scan::ensure_no_symlink_below_root(context.state_dir(), dir).is_err()
+        });
     let busy: Busy = if passive {
         let mut unique: Vec<(std::path::PathBuf, String)> = Vec::new();
         for coord in coords {

@@ -64,8 +64,20 @@ impl Prober {
     /// content that an acquire probe would truncate.
     pub async fn probe(&self, key: &LockKey, mode: ProbeMode) -> KeyState {
         let gate = key.gate_path();
-        if let Err(error) = std::fs::symlink_metadata(&gate) {
-            return error_state(format!("gate {}: {error}", gate.display()));
+        match std::fs::symlink_metadata(&gate) {
+            Err(error) => return error_state(format!("gate {}: {error}", gate.display())),
+            Ok(meta) if !meta.is_file() => {
+                return error_state(format!("gate {} is not a regular file", gate.display()));
+            }
+            Ok(_) => {}
+        }
+        let announce = key.announce_path();
+        if std::fs::symlink_metadata(&announce).is_ok_and(|meta| !meta.is_file()) {
+            // The SDK would open (and an acquire would write) through it.
+            return error_state(format!(
+                "announce {} is not a regular file",
+                announce.display()
+            ));
         }
         let mode = if key.kind == KeyKind::Other {
             ProbeMode::Passive

@@ -95,8 +95,13 @@ pub fn classify(state_dir: &Path, event: notify::Event) -> Vec<FsChange> {
     }
 }
 
-/// The claim a gate or announce path belongs to, if it is one.
+/// The claim a gate or announce path belongs to, if it is one. A symlink
+/// is never a claim, whatever its name (it may be gone: a removed file
+/// still names its claim).
 pub fn claim_of(state_dir: &Path, path: &Path) -> Option<LockKey> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return None;
+    }
     let name = path.file_name()?.to_str()?;
     let stem = name
         .strip_suffix(ANNOUNCE_SUFFIX)

@@ -42,6 +42,9 @@ fn print_line_now(value: &serde_json::Value) {
 pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode> {
     let family = args.family.family()?;
     let coords = locks::family_coords(&state_dir, &family)?;
+    for (dir, _) in &coords {
+        crate::scan::ensure_no_symlink_below_root(&state_dir, dir).map_err(anyhow::Error::msg)?;
+    }
     let context = Context::new(state_dir.clone());
     let held = if args.wait {
         locks::wait_acquire_all(context.agent_locks(), &coords, |busy| {

@@ -35,6 +35,7 @@ pub struct SnapshotArgs {
 struct JsonKey<'a> {
     kind: &'static str,
     name: &'a str,
+    #[serde(serialize_with = "crate::time_format::lossy_path")]
     dir: &'a Path,
     key: &'a str,
     #[serde(flatten)]
@@ -86,7 +87,7 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
             })
             .collect();
         let doc = serde_json::json!({
-            "state_dir": state_dir,
+            "state_dir": state_dir.to_string_lossy(),
             "taken_at": time_format::rfc3339(SystemTime::now()),
             "probe": args.probe.as_str(),
             "keys": keys,

@@ -88,6 +88,7 @@ pub enum WatchHealth {
     /// The locks root does not exist yet; watching `ancestor` for it.
     WaitingForRoot {
         /// The nearest existing ancestor being watched.
+        #[serde(serialize_with = "crate::time_format::lossy_path")]
         ancestor: PathBuf,
     },
     /// Events were lost (queue overflow) or the root was recreated: a full
@@ -124,6 +125,7 @@ impl WatchHealth {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct ScanProblem {
     /// Where.
+    #[serde(serialize_with = "crate::time_format::lossy_path")]
     pub path: PathBuf,
     /// What is wrong with it.
     pub kind: ScanProblemKind,

@@ -58,6 +58,10 @@ enum PhaseEnd {
     Stop,
     /// inotify gave up (watch limit): continue by polling.
     Poll,
+    /// Events were lost: re-create the watcher (which watches every
+    /// directory that exists now, including ones whose creation event was
+    /// lost) and rescan.
+    Rewatch,
 }
 
 pub(super) struct Engine {
@@ -122,7 +126,7 @@ impl Engine {
             if !self.root.is_dir() && !self.wait_for_root(&mut commands).await {
                 return;
             }
-            if !first {
+            if !first && !matches!(self.health, Some(WatchHealth::Rescanning { .. })) {
                 self.set_health(WatchHealth::Rescanning {
                     reason: "locks dir appeared".into(),
                 });
@@ -147,6 +151,7 @@ impl Engine {
             };
             match end {
                 PhaseEnd::Stop => return,
+                PhaseEnd::Rewatch => {}
                 PhaseEnd::RootGone | PhaseEnd::Poll => self.forget_everything(),
             }
         }
@@ -295,8 +300,7 @@ impl Engine {
                 self.set_health(WatchHealth::Rescanning {
                     reason: "inotify queue overflowed; events were lost".into(),
                 });
-                self.full_sweep().await;
-                self.set_health(WatchHealth::Watching);
+                return Some(PhaseEnd::Rewatch);
             }
             FsChange::WatchLimit(error) => {
                 self.set_health(WatchHealth::Polling {
@@ -345,8 +349,17 @@ impl Engine {
             let batch: Vec<(LockKey, KeyState)> = keys
                 .into_iter()
                 .filter_map(|key| {
-                    let state = self.states.get(&key)?.clone();
-                    state.liveness.is_held().then_some((key, state))
+                    let mut state = self.states.get(&key)?.clone();
+                    if !state.liveness.is_held() {
+                        return None;
+                    }
+                    // Annotation decides Own from the PIDs it finds.
+                    if state.liveness == Liveness::Own {
+                        state.liveness = Liveness::Live;
+                    }
+                    state.holders.clear();
+                    state.waiters.clear();
+                    Some((key, state))
                 })
                 .collect();
             self.publish(batch, true);
@@ -367,7 +380,10 @@ impl Engine {
     async fn probe_batch(&mut self, keys: Vec<LockKey>) {
         let mut batch = Vec::with_capacity(keys.len());
         for key in keys {
-            if std::fs::symlink_metadata(key.gate_path()).is_err() {
+            let is_file = std::fs::symlink_metadata(key.gate_path()).is_ok_and(|m| m.is_file());
+            if !is_file {
+                // Gone, or replaced by something that is not a lock file
+                // (a symlink is never followed, let alone written through).
                 self.remove(&key);
                 continue;
             }
@@ -394,19 +410,29 @@ impl Engine {
         self.publish(batch, false);
     }
 
-    /// Annotates held keys (rate-limited index) and sends what changed.
+    /// Annotates held keys and sends what changed. Holder PIDs come only
+    /// from a `/proc/locks` read made AFTER the probe: when the rate limit
+    /// forbids a read now, held keys go out without holders and are
+    /// annotated by the next allowed read (an older read could still show a
+    /// dead holder of the same inode).
     fn publish(&mut self, mut batch: Vec<(LockKey, KeyState)>, force_index: bool) {
         if batch.iter().any(|(_, state)| state.liveness.is_held()) {
             let now = Instant::now();
             if force_index || self.index_ready(now) {
                 self.stats.index_reads.fetch_add(1, Ordering::Relaxed);
                 self.index = Some((now, LockIndex::read().unwrap_or_default()));
-            }
-            let index = &self.index.as_ref().expect("index read above").1;
-            annotate_with(&mut batch, index, &self.own_pids);
-            for (key, state) in &batch {
-                if state.liveness.is_held() && state.holders.is_empty() {
-                    self.needs_holders.insert(key.clone());
+                let index = &self.index.as_ref().expect("index read above").1;
+                annotate_with(&mut batch, index, &self.own_pids);
+                for (key, state) in &batch {
+                    if state.liveness.is_held() && state.holders.is_empty() {
+                        self.needs_holders.insert(key.clone());
+                    }
+                }
+            } else {
+                for (key, state) in &batch {
+                    if state.liveness.is_held() {
+                        self.needs_holders.insert(key.clone());
+                    }
                 }
             }
         }

@@ -1,0 +1,361 @@
+//! The `snapshot` and `watch` commands as a user runs them: real `locktop`
+//! processes against real holders.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use common::engine::{GroundTruth, Name, held_names, serial_blocking, tags_dir};
+use common::{
+    Holder, PROCESS_TIMEOUT, locktop_bin, run_locktop, state_in_tempdir, wait_with_timeout,
+};
+use locktop::engine::Liveness;
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+/// How long a `watch` line may take to appear. A correctness bound.
+const LINE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `snapshot --json` parsed to name → (liveness word, holder PIDs).
+fn snapshot_json(state: &Path, args: &[&str]) -> (Value, BTreeMap<Name, (String, Vec<u32>)>) {
+    let mut full = vec!["snapshot", "--json"];
+    full.extend_from_slice(args);
+    let done = run_locktop(state, &full);
+    assert_eq!(done.code(), 0, "{done:?}");
+    assert!(done.stderr_lines().is_empty(), "{done:?}");
+    let doc: Value = serde_json::from_str(done.stdout.trim()).expect("one JSON document");
+    let keys = doc["keys"]
+        .as_array()
+        .expect("keys array")
+        .iter()
+        .map(|key| {
+            let name = (
+                key["kind"].as_str().expect("kind").to_string(),
+                key["name"].as_str().expect("name").to_string(),
+            );
+            let pids = key["holders"]
+                .as_array()
+                .expect("holders array")
+                .iter()
+                .map(|h| u32::try_from(h["pid"].as_u64().expect("pid")).expect("pid fits"))
+                .collect();
+            let liveness = key["liveness"].as_str().expect("liveness").to_string();
+            (name, (liveness, pids))
+        })
+        .collect();
+    (doc, keys)
+}
+
+fn word(liveness: Liveness) -> String {
+    serde_json::to_value(liveness)
+        .expect("serialize")
+        .as_str()
+        .expect("a string")
+        .to_string()
+}
+
+/// 1 (CLI). `snapshot --json --all` lists exactly the holders' claims as
+/// live with their PIDs and the stale ones as free, in both probe modes;
+/// without `--all`, only the live ones.
+#[test]
+fn snapshot_json_equals_what_real_holders_hold_in_both_probe_modes() {
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    let truth = GroundTruth::build(&state);
+    let expected: BTreeMap<Name, (String, Vec<u32>)> = truth
+        .expected_summary()
+        .into_iter()
+        .map(|(name, (liveness, pids))| (name, (word(liveness), pids)))
+        .collect();
+    let expected_live: BTreeMap<Name, (String, Vec<u32>)> = truth
+        .expected_live()
+        .into_iter()
+        .map(|(name, pid)| (name, ("live".to_string(), vec![pid])))
+        .collect();
+    for probe in ["acquire", "passive"] {
+        let (doc, all) = snapshot_json(&state, &["--all", "--probe", probe]);
+        assert_eq!(all, expected, "--probe {probe} --all");
+        assert_eq!(doc["probe"], probe);
+        assert_eq!(doc["problems"], serde_json::json!([]));
+        let (_, live) = snapshot_json(&state, &["--probe", probe]);
+        assert_eq!(live, expected_live, "--probe {probe} (live only)");
+    }
+    // The acquire snapshot took and released every free key: still free,
+    // and the holders were never disturbed.
+    let (_, all) = snapshot_json(&state, &["--all", "--probe", "passive"]);
+    assert_eq!(all, expected, "after the acquire snapshots");
+}
+
+/// 6 (CLI). Foreign names become `problem:` lines in the table (and
+/// entries in the JSON), and the command still succeeds.
+#[test]
+fn snapshot_prints_problem_lines_for_foreign_names_and_exits_0() {
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    let mut holder = Holder::hold(&state, &["--group", "real"]);
+    let tags = tags_dir(&state);
+    std::fs::write(tags.join("junk.txt"), b"").expect("junk");
+    std::fs::write(tags.join("bad%ZZ.lock"), b"").expect("bad escape");
+    std::os::unix::fs::symlink("/etc", tags.join("link")).expect("symlink");
+    let (doc, _) = snapshot_json(&state, &["--all"]);
+    let kinds: Vec<&str> = doc["problems"]
+        .as_array()
+        .expect("problems")
+        .iter()
+        .map(|p| p["kind"]["problem"].as_str().expect("problem kind"))
+        .collect();
+    assert_eq!(
+        kinds.iter().copied().collect::<BTreeSet<_>>(),
+        BTreeSet::from(["foreign_file", "malformed_escape", "symlink"]),
+        "{doc}"
+    );
+    // (Non-UTF-8 names in JSON: `snapshot_json_survives_non_utf8_names`.)
+    use std::os::unix::ffi::OsStrExt;
+    std::fs::write(tags.join(std::ffi::OsStr::from_bytes(b"\xff.lock")), b"").expect("non-UTF-8");
+
+    let done = run_locktop(&state, &["snapshot"]);
+    assert_eq!(done.code(), 0, "{done:?}");
+    let problems: Vec<&str> = done
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("problem: "))
+        .collect();
+    assert_eq!(problems.len(), 4, "{}", done.stdout);
+    for (needle, what) in [
+        ("junk.txt", "foreign file"),
+        ("bad%ZZ.lock", "malformed escape"),
+        ("link", "symlink"),
+        (".lock: name is not UTF-8", "not UTF-8"),
+    ] {
+        assert!(
+            problems
+                .iter()
+                .any(|l| l.contains(needle) && l.contains(what)),
+            "no problem line for {needle} ({what}): {problems:#?}"
+        );
+    }
+    assert!(
+        done.stdout
+            .lines()
+            .any(|l| l.starts_with("live") && l.contains(&holder.pid().to_string())),
+        "the real holder is still listed:\n{}",
+        done.stdout
+    );
+
+    holder.close_stdin();
+}
+
+/// Non-UTF-8 names (a foreign file, and a directory holding a claim) in
+/// `snapshot --json`: still one JSON document and exit 0, not a panic.
+#[test]
+fn snapshot_json_survives_non_utf8_names() {
+    let _serial = serial_blocking();
+    use std::os::unix::ffi::OsStrExt;
+    let (_tmp, state) = state_in_tempdir();
+    let mut holder = Holder::hold(&state, &["--group", "real"]);
+    let tags = tags_dir(&state);
+    std::fs::write(tags.join(std::ffi::OsStr::from_bytes(b"\xff.lock")), b"")
+        .expect("non-UTF-8 file");
+    let odd_dir = tags
+        .parent()
+        .expect("agents")
+        .join("instances")
+        .join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    std::fs::create_dir_all(&odd_dir).expect("non-UTF-8 dir");
+    std::fs::write(odd_dir.join("agent-1.lock"), b"").expect("gate");
+
+    let done = run_locktop(&state, &["snapshot", "--json", "--all"]);
+    assert_eq!(done.code(), 0, "{done:?}");
+    assert!(!done.stderr.contains("panic"), "{done:?}");
+    let doc: Value = serde_json::from_str(done.stdout.trim()).expect("one JSON document");
+    assert!(
+        !doc["problems"].as_array().expect("problems").is_empty(),
+        "{doc}"
+    );
+    holder.close_stdin();
+}
+
+/// A bad state dir: exit 2 and exactly one line on stderr.
+#[test]
+fn snapshot_of_a_missing_state_dir_exits_2_with_one_line() {
+    let _serial = serial_blocking();
+    let done = run_locktop(Path::new("/nonexistent"), &["snapshot"]);
+    assert_eq!(done.code(), 2, "{done:?}");
+    assert_eq!(done.stderr_lines().len(), 1, "{done:?}");
+    assert!(done.stderr.starts_with("locktop: "), "{done:?}");
+    assert!(done.stdout.is_empty(), "{done:?}");
+}
+
+/// A `locktop watch --json` child and its stdout lines.
+struct Watch {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Watch {
+    fn start(state: &Path) -> Self {
+        let mut child = common::locktop_command(state, &["watch", "--json"])
+            .spawn()
+            .expect("spawn watch");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads lines until one matches `pred`; panics after [`LINE_TIMEOUT`].
+    fn wait_line(&mut self, what: &str, mut pred: impl FnMut(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + LINE_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = self.lines.recv_timeout(left) else {
+                panic!(
+                    "no watch line {what}; lines so far:\n{}",
+                    self.seen.join("\n")
+                );
+            };
+            let value: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("watch printed non-JSON {line:?}: {e}"));
+            self.seen.push(line);
+            if pred(&value) {
+                return value;
+            }
+        }
+    }
+
+    /// Waits for a `to` line for every name, each with `pids` (and `from`,
+    /// when given).
+    fn wait_each(&mut self, names: &BTreeSet<Name>, from: Option<&str>, to: &str, pids: &[u32]) {
+        let mut left = names.clone();
+        while !left.is_empty() {
+            let line = self.wait_line(&format!("to {to:?} for each of {left:?}"), |v| {
+                v["to"] == to
+                    && v["pids"] == serde_json::json!(pids)
+                    && left.contains(&(
+                        v["kind"].as_str().unwrap_or_default().to_string(),
+                        v["name"].as_str().unwrap_or_default().to_string(),
+                    ))
+            });
+            if let Some(from) = from {
+                assert_eq!(line["from"], from, "{line}");
+            }
+            assert!(line["time"].is_string(), "{line}");
+            left.remove(&(
+                line["kind"].as_str().expect("kind").to_string(),
+                line["name"].as_str().expect("name").to_string(),
+            ));
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// 8. `watch --json` streams NDJSON: `to: "live"` with the holder's PID
+///    when it starts, `to: "free"` after its SIGKILL; SIGTERM ends it with
+///    exit 0 and nothing on stderr.
+#[test]
+fn watch_json_streams_live_then_free_with_the_holders_pid() {
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    let mut before = Holder::hold(&state, &["--group", "already there"]);
+    let mut watch = Watch::start(&state);
+    watch.wait_line("watching", |v| v["watcher"]["health"] == "watching");
+
+    let mut holder = Holder::hold(
+        &state,
+        &["--aih", "cli/daemon/watched-1", "--tag", "watched tag"],
+    );
+    let names = held_names(&holder);
+    let pid = holder.pid();
+    // A live line may come first without PIDs (holder details are
+    // rate-limited); one with the PID must follow.
+    watch.wait_each(&names, None, "live", &[pid]);
+    assert!(
+        !watch.seen.iter().any(|l| l.contains("already there")),
+        "keys present at start are not streamed without --initial"
+    );
+
+    holder.kill();
+    watch.wait_each(&names, Some("live"), "free", &[]);
+
+    let raw = Pid::from_raw(i32::try_from(watch.child.id()).expect("pid"));
+    signal::kill(raw, Signal::SIGTERM).expect("SIGTERM watch");
+    let status = wait_with_timeout(&mut watch.child, PROCESS_TIMEOUT).expect("watch exits");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut watch.child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read stderr");
+    assert!(stderr.is_empty(), "{stderr}");
+    before.close_stdin();
+}
+
+/// `locktop watch | head -1`: once `head` is gone, the next write hits
+/// EPIPE and `watch` ends quietly with exit 0 — no panic message.
+#[test]
+fn watch_into_a_closed_pipe_exits_quietly() {
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    let script = r#"{ "$0" --state-dir "$1" watch; echo "locktop-exit=$?" >&2; } | head -1"#;
+    let mut sh = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg(locktop_bin())
+        .arg(&state)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sh");
+    // `head` exits after the first line, but `watch` only notices at its
+    // next write: cause changes until the pipeline is over.
+    let deadline = Instant::now() + PROCESS_TIMEOUT;
+    let mut round = 0;
+    let status = loop {
+        if let Some(status) = sh.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the pipeline never ended");
+        let mut holder = Holder::hold(&state, &["--group", &format!("pipe{round}")]);
+        holder.close_stdin();
+        round += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut sh.stdout.take().expect("stdout"), &mut stdout)
+        .expect("stdout");
+    std::io::Read::read_to_string(&mut sh.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert!(status.success(), "{status:?} {stderr}");
+    assert_eq!(
+        stdout.lines().count(),
+        1,
+        "head printed one line: {stdout:?}"
+    );
+    assert!(stdout.contains("watcher"), "{stdout:?}");
+    assert!(!stderr.contains("panic"), "{stderr}");
+    assert_eq!(stderr.trim(), "locktop-exit=0", "{stderr}");
+}
