@@ -61,7 +61,7 @@ impl Theme {
             free: plain.fg(Color::DarkGray),
             in_flight: plain.fg(Color::Yellow),
             error: plain.fg(Color::Red).add_modifier(Modifier::BOLD),
-            directory: plain.fg(Color::Blue),
+            directory: plain.fg(Color::LightBlue),
             section: plain.add_modifier(Modifier::BOLD),
             selected: plain.bg(Color::DarkGray).add_modifier(Modifier::BOLD),
             marker: plain

@@ -38,13 +38,16 @@ pub fn draw_header(app: &mut App, frame: &mut Frame, area: Rect) {
     } else {
         Span::styled(data.health.describe(), health_style)
     };
+    // Shortest and most important first: a long state dir (last) is what
+    // a narrow terminal cuts off, never the probe mode or the health.
     first.extend([
-        health,
-        Span::styled(" · ", theme.dim),
-        Span::styled("locktop ", theme.section),
-        Span::raw(app.config.state_dir.display().to_string()),
+        Span::styled("locktop", theme.section),
         Span::styled(" · probe ", theme.dim),
         Span::raw(app.config.probe.as_str()),
+        Span::styled(" · ", theme.dim),
+        health,
+        Span::styled(" · ", theme.dim),
+        Span::raw(app.config.state_dir.display().to_string()),
     ]);
 
     let counts = data.counts;
