@@ -137,6 +137,20 @@ pub fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitSta
     }
 }
 
+/// The lines a child prints on `stdout`, read on a thread as they come.
+pub fn lines_of(stdout: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
 /// Why a holder did not come up.
 #[derive(Debug)]
 pub struct NotHeld {
@@ -184,15 +198,7 @@ impl Holder {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = drain(child.stderr.take().expect("piped stderr"));
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines_of(stdout);
         let mut holder = Holder {
             child,
             stdin,
