@@ -56,7 +56,7 @@ pub struct MonitorArgs {
     /// Disable every action that takes, releases or signals anything.
     #[arg(long)]
     pub read_only: bool,
-    /// Write logs to this file (default: a locktop-<pid>.log in the temp dir).
+    /// Write logs to this file (default: no log; nothing is ever logged to the screen).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
 }

@@ -47,7 +47,7 @@ pub struct TuiOptions {
     /// Disable every action that takes, releases or signals anything
     /// (test holders, `K`); family checks become passive probes.
     pub read_only: bool,
-    /// Where logs go; default `<temp dir>/locktop-<pid>.log`.
+    /// Where logs go (`--log FILE`); `None`: no logging at all.
     pub log_file: Option<PathBuf>,
 }
 
@@ -60,10 +60,11 @@ pub async fn run(
     engine: crate::engine::EngineConfig,
     options: TuiOptions,
 ) -> anyhow::Result<()> {
-    let log_file = options.log_file.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("locktop-{}.log", std::process::id()))
-    });
-    init_logging(&log_file)?;
+    // No log file unless asked for: locktop writes nothing outside
+    // `<state>/locks` on its own, and never logs to the screen.
+    if let Some(log_file) = &options.log_file {
+        init_logging(log_file)?;
+    }
     tracing::info!(state_dir = %context.state_dir().display(), "locktop TUI starting");
     let config = AppConfig {
         state_dir: context.state_dir().to_path_buf(),
