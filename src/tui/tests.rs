@@ -4,8 +4,6 @@
 //! the NO_COLOR theme. Snapshots carry no colour: glyph + word make states
 //! visible in them.
 
-use std::time::{Duration, Instant};
-
 use crossterm::event::{
     Event, KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
@@ -343,19 +341,21 @@ fn a_hundred_thousand_keys_draw_only_the_viewport() {
     let mut app = app_with(Theme::color(), model);
     press(&mut app, KeyCode::Char('a'));
     render(&mut app, 80, 24);
-    let started = Instant::now();
+    // Speed is measured in the benchmark (frame render at 100k keys);
+    // here: moving and drawing work at that size and land where expected.
     for _ in 0..20 {
         press(&mut app, KeyCode::Down);
         render(&mut app, 80, 24);
     }
-    let per_key = started.elapsed() / 20;
+    let screen = render(&mut app, 80, 24).backend().to_string();
     assert!(
-        per_key < Duration::from_millis(50),
-        "{per_key:?} per keystroke"
+        screen.contains("agent000017"),
+        "20 rows down from the top:\n{screen}"
     );
     press(&mut app, KeyCode::Char('G'));
     let screen = render(&mut app, 80, 24).backend().to_string();
     assert!(
-        screen.contains("agent099999") || screen.contains("plugins") || screen.contains("Other")
+        screen.contains("agent099999"),
+        "G reaches the last key:\n{screen}"
     );
 }
