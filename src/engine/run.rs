@@ -9,6 +9,9 @@
 //!   probe and can never loop;
 //! - bulk probes (initial scan, rescans, sweeps) are passive: thousands of
 //!   acquire probes would flood the inotify queue with their own echo;
+//! - the periodic sweep runs on its own task, so a kill is still seen at
+//!   once while it runs; its findings never overwrite a key that events
+//!   probed after it began;
 //! - `/proc/locks` is read at most once per [`INDEX_MIN_INTERVAL`];
 //! - every degradation (root missing, overflow, watch limit) is a visible
 //!   [`WatchHealth`].
@@ -88,6 +91,14 @@ pub(super) struct Engine {
     next_sweep: Instant,
     /// Directories created recently, to scan again once their watch exists.
     new_dirs: Vec<(Instant, PathBuf)>,
+    /// `Some` while a background sweep runs: the keys events probed or
+    /// removed since it began (its findings about them are older).
+    sweep_touched: Option<HashSet<LockKey>>,
+    /// Bumped whenever the view is thrown away (root gone, polling), so a
+    /// background sweep begun before cannot resurrect it.
+    generation: u64,
+    sweep_results_tx: UnboundedSender<Option<SweepOutcome>>,
+    sweep_results: UnboundedReceiver<Option<SweepOutcome>>,
 }
 
 impl Engine {
@@ -98,6 +109,7 @@ impl Engine {
         stats: Arc<EngineStats>,
     ) -> Self {
         let state_dir = context.state_dir().to_path_buf();
+        let (sweep_results_tx, sweep_results) = mpsc::unbounded_channel();
         Self {
             root: locks_root(&state_dir),
             state_dir,
@@ -116,6 +128,10 @@ impl Engine {
             index: None,
             needs_holders: HashSet::new(),
             new_dirs: Vec::new(),
+            sweep_touched: None,
+            generation: 0,
+            sweep_results_tx,
+            sweep_results,
         }
     }
 
@@ -227,6 +243,14 @@ impl Engine {
                     None => return PhaseEnd::Stop,
                     Some(command) => self.command(command).await,
                 },
+                outcome = self.sweep_results.recv() => {
+                    if let Some(Some(outcome)) = outcome
+                        && outcome.generation == self.generation
+                    {
+                        let newer = self.sweep_touched.take().unwrap_or_default();
+                        self.apply_sweep(outcome, &newer);
+                    }
+                }
                 _ = tokio::time::sleep_until(wake) => {
                     if !self.root.is_dir() {
                         return PhaseEnd::RootGone;
@@ -365,7 +389,7 @@ impl Engine {
             self.publish(batch, true);
         }
         if self.next_sweep <= now {
-            self.full_sweep().await;
+            self.start_background_sweep();
         }
     }
 
@@ -399,6 +423,9 @@ impl Engine {
             };
             let state = self.prober.probe(&key, mode).await;
             self.stats.probes.fetch_add(1, Ordering::Relaxed);
+            if let Some(touched) = &mut self.sweep_touched {
+                touched.insert(key.clone());
+            }
             if mode == ProbeMode::Acquire {
                 self.acquired_at.insert(key.clone(), Instant::now());
             }
@@ -458,6 +485,9 @@ impl Engine {
     }
 
     fn remove(&mut self, key: &LockKey) {
+        if let Some(touched) = &mut self.sweep_touched {
+            touched.insert(key.clone());
+        }
         self.pending.remove(key);
         self.needs_holders.remove(key);
         if let Some(state) = self.states.remove(key) {
@@ -469,7 +499,17 @@ impl Engine {
         }
     }
 
+    /// A background sweep still running will be ignored when it reports: the
+    /// view it would merge into is gone or newer than its findings.
+    fn disown_background_sweep(&mut self) {
+        self.generation += 1;
+        self.sweep_touched = None;
+    }
+
+    /// Drops the whole view (the root went away, or watching gave way to
+    /// polling); a background sweep still running is disowned.
     fn forget_everything(&mut self) {
+        self.disown_background_sweep();
         let keys: Vec<LockKey> = self.states.keys().cloned().collect();
         for key in keys {
             self.remove(&key);
@@ -480,50 +520,69 @@ impl Engine {
         }
     }
 
-    /// Rescans the root and passively probes every claim.
+    /// Rescans the root and passively probes every claim, inline (the
+    /// initial sync, rescans, polling): events wait until it is done.
     async fn full_sweep(&mut self) {
         self.next_sweep = Instant::now() + self.config.sweep_every;
-        self.stats.sweeps.fetch_add(1, Ordering::Relaxed);
-        let report = match sweep::scan_root(&self.state_dir).await {
-            Ok(report) => report,
-            Err(error) => {
-                tracing::warn!(%error, "sweep could not scan the locks root");
-                return;
-            }
-        };
-        let on_disk: HashSet<&LockKey> = report.keys.iter().collect();
+        self.disown_background_sweep();
+        let outcome = sweep_off_loop(
+            self.generation,
+            self.state_dir.clone(),
+            self.prober.clone(),
+            self.own_pids.clone(),
+            self.stats.clone(),
+        )
+        .await;
+        if let Some(outcome) = outcome {
+            self.apply_sweep(outcome, &HashSet::new());
+        }
+    }
+
+    /// Starts the periodic sweep on its own task, so events keep being
+    /// handled while it runs; [`Self::apply_sweep`] merges its outcome.
+    fn start_background_sweep(&mut self) {
+        self.next_sweep = Instant::now() + self.config.sweep_every;
+        if self.sweep_touched.is_some() {
+            return;
+        }
+        self.sweep_touched = Some(HashSet::new());
+        let tx = self.sweep_results_tx.clone();
+        let work = sweep_off_loop(
+            self.generation,
+            self.state_dir.clone(),
+            self.prober.clone(),
+            self.own_pids.clone(),
+            self.stats.clone(),
+        );
+        tokio::spawn(async move {
+            let _ = tx.send(work.await);
+        });
+    }
+
+    /// Merges a sweep's findings, except for keys in `newer`: events probed
+    /// (or removed) them after the sweep began, so its view of them is older.
+    fn apply_sweep(&mut self, outcome: SweepOutcome, newer: &HashSet<LockKey>) {
+        let on_disk: HashSet<&LockKey> = outcome.batch.iter().map(|(key, _)| key).collect();
         let gone: Vec<LockKey> = self
             .states
             .keys()
-            .filter(|key| !on_disk.contains(key))
+            .filter(|key| !on_disk.contains(key) && !newer.contains(*key))
             .cloned()
             .collect();
+        drop(on_disk);
         for key in gone {
             self.remove(&key);
         }
-        let count = report.keys.len();
-        self.stats.probes.fetch_add(count as u64, Ordering::Relaxed);
-        let mut batch =
-            sweep::probe_all_unannotated(&self.prober, report.keys, ProbeMode::Passive).await;
-        if batch.iter().any(|(_, state)| state.liveness.is_held()) {
-            self.stats.index_reads.fetch_add(1, Ordering::Relaxed);
-            let now = Instant::now();
-            self.index = Some((now, LockIndex::read().unwrap_or_default()));
-            annotate_with(
-                &mut batch,
-                &self.index.as_ref().expect("just read").1,
-                &self.own_pids,
-            );
-        }
+        let count = outcome.batch.len();
         let at = SystemTime::now();
-        for (key, state) in batch {
-            self.update(key, state, at);
+        for (key, state) in outcome.batch {
+            if !newer.contains(&key) {
+                self.update(key, state, at);
+            }
         }
-        let mut problems = report.problems;
-        problems.sort();
-        if problems != self.problems {
-            self.problems = problems.clone();
-            self.send(Delta::Problems(problems));
+        if outcome.problems != self.problems {
+            self.problems = outcome.problems.clone();
+            self.send(Delta::Problems(outcome.problems));
         }
         self.send(Delta::Synced { keys: count, at });
     }
@@ -566,6 +625,54 @@ impl Engine {
             self.update(key, state, at);
         }
     }
+}
+
+/// What one sweep found: every claim on disk, probed passively and
+/// annotated, and the scan's problems (sorted).
+pub(super) struct SweepOutcome {
+    /// The engine's generation when the sweep began (see
+    /// [`Engine::forget_everything`]).
+    generation: u64,
+    batch: Vec<(LockKey, KeyState)>,
+    problems: Vec<ScanProblem>,
+}
+
+/// Scan + passive probe + one `/proc/locks` read; `None` if the root could
+/// not be scanned. Touches no engine state, so it can run on its own task.
+async fn sweep_off_loop(
+    generation: u64,
+    state_dir: PathBuf,
+    prober: Prober,
+    own_pids: HashSet<u32>,
+    stats: Arc<EngineStats>,
+) -> Option<SweepOutcome> {
+    stats.sweeps.fetch_add(1, Ordering::Relaxed);
+    let report = match sweep::scan_root(&state_dir).await {
+        Ok(report) => report,
+        Err(error) => {
+            tracing::warn!(%error, "sweep could not scan the locks root");
+            return None;
+        }
+    };
+    stats
+        .probes
+        .fetch_add(report.keys.len() as u64, Ordering::Relaxed);
+    let mut batch = sweep::probe_all_unannotated(&prober, report.keys, ProbeMode::Passive).await;
+    if batch.iter().any(|(_, state)| state.liveness.is_held()) {
+        stats.index_reads.fetch_add(1, Ordering::Relaxed);
+        annotate_with(
+            &mut batch,
+            &LockIndex::read().unwrap_or_default(),
+            &own_pids,
+        );
+    }
+    let mut problems = report.problems;
+    problems.sort();
+    Some(SweepOutcome {
+        generation,
+        batch,
+        problems,
+    })
 }
 
 fn nearest_existing_ancestor(path: &Path) -> PathBuf {

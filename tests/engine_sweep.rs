@@ -1,0 +1,128 @@
+//! The periodic sweep: it catches what no inotify event reports — a holder
+//! that opened the lock files read-only, as util-linux `flock(1)` does
+//! (its acquire is only an IN_OPEN, which the engine drops; its release
+//! an IN_CLOSE_NOWRITE, which notify does not watch) — and it runs off the
+//! engine loop, so events are still handled while a sweep is under way.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::engine::{Engine, blocking, hold, serial, tag};
+use common::state_in_tempdir;
+use locktop::engine::Liveness;
+use locktop::escape::{announce_path, gate_path};
+use locktop::locks::agent_tag_lock;
+use locktop::probe::ProbeMode;
+
+/// A `flock(1)` process group; dropping it SIGKILLs the whole group, so a
+/// failing test leaves no `sleep 600` behind.
+struct FlockGroup(Child);
+
+impl FlockGroup {
+    fn kill_group(&mut self) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for FlockGroup {
+    fn drop(&mut self) {
+        self.kill_group();
+    }
+}
+
+/// `flock -x GATE flock -x ANNOUNCE sleep 600`: holds both files of a
+/// claim through read-only descriptors, in a process group of its own.
+fn flock_holder(state: &std::path::Path, tag_name: &str) -> FlockGroup {
+    let (dir, key) = agent_tag_lock(state, tag_name);
+    Command::new("flock")
+        .arg("-x")
+        .arg(gate_path(&dir, &key))
+        .arg("flock")
+        .arg("-x")
+        .arg(announce_path(&dir, &key))
+        .args(["sleep", "600"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(FlockGroup)
+        .expect("util-linux flock(1) is needed by this test")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sweep_catches_a_read_only_holder_that_no_event_reports() {
+    let _serial = serial().await;
+    let (_tmp, state) = state_in_tempdir();
+    // Make the claim's files exist (a holder that came and went).
+    drop(blocking(|| hold(&state, &["--tag", "ro"])));
+    let mut engine = Engine::start(&state, ProbeMode::Passive, Duration::from_millis(500));
+    engine.synced().await;
+    engine
+        .wait_view("ro free", |view| {
+            view.liveness(&tag("ro")) == Some(Liveness::Free)
+        })
+        .await;
+
+    let mut holder = flock_holder(&state, "ro");
+    let pid = holder.0.id();
+    engine
+        .wait_view("ro live, held by flock(1), found by a sweep", |view| {
+            // The outer flock holds the gate, its child the announce.
+            view.get(&tag("ro")).is_some_and(|state| {
+                state.liveness == Liveness::Live && state.holders.iter().any(|p| p.pid == pid)
+            })
+        })
+        .await;
+    let sweeps_before = engine.sweeps();
+
+    // The whole group: the outer flock, the inner one and its sleep.
+    holder.kill_group();
+    engine
+        .wait_view("ro free again after the read-only holder died", |view| {
+            view.liveness(&tag("ro")) == Some(Liveness::Free)
+        })
+        .await;
+    assert!(
+        engine.sweeps() > sweeps_before,
+        "only a sweep can see this release"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_are_handled_while_background_sweeps_run() {
+    let _serial = serial().await;
+    let (_tmp, state) = state_in_tempdir();
+    // Sweeping all the time: every event below lands during or between
+    // background sweeps, and must still be reported (and not undone by an
+    // older sweep's findings).
+    let mut engine = Engine::start(&state, ProbeMode::Acquire, Duration::from_millis(1));
+    for round in 0..5 {
+        let name = format!("busy-{round}");
+        let mut holder = blocking(|| hold(&state, &["--tag", name.as_str()]));
+        let pid = holder.pid();
+        engine
+            .wait_view("the new holder live with its PID", |view| {
+                view.is(&tag(&name), Liveness::Live, &[pid])
+            })
+            .await;
+        blocking(|| holder.kill());
+        engine
+            .wait_view("the killed holder's key free", |view| {
+                view.liveness(&tag(&name)) == Some(Liveness::Free)
+            })
+            .await;
+    }
+    assert!(
+        engine.sweeps() > 5,
+        "sweeps ran meanwhile: {}",
+        engine.sweeps()
+    );
+}
