@@ -42,6 +42,16 @@ struct JsonKey<'a> {
     state: &'a KeyState,
 }
 
+/// The JSON document (schema in the README).
+#[derive(serde::Serialize)]
+struct JsonSnapshot<'a> {
+    state_dir: std::borrow::Cow<'a, str>,
+    taken_at: String,
+    probe: &'static str,
+    keys: Vec<JsonKey<'a>>,
+    problems: &'a [ScanProblem],
+}
+
 /// A whole snapshot: keys (and problems) at one moment.
 pub struct Snapshot {
     /// Every claim with its probed state, sorted by kind then name.
@@ -86,14 +96,19 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
                 state,
             })
             .collect();
-        let doc = serde_json::json!({
-            "state_dir": state_dir.to_string_lossy(),
-            "taken_at": time_format::rfc3339(SystemTime::now()),
-            "probe": args.probe.as_str(),
-            "keys": keys,
-            "problems": snapshot.problems,
-        });
-        writeln!(out, "{doc}")
+        // Streamed from borrowed data: no JSON value tree of every key.
+        let doc = JsonSnapshot {
+            state_dir: state_dir.to_string_lossy(),
+            taken_at: time_format::rfc3339(SystemTime::now()),
+            probe: args.probe.as_str(),
+            keys,
+            problems: &snapshot.problems,
+        };
+        let mut buffered = std::io::BufWriter::new(&mut out);
+        serde_json::to_writer(&mut buffered, &doc)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(buffered))
+            .and_then(|()| buffered.flush())
     } else {
         write_table(&mut out, shown, &snapshot.problems)
     };
