@@ -6,6 +6,7 @@
 //! name) is the display order.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::escape;
 use crate::locks::{instances_root, locks_root, tags_root};
@@ -40,8 +41,9 @@ pub struct LockKey {
     pub kind: KeyKind,
     /// AIH (`a/b/c`), tag name, or path under the locks root.
     pub name: String,
-    /// The SDK's lock dir.
-    pub dir: PathBuf,
+    /// The SDK's lock dir, shared by every key of that directory (a scan
+    /// of 100k keys keeps one copy per directory, not per key).
+    pub dir: Arc<Path>,
     /// The SDK's (unescaped) key.
     pub key: String,
 }
@@ -50,38 +52,7 @@ impl LockKey {
     /// Names the claim `(dir, key)` found under `state_dir`. A dir outside
     /// the instances and tags roots is `Other`.
     pub fn from_coord(state_dir: &Path, dir: &Path, key: &str) -> Self {
-        let instances = instances_root(state_dir);
-        if let Ok(relative) = dir.strip_prefix(&instances) {
-            let mut name = String::new();
-            for segment in relative.components() {
-                name.push_str(&segment.as_os_str().to_string_lossy());
-                name.push('/');
-            }
-            name.push_str(key);
-            return Self::new(KeyKind::Instance, name, dir, key);
-        }
-        if dir == tags_root(state_dir) {
-            return Self::new(KeyKind::Tag, key.to_string(), dir, key);
-        }
-        let relative = dir
-            .strip_prefix(locks_root(state_dir))
-            .unwrap_or(dir)
-            .join(key);
-        Self::new(
-            KeyKind::Other,
-            relative.to_string_lossy().into_owned(),
-            dir,
-            key,
-        )
-    }
-
-    fn new(kind: KeyKind, name: String, dir: &Path, key: &str) -> Self {
-        Self {
-            kind,
-            name,
-            dir: dir.to_path_buf(),
-            key: key.to_string(),
-        }
+        DirNamer::new(state_dir, dir).key(key)
     }
 
     /// The gate file (`<dir>/<escape(key)>.lock`).
@@ -97,6 +68,54 @@ impl LockKey {
     /// `instance "a/b/c"` / `tag "x"` / `other "p/k"` — for messages.
     pub fn label(&self) -> String {
         format!("{} {:?}", self.kind.as_str(), self.name)
+    }
+}
+
+/// Names every claim of one directory: the kind, the name prefix and the
+/// shared dir are worked out once per directory, not once per key (a scan
+/// of 100k keys).
+#[derive(Debug, Clone)]
+pub struct DirNamer {
+    kind: KeyKind,
+    prefix: String,
+    dir: Arc<Path>,
+}
+
+impl DirNamer {
+    /// The namer of `dir` under `state_dir`.
+    pub fn new(state_dir: &Path, dir: &Path) -> Self {
+        let (kind, prefix) = if let Ok(relative) = dir.strip_prefix(instances_root(state_dir)) {
+            let mut prefix = String::new();
+            for segment in relative.components() {
+                prefix.push_str(&segment.as_os_str().to_string_lossy());
+                prefix.push('/');
+            }
+            (KeyKind::Instance, prefix)
+        } else if dir == tags_root(state_dir) {
+            (KeyKind::Tag, String::new())
+        } else {
+            let relative = dir.strip_prefix(locks_root(state_dir)).unwrap_or(dir);
+            let mut prefix = relative.to_string_lossy().into_owned();
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            (KeyKind::Other, prefix)
+        };
+        Self {
+            kind,
+            prefix,
+            dir: Arc::from(dir),
+        }
+    }
+
+    /// The claim `key` of this directory.
+    pub fn key(&self, key: &str) -> LockKey {
+        LockKey {
+            kind: self.kind,
+            name: format!("{}{key}", self.prefix),
+            dir: self.dir.clone(),
+            key: key.to_string(),
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::engine::{ScanProblem, ScanProblemKind};
 use crate::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, unescape};
-use crate::key::LockKey;
+use crate::key::{DirNamer, LockKey};
 use crate::locks::locks_root;
 
 /// Every claim and every problem found under a directory.
@@ -53,6 +53,7 @@ fn scan_one_dir(state_dir: &Path, dir: &Path, report: &mut ScanReport, stack: &m
             return;
         }
     };
+    let namer = DirNamer::new(state_dir, dir);
     let mut gates: HashSet<String> = HashSet::new();
     let mut announces: Vec<(String, PathBuf)> = Vec::new();
     for entry in entries {
@@ -88,7 +89,7 @@ fn scan_one_dir(state_dir: &Path, dir: &Path, report: &mut ScanReport, stack: &m
             match unescape(stem) {
                 Some(key) => {
                     gates.insert(stem.to_string());
-                    report.keys.push(LockKey::from_coord(state_dir, dir, &key));
+                    report.keys.push(namer.key(&key));
                 }
                 None => report
                     .problems
