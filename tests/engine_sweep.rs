@@ -126,3 +126,44 @@ async fn events_are_handled_while_background_sweeps_run() {
         engine.sweeps()
     );
 }
+
+/// `flock -x GATE sleep 600`: the gate held, the announce never taken — a
+/// holder stopped mid-acquisition, as far as any probe can tell.
+fn gate_only_holder(state: &std::path::Path, tag_name: &str) -> FlockGroup {
+    let (dir, key) = agent_tag_lock(state, tag_name);
+    Command::new("flock")
+        .arg("-x")
+        .arg(gate_path(&dir, &key))
+        .args(["sleep", "600"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(FlockGroup)
+        .expect("util-linux flock(1) is needed by this test")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_stuck_mid_acquisition_reads_in_flight_in_both_modes() {
+    let _serial = serial().await;
+    let (_tmp, state) = state_in_tempdir();
+    drop(blocking(|| hold(&state, &["--tag", "stuck"])));
+    let holder = gate_only_holder(&state, "stuck");
+    let pid = holder.0.id();
+    for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
+        // The SDK's try_held alone would spin forever here; the engine's
+        // probe is bounded and says in-flight, with the gate's holder.
+        let mut engine = Engine::start(&state, mode, Duration::from_secs(3600));
+        engine.synced().await;
+        engine
+            .wait_view("stuck in-flight with the gate holder's PID", |view| {
+                view.get(&tag("stuck")).is_some_and(|state| {
+                    state.liveness == Liveness::InFlight
+                        && state.holders.iter().any(|p| p.pid == pid)
+                })
+            })
+            .await;
+    }
+    drop(holder);
+}
