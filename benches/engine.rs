@@ -71,6 +71,8 @@ struct Plan {
     watch_settle: Duration,
     interference: Duration,
     interference_keys: usize,
+    /// Keystroke + draw samples in the frame section.
+    frame_samples: usize,
 }
 
 impl Plan {
@@ -98,6 +100,7 @@ impl Plan {
             watch_settle: Duration::from_secs(1),
             interference: Duration::from_secs(3),
             interference_keys: 20,
+            frame_samples: 200,
         }
     }
 
@@ -125,6 +128,7 @@ impl Plan {
             watch_settle: Duration::from_millis(200),
             interference: Duration::from_millis(200),
             interference_keys: 10,
+            frame_samples: 20,
         }
     }
 
@@ -236,6 +240,9 @@ async fn run(plan: &Plan, args: &[String]) {
     took(t);
     let t = Instant::now();
     section_interference(plan, &state, &interference_tags).await;
+    took(t);
+    let t = Instant::now();
+    support::frames::section_frames(plan.big_tags + plan.big_instances, plan.frame_samples);
     took(t);
 
     say("\nTARGETS (printed, never enforced)");
