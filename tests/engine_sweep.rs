@@ -151,6 +151,23 @@ async fn a_claim_stuck_mid_acquisition_reads_in_flight_in_both_modes() {
     drop(blocking(|| hold(&state, &["--tag", "stuck"])));
     let holder = gate_only_holder(&state, "stuck");
     let pid = holder.0.id();
+    // flock(1)'s acquire makes no event the engine keeps (only IN_OPEN), so
+    // the engine must find it at its initial sync: wait until it is taken.
+    let (dir, key) = agent_tag_lock(&state, "stuck");
+    let gate = gate_path(&dir, &key);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !locktop::proclocks::LockIndex::read()
+        .unwrap()
+        .claim(&gate, &announce_path(&dir, &key))
+        .holders
+        .contains(&pid)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "flock(1) never took the gate"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
         // The SDK's try_held alone would spin forever here; the engine's
         // probe is bounded and says in-flight, with the gate's holder.
