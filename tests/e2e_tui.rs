@@ -157,3 +157,17 @@ fn assert_terminal_restored_or_never_entered(tui: &Tui) {
         assert_terminal_restored(tui);
     }
 }
+
+#[test]
+fn without_a_terminal_the_monitor_says_so_in_one_line() {
+    let (_tmp, state) = state_in_tempdir();
+    let out = common::run_locktop(&state, &[]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("needs a terminal"), "{}", out.stderr);
+    assert!(
+        out.stdout.is_empty(),
+        "nothing drawn on a pipe: {:?}",
+        out.stdout
+    );
+}

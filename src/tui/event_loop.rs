@@ -56,6 +56,15 @@ pub async fn run(
     let mut hangup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("SIGINT handler")?;
     install_panic_hook();
+    {
+        use std::io::IsTerminal;
+        if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+            anyhow::bail!(
+                "the monitor needs a terminal (stdin and stdout must be a TTY); \
+                 for pipes and scripts use `locktop snapshot` or `locktop watch`"
+            );
+        }
+    }
     let mut guard = TerminalGuard::enter().context("cannot set up the terminal")?;
     let mut input = EventStream::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
