@@ -107,12 +107,24 @@ pub async fn check_family(
     passive: bool,
 ) -> Result<CheckReport, LocksError> {
     let coords = locks::family_coords(context.state_dir(), family)?;
-    // A coordinate through a symlink would make the acquire write wherever
-    // it points: such a family is only probed.
+    // Only probed, never taken: a family reached through a symlink (the
+    // acquire would write wherever it points), and one with a member that
+    // has no lock files yet (nobody can hold it; taking it would leave new,
+    // never-deleted files behind — a typo must not create a stale key).
     let passive = passive
-        || coords.iter().any(|(dir, _)| {
+        || coords.iter().any(|(dir, key)| {
             crate::scan::ensure_no_symlink_below_root(context.state_dir(), dir).is_err()
+                || std::fs::symlink_metadata(crate::escape::gate_path(dir, key)).is_err()
         });
+    if passive {
+        // A member with no lock files is free to anyone who can create them.
+        for (dir, key) in &coords {
+            let missing = std::fs::symlink_metadata(crate::escape::gate_path(dir, key)).is_err();
+            if missing && locks::obstacle(dir, key).is_some() {
+                return Err(locks::unavailable(context.state_dir(), dir, key));
+            }
+        }
+    }
     let busy: Busy = if passive {
         let mut unique: Vec<(std::path::PathBuf, String)> = Vec::new();
         for coord in coords {
@@ -135,7 +147,9 @@ pub async fn check_family(
             busy,
         }
     } else {
-        match locks::try_acquire_all_detailed(context.agent_locks(), &coords).await {
+        match locks::try_acquire_family_checked(context.agent_locks(), context.state_dir(), family)
+            .await?
+        {
             Ok(locks) => {
                 let unique = locks
                     .iter()

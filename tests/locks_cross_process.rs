@@ -386,21 +386,17 @@ async fn hold_wait_reports_the_blocker_then_holds_after_it_is_killed() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn wait_acquire_all_waits_for_a_killed_holder_and_reports_busy() {
+async fn wait_acquire_family_waits_for_a_killed_holder_and_reports_busy() {
     let (_tmp, state) = state_in_tempdir();
     let context = Context::new(state.clone());
     let mut holder = Holder::hold(&state, &tag_args(&["b"]));
-    let coords = family_coords(
-        &state,
-        &Family::Group(vec!["a".into(), "b".into(), "c".into()]),
-    )
-    .unwrap();
+    let family = Family::Group(vec!["a".into(), "b".into(), "c".into()]);
 
     let reports = Arc::new(AtomicUsize::new(0));
     let waiter = {
-        let (context, coords, reports) = (context.clone(), coords.clone(), reports.clone());
+        let (context, state, reports) = (context.clone(), state.clone(), reports.clone());
         tokio::spawn(async move {
-            locks::wait_acquire_all(context.agent_locks(), &coords, |busy| {
+            locks::wait_acquire_family(context.agent_locks(), &state, &family, |busy| {
                 assert_eq!(busy.busy, vec![1]);
                 reports.fetch_add(1, Ordering::SeqCst);
             })

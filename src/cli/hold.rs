@@ -47,13 +47,13 @@ pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode>
     }
     let context = Context::new(state_dir.clone());
     let held = if args.wait {
-        locks::wait_acquire_all(context.agent_locks(), &coords, |busy| {
+        locks::wait_acquire_family(context.agent_locks(), &state_dir, &family, |busy| {
             let line = json!({"waiting": true, "busy": describe_busy(&state_dir, busy)});
             print_line_now(&line);
         })
         .await?
     } else {
-        match locks::try_acquire_all_detailed(context.agent_locks(), &coords).await {
+        match locks::try_acquire_family_checked(context.agent_locks(), &state_dir, &family).await? {
             Ok(locks) => locks,
             Err(busy) => {
                 for member in describe_busy(&state_dir, &busy) {

@@ -289,21 +289,24 @@ async fn run_in_process(
     }
     let map = context.agent_locks();
     let held = match spec.mode {
-        HoldMode::Try => match locks::try_acquire_all_detailed(map, &coords).await {
-            Ok(held) => held,
-            Err(busy) => {
-                let members: Vec<String> = describe_busy(&state_dir, &busy)
-                    .iter()
-                    .map(|m| BusyMemberSummary::from_member(m).describe())
-                    .collect();
-                return send(
-                    me,
-                    HolderStatus::Failed(format!("busy: {}", members.join("; "))),
-                );
+        HoldMode::Try => {
+            match locks::try_acquire_family_checked(map, &state_dir, &spec.family).await {
+                Err(error) => return send(me, HolderStatus::Failed(error.to_string())),
+                Ok(Ok(held)) => held,
+                Ok(Err(busy)) => {
+                    let members: Vec<String> = describe_busy(&state_dir, &busy)
+                        .iter()
+                        .map(|m| BusyMemberSummary::from_member(m).describe())
+                        .collect();
+                    return send(
+                        me,
+                        HolderStatus::Failed(format!("busy: {}", members.join("; "))),
+                    );
+                }
             }
-        },
+        }
         HoldMode::Wait => {
-            let waiting = locks::wait_acquire_all(map, &coords, |busy| {
+            let waiting = locks::wait_acquire_family(map, &state_dir, &spec.family, |busy| {
                 let members = describe_busy(&state_dir, busy)
                     .iter()
                     .map(BusyMemberSummary::from_member)

@@ -13,6 +13,15 @@ pub enum LocksError {
         /// Which rule it broke.
         reason: &'static str,
     },
+    /// A member is not held by anyone, yet cannot be taken (no write
+    /// access, a file where a directory should be, …).
+    #[error("{member} cannot be taken: {reason}")]
+    Unavailable {
+        /// `tag "x"` / `instance "a/b"`.
+        member: String,
+        /// What is in the way, as found on disk.
+        reason: String,
+    },
     /// The tag name cannot be a lockfile key.
     #[error("invalid tag {tag:?}: {reason}")]
     InvalidTag {

@@ -6,11 +6,20 @@
 //! lock FIRST for a hierarchy) and is acquired all-or-nothing.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::{
-    AgentLock, AgentLockMap, LocksError, agent_instance_lock, agent_tag_lock, try_acquire_all,
-    validate_aih, validate_tag,
+    AgentLock, AgentLockMap, Busy, LocksError, agent_instance_lock, agent_tag_lock, is_taken,
+    try_acquire, try_acquire_all_detailed, validate_aih, validate_tag,
 };
+
+/// How often a waiting family re-checks its busy members (passively: the
+/// check never writes, so it raises no file events and holds nothing).
+pub const WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// How long a member stuck mid-acquisition is given before it counts as
+/// taken.
+const IN_FLIGHT_AFTER: Duration = Duration::from_millis(25);
 
 /// The lock "family" of an agent target. Members are supplied by the
 /// caller (ObjectiveAI reads them from its database; locktop from the
@@ -81,17 +90,191 @@ impl AcquiredFamily {
 
 /// Resolve + acquire a whole Family NON-BLOCKING, all-or-nothing, and
 /// partition it for the registry (AIH lock split out from the tag locks).
-/// `Ok(None)` if any member is busy; `Err` only for invalid members.
+/// `Ok(None)` if any member is busy; `Err` only for invalid members. A
+/// hierarchy's AIH lock is taken before any of its tags.
 pub async fn try_acquire_family(
     map: &AgentLockMap,
     state_dir: &Path,
     family: Family,
 ) -> Result<Option<AcquiredFamily>, LocksError> {
-    let coords = family_coords(state_dir, &family)?;
-    let Some(locks) = try_acquire_all(map, &coords).await else {
-        return Ok(None);
+    match try_acquire_family_detailed(map, state_dir, &family).await? {
+        Ok(locks) => Ok(Some(partition(family, locks))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// [`try_acquire_family`] that says which members were busy. Locks come
+/// back in [`family_coords`] order (deduplicated). For a hierarchy the AIH
+/// lock is taken FIRST and alone: only once it is held are the tags tried
+/// (concurrently); if it is busy, the tags are only probed, never taken —
+/// so no observer can see one of its tags held by us without its AIH.
+pub async fn try_acquire_family_detailed(
+    map: &AgentLockMap,
+    state_dir: &Path,
+    family: &Family,
+) -> Result<Result<Vec<AgentLock>, Busy>, LocksError> {
+    let coords = family_coords(state_dir, family)?;
+    let Family::Hierarchy { .. } = family else {
+        return Ok(try_acquire_all_detailed(map, &coords).await);
     };
-    Ok(Some(partition(family, locks)))
+    let ((aih_dir, aih_key), tags) = (&coords[0], &coords[1..]);
+    let Some(aih) = try_acquire(map, aih_dir, aih_key).await else {
+        let mut unique: Vec<(PathBuf, String)> = vec![coords[0].clone()];
+        for tag in tags {
+            if !unique.contains(tag) {
+                unique.push(tag.clone());
+            }
+        }
+        let mut busy = vec![0];
+        for (index, (dir, key)) in unique.iter().enumerate().skip(1) {
+            if is_taken(map, dir, key, IN_FLIGHT_AFTER).await {
+                busy.push(index);
+            }
+        }
+        return Ok(Err(Busy {
+            coords: unique,
+            busy,
+        }));
+    };
+    Ok(match try_acquire_all_detailed(map, tags).await {
+        Ok(tag_locks) => {
+            let mut locks = Vec::with_capacity(tag_locks.len() + 1);
+            locks.push(aih);
+            locks.extend(tag_locks);
+            Ok(locks)
+        }
+        Err(busy) => {
+            // The tags were tried first: release the AIH lock last.
+            drop(aih);
+            let mut coords = vec![coords[0].clone()];
+            coords.extend(busy.coords);
+            Err(Busy {
+                coords,
+                busy: busy.busy.iter().map(|index| index + 1).collect(),
+            })
+        }
+    })
+}
+
+/// [`try_acquire_family_detailed`], but every member reported busy is
+/// really taken by someone: a member that nobody holds yet could not be
+/// taken is retried (it may have been released in between) and, if it
+/// keeps failing, is an [`LocksError::Unavailable`] naming what is in the
+/// way (permissions, a file where a directory should be) — never "busy".
+pub async fn try_acquire_family_checked(
+    map: &AgentLockMap,
+    state_dir: &Path,
+    family: &Family,
+) -> Result<Result<Vec<AgentLock>, Busy>, LocksError> {
+    let mut attempts = 0;
+    loop {
+        let busy = match try_acquire_family_detailed(map, state_dir, family).await? {
+            Ok(locks) => return Ok(Ok(locks)),
+            Err(busy) => busy,
+        };
+        let mut free = None;
+        for &index in &busy.busy {
+            let (dir, key) = &busy.coords[index];
+            if !is_taken(map, dir, key, IN_FLIGHT_AFTER).await {
+                free = Some(index);
+                break;
+            }
+        }
+        let Some(index) = free else {
+            return Ok(Err(busy));
+        };
+        attempts += 1;
+        if attempts >= 3 {
+            let (dir, key) = &busy.coords[index];
+            return Err(unavailable(state_dir, dir, key));
+        }
+    }
+}
+
+/// Acquire a whole Family, waiting until all of it can be held at once.
+/// Deadlock-free and cancel-safe: between all-or-nothing tries
+/// ([`try_acquire_family_checked`]) it holds nothing and only polls its
+/// busy members passively every [`WAIT_POLL`] — no blocked `flock` is left
+/// behind when the future is dropped. `on_busy` is told each time the set
+/// of busy members changes. A member nobody holds that still cannot be
+/// taken ends the wait with [`LocksError::Unavailable`].
+pub async fn wait_acquire_family(
+    map: &AgentLockMap,
+    state_dir: &Path,
+    family: &Family,
+    mut on_busy: impl FnMut(&Busy),
+) -> Result<Vec<AgentLock>, LocksError> {
+    let mut told: Option<Vec<usize>> = None;
+    loop {
+        let busy = match try_acquire_family_checked(map, state_dir, family).await? {
+            Ok(locks) => return Ok(locks),
+            Err(busy) => busy,
+        };
+        if told.as_ref() != Some(&busy.busy) {
+            on_busy(&busy);
+            told = Some(busy.busy.clone());
+        }
+        wait_until_free(map, &busy).await;
+    }
+}
+
+/// Polls (passively) until every busy member of `busy` looks free.
+async fn wait_until_free(map: &AgentLockMap, busy: &Busy) {
+    loop {
+        tokio::time::sleep(WAIT_POLL).await;
+        let mut any_taken = false;
+        for &index in &busy.busy {
+            let (dir, key) = &busy.coords[index];
+            if is_taken(map, dir, key, IN_FLIGHT_AFTER).await {
+                any_taken = true;
+                break;
+            }
+        }
+        if !any_taken {
+            return;
+        }
+    }
+}
+
+/// Why a free member could not be taken, as far as the filesystem tells.
+pub fn unavailable(state_dir: &Path, dir: &Path, key: &str) -> LocksError {
+    let member = crate::key::LockKey::from_coord(state_dir, dir, key).label();
+    LocksError::Unavailable {
+        member,
+        reason: obstacle(dir, key)
+            .unwrap_or_else(|| "it could not be taken, though nobody holds it".into()),
+    }
+}
+
+/// What on disk keeps `(dir, key)` from being taken by this process, if
+/// anything: an ancestor that is not a directory, no permission to create
+/// the directory or its files, or a gate this process may not open for
+/// writing. `None` when nothing visible is in the way.
+pub fn obstacle(dir: &Path, key: &str) -> Option<String> {
+    use nix::unistd::{AccessFlags, access};
+    let wx = AccessFlags::W_OK | AccessFlags::X_OK;
+    for ancestor in dir.ancestors() {
+        let Ok(meta) = std::fs::metadata(ancestor) else {
+            continue;
+        };
+        if !meta.is_dir() {
+            return Some(format!("{} is not a directory", ancestor.display()));
+        }
+        if ancestor != dir {
+            return access(ancestor, wx)
+                .err()
+                .map(|errno| format!("cannot create {}: {errno}", dir.display()));
+        }
+        let gate = crate::escape::gate_path(dir, key);
+        return match access(&gate, AccessFlags::R_OK | AccessFlags::W_OK) {
+            Err(nix::errno::Errno::ENOENT) => access(dir, wx)
+                .err()
+                .map(|errno| format!("cannot create files in {}: {errno}", dir.display())),
+            Err(errno) => Some(format!("{}: {errno}", gate.display())),
+            Ok(()) => None,
+        };
+    }
+    None
 }
 
 /// Splits acquired locks (in [`family_coords`] order, deduplicated) into

@@ -128,6 +128,25 @@ pub async fn wait_acquire(map: &AgentLockMap, dir: &Path, key: &str) -> std::io:
     })
 }
 
+/// True when `(dir, key)` is taken right now, judged without taking it: a
+/// task of this process holds its in-process gate, or the SDK's shared-lock
+/// probe finds it held (a claim stuck mid-acquisition for longer than
+/// `in_flight_after` counts as taken).
+pub async fn is_taken(
+    map: &AgentLockMap,
+    dir: &Path,
+    key: &str,
+    in_flight_after: std::time::Duration,
+) -> bool {
+    let gate_busy = map
+        .get(&(dir.to_path_buf(), key.to_string()))
+        .is_some_and(|mutex| mutex.try_lock().is_err());
+    gate_busy
+        || tokio::time::timeout(in_flight_after, lockfile::try_held(dir, key))
+            .await
+            .unwrap_or(true)
+}
+
 /// The members of an all-or-nothing attempt that were busy, as indexes
 /// into the DEDUPLICATED coordinate list returned alongside.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,53 +198,4 @@ pub async fn try_acquire_all(
     coords: &[(PathBuf, String)],
 ) -> Option<Vec<AgentLock>> {
     try_acquire_all_detailed(map, coords).await.ok()
-}
-
-/// Acquire EVERY coord, waiting until the whole set can be held at once.
-/// Deadlock-free: it blocks on ONE busy member while holding nothing, then
-/// tries the rest non-blocking while holding that one; any miss releases
-/// everything and waits on the new blocker. `on_busy` is told each time the
-/// set is found busy (to show "waiting on …"). Locks come back in the order
-/// of the deduplicated coords.
-pub async fn wait_acquire_all(
-    map: &AgentLockMap,
-    coords: &[(PathBuf, String)],
-    mut on_busy: impl FnMut(&Busy),
-) -> std::io::Result<Vec<AgentLock>> {
-    let mut blocked = match try_acquire_all_detailed(map, coords).await {
-        Ok(locks) => return Ok(locks),
-        Err(busy) => busy,
-    };
-    loop {
-        on_busy(&blocked);
-        let first = blocked.busy[0];
-        let (dir, key) = &blocked.coords[first];
-        let anchor = wait_acquire(map, dir, key).await?;
-        let rest: Vec<(PathBuf, String)> = blocked
-            .coords
-            .iter()
-            .enumerate()
-            .filter(|(index, _)| *index != first)
-            .map(|(_, coord)| coord.clone())
-            .collect();
-        match try_acquire_all_detailed(map, &rest).await {
-            Ok(others) => {
-                let mut locks = others;
-                locks.insert(first, anchor);
-                return Ok(locks);
-            }
-            Err(still_busy) => {
-                drop(anchor);
-                let busy = still_busy
-                    .busy
-                    .iter()
-                    .map(|&index| if index >= first { index + 1 } else { index })
-                    .collect();
-                blocked = Busy {
-                    coords: blocked.coords,
-                    busy,
-                };
-            }
-        }
-    }
 }

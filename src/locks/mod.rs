@@ -42,8 +42,11 @@ pub use coords::{
     validate_tag,
 };
 pub use error::LocksError;
-pub use family::{AcquiredFamily, Family, family_coords, try_acquire_family};
+pub use family::{
+    AcquiredFamily, Family, WAIT_POLL, family_coords, obstacle, try_acquire_family,
+    try_acquire_family_checked, try_acquire_family_detailed, unavailable, wait_acquire_family,
+};
 pub use gate::{
-    AgentLock, AgentLockMap, Busy, prune_idle, try_acquire, try_acquire_all,
-    try_acquire_all_detailed, wait_acquire, wait_acquire_all,
+    AgentLock, AgentLockMap, Busy, is_taken, prune_idle, try_acquire, try_acquire_all,
+    try_acquire_all_detailed, wait_acquire,
 };
