@@ -412,3 +412,37 @@ async fn a_holder_child_announced_as_own_reads_own() {
         blocking(|| child.close_stdin());
     }
 }
+
+/// 10. Once a key is shown live with its holder's PID, the echo of the
+///     engine's own acquire probe never blanks that PID again while the
+///     same holder keeps it (no live → live-without-PID flicker).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_key_never_flickers_to_no_holder_on_the_probes_echo() {
+    let _serial = serial().await;
+    let (_tmp, state) = state_with_locks_root();
+    let mut engine = Engine::start(&state, ProbeMode::Acquire, NO_SWEEP);
+    engine.synced().await;
+    for round in 0..5 {
+        let name = format!("steady-{round}");
+        let holder = blocking(|| hold(&state, &["--tag", name.as_str()]));
+        let pid = holder.pid();
+        engine
+            .wait_view("live with its PID", |view| {
+                view.is(&tag(&name), Liveness::Live, &[pid])
+            })
+            .await;
+        // Let every echo of the acquire probe come and go.
+        let settle = tokio::time::Instant::now() + std::time::Duration::from_millis(400);
+        while let Some(delta) = engine.recv_until(settle).await {
+            if let Delta::Key { key, state, .. } = &delta
+                && key.name == name
+            {
+                assert!(
+                    state.liveness == Liveness::Live && state.holders.iter().any(|p| p.pid == pid),
+                    "round {round}: after live with pid {pid}, got {state:?}"
+                );
+            }
+        }
+        drop(holder);
+    }
+}

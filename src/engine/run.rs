@@ -456,8 +456,9 @@ impl Engine {
                     }
                 }
             } else {
-                for (key, state) in &batch {
+                for (key, state) in &mut batch {
                     if state.liveness.is_held() {
+                        self.keep_holders_if_same_claim(key, state);
                         self.needs_holders.insert(key.clone());
                     }
                 }
@@ -466,6 +467,32 @@ impl Engine {
         let at = SystemTime::now();
         for (key, state) in batch {
             self.update(key, state, at);
+        }
+    }
+
+    /// While no fresh `/proc/locks` read is allowed: if the key was already
+    /// held and its announce was not rewritten since (same "held since"),
+    /// the claim is the same one, so its known holders still stand — no
+    /// flicker to "held by nobody" on an echo re-probe. A re-taken claim
+    /// (new announce mtime) keeps no PID: the next read names its holder —
+    /// and since the key is re-annotated by that read either way, a re-take
+    /// within one mtime tick shows the old PID for at most one interval.
+    fn keep_holders_if_same_claim(&self, key: &LockKey, state: &mut KeyState) {
+        let Some(previous) = self.states.get(key) else {
+            return;
+        };
+        let held = |liveness| matches!(liveness, Liveness::Live | Liveness::Own);
+        if !held(previous.liveness) || !held(state.liveness) || previous.holders.is_empty() {
+            return;
+        }
+        let since = std::fs::symlink_metadata(key.announce_path())
+            .and_then(|meta| meta.modified())
+            .ok();
+        if since.is_some() && since == previous.since {
+            state.liveness = previous.liveness;
+            state.holders = previous.holders.clone();
+            state.waiters = previous.waiters.clone();
+            state.since = previous.since;
         }
     }
 
