@@ -128,6 +128,9 @@ async fn run(exe: PathBuf, state_dir: PathBuf, seed: u64, mut stop: oneshot::Rec
 
     let mut tick: u64 = 0;
     loop {
+        // Reap members that died meanwhile (an operator's K, for one), so
+        // they neither linger as zombies nor count as alive.
+        members.retain_mut(|member| !matches!(member.holder.child.try_wait(), Ok(Some(_))));
         // Keep 6–10 agents alive, some with sub-agents and bound tags.
         let live_agents = members.iter().filter(|m| m.aih.is_some()).count();
         if live_agents < 6 || (live_agents < 10 && rng.bool()) {

@@ -268,16 +268,16 @@ pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
             ));
         }
         for holder in &member.holders {
-            let since = holder.since.map_or_else(
-                || "unknown".to_string(),
-                |since| format!("{} ago", crate::time_format::age(since, now)),
+            let held_for = holder.since.map_or_else(
+                || "for an unknown time".to_string(),
+                |since| format!("for {}", crate::time_format::age(since, now)),
             );
             lines.push(format!(
-                "  busy  {} {:?} held by pid {} since {} — {}",
+                "  busy  {} {:?} held by pid {} {} — {}",
                 member.kind,
                 member.name,
                 holder.process.pid,
-                since,
+                held_for,
                 holder.process.command()
             ));
             if !holder.also_holds.is_empty() {

@@ -40,7 +40,7 @@ fn a_stuck_tag_names_its_holder_and_everything_else_it_holds() {
         "the holder's command line: {}",
         out.stdout
     );
-    assert!(out.stdout.contains("since"), "{}", out.stdout);
+    assert!(out.stdout.contains(" for "), "{}", out.stdout);
     assert!(
         out.stdout.contains("instance \"cli/daemon/spawn-1\"")
             && out.stdout.contains("tag \"other\""),

@@ -114,9 +114,15 @@ fn fail(error: &anyhow::Error) -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(Command::Demo(args)) = cli.command {
+        if let Some(dir) = &cli.state_dir {
+            ensure_no_file_in_the_way(dir)?;
+        }
         return demo::run(cli.state_dir, args).await;
     }
     let state_dir = crate::state_dir::resolve(cli.state_dir)?;
+    if matches!(cli.command, None | Some(Command::Watch(_))) {
+        ensure_no_file_in_the_way(&state_dir)?;
+    }
     match cli.command {
         Some(Command::Hold(args)) => hold::run(state_dir, args).await,
         Some(Command::Snapshot(args)) => snapshot::run(state_dir, args).await,
@@ -167,4 +173,16 @@ pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyho
         },
     )
     .await
+}
+
+/// The monitor and `watch` wait for a missing locks dir to appear; that
+/// wait is hopeless when a file sits where the state dir or the locks dir
+/// should be, so it is an error (one line, exit 2) instead.
+fn ensure_no_file_in_the_way(state_dir: &std::path::Path) -> anyhow::Result<()> {
+    for dir in [state_dir.to_path_buf(), crate::locks::locks_root(state_dir)] {
+        if dir.exists() && !dir.is_dir() {
+            anyhow::bail!("{} is not a directory", dir.display());
+        }
+    }
+    Ok(())
 }

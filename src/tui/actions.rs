@@ -328,7 +328,11 @@ impl App {
             HolderStatus::Holding => Some(format!("test holder #{id} holds {family}{pid}")),
             HolderStatus::Failed(reason) => Some(format!("test holder #{id} failed: {reason}")),
             HolderStatus::Exited(detail) => Some(format!("test holder #{id} exited: {detail}")),
-            HolderStatus::Starting | HolderStatus::Waiting(_) => return,
+            HolderStatus::Waiting(busy) => {
+                let on: Vec<String> = busy.iter().map(|member| member.describe()).collect();
+                Some(format!("test holder #{id} waiting on {}", on.join(", ")))
+            }
+            HolderStatus::Starting => return,
         };
     }
 
