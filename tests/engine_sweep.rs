@@ -37,16 +37,16 @@ impl Drop for FlockGroup {
     }
 }
 
-/// `flock -x GATE flock -x ANNOUNCE sleep 600`: holds both files of a
-/// claim through read-only descriptors, in a process group of its own.
-fn flock_holder(state: &std::path::Path, tag_name: &str) -> FlockGroup {
-    let (dir, key) = agent_tag_lock(state, tag_name);
-    Command::new("flock")
-        .arg("-x")
-        .arg(gate_path(&dir, &key))
-        .arg("flock")
-        .arg("-x")
-        .arg(announce_path(&dir, &key))
+/// `flock -x F1 flock -x F2 … sleep 600`: holds `files` through read-only
+/// descriptors (as util-linux flock(1) opens them), in a process group of
+/// its own.
+fn flock_chain(files: &[std::path::PathBuf]) -> FlockGroup {
+    let mut command = Command::new("flock");
+    command.arg("-x").arg(&files[0]);
+    for file in &files[1..] {
+        command.args(["flock", "-x"]).arg(file);
+    }
+    command
         .args(["sleep", "600"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -55,6 +55,12 @@ fn flock_holder(state: &std::path::Path, tag_name: &str) -> FlockGroup {
         .spawn()
         .map(FlockGroup)
         .expect("util-linux flock(1) is needed by this test")
+}
+
+/// Both files of a claim held through read-only descriptors.
+fn flock_holder(state: &std::path::Path, tag_name: &str) -> FlockGroup {
+    let (dir, key) = agent_tag_lock(state, tag_name);
+    flock_chain(&[gate_path(&dir, &key), announce_path(&dir, &key)])
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -127,21 +133,11 @@ async fn events_are_handled_while_background_sweeps_run() {
     );
 }
 
-/// `flock -x GATE sleep 600`: the gate held, the announce never taken — a
-/// holder stopped mid-acquisition, as far as any probe can tell.
+/// The gate held, the announce never taken — a holder stopped
+/// mid-acquisition, as far as any probe can tell.
 fn gate_only_holder(state: &std::path::Path, tag_name: &str) -> FlockGroup {
     let (dir, key) = agent_tag_lock(state, tag_name);
-    Command::new("flock")
-        .arg("-x")
-        .arg(gate_path(&dir, &key))
-        .args(["sleep", "600"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map(FlockGroup)
-        .expect("util-linux flock(1) is needed by this test")
+    flock_chain(&[gate_path(&dir, &key)])
 }
 
 #[tokio::test(flavor = "multi_thread")]
