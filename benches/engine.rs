@@ -723,9 +723,11 @@ struct KillRun {
     all: Vec<Duration>,
     /// `all` of the kills during which a periodic sweep ended (a
     /// `Delta::Synced` arrived while waiting or right after the last Free):
-    /// the sweep runs inline in the engine loop, so the kill's events wait
-    /// for it.
+    /// a sweep overlapping the kill (it runs off the engine loop, but it
+    /// competes for the same two cores).
     during_sweep: Vec<Duration>,
+    /// The slowest kill and the deltas of its keys, timed from the kill.
+    slowest: Option<(Duration, Vec<String>)>,
     missed: usize,
     no_pids: usize,
     respawns: u32,
@@ -751,6 +753,7 @@ async fn kill_latency(
         first: Vec::new(),
         all: Vec::new(),
         during_sweep: Vec::new(),
+        slowest: None,
         missed: 0,
         no_pids: 0,
         respawns: 0,
@@ -790,23 +793,37 @@ async fn kill_latency(
         let mut free: HashSet<String> = HashSet::new();
         let mut first = None;
         let mut swept = false;
+        let mut trace: Vec<String> = Vec::new();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while free.len() < names.len() {
             match next_delta(&mut handle, deadline).await {
                 Some(Delta::Synced { .. }) => swept = true,
                 Some(Delta::Key { key, state, .. })
-                    if key.kind == KeyKind::Tag
-                        && names.contains(&key.name)
-                        && state.liveness == Liveness::Free =>
+                    if key.kind == KeyKind::Tag && names.contains(&key.name) =>
                 {
-                    first.get_or_insert_with(|| t0.elapsed());
-                    free.insert(key.name);
+                    trace.push(format!(
+                        "{} {} → {}",
+                        fmt_dur(t0.elapsed()),
+                        key.name,
+                        state.liveness.as_str()
+                    ));
+                    if state.liveness == Liveness::Free {
+                        first.get_or_insert_with(|| t0.elapsed());
+                        free.insert(key.name);
+                    }
                 }
                 Some(_) => {}
                 None => break,
             }
         }
         let all = t0.elapsed();
+        if run
+            .slowest
+            .as_ref()
+            .is_none_or(|(slowest, _)| all > *slowest)
+        {
+            run.slowest = Some((all, trace));
+        }
         // A sweep that probed these keys itself sends its Synced right
         // after their Free deltas: look for it too.
         let deadline = tokio::time::Instant::now() + Duration::from_millis(5);
@@ -974,6 +991,13 @@ async fn section_latency(
             fmt_dur(median(&quiet)),
             fmt_dur(percentile(&quiet, 99.0))
         ));
+        if let Some((took, trace)) = &run.slowest {
+            say(format!(
+                "            slowest kill ({}): {}",
+                fmt_dur(*took),
+                trace.join(" · ")
+            ));
+        }
         say(format!(
             "            n={} (missed within 5 s: {}; not seen live with PID before the kill: {}; \
              holder respawns after a busy probe race: {}; sweeps during the run: {}; engine probes: {})",
