@@ -9,8 +9,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::SystemTime;
 
-use objectiveai_sdk::lockfile;
-
 use crate::context::Context;
 use crate::key::LockKey;
 use crate::locks::{self, Busy, Family, LocksError};
@@ -134,11 +132,7 @@ pub async fn check_family(
         }
         let mut busy = Vec::new();
         for (index, (dir, key)) in unique.iter().enumerate() {
-            let held =
-                tokio::time::timeout(crate::probe::IN_FLIGHT_AFTER, lockfile::try_held(dir, key))
-                    .await
-                    .unwrap_or(true);
-            if held {
+            if locks::is_taken(context.agent_locks(), dir, key, locks::IN_FLIGHT_AFTER).await {
                 busy.push(index);
             }
         }

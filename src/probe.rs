@@ -30,8 +30,6 @@ impl ProbeMode {
     }
 }
 
-use std::time::Duration;
-
 use objectiveai_sdk::lockfile;
 
 use crate::context::Context;
@@ -40,9 +38,8 @@ use crate::key::{KeyKind, LockKey};
 use crate::locks;
 
 /// How long a probe waits on a claim whose gate is held but announce is
-/// not before calling it in-flight. The SDK's `try_held` would wait forever
-/// on a holder stopped mid-acquisition.
-pub const IN_FLIGHT_AFTER: Duration = Duration::from_millis(25);
+/// not before calling it in-flight (one bound for every probe in locktop).
+pub use crate::locks::IN_FLIGHT_AFTER;
 
 /// Probes claims through one `Context` (so an acquire probe can never take a
 /// key one of this process's own holders has: the in-process gate refuses).

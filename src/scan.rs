@@ -138,6 +138,16 @@ pub fn ensure_no_symlink_below_root(state_dir: &Path, dir: &Path) -> Result<(), 
     Ok(())
 }
 
+/// [`ensure_no_symlink_below_root`] for every lock dir of a family.
+pub fn ensure_coords_below_root(
+    state_dir: &Path,
+    coords: &[(PathBuf, String)],
+) -> Result<(), String> {
+    coords
+        .iter()
+        .try_for_each(|(dir, _)| ensure_no_symlink_below_root(state_dir, dir))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -191,10 +191,10 @@ async fn sigterm_releases_and_exits_zero() {
     lock.release().unwrap();
 }
 
-/// `hold` prints `{"held":true}` and only THEN installs its SIGTERM/SIGINT
-/// handlers (src/cli/hold.rs: `print_line_now` before `wait_for_stop`), so
-/// a supervisor that stops a holder as soon as it reads `held` kills it
-/// with the default action: no `{"released":true}`, no exit 0.
+/// A supervisor may stop a holder the moment it reads `{"held":true}`:
+/// `hold` installs its SIGTERM/SIGINT handlers BEFORE printing that line,
+/// so even then it releases, prints `{"released":true}` and exits 0 (it
+/// once printed first and died by the default action).
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_right_after_the_held_line_still_releases_and_exits_zero() {
     let (_tmp, state) = state_in_tempdir();

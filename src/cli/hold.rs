@@ -42,9 +42,7 @@ fn print_line_now(value: &serde_json::Value) {
 pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode> {
     let family = args.family.family()?;
     let coords = locks::family_coords(&state_dir, &family)?;
-    for (dir, _) in &coords {
-        crate::scan::ensure_no_symlink_below_root(&state_dir, dir).map_err(anyhow::Error::msg)?;
-    }
+    crate::scan::ensure_coords_below_root(&state_dir, &coords).map_err(anyhow::Error::msg)?;
     let context = Context::new(state_dir.clone());
     let held = if args.wait {
         locks::wait_acquire_family(context.agent_locks(), &state_dir, &family, |busy| {

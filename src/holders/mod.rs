@@ -282,10 +282,8 @@ async fn run_in_process(
         Ok(coords) => coords,
         Err(error) => return send(me, HolderStatus::Failed(error.to_string())),
     };
-    for (dir, _) in &coords {
-        if let Err(error) = crate::scan::ensure_no_symlink_below_root(&state_dir, dir) {
-            return send(me, HolderStatus::Failed(error));
-        }
+    if let Err(error) = crate::scan::ensure_coords_below_root(&state_dir, &coords) {
+        return send(me, HolderStatus::Failed(error));
     }
     let map = context.agent_locks();
     let held = match spec.mode {

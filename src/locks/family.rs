@@ -17,9 +17,11 @@ use super::{
 /// check never writes, so it raises no file events and holds nothing).
 pub const WAIT_POLL: Duration = Duration::from_millis(50);
 
-/// How long a member stuck mid-acquisition is given before it counts as
-/// taken.
-const IN_FLIGHT_AFTER: Duration = Duration::from_millis(25);
+/// How long a member stuck mid-acquisition (gate held, announce not) is
+/// given before it counts as taken. The SDK's `try_held` alone would wait
+/// forever on a holder stopped mid-acquisition; every probe in locktop
+/// bounds it with this.
+pub const IN_FLIGHT_AFTER: Duration = Duration::from_millis(25);
 
 /// The lock "family" of an agent target. Members are supplied by the
 /// caller (ObjectiveAI reads them from its database; locktop from the

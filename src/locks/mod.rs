@@ -43,8 +43,9 @@ pub use coords::{
 };
 pub use error::LocksError;
 pub use family::{
-    AcquiredFamily, Family, WAIT_POLL, family_coords, obstacle, try_acquire_family,
-    try_acquire_family_checked, try_acquire_family_detailed, unavailable, wait_acquire_family,
+    AcquiredFamily, Family, IN_FLIGHT_AFTER, WAIT_POLL, family_coords, obstacle,
+    try_acquire_family, try_acquire_family_checked, try_acquire_family_detailed, unavailable,
+    wait_acquire_family,
 };
 pub use gate::{
     AgentLock, AgentLockMap, Busy, is_taken, prune_idle, try_acquire, try_acquire_all,
