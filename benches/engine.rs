@@ -25,13 +25,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use locktop::annotate::annotate;
 use locktop::context::Context;
+use locktop::disk::key::{KeyKind, LockKey};
 use locktop::engine::{self, Delta, EngineConfig, EngineHandle, KeyState, Liveness};
-use locktop::key::{KeyKind, LockKey};
+use locktop::liveness::annotate::annotate;
+use locktop::liveness::bulk::{probe_all, probe_all_unannotated, scan_root};
+use locktop::liveness::probe::{ProbeMode, Prober};
 use locktop::locks::agent_tag_lock;
-use locktop::probe::{ProbeMode, Prober};
-use locktop::sweep::{probe_all, probe_all_unannotated, scan_root};
 
 use support::*;
 
@@ -421,7 +421,7 @@ async fn section_snapshot(plan: &Plan, bin: &Path, state: &Path, targets: &mut T
     }
 
     let t = Instant::now();
-    let index = locktop::proclocks::LockIndex::read().expect("/proc/locks");
+    let index = locktop::liveness::proc_locks::LockIndex::read().expect("/proc/locks");
     let t_index = t.elapsed();
 
     // The real binary end to end (process start, scan, probe, PIDs, JSON).
@@ -1127,7 +1127,7 @@ async fn section_big(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets)
     let created = create_free_keys_touch(&state, &tags, &aihs);
     say(format!(
         "\n4. {} KEYS  all free: {} tags + {} instance AIHs under {} parents; created by writing each \
-         `<escape(key)>.lock` (empty) and `.live.lock` (`1`) directly with locktop::escape \
+         `<escape(key)>.lock` (empty) and `.live.lock` (`1`) directly with locktop::locks::escape \
          (SDK-identical names; nothing holds them; 4 threads) in {}; median of {} runs after 1 warm-up",
         thousands(keys),
         thousands(plan.big_tags),

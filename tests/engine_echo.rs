@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::engine::{Engine, NO_SWEEP, blocking, held_names, hold, instance, serial, tag};
 use common::{group_args, run_locktop, state_in_tempdir};
 use locktop::engine::Liveness;
-use locktop::probe::ProbeMode;
+use locktop::liveness::probe::ProbeMode;
 
 /// Stale keys written by one short-lived holder.
 const STALE_KEYS: usize = 1000;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use common::engine::{Engine, NO_SWEEP, blocking, held_names, hold, locks_dir, serial, tags_dir};
 use common::state_in_tempdir;
 use locktop::engine::{Delta, EngineCommand, Liveness, ScanProblem, ScanProblemKind};
-use locktop::probe::ProbeMode;
+use locktop::liveness::probe::ProbeMode;
 
 fn touch(path: &Path) {
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");

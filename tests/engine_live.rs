@@ -17,8 +17,8 @@ use common::engine::{
 };
 use common::state_in_tempdir;
 use locktop::engine::{Delta, EngineCommand, Liveness, WatchHealth};
+use locktop::liveness::probe::ProbeMode;
 use locktop::locks::{self, agent_instance_lock, agent_tag_lock};
-use locktop::probe::ProbeMode;
 
 const MODES: [ProbeMode; 2] = [ProbeMode::Acquire, ProbeMode::Passive];
 

@@ -20,7 +20,7 @@ use common::engine::{
 };
 use common::state_in_tempdir;
 use locktop::engine::{Delta, Liveness, WatchHealth};
-use locktop::probe::ProbeMode;
+use locktop::liveness::probe::ProbeMode;
 
 /// Foreign files the burst rewrites, round-robin.
 const NOISE_FILES: usize = 16;

@@ -13,9 +13,9 @@ use std::time::Duration;
 use common::engine::{Engine, blocking, hold, serial, tag};
 use common::state_in_tempdir;
 use locktop::engine::Liveness;
-use locktop::escape::{announce_path, gate_path};
+use locktop::liveness::probe::ProbeMode;
 use locktop::locks::agent_tag_lock;
-use locktop::probe::ProbeMode;
+use locktop::locks::escape::{announce_path, gate_path};
 
 /// A `flock(1)` process group; dropping it SIGKILLs the whole group, so a
 /// failing test leaves no `sleep 600` behind.
@@ -152,7 +152,7 @@ async fn a_claim_stuck_mid_acquisition_reads_in_flight_in_both_modes() {
     let (dir, key) = agent_tag_lock(&state, "stuck");
     let gate = gate_path(&dir, &key);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !locktop::proclocks::LockIndex::read()
+    while !locktop::liveness::proc_locks::LockIndex::read()
         .unwrap()
         .claim(&gate, &announce_path(&dir, &key))
         .holders

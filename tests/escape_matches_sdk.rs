@@ -1,11 +1,13 @@
-//! `locktop::escape` spells the SDK's on-disk names byte for byte: for any
+//! `locktop::locks::escape` spells the SDK's on-disk names byte for byte: for any
 //! key, a real SDK acquisition creates exactly `gate_path` and
 //! `announce_path`, and the names read back to the key.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use locktop::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, announce_path, escape, gate_path, unescape};
+use locktop::locks::escape::{
+    ANNOUNCE_SUFFIX, GATE_SUFFIX, announce_path, escape, gate_path, unescape,
+};
 use objectiveai_sdk::lockfile;
 use proptest::prelude::*;
 

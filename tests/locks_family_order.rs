@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use common::{Holder, run_locktop, state_in_tempdir};
 use locktop::context::Context;
-use locktop::escape::{announce_path, gate_path};
+use locktop::liveness::proc_locks::LockIndex;
+use locktop::locks::escape::{announce_path, gate_path};
 use locktop::locks::{self, Family, LocksError, agent_instance_lock, agent_tag_lock};
-use locktop::proclocks::LockIndex;
 use notify::{EventKind, RecursiveMode, Watcher};
 
 /// Every write-ish event on the files of `tag` while `during` runs.

@@ -7,11 +7,11 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use locktop::disk::key::LockKey;
 use locktop::engine::{Delta, KeyState, Liveness};
-use locktop::key::LockKey;
+use locktop::liveness::probe::ProbeMode;
 use locktop::locks::agent_instance_lock;
 use locktop::model::Model;
-use locktop::probe::ProbeMode;
 use locktop::tui::{App, AppConfig, Theme};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

@@ -293,7 +293,7 @@ pub async fn create_free_keys_sdk(state_dir: &Path, tags: &[String], aihs: &[Str
 }
 
 /// Creates every key's gate (empty) and announce (`1`) directly, with the
-/// SDK's escaping (`locktop::escape`, tested byte-for-byte against the SDK),
+/// SDK's escaping (`locktop::locks::escape`, tested byte-for-byte against the SDK),
 /// on 4 threads (file creation on a busy disk is slow). Returns the time.
 pub fn create_free_keys_touch(state_dir: &Path, tags: &[String], aihs: &[String]) -> Duration {
     let start = Instant::now();
@@ -313,8 +313,8 @@ pub fn create_free_keys_touch(state_dir: &Path, tags: &[String], aihs: &[String]
         for part in coords.chunks(chunk) {
             scope.spawn(move || {
                 for (dir, key) in part {
-                    std::fs::write(locktop::escape::gate_path(dir, key), b"").expect("gate");
-                    std::fs::write(locktop::escape::announce_path(dir, key), b"1")
+                    std::fs::write(locktop::locks::escape::gate_path(dir, key), b"").expect("gate");
+                    std::fs::write(locktop::locks::escape::announce_path(dir, key), b"1")
                         .expect("announce");
                 }
             });

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use super::{EXIT_BUSY, FamilyArgs};
 use crate::context::Context;
-use crate::explain;
+use crate::operate::check;
 
 /// Flags of `locktop check`.
 #[derive(Debug, clap::Args)]
@@ -28,11 +28,11 @@ pub struct CheckArgs {
 pub async fn run(state_dir: PathBuf, args: CheckArgs) -> anyhow::Result<ExitCode> {
     let family = args.family.family()?;
     let context = Context::new(state_dir);
-    let report = explain::check_family(&context, &family, args.passive).await?;
+    let report = check::check_family(&context, &family, args.passive).await?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
-        for line in explain::report_lines(&report, SystemTime::now()) {
+        for line in check::report_lines(&report, SystemTime::now()) {
             println!("{line}");
         }
     }

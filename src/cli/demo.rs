@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::demo::Swarm;
-use crate::holders::child::self_exe;
+use crate::operate::demo::Swarm;
+use crate::operate::test_holders::child::self_exe;
 
 /// Flags of `locktop demo`.
 #[derive(Debug, clap::Args)]

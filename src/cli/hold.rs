@@ -14,8 +14,8 @@ use serde_json::json;
 
 use super::{EXIT_BUSY, FamilyArgs};
 use crate::context::Context;
-use crate::explain::{busy_line, describe_busy};
 use crate::locks;
+use crate::operate::check::{busy_line, describe_busy};
 
 /// Flags of `locktop hold`.
 #[derive(Debug, clap::Args)]
@@ -42,7 +42,7 @@ fn print_line_now(value: &serde_json::Value) {
 pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode> {
     let family = args.family.family()?;
     let coords = locks::family_coords(&state_dir, &family)?;
-    crate::scan::ensure_coords_below_root(&state_dir, &coords).map_err(anyhow::Error::msg)?;
+    crate::disk::scan::ensure_coords_below_root(&state_dir, &coords).map_err(anyhow::Error::msg)?;
     let context = Context::new(state_dir.clone());
     let held = if args.wait {
         locks::wait_acquire_family(context.agent_locks(), &state_dir, &family, |busy| {

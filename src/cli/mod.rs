@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::probe::ProbeMode;
+use crate::liveness::probe::ProbeMode;
 
 pub use family_args::FamilyArgs;
 
@@ -119,7 +119,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         return demo::run(cli.state_dir, args).await;
     }
-    let state_dir = crate::state_dir::resolve(cli.state_dir)?;
+    let state_dir = crate::disk::state_dir::resolve(cli.state_dir)?;
     if matches!(cli.command, None | Some(Command::Watch(_))) {
         ensure_no_file_in_the_way(&state_dir)?;
     }

@@ -10,10 +10,10 @@ use std::time::SystemTime;
 use anyhow::Context as _;
 
 use crate::context::Context;
+use crate::disk::key::LockKey;
 use crate::engine::{KeyState, Liveness, ScanProblem};
-use crate::key::LockKey;
-use crate::probe::{ProbeMode, Prober};
-use crate::sweep;
+use crate::liveness::bulk;
+use crate::liveness::probe::{ProbeMode, Prober};
 use crate::time_format;
 
 /// Flags of `locktop snapshot`.
@@ -62,7 +62,7 @@ pub struct Snapshot {
 
 /// Takes a snapshot of `state_dir` (scan + probe in `mode` + holders).
 pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot> {
-    let report = sweep::scan_root(state_dir).await.with_context(|| {
+    let report = bulk::scan_root(state_dir).await.with_context(|| {
         format!(
             "cannot read locks dir {}",
             crate::locks::locks_root(state_dir).display()
@@ -70,7 +70,7 @@ pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot>
     })?;
     let prober = Prober::new(Context::new(state_dir.to_path_buf()));
     let own = HashSet::from([std::process::id()]);
-    let mut keys = sweep::probe_all(&prober, report.keys, mode, &own).await;
+    let mut keys = bulk::probe_all(&prober, report.keys, mode, &own).await;
     keys.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(Snapshot {
         keys,

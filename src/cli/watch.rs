@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use crate::context::Context;
 use crate::engine::{self, Delta, EngineConfig};
-use crate::probe::ProbeMode;
+use crate::liveness::probe::ProbeMode;
 use crate::time_format;
 
 /// Flags of `locktop watch`.

@@ -6,75 +6,9 @@
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use crate::key::LockKey;
-use crate::process::ProcessInfo;
-
-/// The liveness of one claim, as a probe saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Liveness {
-    /// Held by another live process.
-    Live,
-    /// Held by this process (its in-process holders) or by one of its
-    /// own test holder children.
-    Own,
-    /// Files left by a dead or finished holder: nobody holds it.
-    Free,
-    /// Gate held, announce not: an acquisition or release in flight — or a
-    /// holder stopped mid-acquisition (the probe's wait is bounded).
-    InFlight,
-    /// The probe itself failed (see [`KeyState::error`]).
-    Error,
-}
-
-impl Liveness {
-    /// The word shown on screen and in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Liveness::Live => "live",
-            Liveness::Own => "own",
-            Liveness::Free => "free",
-            Liveness::InFlight => "in-flight",
-            Liveness::Error => "error",
-        }
-    }
-
-    /// True when some process holds (or is taking) the claim.
-    pub fn is_held(self) -> bool {
-        matches!(self, Liveness::Live | Liveness::Own | Liveness::InFlight)
-    }
-}
-
-/// Everything known about one claim after a probe.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct KeyState {
-    /// What the probe found.
-    pub liveness: Liveness,
-    /// The OS error, when `liveness == Error`.
-    pub error: Option<String>,
-    /// Processes holding the gate or announce exclusively (from
-    /// `/proc/locks`); empty when not held.
-    pub holders: Vec<ProcessInfo>,
-    /// PIDs blocked waiting on the gate or announce (`->` rows).
-    pub waiters: Vec<u32>,
-    /// When the claim became held: the announce file's mtime (the holder's
-    /// beacon write). `None` when not held.
-    #[serde(with = "crate::time_format::option")]
-    pub since: Option<SystemTime>,
-}
-
-impl KeyState {
-    /// A state with no holder details (probe result only).
-    pub fn bare(liveness: Liveness) -> Self {
-        Self {
-            liveness,
-            error: None,
-            holders: Vec::new(),
-            waiters: Vec::new(),
-            since: None,
-        }
-    }
-}
+use crate::disk::LockKey;
+use crate::disk::ScanProblem;
+use crate::liveness::{KeyState, Liveness};
 
 /// How the engine is watching, shown in the header: every degradation is
 /// visible.
@@ -116,49 +50,6 @@ impl WatchHealth {
             }
             WatchHealth::Rescanning { reason } => format!("rescanning: {reason}"),
             WatchHealth::Polling { reason } => format!("polling fallback: {reason}"),
-        }
-    }
-}
-
-/// Something under the locks root that is not a well-formed claim. Never
-/// fatal, never silently dropped.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub struct ScanProblem {
-    /// Where.
-    #[serde(serialize_with = "crate::time_format::lossy_path")]
-    pub path: PathBuf,
-    /// What is wrong with it.
-    pub kind: ScanProblemKind,
-}
-
-/// The kinds of [`ScanProblem`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(tag = "problem", content = "detail", rename_all = "snake_case")]
-pub enum ScanProblemKind {
-    /// A file that is neither a gate nor an announce.
-    ForeignFile,
-    /// A `*.lock` name whose escape does not decode.
-    MalformedEscape,
-    /// A name that is not UTF-8.
-    NonUtf8Name,
-    /// A symlink (never followed).
-    Symlink,
-    /// A directory that could not be read, with the OS error.
-    Unreadable(String),
-    /// An announce file without its gate.
-    OrphanAnnounce,
-}
-
-impl ScanProblemKind {
-    /// Short human description.
-    pub fn describe(&self) -> String {
-        match self {
-            ScanProblemKind::ForeignFile => "foreign file".into(),
-            ScanProblemKind::MalformedEscape => "malformed escape in lock name".into(),
-            ScanProblemKind::NonUtf8Name => "name is not UTF-8".into(),
-            ScanProblemKind::Symlink => "symlink (not followed)".into(),
-            ScanProblemKind::Unreadable(error) => format!("unreadable: {error}"),
-            ScanProblemKind::OrphanAnnounce => "announce file without a gate".into(),
         }
     }
 }

@@ -1,11 +1,14 @@
 //! The live engine: filesystem events → changed keys → probes → [`Delta`]s.
 //!
 //! Headless; the TUI and `locktop watch` both consume it. Data flows one
-//! way: [`watch`] turns notify events into per-key changes, [`crate::probe`]
-//! tells their liveness, [`crate::proclocks`] names holders, and the engine
-//! sends only what changed.
+//! way: [`fs_events`] turns notify events into per-key changes,
+//! [`crate::liveness`] tells their liveness and names holders, and the
+//! engine sends only what changed. It re-exports the words of the layers
+//! below that its consumers need ([`Liveness`], [`KeyState`],
+//! [`ScanProblem`]).
 
 pub mod delta;
+pub mod fs_events;
 mod run;
 
 use std::sync::Arc;
@@ -14,11 +17,13 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-pub use delta::{Delta, KeyState, Liveness, ScanProblem, ScanProblemKind, WatchHealth};
+pub use crate::disk::{ScanProblem, ScanProblemKind};
+pub use crate::liveness::{KeyState, Liveness};
+pub use delta::{Delta, WatchHealth};
 
 use crate::context::Context;
-use crate::key::LockKey;
-use crate::probe::ProbeMode;
+use crate::disk::key::LockKey;
+use crate::liveness::probe::ProbeMode;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]

@@ -26,16 +26,16 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
 use super::{Delta, EngineCommand, EngineConfig, EngineStats, KeyState, Liveness, WatchHealth};
-use crate::annotate::annotate_with;
 use crate::context::Context;
+use crate::disk::key::LockKey;
+use crate::disk::scan;
 use crate::engine::ScanProblem;
-use crate::key::LockKey;
+use crate::engine::fs_events::{self, FsChange};
+use crate::liveness::annotate::annotate_with;
+use crate::liveness::bulk;
+use crate::liveness::probe::{ProbeMode, Prober};
+use crate::liveness::proc_locks::LockIndex;
 use crate::locks::locks_root;
-use crate::probe::{ProbeMode, Prober};
-use crate::proclocks::LockIndex;
-use crate::scan;
-use crate::sweep;
-use crate::watch::{self, FsChange};
 
 /// How long events are gathered before a batch is probed.
 pub const COALESCE: Duration = Duration::from_millis(2);
@@ -149,7 +149,7 @@ impl Engine {
             }
             first = false;
             let (tx, rx) = mpsc::unbounded_channel();
-            let end = match watch::watch(&self.state_dir, &self.root, true, tx) {
+            let end = match fs_events::subscribe(&self.state_dir, &self.root, true, tx) {
                 Ok(watcher) => {
                     self.full_sweep().await;
                     self.set_health(WatchHealth::Watching);
@@ -193,7 +193,7 @@ impl Engine {
                 ancestor: ancestor.clone(),
             });
             let (tx, mut rx) = mpsc::unbounded_channel();
-            let _watcher = watch::watch(&self.state_dir, &ancestor, false, tx).ok();
+            let _watcher = fs_events::subscribe(&self.state_dir, &ancestor, false, tx).ok();
             loop {
                 tokio::select! {
                     _ = rx.recv() => {}
@@ -674,7 +674,7 @@ async fn sweep_off_loop(
     stats: Arc<EngineStats>,
 ) -> Option<SweepOutcome> {
     stats.sweeps.fetch_add(1, Ordering::Relaxed);
-    let report = match sweep::scan_root(&state_dir).await {
+    let report = match bulk::scan_root(&state_dir).await {
         Ok(report) => report,
         Err(error) => {
             tracing::warn!(%error, "sweep could not scan the locks root");
@@ -684,7 +684,7 @@ async fn sweep_off_loop(
     stats
         .probes
         .fetch_add(report.keys.len() as u64, Ordering::Relaxed);
-    let mut batch = sweep::probe_all_unannotated(&prober, report.keys, ProbeMode::Passive).await;
+    let mut batch = bulk::probe_all_unannotated(&prober, report.keys, ProbeMode::Passive).await;
     if batch.iter().any(|(_, state)| state.liveness.is_held()) {
         stats.index_reads.fetch_add(1, Ordering::Relaxed);
         annotate_with(

@@ -188,7 +188,7 @@ pub async fn try_acquire_family_checked(
         attempts += 1;
         if attempts >= 3 {
             let (dir, key) = &busy.coords[index];
-            return Err(unavailable(state_dir, dir, key));
+            return Err(unavailable(state_dir, family, dir, key));
         }
     }
 }
@@ -238,14 +238,27 @@ async fn wait_until_free(map: &AgentLockMap, busy: &Busy) {
     }
 }
 
-/// Why a free member could not be taken, as far as the filesystem tells.
-pub fn unavailable(state_dir: &Path, dir: &Path, key: &str) -> LocksError {
-    let member = crate::key::LockKey::from_coord(state_dir, dir, key).label();
+/// Why a free member of `family` could not be taken, as far as the
+/// filesystem tells.
+pub fn unavailable(state_dir: &Path, family: &Family, dir: &Path, key: &str) -> LocksError {
     LocksError::Unavailable {
-        member,
+        member: member_name(state_dir, family, dir, key),
         reason: obstacle(dir, key)
             .unwrap_or_else(|| "it could not be taken, though nobody holds it".into()),
     }
+}
+
+/// How an error names the member of `family` at `(dir, key)`, in the
+/// family's own words: `instance "a/b"` for a hierarchy's AIH lock,
+/// `tag "x"` for every other member.
+fn member_name(state_dir: &Path, family: &Family, dir: &Path, key: &str) -> String {
+    if let Family::Hierarchy { aih, .. } = family {
+        let (aih_dir, aih_key) = agent_instance_lock(state_dir, aih);
+        if aih_dir == dir && aih_key == key {
+            return format!("instance {aih:?}");
+        }
+    }
+    format!("tag {key:?}")
 }
 
 /// What on disk keeps `(dir, key)` from being taken by this process, if
@@ -267,7 +280,7 @@ pub fn obstacle(dir: &Path, key: &str) -> Option<String> {
                 .err()
                 .map(|errno| format!("cannot create {}: {errno}", dir.display()));
         }
-        let gate = crate::escape::gate_path(dir, key);
+        let gate = super::escape::gate_path(dir, key);
         return match access(&gate, AccessFlags::R_OK | AccessFlags::W_OK) {
             Err(nix::errno::Errno::ENOENT) => access(dir, wx)
                 .err()

@@ -34,6 +34,7 @@
 
 pub mod coords;
 pub mod error;
+pub mod escape;
 pub mod family;
 pub mod gate;
 

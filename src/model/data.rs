@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
+use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::{Delta, KeyState, Liveness, ScanProblem, WatchHealth};
-use crate::key::{KeyKind, LockKey};
 
 use super::events::{Event, EventLog, classify};
 use super::tree::{Lock, NodeId, Section, Tree};

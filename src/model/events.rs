@@ -7,8 +7,8 @@
 use std::collections::VecDeque;
 use std::time::SystemTime;
 
+use crate::disk::key::LockKey;
 use crate::engine::Liveness;
-use crate::key::LockKey;
 
 /// How many events the log keeps.
 pub const EVENT_LOG_CAPACITY: usize = 10_000;

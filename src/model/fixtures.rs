@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use crate::disk::key::LockKey;
 use crate::engine::{Delta, KeyState, Liveness, ScanProblem, ScanProblemKind, WatchHealth};
-use crate::key::LockKey;
+use crate::liveness::process::ProcessInfo;
 use crate::locks::{agent_instance_lock, agent_tag_lock, locks_root};
-use crate::process::ProcessInfo;
 
 use super::Model;
 

@@ -7,8 +7,8 @@
 //! outside `<state>/locks`; the message the form shows is exactly the
 //! error `family` returns. Pure: no terminal, no I/O.
 
-use crate::holders::{HoldMode, HolderSpec, Placement};
 use crate::locks::{Family, validate_aih, validate_tag};
+use crate::operate::test_holders::{HoldMode, HolderSpec, Placement};
 
 /// What submitting the form does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 
 use std::time::SystemTime;
 
-use crate::process::ProcessInfo;
+use crate::liveness::process::ProcessInfo;
 
 use super::data::Data;
 use super::tree::{NodeId, Section};

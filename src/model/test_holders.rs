@@ -10,7 +10,7 @@
 
 use std::time::SystemTime;
 
-use crate::holders::{HolderId, HolderSpec, HolderStatus, HolderUpdate, Placement};
+use crate::operate::test_holders::{HolderId, HolderSpec, HolderStatus, HolderUpdate, Placement};
 
 /// One test holder as the UI knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,9 +120,9 @@ impl TestHolders {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::holders::HoldMode;
     use crate::locks::Family;
     use crate::model::fixtures::t;
+    use crate::operate::test_holders::HoldMode;
 
     fn spec(placement: Placement) -> HolderSpec {
         HolderSpec {

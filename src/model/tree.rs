@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::{KeyState, Liveness};
-use crate::key::{KeyKind, LockKey};
 
 /// The top-level groups of the tree, in display order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -13,12 +13,12 @@ use std::time::SystemTime;
 
 use nix::sys::signal::Signal;
 
+use crate::disk::key::KeyKind;
 use crate::engine::EngineCommand;
-use crate::explain::report_lines;
-use crate::holders::{HoldMode, HolderSpec, HolderStatus, HolderUpdate, Placement};
-use crate::key::KeyKind;
 use crate::locks::Family;
 use crate::model::{HolderForm, HolderRow, OwnPid, describe_family};
+use crate::operate::check::report_lines;
+use crate::operate::test_holders::{HoldMode, HolderSpec, HolderStatus, HolderUpdate, Placement};
 
 use super::action::{Action, Pane};
 use super::app::App;

@@ -16,8 +16,8 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 
 use crate::engine::Delta;
+use crate::liveness::probe::ProbeMode;
 use crate::model::{HolderRow, Model, Section, TestHolders};
-use crate::probe::ProbeMode;
 
 use super::action::{Action, Pane};
 use super::ops::Ops;

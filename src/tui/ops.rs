@@ -15,10 +15,10 @@ use tokio::sync::mpsc;
 
 use crate::context::Context;
 use crate::engine::EngineCommand;
-use crate::explain::{self, CheckReport};
-use crate::holders::{HolderUpdate, Holders};
+use crate::liveness::process::ProcessInfo;
 use crate::locks::Family;
-use crate::process::ProcessInfo;
+use crate::operate::check::{self, CheckReport};
+use crate::operate::test_holders::{HolderUpdate, Holders};
 
 /// The result of one family check, tagged with the check's number.
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ impl Ops {
         let context = self.context.clone();
         let checks = self.checks.clone();
         tokio::spawn(async move {
-            let result = explain::check_family(&context, &family, passive)
+            let result = check::check_family(&context, &family, passive)
                 .await
                 .map_err(|error| error.to_string());
             let _ = checks.send(CheckOutcome { seq, result });

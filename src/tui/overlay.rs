@@ -9,9 +9,9 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::holders::HolderId;
+use crate::liveness::process::ProcessInfo;
 use crate::model::{FormPurpose, HolderForm};
-use crate::process::ProcessInfo;
+use crate::operate::test_holders::HolderId;
 
 use super::app::App;
 

@@ -12,9 +12,9 @@ use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 
 use crate::engine::Liveness;
+use crate::liveness::probe::ProbeMode;
 use crate::model::fixtures::*;
 use crate::model::{Model, Section};
-use crate::probe::ProbeMode;
 
 use super::*;
 

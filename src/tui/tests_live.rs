@@ -10,10 +10,10 @@ use crossterm::event::KeyCode;
 
 use crate::context::Context;
 use crate::engine::Liveness;
-use crate::holders::HolderStatus;
+use crate::liveness::process::ProcessInfo;
 use crate::model::fixtures::*;
 use crate::model::{Model, Section};
-use crate::process::ProcessInfo;
+use crate::operate::test_holders::HolderStatus;
 
 use super::tests_ops::{app_on, press, select, text_of, type_text};
 use super::*;

@@ -8,14 +8,14 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 use crate::context::Context;
-use crate::explain::{CheckReport, HolderReport, MemberReport};
-use crate::holders::{
-    BusyMemberSummary, HoldMode, HolderSpec, HolderStatus, HolderUpdate, Placement,
-};
+use crate::liveness::probe::ProbeMode;
 use crate::locks::Family;
 use crate::model::fixtures::*;
 use crate::model::{Model, Section};
-use crate::probe::ProbeMode;
+use crate::operate::check::{CheckReport, HolderReport, MemberReport};
+use crate::operate::test_holders::{
+    BusyMemberSummary, HoldMode, HolderSpec, HolderStatus, HolderUpdate, Placement,
+};
 
 use super::views::wrap;
 use super::*;

@@ -10,11 +10,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use locktop::context::Context;
+use locktop::disk::key::LockKey;
 use locktop::engine::{
     self, Delta, EngineConfig, EngineHandle, KeyState, Liveness, ScanProblem, WatchHealth,
 };
-use locktop::key::LockKey;
-use locktop::probe::ProbeMode;
+use locktop::liveness::probe::ProbeMode;
 use tokio::time::Instant;
 
 use super::Holder;

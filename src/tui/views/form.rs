@@ -12,8 +12,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph};
 
-use crate::holders::{HoldMode, Placement};
 use crate::model::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
+use crate::operate::test_holders::{HoldMode, Placement};
 
 use super::super::actions::words;
 use super::super::theme::Theme;

@@ -12,8 +12,8 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row as TableRow, Table};
 
-use crate::holders::{HolderStatus, Placement};
 use crate::model::{TestHolder, describe_family};
+use crate::operate::test_holders::{HolderStatus, Placement};
 use crate::time_format;
 
 use super::super::actions::words;

@@ -11,8 +11,8 @@ use notify::event::{AccessKind, CreateKind, EventKind, RemoveKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, unescape};
-use crate::key::LockKey;
+use crate::disk::key::LockKey;
+use crate::locks::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, unescape};
 
 /// One thing that happened under the watched directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct FsWatcher {
 
 /// Watches `dir` (recursively or not) and sends classified changes to `tx`.
 /// Paths are named as claims of `state_dir`.
-pub fn watch(
+pub fn subscribe(
     state_dir: &Path,
     dir: &Path,
     recursive: bool,

@@ -10,11 +10,11 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use crate::context::Context;
-use crate::key::LockKey;
+use crate::disk::key::LockKey;
+use crate::disk::scan;
+use crate::liveness::proc_locks::{FileId, LockIndex};
+use crate::liveness::process::ProcessInfo;
 use crate::locks::{self, Busy, Family, LocksError};
-use crate::process::ProcessInfo;
-use crate::proclocks::{FileId, LockIndex};
-use crate::scan;
 
 /// One busy member and who holds it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -111,15 +111,16 @@ pub async fn check_family(
     // never-deleted files behind — a typo must not create a stale key).
     let passive = passive
         || coords.iter().any(|(dir, key)| {
-            crate::scan::ensure_no_symlink_below_root(context.state_dir(), dir).is_err()
-                || std::fs::symlink_metadata(crate::escape::gate_path(dir, key)).is_err()
+            crate::disk::scan::ensure_no_symlink_below_root(context.state_dir(), dir).is_err()
+                || std::fs::symlink_metadata(crate::locks::escape::gate_path(dir, key)).is_err()
         });
     if passive {
         // A member with no lock files is free to anyone who can create them.
         for (dir, key) in &coords {
-            let missing = std::fs::symlink_metadata(crate::escape::gate_path(dir, key)).is_err();
+            let missing =
+                std::fs::symlink_metadata(crate::locks::escape::gate_path(dir, key)).is_err();
             if missing && locks::obstacle(dir, key).is_some() {
-                return Err(locks::unavailable(context.state_dir(), dir, key));
+                return Err(locks::unavailable(context.state_dir(), family, dir, key));
             }
         }
     }

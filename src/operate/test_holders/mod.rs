@@ -17,8 +17,8 @@ use std::time::SystemTime;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::context::Context;
-use crate::explain::{BusyMember, describe_busy};
 use crate::locks::{self, Family};
+use crate::operate::check::{BusyMember, describe_busy};
 
 /// Identifies one test holder for the life of the monitor.
 pub type HolderId = u64;
@@ -282,7 +282,7 @@ async fn run_in_process(
         Ok(coords) => coords,
         Err(error) => return send(me, HolderStatus::Failed(error.to_string())),
     };
-    if let Err(error) = crate::scan::ensure_coords_below_root(&state_dir, &coords) {
+    if let Err(error) = crate::disk::scan::ensure_coords_below_root(&state_dir, &coords) {
         return send(me, HolderStatus::Failed(error));
     }
     let map = context.agent_locks();

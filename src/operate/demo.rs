@@ -14,8 +14,8 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::holders::child::{ChildHolder, spawn_hold};
 use crate::locks::Family;
+use crate::operate::test_holders::child::{ChildHolder, spawn_hold};
 
 /// The tag the stuck holder keeps.
 pub const STUCK_TAG: &str = "research: v2.1";

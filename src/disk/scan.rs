@@ -8,9 +8,9 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use crate::engine::{ScanProblem, ScanProblemKind};
-use crate::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, unescape};
-use crate::key::{DirNamer, LockKey};
+use super::{ScanProblem, ScanProblemKind};
+use crate::disk::key::{DirNamer, LockKey};
+use crate::locks::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, unescape};
 use crate::locks::locks_root;
 
 /// Every claim and every problem found under a directory.
@@ -151,7 +151,7 @@ pub fn ensure_coords_below_root(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::KeyKind;
+    use crate::disk::key::KeyKind;
     use std::fs;
 
     fn touch(path: &Path) {

@@ -7,10 +7,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::engine::{KeyState, Liveness};
-use crate::key::LockKey;
-use crate::process::ProcessInfo;
-use crate::proclocks::{FileId, LockIndex};
+use super::{KeyState, Liveness};
+use crate::disk::key::LockKey;
+use crate::liveness::proc_locks::{FileId, LockIndex};
+use crate::liveness::process::ProcessInfo;
 
 /// Fills holders, waiters and `since` of every held state in `batch`, and
 /// turns `Live` into `Own` when a holder is one of `own_pids`. Reads

@@ -32,9 +32,9 @@ impl ProbeMode {
 
 use objectiveai_sdk::lockfile;
 
+use super::{KeyState, Liveness};
 use crate::context::Context;
-use crate::engine::{KeyState, Liveness};
-use crate::key::{KeyKind, LockKey};
+use crate::disk::key::{KeyKind, LockKey};
 use crate::locks;
 
 /// How long a probe waits on a claim whose gate is held but announce is
@@ -44,7 +44,7 @@ pub use crate::locks::IN_FLIGHT_AFTER;
 /// Probes claims through one `Context` (so an acquire probe can never take a
 /// key one of this process's own holders has: the in-process gate refuses).
 /// Whether a held key is this process's own is decided from holder PIDs
-/// (see [`crate::annotate`]), not here.
+/// (see [`crate::liveness::annotate`]), not here.
 #[derive(Clone, Debug)]
 pub struct Prober {
     context: Context,
@@ -56,7 +56,7 @@ impl Prober {
         Self { context }
     }
 
-    /// The liveness of `key` (no holder details: see [`crate::annotate`]).
+    /// The liveness of `key` (no holder details: see [`crate::liveness::annotate`]).
     /// `Other` keys are always probed passively: their gates may carry
     /// content that an acquire probe would truncate.
     pub async fn probe(&self, key: &LockKey, mode: ProbeMode) -> KeyState {

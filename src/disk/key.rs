@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::escape;
+use crate::locks::escape;
 use crate::locks::{instances_root, locks_root, tags_root};
 
 /// Which family of lock a key belongs to.

@@ -8,11 +8,11 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use crate::annotate::annotate;
-use crate::engine::KeyState;
-use crate::key::LockKey;
-use crate::probe::{ProbeMode, Prober};
-use crate::scan::{self, ScanReport};
+use super::KeyState;
+use crate::disk::key::LockKey;
+use crate::disk::scan::{self, ScanReport};
+use crate::liveness::annotate::annotate;
+use crate::liveness::probe::{ProbeMode, Prober};
 
 /// Probes every key (in `mode`) and annotates the held ones.
 pub async fn probe_all(

@@ -1,0 +1,18 @@
+//! How liveness and holders are learned: a probe per claim (acquire or
+//! passive, through [`crate::locks`] and the SDK), holder PIDs and waiters
+//! from one parse of `/proc/locks`, process details from `/proc/<pid>`.
+//!
+//! Invariants: a probe never holds a key longer than the probe itself and
+//! never waits unboundedly; `/proc/locks` is read once per batch, never
+//! per key (it stalls every flock on the machine while it is read).
+
+pub mod annotate;
+pub mod bulk;
+pub mod probe;
+pub mod proc_locks;
+pub mod process;
+pub mod state;
+
+pub use probe::{ProbeMode, Prober};
+pub use process::ProcessInfo;
+pub use state::{KeyState, Liveness};

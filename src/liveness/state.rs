@@ -1,0 +1,75 @@
+//! What locktop knows about one claim: its [`Liveness`] (from a probe)
+//! and, once annotated, its holders, waiters and "held since".
+//! Invariant: holder details are present only for held claims, and only
+//! from a `/proc/locks` read made after the probe.
+
+use std::time::SystemTime;
+
+use super::process::ProcessInfo;
+
+/// The liveness of one claim, as a probe saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Liveness {
+    /// Held by another live process.
+    Live,
+    /// Held by this process (its in-process holders) or by one of its
+    /// own test holder children.
+    Own,
+    /// Files left by a dead or finished holder: nobody holds it.
+    Free,
+    /// Gate held, announce not: an acquisition or release in flight — or a
+    /// holder stopped mid-acquisition (the probe's wait is bounded).
+    InFlight,
+    /// The probe itself failed (see [`KeyState::error`]).
+    Error,
+}
+
+impl Liveness {
+    /// The word shown on screen and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Liveness::Live => "live",
+            Liveness::Own => "own",
+            Liveness::Free => "free",
+            Liveness::InFlight => "in-flight",
+            Liveness::Error => "error",
+        }
+    }
+
+    /// True when some process holds (or is taking) the claim.
+    pub fn is_held(self) -> bool {
+        matches!(self, Liveness::Live | Liveness::Own | Liveness::InFlight)
+    }
+}
+
+/// Everything known about one claim after a probe.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct KeyState {
+    /// What the probe found.
+    pub liveness: Liveness,
+    /// The OS error, when `liveness == Error`.
+    pub error: Option<String>,
+    /// Processes holding the gate or announce exclusively (from
+    /// `/proc/locks`); empty when not held.
+    pub holders: Vec<ProcessInfo>,
+    /// PIDs blocked waiting on the gate or announce (`->` rows).
+    pub waiters: Vec<u32>,
+    /// When the claim became held: the announce file's mtime (the holder's
+    /// beacon write). `None` when not held.
+    #[serde(with = "crate::time_format::option")]
+    pub since: Option<SystemTime>,
+}
+
+impl KeyState {
+    /// A state with no holder details (probe result only).
+    pub fn bare(liveness: Liveness) -> Self {
+        Self {
+            liveness,
+            error: None,
+            holders: Vec::new(),
+            waiters: Vec::new(),
+            since: None,
+        }
+    }
+}
