@@ -35,6 +35,17 @@ pub fn lossy_path<S: serde::Serializer>(
 pub mod option {
     use std::time::SystemTime;
 
+    use serde::Deserialize;
+
+    /// Reads an RFC 3339 string (or null) back.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<SystemTime>, D::Error> {
+        Option::<String>::deserialize(deserializer)?
+            .map(|text| humantime::parse_rfc3339(&text).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+
     /// Serializes `Some(t)` as an RFC 3339 string, `None` as null.
     pub fn serialize<S: serde::Serializer>(
         time: &Option<SystemTime>,

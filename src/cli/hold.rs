@@ -10,12 +10,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use serde_json::json;
-
 use super::{EXIT_BUSY, FamilyArgs};
 use crate::context::Context;
 use crate::locks;
 use crate::operate::check::{busy_line, describe_busy};
+use crate::operate::hold_protocol::HoldLine;
 
 /// Flags of `locktop hold`.
 #[derive(Debug, clap::Args)]
@@ -31,23 +30,22 @@ pub struct HoldArgs {
     ignore_stdin: bool,
 }
 
-/// Writes one JSON line to stdout and flushes it (readers wait on it).
-fn print_line_now(value: &serde_json::Value) {
+/// Writes one protocol line to stdout and flushes it (readers wait on it).
+fn print_line_now(line: &HoldLine) {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{value}").and_then(|()| stdout.flush());
+    let _ = writeln!(stdout, "{}", line.to_line()).and_then(|()| stdout.flush());
 }
 
 /// Runs `locktop hold`.
 pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode> {
     let family = args.family.family()?;
     let coords = locks::family_coords(&state_dir, &family)?;
-    crate::disk::scan::ensure_coords_below_root(&state_dir, &coords).map_err(anyhow::Error::msg)?;
+    crate::disk::confine::ensure_coords_below_root(&state_dir, &coords)?;
     let context = Context::new(state_dir.clone());
     let held = if args.wait {
         locks::wait_acquire_family(context.agent_locks(), &state_dir, &family, |busy| {
-            let line = json!({"waiting": true, "busy": describe_busy(&state_dir, busy)});
-            print_line_now(&line);
+            print_line_now(&HoldLine::waiting(describe_busy(&state_dir, busy)));
         })
         .await?
     } else {
@@ -75,7 +73,7 @@ pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode>
         .collect();
     // Handlers first: a supervisor may SIGTERM the moment it reads "held".
     let stop = stop_requested(args.ignore_stdin)?;
-    print_line_now(&json!({"held": true, "pid": std::process::id(), "locks": names}));
+    print_line_now(&HoldLine::held(names));
     stop.await;
 
     // Release in reverse acquisition order: tags, then the AIH lock.
@@ -83,7 +81,7 @@ pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode>
     while let Some(lock) = all.pop() {
         lock.release()?;
     }
-    print_line_now(&json!({"released": true}));
+    print_line_now(&HoldLine::released());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -7,12 +7,15 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use crate::locks::escape;
 use crate::locks::{instances_root, locks_root, tags_root};
 
 /// Which family of lock a key belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum KeyKind {
     /// Under `agents/instances`: named by its AIH.
@@ -21,6 +24,18 @@ pub enum KeyKind {
     Tag,
     /// Anywhere else under the locks root (e.g. `plugins-daemon`).
     Other,
+}
+
+impl std::fmt::Display for KeyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `instance "a/b/c"` / `tag "x"` / `other "p/k"`: how messages name a
+/// claim of `kind` called `name`.
+pub fn label(kind: KeyKind, name: &str) -> String {
+    format!("{kind} {name:?}")
 }
 
 impl KeyKind {
@@ -65,10 +80,23 @@ impl LockKey {
         escape::announce_path(&self.dir, &self.key)
     }
 
+    /// When the claim became held, as far as the disk tells: see
+    /// [`held_since`]. Never follows a symlink.
+    pub fn held_since(&self) -> Option<SystemTime> {
+        held_since(&std::fs::symlink_metadata(self.announce_path()).ok()?)
+    }
+
     /// `instance "a/b/c"` / `tag "x"` / `other "p/k"` — for messages.
     pub fn label(&self) -> String {
-        format!("{} {:?}", self.kind.as_str(), self.name)
+        label(self.kind, &self.name)
     }
+}
+
+/// "Held since": the mtime of a claim's announce file (`announce`, read
+/// without following symlinks), i.e. the moment its holder wrote the
+/// beacon. Meaningful only while the claim is held.
+pub fn held_since(announce: &std::fs::Metadata) -> Option<SystemTime> {
+    announce.modified().ok()
 }
 
 /// Names every claim of one directory: the kind, the name prefix and the

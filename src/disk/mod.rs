@@ -6,6 +6,7 @@
 //! every name under the root is either a claim or a reported
 //! [`ScanProblem`].
 
+pub mod confine;
 pub mod key;
 pub mod problem;
 pub mod scan;

@@ -426,7 +426,7 @@ impl Engine {
             if let Some(touched) = &mut self.sweep_touched {
                 touched.insert(key.clone());
             }
-            if mode == ProbeMode::Acquire {
+            if mode.writes() {
                 self.acquired_at.insert(key.clone(), Instant::now());
             }
             batch.push((key, state));
@@ -485,9 +485,7 @@ impl Engine {
         if !held(previous.liveness) || !held(state.liveness) || previous.holders.is_empty() {
             return;
         }
-        let since = std::fs::symlink_metadata(key.announce_path())
-            .and_then(|meta| meta.modified())
-            .ok();
+        let since = key.held_since();
         if since.is_some() && since == previous.since {
             state.liveness = previous.liveness;
             state.holders = previous.holders.clone();

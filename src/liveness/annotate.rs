@@ -9,7 +9,8 @@ use std::collections::{HashMap, HashSet};
 
 use super::{KeyState, Liveness};
 use crate::disk::key::LockKey;
-use crate::liveness::proc_locks::{FileId, LockIndex};
+use crate::disk::key::held_since;
+use crate::liveness::proc_locks::{FileId, FileLocks, LockIndex};
 use crate::liveness::process::ProcessInfo;
 
 /// Fills holders, waiters and `since` of every held state in `batch`, and
@@ -34,20 +35,13 @@ pub fn annotate_with(
         if !state.liveness.is_held() {
             continue;
         }
-        let mut holders: Vec<u32> = Vec::new();
-        let mut waiters: Vec<u32> = Vec::new();
-        for (path, is_announce) in [(key.gate_path(), false), (key.announce_path(), true)] {
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            if is_announce && state.liveness != Liveness::InFlight {
-                state.since = meta.modified().ok();
-            }
-            if let Some(locks) = index.get(&FileId::from_metadata(&meta)) {
-                push_unique(&mut holders, &locks.holders);
-                push_unique(&mut waiters, &locks.waiters);
-            }
+        let gate = std::fs::symlink_metadata(key.gate_path()).ok();
+        let announce = std::fs::symlink_metadata(key.announce_path()).ok();
+        if state.liveness != Liveness::InFlight {
+            state.since = announce.as_ref().and_then(held_since);
         }
+        let FileLocks { holders, waiters } =
+            index.union([gate, announce].iter().flatten().map(FileId::from_metadata));
         if state.liveness == Liveness::Live && holders.iter().any(|pid| own_pids.contains(pid)) {
             state.liveness = Liveness::Own;
         }
@@ -61,13 +55,5 @@ pub fn annotate_with(
             })
             .collect();
         state.waiters = waiters;
-    }
-}
-
-fn push_unique(into: &mut Vec<u32>, from: &[u32]) {
-    for pid in from {
-        if !into.contains(pid) {
-            into.push(*pid);
-        }
     }
 }

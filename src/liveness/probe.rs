@@ -21,6 +21,16 @@ pub enum ProbeMode {
 }
 
 impl ProbeMode {
+    /// True when a probe in this mode writes to the lock files (truncates
+    /// the gate, writes the beacon): its own inotify events echo back, and
+    /// it needs write access.
+    pub fn writes(self) -> bool {
+        match self {
+            ProbeMode::Acquire => true,
+            ProbeMode::Passive => false,
+        }
+    }
+
     /// The word shown in the header.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -81,14 +91,13 @@ impl Prober {
         } else {
             mode
         };
-        let needs = match mode {
-            ProbeMode::Acquire => nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
-            ProbeMode::Passive => nix::unistd::AccessFlags::R_OK,
+        let needs = if mode.writes() {
+            nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK
+        } else {
+            nix::unistd::AccessFlags::R_OK
         };
         if let Err(errno) = nix::unistd::access(&gate, needs) {
-            if mode == ProbeMode::Acquire
-                && nix::unistd::access(&gate, nix::unistd::AccessFlags::R_OK).is_ok()
-            {
+            if mode.writes() && nix::unistd::access(&gate, nix::unistd::AccessFlags::R_OK).is_ok() {
                 // Read-only access (another user's agents): fall back to
                 // the passive probe rather than report an error.
                 return self.passive(key).await;

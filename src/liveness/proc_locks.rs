@@ -91,21 +91,20 @@ impl LockIndex {
     /// Holders and waiters of a claim: the union over its gate and
     /// announce files (either may be missing).
     pub fn claim(&self, gate: &Path, announce: &Path) -> FileLocks {
+        self.union(
+            [gate, announce]
+                .into_iter()
+                .filter_map(|path| FileId::of(path).ok()),
+        )
+    }
+
+    /// Holders and waiters over several files (a claim's gate and
+    /// announce), each PID once, in first-seen order.
+    pub fn union(&self, files: impl IntoIterator<Item = FileId>) -> FileLocks {
         let mut out = FileLocks::default();
-        for path in [gate, announce] {
-            let Some(locks) = FileId::of(path).ok().and_then(|id| self.get(&id)) else {
-                continue;
-            };
-            for pid in &locks.holders {
-                if !out.holders.contains(pid) {
-                    out.holders.push(*pid);
-                }
-            }
-            for pid in &locks.waiters {
-                if !out.waiters.contains(pid) {
-                    out.waiters.push(*pid);
-                }
-            }
+        for locks in files.into_iter().filter_map(|id| self.get(&id)) {
+            push_unique(&mut out.holders, &locks.holders);
+            push_unique(&mut out.waiters, &locks.waiters);
         }
         out
     }
@@ -118,6 +117,14 @@ impl LockIndex {
     /// True when no file is exclusively locked or waited on.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
+    }
+}
+
+fn push_unique(into: &mut Vec<u32>, from: &[u32]) {
+    for pid in from {
+        if !into.contains(pid) {
+            into.push(*pid);
+        }
     }
 }
 

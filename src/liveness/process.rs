@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 /// One process as seen right now.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessInfo {
     /// The PID.
     pub pid: u32,

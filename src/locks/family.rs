@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{
-    AgentLock, AgentLockMap, Busy, LocksError, agent_instance_lock, agent_tag_lock, is_taken,
-    try_acquire, try_acquire_all_detailed, validate_aih, validate_tag,
+    AgentLock, AgentLockMap, Busy, LocksError, agent_instance_lock, agent_tag_lock, dedup_coords,
+    is_taken, try_acquire, try_acquire_all_detailed, validate_aih, validate_tag,
 };
 
 /// How often a waiting family re-checks its busy members (passively: the
@@ -121,12 +121,7 @@ pub async fn try_acquire_family_detailed(
     };
     let ((aih_dir, aih_key), tags) = (&coords[0], &coords[1..]);
     let Some(aih) = try_acquire(map, aih_dir, aih_key).await else {
-        let mut unique: Vec<(PathBuf, String)> = vec![coords[0].clone()];
-        for tag in tags {
-            if !unique.contains(tag) {
-                unique.push(tag.clone());
-            }
-        }
+        let unique = dedup_coords(&coords);
         let mut busy = vec![0];
         for (index, (dir, key)) in unique.iter().enumerate().skip(1) {
             if is_taken(map, dir, key, IN_FLIGHT_AFTER).await {
@@ -174,15 +169,7 @@ pub async fn try_acquire_family_checked(
             Ok(locks) => return Ok(Ok(locks)),
             Err(busy) => busy,
         };
-        let mut free = None;
-        for &index in &busy.busy {
-            let (dir, key) = &busy.coords[index];
-            if !is_taken(map, dir, key, IN_FLIGHT_AFTER).await {
-                free = Some(index);
-                break;
-            }
-        }
-        let Some(index) = free else {
+        let Some(index) = first_busy_member(map, &busy, false).await else {
             return Ok(Err(busy));
         };
         attempts += 1;
@@ -224,18 +211,22 @@ pub async fn wait_acquire_family(
 async fn wait_until_free(map: &AgentLockMap, busy: &Busy) {
     loop {
         tokio::time::sleep(WAIT_POLL).await;
-        let mut any_taken = false;
-        for &index in &busy.busy {
-            let (dir, key) = &busy.coords[index];
-            if is_taken(map, dir, key, IN_FLIGHT_AFTER).await {
-                any_taken = true;
-                break;
-            }
-        }
-        if !any_taken {
+        if first_busy_member(map, busy, true).await.is_none() {
             return;
         }
     }
+}
+
+/// The first member reported busy in `busy` that is (`taken`) or is no
+/// longer (`!taken`) taken right now, judged passively ([`is_taken`]).
+async fn first_busy_member(map: &AgentLockMap, busy: &Busy, taken: bool) -> Option<usize> {
+    for &index in &busy.busy {
+        let (dir, key) = &busy.coords[index];
+        if is_taken(map, dir, key, IN_FLIGHT_AFTER).await == taken {
+            return Some(index);
+        }
+    }
+    None
 }
 
 /// Why a free member of `family` could not be taken, as far as the

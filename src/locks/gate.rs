@@ -157,18 +157,25 @@ pub struct Busy {
     pub busy: Vec<usize>,
 }
 
-/// Like [`try_acquire_all`], but on failure says which members were busy.
-/// On success the locks are in the order of the deduplicated coordinates.
-pub async fn try_acquire_all_detailed(
-    map: &AgentLockMap,
-    coords: &[(PathBuf, String)],
-) -> Result<Vec<AgentLock>, Busy> {
+/// `coords` with duplicates collapsed, first occurrence first: the order
+/// every all-or-nothing attempt takes (and reports) its members in.
+pub fn dedup_coords(coords: &[(PathBuf, String)]) -> Vec<(PathBuf, String)> {
     let mut unique: Vec<(PathBuf, String)> = Vec::with_capacity(coords.len());
     for coord in coords {
         if !unique.contains(coord) {
             unique.push(coord.clone());
         }
     }
+    unique
+}
+
+/// Like [`try_acquire_all`], but on failure says which members were busy.
+/// On success the locks are in the order of the deduplicated coordinates.
+pub async fn try_acquire_all_detailed(
+    map: &AgentLockMap,
+    coords: &[(PathBuf, String)],
+) -> Result<Vec<AgentLock>, Busy> {
+    let unique = dedup_coords(coords);
     let attempts =
         futures::future::join_all(unique.iter().map(|(dir, key)| try_acquire(map, dir, key))).await;
     let busy: Vec<usize> = attempts

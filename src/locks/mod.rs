@@ -49,6 +49,6 @@ pub use family::{
     wait_acquire_family,
 };
 pub use gate::{
-    AgentLock, AgentLockMap, Busy, is_taken, prune_idle, try_acquire, try_acquire_all,
-    try_acquire_all_detailed, wait_acquire,
+    AgentLock, AgentLockMap, Busy, dedup_coords, is_taken, prune_idle, try_acquire,
+    try_acquire_all, try_acquire_all_detailed, wait_acquire,
 };

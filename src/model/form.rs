@@ -7,7 +7,7 @@
 //! outside `<state>/locks`; the message the form shows is exactly the
 //! error `family` returns. Pure: no terminal, no I/O.
 
-use crate::locks::{Family, validate_aih, validate_tag};
+use crate::locks::{Family, LocksError, validate_aih, validate_tag};
 use crate::operate::test_holders::{HoldMode, HolderSpec, Placement};
 
 /// What submitting the form does.
@@ -194,20 +194,20 @@ impl HolderForm {
     }
 
     /// The validated family, or the one-line reason it is not valid yet.
-    pub fn family(&self) -> Result<Family, String> {
+    pub fn family(&self) -> Result<Family, FormError> {
         let tags = self.tag_list();
         let family = match self.kind {
             FamilyKind::Group => {
                 if tags.is_empty() {
-                    return Err("type at least one tag name".into());
+                    return Err(FormError::NoTag);
                 }
                 Family::Group(tags)
             }
             FamilyKind::Hierarchy => {
                 if self.aih.is_empty() {
-                    return Err("type the AIH, e.g. cli/daemon/<agent id>".into());
+                    return Err(FormError::NoAih);
                 }
-                validate_aih(&self.aih).map_err(|error| error.to_string())?;
+                validate_aih(&self.aih)?;
                 Family::Hierarchy {
                     aih: self.aih.clone(),
                     tags,
@@ -218,19 +218,33 @@ impl HolderForm {
             Family::Group(tags) | Family::Hierarchy { tags, .. } => tags,
         };
         for tag in members {
-            validate_tag(tag).map_err(|error| error.to_string())?;
+            validate_tag(tag)?;
         }
         Ok(family)
     }
 
     /// The holder to start, when the form is valid.
-    pub fn spec(&self) -> Result<HolderSpec, String> {
+    pub fn spec(&self) -> Result<HolderSpec, FormError> {
         Ok(HolderSpec {
             family: self.family()?,
             placement: self.placement,
             mode: self.mode,
         })
     }
+}
+
+/// Why the form cannot be submitted yet (one line, shown under it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormError {
+    /// A group with no tag typed.
+    #[error("type at least one tag name")]
+    NoTag,
+    /// A hierarchy with no AIH typed.
+    #[error("type the AIH, e.g. cli/daemon/<agent id>")]
+    NoAih,
+    /// A member the `locks` module refuses.
+    #[error(transparent)]
+    Invalid(#[from] LocksError),
 }
 
 /// `group a, b` / `aih x/y + a, b` — a family in one short line.
@@ -261,7 +275,7 @@ mod tests {
     fn a_parent_segment_is_refused_with_the_reason() {
         let form = hierarchy("../x");
         assert_eq!(
-            form.family(),
+            form.family().map_err(|e| e.to_string()),
             Err(r#"invalid agent instance hierarchy "../x": it has a '..' segment"#.to_string())
         );
         assert!(form.spec().is_err());
@@ -277,7 +291,7 @@ mod tests {
             ("a\0b", "it contains a NUL byte"),
             ("x.lock/b", "a parent segment ends in '.lock'"),
         ] {
-            let message = hierarchy(aih).family().unwrap_err();
+            let message = hierarchy(aih).family().unwrap_err().to_string();
             assert!(message.contains(reason), "{aih:?}: {message}");
         }
     }
@@ -308,11 +322,14 @@ mod tests {
     #[test]
     fn a_group_needs_a_tag_and_refuses_a_nul() {
         let mut form = HolderForm::hold();
-        assert_eq!(form.family(), Err("type at least one tag name".into()));
+        assert_eq!(
+            form.family().map_err(|e| e.to_string()),
+            Err("type at least one tag name".into())
+        );
         form.type_char('a');
         assert_eq!(form.family(), Ok(Family::Group(vec!["a".into()])));
         form.type_char('\0');
-        assert!(form.family().unwrap_err().contains("NUL"));
+        assert!(form.family().unwrap_err().to_string().contains("NUL"));
         form.backspace();
         form.type_char(',');
         form.type_char('b');

@@ -10,17 +10,17 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use crate::context::Context;
-use crate::disk::key::LockKey;
 use crate::disk::scan;
+use crate::disk::{KeyKind, LockKey};
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::process::ProcessInfo;
 use crate::locks::{self, Busy, Family, LocksError};
 
 /// One busy member and who holds it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BusyMember {
     /// instance / tag.
-    pub kind: &'static str,
+    pub kind: KeyKind,
     /// AIH or tag.
     pub name: String,
     /// Holders (PIDs with their command lines), possibly empty for an
@@ -39,12 +39,19 @@ pub fn describe_busy(state_dir: &Path, busy: &Busy) -> Vec<BusyMember> {
             let key = LockKey::from_coord(state_dir, dir, key);
             let claim = index.claim(&key.gate_path(), &key.announce_path());
             BusyMember {
-                kind: key.kind.as_str(),
+                kind: key.kind,
                 name: key.name,
                 holders: claim.holders.into_iter().map(ProcessInfo::of).collect(),
             }
         })
         .collect()
+}
+
+impl BusyMember {
+    /// `tag "x"`.
+    pub fn label(&self) -> String {
+        crate::disk::key::label(self.kind, &self.name)
+    }
 }
 
 /// `busy: tag "x" held by pid 12 (cmd)` — one line per busy member.
@@ -59,7 +66,7 @@ pub fn busy_line(member: &BusyMember) -> String {
     } else {
         format!("held by {}", holders.join(", "))
     };
-    format!("busy: {} {:?} {by}", member.kind, member.name)
+    format!("busy: {} {by}", member.label())
 }
 
 /// One holder of a busy member, with everything else it holds.
@@ -78,7 +85,7 @@ pub struct HolderReport {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MemberReport {
     /// instance / tag.
-    pub kind: &'static str,
+    pub kind: KeyKind,
     /// AIH or tag.
     pub name: String,
     /// False when the member could be taken.
@@ -111,7 +118,7 @@ pub async fn check_family(
     // never-deleted files behind — a typo must not create a stale key).
     let passive = passive
         || coords.iter().any(|(dir, key)| {
-            crate::disk::scan::ensure_no_symlink_below_root(context.state_dir(), dir).is_err()
+            crate::disk::confine::ensure_no_symlink_below_root(context.state_dir(), dir).is_err()
                 || std::fs::symlink_metadata(crate::locks::escape::gate_path(dir, key)).is_err()
         });
     if passive {
@@ -125,12 +132,7 @@ pub async fn check_family(
         }
     }
     let busy: Busy = if passive {
-        let mut unique: Vec<(std::path::PathBuf, String)> = Vec::new();
-        for coord in coords {
-            if !unique.contains(&coord) {
-                unique.push(coord);
-            }
-        }
+        let unique = locks::dedup_coords(&coords);
         let mut busy = Vec::new();
         for (index, (dir, key)) in unique.iter().enumerate() {
             if locks::is_taken(context.agent_locks(), dir, key, locks::IN_FLIGHT_AFTER).await {
@@ -187,9 +189,7 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
             let busy = attempt.busy.contains(&i);
             let holders = if busy {
                 let claim = index.claim(&key.gate_path(), &key.announce_path());
-                let since = std::fs::metadata(key.announce_path())
-                    .and_then(|m| m.modified())
-                    .ok();
+                let since = key.held_since();
                 claim
                     .holders
                     .into_iter()
@@ -209,7 +209,7 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
                 Vec::new()
             };
             MemberReport {
-                kind: key.kind.as_str(),
+                kind: key.kind,
                 name: key.name,
                 busy,
                 holders,
@@ -252,14 +252,14 @@ pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
         "busy: the family cannot be taken now".to_string()
     }];
     for member in &report.members {
+        let label = crate::disk::key::label(member.kind, &member.name);
         if !member.busy {
-            lines.push(format!("  free  {} {:?}", member.kind, member.name));
+            lines.push(format!("  free  {label}"));
             continue;
         }
         if member.holders.is_empty() {
             lines.push(format!(
-                "  busy  {} {:?} (holder not visible: in this process, or it just left)",
-                member.kind, member.name
+                "  busy  {label} (holder not visible: in this process, or it just left)"
             ));
         }
         for holder in &member.holders {
@@ -268,9 +268,7 @@ pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
                 |since| format!("for {}", crate::time_format::age(since, now)),
             );
             lines.push(format!(
-                "  busy  {} {:?} held by pid {} {} — {}",
-                member.kind,
-                member.name,
+                "  busy  {label} held by pid {} {} — {}",
                 holder.process.pid,
                 held_for,
                 holder.process.command()

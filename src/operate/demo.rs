@@ -15,6 +15,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::locks::Family;
+use crate::operate::hold_protocol::HoldLine;
+use crate::operate::signal::terminate_child;
 use crate::operate::test_holders::child::{ChildHolder, spawn_hold};
 
 /// The tag the stuck holder keeps.
@@ -86,17 +88,16 @@ async fn start_member(exe: &Path, state_dir: &Path, family: Family) -> Option<Me
     // Wait for "held"; a busy family exits 1 and is simply skipped.
     let held = tokio::time::timeout(Duration::from_secs(5), holder.lines.next_line()).await;
     match held {
-        Ok(Ok(Some(line))) if line.contains("\"held\"") => Some(Member { holder, aih }),
+        Ok(Ok(Some(line))) if matches!(HoldLine::parse(&line), Some(HoldLine::Held { .. })) => {
+            Some(Member { holder, aih })
+        }
         _ => None,
     }
 }
 
 fn terminate(member: &Member) {
     if let Some(pid) = member.holder.pid() {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
+        let _ = terminate_child(pid);
     }
 }
 

@@ -8,4 +8,6 @@
 
 pub mod check;
 pub mod demo;
+pub mod hold_protocol;
+pub mod signal;
 pub mod test_holders;

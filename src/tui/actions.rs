@@ -18,11 +18,13 @@ use crate::engine::EngineCommand;
 use crate::locks::Family;
 use crate::model::{HolderForm, HolderRow, OwnPid, describe_family};
 use crate::operate::check::report_lines;
-use crate::operate::test_holders::{HoldMode, HolderSpec, HolderStatus, HolderUpdate, Placement};
+use crate::operate::signal::{SignalError, refuse_pid, signal_holder};
+use crate::operate::test_holders::{HolderSpec, HolderStatus, HolderUpdate, Placement, StopError};
 
 use super::action::{Action, Pane};
 use super::app::App;
-use super::ops::{CheckOutcome, refuse_pid, signal_holder};
+use super::hints;
+use super::ops::CheckOutcome;
 use super::overlay::{KillTestHolder, Overlay, ReportDialog, SignalDialog, SignalStage};
 
 /// Said when an action needs the live monitor's handles (tests, or the
@@ -57,7 +59,7 @@ impl App {
         if self.pane == Pane::TestHolders {
             return match self.test_holders.selected_holder() {
                 Some(holder) => Ok(holder.spec.family.clone()),
-                None => Err("no test holder yet: n starts one".into()),
+                None => Err(hints::no_test_holder()),
             };
         }
         let node = match self.pane {
@@ -101,10 +103,11 @@ impl App {
             return;
         };
         let id = ops.holders().spawn(spec.clone());
-        let (placement, mode) = words(&spec);
         self.message = Some(format!(
-            "test holder #{id} starting: {} ({placement}, {mode})",
-            describe_family(&spec.family)
+            "test holder #{id} starting: {} ({}, {})",
+            describe_family(&spec.family),
+            spec.placement.word(),
+            spec.mode.word()
         ));
         self.test_holders.add(id, spec, SystemTime::now());
         self.pane = Pane::TestHolders;
@@ -151,11 +154,11 @@ impl App {
 
     fn release_selected(&mut self) {
         if self.pane != Pane::TestHolders {
-            self.message = Some("r releases a test holder: select it in 4 Test holders".into());
+            self.message = Some(hints::release_where());
             return;
         }
         let Some(holder) = self.test_holders.selected_holder() else {
-            self.message = Some("no test holder yet: n starts one".into());
+            self.message = Some(hints::no_test_holder());
             return;
         };
         let id = holder.id;
@@ -172,7 +175,7 @@ impl App {
         };
         self.message = Some(match ops.holders().release(id) {
             Ok(()) => format!("releasing test holder #{id}…"),
-            Err(error) => error,
+            Err(error) => error.to_string(),
         });
     }
 
@@ -199,13 +202,11 @@ impl App {
             Pane::Events => None,
         };
         let Some(process) = process else {
-            self.message = Some(
-                "K signals the holder of a held key: select one in 1 Tree or 2 Holders".into(),
-            );
+            self.message = Some(hints::signal_where());
             return;
         };
-        if let Some(reason) = refuse_pid(process.pid) {
-            self.message = Some(reason);
+        if let Some(refusal) = refuse_pid(process.pid) {
+            self.message = Some(signal_error_text(&refusal));
             return;
         }
         let data = self.model.data();
@@ -227,11 +228,11 @@ impl App {
 
     fn open_kill_test_holder(&mut self) {
         let Some(holder) = self.test_holders.selected_holder() else {
-            self.message = Some("no test holder yet: n starts one".into());
+            self.message = Some(hints::no_test_holder());
             return;
         };
         if holder.spec.placement == Placement::InProcess {
-            self.message = Some("an in-process holder cannot be killed; release it (r)".into());
+            self.message = Some(hints::in_process_kill());
         } else if holder.status.is_over() {
             let id = holder.id;
             self.message = Some(format!(
@@ -255,7 +256,8 @@ impl App {
         };
         self.message = Some(match ops.holders().kill(id) {
             Ok(()) => format!("sent SIGKILL to test holder #{id}"),
-            Err(error) => error,
+            Err(StopError::InProcessKill) => hints::in_process_kill(),
+            Err(error) => error.to_string(),
         });
     }
 
@@ -286,7 +288,7 @@ impl App {
                 dialog.stage = next;
                 dialog.error = None;
             }
-            Err(error) => dialog.error = Some(error),
+            Err(error) => dialog.error = Some(signal_error_text(&error)),
         }
     }
 
@@ -352,14 +354,12 @@ impl App {
 }
 
 /// `in-process` / `child process` and `try` / `wait` for messages.
-pub(crate) fn words(spec: &HolderSpec) -> (&'static str, &'static str) {
-    let placement = match spec.placement {
-        Placement::InProcess => "in-process",
-        Placement::Child => "child process",
-    };
-    let mode = match spec.mode {
-        HoldMode::Try => "try",
-        HoldMode::Wait => "wait",
-    };
-    (placement, mode)
+/// A refused or failed signal, with the way out where there is one.
+fn signal_error_text(error: &SignalError) -> String {
+    match error {
+        SignalError::ThisProcess(_) => {
+            format!("{error}: {}", hints::release_in_process_holders())
+        }
+        other => other.to_string(),
+    }
 }

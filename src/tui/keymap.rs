@@ -112,6 +112,22 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(Char('c'), NONE)], "c", Action::Check, "why stuck? check family", Group::Act, Some("check")),
 ];
 
+/// The first key bound to `action`, as the help writes it (`r`, `K`, `/`):
+/// how a message names the key that does something. Every action has a
+/// binding (a test proves it).
+pub fn key_of(action: Action) -> &'static str {
+    BINDINGS
+        .iter()
+        .find(|binding| binding.action == action)
+        .and_then(|binding| binding.shown.split(' ').next())
+        .unwrap_or("?")
+}
+
+/// `4 Test holders`: how a message points at a pane.
+pub fn pane_hint(pane: Pane) -> String {
+    format!("{} {}", key_of(Action::Show(pane)), pane.title())
+}
+
 /// The action bound to `key`, if any. Releases are ignored; bindings that
 /// write resolve to nothing when `read_only`.
 pub fn action_for(key: KeyEvent, read_only: bool) -> Option<Action> {
@@ -140,6 +156,17 @@ mod tests {
 
     fn key(code: KeyCode, modifiers: KeyModifiers) -> KeyEvent {
         KeyEvent::new(code, modifiers)
+    }
+
+    #[test]
+    fn hints_name_the_bound_keys() {
+        assert_eq!(key_of(Action::Release), "r");
+        assert_eq!(key_of(Action::Kill), "K");
+        assert_eq!(key_of(Action::Quit), "q");
+        assert_eq!(pane_hint(Pane::TestHolders), "4 Test holders");
+        for pane in Pane::ALL {
+            assert_ne!(key_of(Action::Show(pane)), "?", "{pane:?} has no key");
+        }
     }
 
     #[test]

@@ -6,17 +6,14 @@
 //! tokio tasks and report on the channels of [`OpsEvents`], which the
 //! event loop selects on; the holder manager and the checks use the
 //! engine's own [`Context`], so in-process holders, checks and the engine's
-//! probes all go through ONE in-process gate; a signal is never sent to
-//! this process, to PID ≤ 1, or to a PID whose process is not the one the
-//! operator was shown (its start time changed: the PID was reused).
+//! probes all go through ONE in-process gate. Signals to real holders go
+//! through [`crate::operate::signal`], which verifies the target first.
 
-use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 
 use crate::context::Context;
 use crate::engine::EngineCommand;
-use crate::liveness::process::ProcessInfo;
-use crate::locks::Family;
+use crate::locks::{Family, LocksError};
 use crate::operate::check::{self, CheckReport};
 use crate::operate::test_holders::{HolderUpdate, Holders};
 
@@ -26,7 +23,7 @@ pub struct CheckOutcome {
     /// Which check (from [`Ops::check`]); a dialog shows only its own.
     pub seq: u64,
     /// The report, or the one-line reason the check could not run.
-    pub result: Result<CheckReport, String>,
+    pub result: Result<CheckReport, LocksError>,
 }
 
 /// What the operator's actions report back, for the event loop to select
@@ -96,9 +93,7 @@ impl Ops {
         let context = self.context.clone();
         let checks = self.checks.clone();
         tokio::spawn(async move {
-            let result = check::check_family(&context, &family, passive)
-                .await
-                .map_err(|error| error.to_string());
+            let result = check::check_family(&context, &family, passive).await;
             let _ = checks.send(CheckOutcome { seq, result });
         });
         seq
@@ -110,43 +105,4 @@ impl Ops {
             let _ = engine.send(command);
         }
     }
-}
-
-/// Why `pid` must never be signalled from here, if it must not.
-pub fn refuse_pid(pid: u32) -> Option<String> {
-    if pid <= 1 {
-        Some(format!("pid {pid} is never signalled"))
-    } else if pid == std::process::id() {
-        Some(format!(
-            "pid {pid} is this locktop (in-process test holders): release them with r in 4 Test holders"
-        ))
-    } else {
-        None
-    }
-}
-
-/// Sends `signal` to the process the operator was shown, after checking
-/// it is still that process: same PID and, when known, same start time.
-pub fn signal_holder(shown: &ProcessInfo, signal: Signal) -> Result<(), String> {
-    let pid = shown.pid;
-    if let Some(reason) = refuse_pid(pid) {
-        return Err(reason);
-    }
-    let now = ProcessInfo::of(pid);
-    if !now.alive {
-        return Err(format!("pid {pid} has already exited"));
-    }
-    let reused = match (shown.started, now.started) {
-        (Some(before), Some(after)) => before != after,
-        _ => shown.cmdline.is_some() && shown.cmdline != now.cmdline,
-    };
-    if reused {
-        return Err(format!(
-            "pid {pid} is now another process ({}); nothing sent",
-            now.command()
-        ));
-    }
-    let target = nix::unistd::Pid::from_raw(pid as i32);
-    nix::sys::signal::kill(target, signal)
-        .map_err(|error| format!("{} to {pid}: {error}", signal.as_str()))
 }

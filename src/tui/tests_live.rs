@@ -17,6 +17,7 @@ use crate::operate::test_holders::HolderStatus;
 
 use super::tests_ops::{app_on, press, select, text_of, type_text};
 use super::*;
+use crate::operate::signal::signal_holder;
 
 #[test]
 fn own_pid_and_pid_one_are_never_signalled() {
@@ -93,7 +94,10 @@ fn a_reused_pid_is_not_signalled() {
         ..ProcessInfo::of(child.id())
     };
     let refused = signal_holder(&shown, nix::sys::signal::Signal::SIGTERM).unwrap_err();
-    assert!(refused.contains("now another process"), "{refused}");
+    assert!(
+        refused.to_string().contains("now another process"),
+        "{refused}"
+    );
     assert_eq!(child.try_wait().unwrap(), None, "still running");
     child.kill().unwrap();
     child.wait().unwrap();

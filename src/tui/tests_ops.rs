@@ -8,8 +8,9 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 use crate::context::Context;
+use crate::disk::KeyKind;
 use crate::liveness::probe::ProbeMode;
-use crate::locks::Family;
+use crate::locks::{Family, LocksError};
 use crate::model::fixtures::*;
 use crate::model::{Model, Section};
 use crate::operate::check::{CheckReport, HolderReport, MemberReport};
@@ -276,7 +277,7 @@ fn c_prefills_the_check_form_with_the_selected_key() {
 fn report(members: usize) -> CheckReport {
     let mut list = vec![
         MemberReport {
-            kind: "tag",
+            kind: KeyKind::Tag,
             name: "deploy".into(),
             busy: true,
             holders: vec![HolderReport {
@@ -286,7 +287,7 @@ fn report(members: usize) -> CheckReport {
             }],
         },
         MemberReport {
-            kind: "tag",
+            kind: KeyKind::Tag,
             name: "review".into(),
             busy: false,
             holders: vec![],
@@ -294,7 +295,7 @@ fn report(members: usize) -> CheckReport {
     ];
     for i in 2..members {
         list.push(MemberReport {
-            kind: "tag",
+            kind: KeyKind::Tag,
             name: format!("extra {i}"),
             busy: false,
             holders: vec![],
@@ -314,7 +315,10 @@ fn check_report_dialog_names_each_busy_member_its_holder_and_what_else_it_holds(
     assert!(text_of(&mut app).contains("checking…"));
     app.check_done(CheckOutcome {
         seq: 2,
-        result: Err("another check".into()),
+        result: Err(LocksError::InvalidTag {
+            tag: String::new(),
+            reason: "another check",
+        }),
     });
     assert!(
         text_of(&mut app).contains("checking…"),

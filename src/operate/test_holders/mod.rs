@@ -19,6 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::context::Context;
 use crate::locks::{self, Family};
 use crate::operate::check::{BusyMember, describe_busy};
+use crate::operate::hold_protocol::HoldLine;
+use crate::operate::signal::terminate_child;
 
 /// Identifies one test holder for the life of the monitor.
 pub type HolderId = u64;
@@ -32,6 +34,16 @@ pub enum Placement {
     Child,
 }
 
+impl Placement {
+    /// The one word for it, everywhere it is shown.
+    pub fn word(self) -> &'static str {
+        match self {
+            Placement::InProcess => "in-process",
+            Placement::Child => "child",
+        }
+    }
+}
+
 /// What to do when the family is busy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum HoldMode {
@@ -39,6 +51,16 @@ pub enum HoldMode {
     Try,
     /// Queue until the whole family is free, then hold.
     Wait,
+}
+
+impl HoldMode {
+    /// The one word for it, everywhere it is shown.
+    pub fn word(self) -> &'static str {
+        match self {
+            HoldMode::Try => "try",
+            HoldMode::Wait => "wait",
+        }
+    }
 }
 
 /// What the operator asked for.
@@ -97,25 +119,9 @@ pub struct BusyMemberSummary {
 impl BusyMemberSummary {
     fn from_member(member: &BusyMember) -> Self {
         Self {
-            label: format!("{} {:?}", member.kind, member.name),
+            label: member.label(),
             pids: member.holders.iter().map(|p| p.pid).collect(),
         }
-    }
-
-    fn from_json(value: &serde_json::Value) -> Option<Self> {
-        Some(Self {
-            label: format!(
-                "{} {:?}",
-                value.get("kind")?.as_str()?,
-                value.get("name")?.as_str()?
-            ),
-            pids: value
-                .get("holders")?
-                .as_array()?
-                .iter()
-                .filter_map(|h| h.get("pid")?.as_u64().map(|pid| pid as u32))
-                .collect(),
-        })
     }
 
     /// `tag "x" (pid 12, 13)`.
@@ -140,6 +146,24 @@ pub struct HolderUpdate {
     pub status: HolderStatus,
     /// When.
     pub at: SystemTime,
+}
+
+/// Why a test holder could not be released or killed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StopError {
+    /// No holder has this id.
+    #[error("no test holder #{0}")]
+    Unknown(HolderId),
+    /// A release or kill was already sent.
+    #[error("test holder #{0} is already stopping")]
+    AlreadyStopping(HolderId),
+    /// It is gone already.
+    #[error("test holder #{0} has already exited")]
+    AlreadyExited(HolderId),
+    /// In-process holders hold through this process: they can only be
+    /// released.
+    #[error("an in-process holder cannot be killed; only released")]
+    InProcessKill,
 }
 
 enum Stop {
@@ -234,31 +258,22 @@ impl Holders {
     }
 
     /// Releases a holder (SIGTERM for a child: it releases cleanly).
-    pub fn release(&mut self, id: HolderId) -> Result<(), String> {
+    pub fn release(&mut self, id: HolderId) -> Result<(), StopError> {
         self.stop(id, Stop::Release)
     }
 
     /// SIGKILLs a child holder. In-process holders can only be released.
-    pub fn kill(&mut self, id: HolderId) -> Result<(), String> {
+    pub fn kill(&mut self, id: HolderId) -> Result<(), StopError> {
         match self.entries.get(&id) {
-            Some(entry) if entry.placement == Placement::InProcess => {
-                Err("an in-process holder cannot be killed; release it (r)".into())
-            }
+            Some(entry) if entry.placement == Placement::InProcess => Err(StopError::InProcessKill),
             _ => self.stop(id, Stop::Kill),
         }
     }
 
-    fn stop(&mut self, id: HolderId, how: Stop) -> Result<(), String> {
-        let entry = self
-            .entries
-            .get_mut(&id)
-            .ok_or_else(|| format!("no test holder #{id}"))?;
-        let stop = entry
-            .stop
-            .take()
-            .ok_or_else(|| format!("test holder #{id} is already stopping"))?;
-        stop.send(how)
-            .map_err(|_| format!("test holder #{id} has already exited"))
+    fn stop(&mut self, id: HolderId, how: Stop) -> Result<(), StopError> {
+        let entry = self.entries.get_mut(&id).ok_or(StopError::Unknown(id))?;
+        let stop = entry.stop.take().ok_or(StopError::AlreadyStopping(id))?;
+        stop.send(how).map_err(|_| StopError::AlreadyExited(id))
     }
 
     /// Releases every holder still running (on quit).
@@ -282,8 +297,8 @@ async fn run_in_process(
         Ok(coords) => coords,
         Err(error) => return send(me, HolderStatus::Failed(error.to_string())),
     };
-    if let Err(error) = crate::disk::scan::ensure_coords_below_root(&state_dir, &coords) {
-        return send(me, HolderStatus::Failed(error));
+    if let Err(error) = crate::disk::confine::ensure_coords_below_root(&state_dir, &coords) {
+        return send(me, HolderStatus::Failed(error.to_string()));
     }
     let map = context.agent_locks();
     let held = match spec.mode {
@@ -350,13 +365,16 @@ async fn run_child(
         tokio::select! {
             line = holder.lines.next_line() => match line {
                 Ok(Some(line)) => {
-                    let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
-                    if value.get("held").is_some() {
-                        held = true;
-                        send(pid, HolderStatus::Holding);
-                    } else if let Some(busy) = value.get("busy").and_then(|b| b.as_array()) {
-                        let members = busy.iter().filter_map(BusyMemberSummary::from_json).collect();
-                        send(pid, HolderStatus::Waiting(members));
+                    match HoldLine::parse(&line) {
+                        Some(HoldLine::Held { .. }) => {
+                            held = true;
+                            send(pid, HolderStatus::Holding);
+                        }
+                        Some(HoldLine::Waiting { busy, .. }) => {
+                            let members = busy.iter().map(BusyMemberSummary::from_member).collect();
+                            send(pid, HolderStatus::Waiting(members));
+                        }
+                        Some(HoldLine::Released { .. }) | None => {}
                     }
                 }
                 _ => break,
@@ -367,10 +385,7 @@ async fn run_child(
                     Ok(Stop::Kill) => { let _ = holder.child.start_kill(); }
                     Ok(Stop::Release) | Err(_) => {
                         if let Some(pid) = pid {
-                            let _ = nix::sys::signal::kill(
-                                nix::unistd::Pid::from_raw(pid as i32),
-                                nix::sys::signal::Signal::SIGTERM,
-                            );
+                            let _ = terminate_child(pid);
                         }
                     }
                 }

@@ -15,7 +15,6 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 use crate::model::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
 use crate::operate::test_holders::{HoldMode, Placement};
 
-use super::super::actions::words;
 use super::super::theme::Theme;
 use super::{centered, wrap};
 
@@ -51,10 +50,7 @@ pub fn draw(theme: &Theme, form: &HolderForm, frame: &mut Frame, area: Rect) {
     let (verdict, style) = match (form.family(), form.purpose) {
         (Err(reason), _) => (format!("✖ {reason}"), theme.error),
         (Ok(family), FormPurpose::Hold) => {
-            let (placement, mode) = match form.spec() {
-                Ok(spec) => words(&spec),
-                Err(_) => ("", ""),
-            };
+            let (placement, mode) = (form.placement.word(), form.mode.word());
             let family = describe_family(&family);
             (
                 format!("✓ Enter holds {family} ({placement}, {mode})"),
@@ -115,8 +111,14 @@ fn field_line(theme: &Theme, form: &HolderForm, field: FormField, width: usize) 
             spans.extend(choice(form.kind == FamilyKind::Hierarchy, "hierarchy"));
         }
         FormField::Placement => {
-            spans.extend(choice(form.placement == Placement::InProcess, "in-process"));
-            spans.extend(choice(form.placement == Placement::Child, "child process"));
+            spans.extend(choice(
+                form.placement == Placement::InProcess,
+                Placement::InProcess.word(),
+            ));
+            spans.extend(choice(
+                form.placement == Placement::Child,
+                Placement::Child.word(),
+            ));
         }
         FormField::Mode => {
             spans.extend(choice(form.mode == HoldMode::Try, "try now"));

@@ -12,11 +12,10 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row as TableRow, Table};
 
-use crate::model::{TestHolder, describe_family};
+use crate::model::describe_family;
 use crate::operate::test_holders::{HolderStatus, Placement};
 use crate::time_format;
 
-use super::super::actions::words;
 use super::super::app::App;
 use super::super::theme::Theme;
 use super::{age_text, field, render_table, scroll_into_view, text};
@@ -43,13 +42,6 @@ fn status_detail(status: &HolderStatus) -> String {
         HolderStatus::Failed(reason) => reason.clone(),
         HolderStatus::Exited(detail) => detail.clone(),
         HolderStatus::Starting | HolderStatus::Holding => String::new(),
-    }
-}
-
-fn placement_word(holder: &TestHolder) -> &'static str {
-    match holder.spec.placement {
-        Placement::InProcess => "in-proc",
-        Placement::Child => "child",
     }
 }
 
@@ -95,7 +87,7 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
             TableRow::new(vec![
                 Cell::from(format!("#{}", holder.id)),
                 Cell::from(status_span(&theme, &holder.status)),
-                Cell::from(placement_word(holder)),
+                Cell::from(holder.spec.placement.word()),
                 Cell::from(pid),
                 Cell::from(age_text(Some(holder.started), now)),
                 Cell::from(Line::from(family)),
@@ -105,7 +97,7 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
     let widths = [
         Constraint::Length(3),
         Constraint::Length(10),
-        Constraint::Length(7),
+        Constraint::Length(10),
         Constraint::Length(7),
         Constraint::Length(6),
         Constraint::Fill(1),
@@ -128,7 +120,7 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
             theme.dim,
         ))];
     };
-    let (placement, mode) = words(&holder.spec);
+    let (placement, mode) = (holder.spec.placement.word(), holder.spec.mode.word());
     let mut lines = vec![
         field(
             &theme,
@@ -190,13 +182,10 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
             time_format::age(holder.started, now)
         ))],
     ));
-    let hint = match (&holder.status, holder.spec.placement) {
-        (status, _) if status.is_over() => "over: n starts another",
-        (_, Placement::Child) => {
-            "r releases (SIGTERM) · K kills (SIGKILL) · Enter shows it in the tree"
-        }
-        (_, Placement::InProcess) => "r releases · Enter shows it in the tree",
-    };
+    let hint = super::super::hints::test_holder_keys(
+        holder.status.is_over(),
+        holder.spec.placement == Placement::Child,
+    );
     lines.push(Line::from(Span::styled(hint, theme.dim)));
     lines
 }

@@ -1,0 +1,141 @@
+//! The `locktop hold` protocol: what a holder prints on stdout, one JSON
+//! object per line, and what its readers (test holders, the demo swarm,
+//! tests, benchmarks) parse back.
+//!
+//! Invariants: this type is the only writer and the only reader of the
+//! protocol; a line is `{"waiting":true,"busy":[…]}` (only with `--wait`,
+//! each time the family is found busy), then `{"held":true,"pid":…,
+//! "locks":[…]}` once held, then `{"released":true}` after releasing.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::check::BusyMember;
+
+/// One line of a holder's stdout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum HoldLine {
+    /// The family was busy (with `--wait`): these members were in the way.
+    Waiting {
+        /// Always `true`: names the line.
+        waiting: Marker,
+        /// The busy members and their holders.
+        busy: Vec<BusyMember>,
+    },
+    /// The whole family is held by `pid`.
+    Held {
+        /// Always `true`: names the line.
+        held: Marker,
+        /// The holder's PID.
+        pid: u32,
+        /// `instance a/b`, `tag t`, … in acquisition order.
+        locks: Vec<String>,
+    },
+    /// Everything was released; the holder exits next.
+    Released {
+        /// Always `true`: names the line.
+        released: Marker,
+    },
+}
+
+impl HoldLine {
+    /// The `waiting` line for these busy members.
+    pub fn waiting(busy: Vec<BusyMember>) -> Self {
+        HoldLine::Waiting {
+            waiting: Marker,
+            busy,
+        }
+    }
+
+    /// The `held` line of this process.
+    pub fn held(locks: Vec<String>) -> Self {
+        HoldLine::Held {
+            held: Marker,
+            pid: std::process::id(),
+            locks,
+        }
+    }
+
+    /// The `released` line.
+    pub fn released() -> Self {
+        HoldLine::Released { released: Marker }
+    }
+
+    /// Parses one stdout line; `None` for anything that is not a protocol
+    /// line (readers skip those).
+    pub fn parse(line: &str) -> Option<Self> {
+        serde_json::from_str(line).ok()
+    }
+
+    /// The line as printed (one JSON object, no newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).expect("a hold line always serializes")
+    }
+}
+
+/// The `true` that names a protocol line; only `true` parses as one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marker;
+
+impl Serialize for Marker {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bool(true)
+    }
+}
+
+impl<'de> Deserialize<'de> for Marker {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match bool::deserialize(deserializer)? {
+            true => Ok(Marker),
+            false => Err(serde::de::Error::custom("a protocol marker is always true")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk::KeyKind;
+    use crate::liveness::ProcessInfo;
+
+    #[test]
+    fn lines_print_exactly_as_documented() {
+        let held = HoldLine::Held {
+            held: Marker,
+            pid: 42,
+            locks: vec!["instance a/b".into(), "tag t".into()],
+        };
+        assert_eq!(
+            held.to_line(),
+            r#"{"held":true,"pid":42,"locks":["instance a/b","tag t"]}"#
+        );
+        assert_eq!(HoldLine::released().to_line(), r#"{"released":true}"#);
+    }
+
+    #[test]
+    fn every_line_reads_back_as_itself() {
+        let busy = BusyMember {
+            kind: KeyKind::Tag,
+            name: "x y".into(),
+            holders: vec![ProcessInfo {
+                pid: 7,
+                alive: true,
+                cmdline: Some("agent --tag 'x y'".into()),
+                started: Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_500)),
+            }],
+        };
+        for line in [
+            HoldLine::waiting(vec![busy]),
+            HoldLine::held(vec!["tag t".into()]),
+            HoldLine::released(),
+        ] {
+            assert_eq!(HoldLine::parse(&line.to_line()), Some(line));
+        }
+    }
+
+    #[test]
+    fn a_false_marker_or_other_text_is_not_a_protocol_line() {
+        assert_eq!(HoldLine::parse(r#"{"released":false}"#), None);
+        assert_eq!(HoldLine::parse("busy: tag \"x\""), None);
+    }
+}
