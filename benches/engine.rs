@@ -27,9 +27,10 @@ use std::time::{Duration, Instant};
 
 use locktop::context::Context;
 use locktop::disk::key::{KeyKind, LockKey};
+use locktop::disk::scan::scan_root;
 use locktop::engine::{self, Delta, EngineConfig, EngineHandle, KeyState, Liveness};
 use locktop::liveness::annotate::annotate;
-use locktop::liveness::bulk::{probe_all, probe_all_unannotated, scan_root};
+use locktop::liveness::bulk::{probe_all, probe_all_unannotated};
 use locktop::liveness::probe::{ProbeMode, Prober};
 use locktop::locks::agent_tag_lock;
 

@@ -62,12 +62,14 @@ pub struct Snapshot {
 
 /// Takes a snapshot of `state_dir` (scan + probe in `mode` + holders).
 pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot> {
-    let report = bulk::scan_root(state_dir).await.with_context(|| {
-        format!(
-            "cannot read locks dir {}",
-            crate::locks::locks_root(state_dir).display()
-        )
-    })?;
+    let report = crate::disk::scan::scan_root(state_dir)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot read locks dir {}",
+                crate::locks::locks_root(state_dir).display()
+            )
+        })?;
     let prober = Prober::new(Context::new(state_dir.to_path_buf()));
     let own = HashSet::from([std::process::id()]);
     let mut keys = bulk::probe_all(&prober, report.keys, mode, &own).await;

@@ -111,6 +111,14 @@ fn scan_one_dir(state_dir: &Path, dir: &Path, report: &mut ScanReport, stack: &m
     }
 }
 
+/// [`scan`] off the async threads (a scan of 100k keys takes a while).
+pub async fn scan_root(state_dir: &Path) -> std::io::Result<ScanReport> {
+    let state_dir = state_dir.to_path_buf();
+    tokio::task::spawn_blocking(move || scan(&state_dir))
+        .await
+        .map_err(std::io::Error::other)?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,16 +1,14 @@
-//! Probe many claims at once: the initial view, rescans, the periodic
-//! safety-net sweep and `locktop snapshot`.
+//! Probe many claims at once: the engine's sweeps (initial, rescans,
+//! the periodic safety net) and `locktop snapshot`.
 //!
 //! Invariant: work is split over the runtime's worker threads in chunks
 //! (probes are short synchronous syscalls), results come back in input
 //! order, and `/proc/locks` is read once for the whole batch.
 
 use std::collections::HashSet;
-use std::path::Path;
 
 use super::KeyState;
 use crate::disk::key::LockKey;
-use crate::disk::scan::{self, ScanReport};
 use crate::liveness::annotate::annotate;
 use crate::liveness::probe::{ProbeMode, Prober};
 
@@ -56,12 +54,4 @@ pub async fn probe_all_unannotated(
         }
     }
     batch
-}
-
-/// Scans the locks root off the async threads.
-pub async fn scan_root(state_dir: &Path) -> std::io::Result<ScanReport> {
-    let state_dir = state_dir.to_path_buf();
-    tokio::task::spawn_blocking(move || scan::scan(&state_dir))
-        .await
-        .map_err(std::io::Error::other)?
 }

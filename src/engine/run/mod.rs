@@ -16,6 +16,11 @@
 //! - every degradation (root missing, overflow, watch limit) is a visible
 //!   [`WatchHealth`].
 
+mod batch;
+mod sweep;
+
+use sweep::SweepOutcome;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,9 +36,8 @@ use crate::disk::key::LockKey;
 use crate::disk::scan;
 use crate::engine::ScanProblem;
 use crate::engine::fs_events::{self, FsChange};
-use crate::liveness::annotate::annotate_with;
-use crate::liveness::bulk;
-use crate::liveness::probe::{ProbeMode, Prober};
+
+use crate::liveness::Prober;
 use crate::liveness::proc_locks::LockIndex;
 use crate::locks::locks_root;
 
@@ -350,268 +354,6 @@ impl Engine {
         }
     }
 
-    fn mark(&mut self, key: LockKey) {
-        self.pending.insert(key);
-        if self.batch_due.is_none() {
-            self.batch_due = Some(Instant::now() + COALESCE);
-        }
-    }
-
-    async fn on_timers(&mut self) {
-        let now = Instant::now();
-        while self.new_dirs.first().is_some_and(|(due, _)| *due <= now) {
-            let (_, dir) = self.new_dirs.remove(0);
-            self.scan_new_dir(dir).await;
-        }
-        if self.batch_due.is_some_and(|due| due <= now) {
-            self.batch_due = None;
-            let keys: Vec<LockKey> = self.pending.drain().collect();
-            self.probe_batch(keys).await;
-        }
-        if !self.needs_holders.is_empty() && self.index_ready(now) {
-            let keys: Vec<LockKey> = self.needs_holders.drain().collect();
-            let batch: Vec<(LockKey, KeyState)> = keys
-                .into_iter()
-                .filter_map(|key| {
-                    let mut state = self.states.get(&key)?.clone();
-                    if !state.liveness.is_held() {
-                        return None;
-                    }
-                    // Annotation decides Own from the PIDs it finds.
-                    if state.liveness == Liveness::Own {
-                        state.liveness = Liveness::Live;
-                    }
-                    state.holders.clear();
-                    state.waiters.clear();
-                    Some((key, state))
-                })
-                .collect();
-            self.publish(batch, true);
-        }
-        if self.next_sweep <= now {
-            self.start_background_sweep();
-        }
-    }
-
-    fn index_ready(&self, now: Instant) -> bool {
-        self.index
-            .as_ref()
-            .is_none_or(|(at, _)| now.duration_since(*at) >= INDEX_MIN_INTERVAL)
-    }
-
-    /// Probes changed keys: acquire mode unless the key is in its echo
-    /// window, passive otherwise.
-    async fn probe_batch(&mut self, keys: Vec<LockKey>) {
-        let mut batch = Vec::with_capacity(keys.len());
-        for key in keys {
-            let is_file = std::fs::symlink_metadata(key.gate_path()).is_ok_and(|m| m.is_file());
-            if !is_file {
-                // Gone, or replaced by something that is not a lock file
-                // (a symlink is never followed, let alone written through).
-                self.remove(&key);
-                continue;
-            }
-            let now = Instant::now();
-            let echo = self
-                .acquired_at
-                .get(&key)
-                .is_some_and(|at| now.duration_since(*at) < ECHO_WINDOW);
-            let mode = if echo {
-                ProbeMode::Passive
-            } else {
-                self.config.probe
-            };
-            let state = self.prober.probe(&key, mode).await;
-            self.stats.probes.fetch_add(1, Ordering::Relaxed);
-            if let Some(touched) = &mut self.sweep_touched {
-                touched.insert(key.clone());
-            }
-            if mode.writes() {
-                self.acquired_at.insert(key.clone(), Instant::now());
-            }
-            batch.push((key, state));
-        }
-        let now = Instant::now();
-        self.acquired_at
-            .retain(|_, at| now.duration_since(*at) < ECHO_WINDOW);
-        self.publish(batch, false);
-    }
-
-    /// Annotates held keys and sends what changed. Holder PIDs come only
-    /// from a `/proc/locks` read made AFTER the probe: when the rate limit
-    /// forbids a read now, held keys go out without holders and are
-    /// annotated by the next allowed read (an older read could still show a
-    /// dead holder of the same inode).
-    fn publish(&mut self, mut batch: Vec<(LockKey, KeyState)>, force_index: bool) {
-        if batch.iter().any(|(_, state)| state.liveness.is_held()) {
-            let now = Instant::now();
-            if force_index || self.index_ready(now) {
-                self.stats.index_reads.fetch_add(1, Ordering::Relaxed);
-                self.index = Some((now, LockIndex::read().unwrap_or_default()));
-                let index = &self.index.as_ref().expect("index read above").1;
-                annotate_with(&mut batch, index, &self.own_pids);
-                for (key, state) in &batch {
-                    if state.liveness.is_held() && state.holders.is_empty() {
-                        self.needs_holders.insert(key.clone());
-                    }
-                }
-            } else {
-                for (key, state) in &mut batch {
-                    if state.liveness.is_held() {
-                        self.keep_holders_if_same_claim(key, state);
-                        self.needs_holders.insert(key.clone());
-                    }
-                }
-            }
-        }
-        let at = SystemTime::now();
-        for (key, state) in batch {
-            self.update(key, state, at);
-        }
-    }
-
-    /// While no fresh `/proc/locks` read is allowed: if the key was already
-    /// held and its announce was not rewritten since (same "held since"),
-    /// the claim is the same one, so its known holders still stand — no
-    /// flicker to "held by nobody" on an echo re-probe. A re-taken claim
-    /// (new announce mtime) keeps no PID: the next read names its holder —
-    /// and since the key is re-annotated by that read either way, a re-take
-    /// within one mtime tick shows the old PID for at most one interval.
-    fn keep_holders_if_same_claim(&self, key: &LockKey, state: &mut KeyState) {
-        let Some(previous) = self.states.get(key) else {
-            return;
-        };
-        let held = |liveness| matches!(liveness, Liveness::Live | Liveness::Own);
-        if !held(previous.liveness) || !held(state.liveness) || previous.holders.is_empty() {
-            return;
-        }
-        let since = key.held_since();
-        if since.is_some() && since == previous.since {
-            state.liveness = previous.liveness;
-            state.holders = previous.holders.clone();
-            state.waiters = previous.waiters.clone();
-            state.since = previous.since;
-        }
-    }
-
-    fn update(&mut self, key: LockKey, state: KeyState, at: SystemTime) {
-        let previous = self.states.get(&key);
-        if previous == Some(&state) {
-            return;
-        }
-        let previous = previous.map(|s| s.liveness);
-        self.states.insert(key.clone(), state.clone());
-        self.send(Delta::Key {
-            key,
-            state,
-            previous,
-            at,
-        });
-    }
-
-    fn remove(&mut self, key: &LockKey) {
-        if let Some(touched) = &mut self.sweep_touched {
-            touched.insert(key.clone());
-        }
-        self.pending.remove(key);
-        self.needs_holders.remove(key);
-        if let Some(state) = self.states.remove(key) {
-            self.send(Delta::Removed {
-                key: key.clone(),
-                previous: state.liveness,
-                at: SystemTime::now(),
-            });
-        }
-    }
-
-    /// A background sweep still running will be ignored when it reports: the
-    /// view it would merge into is gone or newer than its findings.
-    fn disown_background_sweep(&mut self) {
-        self.generation += 1;
-        self.sweep_touched = None;
-    }
-
-    /// Drops the whole view (the root went away, or watching gave way to
-    /// polling); a background sweep still running is disowned.
-    fn forget_everything(&mut self) {
-        self.disown_background_sweep();
-        let keys: Vec<LockKey> = self.states.keys().cloned().collect();
-        for key in keys {
-            self.remove(&key);
-        }
-        if !self.problems.is_empty() {
-            self.problems.clear();
-            self.send(Delta::Problems(Vec::new()));
-        }
-    }
-
-    /// Rescans the root and passively probes every claim, inline (the
-    /// initial sync, rescans, polling): events wait until it is done.
-    async fn full_sweep(&mut self) {
-        self.next_sweep = Instant::now() + self.config.sweep_every;
-        self.disown_background_sweep();
-        let outcome = sweep_off_loop(
-            self.generation,
-            self.state_dir.clone(),
-            self.prober.clone(),
-            self.own_pids.clone(),
-            self.stats.clone(),
-        )
-        .await;
-        if let Some(outcome) = outcome {
-            self.apply_sweep(outcome, &HashSet::new());
-        }
-    }
-
-    /// Starts the periodic sweep on its own task, so events keep being
-    /// handled while it runs; [`Self::apply_sweep`] merges its outcome.
-    fn start_background_sweep(&mut self) {
-        self.next_sweep = Instant::now() + self.config.sweep_every;
-        if self.sweep_touched.is_some() {
-            return;
-        }
-        self.sweep_touched = Some(HashSet::new());
-        let tx = self.sweep_results_tx.clone();
-        let work = sweep_off_loop(
-            self.generation,
-            self.state_dir.clone(),
-            self.prober.clone(),
-            self.own_pids.clone(),
-            self.stats.clone(),
-        );
-        tokio::spawn(async move {
-            let _ = tx.send(work.await);
-        });
-    }
-
-    /// Merges a sweep's findings, except for keys in `newer`: events probed
-    /// (or removed) them after the sweep began, so its view of them is older.
-    fn apply_sweep(&mut self, outcome: SweepOutcome, newer: &HashSet<LockKey>) {
-        let on_disk: HashSet<&LockKey> = outcome.batch.iter().map(|(key, _)| key).collect();
-        let gone: Vec<LockKey> = self
-            .states
-            .keys()
-            .filter(|key| !on_disk.contains(key) && !newer.contains(*key))
-            .cloned()
-            .collect();
-        drop(on_disk);
-        for key in gone {
-            self.remove(&key);
-        }
-        let count = outcome.batch.len();
-        let at = SystemTime::now();
-        for (key, state) in outcome.batch {
-            if !newer.contains(&key) {
-                self.update(key, state, at);
-            }
-        }
-        if outcome.problems != self.problems {
-            self.problems = outcome.problems.clone();
-            self.send(Delta::Problems(outcome.problems));
-        }
-        self.send(Delta::Synced { keys: count, at });
-    }
-
     async fn command(&mut self, command: EngineCommand) {
         match command {
             EngineCommand::Reprobe(keys) => self.probe_batch(keys).await,
@@ -650,54 +392,6 @@ impl Engine {
             self.update(key, state, at);
         }
     }
-}
-
-/// What one sweep found: every claim on disk, probed passively and
-/// annotated, and the scan's problems (sorted).
-pub(super) struct SweepOutcome {
-    /// The engine's generation when the sweep began (see
-    /// [`Engine::forget_everything`]).
-    generation: u64,
-    batch: Vec<(LockKey, KeyState)>,
-    problems: Vec<ScanProblem>,
-}
-
-/// Scan + passive probe + one `/proc/locks` read; `None` if the root could
-/// not be scanned. Touches no engine state, so it can run on its own task.
-async fn sweep_off_loop(
-    generation: u64,
-    state_dir: PathBuf,
-    prober: Prober,
-    own_pids: HashSet<u32>,
-    stats: Arc<EngineStats>,
-) -> Option<SweepOutcome> {
-    stats.sweeps.fetch_add(1, Ordering::Relaxed);
-    let report = match bulk::scan_root(&state_dir).await {
-        Ok(report) => report,
-        Err(error) => {
-            tracing::warn!(%error, "sweep could not scan the locks root");
-            return None;
-        }
-    };
-    stats
-        .probes
-        .fetch_add(report.keys.len() as u64, Ordering::Relaxed);
-    let mut batch = bulk::probe_all_unannotated(&prober, report.keys, ProbeMode::Passive).await;
-    if batch.iter().any(|(_, state)| state.liveness.is_held()) {
-        stats.index_reads.fetch_add(1, Ordering::Relaxed);
-        annotate_with(
-            &mut batch,
-            &LockIndex::read().unwrap_or_default(),
-            &own_pids,
-        );
-    }
-    let mut problems = report.problems;
-    problems.sort();
-    Some(SweepOutcome {
-        generation,
-        batch,
-        problems,
-    })
 }
 
 fn nearest_existing_ancestor(path: &Path) -> PathBuf {

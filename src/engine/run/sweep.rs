@@ -1,0 +1,158 @@
+//! Sweeps: a rescan of the whole root with a passive probe of every key —
+//! inline for the initial sync, rescans and polling, on its own task for
+//! the periodic safety net (whose findings never overwrite a key that
+//! events probed after it began).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use tokio::time::Instant;
+
+use super::Engine;
+use crate::disk::{LockKey, ScanProblem};
+use crate::engine::{Delta, EngineStats};
+use crate::liveness::annotate::annotate_with;
+use crate::liveness::bulk;
+use crate::liveness::proc_locks::LockIndex;
+use crate::liveness::{KeyState, ProbeMode, Prober};
+
+impl Engine {
+    /// A background sweep still running will be ignored when it reports: the
+    /// view it would merge into is gone or newer than its findings.
+    pub(super) fn disown_background_sweep(&mut self) {
+        self.generation += 1;
+        self.sweep_touched = None;
+    }
+
+    /// Drops the whole view (the root went away, or watching gave way to
+    /// polling); a background sweep still running is disowned.
+    pub(super) fn forget_everything(&mut self) {
+        self.disown_background_sweep();
+        let keys: Vec<LockKey> = self.states.keys().cloned().collect();
+        for key in keys {
+            self.remove(&key);
+        }
+        if !self.problems.is_empty() {
+            self.problems.clear();
+            self.send(Delta::Problems(Vec::new()));
+        }
+    }
+
+    /// Rescans the root and passively probes every claim, inline (the
+    /// initial sync, rescans, polling): events wait until it is done.
+    pub(super) async fn full_sweep(&mut self) {
+        self.next_sweep = Instant::now() + self.config.sweep_every;
+        self.disown_background_sweep();
+        let outcome = sweep_off_loop(
+            self.generation,
+            self.state_dir.clone(),
+            self.prober.clone(),
+            self.own_pids.clone(),
+            self.stats.clone(),
+        )
+        .await;
+        if let Some(outcome) = outcome {
+            self.apply_sweep(outcome, &HashSet::new());
+        }
+    }
+
+    /// Starts the periodic sweep on its own task, so events keep being
+    /// handled while it runs; [`Self::apply_sweep`] merges its outcome.
+    pub(super) fn start_background_sweep(&mut self) {
+        self.next_sweep = Instant::now() + self.config.sweep_every;
+        if self.sweep_touched.is_some() {
+            return;
+        }
+        self.sweep_touched = Some(HashSet::new());
+        let tx = self.sweep_results_tx.clone();
+        let work = sweep_off_loop(
+            self.generation,
+            self.state_dir.clone(),
+            self.prober.clone(),
+            self.own_pids.clone(),
+            self.stats.clone(),
+        );
+        tokio::spawn(async move {
+            let _ = tx.send(work.await);
+        });
+    }
+
+    /// Merges a sweep's findings, except for keys in `newer`: events probed
+    /// (or removed) them after the sweep began, so its view of them is older.
+    pub(super) fn apply_sweep(&mut self, outcome: SweepOutcome, newer: &HashSet<LockKey>) {
+        let on_disk: HashSet<&LockKey> = outcome.batch.iter().map(|(key, _)| key).collect();
+        let gone: Vec<LockKey> = self
+            .states
+            .keys()
+            .filter(|key| !on_disk.contains(key) && !newer.contains(*key))
+            .cloned()
+            .collect();
+        drop(on_disk);
+        for key in gone {
+            self.remove(&key);
+        }
+        let count = outcome.batch.len();
+        let at = SystemTime::now();
+        for (key, state) in outcome.batch {
+            if !newer.contains(&key) {
+                self.update(key, state, at);
+            }
+        }
+        if outcome.problems != self.problems {
+            self.problems = outcome.problems.clone();
+            self.send(Delta::Problems(outcome.problems));
+        }
+        self.send(Delta::Synced { keys: count, at });
+    }
+}
+
+/// What one sweep found: every claim on disk, probed passively and
+/// annotated, and the scan's problems (sorted).
+pub(super) struct SweepOutcome {
+    /// The engine's generation when the sweep began (see
+    /// [`Engine::forget_everything`]).
+    pub(super) generation: u64,
+    batch: Vec<(LockKey, KeyState)>,
+    problems: Vec<ScanProblem>,
+}
+
+/// Scan + passive probe + one `/proc/locks` read; `None` if the root could
+/// not be scanned. Touches no engine state, so it can run on its own task.
+async fn sweep_off_loop(
+    generation: u64,
+    state_dir: PathBuf,
+    prober: Prober,
+    own_pids: HashSet<u32>,
+    stats: Arc<EngineStats>,
+) -> Option<SweepOutcome> {
+    stats.sweeps.fetch_add(1, Ordering::Relaxed);
+    let report = match crate::disk::scan::scan_root(&state_dir).await {
+        Ok(report) => report,
+        Err(error) => {
+            tracing::warn!(%error, "sweep could not scan the locks root");
+            return None;
+        }
+    };
+    stats
+        .probes
+        .fetch_add(report.keys.len() as u64, Ordering::Relaxed);
+    let mut batch = bulk::probe_all_unannotated(&prober, report.keys, ProbeMode::Passive).await;
+    if batch.iter().any(|(_, state)| state.liveness.is_held()) {
+        stats.index_reads.fetch_add(1, Ordering::Relaxed);
+        annotate_with(
+            &mut batch,
+            &LockIndex::read().unwrap_or_default(),
+            &own_pids,
+        );
+    }
+    let mut problems = report.problems;
+    problems.sort();
+    Some(SweepOutcome {
+        generation,
+        batch,
+        problems,
+    })
+}
