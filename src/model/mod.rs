@@ -11,9 +11,14 @@
 //!   stays on the same key while rows are inserted or removed around it;
 //!   only when its node stops being a row does it fall back to the row at
 //!   the same index (clamped);
-//! - rows are re-flattened lazily, once per change of the shown data or of
-//!   the view settings, never per frame.
+//! - rows (tree and holders) are re-derived by [`Model::refresh`], at most
+//!   once per change of the shown data or of the view settings, never per
+//!   frame and never per delta; the getters only read what the last
+//!   refresh derived (debug builds assert it is current), so a view can
+//!   read the model through `&self`;
+//! - each list's selection and scroll live in one [`ListCursor`].
 
+mod cursor;
 mod data;
 mod events;
 pub mod form;
@@ -29,6 +34,7 @@ mod tests;
 
 use std::time::SystemTime;
 
+pub use cursor::ListCursor;
 pub use data::{Counts, Data};
 pub use events::{EVENT_LOG_CAPACITY, Event, EventKind, EventLog};
 pub use form::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
@@ -53,10 +59,10 @@ pub struct Model {
     flat: Flat,
     flat_version: Option<u64>,
     selected: Option<(Section, String)>,
-    selected_row: usize,
+    tree_cursor: ListCursor,
     holders_cache: Option<(u64, String, Vec<HolderGroup>, Vec<HolderRow>)>,
-    holders_selected: usize,
-    events_selected: usize,
+    holders_cursor: ListCursor,
+    events_cursor: ListCursor,
 }
 
 impl Default for Model {
@@ -78,10 +84,10 @@ impl Model {
             flat: Flat::default(),
             flat_version: None,
             selected: None,
-            selected_row: 0,
+            tree_cursor: ListCursor::default(),
             holders_cache: None,
-            holders_selected: 0,
-            events_selected: 0,
+            holders_cursor: ListCursor::default(),
+            events_cursor: ListCursor::default(),
         }
     }
 
@@ -95,9 +101,10 @@ impl Model {
         }
         // Keep a scrolled event log on the same event as new ones arrive.
         let new_events = (self.data.events.total() - events_before) as usize;
-        if self.events_selected > 0 {
-            self.events_selected =
-                (self.events_selected + new_events).min(self.data.events.len().saturating_sub(1));
+        let len = self.data.events.len();
+        let selected = self.events_cursor.selected(len);
+        if selected > 0 {
+            self.events_cursor.select(selected + new_events, len);
         }
     }
 
@@ -166,7 +173,7 @@ impl Model {
         if self.settings.filter != filter {
             self.settings.filter = filter.to_string();
             self.flat_version = None;
-            self.holders_selected = 0;
+            self.holders_cursor = ListCursor::default();
         }
     }
 
@@ -180,8 +187,11 @@ impl Model {
 
     // ----- tree rows and selection -------------------------------------
 
-    /// Re-flattens the rows if the shown data or the settings changed.
+    /// Re-derives the tree rows and the holder groups if the shown data or
+    /// the settings changed since the last refresh (cheap when nothing
+    /// did). Every getter of rows reads what this derived.
     pub fn refresh(&mut self) {
+        self.refresh_holders();
         let version = self.data().version;
         if self.flat_version == Some(version) {
             return;
@@ -193,33 +203,63 @@ impl Model {
             let id = self.data().tree.find(*section, path)?;
             self.flat.rows.iter().position(|row| row.node == id)
         });
+        let len = self.flat.rows.len();
         match found {
-            Some(index) => self.selected_row = index,
-            None => self.select_row(self.selected_row),
+            Some(index) => self.tree_cursor.select(index, len),
+            None => self.select_row(self.tree_cursor.selected(len)),
         }
     }
 
+    fn refresh_holders(&mut self) {
+        let version = self.data().version;
+        let fresh = matches!(&self.holders_cache,
+            Some((v, filter, ..)) if *v == version && *filter == self.settings.filter);
+        if !fresh {
+            let groups = holders::holder_groups(self.data(), &self.settings);
+            let rows = holders::holder_rows(&groups);
+            self.holders_cache = Some((version, self.settings.filter.clone(), groups, rows));
+        }
+    }
+
+    /// True when the rows derived by the last [`Model::refresh`] are current.
+    pub fn is_fresh(&self) -> bool {
+        let version = self.data().version;
+        self.flat_version == Some(version)
+            && matches!(&self.holders_cache,
+                Some((v, filter, ..)) if *v == version && *filter == self.settings.filter)
+    }
+
+    fn assert_fresh(&self) {
+        debug_assert!(
+            self.is_fresh(),
+            "read the model's rows before Model::refresh()"
+        );
+    }
+
     /// The tree pane's rows and tallies.
-    pub fn flat(&mut self) -> &Flat {
-        self.refresh();
+    pub fn flat(&self) -> &Flat {
+        self.assert_fresh();
         &self.flat
     }
 
     /// The tree pane's rows.
-    pub fn rows(&mut self) -> &[Row] {
+    pub fn rows(&self) -> &[Row] {
         &self.flat().rows
     }
 
+    /// The tree pane's cursor (its selection is the selected row's index).
+    pub fn tree_cursor(&self) -> &ListCursor {
+        &self.tree_cursor
+    }
+
     /// Index of the selected row.
-    pub fn selected_row(&mut self) -> usize {
-        self.refresh();
-        self.selected_row
+    pub fn selected_row(&self) -> usize {
+        self.tree_cursor.selected(self.rows().len())
     }
 
     /// The selected node.
-    pub fn selected_node(&mut self) -> Option<NodeId> {
-        self.refresh();
-        self.flat.rows.get(self.selected_row).map(|row| row.node)
+    pub fn selected_node(&self) -> Option<NodeId> {
+        self.rows().get(self.selected_row()).map(|row| row.node)
     }
 
     /// The selection's identity, `(section, path)`.
@@ -230,17 +270,36 @@ impl Model {
     /// Selects row `index` (clamped).
     pub fn select_row(&mut self, index: usize) {
         self.refresh();
-        let last = self.flat.rows.len().saturating_sub(1);
-        self.selected_row = index.min(last);
-        self.selected = self.flat.rows.get(self.selected_row).map(|row| {
-            let node = self.data().tree.node(row.node);
-            (node.section, node.path.clone())
-        });
+        let len = self.flat.rows.len();
+        self.tree_cursor.select(index, len);
+        self.selected = self
+            .flat
+            .rows
+            .get(self.tree_cursor.selected(len))
+            .map(|row| {
+                let node = self.data().tree.node(row.node);
+                (node.section, node.path.clone())
+            });
+    }
+
+    /// Selects the row of node `id`; false (selection unchanged) when the
+    /// node is not a row (filtered out, free and hidden, under a collapsed
+    /// node).
+    pub fn select_node(&mut self, id: NodeId) -> bool {
+        self.refresh();
+        match self.rows().iter().position(|row| row.node == id) {
+            Some(index) => {
+                self.select_row(index);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Moves the selection by `by` rows (clamped).
     pub fn move_selection(&mut self, by: isize) {
-        let row = self.selected_row(); // refreshes
+        self.refresh();
+        let row = self.selected_row();
         self.select_row(row.saturating_add_signed(by));
     }
 
@@ -283,7 +342,7 @@ impl Model {
 
     fn current_row(&mut self) -> Option<Row> {
         self.refresh();
-        self.flat.rows.get(self.selected_row).copied()
+        self.rows().get(self.selected_row()).copied()
     }
 
     fn set_expanded(&mut self, id: NodeId, expanded: bool) {
@@ -300,37 +359,34 @@ impl Model {
 
     // ----- holders and events ----------------------------------------
 
-    /// The holder groups and rows for the shown data and filter (cached).
-    pub fn holders(&mut self) -> (&[HolderGroup], &[HolderRow]) {
+    /// The holder groups and rows for the shown data and filter.
+    pub fn holders(&self) -> (&[HolderGroup], &[HolderRow]) {
         let (_, groups, rows) = self.holders_with_data();
         (groups, rows)
     }
 
     /// [`Model::holders`] plus the shown data the groups index into.
-    pub fn holders_with_data(&mut self) -> (&Data, &[HolderGroup], &[HolderRow]) {
-        let version = self.data().version;
-        let fresh = matches!(&self.holders_cache,
-            Some((v, filter, ..)) if *v == version && *filter == self.settings.filter);
-        if !fresh {
-            let groups = holders::holder_groups(self.data(), &self.settings);
-            let rows = holders::holder_rows(&groups);
-            self.holders_cache = Some((version, self.settings.filter.clone(), groups, rows));
-        }
-        let (_, _, groups, rows) = self.holders_cache.as_ref().expect("just filled");
-        let data = self.frozen.as_deref().unwrap_or(&self.data);
-        (data, groups, rows)
+    pub fn holders_with_data(&self) -> (&Data, &[HolderGroup], &[HolderRow]) {
+        self.assert_fresh();
+        let (_, _, groups, rows) = self.holders_cache.as_ref().expect("filled by refresh");
+        (self.data(), groups, rows)
+    }
+
+    /// The holders pane's cursor.
+    pub fn holders_cursor(&self) -> &ListCursor {
+        &self.holders_cursor
     }
 
     /// Index of the selected holders row (clamped to the rows).
-    pub fn holders_selected(&mut self) -> usize {
-        let len = self.holders().1.len();
-        self.holders_selected.min(len.saturating_sub(1))
+    pub fn holders_selected(&self) -> usize {
+        self.holders_cursor.selected(self.holders().1.len())
     }
 
     /// Moves the holders selection to `index` (clamped).
     pub fn select_holder_row(&mut self, index: usize) {
+        self.refresh();
         let len = self.holders().1.len();
-        self.holders_selected = index.min(len.saturating_sub(1));
+        self.holders_cursor.select(index, len);
     }
 
     /// The event log of the shown data, newest first.
@@ -338,15 +394,35 @@ impl Model {
         &self.data().events
     }
 
+    /// The event log's cursor (0 = newest).
+    pub fn events_cursor(&self) -> &ListCursor {
+        &self.events_cursor
+    }
+
     /// Index of the selected event (0 = newest).
     pub fn events_selected(&self) -> usize {
-        self.events_selected
-            .min(self.events().len().saturating_sub(1))
+        self.events_cursor.selected(self.events().len())
     }
 
     /// Moves the event selection to `index` (clamped).
     pub fn select_event(&mut self, index: usize) {
-        self.events_selected = index.min(self.events().len().saturating_sub(1));
+        let len = self.events().len();
+        self.events_cursor.select(index, len);
+    }
+
+    /// Records where the last frame scrolled the tree.
+    pub fn set_tree_offset(&mut self, offset: usize) {
+        self.tree_cursor.set_offset(offset);
+    }
+
+    /// Records where the last frame scrolled the holders list.
+    pub fn set_holders_offset(&mut self, offset: usize) {
+        self.holders_cursor.set_offset(offset);
+    }
+
+    /// Records where the last frame scrolled the event log.
+    pub fn set_events_offset(&mut self, offset: usize) {
+        self.events_cursor.set_offset(offset);
     }
 
     /// Other held keys of the holders of `id` ("its family as seen from

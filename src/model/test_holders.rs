@@ -10,6 +10,7 @@
 
 use std::time::SystemTime;
 
+use super::ListCursor;
 use crate::operate::test_holders::{HolderId, HolderSpec, HolderStatus, HolderUpdate, Placement};
 
 /// One test holder as the UI knows it.
@@ -46,7 +47,7 @@ pub enum OwnPid {
 #[derive(Debug, Clone, Default)]
 pub struct TestHolders {
     list: Vec<TestHolder>,
-    selected: usize,
+    cursor: ListCursor,
 }
 
 impl TestHolders {
@@ -101,9 +102,19 @@ impl TestHolders {
         self.list.iter().filter(|h| !h.status.is_over()).count()
     }
 
+    /// The list's cursor.
+    pub fn cursor(&self) -> &ListCursor {
+        &self.cursor
+    }
+
+    /// Records where the last frame scrolled the list.
+    pub fn set_offset(&mut self, offset: usize) {
+        self.cursor.set_offset(offset);
+    }
+
     /// Index of the selected row (clamped).
     pub fn selected(&self) -> usize {
-        self.selected.min(self.list.len().saturating_sub(1))
+        self.cursor.selected(self.list.len())
     }
 
     /// The selected holder.
@@ -113,7 +124,7 @@ impl TestHolders {
 
     /// Selects row `index` (clamped).
     pub fn select(&mut self, index: usize) {
-        self.selected = index.min(self.list.len().saturating_sub(1));
+        self.cursor.select(index, self.list.len());
     }
 }
 

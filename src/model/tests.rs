@@ -9,6 +9,7 @@ use super::*;
 
 /// The labels of the rows, indented by depth, for readable assertions.
 fn row_paths(model: &mut Model) -> Vec<String> {
+    model.refresh();
     let rows = model.rows().to_vec();
     rows.iter()
         .map(|row| {
@@ -19,11 +20,13 @@ fn row_paths(model: &mut Model) -> Vec<String> {
 }
 
 fn selected_path(model: &mut Model) -> String {
+    model.refresh();
     let id = model.selected_node().expect("a selection");
     model.data().tree.node(id).path.clone()
 }
 
 fn select_path(model: &mut Model, section: Section, path: &str) {
+    model.refresh();
     let id = model.data().tree.find(section, path).expect("node exists");
     let index = model.rows().iter().position(|r| r.node == id).expect("row");
     model.select_row(index);
@@ -77,11 +80,13 @@ fn selection_stays_on_its_key_when_keys_are_inserted_and_removed_above_it() {
         model.apply(key_delta(instance(aih), live(1), None, t(0)));
     }
     select_path(&mut model, Section::Instances, "a/k5");
+    model.refresh();
     let before = model.selected_row();
 
     model.apply(key_delta(instance("a/k0"), live(2), None, t(1)));
     model.apply(key_delta(instance("a/k2"), live(2), None, t(1)));
     assert_eq!(selected_path(&mut model), "a/k5");
+    model.refresh();
     assert_eq!(model.selected_row(), before + 2);
 
     model.apply(Delta::Removed {
@@ -97,6 +102,7 @@ fn selection_stays_on_its_key_when_keys_are_inserted_and_removed_above_it() {
     ));
     model.set_now(t(1000)); // the freed key is no longer "recent": hidden
     assert_eq!(selected_path(&mut model), "a/k5");
+    model.refresh();
     assert_eq!(model.selected_row(), before);
 }
 
@@ -107,12 +113,14 @@ fn a_vanished_selection_falls_back_to_the_row_at_the_same_index() {
         model.apply(key_delta(instance(aih), live(1), None, t(0)));
     }
     select_path(&mut model, Section::Instances, "a/k2");
+    model.refresh();
     let index = model.selected_row();
     model.apply(Delta::Removed {
         key: instance("a/k2"),
         previous: Liveness::Live,
         at: t(1),
     });
+    model.refresh();
     assert_eq!(model.selected_row(), index);
     assert_eq!(selected_path(&mut model), "a/k3");
 }
@@ -201,6 +209,7 @@ fn collapse_hides_children_and_expand_restores_them() {
     assert_eq!(rows[2], "  daemon");
     assert_eq!(selected_path(&mut model), "cli");
     model.collapse(); // already collapsed: go to the parent
+    model.refresh();
     assert_eq!(model.selected_row(), 0);
     model.move_selection(1);
     model.expand();
@@ -281,6 +290,7 @@ fn pause_freezes_the_rows_while_data_keeps_being_applied() {
 #[test]
 fn holders_group_keys_by_pid_oldest_first_aih_before_tags() {
     let mut model = demo_model();
+    model.refresh();
     let (groups, rows) = model.holders();
     let (groups, rows) = (groups.to_vec(), rows.len());
     let pids: Vec<u32> = groups.iter().map(|g| g.pid).collect();
@@ -328,5 +338,6 @@ fn other_keys_held_by_the_same_pid_are_its_family() {
         .map(|&id| model.data().tree.node(id).path.as_str())
         .collect();
     assert_eq!(names, ["deploy"]);
+    model.refresh();
     let _ = model.rows();
 }

@@ -39,13 +39,13 @@ impl App {
             return;
         }
         match action {
-            Action::NewHolder => self.overlay = Some(Overlay::Form(HolderForm::hold())),
+            Action::NewHolder => self.operator.overlay = Some(Overlay::Form(HolderForm::hold())),
             Action::Release => self.release_selected(),
             Action::Kill => self.open_kill(),
             Action::Check => match self.selected_family() {
                 Ok(family) => {
                     let form = HolderForm::check(family, self.config.read_only);
-                    self.overlay = Some(Overlay::Form(form));
+                    self.operator.overlay = Some(Overlay::Form(form));
                 }
                 Err(reason) => self.message = Some(reason),
             },
@@ -57,7 +57,7 @@ impl App {
     /// without tags, a tag a group of one), or a test holder's family.
     fn selected_family(&mut self) -> Result<Family, String> {
         if self.pane == Pane::TestHolders {
-            return match self.test_holders.selected_holder() {
+            return match self.operator.test_holders.selected_holder() {
                 Some(holder) => Ok(holder.spec.family.clone()),
                 None => Err(hints::no_test_holder()),
             };
@@ -98,7 +98,7 @@ impl App {
             self.message = Some("disabled: locktop runs --read-only".into());
             return;
         }
-        let Some(ops) = self.ops.as_mut() else {
+        let Some(ops) = self.operator.ops.as_mut() else {
             self.message = Some(format!("test holders {NO_OPS}"));
             return;
         };
@@ -109,16 +109,16 @@ impl App {
             spec.placement.word(),
             spec.mode.word()
         ));
-        self.test_holders.add(id, spec, SystemTime::now());
+        self.operator.test_holders.add(id, spec, SystemTime::now());
         self.pane = Pane::TestHolders;
-        self.test_holders.select(usize::MAX);
+        self.operator.test_holders.select(usize::MAX);
     }
 
     /// Starts a family check in the background and opens its report
     /// dialog (filled in when the outcome arrives). Passive in read-only.
     pub(crate) fn run_check(&mut self, family: Family, passive: bool) {
         let passive = passive || self.config.read_only;
-        let Some(ops) = self.ops.as_mut() else {
+        let Some(ops) = self.operator.ops.as_mut() else {
             self.message = Some(format!("family checks {NO_OPS}"));
             return;
         };
@@ -128,7 +128,7 @@ impl App {
 
     /// Opens the (empty, "checking…") report dialog of check `seq`.
     pub(crate) fn open_report(&mut self, seq: u64, family: &Family, passive: bool) {
-        self.overlay = Some(Overlay::Report(ReportDialog {
+        self.operator.overlay = Some(Overlay::Report(ReportDialog {
             seq,
             family: describe_family(family),
             passive,
@@ -141,7 +141,7 @@ impl App {
     /// A check finished: fills its dialog if it is still open.
     pub fn check_done(&mut self, outcome: CheckOutcome) {
         let now = self.model.now();
-        if let Some(Overlay::Report(report)) = self.overlay.as_mut()
+        if let Some(Overlay::Report(report)) = self.operator.overlay.as_mut()
             && report.seq == outcome.seq
         {
             report.lines = Some(match outcome.result {
@@ -157,7 +157,7 @@ impl App {
             self.message = Some(hints::release_where());
             return;
         }
-        let Some(holder) = self.test_holders.selected_holder() else {
+        let Some(holder) = self.operator.test_holders.selected_holder() else {
             self.message = Some(hints::no_test_holder());
             return;
         };
@@ -169,7 +169,7 @@ impl App {
             ));
             return;
         }
-        let Some(ops) = self.ops.as_mut() else {
+        let Some(ops) = self.operator.ops.as_mut() else {
             self.message = Some(format!("releasing {NO_OPS}"));
             return;
         };
@@ -217,7 +217,7 @@ impl App {
             .flatten()
             .filter_map(|&id| data.lock(id).map(|lock| lock.key.label()))
             .collect();
-        self.overlay = Some(Overlay::Signal(SignalDialog {
+        self.operator.overlay = Some(Overlay::Signal(SignalDialog {
             process,
             holds,
             stage: SignalStage::Confirm,
@@ -227,7 +227,7 @@ impl App {
     }
 
     fn open_kill_test_holder(&mut self) {
-        let Some(holder) = self.test_holders.selected_holder() else {
+        let Some(holder) = self.operator.test_holders.selected_holder() else {
             self.message = Some(hints::no_test_holder());
             return;
         };
@@ -240,7 +240,7 @@ impl App {
                 holder.status.word()
             ));
         } else {
-            self.overlay = Some(Overlay::KillTestHolder(KillTestHolder {
+            self.operator.overlay = Some(Overlay::KillTestHolder(KillTestHolder {
                 id: holder.id,
                 pid: holder.pid,
                 family: describe_family(&holder.spec.family),
@@ -250,7 +250,7 @@ impl App {
 
     /// SIGKILLs child test holder `id` (after its confirmation).
     pub(crate) fn kill_test_holder(&mut self, id: u64) {
-        let Some(ops) = self.ops.as_mut() else {
+        let Some(ops) = self.operator.ops.as_mut() else {
             self.message = Some(format!("killing {NO_OPS}"));
             return;
         };
@@ -275,7 +275,7 @@ impl App {
         if self.config.read_only {
             return;
         }
-        let Some(Overlay::Signal(dialog)) = self.overlay.as_mut() else {
+        let Some(Overlay::Signal(dialog)) = self.operator.overlay.as_mut() else {
             return;
         };
         match signal_holder(&dialog.process, signal) {
@@ -294,12 +294,12 @@ impl App {
 
     /// Notes whether a signalled holder has exited (on the clock tick).
     pub(crate) fn watch_signalled(&mut self) {
-        let Some(Overlay::Signal(dialog)) = self.overlay.as_ref() else {
+        let Some(Overlay::Signal(dialog)) = self.operator.overlay.as_ref() else {
             return;
         };
         if dialog.stage != SignalStage::Confirm && !dialog.exited {
             let gone = !self.model.pid_alive(dialog.process.pid);
-            if let Some(Overlay::Signal(dialog)) = self.overlay.as_mut()
+            if let Some(Overlay::Signal(dialog)) = self.operator.overlay.as_mut()
                 && gone
             {
                 dialog.exited = true;
@@ -312,14 +312,14 @@ impl App {
     /// PIDs are own.
     pub fn holder_update(&mut self, update: HolderUpdate) {
         self.mark_dirty();
-        let own = self.test_holders.apply(&update);
-        if let (Some(own), Some(ops)) = (own, self.ops.as_ref()) {
+        let own = self.operator.test_holders.apply(&update);
+        if let (Some(own), Some(ops)) = (own, self.operator.ops.as_ref()) {
             ops.engine(match own {
                 OwnPid::Add(pid) => EngineCommand::AddOwnPid(pid),
                 OwnPid::Remove(pid) => EngineCommand::RemoveOwnPid(pid),
             });
         }
-        let Some(holder) = self.test_holders.get(update.id) else {
+        let Some(holder) = self.operator.test_holders.get(update.id) else {
             return;
         };
         let (id, family) = (holder.id, describe_family(&holder.spec.family));
@@ -341,19 +341,18 @@ impl App {
     /// On quit: releases every test holder still running; returns how
     /// many are not over yet (their final updates are still to come).
     pub fn release_all_test_holders(&mut self) -> usize {
-        if let Some(ops) = self.ops.as_mut() {
+        if let Some(ops) = self.operator.ops.as_mut() {
             ops.holders().release_all();
         }
-        self.test_holders.running()
+        self.operator.test_holders.running()
     }
 
     /// Test holders that are not over yet.
     pub fn test_holders_running(&self) -> usize {
-        self.test_holders.running()
+        self.operator.test_holders.running()
     }
 }
 
-/// `in-process` / `child process` and `try` / `wait` for messages.
 /// A refused or failed signal, with the way out where there is one.
 fn signal_error_text(error: &SignalError) -> String {
     match error {

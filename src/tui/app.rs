@@ -13,17 +13,17 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use ratatui::Frame;
-use ratatui::layout::Rect;
 
 use crate::engine::Delta;
 use crate::liveness::probe::ProbeMode;
-use crate::model::{HolderRow, Model, Section, TestHolders};
+use crate::model::{HolderRow, Model, Section};
 
 use super::action::{Action, Pane};
+use super::operator::Operator;
 use super::ops::Ops;
 use super::overlay::Overlay;
 use super::theme::Theme;
-use super::views;
+use super::views::{self, Drawn, HitMap};
 
 /// What the header says about this run (not from the engine).
 #[derive(Debug, Clone)]
@@ -38,19 +38,6 @@ pub struct AppConfig {
     pub theme: Theme,
 }
 
-/// Where the last frame put things, for mouse hits.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HitMap {
-    /// The list of the current pane (rows only, no header).
-    pub list: Rect,
-    /// Index of the list's first visible row.
-    pub offset: usize,
-    /// The tab bar line, and the x range of each tab.
-    pub tabs: Rect,
-    /// `(start x, end x)` per pane, in [`Pane::ALL`] order.
-    pub tab_spans: [(u16, u16); 4],
-}
-
 /// The whole UI.
 pub struct App {
     pub(crate) model: Model,
@@ -61,15 +48,12 @@ pub struct App {
     pub(crate) filter_input: Option<String>,
     pub(crate) message: Option<String>,
     pub(crate) engine_stopped: bool,
-    pub(crate) offsets: [usize; 4],
+    /// Rows per page of the current list, as the last frame laid it out.
     pub(crate) page: usize,
+    /// Where the last frame put things, for mouse hits.
     pub(crate) hits: HitMap,
-    /// The form or dialog above the panes, if any (it takes every key).
-    pub(crate) overlay: Option<Overlay>,
-    /// The test holders started from this monitor.
-    pub(crate) test_holders: TestHolders,
-    /// The handles operator actions act through (`None` in tests).
-    pub(crate) ops: Option<Ops>,
+    /// Test holders, the operator's hands and the open form or dialog.
+    pub(crate) operator: Operator,
     quit: bool,
     dirty: bool,
 }
@@ -85,12 +69,9 @@ impl App {
             filter_input: None,
             message: None,
             engine_stopped: false,
-            offsets: [0; 4],
             page: 10,
             hits: HitMap::default(),
-            overlay: None,
-            test_holders: TestHolders::default(),
-            ops: None,
+            operator: Operator::default(),
             quit: false,
             dirty: true,
         }
@@ -98,18 +79,18 @@ impl App {
 
     /// Gives the UI its hands: holders, checks, engine commands.
     pub fn with_ops(mut self, ops: Ops) -> Self {
-        self.ops = Some(ops);
+        self.operator.ops = Some(ops);
         self
     }
 
     /// The test holders started from this UI.
-    pub fn test_holders(&self) -> &TestHolders {
-        &self.test_holders
+    pub fn test_holders(&self) -> &crate::model::TestHolders {
+        &self.operator.test_holders
     }
 
     /// Whether a form or dialog is open.
     pub fn has_overlay(&self) -> bool {
-        self.overlay.is_some()
+        self.operator.overlay.is_some()
     }
 
     /// Sets the status line (e.g. why the holder manager is missing).
@@ -188,20 +169,45 @@ impl App {
         let rows_changed = self.model.set_now(now);
         let counts = self.model.data().counts;
         let ages_shown = counts.live + counts.own + counts.in_flight > 0
-            || (self.pane == Pane::TestHolders && self.test_holders.running() > 0);
+            || (self.pane == Pane::TestHolders && self.operator.test_holders.running() > 0);
         if rows_changed || ages_shown {
             self.dirty = true;
         }
     }
 
-    /// Draws the whole screen.
+    /// Draws the whole screen: derives the model's rows if the data
+    /// changed, draws from a read-only app, then keeps what the frame laid
+    /// out (hits, page, scroll) for the next input.
     pub fn draw(&mut self, frame: &mut Frame) {
-        views::draw(self, frame);
+        self.model.refresh();
+        let drawn = views::draw(self, frame);
+        self.laid_out(drawn);
+    }
+
+    fn laid_out(&mut self, drawn: Drawn) {
+        self.hits = drawn.hits;
+        if let Some(page) = drawn.page {
+            self.page = page;
+            let offset = drawn.hits.offset;
+            match self.pane {
+                Pane::Tree => self.model.set_tree_offset(offset),
+                Pane::Holders => self.model.set_holders_offset(offset),
+                Pane::Events => self.model.set_events_offset(offset),
+                Pane::TestHolders => self.operator.test_holders.set_offset(offset),
+            }
+        }
+        if let (Some(area), Some(Overlay::Report(report))) =
+            (drawn.report, self.operator.overlay.as_mut())
+        {
+            report.scroll = report.scroll.min(area.max_scroll);
+            report.page = area.page;
+        }
     }
 
     /// Performs one action.
     pub fn perform(&mut self, action: Action) {
         self.dirty = true;
+        self.model.refresh();
         match action {
             Action::Quit => self.quit = true,
             Action::ToggleHelp => self.help = !self.help,
@@ -244,21 +250,23 @@ impl App {
 
     /// Index of the selected row in the current pane.
     pub fn selected_index(&mut self) -> usize {
+        self.model.refresh();
         match self.pane {
             Pane::Tree => self.model.selected_row(),
             Pane::Holders => self.model.holders_selected(),
             Pane::Events => self.model.events_selected(),
-            Pane::TestHolders => self.test_holders.selected(),
+            Pane::TestHolders => self.operator.test_holders.selected(),
         }
     }
 
     /// How many rows the current pane has.
     pub fn row_count(&mut self) -> usize {
+        self.model.refresh();
         match self.pane {
             Pane::Tree => self.model.rows().len(),
             Pane::Holders => self.model.holders().1.len(),
             Pane::Events => self.model.events().len(),
-            Pane::TestHolders => self.test_holders.list().len(),
+            Pane::TestHolders => self.operator.test_holders.list().len(),
         }
     }
 
@@ -269,7 +277,7 @@ impl App {
             Pane::Tree => self.model.select_row(index),
             Pane::Holders => self.model.select_holder_row(index),
             Pane::Events => self.model.select_event(index),
-            Pane::TestHolders => self.test_holders.select(index),
+            Pane::TestHolders => self.operator.test_holders.select(index),
         }
     }
 
@@ -304,7 +312,11 @@ impl App {
                 }
             }
             Pane::TestHolders => {
-                let family = self.test_holders.selected_holder().map(|h| &h.spec.family);
+                let family = self
+                    .operator
+                    .test_holders
+                    .selected_holder()
+                    .map(|h| &h.spec.family);
                 let first = match family {
                     Some(crate::locks::Family::Hierarchy { aih, .. }) => {
                         Some((Section::Instances, aih.clone()))
@@ -324,13 +336,9 @@ impl App {
     /// Switches to the tree and selects `(section, path)` if it is a row.
     fn reveal(&mut self, section: Section, path: &str) {
         let id = self.model.data().tree.find(section, path);
-        let index = id.and_then(|id| self.model.rows().iter().position(|r| r.node == id));
-        match index {
-            Some(index) => {
-                self.pane = Pane::Tree;
-                self.model.select_row(index);
-            }
-            None => {
+        match id.is_some_and(|id| self.model.select_node(id)) {
+            true => self.pane = Pane::Tree,
+            false => {
                 self.message = Some(format!(
                     "{path} is not a row of the tree (hidden by the filter, free keys or a collapsed node)"
                 ));

@@ -1,6 +1,8 @@
 //! The event loop: one `select!` over terminal input, engine deltas, test
 //! holder updates, finished family checks, a 1 s clock tick (ages only)
-//! and termination signals.
+//! and termination signals. [`run`] owns the setup (signals, TTY check,
+//! terminal guard); [`run_main_loop`] is the loop itself, generic over the
+//! backend so tests drive the real loop on a `TestBackend`.
 //!
 //! Invariants: every queued delta is applied before drawing (bursts
 //! coalesce into one frame; a 30 ms budget keeps a flood from starving
@@ -13,14 +15,19 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use std::future::Future;
+
 use anyhow::Context as _;
-use crossterm::event::EventStream;
-use futures::StreamExt;
+use crossterm::event::{Event, EventStream};
+use futures::{Stream, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::MissedTickBehavior;
 
-use crate::engine::EngineHandle;
+use crate::engine::{Delta, EngineHandle};
+use crate::operate::test_holders::HolderUpdate;
 
 use super::app::App;
 use super::ops::OpsEvents;
@@ -41,20 +48,32 @@ async fn next<T>(rx: &mut Option<UnboundedReceiver<T>>) -> Option<T> {
     }
 }
 
-/// Runs `app` on the real terminal until it quits. `ops` carries what the
-/// operator's actions report back (absent without a holder manager).
-pub async fn run(
-    mut app: App,
-    mut engine: EngineHandle,
-    ops: Option<OpsEvents>,
-) -> anyhow::Result<()> {
-    let (mut updates, mut checks) = match ops {
-        Some(ops) => (Some(ops.holder_updates), Some(ops.checks)),
-        None => (None, None),
-    };
+/// Everything the main loop listens to besides the terminal's input.
+pub struct Sources<Stop> {
+    /// The engine's deltas.
+    pub deltas: UnboundedReceiver<Delta>,
+    /// What the operator's actions report back (absent without a holder
+    /// manager).
+    pub ops: Option<OpsEvents>,
+    /// Resolves when the process is asked to stop (SIGTERM, SIGHUP, SIGINT).
+    pub stop: Stop,
+}
+
+/// Runs `app` on the real terminal until it quits: sets up the signal
+/// handlers, the panic hook and the terminal (refusing to start without a
+/// TTY), runs [`run_main_loop`], and restores the terminal on every way
+/// out.
+pub async fn run(app: App, engine: EngineHandle, ops: Option<OpsEvents>) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut hangup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    let stop = async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = hangup.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    };
     install_panic_hook();
     {
         use std::io::IsTerminal;
@@ -66,15 +85,51 @@ pub async fn run(
         }
     }
     let mut guard = TerminalGuard::enter().context("cannot set up the terminal")?;
-    let mut input = EventStream::new();
+    let sources = Sources {
+        deltas: engine.deltas,
+        ops,
+        stop,
+    };
+    let result = run_main_loop(&mut guard.terminal, app, EventStream::new(), sources).await;
+    drop(guard);
+    tracing::info!("locktop TUI stopped");
+    result
+}
+
+/// The main loop, on any backend (the real terminal, or a `TestBackend`
+/// in tests): draws when the app is dirty, then waits for the next input,
+/// delta, holder update, check outcome, clock tick or stop request. On the
+/// way out every test holder is released and given at most
+/// [`RELEASE_GRACE`] to report its exit.
+pub async fn run_main_loop<B, Input, Stop>(
+    terminal: &mut Terminal<B>,
+    mut app: App,
+    mut input: Input,
+    sources: Sources<Stop>,
+) -> anyhow::Result<()>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+    Input: Stream<Item = std::io::Result<Event>> + Unpin,
+    Stop: Future<Output = ()>,
+{
+    let Sources {
+        mut deltas,
+        ops,
+        stop,
+    } = sources;
+    let (mut updates, mut checks) = match ops {
+        Some(ops) => (Some(ops.holder_updates), Some(ops.checks)),
+        None => (None, None),
+    };
+    tokio::pin!(stop);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut engine_open = true;
     app.tick(SystemTime::now());
     loop {
         if app.take_dirty() {
-            guard
-                .terminal
+            terminal
                 .draw(|frame| app.draw(frame))
                 .context("cannot draw")?;
         }
@@ -87,12 +142,12 @@ pub async fn run(
                 Some(Err(error)) => return Err(error).context("cannot read terminal input"),
                 None => app.quit(),
             },
-            delta = engine.deltas.recv(), if engine_open => match delta {
+            delta = deltas.recv(), if engine_open => match delta {
                 Some(delta) => {
                     app.apply(delta);
                     let started = Instant::now();
                     while started.elapsed() < DRAIN_BUDGET {
-                        let Ok(delta) = engine.deltas.try_recv() else { break };
+                        let Ok(delta) = deltas.try_recv() else { break };
                         app.apply(delta);
                     }
                     app.tick(SystemTime::now());
@@ -112,25 +167,32 @@ pub async fn run(
                 None => checks = None,
             },
             _ = tick.tick() => app.tick(SystemTime::now()),
-            _ = terminate.recv() => app.quit(),
-            _ = hangup.recv() => app.quit(),
-            _ = interrupt.recv() => app.quit(),
+            _ = &mut stop => app.quit(),
         }
     }
-    let running = app.release_all_test_holders();
-    if running > 0 {
-        app.set_message(format!("releasing {running} test holder(s)…"));
-        let _ = guard.terminal.draw(|frame| app.draw(frame));
-        let deadline = tokio::time::Instant::now() + RELEASE_GRACE;
-        while app.test_holders_running() > 0 {
-            match tokio::time::timeout_at(deadline, next(&mut updates)).await {
-                Ok(Some(update)) => app.holder_update(update),
-                _ => break,
-            }
-        }
-        tracing::info!(left = app.test_holders_running(), "test holders released");
-    }
-    drop(guard);
-    tracing::info!("locktop TUI stopped");
+    release_test_holders(terminal, &mut app, &mut updates).await;
     Ok(())
+}
+
+/// Releases every test holder still running and waits (at most
+/// [`RELEASE_GRACE`]) for their exits, saying so on screen.
+async fn release_test_holders<B: Backend>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    updates: &mut Option<UnboundedReceiver<HolderUpdate>>,
+) {
+    let running = app.release_all_test_holders();
+    if running == 0 {
+        return;
+    }
+    app.set_message(format!("releasing {running} test holder(s)…"));
+    let _ = terminal.draw(|frame| app.draw(frame));
+    let deadline = tokio::time::Instant::now() + RELEASE_GRACE;
+    while app.test_holders_running() > 0 {
+        match tokio::time::timeout_at(deadline, next(updates)).await {
+            Ok(Some(update)) => app.holder_update(update),
+            _ => break,
+        }
+    }
+    tracing::info!(left = app.test_holders_running(), "test holders released");
 }

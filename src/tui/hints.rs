@@ -13,6 +13,16 @@ pub fn no_test_holder() -> String {
     )
 }
 
+/// What the empty test holders pane says.
+pub fn no_test_holder_yet(read_only: bool) -> String {
+    let new = key_of(Action::NewHolder);
+    if read_only {
+        format!("no test holder (read-only: {new} is disabled)")
+    } else {
+        format!("no test holder yet: {new} holds a family, in this process or in a child")
+    }
+}
+
 /// Release was asked outside the test holders pane.
 pub fn release_where() -> String {
     format!(

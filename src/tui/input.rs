@@ -35,7 +35,7 @@ impl App {
         if key.kind == KeyEventKind::Release {
             return;
         }
-        if self.overlay.is_some() {
+        if self.operator.overlay.is_some() {
             return self.overlay_key(key);
         }
         if self.filter_input.is_some() {
@@ -92,7 +92,7 @@ impl App {
     /// Handles one mouse event: wheel scrolls the current list, a left
     /// click selects a row or a tab.
     pub fn handle_mouse(&mut self, mouse: MouseEvent) {
-        if self.help || self.overlay.is_some() {
+        if self.help || self.operator.overlay.is_some() {
             return;
         }
         match mouse.kind {

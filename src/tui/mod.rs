@@ -17,6 +17,7 @@ mod event_loop;
 mod hints;
 mod input;
 mod keymap;
+mod operator;
 mod ops;
 mod overlay;
 mod terminal;
@@ -25,22 +26,21 @@ mod views;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_live;
-#[cfg(test)]
-mod tests_ops;
 
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 
 pub use action::{Action, Pane};
-pub use app::{App, AppConfig, HitMap};
+pub use app::{App, AppConfig};
+pub use event_loop::{RELEASE_GRACE, Sources, run_main_loop};
 pub use keymap::{BINDINGS, Binding, Group, action_for, binding_for};
+pub use operator::Operator;
 pub use ops::{CheckOutcome, Ops, OpsEvents};
 pub use overlay::{KillTestHolder, Overlay, ReportDialog, SignalDialog, SignalStage};
 pub use terminal::{TerminalGuard, install_panic_hook, restore};
 pub use theme::{Theme, state_label};
+pub use views::{Drawn, HitMap};
 
 /// How the TUI runs.
 #[derive(Debug, Clone, Default)]

@@ -91,12 +91,12 @@ impl App {
         if control && key.code == KeyCode::Char('c') {
             return self.quit();
         }
-        let Some(overlay) = self.overlay.as_mut() else {
+        let Some(overlay) = self.operator.overlay.as_mut() else {
             return;
         };
         match overlay {
             Overlay::Form(form) => match key.code {
-                KeyCode::Esc => self.overlay = None,
+                KeyCode::Esc => self.operator.overlay = None,
                 KeyCode::Enter => self.submit_form(),
                 KeyCode::Tab | KeyCode::Down => form.move_focus(true),
                 KeyCode::BackTab | KeyCode::Up => form.move_focus(false),
@@ -108,27 +108,29 @@ impl App {
                 _ => {}
             },
             Overlay::Signal(dialog) => match (dialog.stage, key.code) {
-                (_, KeyCode::Esc | KeyCode::Char('n' | 'q')) => self.overlay = None,
+                (_, KeyCode::Esc | KeyCode::Char('n' | 'q')) => self.operator.overlay = None,
                 (SignalStage::Confirm, KeyCode::Char('y') | KeyCode::Enter) => self.send_term(),
                 (SignalStage::TermSent, KeyCode::Char('K')) => self.send_kill(),
                 (SignalStage::TermSent | SignalStage::KillSent, KeyCode::Enter) => {
-                    self.overlay = None
+                    self.operator.overlay = None
                 }
                 _ => {}
             },
             Overlay::KillTestHolder(dialog) => match key.code {
                 KeyCode::Char('y') => {
                     let id = dialog.id;
-                    self.overlay = None;
+                    self.operator.overlay = None;
                     self.kill_test_holder(id);
                 }
-                KeyCode::Esc | KeyCode::Char('n' | 'q') => self.overlay = None,
+                KeyCode::Esc | KeyCode::Char('n' | 'q') => self.operator.overlay = None,
                 _ => {}
             },
             Overlay::Report(report) => {
                 let page = report.page.max(1);
                 match key.code {
-                    KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') => self.overlay = None,
+                    KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') => {
+                        self.operator.overlay = None
+                    }
                     KeyCode::Up | KeyCode::Char('k') => {
                         report.scroll = report.scroll.saturating_sub(1)
                     }
@@ -146,7 +148,7 @@ impl App {
     /// Enter on the form: acts only when the form is valid; otherwise the
     /// form stays open showing why.
     fn submit_form(&mut self) {
-        let Some(Overlay::Form(form)) = &self.overlay else {
+        let Some(Overlay::Form(form)) = &self.operator.overlay else {
             return;
         };
         let form = form.clone();
@@ -156,13 +158,13 @@ impl App {
         match form.purpose {
             FormPurpose::Hold => {
                 if let Ok(spec) = form.spec() {
-                    self.overlay = None;
+                    self.operator.overlay = None;
                     self.spawn_test_holder(spec);
                 }
             }
             FormPurpose::Check { passive } => {
                 if let Ok(family) = form.family() {
-                    self.overlay = None;
+                    self.operator.overlay = None;
                     self.run_check(family, passive);
                 }
             }

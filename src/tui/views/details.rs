@@ -19,7 +19,7 @@ use super::super::app::App;
 use super::{clock_text, field, state_span, text};
 
 /// Draws the details of the current selection into `area`.
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     let lines = match app.pane {
         Pane::Tree => match app.model.selected_node() {
             Some(id) => node_lines(app, id),
@@ -151,7 +151,7 @@ fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
     lines
 }
 
-fn holder_lines(app: &mut App) -> Vec<Line<'static>> {
+fn holder_lines(app: &App) -> Vec<Line<'static>> {
     let index = app.model.holders_selected();
     let (groups, rows) = app.model.holders();
     let row = rows.get(index).copied();

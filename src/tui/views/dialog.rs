@@ -20,16 +20,27 @@ use super::super::overlay::{KillTestHolder, Overlay, ReportDialog, SignalDialog,
 use super::super::theme::Theme;
 use super::{centered, field, form, text, wrap};
 
-/// Draws the open overlay, if any, centred in `area`.
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+/// How the report dialog laid out its text this frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportArea {
+    /// The furthest it can scroll (the last line stays reachable).
+    pub max_scroll: usize,
+    /// Lines per page.
+    pub page: usize,
+}
+
+/// Draws the open overlay, if any, centred in `area`; returns the report
+/// dialog's layout when that is what is open.
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> Option<ReportArea> {
     let theme = app.config.theme;
-    match app.overlay.as_mut() {
+    match app.operator.overlay.as_ref() {
         Some(Overlay::Form(state)) => form::draw(&theme, state, frame, area),
         Some(Overlay::Signal(dialog)) => draw_signal(&theme, dialog, frame, area),
         Some(Overlay::KillTestHolder(dialog)) => draw_kill_test_holder(&theme, dialog, frame, area),
-        Some(Overlay::Report(report)) => draw_report(&theme, report, frame, area),
+        Some(Overlay::Report(report)) => return Some(draw_report(&theme, report, frame, area)),
         None => {}
     }
+    None
 }
 
 /// A bordered box of `width` (at most) centred in `area`, just tall
@@ -158,7 +169,7 @@ fn draw_kill_test_holder(theme: &Theme, dialog: &KillTestHolder, frame: &mut Fra
     );
 }
 
-fn draw_report(theme: &Theme, report: &mut ReportDialog, frame: &mut Frame, area: Rect) {
+fn draw_report(theme: &Theme, report: &ReportDialog, frame: &mut Frame, area: Rect) -> ReportArea {
     let popup = centered(area, 76, area.height.saturating_sub(2).max(8));
     let inner_width = usize::from(popup.width.saturating_sub(2));
     let height = usize::from(popup.height.saturating_sub(2));
@@ -189,20 +200,19 @@ fn draw_report(theme: &Theme, report: &mut ReportDialog, frame: &mut Frame, area
         }
     }
     let max_scroll = lines.len().saturating_sub(height);
-    report.scroll = report.scroll.min(max_scroll);
-    report.page = height.max(1);
+    let scroll = report.scroll.min(max_scroll);
     let shown = lines.len().min(height);
     let more = if max_scroll > 0 {
         format!(
             " {}–{} of {} · ↑↓ PgUp PgDn scroll · Esc close ",
-            report.scroll + 1,
-            report.scroll + shown,
+            scroll + 1,
+            scroll + shown,
             lines.len()
         )
     } else {
         " Esc close ".into()
     };
-    let visible: Vec<Line<'static>> = lines.into_iter().skip(report.scroll).take(height).collect();
+    let visible: Vec<Line<'static>> = lines.into_iter().skip(scroll).take(height).collect();
     let popup = centered(area, popup.width, shown as u16 + 2);
     let block = Block::bordered()
         .border_style(theme.dim)
@@ -213,4 +223,8 @@ fn draw_report(theme: &Theme, report: &mut ReportDialog, frame: &mut Frame, area
         .title_bottom(Span::styled(more, theme.key));
     frame.render_widget(Clear, popup);
     frame.render_widget(Paragraph::new(visible).block(block), popup);
+    ReportArea {
+        max_scroll,
+        page: height.max(1),
+    }
 }

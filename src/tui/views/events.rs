@@ -5,13 +5,14 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Paragraph, Row as TableRow, Table};
+use ratatui::widgets::{Cell, Row as TableRow, Table};
 
 use crate::model::EventKind;
 
 use super::super::app::App;
 use super::super::theme::Theme;
-use super::{clock_text, render_table, scroll_into_view};
+use super::clock_text;
+use super::list::{self, ListArea, ListFrame};
 
 /// Glyph + word of an event kind, and its style.
 fn kind_span(theme: &Theme, kind: EventKind) -> Span<'static> {
@@ -23,35 +24,18 @@ fn kind_span(theme: &Theme, kind: EventKind) -> Span<'static> {
     Span::styled(format!("{glyph} {}", kind.as_str()), style)
 }
 
-/// Draws the event log into `area`.
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+/// Draws the event log into `area`; returns where its rows went.
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     let theme = app.config.theme;
-    let selected = app.model.events_selected();
-    let header = area.height >= 8;
-    let height = usize::from(area.height.saturating_sub(u16::from(header)));
-    app.page = height.max(1);
     let log = app.model.events();
     if log.is_empty() {
-        let empty = Paragraph::new(Line::from(Span::styled(
-            "no acquire, release or death seen yet",
-            theme.dim,
-        )));
-        frame.render_widget(empty, area);
-        return;
+        return list::empty(frame, area, &theme, "no acquire, release or death seen yet");
     }
-    scroll_into_view(&mut app.offsets[2], selected, height, log.len());
-    let offset = app.offsets[2];
-    app.hits.list = Rect {
-        y: area.y + u16::from(header),
-        height: area.height.saturating_sub(u16::from(header)),
-        ..area
-    };
-    app.hits.offset = offset;
-    let log = app.model.events();
+    let layout = ListFrame::new(area, app.model.events_cursor(), log.len());
     let rows: Vec<TableRow> = log
         .iter()
-        .skip(offset)
-        .take(height)
+        .skip(layout.window.start)
+        .take(layout.window.len())
         .map(|event| {
             let pid = event.pid.map_or_else(String::new, |pid| pid.to_string());
             TableRow::new(vec![
@@ -71,9 +55,6 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
         Constraint::Length(7),
         Constraint::Fill(1),
     ];
-    let mut table = Table::new(rows, widths);
-    if header {
-        table = table.header(TableRow::new(["TIME", "EVENT", "PID", "KEY"]).style(theme.dim));
-    }
-    render_table(frame, area, table, &theme, selected.checked_sub(offset));
+    let titles = ["TIME", "EVENT", "PID", "KEY"];
+    layout.render(frame, area, Table::new(rows, widths), &titles, &theme)
 }

@@ -10,7 +10,7 @@ use super::super::app::App;
 use super::super::keymap::BINDINGS;
 
 /// One line at the bottom.
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     let theme = app.config.theme;
     let line = if let Some(text) = &app.filter_input {
         Line::from(vec![

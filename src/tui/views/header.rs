@@ -15,7 +15,7 @@ use super::super::app::App;
 use super::state_span;
 
 /// Two lines: markers, title, state dir, probe, health; then counts.
-pub fn draw_header(app: &mut App, frame: &mut Frame, area: Rect) {
+pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
     let theme = app.config.theme;
     let data = app.model.data();
     let mut first = Vec::new();
@@ -74,8 +74,10 @@ pub fn draw_header(app: &mut App, frame: &mut Frame, area: Rect) {
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-/// The tab bar, with the filter and the free-key toggle on the right.
-pub fn draw_tabs(app: &mut App, frame: &mut Frame, area: Rect) {
+/// The tab bar, with the filter and the free-key toggle on the right;
+/// returns the x range of each tab, in [`Pane::ALL`] order.
+pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); 4] {
+    let mut tab_spans = [(0, 0); 4];
     let theme = app.config.theme;
     let mut spans = Vec::new();
     let mut x = area.x;
@@ -87,12 +89,11 @@ pub fn draw_tabs(app: &mut App, frame: &mut Frame, area: Rect) {
         } else {
             theme.dim
         };
-        app.hits.tab_spans[index] = (x, x.saturating_add(width));
+        tab_spans[index] = (x, x.saturating_add(width));
         x = x.saturating_add(width + 1);
         spans.push(Span::styled(label, style));
         spans.push(Span::raw(" "));
     }
-    app.hits.tabs = area;
     let settings = app.model.settings();
     if !settings.filter.is_empty() && app.filter_input.is_none() {
         spans.push(Span::styled(" filter ", theme.dim));
@@ -107,4 +108,5 @@ pub fn draw_tabs(app: &mut App, frame: &mut Frame, area: Rect) {
         spans.push(Span::styled(free, theme.dim));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    tab_spans
 }

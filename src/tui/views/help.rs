@@ -13,7 +13,7 @@ use super::super::keymap::{BINDINGS, Group};
 use super::super::theme::Theme;
 
 /// Draws the overlay centred in `area`.
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     let theme = app.config.theme;
     let read_only = app.config.read_only;
     let mut left = group_lines(&theme, Group::General, read_only);

@@ -5,40 +5,25 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Paragraph, Row as TableRow, Table};
+use ratatui::widgets::{Cell, Row as TableRow, Table};
 
 use crate::model::HolderRow;
 
 use super::super::app::App;
-use super::{age_text, render_table, scroll_into_view, state_span};
+use super::list::{self, ListArea, ListFrame};
+use super::{age_text, state_span};
 
-/// Draws the holders pane into `area`.
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+/// Draws the holders pane into `area`; returns where its rows went.
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     let theme = app.config.theme;
     let now = app.model.now();
-    let selected = app.model.holders_selected();
-    let header = area.height >= 8;
-    let height = usize::from(area.height.saturating_sub(u16::from(header)));
-    app.page = height.max(1);
     let (data, groups, rows) = app.model.holders_with_data();
     if rows.is_empty() {
-        let empty = Paragraph::new(Line::from(Span::styled(
-            "no process holds a key (or none matches the filter)",
-            theme.dim,
-        )));
-        frame.render_widget(empty, area);
-        return;
+        let notice = "no process holds a key (or none matches the filter)";
+        return list::empty(frame, area, &theme, notice);
     }
-    scroll_into_view(&mut app.offsets[1], selected, height, rows.len());
-    let offset = app.offsets[1];
-    app.hits.list = Rect {
-        y: area.y + u16::from(header),
-        height: area.height.saturating_sub(u16::from(header)),
-        ..area
-    };
-    app.hits.offset = offset;
-    let end = (offset + height).min(rows.len());
-    let table_rows: Vec<TableRow> = rows[offset.min(end)..end]
+    let layout = ListFrame::new(area, app.model.holders_cursor(), rows.len());
+    let table_rows: Vec<TableRow> = rows[layout.window.clone()]
         .iter()
         .map(|row| {
             let cells: Vec<Cell> = match *row {
@@ -91,9 +76,6 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
         Constraint::Fill(1),
         Constraint::Length(6),
     ];
-    let mut table = Table::new(table_rows, widths);
-    if header {
-        table = table.header(TableRow::new(["HOLDER", "KEYS / COMMAND", "AGE"]).style(theme.dim));
-    }
-    render_table(frame, area, table, &theme, selected.checked_sub(offset));
+    let titles = ["HOLDER", "KEYS / COMMAND", "AGE"];
+    layout.render(frame, area, Table::new(table_rows, widths), &titles, &theme)
 }

@@ -15,6 +15,7 @@ mod form;
 mod header;
 mod help;
 mod holders;
+mod list;
 mod test_holders;
 mod tree;
 
@@ -33,19 +34,46 @@ use super::action::Pane;
 use super::app::App;
 use super::theme::{Theme, state_label};
 
+pub use dialog::ReportArea;
+
 /// Narrowest terminal that gets the full screen.
 pub const MIN_WIDTH: u16 = 30;
 /// Lowest terminal that gets the full screen.
 pub const MIN_HEIGHT: u16 = 7;
 
-/// Draws the whole screen.
-pub fn draw(app: &mut App, frame: &mut Frame) {
+/// Where the last frame put things, for mouse hits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HitMap {
+    /// The list of the current pane (rows only, no header).
+    pub list: Rect,
+    /// Index of the list's first visible row.
+    pub offset: usize,
+    /// The tab bar line, and the x range of each tab.
+    pub tabs: Rect,
+    /// `(start x, end x)` per pane, in [`Pane::ALL`] order.
+    pub tab_spans: [(u16, u16); 4],
+}
+
+/// What one frame laid out, for the app to keep until the next input:
+/// mouse hits, the current list's page size, the report dialog's scroll
+/// bounds. Drawing reads the app and returns this; it writes nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drawn {
+    /// Where the list and the tabs went.
+    pub hits: HitMap,
+    /// Rows per page of the current list (`None` when none was drawn).
+    pub page: Option<usize>,
+    /// The report dialog's layout, when it is open.
+    pub report: Option<ReportArea>,
+}
+
+/// Draws the whole screen and returns what it laid out.
+pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
     let area = frame.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let notice = Paragraph::new("locktop: terminal too small").wrap(Wrap { trim: true });
         frame.render_widget(notice, area);
-        app.hits = Default::default();
-        return;
+        return Drawn::default();
     }
     let [top, tabs, body, footer] = Layout::vertical([
         Constraint::Length(2),
@@ -55,14 +83,14 @@ pub fn draw(app: &mut App, frame: &mut Frame) {
     ])
     .areas(area);
     header::draw_header(app, frame, top);
-    header::draw_tabs(app, frame, tabs);
+    let tab_spans = header::draw_tabs(app, frame, tabs);
     let (list, side) = split_body(body);
-    match app.pane {
+    let list = match app.pane {
         Pane::Tree => tree::draw(app, frame, list),
         Pane::Holders => holders::draw(app, frame, list),
         Pane::Events => events::draw(app, frame, list),
         Pane::TestHolders => test_holders::draw(app, frame, list),
-    }
+    };
     if let Some(side) = side {
         details::draw(app, frame, side);
     }
@@ -70,8 +98,16 @@ pub fn draw(app: &mut App, frame: &mut Frame) {
     if app.help {
         help::draw(app, frame, area);
     }
-    if app.overlay.is_some() {
-        dialog::draw(app, frame, area);
+    let report = dialog::draw(app, frame, area);
+    Drawn {
+        hits: HitMap {
+            list: list.rows,
+            offset: list.offset,
+            tabs,
+            tab_spans,
+        },
+        page: Some(list.page),
+        report,
     }
 }
 
@@ -127,20 +163,6 @@ fn split_body(body: Rect) -> (Rect, Option<Rect>) {
     } else {
         (body, None)
     }
-}
-
-/// Moves `offset` so that `selected` is inside a viewport of `height`
-/// rows over `len` rows, and returns it.
-pub(crate) fn scroll_into_view(offset: &mut usize, selected: usize, height: usize, len: usize) {
-    if height == 0 {
-        return;
-    }
-    if selected < *offset {
-        *offset = selected;
-    } else if selected >= *offset + height {
-        *offset = selected + 1 - height;
-    }
-    *offset = (*offset).min(len.saturating_sub(height));
 }
 
 /// Renders a table of viewport rows with the selection marked by the

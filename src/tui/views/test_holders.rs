@@ -10,15 +10,17 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Paragraph, Row as TableRow, Table};
+use ratatui::widgets::{Cell, Row as TableRow, Table};
 
 use crate::model::describe_family;
 use crate::operate::test_holders::{HolderStatus, Placement};
 use crate::time_format;
 
 use super::super::app::App;
+use super::super::hints;
 use super::super::theme::Theme;
-use super::{age_text, field, render_table, scroll_into_view, text};
+use super::list::{self, ListArea, ListFrame};
+use super::{age_text, field, text};
 
 /// Glyph + word of a test holder's status, and its style.
 pub(crate) fn status_span(theme: &Theme, status: &HolderStatus) -> Span<'static> {
@@ -45,38 +47,18 @@ fn status_detail(status: &HolderStatus) -> String {
     }
 }
 
-/// Draws the test-holders pane into `area`.
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+/// Draws the test-holders pane into `area`; returns where its rows went.
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     let theme = app.config.theme;
     let now = app.model.now();
-    let selected = app.test_holders.selected();
-    let header = area.height >= 8;
-    let height = usize::from(area.height.saturating_sub(u16::from(header)));
-    app.page = height.max(1);
-    let list = app.test_holders.list();
-    if list.is_empty() {
-        let hint = if app.config.read_only {
-            "no test holder (read-only: n is disabled)"
-        } else {
-            "no test holder yet: n holds a family, in this process or in a child"
-        };
-        frame.render_widget(Paragraph::new(Span::styled(hint, theme.dim)), area);
-        return;
+    let test_holders = &app.operator.test_holders;
+    if test_holders.list().is_empty() {
+        let notice = hints::no_test_holder_yet(app.config.read_only);
+        return list::empty(frame, area, &theme, &notice);
     }
-    scroll_into_view(&mut app.offsets[3], selected, height, list.len());
-    let offset = app.offsets[3];
-    app.hits.list = Rect {
-        y: area.y + u16::from(header),
-        height: area.height.saturating_sub(u16::from(header)),
-        ..area
-    };
-    app.hits.offset = offset;
-    let rows: Vec<TableRow> = app
-        .test_holders
-        .list()
+    let layout = ListFrame::new(area, test_holders.cursor(), test_holders.list().len());
+    let rows: Vec<TableRow> = test_holders.list()[layout.window.clone()]
         .iter()
-        .skip(offset)
-        .take(height)
         .map(|holder| {
             let pid = holder.pid.map_or_else(String::new, |pid| pid.to_string());
             let mut family = vec![Span::raw(describe_family(&holder.spec.family))];
@@ -102,19 +84,15 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
         Constraint::Length(6),
         Constraint::Fill(1),
     ];
-    let mut table = Table::new(rows, widths);
-    if header {
-        let titles = ["#", "STATE", "WHERE", "PID", "AGE", "FAMILY"];
-        table = table.header(TableRow::new(titles).style(theme.dim));
-    }
-    render_table(frame, area, table, &theme, selected.checked_sub(offset));
+    let titles = ["#", "STATE", "WHERE", "PID", "AGE", "FAMILY"];
+    layout.render(frame, area, Table::new(rows, widths), &titles, &theme)
 }
 
 /// The details of the selected test holder.
 pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
     let theme = app.config.theme;
     let now = app.model.now();
-    let Some(holder) = app.test_holders.selected_holder() else {
+    let Some(holder) = app.operator.test_holders.selected_holder() else {
         return vec![Line::from(Span::styled(
             "test holders hold a family on purpose: to see a key turn own, to make a check busy, or to queue behind an agent",
             theme.dim,
@@ -182,7 +160,7 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
             time_format::age(holder.started, now)
         ))],
     ));
-    let hint = super::super::hints::test_holder_keys(
+    let hint = hints::test_holder_keys(
         holder.status.is_over(),
         holder.spec.placement == Placement::Child,
     );

@@ -13,64 +13,43 @@ use crate::model::{Node, Row, Section};
 
 use super::super::app::App;
 use super::super::theme::Theme;
-use super::{age_text, render_table, scroll_into_view, state_span};
+use super::list::{ListArea, ListFrame};
+use super::{age_text, state_span};
 
-/// Draws the tree pane into `area`.
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+/// Draws the tree pane into `area`; returns where its rows went.
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     let theme = app.config.theme;
     let now = app.model.now();
-    let selected = app.model.selected_row();
     let wide = area.width >= 50;
-    let header = area.height >= 8;
-    let list_height = usize::from(area.height.saturating_sub(u16::from(header)));
     let flat = app.model.flat();
-    let tallies = flat.tallies;
-    let window = window(&flat.rows, &mut app.offsets[0], selected, list_height);
-    app.page = list_height.max(1);
-    app.hits.list = Rect {
-        y: area.y + u16::from(header),
-        height: area.height.saturating_sub(u16::from(header)),
-        ..area
-    };
-    app.hits.offset = app.offsets[0];
-
+    let layout = ListFrame::new(area, app.model.tree_cursor(), flat.rows.len());
     let data = app.model.data();
-    let rows: Vec<TableRow> = window
+    let rows: Vec<TableRow> = flat.rows[layout.window.clone()]
         .iter()
         .map(|row| {
             let node = data.tree.node(row.node);
-            let cells = row_cells(&theme, node, row, tallies[node.section as usize], now, wide);
-            TableRow::new(cells)
+            let tally = flat.tallies[node.section as usize];
+            TableRow::new(row_cells(&theme, node, row, tally, now, wide))
         })
         .collect();
-    let widths: &[Constraint] = if wide {
-        &[
-            Constraint::Length(11),
-            Constraint::Fill(1),
-            Constraint::Length(8),
-            Constraint::Length(6),
-        ]
+    let (widths, titles): (&[Constraint], &[&str]) = if wide {
+        (
+            &[
+                Constraint::Length(11),
+                Constraint::Fill(1),
+                Constraint::Length(8),
+                Constraint::Length(6),
+            ],
+            &["STATE", "NAME", "PID", "AGE"],
+        )
     } else {
-        &[Constraint::Length(11), Constraint::Fill(1)]
+        (
+            &[Constraint::Length(11), Constraint::Fill(1)],
+            &["STATE", "NAME"],
+        )
     };
-    let mut table = Table::new(rows, widths.to_vec());
-    if header {
-        let titles: &[&str] = if wide {
-            &["STATE", "NAME", "PID", "AGE"]
-        } else {
-            &["STATE", "NAME"]
-        };
-        table = table.header(TableRow::new(titles.to_vec()).style(theme.dim));
-    }
-    let marked = selected.checked_sub(app.offsets[0]);
-    render_table(frame, area, table, &theme, marked);
-}
-
-/// The rows in the viewport, after scrolling the selection into view.
-fn window(rows: &[Row], offset: &mut usize, selected: usize, height: usize) -> Vec<Row> {
-    scroll_into_view(offset, selected, height, rows.len());
-    let end = (*offset + height).min(rows.len());
-    rows[(*offset).min(end)..end].to_vec()
+    let table = Table::new(rows, widths.to_vec());
+    layout.render(frame, area, table, titles, &theme)
 }
 
 fn row_cells<'a>(

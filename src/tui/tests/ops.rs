@@ -9,56 +9,17 @@ use ratatui::backend::TestBackend;
 
 use crate::context::Context;
 use crate::disk::KeyKind;
-use crate::liveness::probe::ProbeMode;
 use crate::locks::{Family, LocksError};
+use crate::model::Section;
 use crate::model::fixtures::*;
-use crate::model::{Model, Section};
 use crate::operate::check::{CheckReport, HolderReport, MemberReport};
 use crate::operate::test_holders::{
     BusyMemberSummary, HoldMode, HolderSpec, HolderStatus, HolderUpdate, Placement,
 };
 
-use super::views::wrap;
-use super::*;
-
-pub(super) fn app_on(model: Model, state_dir: &std::path::Path) -> App {
-    let config = AppConfig {
-        state_dir: state_dir.to_path_buf(),
-        probe: ProbeMode::Acquire,
-        read_only: false,
-        theme: Theme::color(),
-    };
-    App::new(config, model)
-}
-
-fn demo_app() -> App {
-    app_on(demo_model(), STATE.as_ref())
-}
-
-fn screen(app: &mut App) -> Terminal<TestBackend> {
-    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
-    terminal.draw(|frame| app.draw(frame)).unwrap();
-    terminal
-}
-
-pub(super) fn text_of(app: &mut App) -> String {
-    screen(app).backend().to_string()
-}
-
-pub(super) fn press(app: &mut App, code: KeyCode) {
-    app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
-}
-
-pub(super) fn type_text(app: &mut App, text: &str) {
-    text.chars().for_each(|c| press(app, KeyCode::Char(c)));
-}
-
-pub(super) fn select(app: &mut App, section: Section, path: &str) {
-    let model = app.model_mut();
-    let id = model.data().tree.find(section, path).unwrap();
-    let index = model.rows().iter().position(|r| r.node == id).unwrap();
-    model.select_row(index);
-}
+use super::support::{demo_app, press, screen, select, text_of, type_text};
+use crate::tui::views::wrap;
+use crate::tui::*;
 
 fn spec(family: Family, placement: Placement, mode: HoldMode) -> HolderSpec {
     HolderSpec {
@@ -120,7 +81,7 @@ fn add_test_holders(app: &mut App) {
         ),
     ];
     for (index, (spec, at)) in holders.into_iter().enumerate() {
-        app.test_holders.add(index as u64 + 1, spec, t(at));
+        app.operator.test_holders.add(index as u64 + 1, spec, t(at));
     }
     let waiting = HolderStatus::Waiting(vec![BusyMemberSummary {
         label: r#"tag "deploy""#.into(),
@@ -177,7 +138,7 @@ fn hold_form_refuses_a_parent_segment_as_typed_and_enter_does_not_submit() {
 fn test_holders_pane_shows_each_state_with_pid_age_and_reason() {
     let mut app = app_with_test_holders();
     press(&mut app, KeyCode::Char('4'));
-    app.test_holders.select(0); // the waiting one: details list its blockers
+    app.operator.test_holders.select(0); // the waiting one: details list its blockers
     let terminal = screen(&mut app);
     let shown = terminal.backend().to_string();
     for word in [
@@ -234,7 +195,7 @@ fn k_on_a_live_key_asks_before_sigterm_showing_pid_and_command_line() {
 fn k_on_test_holders_confirms_a_child_kill_refuses_an_in_process_one_and_c_checks_it() {
     let mut app = app_with_test_holders();
     press(&mut app, KeyCode::Char('4'));
-    app.test_holders.select(0);
+    app.operator.test_holders.select(0);
     press(&mut app, KeyCode::Char('K'));
     let shown = text_of(&mut app);
     assert!(
@@ -242,7 +203,7 @@ fn k_on_test_holders_confirms_a_child_kill_refuses_an_in_process_one_and_c_check
         "{shown}"
     );
     press(&mut app, KeyCode::Esc);
-    app.test_holders.select(1);
+    app.operator.test_holders.select(1);
     press(&mut app, KeyCode::Char('K'));
     assert!(!app.has_overlay());
     assert!(
@@ -250,10 +211,10 @@ fn k_on_test_holders_confirms_a_child_kill_refuses_an_in_process_one_and_c_check
             .unwrap()
             .contains("cannot be killed; release it (r)")
     );
-    app.test_holders.select(3);
+    app.operator.test_holders.select(3);
     press(&mut app, KeyCode::Char('r'));
     assert!(app.message().unwrap().contains("already exited"));
-    app.test_holders.select(1);
+    app.operator.test_holders.select(1);
     press(&mut app, KeyCode::Char('c'));
     assert!(text_of(&mut app).contains("✓ Enter checks aih cli/daemon/t1 + review"));
 }
@@ -407,7 +368,7 @@ fn new_screens_draw_at_every_small_size_without_panicking() {
         },
         &|app| {
             press(app, KeyCode::Char('4'));
-            app.test_holders.select(0);
+            app.operator.test_holders.select(0);
             press(app, KeyCode::Char('K'));
         },
     ];

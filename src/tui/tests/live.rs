@@ -15,9 +15,9 @@ use crate::model::fixtures::*;
 use crate::model::{Model, Section};
 use crate::operate::test_holders::HolderStatus;
 
-use super::tests_ops::{app_on, press, select, text_of, type_text};
-use super::*;
+use super::support::{app_on, press, select, text_of, type_text};
 use crate::operate::signal::signal_holder;
+use crate::tui::*;
 
 #[test]
 fn own_pid_and_pid_one_are_never_signalled() {
@@ -120,7 +120,7 @@ fn status(app: &App, id: u64) -> HolderStatus {
 }
 
 fn report_lines_of(app: &App) -> Option<Vec<String>> {
-    match &app.overlay {
+    match &app.operator.overlay {
         Some(Overlay::Report(report)) => report.lines.clone(),
         _ => None,
     }
@@ -183,7 +183,7 @@ async fn a_second_in_process_holder_of_a_held_tag_is_refused_with_who_holds_it()
     press(&mut app, KeyCode::Enter);
     until(&mut app, &mut events, |app| report_lines_of(app).is_some()).await;
     assert!(report_lines_of(&app).unwrap()[0].starts_with("busy"));
-    assert!(matches!(&app.overlay, Some(Overlay::Report(r)) if r.passive));
+    assert!(matches!(&app.operator.overlay, Some(Overlay::Report(r)) if r.passive));
     press(&mut app, KeyCode::Esc);
     app.config.read_only = false;
 

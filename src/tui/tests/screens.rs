@@ -4,57 +4,15 @@
 //! the NO_COLOR theme. Snapshots carry no colour: glyph + word make states
 //! visible in them.
 
-use crossterm::event::{
-    Event, KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
-};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use crossterm::event::{Event, KeyCode, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::style::Color;
 
 use crate::engine::Liveness;
-use crate::liveness::probe::ProbeMode;
 use crate::model::fixtures::*;
 use crate::model::{Model, Section};
 
-use super::*;
-
-fn app_with(theme: Theme, model: Model) -> App {
-    let config = AppConfig {
-        state_dir: STATE.into(),
-        probe: ProbeMode::Acquire,
-        read_only: false,
-        theme,
-    };
-    App::new(config, model)
-}
-
-fn demo_app() -> App {
-    app_with(Theme::color(), demo_model())
-}
-
-fn render(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
-    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-    terminal.draw(|frame| app.draw(frame)).unwrap();
-    terminal
-}
-
-fn press(app: &mut App, code: KeyCode) {
-    app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
-}
-
-fn type_text(app: &mut App, text: &str) {
-    for c in text.chars() {
-        press(app, KeyCode::Char(c));
-    }
-}
-
-/// Selects the tree row of `(section, path)`.
-fn select(app: &mut App, section: Section, path: &str) {
-    let model = app.model_mut();
-    let id = model.data().tree.find(section, path).unwrap();
-    let index = model.rows().iter().position(|r| r.node == id).unwrap();
-    model.select_row(index);
-}
+use super::support::{app_with, demo_app, press, render, select, type_text};
+use crate::tui::*;
 
 #[test]
 fn tree_shows_every_state_nested_aihs_and_the_selected_key_details() {
@@ -168,7 +126,7 @@ fn paused_view_is_marked_and_frozen_while_deltas_arrive() {
 
 #[test]
 fn no_color_theme_draws_no_colour_and_keeps_states_readable() {
-    let mut app = app_with(Theme::monochrome(), demo_model());
+    let mut app = app_with(Theme::monochrome(), demo_model(), STATE.as_ref());
     select(&mut app, Section::Instances, "cli/daemon/abc");
     let terminal = render(&mut app, 80, 24);
     let buffer = terminal.backend().buffer();
@@ -309,7 +267,7 @@ fn a_click_below_the_last_row_changes_nothing() {
 
 #[test]
 fn idle_app_is_not_dirty_and_a_tick_redraws_only_for_ages() {
-    let mut app = app_with(Theme::color(), Model::default());
+    let mut app = app_with(Theme::color(), Model::default(), STATE.as_ref());
     assert!(app.take_dirty(), "first frame");
     assert!(!app.take_dirty());
     app.tick(t(1));
@@ -338,7 +296,7 @@ fn a_hundred_thousand_keys_draw_only_the_viewport() {
         model.apply(key_delta(instance(&aih), state, None, t(0)));
     }
     model.set_now(t(60));
-    let mut app = app_with(Theme::color(), model);
+    let mut app = app_with(Theme::color(), model, STATE.as_ref());
     press(&mut app, KeyCode::Char('a'));
     render(&mut app, 80, 24);
     // Speed is measured in the benchmark (frame render at 100k keys);

@@ -1,0 +1,11 @@
+//! The TUI's tests, without a real terminal: [`screens`] (insta snapshots
+//! of every screen on a `TestBackend`), [`ops`] (operator actions, nothing
+//! signalled or taken), [`live`] (real processes and real locks),
+//! [`main_loop`] (the real event loop driven on a `TestBackend`). The
+//! helpers they share are in [`support`].
+
+mod live;
+mod main_loop;
+mod ops;
+mod screens;
+mod support;
