@@ -10,12 +10,15 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
+use crate::disk::LockKey;
 use crate::locks::instances_root;
-use crate::model::{HolderRow, Node, NodeId};
+use crate::model::{HolderRow, Lock, Node, NodeId};
 use crate::time_format;
 
-use super::super::action::Pane;
+use super::super::action::{Action, Pane};
 use super::super::app::App;
+use super::super::keymap::key_of;
+use super::super::theme::Theme;
 use super::{clock_text, field, state_span, text};
 
 /// Draws the details of the current selection into `area`.
@@ -38,42 +41,57 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
 
 fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
     let theme = app.config.theme;
-    let model = &app.model;
-    let now = model.now();
-    let node: &Node = model.data().tree.node(id);
-    let mut lines = Vec::new();
+    let node: &Node = app.model.data().tree.node(id);
     if node.is_root() {
-        lines.push(Line::from(Span::styled(node.label.clone(), theme.section)));
-        lines.push(Line::from(Span::styled(
-            "Enter or h/l collapse/expand · a shows free keys · / filters",
-            theme.dim,
-        )));
-        return lines;
+        let hint = format!(
+            "{} or {}/{} collapse/expand · {} shows free keys · {} filters",
+            key_of(Action::Toggle),
+            key_of(Action::Collapse),
+            key_of(Action::Expand),
+            key_of(Action::ToggleFree),
+            key_of(Action::StartFilter),
+        );
+        return vec![
+            Line::from(Span::styled(node.label.clone(), theme.section)),
+            Line::from(Span::styled(hint, theme.dim)),
+        ];
     }
     if let Some(problem) = &node.problem {
-        lines.push(field(
-            &theme,
-            "problem",
-            vec![Span::styled(problem.clone(), theme.error)],
-        ));
-        lines.push(field(&theme, "path", vec![text(node.path.clone())]));
-        return lines;
+        return vec![
+            field(
+                &theme,
+                "problem",
+                vec![Span::styled(problem.clone(), theme.error)],
+            ),
+            field(&theme, "path", vec![text(node.path.clone())]),
+        ];
     }
     let Some(lock) = &node.lock else {
         let dir = instances_root(&app.config.state_dir).join(&node.path);
-        lines.push(field(&theme, "directory", vec![text(node.path.clone())]));
-        lines.push(field(&theme, "dir", vec![text(dir.display().to_string())]));
-        lines.push(Line::from(Span::styled(
-            "only a directory: no lock of its own",
-            theme.dim,
-        )));
-        return lines;
+        return vec![
+            field(&theme, "directory", vec![text(node.path.clone())]),
+            field(&theme, "dir", vec![text(dir.display().to_string())]),
+            Line::from(Span::styled(
+                "only a directory: no lock of its own",
+                theme.dim,
+            )),
+        ];
     };
+    let mut lines = lock_state_lines(app, lock);
+    lines.extend(family_lines(app, id));
+    lines.extend(lock_path_lines(&theme, &lock.key));
+    lines
+}
+
+/// Name, state (held since / freed at), error, holders and waiters.
+fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
+    let theme = app.config.theme;
+    let now = app.model.now();
     let key = &lock.key;
-    lines.push(Line::from(vec![
+    let mut lines = vec![Line::from(vec![
         Span::styled(format!("{:<9}", key.kind.as_str()), theme.dim),
         Span::styled(key.name.clone(), theme.section),
-    ]));
+    ])];
     let mut state = vec![state_span(&theme, lock.liveness())];
     if let Some(since) = lock.state.since {
         state.push(text(format!(
@@ -111,6 +129,14 @@ fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
             vec![Span::styled(waiters.join(", "), theme.in_flight)],
         ));
     }
+    lines
+}
+
+/// What else each holder of node `id` holds.
+fn family_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
+    let theme = app.config.theme;
+    let model = &app.model;
+    let mut lines = Vec::new();
     for (pid, others) in model.held_by_same_pids(id) {
         if others.is_empty() {
             continue;
@@ -129,26 +155,32 @@ fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
             vec![text(format!("{pid} also holds {}", names.join(", ")))],
         ));
     }
-    lines.push(field(
-        &theme,
-        "dir",
-        vec![
-            text(key.dir.display().to_string()),
-            Span::styled("  key ", theme.dim),
-            text(key.key.clone()),
-        ],
-    ));
-    lines.push(field(
-        &theme,
-        "gate",
-        vec![text(key.gate_path().display().to_string())],
-    ));
-    lines.push(field(
-        &theme,
-        "announce",
-        vec![text(key.announce_path().display().to_string())],
-    ));
     lines
+}
+
+/// Where the claim lives: dir and key, gate and announce paths.
+fn lock_path_lines(theme: &Theme, key: &LockKey) -> Vec<Line<'static>> {
+    vec![
+        field(
+            theme,
+            "dir",
+            vec![
+                text(key.dir.display().to_string()),
+                Span::styled("  key ", theme.dim),
+                text(key.key.clone()),
+            ],
+        ),
+        field(
+            theme,
+            "gate",
+            vec![text(key.gate_path().display().to_string())],
+        ),
+        field(
+            theme,
+            "announce",
+            vec![text(key.announce_path().display().to_string())],
+        ),
+    ]
 }
 
 fn holder_lines(app: &App) -> Vec<Line<'static>> {
