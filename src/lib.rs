@@ -1,18 +1,32 @@
 //! locktop — a terminal monitor for ObjectiveAI agent locks.
 //!
 //! Library face: [`locks`] (the seed's lock module) and [`context`]. The
-//! rest serves the `locktop` binary. Modules are listed in the order data
-//! flows, and each depends only on the ones above it:
-//! filesystem events → probes → model → view.
+//! rest serves the `locktop` binary. Modules are declared in the order
+//! data flows, and each uses only the ones above it (`tui` and `cli` sit
+//! at the top):
+//!
+//! | module | job |
+//! |---|---|
+//! | [`context`], [`locks`] | the seed: coordinates, the in-process gate, families — nothing else of the crate below them |
+//! | [`time_format`] | how times and paths are written for people and scripts |
+//! | [`disk`] | what is on disk: the state dir, a claim's name ([`disk::LockKey`]), the scan of `<state>/locks` |
+//! | [`liveness`] | how liveness and holders are learned: probes, `/proc/locks`, `/proc/<pid>` |
+//! | [`engine`] | filesystem events → coalesced changes → probes → [`engine::Delta`]s |
+//! | [`operate`] | what an operator does: test holders, family checks, signals, the demo swarm |
+//! | [`model`] | pure view state folded from deltas |
+//! | [`tui`] | the terminal UI: key map, views, event loop |
+//! | [`cli`] | clap definitions, one file per subcommand |
+//!
+//! Data flows one way: filesystem events → probes → model → view.
 
 pub mod context;
 pub mod locks;
 pub mod time_format;
 
-pub mod cli;
 pub mod disk;
-pub mod engine;
 pub mod liveness;
-pub mod model;
+pub mod engine;
 pub mod operate;
+pub mod model;
 pub mod tui;
+pub mod cli;

@@ -5,10 +5,17 @@
 //! [`crate::model::Model`] → views. Operator actions (test holders,
 //! signals, family checks) go out through [`Ops`] and come back as updates
 //! on channels the event loop selects on. Invariants: no lock logic here
-//! (the engine probes, `holders` and `explain` take locks, the UI only
-//! renders and asks); the terminal is restored on every exit path (see
-//! [`terminal`]); logs go to a file, never to the screen; test holders are
-//! released on the way out.
+//! (the engine probes, [`crate::operate`] takes locks and sends signals,
+//! the UI only renders and asks); the terminal is restored on every exit
+//! path (see [`TerminalGuard`]); logs go to a file, never to the screen;
+//! test holders are released on the way out.
+//!
+//! Files: [`action`](Action) (what can be asked), `keymap` (the only
+//! binding of keys, and `hints` built from it), `input` (events →
+//! actions), `app` (the state machine; `actions` runs the operator's
+//! actions, `operator` holds their side), `overlay` (forms and dialogs),
+//! `views/` (drawing, read-only), `event_loop` (setup + the loop),
+//! `terminal`, `theme`.
 
 mod action;
 mod actions;
