@@ -3,12 +3,10 @@
 //! wait mode behind a blocker, the in-process gate refusing a second
 //! holder, validation of what is typed, and no orphan after a SIGKILL.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::pty::Tui;
-use common::{Holder, state_in_tempdir};
+use crate::common::pty::Tui;
+use crate::common::{Holder, state_in_tempdir};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

@@ -5,9 +5,6 @@
 //! generous on purpose so a loaded CI machine never flakes; none of them
 //! asserts speed.
 
-// Each test file compiles this module on its own and uses a subset of it.
-#![allow(dead_code)]
-
 /// Driving the live engine (deltas, views, ground-truth fixtures).
 pub mod engine;
 
@@ -151,17 +148,6 @@ pub fn lines_of(stdout: impl Read + Send + 'static) -> Receiver<String> {
     lines
 }
 
-/// Why a holder did not come up.
-#[derive(Debug)]
-pub struct NotHeld {
-    /// Its exit, if it exited.
-    pub status: Option<ExitStatus>,
-    /// The stdout lines it printed before giving up.
-    pub stdout: Vec<String>,
-    /// Its stderr.
-    pub stderr: String,
-}
-
 /// A `locktop hold` child process. Its stdin stays open for as long as the
 /// `Holder` lives (stdin EOF makes `hold` release and exit). Dropping a
 /// `Holder` SIGKILLs and reaps the child, so a failing test never leaks one.
@@ -177,21 +163,12 @@ pub struct Holder {
 
 impl Holder {
     /// Spawns `locktop --state-dir STATE hold <args…>` and waits for its
-    /// `held` line. Panics (with the child's stderr) if it exits or stays
-    /// silent instead.
+    /// `held` line. Panics (with the child's exit, stdout and stderr) if it
+    /// exits or stays silent instead.
     pub fn hold<S: AsRef<str>>(state_dir: &Path, args: &[S]) -> Self {
         let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
-        match Self::try_hold(state_dir, &args) {
-            Ok(holder) => holder,
-            Err(not_held) => panic!("locktop hold {args:?} did not hold: {not_held:?}"),
-        }
-    }
-
-    /// Like [`Holder::hold`], but reports a holder that did not come up
-    /// (busy, bad input, silent) instead of panicking.
-    pub fn try_hold(state_dir: &Path, args: &[&str]) -> Result<Self, NotHeld> {
         let mut full = vec!["hold"];
-        full.extend_from_slice(args);
+        full.extend_from_slice(&args);
         let mut child = locktop_command(state_dir, &full)
             .spawn()
             .expect("spawn locktop hold");
@@ -217,7 +194,7 @@ impl Holder {
                         .unwrap_or_else(|e| panic!("hold printed non-JSON {line:?}: {e}"));
                     if value["held"] == serde_json::Value::Bool(true) {
                         holder.held = value;
-                        return Ok(holder);
+                        return holder;
                     }
                     seen.push(line);
                 }
@@ -230,11 +207,9 @@ impl Holder {
                     }
                     holder.status = Some(holder.child.wait().expect("reap"));
                     let stderr = holder.take_stderr();
-                    return Err(NotHeld {
-                        status,
-                        stdout: seen,
-                        stderr,
-                    });
+                    panic!(
+                        "locktop hold {args:?} did not hold: exit {status:?}, stdout {seen:?}, stderr {stderr:?}"
+                    );
                 }
             }
         }

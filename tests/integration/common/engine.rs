@@ -153,8 +153,6 @@ impl View {
 pub struct Engine {
     /// The engine's handle (deltas are read through [`Engine::recv`]).
     pub handle: EngineHandle,
-    /// The context the engine runs on (shared agent lock map).
-    pub context: Context,
     /// What the deltas so far say.
     pub view: View,
     /// Every delta received, for failure messages.
@@ -169,10 +167,9 @@ impl Engine {
 
     /// Starts an engine on `context` (to share its agent lock map).
     pub fn start_with(context: Context, probe: ProbeMode, sweep_every: Duration) -> Self {
-        let handle = engine::spawn(context.clone(), EngineConfig { probe, sweep_every });
+        let handle = engine::spawn(context, EngineConfig { probe, sweep_every });
         Self {
             handle,
-            context,
             view: View::default(),
             log: Vec::new(),
         }

@@ -3,12 +3,11 @@
 //! row turns free, the panes switch, and every way out restores the
 //! terminal. Timeouts are correctness bounds; speed is in the benchmarks.
 
-mod common;
-
 use std::time::Duration;
 
-use common::pty::Tui;
-use common::{Holder, state_in_tempdir};
+use crate::common;
+use crate::common::pty::Tui;
+use crate::common::{Holder, state_in_tempdir};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

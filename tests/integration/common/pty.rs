@@ -174,14 +174,6 @@ impl Tui {
         }
     }
 
-    /// The line of the screen containing `needle`, if any.
-    pub fn line_with(&self, needle: &str) -> Option<String> {
-        self.screen()
-            .lines()
-            .find(|line| line.contains(needle))
-            .map(str::to_string)
-    }
-
     /// Waits for the process to exit; its exit code (None on timeout).
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<u32> {
         let deadline = Instant::now() + timeout;

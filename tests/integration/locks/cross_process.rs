@@ -1,13 +1,12 @@
 //! Cross-process exclusion: real `locktop hold` children against the
 //! `locks` module in this process.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{
+use crate::common;
+use crate::common::{
     Holder, STILL_BLOCKED, WAKE_TIMEOUT, group_args, run_locktop, state_in_tempdir, tag_args,
 };
 use locktop::context::Context;

@@ -2,11 +2,9 @@
 //! tag), quitting stops the swarm and removes its temp dir, and a
 //! SIGKILLed monitor leaves no holder behind.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::pty::Tui;
+use crate::common::pty::Tui;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
