@@ -331,6 +331,26 @@ pub fn wait_until_catches(pid: u32, signal: Signal) {
     }
 }
 
+/// Whether process `pid` exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .is_ok_and(|stat| stat.state != 'Z')
+}
+
+/// Waits (within `timeout`) until none of `pids` is [`alive`]; the ones
+/// still alive at the deadline.
+pub fn wait_all_gone(pids: &[u32], timeout: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left: Vec<u32> = pids.iter().copied().filter(|pid| alive(*pid)).collect();
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Every path under `root` (files and directories), relative, sorted.
 pub fn tree(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

@@ -13,6 +13,14 @@ use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 /// How long the screen may take to show something.
 pub const SCREEN_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How long the monitor may take to exit.
+pub const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The first line of `screen` that contains `name`, if any.
+pub fn row_of<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
+    screen.lines().find(|line| line.contains(name))
+}
+
 struct Shared {
     parser: vt100::Parser,
     raw: Vec<u8>,

@@ -6,12 +6,10 @@
 use std::time::Duration;
 
 use crate::common;
-use crate::common::pty::Tui;
+use crate::common::pty::{EXIT_TIMEOUT, Tui, row_of};
 use crate::common::{Holder, state_in_tempdir};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-
-const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Left the alternate screen, showed the cursor, released the mouse.
 fn assert_terminal_restored(tui: &Tui) {
@@ -30,10 +28,6 @@ fn assert_terminal_restored(tui: &Tui) {
         shown > entered,
         "the cursor was not shown after the TUI ran"
     );
-}
-
-fn row_of<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
-    screen.lines().find(|line| line.contains(name))
 }
 
 #[test]
