@@ -183,17 +183,28 @@ impl Tui {
     }
 
     /// Waits for the process to exit; its exit code (None on timeout).
+    ///
+    /// Also waits (within the same `timeout`) until the reader has read
+    /// everything the program wrote: its exit can be seen before the last
+    /// bytes it wrote (leaving the alternate screen, an error message) are
+    /// read off the terminal, and [`Tui::raw`] and [`Tui::screen`] must
+    /// show them. The reader sees EOF once no process has the terminal
+    /// open any more.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<u32> {
         let deadline = Instant::now() + timeout;
-        loop {
+        let code = loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status.exit_code());
+                break status.exit_code();
             }
             if Instant::now() > deadline {
                 return None;
             }
             std::thread::sleep(Duration::from_millis(25));
+        };
+        while !self.shared.lock().unwrap().eof && Instant::now() <= deadline {
+            std::thread::sleep(Duration::from_millis(5));
         }
+        Some(code)
     }
 }
 
