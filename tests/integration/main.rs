@@ -2,7 +2,7 @@
 //! `engine`, `cli`, `e2e` — so the helpers in `common` compile once.
 //!
 //! The tests run on parallel threads of one process; those that must not
-//! overlap take `common::engine::serial` (see there for which and why).
+//! overlap take `common::serial` (see there for which and why).
 
 mod common;
 

@@ -8,9 +8,10 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use crate::common;
-use crate::common::engine::{GroundTruth, Name, held_names, serial_blocking, tags_dir};
+use crate::common::engine::{GroundTruth, Name, held_names, tags_dir};
 use crate::common::{
-    Holder, PROCESS_TIMEOUT, locktop_bin, run_locktop, state_in_tempdir, wait_with_timeout,
+    Holder, PROCESS_TIMEOUT, locktop_bin, run_locktop, serial_blocking, state_in_tempdir,
+    wait_with_timeout,
 };
 use locktop::engine::Liveness;
 use nix::sys::signal::{self, Signal};

@@ -21,6 +21,37 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Runs a test alone among the tests that take this guard. Every test of
+/// every area runs on a thread of ONE process (and, on CI, 2 cores). The
+/// guard is taken by:
+///
+/// - every `engine` test: each watches its engine over a time window (no
+///   probe during 2 s of quiet, no flicker within 400 ms) or floods the
+///   machine on purpose (the overflow test's writer threads), so two at
+///   once would starve each other's engine;
+/// - every `cli::snapshot_watch` test (real engines in `snapshot` and
+///   `watch` children against ground truth).
+///
+/// This keeps a 2-core machine from being oversubscribed by them. The other
+/// tests need no guard: each works in a temp dir of its own, and those that
+/// read this process's locks from `/proc/locks` (an abandoned wait, an
+/// `own` key) look them up by the (device, inode) of their own files, which
+/// no other test can hold. The engine names holders only from a
+/// `/proc/locks` read made after its probe, so an inode that another test
+/// just freed and a new lockfile here reused cannot lend it a stale holder
+/// (the `*_names_the_new_holder_of_a_key_retaken_right_after_a_death` tests
+/// pin that down).
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().await
+}
+
+/// [`serial`] for plain `#[test]` functions.
+pub fn serial_blocking() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.blocking_lock()
+}
+
 /// How long a child may take to print its `held` line or to exit.
 pub const PROCESS_TIMEOUT: Duration = Duration::from_secs(20);
 

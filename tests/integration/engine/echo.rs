@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use crate::common::engine::{Engine, NO_SWEEP, blocking, held_names, hold, instance, serial, tag};
-use crate::common::{group_args, run_locktop, state_in_tempdir};
+use crate::common::engine::{Engine, NO_SWEEP, blocking, held_names, hold, instance, tag};
+use crate::common::{group_args, run_locktop, serial, state_in_tempdir};
 use locktop::engine::Liveness;
 use locktop::liveness::probe::ProbeMode;
 

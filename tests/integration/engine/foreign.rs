@@ -9,10 +9,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::common;
-use crate::common::engine::{
-    Engine, NO_SWEEP, blocking, held_names, hold, locks_dir, serial, tags_dir,
-};
-use crate::common::state_in_tempdir;
+use crate::common::engine::{Engine, NO_SWEEP, blocking, held_names, hold, locks_dir, tags_dir};
+use crate::common::{serial, state_in_tempdir};
 use locktop::engine::{Delta, EngineCommand, Liveness, ScanProblem, ScanProblemKind};
 use locktop::liveness::probe::ProbeMode;
 

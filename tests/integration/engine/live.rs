@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 
 use crate::common;
 use crate::common::engine::{
-    Engine, GroundTruth, NO_SWEEP, Name, blocking, held_names, hold, instance, locks_dir, serial,
+    Engine, GroundTruth, NO_SWEEP, Name, blocking, held_names, hold, instance, locks_dir,
     state_with_locks_root, tag,
 };
-use crate::common::state_in_tempdir;
+use crate::common::{serial, state_in_tempdir};
 use locktop::engine::{Delta, EngineCommand, Liveness, WatchHealth};
 use locktop::liveness::probe::ProbeMode;
 use locktop::locks::{self, agent_instance_lock, agent_tag_lock};

@@ -14,9 +14,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::common::engine::{
-    DELTA_TIMEOUT, Engine, NO_SWEEP, Name, blocking, held_names, hold, instance, locks_dir, serial,
+    DELTA_TIMEOUT, Engine, NO_SWEEP, Name, blocking, held_names, hold, instance, locks_dir,
 };
-use crate::common::state_in_tempdir;
+use crate::common::{serial, state_in_tempdir};
 use locktop::engine::{Delta, Liveness, WatchHealth};
 use locktop::liveness::probe::ProbeMode;
 

@@ -8,8 +8,8 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::common::engine::{Engine, blocking, hold, serial, tag};
-use crate::common::state_in_tempdir;
+use crate::common::engine::{Engine, blocking, hold, tag};
+use crate::common::{serial, state_in_tempdir};
 use locktop::engine::Liveness;
 use locktop::liveness::probe::ProbeMode;
 use locktop::locks::agent_tag_lock;
