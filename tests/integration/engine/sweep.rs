@@ -4,14 +4,12 @@
 //! an IN_CLOSE_NOWRITE, which notify does not watch) — and it runs off the
 //! engine loop, so events are still handled while a sweep is under way.
 
-mod common;
-
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::engine::{Engine, blocking, hold, serial, tag};
-use common::state_in_tempdir;
+use crate::common::engine::{Engine, blocking, hold, tag};
+use crate::common::{serial, state_in_tempdir};
 use locktop::engine::Liveness;
 use locktop::liveness::probe::ProbeMode;
 use locktop::locks::agent_tag_lock;

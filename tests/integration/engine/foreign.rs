@@ -3,15 +3,14 @@
 //! problems (never dropped, never a crash), the engine keeps working, and
 //! nothing is ever followed through a symlink.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use common::engine::{Engine, NO_SWEEP, blocking, held_names, hold, locks_dir, serial, tags_dir};
-use common::state_in_tempdir;
+use crate::common;
+use crate::common::engine::{Engine, NO_SWEEP, blocking, held_names, hold, locks_dir, tags_dir};
+use crate::common::{serial, state_in_tempdir};
 use locktop::engine::{Delta, EngineCommand, Liveness, ScanProblem, ScanProblemKind};
 use locktop::liveness::probe::ProbeMode;
 

@@ -2,9 +2,7 @@
 //! with an explanation naming the holder, what else it holds and since
 //! when; 2 on bad input. The check itself never keeps anything.
 
-mod common;
-
-use common::{Holder, run_locktop, state_in_tempdir};
+use crate::common::{Holder, run_locktop, state_in_tempdir};
 
 #[test]
 fn a_free_family_exits_zero_and_stays_free() {

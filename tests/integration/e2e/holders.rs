@@ -3,23 +3,16 @@
 //! wait mode behind a blocker, the in-process gate refusing a second
 //! holder, validation of what is typed, and no orphan after a SIGKILL.
 
-mod common;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use common::pty::Tui;
-use common::{Holder, state_in_tempdir};
+use crate::common::pty::{EXIT_TIMEOUT, Tui, row_of};
+use crate::common::{Holder, alive, state_in_tempdir, wait_all_gone};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 const TAB: &[u8] = b"\t";
 const UP: &[u8] = b"\x1b[A";
 const ENTER: &[u8] = b"\r";
-
-fn row_of<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
-    screen.lines().find(|line| line.contains(name))
-}
 
 /// Opens the form and fills a GROUP family `tags`; `child` / `wait` flip
 /// the placement and mode choices; then submits.
@@ -56,12 +49,6 @@ fn holder_pid(tui: &Tui, tag: &str, word: &str) -> u32 {
         .filter_map(|word| word.parse::<u32>().ok())
         .find(|pid| *pid > 1 && std::path::Path::new(&format!("/proc/{pid}")).exists())
         .unwrap_or_else(|| panic!("no live PID on the row {row:?}"))
-}
-
-fn alive(pid: u32) -> bool {
-    procfs::process::Process::new(pid as i32)
-        .and_then(|p| p.stat())
-        .is_ok_and(|stat| stat.state != 'Z')
 }
 
 #[test]
@@ -187,10 +174,7 @@ fn sigkill_of_the_monitor_kills_its_child_holders() {
     let pid = holder_pid(&tui, "orphan-check", "holding");
     kill(Pid::from_raw(tui.pid() as i32), Signal::SIGKILL).unwrap();
     assert!(tui.wait_exit(EXIT_TIMEOUT).is_some());
-    let deadline = Instant::now() + EXIT_TIMEOUT;
-    while alive(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_all_gone(&[pid], EXIT_TIMEOUT);
     assert!(
         !alive(pid),
         "child holder {pid} outlived the SIGKILLed monitor"

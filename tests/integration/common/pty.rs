@@ -13,6 +13,14 @@ use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 /// How long the screen may take to show something.
 pub const SCREEN_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How long the monitor may take to exit.
+pub const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The first line of `screen` that contains `name`, if any.
+pub fn row_of<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
+    screen.lines().find(|line| line.contains(name))
+}
+
 struct Shared {
     parser: vt100::Parser,
     raw: Vec<u8>,
@@ -174,26 +182,29 @@ impl Tui {
         }
     }
 
-    /// The line of the screen containing `needle`, if any.
-    pub fn line_with(&self, needle: &str) -> Option<String> {
-        self.screen()
-            .lines()
-            .find(|line| line.contains(needle))
-            .map(str::to_string)
-    }
-
     /// Waits for the process to exit; its exit code (None on timeout).
+    ///
+    /// Also waits (within the same `timeout`) until the reader has read
+    /// everything the program wrote: its exit can be seen before the last
+    /// bytes it wrote (leaving the alternate screen, an error message) are
+    /// read off the terminal, and [`Tui::raw`] and [`Tui::screen`] must
+    /// show them. The reader sees EOF once no process has the terminal
+    /// open any more.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<u32> {
         let deadline = Instant::now() + timeout;
-        loop {
+        let code = loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status.exit_code());
+                break status.exit_code();
             }
             if Instant::now() > deadline {
                 return None;
             }
             std::thread::sleep(Duration::from_millis(25));
+        };
+        while !self.shared.lock().unwrap().eof && Instant::now() <= deadline {
+            std::thread::sleep(Duration::from_millis(5));
         }
+        Some(code)
     }
 }
 

@@ -6,12 +6,10 @@
 //! Counting probes over an idle interval is a correctness check (zero vs.
 //! not zero), not a speed assertion.
 
-mod common;
-
 use std::time::Duration;
 
-use common::engine::{Engine, NO_SWEEP, blocking, held_names, hold, instance, serial, tag};
-use common::{group_args, run_locktop, state_in_tempdir};
+use crate::common::engine::{Engine, NO_SWEEP, blocking, held_names, hold, instance, tag};
+use crate::common::{group_args, run_locktop, serial, state_in_tempdir};
 use locktop::engine::Liveness;
 use locktop::liveness::probe::ProbeMode;
 

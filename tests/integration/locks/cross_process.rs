@@ -1,13 +1,12 @@
 //! Cross-process exclusion: real `locktop hold` children against the
 //! `locks` module in this process.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{
+use crate::common;
+use crate::common::{
     Holder, STILL_BLOCKED, WAKE_TIMEOUT, group_args, run_locktop, state_in_tempdir, tag_args,
 };
 use locktop::context::Context;
@@ -345,16 +344,7 @@ async fn hold_wait_reports_the_blocker_then_holds_after_it_is_killed() {
         common::locktop_command(&state, &["hold", "--wait", "--tag", "U", "--tag", "T"]);
     let mut waiter = command.spawn().unwrap();
     let _waiter_stdin = waiter.stdin.take();
-    let stdout = waiter.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = common::lines_of(waiter.stdout.take().unwrap());
 
     let waiting: serde_json::Value =
         serde_json::from_str(&rx.recv_timeout(common::PROCESS_TIMEOUT).unwrap()).unwrap();

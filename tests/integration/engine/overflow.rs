@@ -5,8 +5,6 @@
 //! equal to the ground truth — including a holder that arrived and one that
 //! died while events were being lost.
 
-mod common;
-
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -15,10 +13,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::engine::{
-    DELTA_TIMEOUT, Engine, NO_SWEEP, Name, blocking, held_names, hold, instance, locks_dir, serial,
+use crate::common::engine::{
+    DELTA_TIMEOUT, Engine, NO_SWEEP, Name, blocking, held_names, hold, instance, locks_dir,
 };
-use common::state_in_tempdir;
+use crate::common::{serial, state_in_tempdir};
 use locktop::engine::{Delta, Liveness, WatchHealth};
 use locktop::liveness::probe::ProbeMode;
 

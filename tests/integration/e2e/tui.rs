@@ -3,16 +3,13 @@
 //! row turns free, the panes switch, and every way out restores the
 //! terminal. Timeouts are correctness bounds; speed is in the benchmarks.
 
-mod common;
-
 use std::time::Duration;
 
-use common::pty::Tui;
-use common::{Holder, state_in_tempdir};
+use crate::common;
+use crate::common::pty::{EXIT_TIMEOUT, Tui, row_of};
+use crate::common::{Holder, state_in_tempdir};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-
-const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Left the alternate screen, showed the cursor, released the mouse.
 fn assert_terminal_restored(tui: &Tui) {
@@ -31,10 +28,6 @@ fn assert_terminal_restored(tui: &Tui) {
         shown > entered,
         "the cursor was not shown after the TUI ran"
     );
-}
-
-fn row_of<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
-    screen.lines().find(|line| line.contains(name))
 }
 
 #[test]

@@ -4,11 +4,9 @@
 //! member that nobody holds but that cannot be taken is reported as such —
 //! never as "busy".
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Holder, run_locktop, state_in_tempdir};
+use crate::common::{Holder, run_locktop, state_in_tempdir};
 use locktop::context::Context;
 use locktop::liveness::proc_locks::LockIndex;
 use locktop::locks::escape::{announce_path, gate_path};

@@ -1,10 +1,8 @@
 //! Coordinates, validation, deduplication and family partitioning.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::{Holder, group_args, run_locktop, state_in_tempdir, tree};
+use crate::common::{Holder, group_args, run_locktop, state_in_tempdir, tree};
 use locktop::context::Context;
 use locktop::locks::{
     self, Family, LocksError, agent_instance_lock, agent_tag_lock, family_coords, instances_root,

@@ -1,11 +1,10 @@
 //! The in-process gate: two tasks of ONE process exclude each other on an
 //! agent key, although the SDK lockfile underneath is reentrant.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Holder, STILL_BLOCKED, WAKE_TIMEOUT, state_in_tempdir, tag_args};
+use crate::common;
+use crate::common::{Holder, STILL_BLOCKED, WAKE_TIMEOUT, state_in_tempdir, tag_args};
 use locktop::context::Context;
 use locktop::locks::{self, agent_instance_lock, agent_tag_lock};
 use objectiveai_sdk::lockfile;

@@ -7,15 +7,14 @@
 //! Every wait is a correctness bound (see `common::engine::DELTA_TIMEOUT`),
 //! never a speed assertion.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::engine::{
-    Engine, GroundTruth, NO_SWEEP, Name, blocking, held_names, hold, instance, locks_dir, serial,
+use crate::common;
+use crate::common::engine::{
+    Engine, GroundTruth, NO_SWEEP, Name, blocking, held_names, hold, instance, locks_dir,
     state_with_locks_root, tag,
 };
-use common::state_in_tempdir;
+use crate::common::{serial, state_in_tempdir};
 use locktop::engine::{Delta, EngineCommand, Liveness, WatchHealth};
 use locktop::liveness::probe::ProbeMode;
 use locktop::locks::{self, agent_instance_lock, agent_tag_lock};

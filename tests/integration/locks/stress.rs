@@ -2,15 +2,13 @@
 //! owners, nothing deadlocks, and a key held by another process is never
 //! handed out in this one.
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Holder, state_in_tempdir, tag_args};
+use crate::common::{Holder, state_in_tempdir, tag_args};
 use locktop::context::Context;
 use locktop::locks::{self, AgentLock, Family, agent_tag_lock, family_coords};
 

@@ -1,17 +1,17 @@
 //! The `snapshot` and `watch` commands as a user runs them: real `locktop`
 //! processes against real holders.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use common::engine::{GroundTruth, Name, held_names, serial_blocking, tags_dir};
-use common::{
-    Holder, PROCESS_TIMEOUT, locktop_bin, run_locktop, state_in_tempdir, wait_with_timeout,
+use crate::common;
+use crate::common::engine::{GroundTruth, Name, held_names, tags_dir};
+use crate::common::{
+    Holder, PROCESS_TIMEOUT, locktop_bin, run_locktop, serial_blocking, state_in_tempdir,
+    wait_with_timeout,
 };
 use locktop::engine::Liveness;
 use nix::sys::signal::{self, Signal};

@@ -2,11 +2,10 @@
 //! tag), quitting stops the swarm and removes its temp dir, and a
 //! SIGKILLed monitor leaves no holder behind.
 
-mod common;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use common::pty::Tui;
+use crate::common::pty::Tui;
+use crate::common::wait_all_gone;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -20,23 +19,6 @@ fn children_of(parent: u32) -> Vec<u32> {
         .filter(|stat| stat.ppid as u32 == parent && stat.state != 'Z')
         .map(|stat| stat.pid as u32)
         .collect()
-}
-
-fn alive(pid: u32) -> bool {
-    procfs::process::Process::new(pid as i32)
-        .and_then(|p| p.stat())
-        .is_ok_and(|stat| stat.state != 'Z')
-}
-
-fn wait_all_gone(pids: &[u32]) -> Vec<u32> {
-    let deadline = Instant::now() + EXIT_TIMEOUT;
-    loop {
-        let left: Vec<u32> = pids.iter().copied().filter(|pid| alive(*pid)).collect();
-        if left.is_empty() || Instant::now() > deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn demo_dir(screen: &str) -> std::path::PathBuf {
@@ -73,7 +55,7 @@ fn demo_shows_the_swarm_and_quitting_cleans_up() {
     tui.send(b"q");
     assert_eq!(tui.wait_exit(EXIT_TIMEOUT), Some(0));
     assert_eq!(
-        wait_all_gone(&swarm),
+        wait_all_gone(&swarm, EXIT_TIMEOUT),
         Vec::<u32>::new(),
         "swarm members survived"
     );
@@ -109,7 +91,7 @@ fn sigkill_of_the_monitor_leaves_no_holder_behind() {
     kill(Pid::from_raw(tui.pid() as i32), Signal::SIGKILL).unwrap();
     assert!(tui.wait_exit(EXIT_TIMEOUT).is_some());
     assert_eq!(
-        wait_all_gone(&swarm),
+        wait_all_gone(&swarm, EXIT_TIMEOUT),
         Vec::<u32>::new(),
         "holders outlived a SIGKILLed monitor"
     );

@@ -5,9 +5,6 @@
 //! generous on purpose so a loaded CI machine never flakes; none of them
 //! asserts speed.
 
-// Each test file compiles this module on its own and uses a subset of it.
-#![allow(dead_code)]
-
 /// Driving the live engine (deltas, views, ground-truth fixtures).
 pub mod engine;
 
@@ -23,6 +20,37 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Runs a test alone among the tests that take this guard. Every test of
+/// every area runs on a thread of ONE process (and, on CI, 2 cores). The
+/// guard is taken by:
+///
+/// - every `engine` test: each watches its engine over a time window (no
+///   probe during 2 s of quiet, no flicker within 400 ms) or floods the
+///   machine on purpose (the overflow test's writer threads), so two at
+///   once would starve each other's engine;
+/// - every `cli::snapshot_watch` test (real engines in `snapshot` and
+///   `watch` children against ground truth).
+///
+/// This keeps a 2-core machine from being oversubscribed by them. The other
+/// tests need no guard: each works in a temp dir of its own, and those that
+/// read this process's locks from `/proc/locks` (an abandoned wait, an
+/// `own` key) look them up by the (device, inode) of their own files, which
+/// no other test can hold. The engine names holders only from a
+/// `/proc/locks` read made after its probe, so an inode that another test
+/// just freed and a new lockfile here reused cannot lend it a stale holder
+/// (the `*_names_the_new_holder_of_a_key_retaken_right_after_a_death` tests
+/// pin that down).
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().await
+}
+
+/// [`serial`] for plain `#[test]` functions.
+pub fn serial_blocking() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.blocking_lock()
+}
 
 /// How long a child may take to print its `held` line or to exit.
 pub const PROCESS_TIMEOUT: Duration = Duration::from_secs(20);
@@ -151,17 +179,6 @@ pub fn lines_of(stdout: impl Read + Send + 'static) -> Receiver<String> {
     lines
 }
 
-/// Why a holder did not come up.
-#[derive(Debug)]
-pub struct NotHeld {
-    /// Its exit, if it exited.
-    pub status: Option<ExitStatus>,
-    /// The stdout lines it printed before giving up.
-    pub stdout: Vec<String>,
-    /// Its stderr.
-    pub stderr: String,
-}
-
 /// A `locktop hold` child process. Its stdin stays open for as long as the
 /// `Holder` lives (stdin EOF makes `hold` release and exit). Dropping a
 /// `Holder` SIGKILLs and reaps the child, so a failing test never leaks one.
@@ -177,21 +194,12 @@ pub struct Holder {
 
 impl Holder {
     /// Spawns `locktop --state-dir STATE hold <args…>` and waits for its
-    /// `held` line. Panics (with the child's stderr) if it exits or stays
-    /// silent instead.
+    /// `held` line. Panics (with the child's exit, stdout and stderr) if it
+    /// exits or stays silent instead.
     pub fn hold<S: AsRef<str>>(state_dir: &Path, args: &[S]) -> Self {
         let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
-        match Self::try_hold(state_dir, &args) {
-            Ok(holder) => holder,
-            Err(not_held) => panic!("locktop hold {args:?} did not hold: {not_held:?}"),
-        }
-    }
-
-    /// Like [`Holder::hold`], but reports a holder that did not come up
-    /// (busy, bad input, silent) instead of panicking.
-    pub fn try_hold(state_dir: &Path, args: &[&str]) -> Result<Self, NotHeld> {
         let mut full = vec!["hold"];
-        full.extend_from_slice(args);
+        full.extend_from_slice(&args);
         let mut child = locktop_command(state_dir, &full)
             .spawn()
             .expect("spawn locktop hold");
@@ -217,7 +225,7 @@ impl Holder {
                         .unwrap_or_else(|e| panic!("hold printed non-JSON {line:?}: {e}"));
                     if value["held"] == serde_json::Value::Bool(true) {
                         holder.held = value;
-                        return Ok(holder);
+                        return holder;
                     }
                     seen.push(line);
                 }
@@ -230,11 +238,9 @@ impl Holder {
                     }
                     holder.status = Some(holder.child.wait().expect("reap"));
                     let stderr = holder.take_stderr();
-                    return Err(NotHeld {
-                        status,
-                        stdout: seen,
-                        stderr,
-                    });
+                    panic!(
+                        "locktop hold {args:?} did not hold: exit {status:?}, stdout {seen:?}, stderr {stderr:?}"
+                    );
                 }
             }
         }
@@ -353,6 +359,26 @@ pub fn wait_until_catches(pid: u32, signal: Signal) {
             "pid {pid} never installed a {signal} handler"
         );
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .is_ok_and(|stat| stat.state != 'Z')
+}
+
+/// Waits (within `timeout`) until none of `pids` is [`alive`]; the ones
+/// still alive at the deadline.
+pub fn wait_all_gone(pids: &[u32], timeout: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left: Vec<u32> = pids.iter().copied().filter(|pid| alive(*pid)).collect();
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -59,24 +59,6 @@ pub fn held_names(holder: &Holder) -> BTreeSet<Name> {
         .collect()
 }
 
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Runs the engine tests of one binary one at a time. Why: a parallel
-/// test that deletes its temp dir frees inodes that a new lockfile here may
-/// reuse at once, and the engine's rate-limited `/proc/locks` index can
-/// then name the OTHER test's dead holder for it (the bug the ignored
-/// `*_names_the_new_holder_of_a_key_retaken_right_after_a_death` tests
-/// pin down). Serial tests keep the PID checks about this test's holders.
-/// Also keeps a 2-core machine from being oversubscribed.
-pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().await
-}
-
-/// [`serial`] for plain `#[test]` functions.
-pub fn serial_blocking() -> tokio::sync::MutexGuard<'static, ()> {
-    SERIAL.blocking_lock()
-}
-
 /// Runs blocking test code (spawning, signalling, reaping children) on a
 /// multi-thread runtime without starving the engine's tasks.
 pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
@@ -153,8 +135,6 @@ impl View {
 pub struct Engine {
     /// The engine's handle (deltas are read through [`Engine::recv`]).
     pub handle: EngineHandle,
-    /// The context the engine runs on (shared agent lock map).
-    pub context: Context,
     /// What the deltas so far say.
     pub view: View,
     /// Every delta received, for failure messages.
@@ -169,10 +149,9 @@ impl Engine {
 
     /// Starts an engine on `context` (to share its agent lock map).
     pub fn start_with(context: Context, probe: ProbeMode, sweep_every: Duration) -> Self {
-        let handle = engine::spawn(context.clone(), EngineConfig { probe, sweep_every });
+        let handle = engine::spawn(context, EngineConfig { probe, sweep_every });
         Self {
             handle,
-            context,
             view: View::default(),
             log: Vec::new(),
         }

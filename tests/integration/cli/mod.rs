@@ -1,0 +1,6 @@
+//! The one-shot and streaming commands as a user runs them: real `locktop`
+//! processes (`check`, `snapshot`, `watch`) against real holders — their
+//! exit codes and output, and that a look never takes or leaves anything.
+
+mod check;
+mod snapshot_watch;
