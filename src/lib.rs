@@ -23,10 +23,10 @@ pub mod context;
 pub mod locks;
 pub mod time_format;
 
-pub mod disk;
-pub mod liveness;
-pub mod engine;
-pub mod operate;
-pub mod model;
-pub mod tui;
 pub mod cli;
+pub mod disk;
+pub mod engine;
+pub mod liveness;
+pub mod model;
+pub mod operate;
+pub mod tui;

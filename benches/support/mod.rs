@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use locktop::context::Context;
 use locktop::locks::{self, agent_instance_lock, agent_tag_lock};
+use locktop::operate::hold_protocol::HoldLine;
 
 // ---------------------------------------------------------------------------
 // The binary under test
@@ -186,7 +187,11 @@ pub fn spawn_holder(
     let mut stdout = BufReader::new(stdout);
     let mut line = String::new();
     let read = stdout.read_line(&mut line);
-    if matches!(read, Ok(n) if n > 0) && line.contains("\"held\":true") {
+    let held = matches!(
+        HoldLine::parse(line.trim_end()),
+        Some(HoldLine::Held { .. })
+    );
+    if matches!(read, Ok(n) if n > 0) && held {
         // Nothing reads stderr later; a holder that is killed writes none.
         drop(process.child_mut().stderr.take());
         return Ok(Holder {

@@ -14,7 +14,7 @@ use crate::liveness::{KeyState, Liveness};
 /// visible.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "health", rename_all = "snake_case")]
-pub enum WatchHealth {
+pub enum WatcherHealth {
     /// First scan in progress.
     Starting,
     /// inotify on the whole locks root; periodic sweep as a safety net.
@@ -39,17 +39,17 @@ pub enum WatchHealth {
     },
 }
 
-impl WatchHealth {
+impl WatcherHealth {
     /// One short phrase for the header.
     pub fn describe(&self) -> String {
         match self {
-            WatchHealth::Starting => "starting".into(),
-            WatchHealth::Watching => "watching".into(),
-            WatchHealth::WaitingForRoot { ancestor } => {
+            WatcherHealth::Starting => "starting".into(),
+            WatcherHealth::Watching => "watching".into(),
+            WatcherHealth::WaitingForRoot { ancestor } => {
                 format!("waiting for locks dir (watching {})", ancestor.display())
             }
-            WatchHealth::Rescanning { reason } => format!("rescanning: {reason}"),
-            WatchHealth::Polling { reason } => format!("polling fallback: {reason}"),
+            WatcherHealth::Rescanning { reason } => format!("rescanning: {reason}"),
+            WatcherHealth::Polling { reason } => format!("polling fallback: {reason}"),
         }
     }
 }
@@ -79,7 +79,7 @@ pub enum Delta {
         at: SystemTime,
     },
     /// The watcher's health changed.
-    Health(WatchHealth),
+    Health(WatcherHealth),
     /// The complete current set of scan problems (replaces the last one).
     Problems(Vec<ScanProblem>),
     /// A full scan finished: every key on disk has been reported.

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 pub use crate::disk::{ScanProblem, ScanProblemKind};
 pub use crate::liveness::{KeyState, Liveness};
-pub use delta::{Delta, WatchHealth};
+pub use delta::{Delta, WatcherHealth};
 
 use crate::context::Context;
 use crate::disk::key::LockKey;

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 use crate::disk::key::{KeyKind, LockKey};
-use crate::engine::{Delta, KeyState, Liveness, ScanProblem, WatchHealth};
+use crate::engine::{Delta, KeyState, Liveness, ScanProblem, WatcherHealth};
 
 use super::events::{Event, EventLog, classify};
 use super::tree::{Lock, NodeId, Section, Tree};
@@ -68,7 +68,7 @@ pub struct Data {
     /// Transitions, newest first.
     pub events: EventLog,
     /// The watcher's health.
-    pub health: WatchHealth,
+    pub health: WatcherHealth,
     /// The current scan problems.
     pub problems: Vec<ScanProblem>,
     /// Whether a full scan has finished (until then, keys are discovered,
@@ -85,7 +85,7 @@ impl Default for Data {
             counts: Counts::default(),
             by_pid: BTreeMap::new(),
             events: EventLog::default(),
-            health: WatchHealth::Starting,
+            health: WatcherHealth::Starting,
             problems: Vec::new(),
             synced: false,
             version: 0,

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::disk::key::LockKey;
-use crate::engine::{Delta, KeyState, Liveness, ScanProblem, ScanProblemKind, WatchHealth};
+use crate::engine::{Delta, KeyState, Liveness, ScanProblem, ScanProblemKind, WatcherHealth};
 use crate::liveness::process::ProcessInfo;
 use crate::locks::{agent_instance_lock, agent_tag_lock, locks_root};
 
@@ -99,7 +99,7 @@ pub fn demo_model() -> Model {
 
 /// The deltas of [`demo_model`], in order.
 pub fn demo_deltas() -> Vec<Delta> {
-    let mut deltas = vec![Delta::Health(WatchHealth::Starting)];
+    let mut deltas = vec![Delta::Health(WatcherHealth::Starting)];
     let initial = [
         (
             instance("cli/daemon/abc"),
@@ -147,7 +147,7 @@ pub fn demo_deltas() -> Vec<Delta> {
         kind: ScanProblemKind::ForeignFile,
     }]));
     deltas.push(Delta::Synced { keys: 10, at: t(1) });
-    deltas.push(Delta::Health(WatchHealth::Watching));
+    deltas.push(Delta::Health(WatcherHealth::Watching));
     // After the scan: one acquire, one release, one death.
     deltas.push(key_delta(
         instance("cli/daemon/new"),

@@ -14,7 +14,7 @@
 //!   probed after it began;
 //! - `/proc/locks` is read at most once per [`INDEX_MIN_INTERVAL`];
 //! - every degradation (root missing, overflow, watch limit) is a visible
-//!   [`WatchHealth`].
+//!   [`WatcherHealth`].
 
 mod batch;
 mod sweep;
@@ -30,7 +30,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
-use super::{Delta, EngineCommand, EngineConfig, EngineStats, KeyState, Liveness, WatchHealth};
+use super::{Delta, EngineCommand, EngineConfig, EngineStats, KeyState, Liveness, WatcherHealth};
 use crate::context::Context;
 use crate::disk::key::LockKey;
 use crate::disk::scan;
@@ -79,7 +79,7 @@ pub(super) struct Engine {
     own_pids: HashSet<u32>,
     states: HashMap<LockKey, KeyState>,
     problems: Vec<ScanProblem>,
-    health: Option<WatchHealth>,
+    health: Option<WatcherHealth>,
     deltas: UnboundedSender<Delta>,
     stats: Arc<EngineStats>,
     /// When each key was last probed with the acquire probe.
@@ -140,14 +140,14 @@ impl Engine {
     }
 
     pub(super) async fn run(mut self, mut commands: UnboundedReceiver<EngineCommand>) {
-        self.set_health(WatchHealth::Starting);
+        self.set_health(WatcherHealth::Starting);
         let mut first = true;
         loop {
             if !self.root.is_dir() && !self.wait_for_root(&mut commands).await {
                 return;
             }
-            if !first && !matches!(self.health, Some(WatchHealth::Rescanning { .. })) {
-                self.set_health(WatchHealth::Rescanning {
+            if !first && !matches!(self.health, Some(WatcherHealth::Rescanning { .. })) {
+                self.set_health(WatcherHealth::Rescanning {
                     reason: "locks dir appeared".into(),
                 });
             }
@@ -156,13 +156,13 @@ impl Engine {
             let end = match fs_events::subscribe(&self.state_dir, &self.root, true, tx) {
                 Ok(watcher) => {
                     self.full_sweep().await;
-                    self.set_health(WatchHealth::Watching);
-                    let end = self.watch_phase(rx, &mut commands).await;
+                    self.set_health(WatcherHealth::Watching);
+                    let end = self.event_phase(rx, &mut commands).await;
                     drop(watcher);
                     end
                 }
                 Err(error) => {
-                    self.set_health(WatchHealth::Polling {
+                    self.set_health(WatcherHealth::Polling {
                         reason: format!("cannot watch {}: {error}", self.root.display()),
                     });
                     self.full_sweep().await;
@@ -181,7 +181,7 @@ impl Engine {
         let _ = self.deltas.send(delta);
     }
 
-    fn set_health(&mut self, health: WatchHealth) {
+    fn set_health(&mut self, health: WatcherHealth) {
         if self.health.as_ref() != Some(&health) {
             self.health = Some(health.clone());
             self.send(Delta::Health(health));
@@ -193,7 +193,7 @@ impl Engine {
     async fn wait_for_root(&mut self, commands: &mut UnboundedReceiver<EngineCommand>) -> bool {
         loop {
             let ancestor = nearest_existing_ancestor(&self.root);
-            self.set_health(WatchHealth::WaitingForRoot {
+            self.set_health(WatcherHealth::WaitingForRoot {
                 ancestor: ancestor.clone(),
             });
             let (tx, mut rx) = mpsc::unbounded_channel();
@@ -217,7 +217,7 @@ impl Engine {
         }
     }
 
-    async fn watch_phase(
+    async fn event_phase(
         &mut self,
         mut changes: UnboundedReceiver<FsChange>,
         commands: &mut UnboundedReceiver<EngineCommand>,
@@ -325,13 +325,13 @@ impl Engine {
             }
             FsChange::Other(_) => {}
             FsChange::Rescan => {
-                self.set_health(WatchHealth::Rescanning {
+                self.set_health(WatcherHealth::Rescanning {
                     reason: "inotify queue overflowed; events were lost".into(),
                 });
                 return Some(PhaseEnd::Rewatch);
             }
             FsChange::WatchLimit(error) => {
-                self.set_health(WatchHealth::Polling {
+                self.set_health(WatcherHealth::Polling {
                     reason: format!("inotify watch limit reached ({error})"),
                 });
                 return Some(PhaseEnd::Poll);

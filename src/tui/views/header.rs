@@ -8,7 +8,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::engine::{Liveness, WatchHealth};
+use crate::engine::{Liveness, WatcherHealth};
 
 use super::super::action::Pane;
 use super::super::app::App;
@@ -29,8 +29,8 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
         first.push(Span::raw(" "));
     }
     let health_style = match data.health {
-        WatchHealth::Watching => theme.live,
-        WatchHealth::Starting => theme.dim,
+        WatcherHealth::Watching => theme.live,
+        WatcherHealth::Starting => theme.dim,
         _ => theme.in_flight,
     };
     let health = if app.engine_stopped {

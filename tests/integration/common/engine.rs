@@ -12,7 +12,7 @@ use std::time::Duration;
 use locktop::context::Context;
 use locktop::disk::key::LockKey;
 use locktop::engine::{
-    self, Delta, EngineConfig, EngineHandle, KeyState, Liveness, ScanProblem, WatchHealth,
+    self, Delta, EngineConfig, EngineHandle, KeyState, Liveness, ScanProblem, WatcherHealth,
 };
 use locktop::liveness::probe::ProbeMode;
 use tokio::time::Instant;
@@ -76,7 +76,7 @@ pub struct View {
     /// Every claim the engine reported and has not removed.
     pub keys: HashMap<LockKey, KeyState>,
     /// The last health.
-    pub health: Option<WatchHealth>,
+    pub health: Option<WatcherHealth>,
     /// The last problem list.
     pub problems: Vec<ScanProblem>,
     /// How many `Synced` deltas arrived.
@@ -223,8 +223,8 @@ impl Engine {
     pub async fn wait_health(
         &mut self,
         what: &str,
-        mut pred: impl FnMut(&WatchHealth) -> bool,
-    ) -> WatchHealth {
+        mut pred: impl FnMut(&WatcherHealth) -> bool,
+    ) -> WatcherHealth {
         match self
             .wait_delta(what, |d| matches!(d, Delta::Health(h) if pred(h)))
             .await

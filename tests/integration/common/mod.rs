@@ -11,6 +11,7 @@ pub mod engine;
 /// Driving the real binary in a pseudo-terminal.
 pub mod pty;
 
+use locktop::operate::hold_protocol::HoldLine;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
@@ -187,7 +188,7 @@ pub struct Holder {
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     stderr: Option<JoinHandle<String>>,
-    /// The parsed `{"held":true,…}` line.
+    /// The `{"held":true,…}` line as printed (tests check its bytes).
     pub held: serde_json::Value,
     status: Option<ExitStatus>,
 }
@@ -221,10 +222,8 @@ impl Holder {
             let left = deadline.saturating_duration_since(Instant::now());
             match holder.lines.recv_timeout(left) {
                 Ok(line) => {
-                    let value: serde_json::Value = serde_json::from_str(&line)
-                        .unwrap_or_else(|e| panic!("hold printed non-JSON {line:?}: {e}"));
-                    if value["held"] == serde_json::Value::Bool(true) {
-                        holder.held = value;
+                    if let Some(HoldLine::Held { .. }) = HoldLine::parse(&line) {
+                        holder.held = serde_json::from_str(&line).expect("a held line is JSON");
                         return holder;
                     }
                     seen.push(line);
@@ -253,12 +252,10 @@ impl Holder {
 
     /// The lock names it printed (`instance a/b`, `tag t`, …).
     pub fn locks(&self) -> Vec<String> {
-        self.held["locks"]
-            .as_array()
-            .expect("locks array")
-            .iter()
-            .map(|v| v.as_str().expect("lock name").to_string())
-            .collect()
+        match serde_json::from_value(self.held.clone()) {
+            Ok(HoldLine::Held { locks, .. }) => locks,
+            other => panic!("not a held line: {other:?}"),
+        }
     }
 
     /// The next stdout line within `timeout`, `None` on EOF or timeout.

@@ -15,7 +15,7 @@ use crate::common::engine::{
     state_with_locks_root, tag,
 };
 use crate::common::{serial, state_in_tempdir};
-use locktop::engine::{Delta, EngineCommand, Liveness, WatchHealth};
+use locktop::engine::{Delta, EngineCommand, Liveness, WatcherHealth};
 use locktop::liveness::probe::ProbeMode;
 use locktop::locks::{self, agent_instance_lock, agent_tag_lock};
 
@@ -267,12 +267,12 @@ async fn the_locks_root_may_be_missing_deleted_and_recreated() {
     let mut engine = Engine::start(&state, ProbeMode::Acquire, NO_SWEEP);
     let health = engine
         .wait_health("waiting for the root", |h| {
-            matches!(h, WatchHealth::WaitingForRoot { .. })
+            matches!(h, WatcherHealth::WaitingForRoot { .. })
         })
         .await;
     assert_eq!(
         health,
-        WatchHealth::WaitingForRoot {
+        WatcherHealth::WaitingForRoot {
             ancestor: state.clone()
         }
     );
@@ -282,7 +282,7 @@ async fn the_locks_root_may_be_missing_deleted_and_recreated() {
     let pid = first.pid();
     engine
         .wait_view("the first holder live, watching", |view| {
-            view.health == Some(WatchHealth::Watching)
+            view.health == Some(WatcherHealth::Watching)
                 && names.iter().all(|n| view.is(n, Liveness::Live, &[pid]))
         })
         .await;
@@ -298,7 +298,8 @@ async fn the_locks_root_may_be_missing_deleted_and_recreated() {
     std::fs::remove_dir_all(&root).expect("rm -rf locks");
     engine
         .wait_view("every key removed, waiting for the root again", |view| {
-            view.keys.is_empty() && matches!(view.health, Some(WatchHealth::WaitingForRoot { .. }))
+            view.keys.is_empty()
+                && matches!(view.health, Some(WatcherHealth::WaitingForRoot { .. }))
         })
         .await;
     let removed: std::collections::BTreeSet<Name> = engine
@@ -319,7 +320,7 @@ async fn the_locks_root_may_be_missing_deleted_and_recreated() {
     let mut second = hold(&state, &["--group", "after rm"]);
     engine
         .wait_view("the re-created root watched", |view| {
-            view.health == Some(WatchHealth::Watching)
+            view.health == Some(WatcherHealth::Watching)
                 && view.liveness(&tag("after rm")) == Some(Liveness::Live)
         })
         .await;

@@ -17,7 +17,7 @@ use crate::common::engine::{
     DELTA_TIMEOUT, Engine, NO_SWEEP, Name, blocking, held_names, hold, instance, locks_dir,
 };
 use crate::common::{serial, state_in_tempdir};
-use locktop::engine::{Delta, Liveness, WatchHealth};
+use locktop::engine::{Delta, Liveness, WatcherHealth};
 use locktop::liveness::probe::ProbeMode;
 
 /// Foreign files the burst rewrites, round-robin.
@@ -102,7 +102,7 @@ impl Burst {
             OVERFLOW_WAIT,
             engine.wait_health(
                 "Rescanning after an overflow",
-                |h| matches!(h, WatchHealth::Rescanning { reason } if reason.contains("overflow")),
+                |h| matches!(h, WatcherHealth::Rescanning { reason } if reason.contains("overflow")),
             ),
         )
         .await;
@@ -131,7 +131,7 @@ fn overflow_rescans(engine: &Engine) -> usize {
     engine
         .log
         .iter()
-        .filter(|d| matches!(d, Delta::Health(WatchHealth::Rescanning { .. })))
+        .filter(|d| matches!(d, Delta::Health(WatcherHealth::Rescanning { .. })))
         .count()
 }
 
@@ -166,7 +166,7 @@ async fn a_real_queue_overflow_is_reported_rescanned_and_the_view_stays_correct(
     let steady_names = held_names(&steady);
     engine
         .wait_view("the ground truth after the burst", |view| {
-            view.health == Some(WatchHealth::Watching)
+            view.health == Some(WatcherHealth::Watching)
                 && arriving_names
                     .iter()
                     .all(|n| view.is(n, Liveness::Live, &[arriving_pid]))
@@ -234,7 +234,7 @@ async fn directories_created_while_events_were_lost_are_watched_after_the_rescan
     }
     let burst = burst.wait_overflow(&mut engine).await;
     burst.finish(&mut engine).await;
-    assert_eq!(engine.view.health, Some(WatchHealth::Watching));
+    assert_eq!(engine.view.health, Some(WatcherHealth::Watching));
     let sweeps = engine.sweeps();
 
     for i in 0..DIRS {

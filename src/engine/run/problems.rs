@@ -1,0 +1,95 @@
+//! Scan problems kept current between sweeps: a foreign file, a symlink, a
+//! FIFO or directory named like a lock file, an orphan announce is reported
+//! when its event arrives, not only at the next sweep.
+//!
+//! Invariants: a path's problem is re-derived from the disk
+//! ([`problem_at`]: `lstat` only, nothing opened); consumers get the whole
+//! sorted list in one [`Delta::Problems`] per batch of changes, never one
+//! per event (a burst of 10,000 foreign files is one delta).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::Engine;
+use crate::disk::scan::problem_at;
+use crate::disk::{ScanProblem, ScanProblemKind};
+use crate::engine::Delta;
+
+/// The problems the engine knows, in the order consumers see them.
+#[derive(Debug, Default)]
+pub(super) struct Problems {
+    set: BTreeSet<ScanProblem>,
+    /// Changed since the last [`Engine::flush_problems`].
+    dirty: bool,
+}
+
+impl Problems {
+    /// True when a problem is recorded at `path`.
+    pub(super) fn has(&self, path: &Path) -> bool {
+        self.at(path).next().is_some()
+    }
+
+    fn at<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = &'a ScanProblem> + 'a {
+        let first = ScanProblem {
+            path: path.to_path_buf(),
+            kind: ScanProblemKind::ForeignFile,
+        };
+        self.set
+            .range(first..)
+            .take_while(move |problem| problem.path == path)
+    }
+}
+
+impl Engine {
+    /// Re-derives the problem at `path` (one that appeared, changed or went
+    /// away).
+    pub(super) fn recheck_problem(&mut self, path: &Path) {
+        let now = problem_at(path);
+        let before: Vec<ScanProblem> = self.problems.at(path).cloned().collect();
+        if before.len() == usize::from(now.is_some())
+            && before.first().map(|p| &p.kind) == now.as_ref()
+        {
+            return;
+        }
+        for problem in before {
+            self.problems.set.remove(&problem);
+        }
+        if let Some(kind) = now {
+            let path = path.to_path_buf();
+            self.problems.set.insert(ScanProblem { path, kind });
+        }
+        self.problems.dirty = true;
+    }
+
+    /// Records problems a partial scan (a new directory) found.
+    pub(super) fn add_problems(&mut self, found: Vec<ScanProblem>) {
+        for problem in found {
+            self.problems.dirty |= self.problems.set.insert(problem);
+        }
+    }
+
+    /// Drops every problem at or below `dir` (it was removed).
+    pub(super) fn forget_problems_under(&mut self, dir: &Path) {
+        let before = self.problems.set.len();
+        self.problems.set.retain(|problem| !problem.path.starts_with(dir));
+        self.problems.dirty |= self.problems.set.len() != before;
+    }
+
+    /// Replaces every problem with a full scan's (sorted) findings.
+    pub(super) fn replace_problems(&mut self, found: Vec<ScanProblem>) {
+        let found: BTreeSet<ScanProblem> = found.into_iter().collect();
+        if found != self.problems.set {
+            self.problems.set = found;
+            self.problems.dirty = true;
+        }
+        self.flush_problems();
+    }
+
+    /// Sends the whole list if it changed since the last flush.
+    pub(super) fn flush_problems(&mut self) {
+        if std::mem::take(&mut self.problems.dirty) {
+            let list = self.problems.set.iter().cloned().collect();
+            self.send(Delta::Problems(list));
+        }
+    }
+}
