@@ -6,9 +6,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use super::{EXIT_BUSY, FamilyArgs};
+use super::family_args::FamilyArgsError;
+use super::{EXIT_BUSY, EXIT_ERROR, FamilyArgs};
 use crate::context::Context;
+use crate::disk::state_dir::StateDirError;
+use crate::locks::LocksError;
 use crate::operate::check;
+use crate::operate::check::CheckReport;
 
 /// Flags of `locktop check`.
 #[derive(Debug, clap::Args)]
@@ -24,11 +28,20 @@ pub struct CheckArgs {
     passive: bool,
 }
 
-/// Runs `locktop check`.
-pub async fn run(state_dir: PathBuf, args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let family = args.family.family()?;
-    let context = Context::new(state_dir);
-    let report = check::check_family(&context, &family, args.passive).await?;
+/// Runs `locktop check` on the resolved state dir (or the reason none
+/// could be resolved: with `--json` that too is a JSON answer).
+pub async fn run(
+    state_dir: Result<PathBuf, StateDirError>,
+    args: CheckArgs,
+) -> anyhow::Result<ExitCode> {
+    let report = match checked(state_dir, &args).await {
+        Ok(report) => report,
+        Err(error) if args.json => {
+            println!("{}", serde_json::to_string(&JsonFailure::from(&error))?);
+            return Ok(ExitCode::from(EXIT_ERROR));
+        }
+        Err(error) => return Err(error.into()),
+    };
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -41,4 +54,67 @@ pub async fn run(state_dir: PathBuf, args: CheckArgs) -> anyhow::Result<ExitCode
     } else {
         ExitCode::from(EXIT_BUSY)
     })
+}
+
+/// Why a check gave no report.
+#[derive(Debug, thiserror::Error)]
+enum CheckFailed {
+    /// No usable state dir.
+    #[error(transparent)]
+    StateDir(#[from] StateDirError),
+    /// The flags name no family.
+    #[error(transparent)]
+    NoFamily(#[from] FamilyArgsError),
+    /// A member is invalid, or cannot be taken though nobody holds it.
+    #[error(transparent)]
+    Locks(#[from] LocksError),
+}
+
+async fn checked(
+    state_dir: Result<PathBuf, StateDirError>,
+    args: &CheckArgs,
+) -> Result<CheckReport, CheckFailed> {
+    let state_dir = state_dir?;
+    crate::disk::state_dir::require_existing(&state_dir)?;
+    let family = args.family.family()?;
+    let context = Context::new(state_dir);
+    Ok(check::check_family(&context, &family, args.passive).await?)
+}
+
+/// `check --json` when there is no report: `{"free":false,"error":{…}}`.
+#[derive(serde::Serialize)]
+struct JsonFailure {
+    free: bool,
+    error: JsonError,
+}
+
+#[derive(serde::Serialize)]
+struct JsonError {
+    /// `unavailable`, `invalid_member` or `bad_input`.
+    kind: &'static str,
+    /// The member concerned (unavailable only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    member: Option<String>,
+    /// The one-line reason, as printed without `--json`.
+    message: String,
+}
+
+impl From<&CheckFailed> for JsonFailure {
+    fn from(failure: &CheckFailed) -> Self {
+        let (kind, member) = match failure {
+            CheckFailed::Locks(LocksError::Unavailable { member, .. }) => {
+                ("unavailable", Some(member.clone()))
+            }
+            CheckFailed::Locks(_) => ("invalid_member", None),
+            CheckFailed::StateDir(_) | CheckFailed::NoFamily(_) => ("bad_input", None),
+        };
+        JsonFailure {
+            free: false,
+            error: JsonError {
+                kind,
+                member,
+                message: failure.to_string(),
+            },
+        }
+    }
 }

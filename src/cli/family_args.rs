@@ -3,6 +3,14 @@
 
 use crate::locks::Family;
 
+/// Flags that name no family.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FamilyArgsError {
+    /// Neither `--aih`, `--tag` nor `--group` was given.
+    #[error("name a family: --aih AIH [--tag TAG …], --tag TAG …, or --group TAG …")]
+    Empty,
+}
+
 /// A lock family as command-line flags.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct FamilyArgs {
@@ -20,7 +28,7 @@ pub struct FamilyArgs {
 impl FamilyArgs {
     /// The family these flags name. Errors (one line) when they name
     /// nothing; member validation is `family_coords`' job.
-    pub fn family(&self) -> anyhow::Result<Family> {
+    pub fn family(&self) -> Result<Family, FamilyArgsError> {
         if let Some(aih) = &self.aih {
             return Ok(Family::Hierarchy {
                 aih: aih.clone(),
@@ -29,7 +37,7 @@ impl FamilyArgs {
         }
         let members: Vec<String> = self.group.iter().chain(&self.tags).cloned().collect();
         if members.is_empty() {
-            anyhow::bail!("name a family: --aih AIH [--tag TAG …], --tag TAG …, or --group TAG …");
+            return Err(FamilyArgsError::Empty);
         }
         Ok(Family::Group(members))
     }

@@ -39,6 +39,7 @@ fn print_line_now(line: &HoldLine) {
 
 /// Runs `locktop hold`.
 pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode> {
+    crate::disk::state_dir::require_existing(&state_dir)?;
     let family = args.family.family()?;
     let coords = locks::family_coords(&state_dir, &family)?;
     crate::disk::confine::ensure_coords_below_root(&state_dir, &coords)?;

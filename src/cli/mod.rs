@@ -47,18 +47,31 @@ pub struct Cli {
 /// Options of the monitor (the TUI), for `locktop` and `locktop demo`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MonitorArgs {
-    /// How event-driven probes test liveness.
-    #[arg(long, value_enum, default_value_t = ProbeMode::Acquire)]
+    /// How event-driven probes test liveness (--read-only: always passive).
+    #[arg(long, value_enum, default_value_t = ProbeMode::Acquire, conflicts_with = "read_only")]
     pub probe: ProbeMode,
     /// Seconds between safety-net sweeps (passive rescans of every key).
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     pub sweep: f64,
-    /// Disable every action that takes, releases or signals anything.
+    /// Write nothing and signal nothing: the probe is passive (a shared
+    /// lock, never an exclusive one), and test holders and K are disabled.
     #[arg(long)]
     pub read_only: bool,
     /// Write logs to this file (default: no log; nothing is ever logged to the screen).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+}
+
+impl MonitorArgs {
+    /// The probe the monitor runs: passive whenever read-only, since an
+    /// acquire probe takes an exclusive lock and writes the lock files.
+    pub fn effective_probe(&self) -> ProbeMode {
+        if self.read_only {
+            ProbeMode::Passive
+        } else {
+            self.probe
+        }
+    }
 }
 
 impl Default for MonitorArgs {
@@ -119,6 +132,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         return demo::run(cli.state_dir, args).await;
     }
+    if let Some(Command::Check(args)) = cli.command {
+        return check::run(crate::disk::state_dir::resolve(cli.state_dir), args).await;
+    }
     let state_dir = crate::disk::state_dir::resolve(cli.state_dir)?;
     if matches!(cli.command, None | Some(Command::Watch(_))) {
         ensure_no_file_in_the_way(&state_dir)?;
@@ -127,8 +143,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Hold(args)) => hold::run(state_dir, args).await,
         Some(Command::Snapshot(args)) => snapshot::run(state_dir, args).await,
         Some(Command::Watch(args)) => watch::run(state_dir, args).await,
-        Some(Command::Check(args)) => check::run(state_dir, args).await,
-        Some(Command::Demo(_)) => anyhow::bail!("demo is dispatched above"),
+        Some(Command::Check(_) | Command::Demo(_)) => anyhow::bail!("dispatched above"),
         None => open_monitor(state_dir, cli.monitor)
             .await
             .map(|()| ExitCode::SUCCESS),
@@ -164,7 +179,7 @@ pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyho
     crate::tui::run(
         context,
         crate::engine::EngineConfig {
-            probe: args.probe,
+            probe: args.effective_probe(),
             sweep_every,
         },
         crate::tui::TuiOptions {

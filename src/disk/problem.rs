@@ -30,6 +30,9 @@ pub enum ScanProblemKind {
     Unreadable(String),
     /// An announce file without its gate.
     OrphanAnnounce,
+    /// Something other than a regular file named like a gate or announce
+    /// (`a FIFO`, `a directory`, …): never opened, never a claim.
+    NotRegular(String),
 }
 
 impl ScanProblemKind {
@@ -42,6 +45,7 @@ impl ScanProblemKind {
             ScanProblemKind::Symlink => "symlink (not followed)".into(),
             ScanProblemKind::Unreadable(error) => format!("unreadable: {error}"),
             ScanProblemKind::OrphanAnnounce => "announce file without a gate".into(),
+            ScanProblemKind::NotRegular(what) => format!("{what} named like a lock file"),
         }
     }
 }

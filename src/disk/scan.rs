@@ -6,6 +6,8 @@
 //! error. Only a missing or unreadable locks root fails the scan.
 
 use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::fs::FileType;
 use std::path::{Path, PathBuf};
 
 use super::{ScanProblem, ScanProblemKind};
@@ -58,45 +60,25 @@ fn scan_one_dir(state_dir: &Path, dir: &Path, report: &mut ScanReport, stack: &m
     let mut announces: Vec<(String, PathBuf)> = Vec::new();
     for entry in entries {
         let Ok(entry) = entry else { continue };
-        let path = entry.path();
-        let problem = |kind| ScanProblem {
-            path: path.clone(),
-            kind,
-        };
         let Ok(file_type) = entry.file_type() else {
             continue;
         };
-        if file_type.is_symlink() {
-            report.problems.push(problem(ScanProblemKind::Symlink));
-            continue;
+        let path = entry.path();
+        let (problem, what) = classify(&entry.file_name(), file_type);
+        if let Some(kind) = problem {
+            report.problems.push(ScanProblem {
+                path: path.clone(),
+                kind,
+            });
         }
-        if file_type.is_dir() {
-            if entry.file_name().to_str().is_none() {
-                // Reported, and still walked: the claims inside are real,
-                // only their names are shown lossily.
-                report.problems.push(problem(ScanProblemKind::NonUtf8Name));
+        match what {
+            Entry::Walk => stack.push(path),
+            Entry::Gate { stem, key } => {
+                gates.insert(stem);
+                report.keys.push(namer.key(&key));
             }
-            stack.push(path);
-            continue;
-        }
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            report.problems.push(problem(ScanProblemKind::NonUtf8Name));
-            continue;
-        };
-        if let Some(stem) = name.strip_suffix(ANNOUNCE_SUFFIX) {
-            announces.push((stem.to_string(), path));
-        } else if let Some(stem) = name.strip_suffix(GATE_SUFFIX) {
-            match unescape(stem) {
-                Some(key) => {
-                    gates.insert(stem.to_string());
-                    report.keys.push(namer.key(&key));
-                }
-                None => report
-                    .problems
-                    .push(problem(ScanProblemKind::MalformedEscape)),
-            }
-        } else {
-            report.problems.push(problem(ScanProblemKind::ForeignFile));
+            Entry::Announce { stem } => announces.push((stem, path)),
+            Entry::Skip => {}
         }
     }
     for (stem, path) in announces {
@@ -108,6 +90,89 @@ fn scan_one_dir(state_dir: &Path, dir: &Path, report: &mut ScanReport, stack: &m
             };
             report.problems.push(ScanProblem { path, kind });
         }
+    }
+}
+
+/// What the scan does with one directory entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    /// A directory: walk it.
+    Walk,
+    /// A claim's gate.
+    Gate {
+        /// The escaped key.
+        stem: String,
+        /// The key.
+        key: String,
+    },
+    /// An announce; whether its gate exists is decided with the others.
+    Announce {
+        /// The escaped key.
+        stem: String,
+    },
+    /// Nothing to walk or name.
+    Skip,
+}
+
+/// One entry, from its name and type alone (no `stat`, nothing opened):
+/// the problem it is, if any, and what to do with it. A directory with a
+/// problem (a non-UTF-8 name, a `.lock` name) is still walked: the claims
+/// inside are real.
+fn classify(name: &OsStr, file_type: FileType) -> (Option<ScanProblemKind>, Entry) {
+    if file_type.is_symlink() {
+        return (Some(ScanProblemKind::Symlink), Entry::Skip);
+    }
+    let walk_or_skip = if file_type.is_dir() {
+        Entry::Walk
+    } else {
+        Entry::Skip
+    };
+    let Some(name) = name.to_str() else {
+        return (Some(ScanProblemKind::NonUtf8Name), walk_or_skip);
+    };
+    if name.ends_with(GATE_SUFFIX) && !file_type.is_file() {
+        // A FIFO would block the SDK's open; a directory cannot be a
+        // claim (AIH segments never end in `.lock`).
+        let what = crate::locks::files::describe(file_type).to_string();
+        return (Some(ScanProblemKind::NotRegular(what)), walk_or_skip);
+    }
+    if file_type.is_dir() {
+        return (None, Entry::Walk);
+    }
+    if let Some(stem) = name.strip_suffix(ANNOUNCE_SUFFIX) {
+        let stem = stem.to_string();
+        return (None, Entry::Announce { stem });
+    }
+    match name.strip_suffix(GATE_SUFFIX) {
+        Some(stem) => match unescape(stem) {
+            Some(key) => {
+                let stem = stem.to_string();
+                (None, Entry::Gate { stem, key })
+            }
+            None => (Some(ScanProblemKind::MalformedEscape), Entry::Skip),
+        },
+        None => (Some(ScanProblemKind::ForeignFile), Entry::Skip),
+    }
+}
+
+/// The problem the path is right now, as a scan of its directory would
+/// report it (`None`: it is a claim's file, a directory, or gone). One
+/// `lstat` (two for an announce, whose gate must exist); opens nothing.
+/// For the engine, which reports problems when their events arrive.
+pub fn problem_at(path: &Path) -> Option<ScanProblemKind> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let (problem, entry) = classify(path.file_name()?, meta.file_type());
+    match entry {
+        Entry::Announce { stem } => {
+            let gate = path.with_file_name(format!("{stem}{GATE_SUFFIX}"));
+            let gate_is_file = std::fs::symlink_metadata(gate).is_ok_and(|m| m.is_file());
+            match (gate_is_file, unescape(&stem)) {
+                (true, Some(_)) => None,
+                (false, Some(_)) => Some(ScanProblemKind::OrphanAnnounce),
+                (_, None) => Some(ScanProblemKind::MalformedEscape),
+            }
+        }
+        _ => problem,
     }
 }
 
@@ -188,6 +253,36 @@ mod tests {
                 ScanProblemKind::NonUtf8Name,
                 ScanProblemKind::Symlink,
                 ScanProblemKind::OrphanAnnounce,
+            ]
+        );
+    }
+
+    #[test]
+    fn non_regular_files_named_like_lock_files_are_problems_not_claims() {
+        let state = tempfile::tempdir().unwrap();
+        let tags = state.path().join("locks/agents/tags");
+        fs::create_dir_all(tags.join("blocked.lock")).unwrap();
+        nix::unistd::mkfifo(&tags.join("fifo.lock"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        nix::unistd::mkfifo(&tags.join("ok.live.lock"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        touch(&tags.join("ok.lock"));
+        let _socket = std::os::unix::net::UnixListener::bind(tags.join("sock.lock")).unwrap();
+        let report = scan(state.path()).unwrap();
+        let names: Vec<_> = report.keys.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["ok"]);
+        let mut problems: Vec<_> = report
+            .problems
+            .iter()
+            .map(|p| (p.path.file_name().unwrap().to_owned(), p.kind.clone()))
+            .collect();
+        problems.sort();
+        let not_regular = |what: &str| ScanProblemKind::NotRegular(what.into());
+        assert_eq!(
+            problems,
+            vec![
+                ("blocked.lock".into(), not_regular("a directory")),
+                ("fifo.lock".into(), not_regular("a FIFO")),
+                ("ok.live.lock".into(), not_regular("a FIFO")),
+                ("sock.lock".into(), not_regular("a socket")),
             ]
         );
     }

@@ -3,7 +3,7 @@
 //! `$OBJECTIVEAI_STATE` (default `default`, must match `[A-Za-z0-9_-]+`).
 //! Invariant: resolution never touches the filesystem.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why no state dir could be resolved.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -14,6 +14,25 @@ pub enum StateDirError {
     /// Neither `$OBJECTIVEAI_DIR` nor `$HOME` is set.
     #[error("cannot find the ObjectiveAI dir: set OBJECTIVEAI_DIR or HOME, or pass --state-dir")]
     NoHome,
+    /// The state dir does not exist (locktop never creates one).
+    #[error("state dir {} does not exist (locktop never creates one; is the path right?)", .0.display())]
+    Missing(PathBuf),
+    /// Something other than a directory is where the state dir should be.
+    #[error("state dir {} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+}
+
+/// Refuses a state dir that is missing or not a directory: the commands
+/// that take locks (`hold`, `check`, test holders) must not create one —
+/// a mistyped path would hold a lock nobody watching the real one sees.
+/// The SDK may still create `locks/…` below an existing state dir, as
+/// agents do.
+pub fn require_existing(dir: &Path) -> Result<(), StateDirError> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(StateDirError::NotADirectory(dir.to_path_buf())),
+        Err(_) => Err(StateDirError::Missing(dir.to_path_buf())),
+    }
 }
 
 /// Resolves the state dir from an explicit flag and the environment.
@@ -94,6 +113,23 @@ mod tests {
         assert_eq!(
             resolve_with(None, env),
             Err(StateDirError::InvalidStateName("../etc".into()))
+        );
+    }
+
+    #[test]
+    fn a_state_dir_must_exist_and_be_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(require_existing(dir.path()), Ok(()));
+        let missing = dir.path().join("nope");
+        assert_eq!(
+            require_existing(&missing),
+            Err(StateDirError::Missing(missing.clone()))
+        );
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"").unwrap();
+        assert_eq!(
+            require_existing(&file),
+            Err(StateDirError::NotADirectory(file.clone()))
         );
     }
 

@@ -95,11 +95,12 @@ pub fn classify(state_dir: &Path, event: notify::Event) -> Vec<FsChange> {
     }
 }
 
-/// The claim a gate or announce path belongs to, if it is one. A symlink
-/// is never a claim, whatever its name (it may be gone: a removed file
+/// The claim a gate or announce path belongs to, if it is one. Only a
+/// regular file is a claim's file, whatever its name — a symlink, a FIFO,
+/// a directory named `x.lock` are problems (it may be gone: a removed file
 /// still names its claim).
 pub fn claim_of(state_dir: &Path, path: &Path) -> Option<LockKey> {
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
         return None;
     }
     let name = path.file_name()?.to_str()?;

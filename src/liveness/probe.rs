@@ -67,17 +67,17 @@ impl Prober {
     }
 
     /// The liveness of `key` (no holder details: see [`crate::liveness::annotate`]).
-    /// `Other` keys are always probed passively: their gates may carry
-    /// content that an acquire probe would truncate.
+    /// `Other` keys, and any key whose gate has content, are always probed
+    /// passively: an acquire probe would truncate the gate.
     pub async fn probe(&self, key: &LockKey, mode: ProbeMode) -> KeyState {
         let gate = key.gate_path();
-        match std::fs::symlink_metadata(&gate) {
+        let gate_len = match std::fs::symlink_metadata(&gate) {
             Err(error) => return error_state(format!("gate {}: {error}", gate.display())),
             Ok(meta) if !meta.is_file() => {
                 return error_state(format!("gate {} is not a regular file", gate.display()));
             }
-            Ok(_) => {}
-        }
+            Ok(meta) => meta.len(),
+        };
         let announce = key.announce_path();
         if std::fs::symlink_metadata(&announce).is_ok_and(|meta| !meta.is_file()) {
             // The SDK would open (and an acquire would write) through it.
@@ -86,7 +86,7 @@ impl Prober {
                 announce.display()
             ));
         }
-        let mode = if key.kind == KeyKind::Other {
+        let mode = if key.kind == KeyKind::Other || gate_len > 0 {
             ProbeMode::Passive
         } else {
             mode

@@ -20,6 +20,7 @@ pub enum Liveness {
     Free,
     /// Gate held, announce not: an acquisition or release in flight — or a
     /// holder stopped mid-acquisition (the probe's wait is bounded).
+    #[serde(rename = "in-flight")]
     InFlight,
     /// The probe itself failed (see [`KeyState::error`]).
     Error,
@@ -70,6 +71,25 @@ impl KeyState {
             holders: Vec::new(),
             waiters: Vec::new(),
             since: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_spells_every_liveness_as_the_screen_does() {
+        for liveness in [
+            Liveness::Live,
+            Liveness::Own,
+            Liveness::Free,
+            Liveness::InFlight,
+            Liveness::Error,
+        ] {
+            let json = serde_json::to_string(&liveness).unwrap();
+            assert_eq!(json, format!("\"{}\"", liveness.as_str()));
         }
     }
 }

@@ -32,8 +32,9 @@ pub fn escape(key: &str) -> String {
     out
 }
 
-/// Inverts [`escape`]; `None` for a malformed escape or non-UTF-8 result
-/// (a foreign file, not something the SDK wrote).
+/// Inverts [`escape`]; `None` for a malformed escape, a lowercase one
+/// (`%2a`: the SDK writes `%2A`, so such a name is no claim's file) or a
+/// non-UTF-8 result — a foreign file, not something the SDK wrote.
 pub fn unescape(escaped: &str) -> Option<String> {
     let bytes = escaped.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -41,8 +42,14 @@ pub fn unescape(escaped: &str) -> Option<String> {
     while i < bytes.len() {
         match bytes[i] {
             b'%' => {
-                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
+                let hex = bytes.get(i + 1..i + 3)?;
+                if !hex
+                    .iter()
+                    .all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(b))
+                {
+                    return None;
+                }
+                out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
                 i += 3;
             }
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' => {
@@ -83,6 +90,8 @@ mod tests {
         assert_eq!(unescape("%ZZ"), None);
         assert_eq!(unescape("a.b"), None);
         assert_eq!(unescape("%FF"), None);
+        assert_eq!(unescape("%2a"), None, "the SDK writes uppercase hex only");
+        assert_eq!(unescape("%2A"), Some("*".into()));
     }
 
     proptest! {

@@ -17,6 +17,10 @@ use super::{
 /// check never writes, so it raises no file events and holds nothing).
 pub const WAIT_POLL: Duration = Duration::from_millis(50);
 
+/// How many all-or-nothing attempts [`try_acquire_family_checked`] makes
+/// while a member it failed to take keeps looking free afterwards.
+pub const CHECKED_ATTEMPTS: u32 = 3;
+
 /// How long a member stuck mid-acquisition (gate held, announce not) is
 /// given before it counts as taken. The SDK's `try_held` alone would wait
 /// forever on a holder stopped mid-acquisition; every probe in locktop
@@ -153,11 +157,14 @@ pub async fn try_acquire_family_detailed(
     })
 }
 
-/// [`try_acquire_family_detailed`], but every member reported busy is
-/// really taken by someone: a member that nobody holds yet could not be
-/// taken is retried (it may have been released in between) and, if it
-/// keeps failing, is an [`LocksError::Unavailable`] naming what is in the
-/// way (permissions, a file where a directory should be) — never "busy".
+/// [`try_acquire_family_detailed`], but a member that could not be taken
+/// because something is in the way ([`obstacle`]: permissions, a file
+/// where a directory should be, a FIFO at a lock path) is an
+/// [`LocksError::Unavailable`] naming it — never "busy". A member found
+/// free right after failing, with nothing in the way, was taken and
+/// released in between (a short-lived holder, another monitor's probe):
+/// the attempt is retried, and after [`CHECKED_ATTEMPTS`] it is reported
+/// busy, because it was.
 pub async fn try_acquire_family_checked(
     map: &AgentLockMap,
     state_dir: &Path,
@@ -172,10 +179,14 @@ pub async fn try_acquire_family_checked(
         let Some(index) = first_busy_member(map, &busy, false).await else {
             return Ok(Err(busy));
         };
+        let (dir, key) = &busy.coords[index];
+        if let Some(reason) = obstacle(dir, key) {
+            let member = member_name(state_dir, family, dir, key);
+            return Err(LocksError::Unavailable { member, reason });
+        }
         attempts += 1;
-        if attempts >= 3 {
-            let (dir, key) = &busy.coords[index];
-            return Err(unavailable(state_dir, family, dir, key));
+        if attempts >= CHECKED_ATTEMPTS {
+            return Ok(Err(busy));
         }
     }
 }
@@ -253,11 +264,15 @@ fn member_name(state_dir: &Path, family: &Family, dir: &Path, key: &str) -> Stri
 }
 
 /// What on disk keeps `(dir, key)` from being taken by this process, if
-/// anything: an ancestor that is not a directory, no permission to create
-/// the directory or its files, or a gate this process may not open for
-/// writing. `None` when nothing visible is in the way.
+/// anything: lock files unfit for an agent lock (not regular files, a gate
+/// with content), an ancestor that is not a directory, no permission to
+/// create the directory or its files, or a gate this process may not open
+/// for writing. `None` when nothing visible is in the way.
 pub fn obstacle(dir: &Path, key: &str) -> Option<String> {
     use nix::unistd::{AccessFlags, access};
+    if let Err(unfit) = super::check_writable(dir, key) {
+        return Some(unfit.to_string());
+    }
     let wx = AccessFlags::W_OK | AccessFlags::X_OK;
     for ancestor in dir.ancestors() {
         let Ok(meta) = std::fs::metadata(ancestor) else {

@@ -94,11 +94,18 @@ mod tests {
     #[test]
     fn a_fifo_a_directory_or_a_symlink_is_never_opened() {
         let dir = tempfile::tempdir().unwrap();
-        nix::unistd::mkfifo(&gate_path(dir.path(), "fifo"), nix::sys::stat::Mode::S_IRWXU)
-            .unwrap();
+        nix::unistd::mkfifo(
+            &gate_path(dir.path(), "fifo"),
+            nix::sys::stat::Mode::S_IRWXU,
+        )
+        .unwrap();
         std::fs::create_dir(announce_path(dir.path(), "dir")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", gate_path(dir.path(), "link")).unwrap();
-        for (key, what) in [("fifo", "a FIFO"), ("dir", "a directory"), ("link", "a symlink")] {
+        for (key, what) in [
+            ("fifo", "a FIFO"),
+            ("dir", "a directory"),
+            ("link", "a symlink"),
+        ] {
             match check_openable(dir.path(), key) {
                 Err(Unfit::NotRegular { what: found, .. }) => assert_eq!(found, what),
                 other => panic!("{key}: {other:?}"),

@@ -13,6 +13,8 @@ use dashmap::DashMap;
 use objectiveai_sdk::lockfile::{self, LockClaim};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+use super::files::{check_openable, check_writable};
+
 /// Per-key in-process gate for agent locks, keyed by the SAME `(dir, key)`
 /// the lockfile uses. Lives on [`crate::context::Context`], shared across
 /// clones. An entry exists at least as long as someone holds or waits on
@@ -98,8 +100,10 @@ pub fn prune_idle(map: &AgentLockMap, dir: &Path, key: &str) {
 /// Acquire an agent lock NON-BLOCKING. Returns `None` if the key is busy
 /// in-process (another task holds the guard) OR held cross-process. On the
 /// cross-process miss the in-process guard is dropped before returning, so
-/// it never lingers.
+/// it never lingers. Also `None`, without opening anything, when its files
+/// are not fit for an agent lock ([`check_writable`]).
 pub async fn try_acquire(map: &AgentLockMap, dir: &Path, key: &str) -> Option<AgentLock> {
+    check_writable(dir, key).ok()?;
     let guard = gate_mutex(map, dir, key).try_lock_owned().ok()?;
     match lockfile::try_acquire(dir, key, NO_CONTENTS).await {
         Some(claim) => Some(AgentLock {
@@ -116,8 +120,10 @@ pub async fn try_acquire(map: &AgentLockMap, dir: &Path, key: &str) -> Option<Ag
 }
 
 /// Acquire an agent lock, BLOCKING at both layers: the in-process Mutex
-/// first, then the cross-process lockfile. On error nothing is held.
+/// first, then the cross-process lockfile. On error nothing is held; files
+/// not fit for an agent lock ([`check_writable`]) are an error at once.
 pub async fn wait_acquire(map: &AgentLockMap, dir: &Path, key: &str) -> std::io::Result<AgentLock> {
+    check_writable(dir, key).map_err(std::io::Error::other)?;
     let guard = gate_mutex(map, dir, key).lock_owned().await;
     let claim = lockfile::wait_acquire(dir, key, NO_CONTENTS).await?;
     Ok(AgentLock {
@@ -131,7 +137,9 @@ pub async fn wait_acquire(map: &AgentLockMap, dir: &Path, key: &str) -> std::io:
 /// True when `(dir, key)` is taken right now, judged without taking it: a
 /// task of this process holds its in-process gate, or the SDK's shared-lock
 /// probe finds it held (a claim stuck mid-acquisition for longer than
-/// `in_flight_after` counts as taken).
+/// `in_flight_after` counts as taken). Files that cannot be opened safely
+/// ([`check_openable`]) are never probed and count as not taken (what is in
+/// the way is the caller's to report, see `obstacle`).
 pub async fn is_taken(
     map: &AgentLockMap,
     dir: &Path,
@@ -142,9 +150,10 @@ pub async fn is_taken(
         .get(&(dir.to_path_buf(), key.to_string()))
         .is_some_and(|mutex| mutex.try_lock().is_err());
     gate_busy
-        || tokio::time::timeout(in_flight_after, lockfile::try_held(dir, key))
-            .await
-            .unwrap_or(true)
+        || check_openable(dir, key).is_ok()
+            && tokio::time::timeout(in_flight_after, lockfile::try_held(dir, key))
+                .await
+                .unwrap_or(true)
 }
 
 /// The members of an all-or-nothing attempt that were busy, as indexes

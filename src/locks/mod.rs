@@ -36,6 +36,7 @@ pub mod coords;
 pub mod error;
 pub mod escape;
 pub mod family;
+pub mod files;
 pub mod gate;
 
 pub use coords::{
@@ -48,6 +49,7 @@ pub use family::{
     try_acquire_family, try_acquire_family_checked, try_acquire_family_detailed, unavailable,
     wait_acquire_family,
 };
+pub use files::{Unfit, check_openable, check_writable};
 pub use gate::{
     AgentLock, AgentLockMap, Busy, dedup_coords, is_taken, prune_idle, try_acquire,
     try_acquire_all, try_acquire_all_detailed, wait_acquire,

@@ -122,11 +122,14 @@ pub async fn check_family(
                 || std::fs::symlink_metadata(crate::locks::escape::gate_path(dir, key)).is_err()
         });
     if passive {
-        // A member with no lock files is free to anyone who can create them.
+        // A member with no lock files is free to anyone who can create
+        // them; one whose files are no agent lock (a FIFO, a gate with
+        // content) is never probed, and never free.
         for (dir, key) in &coords {
             let missing =
                 std::fs::symlink_metadata(crate::locks::escape::gate_path(dir, key)).is_err();
-            if missing && locks::obstacle(dir, key).is_some() {
+            let unfit = locks::check_writable(dir, key).is_err();
+            if unfit || missing && locks::obstacle(dir, key).is_some() {
                 return Err(locks::unavailable(context.state_dir(), family, dir, key));
             }
         }

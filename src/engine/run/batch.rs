@@ -29,6 +29,7 @@ impl Engine {
             let (_, dir) = self.new_dirs.remove(0);
             self.scan_new_dir(dir).await;
         }
+        self.flush_problems();
         if self.batch_due.is_some_and(|due| due <= now) {
             self.batch_due = None;
             let keys: Vec<LockKey> = self.pending.drain().collect();
@@ -70,12 +71,20 @@ impl Engine {
     pub(super) async fn probe_batch(&mut self, keys: Vec<LockKey>) {
         let mut batch = Vec::with_capacity(keys.len());
         for key in keys {
-            let is_file = std::fs::symlink_metadata(key.gate_path()).is_ok_and(|m| m.is_file());
+            let (gate, announce) = (key.gate_path(), key.announce_path());
+            let is_file = std::fs::symlink_metadata(&gate).is_ok_and(|m| m.is_file());
             if !is_file {
                 // Gone, or replaced by something that is not a lock file
-                // (a symlink is never followed, let alone written through).
+                // (a symlink is never followed, let alone written through):
+                // no claim, and maybe a problem (an orphan announce, a FIFO).
                 self.remove(&key);
+                self.recheck_problem(&gate);
+                self.recheck_problem(&announce);
                 continue;
+            }
+            if self.problems.has(&announce) {
+                // Its gate came back: no longer an orphan.
+                self.recheck_problem(&announce);
             }
             let now = Instant::now();
             let echo = self
@@ -101,6 +110,7 @@ impl Engine {
         self.acquired_at
             .retain(|_, at| now.duration_since(*at) < ECHO_WINDOW);
         self.publish(batch, false);
+        self.flush_problems();
     }
 
     /// Annotates held keys and sends what changed. Holder PIDs come only

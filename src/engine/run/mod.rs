@@ -17,6 +17,7 @@
 //!   [`WatcherHealth`].
 
 mod batch;
+mod problems;
 mod sweep;
 
 use sweep::SweepOutcome;
@@ -34,7 +35,6 @@ use super::{Delta, EngineCommand, EngineConfig, EngineStats, KeyState, Liveness,
 use crate::context::Context;
 use crate::disk::key::LockKey;
 use crate::disk::scan;
-use crate::engine::ScanProblem;
 use crate::engine::fs_events::{self, FsChange};
 
 use crate::liveness::Prober;
@@ -78,7 +78,7 @@ pub(super) struct Engine {
     config: EngineConfig,
     own_pids: HashSet<u32>,
     states: HashMap<LockKey, KeyState>,
-    problems: Vec<ScanProblem>,
+    problems: problems::Problems,
     health: Option<WatcherHealth>,
     deltas: UnboundedSender<Delta>,
     stats: Arc<EngineStats>,
@@ -122,7 +122,7 @@ impl Engine {
             config,
             own_pids: HashSet::from([std::process::id()]),
             states: HashMap::new(),
-            problems: Vec::new(),
+            problems: problems::Problems::default(),
             health: None,
             deltas,
             stats,
@@ -143,8 +143,17 @@ impl Engine {
         self.set_health(WatcherHealth::Starting);
         let mut first = true;
         loop {
-            if !self.root.is_dir() && !self.wait_for_root(&mut commands).await {
-                return;
+            if !self.root.is_dir() {
+                if first {
+                    // Nothing is on disk: the initial state (empty) is
+                    // complete, so whatever appears from now on is a change
+                    // (`watch` without `--initial` prints it).
+                    let at = SystemTime::now();
+                    self.send(Delta::Synced { keys: 0, at });
+                }
+                if !self.wait_for_root(&mut commands).await {
+                    return;
+                }
             }
             if !first && !matches!(self.health, Some(WatcherHealth::Rescanning { .. })) {
                 self.set_health(WatcherHealth::Rescanning {
@@ -242,6 +251,7 @@ impl Engine {
                             Some(end) => return end,
                         }
                     }
+                    self.flush_problems();
                 }
                 command = commands.recv() => match command {
                     None => return PhaseEnd::Stop,
@@ -306,6 +316,7 @@ impl Engine {
         match change {
             FsChange::Key(key) => self.mark(key),
             FsChange::DirCreated(dir) => {
+                self.recheck_problem(&dir);
                 self.scan_new_dir(dir.clone()).await;
                 self.new_dirs.push((Instant::now() + NEW_DIR_RESCAN, dir));
             }
@@ -322,8 +333,9 @@ impl Engine {
                 for key in gone {
                     self.remove(&key);
                 }
+                self.forget_problems_under(&dir);
             }
-            FsChange::Other(_) => {}
+            FsChange::Other(path) => self.recheck_problem(&path),
             FsChange::Rescan => {
                 self.set_health(WatcherHealth::Rescanning {
                     reason: "inotify queue overflowed; events were lost".into(),
@@ -347,6 +359,7 @@ impl Engine {
         let report = tokio::task::spawn_blocking(move || scan::scan_subtree(&state_dir, &dir))
             .await
             .unwrap_or_default();
+        self.add_problems(report.problems);
         for key in report.keys {
             if !self.states.contains_key(&key) {
                 self.mark(key);

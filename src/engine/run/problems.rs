@@ -71,7 +71,9 @@ impl Engine {
     /// Drops every problem at or below `dir` (it was removed).
     pub(super) fn forget_problems_under(&mut self, dir: &Path) {
         let before = self.problems.set.len();
-        self.problems.set.retain(|problem| !problem.path.starts_with(dir));
+        self.problems
+            .set
+            .retain(|problem| !problem.path.starts_with(dir));
         self.problems.dirty |= self.problems.set.len() != before;
     }
 

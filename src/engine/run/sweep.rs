@@ -35,10 +35,7 @@ impl Engine {
         for key in keys {
             self.remove(&key);
         }
-        if !self.problems.is_empty() {
-            self.problems.clear();
-            self.send(Delta::Problems(Vec::new()));
-        }
+        self.replace_problems(Vec::new());
     }
 
     /// Rescans the root and passively probes every claim, inline (the
@@ -101,10 +98,7 @@ impl Engine {
                 self.update(key, state, at);
             }
         }
-        if outcome.problems != self.problems {
-            self.problems = outcome.problems.clone();
-            self.send(Delta::Problems(outcome.problems));
-        }
+        self.replace_problems(outcome.problems);
         self.send(Delta::Synced { keys: count, at });
     }
 }

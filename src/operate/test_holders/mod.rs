@@ -293,6 +293,9 @@ async fn run_in_process(
 ) {
     let me = Some(std::process::id());
     let state_dir = context.state_dir().to_path_buf();
+    if let Err(error) = crate::disk::state_dir::require_existing(&state_dir) {
+        return send(me, HolderStatus::Failed(error.to_string()));
+    }
     let coords = match locks::family_coords(&state_dir, &spec.family) {
         Ok(coords) => coords,
         Err(error) => return send(me, HolderStatus::Failed(error.to_string())),

@@ -104,3 +104,88 @@ fn bad_input_exits_two_with_one_line() {
         assert!(!out.stderr.contains("panicked"), "{args:?}: {}", out.stderr);
     }
 }
+
+/// Every way `check`, `check --passive`, `hold` and `hold --wait` meet a
+/// lock path that is no lock file. Each must answer at once (a FIFO's open
+/// would block forever), exit 2 and leave the path as it was.
+fn answers_without_opening(state: &std::path::Path, tag: &str, what: &str) {
+    for args in [
+        &["check", "--tag", tag][..],
+        &["check", "--passive", "--tag", tag][..],
+        &["hold", "--tag", tag][..],
+        &["hold", "--wait", "--tag", tag][..],
+    ] {
+        let out = run_locktop(state, args);
+        assert_eq!(out.code(), 2, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(what), "{args:?}: {}", out.stderr);
+        assert_eq!(out.stderr_lines().len(), 1, "{args:?}: one line");
+    }
+    let json = run_locktop(state, &["check", "--json", "--tag", tag]);
+    assert_eq!(json.code(), 2, "{json:?}");
+    let doc: serde_json::Value = serde_json::from_str(json.stdout.trim()).expect("one JSON doc");
+    assert_eq!(doc["free"], false, "{doc}");
+    assert_eq!(doc["error"]["kind"], "unavailable", "{doc}");
+    assert_eq!(doc["error"]["member"], format!("tag {tag:?}"), "{doc}");
+}
+
+#[test]
+fn a_fifo_a_directory_or_a_socket_at_a_lock_path_is_unavailable_never_opened() {
+    let (_tmp, state) = state_in_tempdir();
+    let tags = state.join("locks/agents/tags");
+    std::fs::create_dir_all(tags.join("blocked.lock")).unwrap();
+    let mode = nix::sys::stat::Mode::S_IRWXU;
+    nix::unistd::mkfifo(&tags.join("fifo.lock"), mode).unwrap();
+    // A held-looking gate whose announce is a FIFO.
+    std::fs::write(tags.join("half.lock"), b"").unwrap();
+    nix::unistd::mkfifo(&tags.join("half.live.lock"), mode).unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(tags.join("sock.lock")).unwrap();
+    answers_without_opening(&state, "blocked", "is a directory");
+    answers_without_opening(&state, "fifo", "is a FIFO");
+    answers_without_opening(&state, "half", "is a FIFO");
+    answers_without_opening(&state, "sock", "is a socket");
+    assert!(tags.join("blocked.lock").is_dir());
+}
+
+#[test]
+fn a_gate_with_content_is_never_truncated() {
+    let (_tmp, state) = state_in_tempdir();
+    let tags = state.join("locks/agents/tags");
+    std::fs::create_dir_all(&tags).unwrap();
+    let gate = tags.join("data.lock");
+    std::fs::write(&gate, b"not an agent lock").unwrap();
+    answers_without_opening(&state, "data", "agent gates are empty");
+    assert_eq!(std::fs::read(&gate).unwrap(), b"not an agent lock");
+}
+
+#[test]
+fn a_state_dir_that_does_not_exist_is_an_error_and_is_not_created() {
+    let (tmp, _state) = state_in_tempdir();
+    let typo = tmp.path().join("no/such/state");
+    for args in [&["hold", "--tag", "x"][..], &["check", "--tag", "x"][..]] {
+        let out = run_locktop(&typo, args);
+        assert_eq!(out.code(), 2, "{args:?}: {out:?}");
+        assert!(out.stderr.contains("does not exist"), "{}", out.stderr);
+        assert_eq!(out.stderr_lines().len(), 1, "{args:?}: one line");
+        assert!(!tmp.path().join("no").exists(), "{args:?} created it");
+    }
+    let json = run_locktop(&typo, &["check", "--json", "--tag", "x"]);
+    assert_eq!(json.code(), 2);
+    let doc: serde_json::Value = serde_json::from_str(json.stdout.trim()).expect("one JSON doc");
+    assert_eq!(doc["error"]["kind"], "bad_input", "{doc}");
+}
+
+#[test]
+fn json_answers_bad_input_with_one_document_too() {
+    let (_tmp, state) = state_in_tempdir();
+    for (args, kind) in [
+        (&["check", "--json"][..], "bad_input"),
+        (&["check", "--json", "--aih", "../x"][..], "invalid_member"),
+    ] {
+        let out = run_locktop(&state, args);
+        assert_eq!(out.code(), 2, "{args:?}: {out:?}");
+        let doc: serde_json::Value =
+            serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        assert_eq!(doc["error"]["kind"], kind, "{doc}");
+        assert!(doc["error"]["message"].is_string(), "{doc}");
+    }
+}

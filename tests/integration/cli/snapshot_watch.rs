@@ -350,3 +350,55 @@ fn watch_into_a_closed_pipe_exits_quietly() {
     assert!(!stderr.contains("panic"), "{stderr}");
     assert_eq!(stderr.trim(), "locktop-exit=0", "{stderr}");
 }
+
+/// `watch` started before the locks dir exists: the initial state is
+/// empty, so every key that appears afterwards is a change and gets its
+/// `from: null` line (without `--initial` too).
+#[test]
+fn watch_without_initial_reports_keys_of_a_locks_dir_that_appears_later() {
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    assert!(!state.join("locks").exists());
+    let mut watch = Watch::start(&state);
+    watch.wait_line("waiting for the root", |v| {
+        v["watcher"]["health"] == "waiting_for_root"
+    });
+    let holder = Holder::hold(&state, &["--aih", "i/a/b/c", "--tag", "x"]);
+    let names = held_names(&holder);
+    let pid = holder.pid();
+    watch.wait_each(&names, None, "live", &[pid]);
+    let first: Vec<&String> = watch
+        .seen
+        .iter()
+        .filter(|line| line.contains("\"name\":\"x\""))
+        .collect();
+    assert!(
+        first
+            .first()
+            .is_some_and(|line| line.contains("\"from\":null")),
+        "tag x's first line is its appearance: {first:?}"
+    );
+}
+
+/// One spelling of each liveness everywhere: `snapshot --json` says
+/// `in-flight` (as `watch --json`, the screen and the README do).
+#[test]
+fn snapshot_json_spells_in_flight_as_watch_does() {
+    let (_tmp, state) = state_in_tempdir();
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "half taken");
+    std::fs::create_dir_all(&dir).expect("tags dir");
+    let gate = locktop::locks::escape::gate_path(&dir, &key);
+    std::fs::write(&gate, b"").expect("gate");
+    std::fs::write(locktop::locks::escape::announce_path(&dir, &key), b"").expect("announce");
+    // A claim stopped mid-acquisition: the gate is locked, the announce not.
+    let gate_file = std::fs::File::open(&gate).expect("open gate");
+    nix::fcntl::Flock::lock(gate_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map(|locked| {
+            let out = run_locktop(&state, &["snapshot", "--json", "--probe", "passive"]);
+            assert_eq!(out.code(), 0, "{out:?}");
+            let doc: Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+            assert_eq!(doc["keys"][0]["liveness"], "in-flight", "{doc}");
+            drop(locked);
+        })
+        .expect("flock the gate");
+}

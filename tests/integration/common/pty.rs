@@ -47,6 +47,24 @@ impl Tui {
         Self::start(None, args, cols, rows, &[])
     }
 
+    /// Starts `<wrapper…> locktop --state-dir STATE <args…>` (e.g. under
+    /// `strace`), on a `cols`×`rows` terminal.
+    pub fn spawn_under(
+        wrapper: &[&str],
+        state_dir: &Path,
+        args: &[&str],
+        cols: u16,
+        rows: u16,
+    ) -> Self {
+        let mut full: Vec<&str> = wrapper[1..].to_vec();
+        full.push(super::locktop_bin());
+        full.push("--state-dir");
+        let state = state_dir.to_str().expect("a UTF-8 temp path");
+        full.push(state);
+        full.extend_from_slice(args);
+        Self::start_program(wrapper[0], None, &full, cols, rows, &[])
+    }
+
     /// [`Tui::spawn`] with extra environment variables.
     pub fn spawn_with_env(
         state_dir: &Path,
@@ -65,6 +83,17 @@ impl Tui {
         rows: u16,
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_program(super::locktop_bin(), state_dir, args, cols, rows, env)
+    }
+
+    fn start_program(
+        program: &str,
+        state_dir: Option<&Path>,
+        args: &[&str],
+        cols: u16,
+        rows: u16,
+        env: &[(&str, &str)],
+    ) -> Self {
         let pty = native_pty_system();
         let pair = pty
             .openpty(PtySize {
@@ -74,7 +103,7 @@ impl Tui {
                 pixel_height: 0,
             })
             .expect("openpty");
-        let mut command = CommandBuilder::new(super::locktop_bin());
+        let mut command = CommandBuilder::new(program);
         if let Some(state_dir) = state_dir {
             command.arg("--state-dir");
             command.arg(state_dir);

@@ -5,4 +5,5 @@
 
 mod demo;
 mod holders;
+mod read_only;
 mod tui;

@@ -198,3 +198,94 @@ async fn a_symlink_named_like_a_gate_is_not_reported_as_a_claim() {
         );
     }
 }
+
+/// Foreign files, symlinks, FIFOs, sockets and directories named like a
+/// lock file are filesystem events like any other: they are listed as
+/// problems when they appear and dropped when they go, with no sweep in
+/// between (the sweep is off; only the initial one ran).
+#[tokio::test(flavor = "multi_thread")]
+async fn problems_come_and_go_with_their_events_not_with_the_sweep() {
+    let _serial = serial().await;
+    for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
+        let (_tmp, state) = state_in_tempdir();
+        let mut first = hold(&state, &["--group", "first"]);
+        let mut engine = Engine::start(&state, mode, NO_SWEEP);
+        engine.synced().await;
+        let sweeps = engine.sweeps();
+
+        let mut expected = plant_foreign_names(&state, "-evented");
+        let tags = tags_dir(&state);
+        let problem = |name: &str, what: &str| ScanProblem {
+            path: tags.join(name),
+            kind: ScanProblemKind::NotRegular(what.into()),
+        };
+        let mode_bits = nix::sys::stat::Mode::S_IRWXU;
+        nix::unistd::mkfifo(&tags.join("fifo.lock"), mode_bits).expect("mkfifo");
+        std::fs::create_dir(tags.join("blocked.lock")).expect("mkdir");
+        let socket = std::os::unix::net::UnixListener::bind(tags.join("sock.lock")).expect("bind");
+        expected.extend([
+            problem("fifo.lock", "a FIFO"),
+            problem("blocked.lock", "a directory"),
+            problem("sock.lock", "a socket"),
+        ]);
+        engine
+            .wait_view("every new problem listed", |view| {
+                view.problems.iter().cloned().collect::<BTreeSet<_>>() == expected
+            })
+            .await;
+
+        drop(socket);
+        for problem in &expected {
+            let path = &problem.path;
+            let meta = std::fs::symlink_metadata(path).expect("planted");
+            if meta.is_dir() {
+                std::fs::remove_dir(path).expect("rmdir");
+            } else {
+                std::fs::remove_file(path).expect("rm");
+            }
+        }
+        engine
+            .wait_view("every problem gone", |view| view.problems.is_empty())
+            .await;
+        assert_eq!(engine.sweeps(), sweeps, "{mode:?}: no sweep ran");
+        assert!(
+            engine.view.is(
+                &common::engine::tag("first"),
+                Liveness::Live,
+                &[first.pid()]
+            ),
+            "{mode:?}: the engine kept its view"
+        );
+        blocking(|| first.close_stdin());
+    }
+}
+
+/// Agent gates are empty. A gate with content is not an agent lock, and the
+/// acquire probe (which truncates the gate) never touches it: it is probed
+/// passively, whatever the engine's mode.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_acquire_probe_never_truncates_a_gate_with_content() {
+    let _serial = serial().await;
+    let (_tmp, state) = state_in_tempdir();
+    let mut engine = Engine::start(&state, ProbeMode::Acquire, NO_SWEEP);
+    engine.synced().await;
+    let tags = tags_dir(&state);
+    std::fs::create_dir_all(&tags).expect("tags dir");
+    let gate = tags.join("huge.lock");
+    let content = vec![b'x'; 1 << 20];
+    std::fs::write(&gate, &content).expect("write gate");
+    // Rewrite it: every write is another event, another chance to probe.
+    std::fs::write(&gate, &content).expect("rewrite gate");
+    engine
+        .wait_view("the gate seen as a free key", |view| {
+            view.liveness(&common::engine::tag("huge")) == Some(Liveness::Free)
+        })
+        .await;
+    engine.quiesce().await;
+    assert!(engine.probes() > 0);
+    assert_eq!(std::fs::metadata(&gate).expect("gate").len(), 1 << 20);
+    assert!(
+        !tags.join("huge.live.lock").exists(),
+        "an acquire probe wrote the beacon"
+    );
+}
