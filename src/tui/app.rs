@@ -16,7 +16,7 @@ use ratatui::Frame;
 
 use crate::engine::Delta;
 use crate::liveness::probe::ProbeMode;
-use crate::model::{HolderRow, Model, Section};
+use crate::model::Model;
 
 use super::action::{Action, Pane};
 use super::operator::Operator;
@@ -188,13 +188,7 @@ impl App {
         self.hits = drawn.hits;
         if let Some(page) = drawn.page {
             self.page = page;
-            let offset = drawn.hits.offset;
-            match self.pane {
-                Pane::Tree => self.model.set_tree_offset(offset),
-                Pane::Holders => self.model.set_holders_offset(offset),
-                Pane::Events => self.model.set_events_offset(offset),
-                Pane::TestHolders => self.operator.test_holders.set_offset(offset),
-            }
+            self.record_offset(drawn.hits.offset);
         }
         if let (Some(area), Some(Overlay::Report(report))) =
             (drawn.report, self.operator.overlay.as_mut())
@@ -248,39 +242,6 @@ impl App {
         }
     }
 
-    /// Index of the selected row in the current pane.
-    pub fn selected_index(&mut self) -> usize {
-        self.model.refresh();
-        match self.pane {
-            Pane::Tree => self.model.selected_row(),
-            Pane::Holders => self.model.holders_selected(),
-            Pane::Events => self.model.events_selected(),
-            Pane::TestHolders => self.operator.test_holders.selected(),
-        }
-    }
-
-    /// How many rows the current pane has.
-    pub fn row_count(&mut self) -> usize {
-        self.model.refresh();
-        match self.pane {
-            Pane::Tree => self.model.rows().len(),
-            Pane::Holders => self.model.holders().1.len(),
-            Pane::Events => self.model.events().len(),
-            Pane::TestHolders => self.operator.test_holders.list().len(),
-        }
-    }
-
-    /// Selects row `index` (clamped) of the current pane.
-    pub fn select_index(&mut self, index: usize) {
-        self.dirty = true;
-        match self.pane {
-            Pane::Tree => self.model.select_row(index),
-            Pane::Holders => self.model.select_holder_row(index),
-            Pane::Events => self.model.select_event(index),
-            Pane::TestHolders => self.operator.test_holders.select(index),
-        }
-    }
-
     fn move_by(&mut self, by: isize) {
         let index = self.selected_index();
         self.select_index(index.saturating_add_signed(by));
@@ -288,61 +249,5 @@ impl App {
 
     fn move_to(&mut self, index: usize) {
         self.select_index(index);
-    }
-
-    /// Enter: toggles a tree node; on a holder's key, shows it in the tree.
-    fn toggle(&mut self) {
-        match self.pane {
-            Pane::Tree => self.model.toggle(),
-            Pane::Holders => {
-                let index = self.model.holders_selected();
-                let row = self.model.holders().1.get(index).copied();
-                if let Some(HolderRow::Key { node, .. }) = row {
-                    let tree = &self.model.data().tree;
-                    let node = tree.node(node);
-                    let (section, path) = (node.section, node.path.clone());
-                    self.reveal(section, &path);
-                }
-            }
-            Pane::Events => {
-                let event = self.model.events().get(self.model.events_selected());
-                if let Some(event) = event {
-                    let (section, path) = (Section::of(event.key.kind), event.key.name.clone());
-                    self.reveal(section, &path);
-                }
-            }
-            Pane::TestHolders => {
-                let family = self
-                    .operator
-                    .test_holders
-                    .selected_holder()
-                    .map(|h| &h.spec.family);
-                let first = match family {
-                    Some(crate::locks::Family::Hierarchy { aih, .. }) => {
-                        Some((Section::Instances, aih.clone()))
-                    }
-                    Some(crate::locks::Family::Group(tags)) => {
-                        tags.first().map(|tag| (Section::Tags, tag.clone()))
-                    }
-                    None => None,
-                };
-                if let Some((section, path)) = first {
-                    self.reveal(section, &path);
-                }
-            }
-        }
-    }
-
-    /// Switches to the tree and selects `(section, path)` if it is a row.
-    fn reveal(&mut self, section: Section, path: &str) {
-        let id = self.model.data().tree.find(section, path);
-        match id.is_some_and(|id| self.model.select_node(id)) {
-            true => self.pane = Pane::Tree,
-            false => {
-                self.message = Some(format!(
-                    "{path} is not a row of the tree (hidden by the filter, free keys or a collapsed node)"
-                ));
-            }
-        }
     }
 }

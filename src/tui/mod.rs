@@ -12,8 +12,9 @@
 //!
 //! Files: [`action`](Action) (what can be asked), `keymap` (the only
 //! binding of keys, and `hints` built from it), `input` (events →
-//! actions), `app` (the state machine; `actions` runs the operator's
-//! actions, `operator` holds their side), `overlay` (forms and dialogs),
+//! actions), `app` (the state machine; `panes` reaches each pane's
+//! state, `actions` runs the operator's actions, `operator` holds their
+//! side), `overlay` (forms and dialogs),
 //! `views/` (drawing, read-only), `event_loop` (setup + the loop),
 //! `terminal`, `theme`.
 
@@ -27,6 +28,7 @@ mod keymap;
 mod operator;
 mod ops;
 mod overlay;
+mod panes;
 mod terminal;
 mod theme;
 mod views;

@@ -76,8 +76,8 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
 
 /// The tab bar, with the filter and the free-key toggle on the right;
 /// returns the x range of each tab, in [`Pane::ALL`] order.
-pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); 4] {
-    let mut tab_spans = [(0, 0); 4];
+pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane::ALL.len()] {
+    let mut tab_spans = [(0, 0); Pane::ALL.len()];
     let theme = app.config.theme;
     let mut spans = Vec::new();
     let mut x = area.x;

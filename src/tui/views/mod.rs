@@ -51,7 +51,7 @@ pub struct HitMap {
     /// The tab bar line, and the x range of each tab.
     pub tabs: Rect,
     /// `(start x, end x)` per pane, in [`Pane::ALL`] order.
-    pub tab_spans: [(u16, u16); 4],
+    pub tab_spans: [(u16, u16); Pane::ALL.len()],
 }
 
 /// What one frame laid out, for the app to keep until the next input:
