@@ -2,16 +2,21 @@
 //! `/proc/locks` per batch, process details per distinct PID, "held since"
 //! from the announce file's mtime.
 //!
-//! Invariant: `/proc/locks` is read at most once per call and never per
-//! key (it stalls every flock on the machine while it is read).
+//! Invariants: `/proc/locks` is read at most once per call and never per
+//! key (it stalls every flock on the machine while it is read); a PID is
+//! shown as a holder only once verified — its fdinfo shows the lock
+//! ([`HeldFiles`]), or, where fdinfo may not be read, it started before
+//! the claim was taken — so a reused PID is never named. A PID that is
+//! gone stays listed as gone (`alive: false`): the lock outlived the
+//! process that took it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use super::{KeyState, Liveness};
 use crate::disk::key::LockKey;
 use crate::disk::key::held_since;
 use crate::liveness::proc_locks::{FileId, FileLocks, LockIndex};
-use crate::liveness::process::ProcessInfo;
+use crate::liveness::verify::HolderVerifier;
 
 /// Fills holders, waiters and `since` of every held state in `batch`, and
 /// turns `Live` into `Own` when a holder is one of `own_pids`. Reads
@@ -30,7 +35,7 @@ pub fn annotate_with(
     index: &LockIndex,
     own_pids: &HashSet<u32>,
 ) {
-    let mut processes: HashMap<u32, ProcessInfo> = HashMap::new();
+    let mut verifier = HolderVerifier::default();
     for (key, state) in batch.iter_mut() {
         if !state.liveness.is_held() {
             continue;
@@ -40,19 +45,19 @@ pub fn annotate_with(
         if state.liveness != Liveness::InFlight {
             state.since = announce.as_ref().and_then(held_since);
         }
-        let FileLocks { holders, waiters } =
-            index.union([gate, announce].iter().flatten().map(FileId::from_metadata));
+        let files: Vec<FileId> = [gate, announce]
+            .iter()
+            .flatten()
+            .map(FileId::from_metadata)
+            .collect();
+        let FileLocks { holders, waiters } = index.union(files.iter().copied());
+        let holders = verifier.holders(holders, &files, state.since);
         if state.liveness == Liveness::Live && holders.iter().any(|pid| own_pids.contains(pid)) {
             state.liveness = Liveness::Own;
         }
         state.holders = holders
             .into_iter()
-            .map(|pid| {
-                processes
-                    .entry(pid)
-                    .or_insert_with(|| ProcessInfo::of(pid))
-                    .clone()
-            })
+            .map(|pid| verifier.process(pid).clone())
             .collect();
         state.waiters = waiters;
     }

@@ -8,10 +8,12 @@
 
 pub mod annotate;
 pub mod bulk;
+pub mod fdinfo;
 pub mod probe;
 pub mod proc_locks;
 pub mod process;
 pub mod state;
+pub mod verify;
 
 pub use probe::{ProbeMode, Prober};
 pub use process::ProcessInfo;

@@ -128,15 +128,20 @@ fn push_unique(into: &mut Vec<u32>, from: &[u32]) {
     }
 }
 
-struct Row {
-    file: FileId,
-    pid: u32,
-    waiting: bool,
+/// One exclusive `FLOCK` row of `/proc/locks` (or of a `lock:` line of
+/// `/proc/<pid>/fdinfo/<fd>`, which prints the same format).
+pub(super) struct Row {
+    /// The locked file.
+    pub file: FileId,
+    /// The PID that called `flock()` (it may be gone since).
+    pub pid: u32,
+    /// A blocked waiter, not a holder.
+    pub waiting: bool,
 }
 
 /// `1: FLOCK  ADVISORY  WRITE 10192 fe:00:10059777 0 EOF`, or with `->`
 /// after the ordinal for a blocked waiter.
-fn parse_row(line: &str) -> Option<Row> {
+pub(super) fn parse_row(line: &str) -> Option<Row> {
     let mut fields = line.split_whitespace();
     fields.next()?.strip_suffix(':')?;
     let mut kind = fields.next()?;

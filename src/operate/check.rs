@@ -14,6 +14,7 @@ use crate::disk::scan;
 use crate::disk::{KeyKind, LockKey};
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::process::ProcessInfo;
+use crate::liveness::verify::{HolderVerifier, claim_files};
 use crate::locks::{self, Busy, Family, LocksError};
 
 /// One busy member and who holds it.
@@ -32,19 +33,30 @@ pub struct BusyMember {
 /// of `/proc/locks` for the whole set).
 pub fn describe_busy(state_dir: &Path, busy: &Busy) -> Vec<BusyMember> {
     let index = LockIndex::read().unwrap_or_default();
+    let mut verifier = HolderVerifier::default();
     busy.busy
         .iter()
         .map(|&i| {
             let (dir, key) = &busy.coords[i];
             let key = LockKey::from_coord(state_dir, dir, key);
-            let claim = index.claim(&key.gate_path(), &key.announce_path());
+            let holders = verified_holders(&mut verifier, &index, &key);
             BusyMember {
                 kind: key.kind,
                 name: key.name,
-                holders: claim.holders.into_iter().map(ProcessInfo::of).collect(),
+                holders: holders
+                    .into_iter()
+                    .map(|pid| verifier.process(pid).clone())
+                    .collect(),
             }
         })
         .collect()
+}
+
+/// The verified holders of `key` among the PIDs `/proc/locks` names.
+fn verified_holders(verifier: &mut HolderVerifier, index: &LockIndex, key: &LockKey) -> Vec<u32> {
+    let files = claim_files(key);
+    let candidates = index.union(files.iter().copied()).holders;
+    verifier.holders(candidates, &files, key.held_since())
 }
 
 impl BusyMember {
@@ -183,6 +195,7 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
     } else {
         keys_by_holder(state_dir, &index)
     };
+    let mut verifier = HolderVerifier::default();
     let members = attempt
         .coords
         .iter()
@@ -191,21 +204,24 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
             let key = LockKey::from_coord(state_dir, dir, key);
             let busy = attempt.busy.contains(&i);
             let holders = if busy {
-                let claim = index.claim(&key.gate_path(), &key.announce_path());
                 let since = key.held_since();
-                claim
-                    .holders
+                verified_holders(&mut verifier, &index, &key)
                     .into_iter()
-                    .map(|pid| HolderReport {
-                        process: ProcessInfo::of(pid),
-                        since,
-                        also_holds: held_by
-                            .get(&pid)
-                            .into_iter()
-                            .flatten()
+                    .map(|pid| {
+                        let others = held_by.get(&pid).into_iter().flatten();
+                        let also_holds = others
                             .filter(|other| **other != key)
+                            .filter(|other| {
+                                let files = claim_files(other);
+                                verifier.holds(pid, &files, other.held_since()) != Some(false)
+                            })
                             .map(LockKey::label)
-                            .collect(),
+                            .collect();
+                        HolderReport {
+                            process: verifier.process(pid).clone(),
+                            since,
+                            also_holds,
+                        }
                     })
                     .collect()
             } else {

@@ -15,10 +15,11 @@ use nix::sys::signal::Signal;
 
 use crate::disk::key::KeyKind;
 use crate::engine::EngineCommand;
+use crate::liveness::verify::claim_files;
 use crate::locks::Family;
-use crate::model::{HolderForm, HolderRow, OwnPid, describe_family};
+use crate::model::{HolderForm, HolderRow, Lock, OwnPid, describe_family};
 use crate::operate::check::report_lines;
-use crate::operate::signal::{SignalError, refuse_pid, signal_holder};
+use crate::operate::signal::{SignalError, refuse_pid, signal_target};
 use crate::operate::test_holders::{HolderSpec, HolderStatus, HolderUpdate, Placement, StopError};
 
 use super::action::{Action, Pane};
@@ -210,15 +211,23 @@ impl App {
             return;
         }
         let data = self.model.data();
-        let holds = data
+        let locks: Vec<&Lock> = data
             .by_pid
             .get(&process.pid)
             .into_iter()
             .flatten()
-            .filter_map(|&id| data.lock(id).map(|lock| lock.key.label()))
+            .filter_map(|&id| data.lock(id))
             .collect();
+        let holds = locks.iter().map(|lock| lock.key.label()).collect();
+        let files: Vec<_> = locks
+            .iter()
+            .flat_map(|lock| claim_files(&lock.key))
+            .collect();
+        let since = locks.iter().filter_map(|lock| lock.state.since).min();
+        let target = (self.operator.verify)(&process, &files, since);
         self.operator.overlay = Some(Overlay::Signal(SignalDialog {
             process,
+            target,
             holds,
             stage: SignalStage::Confirm,
             error: None,
@@ -278,7 +287,11 @@ impl App {
         let Some(Overlay::Signal(dialog)) = self.operator.overlay.as_mut() else {
             return;
         };
-        match signal_holder(&dialog.process, signal) {
+        let sent = match &dialog.target {
+            Ok(target) => signal_target(target, signal),
+            Err(error) => Err(error.clone()),
+        };
+        match sent {
             Ok(()) => {
                 tracing::info!(
                     pid = dialog.process.pid,

@@ -11,6 +11,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::liveness::process::ProcessInfo;
 use crate::model::{FormPurpose, HolderForm};
+use crate::operate::signal::{SignalError, Target};
 use crate::operate::test_holders::HolderId;
 
 use super::app::App;
@@ -42,9 +43,12 @@ pub enum SignalStage {
 /// The dialog that signals a real holder: SIGTERM, then SIGKILL.
 #[derive(Debug, Clone)]
 pub struct SignalDialog {
-    /// The process as the operator was shown it (PID reuse is checked
-    /// against it before each signal).
+    /// The process as the operator was shown it.
     pub process: ProcessInfo,
+    /// The process bound for signalling when the dialog opened (a pidfd,
+    /// verified to hold the lock), or why it could not be: then nothing
+    /// can be sent from this dialog.
+    pub target: Result<Target, SignalError>,
     /// The keys it holds, as labels.
     pub holds: Vec<String>,
     /// Where the dialog is.

@@ -16,7 +16,8 @@ use crate::model::{Model, Section};
 use crate::operate::test_holders::HolderStatus;
 
 use super::support::{app_on, press, select, text_of, type_text};
-use crate::operate::signal::signal_holder;
+use crate::liveness::verify::testing::{hold_through_flock, sleep_with_pid};
+use crate::operate::signal::verify_target;
 use crate::tui::*;
 
 #[test]
@@ -35,24 +36,37 @@ fn own_pid_and_pid_one_are_never_signalled() {
         press(&mut app, KeyCode::Char('K'));
         assert!(!app.has_overlay());
         assert!(app.message().unwrap().contains(reason));
-        assert!(signal_holder(&ProcessInfo::of(pid), nix::sys::signal::Signal::SIGTERM).is_err());
+        assert!(verify_target(&ProcessInfo::of(pid), &[], None).is_err());
     }
 }
 
-/// A real process holding `cli/daemon/victim` in the model.
-fn victim(script: &str) -> (Child, App) {
-    let child = Command::new("sh").args(["-c", script]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(100)); // let the trap be set
+/// A real process that really holds `cli/daemon/victim` (its gate and
+/// announce flocked on descriptions it keeps), shown in the model.
+fn victim(script: &str) -> (Child, App, tempfile::TempDir) {
+    let state = tempfile::tempdir().unwrap();
+    let (dir, key) = crate::locks::agent_instance_lock(state.path(), "cli/daemon/victim");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = crate::disk::LockKey::from_coord(state.path(), &dir, &key);
+    let (gate, announce) = (key.gate_path(), key.announce_path());
+    let lock = "exec 8<>\"$1\" 9<>\"$2\" && flock -x 8 && flock -x 9";
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{lock} && {script}"))
+        .arg("sh")
+        .args([&gate, &announce])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200)); // let the locks and the trap be set
     let holder = ProcessInfo::of(child.id());
     let mut model = Model::new(Box::new(pid_alive));
-    let state = crate::engine::KeyState {
+    let state_of_key = crate::engine::KeyState {
         holders: vec![holder],
         ..held(Liveness::Live, 0, "", t(0))
     };
-    model.apply(key_delta(instance("cli/daemon/victim"), state, None, t(0)));
-    let mut app = app_on(model, STATE.as_ref());
+    model.apply(key_delta(key, state_of_key, None, t(0)));
+    let mut app = app_on(model, state.path());
     select(&mut app, Section::Instances, "cli/daemon/victim");
-    (child, app)
+    (child, app, state)
 }
 
 fn killed_by(child: &mut Child) -> Option<i32> {
@@ -62,7 +76,7 @@ fn killed_by(child: &mut Child) -> Option<i32> {
 
 #[test]
 fn k_then_y_sends_sigterm_to_a_real_holder() {
-    let (mut child, mut app) = victim("exec sleep 30");
+    let (mut child, mut app, _state) = victim("exec sleep 30");
     press(&mut app, KeyCode::Char('K'));
     press(&mut app, KeyCode::Char('y'));
     assert_eq!(killed_by(&mut child), Some(libc::SIGTERM));
@@ -72,7 +86,7 @@ fn k_then_y_sends_sigterm_to_a_real_holder() {
 
 #[test]
 fn a_holder_ignoring_sigterm_gets_sigkill_on_the_second_confirmation() {
-    let (mut child, mut app) = victim("trap '' TERM; exec sleep 30");
+    let (mut child, mut app, _state) = victim("trap '' TERM; exec sleep 30");
     press(&mut app, KeyCode::Char('K'));
     press(&mut app, KeyCode::Char('y'));
     std::thread::sleep(Duration::from_millis(100));
@@ -93,7 +107,7 @@ fn a_reused_pid_is_not_signalled() {
         started: Some(t(0)), // not when this process started
         ..ProcessInfo::of(child.id())
     };
-    let refused = signal_holder(&shown, nix::sys::signal::Signal::SIGTERM).unwrap_err();
+    let refused = verify_target(&shown, &[], None).unwrap_err();
     assert!(
         refused.to_string().contains("now another process"),
         "{refused}"
@@ -101,6 +115,56 @@ fn a_reused_pid_is_not_signalled() {
     assert_eq!(child.try_wait().unwrap(), None, "still running");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// The dialog binds its process (a pidfd) when it opens: if the holder
+/// dies and its PID is reused before the confirmation, the new process is
+/// never hit.
+#[test]
+fn a_pid_reused_between_the_dialog_and_the_confirmation_is_never_signalled() {
+    let (mut child, mut app, _state) = victim("exec sleep 30");
+    let pid = child.id();
+    press(&mut app, KeyCode::Char('K'));
+    assert!(
+        text_of(&mut app).contains("Send SIGTERM"),
+        "the dialog asks"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut impostor = sleep_with_pid(pid);
+    press(&mut app, KeyCode::Char('y'));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        impostor.try_wait().unwrap(),
+        None,
+        "the new process was signalled"
+    );
+    assert!(text_of(&mut app).contains("has already exited"));
+    impostor.kill().unwrap();
+    impostor.wait().unwrap();
+}
+
+/// A process that holds no lock is never bound, even though `/proc/locks`
+/// once named its PID.
+#[test]
+fn a_process_that_does_not_hold_the_lock_is_never_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = dir.path().join("x.lock");
+    let mut keeper = hold_through_flock(&[&gate]);
+    let files = [crate::liveness::proc_locks::FileId::of(&gate).unwrap()];
+    let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
+    let shown = ProcessInfo::of(bystander.id());
+    let refused = verify_target(&shown, &files, None).unwrap_err();
+    assert!(
+        refused.to_string().contains("does not hold the lock"),
+        "{refused}"
+    );
+    let holder = ProcessInfo::of(keeper.id());
+    assert!(verify_target(&holder, &files, None).is_ok());
+    for child in [&mut keeper, &mut bystander] {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
 }
 
 /// Drives the app's own channels until `done` (10 s at most).

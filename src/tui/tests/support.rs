@@ -8,6 +8,7 @@ use ratatui::backend::TestBackend;
 use crate::liveness::probe::ProbeMode;
 use crate::model::fixtures::{STATE, demo_model};
 use crate::model::{Model, Section};
+use crate::operate::signal::Target;
 use crate::tui::{App, AppConfig, Theme};
 
 /// An app on `model` watching `state_dir`, with `theme`.
@@ -26,9 +27,13 @@ pub(super) fn app_on(model: Model, state_dir: &std::path::Path) -> App {
     app_with(Theme::color(), model, state_dir)
 }
 
-/// An app on the demo model (every state, nested AIHs, fixed clock).
+/// An app on the demo model (every state, nested AIHs, fixed clock). Its
+/// holders are fixtures, not processes: the signal dialog binds them
+/// detached (it can draw, never send).
 pub(super) fn demo_app() -> App {
-    app_on(demo_model(), STATE.as_ref())
+    let mut app = app_on(demo_model(), STATE.as_ref());
+    app.operator.verify = Box::new(|process, _, _| Ok(Target::detached(process.clone())));
+    app
 }
 
 /// One frame of `app` at `width`×`height`.

@@ -112,19 +112,22 @@ fn draw_signal(theme: &Theme, dialog: &SignalDialog, frame: &mut Frame, area: Re
     } else {
         "; it is still running"
     };
-    let (question, keys) = match dialog.stage {
-        SignalStage::Confirm => (
+    let (question, keys) = match (&dialog.target, dialog.stage) {
+        (Err(error), SignalStage::Confirm) => {
+            (format!("✖ cannot be signalled: {error}"), " Esc close ")
+        }
+        (_, SignalStage::Confirm) => (
             format!("Send SIGTERM to {pid}? It may exit and release its locks."),
             " y send SIGTERM · n or Esc cancel ",
         ),
-        SignalStage::TermSent if dialog.exited => {
+        (_, SignalStage::TermSent) if dialog.exited => {
             (format!("sent SIGTERM to {pid}{gone}."), " Esc close ")
         }
-        SignalStage::TermSent => (
+        (_, SignalStage::TermSent) => (
             format!("sent SIGTERM to {pid}{gone}. K sends SIGKILL (cannot be caught)."),
             " K send SIGKILL · Esc close ",
         ),
-        SignalStage::KillSent => (format!("sent SIGKILL to {pid}{gone}."), " Esc close "),
+        (_, SignalStage::KillSent) => (format!("sent SIGKILL to {pid}{gone}."), " Esc close "),
     };
     lines.extend(sentence(&question, width, theme.section));
     if let Some(error) = &dialog.error {

@@ -1,0 +1,81 @@
+//! Who really holds a lock: the `lock:` lines of `/proc/<pid>/fdinfo/*`.
+//!
+//! `/proc/locks` names the process that CALLED `flock()`; that PID may be
+//! gone (a forked child kept the file description) and even reused by an
+//! unrelated process. The kernel lists a flock in the fdinfo of every fd
+//! that refers to the locked open file description, so a process whose
+//! fdinfo shows the lock is a verified holder, whatever PID took it.
+//!
+//! Invariants: only exclusive `FLOCK` locks count; reading is per process
+//! (one pass over its fds), done only for PIDs `/proc/locks` already named
+//! for a held key, once per batch.
+
+use std::collections::HashSet;
+use std::io::ErrorKind;
+
+use super::proc_locks::{FileId, parse_row};
+
+/// The files a process holds an exclusive flock on, through any of its fds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeldFiles {
+    /// Read from its fdinfo.
+    Known(HashSet<FileId>),
+    /// The process is gone.
+    Gone,
+    /// Its fdinfo may not be read (another user's process, without
+    /// privileges): nothing can be proved either way.
+    Unreadable,
+}
+
+impl HeldFiles {
+    /// Reads `/proc/<pid>/fdinfo/*` once.
+    pub fn of(pid: u32) -> Self {
+        let dir = match std::fs::read_dir(format!("/proc/{pid}/fdinfo")) {
+            Ok(dir) => dir,
+            Err(error) if error.kind() == ErrorKind::NotFound => return HeldFiles::Gone,
+            Err(_) => return HeldFiles::Unreadable,
+        };
+        let mut files = HashSet::new();
+        for entry in dir.flatten() {
+            let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                continue;
+            };
+            files.extend(
+                text.lines()
+                    .filter_map(|line| line.strip_prefix("lock:"))
+                    .filter_map(|row| parse_row(row.trim_start()))
+                    .filter(|row| !row.waiting)
+                    .map(|row| row.file),
+            );
+        }
+        HeldFiles::Known(files)
+    }
+
+    /// True when the process is proved to hold one of `files`.
+    pub fn holds_any(&self, files: &[FileId]) -> bool {
+        matches!(self, HeldFiles::Known(held) if files.iter().any(|f| held.contains(f)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn this_processs_own_flock_shows_in_its_fdinfo() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.lock");
+        let file = std::fs::File::create(&path).unwrap();
+        let id = FileId::of(&path).unwrap();
+        assert!(!HeldFiles::of(std::process::id()).holds_any(&[id]));
+        // SAFETY: a valid open fd for the duration of the call.
+        assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+        assert!(HeldFiles::of(std::process::id()).holds_any(&[id]));
+    }
+
+    #[test]
+    fn a_pid_that_does_not_exist_holds_nothing() {
+        assert_eq!(HeldFiles::of(u32::MAX - 7), HeldFiles::Gone);
+    }
+}
