@@ -31,6 +31,13 @@ pub enum WatcherHealth {
         /// Why.
         reason: String,
     },
+    /// Most events are the engine's own echo (its acquire probes write the
+    /// lock files): at least this many per second. Never a loop (an echo is
+    /// probed passively), but a doubled event load worth seeing.
+    SelfInflicted {
+        /// The engine's own echoes in the last second.
+        per_second: u64,
+    },
     /// inotify cannot be used (e.g. watch limit reached): sweeping on a
     /// short period instead.
     Polling {
@@ -50,6 +57,9 @@ impl WatcherHealth {
             }
             WatcherHealth::Rescanning { reason } => format!("rescanning: {reason}"),
             WatcherHealth::Polling { reason } => format!("polling fallback: {reason}"),
+            WatcherHealth::SelfInflicted { per_second } => {
+                format!("{per_second}/s events of its own (acquire probe echo)")
+            }
         }
     }
 }

@@ -8,9 +8,10 @@ use std::time::SystemTime;
 
 use tokio::time::Instant;
 
-use super::{COALESCE, ECHO_WINDOW, Engine, INDEX_MIN_INTERVAL};
+use super::echo::{ECHO_ALARM_PER_SECOND, Fingerprint};
+use super::{COALESCE, Engine, INDEX_MIN_INTERVAL};
 use crate::disk::LockKey;
-use crate::engine::Delta;
+use crate::engine::{Delta, WatcherHealth};
 use crate::liveness::annotate::annotate_with;
 use crate::liveness::proc_locks::LockIndex;
 use crate::liveness::{KeyState, Liveness, ProbeMode};
@@ -58,6 +59,7 @@ impl Engine {
         if self.next_sweep <= now {
             self.start_background_sweep();
         }
+        self.watch_echo_rate();
     }
 
     pub(super) fn index_ready(&self, now: Instant) -> bool {
@@ -66,8 +68,9 @@ impl Engine {
             .is_none_or(|(at, _)| now.duration_since(*at) >= INDEX_MIN_INTERVAL)
     }
 
-    /// Probes changed keys: acquire mode unless the key is in its echo
-    /// window, passive otherwise.
+    /// Probes changed keys: in the engine's mode, but passively when the
+    /// change is the engine's own echo (the files are as its last acquire
+    /// probe left them, see [`super::echo`]).
     pub(super) async fn probe_batch(&mut self, keys: Vec<LockKey>) {
         let mut batch = Vec::with_capacity(keys.len());
         for key in keys {
@@ -86,11 +89,10 @@ impl Engine {
                 // Its gate came back: no longer an orphan.
                 self.recheck_problem(&announce);
             }
-            let now = Instant::now();
-            let echo = self
-                .acquired_at
-                .get(&key)
-                .is_some_and(|at| now.duration_since(*at) < ECHO_WINDOW);
+            let echo = self.echo_marks.get(&key) == Some(&Fingerprint::of(&key));
+            if echo {
+                self.echo_rate.count();
+            }
             let mode = if echo {
                 ProbeMode::Passive
             } else {
@@ -102,13 +104,11 @@ impl Engine {
                 touched.insert(key.clone());
             }
             if mode.writes() {
-                self.acquired_at.insert(key.clone(), Instant::now());
+                self.echo_marks.insert(key.clone(), Fingerprint::of(&key));
             }
             batch.push((key, state));
         }
-        let now = Instant::now();
-        self.acquired_at
-            .retain(|_, at| now.duration_since(*at) < ECHO_WINDOW);
+        self.watch_echo_rate();
         self.publish(batch, false);
         self.flush_problems();
     }
@@ -185,7 +185,26 @@ impl Engine {
         });
     }
 
+    /// Shows a sustained rate of the engine's own echo in its health (and
+    /// takes it back once the rate falls).
+    pub(super) fn watch_echo_rate(&mut self) {
+        if !self.echo_rate.roll() {
+            return;
+        }
+        let per_second = self.echo_rate.last_second;
+        match (&self.health, per_second >= ECHO_ALARM_PER_SECOND) {
+            (Some(WatcherHealth::Watching), true) => {
+                self.set_health(WatcherHealth::SelfInflicted { per_second })
+            }
+            (Some(WatcherHealth::SelfInflicted { .. }), false) => {
+                self.set_health(WatcherHealth::Watching)
+            }
+            _ => {}
+        }
+    }
+
     pub(super) fn remove(&mut self, key: &LockKey) {
+        self.echo_marks.remove(key);
         if let Some(touched) = &mut self.sweep_touched {
             touched.insert(key.clone());
         }

@@ -4,9 +4,10 @@
 //! Invariants:
 //! - events are coalesced per key over a short window, then probed once;
 //! - echo: an acquire probe writes (truncate + beacon), so its own events
-//!   come back. A key acquire-probed less than [`ECHO_WINDOW`] ago is
-//!   re-probed PASSIVELY (which never writes), so an echo costs one passive
-//!   probe and can never loop;
+//!   come back, however late. A key whose files still look exactly as the
+//!   engine's last acquire probe left them ([`echo`]) is re-probed
+//!   PASSIVELY (which never writes), so an echo costs one passive probe and
+//!   can never loop; a sustained echo rate is a visible health;
 //! - bulk probes (initial scan, rescans, sweeps) are passive: thousands of
 //!   acquire probes would flood the inotify queue with their own echo;
 //! - the periodic sweep runs on its own task, so a kill is still seen at
@@ -17,6 +18,7 @@
 //!   [`WatcherHealth`].
 
 mod batch;
+mod echo;
 mod problems;
 mod sweep;
 
@@ -43,9 +45,6 @@ use crate::locks::locks_root;
 
 /// How long events are gathered before a batch is probed.
 pub const COALESCE: Duration = Duration::from_millis(2);
-/// After an acquire probe of a key, its events are treated as possible echo
-/// for this long (re-probed passively).
-pub const ECHO_WINDOW: Duration = Duration::from_millis(250);
 /// Minimum time between two reads of `/proc/locks`.
 pub const INDEX_MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// Sweep period when inotify cannot be used.
@@ -82,8 +81,11 @@ pub(super) struct Engine {
     health: Option<WatcherHealth>,
     deltas: UnboundedSender<Delta>,
     stats: Arc<EngineStats>,
-    /// When each key was last probed with the acquire probe.
-    acquired_at: HashMap<LockKey, Instant>,
+    /// What each key's files looked like right after the engine's last
+    /// acquire probe of it (its own writes).
+    echo_marks: HashMap<LockKey, echo::Fingerprint>,
+    /// The engine's own echoes per second.
+    echo_rate: echo::EchoRate,
     /// Keys changed since the last batch.
     pending: HashSet<LockKey>,
     /// When the pending batch is due.
@@ -126,7 +128,8 @@ impl Engine {
             health: None,
             deltas,
             stats,
-            acquired_at: HashMap::new(),
+            echo_marks: HashMap::new(),
+            echo_rate: echo::EchoRate::default(),
             pending: HashSet::new(),
             batch_due: None,
             index: None,
@@ -294,6 +297,10 @@ impl Engine {
 
     fn next_wake(&self) -> Instant {
         let mut wake = self.next_sweep;
+        if matches!(self.health, Some(WatcherHealth::SelfInflicted { .. })) {
+            // Quiet now? The next second's count takes the alarm back.
+            wake = wake.min(Instant::now() + Duration::from_secs(1));
+        }
         if let Some(due) = self.batch_due {
             wake = wake.min(due);
         }

@@ -43,6 +43,11 @@ impl Engine {
     pub(super) async fn full_sweep(&mut self) {
         self.next_sweep = Instant::now() + self.config.sweep_every;
         self.disown_background_sweep();
+        // The sweep probes every key after the changes that marked these:
+        // its answer is newer (and passive, so after an overflow it cannot
+        // start a storm of acquire probes of its own).
+        self.pending.clear();
+        self.batch_due = None;
         let outcome = sweep_off_loop(
             self.generation,
             self.state_dir.clone(),

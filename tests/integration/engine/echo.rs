@@ -105,3 +105,63 @@ async fn passive_mode_does_not_probe_its_own_echo_with_1000_keys() {
     let _serial = serial().await;
     no_probe_loop_on_the_monitors_own_echo(ProbeMode::Passive).await;
 }
+
+/// Keys created at once in the burst test: far past inotify's 16,384-event
+/// queue once each key's files and the acquire probes' own writes count.
+const BURST_KEYS: usize = 10_000;
+
+/// How long a burst may take to be fully handled. A correctness bound:
+/// an engine feeding on its own echo never gets there.
+const BURST_SETTLE: Duration = Duration::from_secs(90);
+
+/// A burst of 10,000 new keys (raw gate + announce pairs, as agents that
+/// came and went leave them) under an acquire-probe engine: the queue
+/// overflows, the engine rescans, and it must SETTLE — no probe of its own
+/// may come back as a reason for another acquire probe, however late its
+/// echo is delivered. Then nothing rewrites the lock files.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_of_new_keys_settles_under_the_acquire_probe() {
+    let _serial = serial().await;
+    let (_tmp, state) = state_in_tempdir();
+    let tags = crate::common::engine::tags_dir(&state);
+    std::fs::create_dir_all(&tags).expect("tags dir");
+    let mut engine = Engine::start(&state, ProbeMode::Acquire, NO_SWEEP);
+    engine.synced().await;
+    blocking(|| {
+        for i in 0..BURST_KEYS {
+            std::fs::write(tags.join(format!("burst{i}.lock")), b"").expect("gate");
+            std::fs::write(tags.join(format!("burst{i}.live.lock")), b"").expect("announce");
+        }
+    });
+    let deadline = std::time::Instant::now() + BURST_SETTLE;
+    loop {
+        let (events, probes) = (engine.events(), engine.probes());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        engine.drain();
+        if engine.events() == events && engine.probes() == probes {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the engine never settled: {} events, {} probes so far",
+            engine.events(),
+            engine.probes()
+        );
+    }
+    let free = engine
+        .view
+        .summary()
+        .values()
+        .filter(|(liveness, _)| *liveness == Liveness::Free)
+        .count();
+    assert_eq!(free, BURST_KEYS, "every burst key is seen, free");
+    let mtime = |i: usize| {
+        std::fs::metadata(tags.join(format!("burst{i}.live.lock")))
+            .and_then(|m| m.modified())
+            .expect("announce")
+    };
+    let before: Vec<_> = (0..BURST_KEYS).step_by(97).map(mtime).collect();
+    tokio::time::sleep(SETTLE).await;
+    let after: Vec<_> = (0..BURST_KEYS).step_by(97).map(mtime).collect();
+    assert_eq!(before, after, "lock files are still being rewritten");
+}
