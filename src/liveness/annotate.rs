@@ -18,11 +18,12 @@ use crate::disk::key::held_since;
 use crate::liveness::proc_locks::{FileId, FileLocks, LockIndex};
 use crate::liveness::verify::HolderVerifier;
 
-/// Fills holders, waiters and `since` of every held state in `batch`, and
-/// turns `Live` into `Own` when a holder is one of `own_pids`. Reads
-/// `/proc/locks` only if something in the batch is held.
+/// Fills holders, waiters and `since` of every held state in `batch`,
+/// turns `Live` into `Own` when a holder is one of `own_pids`, and turns a
+/// `Free` key whose gate or announce another process holds SHARED into
+/// `Shared` (see [`Liveness::Shared`]). Reads `/proc/locks` once.
 pub fn annotate(batch: &mut [(LockKey, KeyState)], own_pids: &HashSet<u32>) {
-    if !batch.iter().any(|(_, state)| state.liveness.is_held()) {
+    if batch.is_empty() {
         return;
     }
     let index = LockIndex::read().unwrap_or_default();
@@ -36,21 +37,46 @@ pub fn annotate_with(
     own_pids: &HashSet<u32>,
 ) {
     let mut verifier = HolderVerifier::default();
+    // Shared locks are rare: look for them only if the machine has one.
+    let look_for_shared = index.has_shared();
     for (key, state) in batch.iter_mut() {
-        if !state.liveness.is_held() {
+        let held = state.liveness.is_held();
+        let maybe_shared = look_for_shared && state.liveness == Liveness::Free;
+        if !(held || maybe_shared) {
             continue;
         }
         let gate = std::fs::symlink_metadata(key.gate_path()).ok();
         let announce = std::fs::symlink_metadata(key.announce_path()).ok();
-        if state.liveness != Liveness::InFlight {
-            state.since = announce.as_ref().and_then(held_since);
-        }
-        let files: Vec<FileId> = [gate, announce]
-            .iter()
+        let files: Vec<FileId> = [&gate, &announce]
+            .into_iter()
             .flatten()
             .map(FileId::from_metadata)
             .collect();
-        let FileLocks { holders, waiters } = index.union(files.iter().copied());
+        let FileLocks {
+            holders,
+            waiters,
+            shared,
+        } = index.union(files.iter().copied());
+        if !held {
+            // Our own probes' momentary shared locks are not holders.
+            let shared: Vec<u32> = shared
+                .into_iter()
+                .filter(|pid| !own_pids.contains(pid))
+                .collect();
+            let shared = verifier.holders(shared, &files, None);
+            if !shared.is_empty() {
+                state.liveness = Liveness::Shared;
+                state.holders = shared
+                    .into_iter()
+                    .map(|pid| verifier.process(pid).clone())
+                    .collect();
+                state.waiters = waiters;
+            }
+            continue;
+        }
+        if state.liveness != Liveness::InFlight {
+            state.since = announce.as_ref().and_then(held_since);
+        }
         let holders = verifier.holders(holders, &files, state.since);
         if state.liveness == Liveness::Live && holders.iter().any(|pid| own_pids.contains(pid)) {
             state.liveness = Liveness::Own;

@@ -6,7 +6,8 @@
 //! that refers to the locked open file description, so a process whose
 //! fdinfo shows the lock is a verified holder, whatever PID took it.
 //!
-//! Invariants: only exclusive `FLOCK` locks count; reading is per process
+//! Invariants: only held `FLOCK` locks count (exclusive or shared: which
+//! kind a PID holds is `/proc/locks`' to say); reading is per process
 //! (one pass over its fds), done only for PIDs `/proc/locks` already named
 //! for a held key, once per batch.
 
@@ -15,7 +16,7 @@ use std::io::ErrorKind;
 
 use super::proc_locks::{FileId, parse_row};
 
-/// The files a process holds an exclusive flock on, through any of its fds.
+/// The files a process holds a flock on, through any of its fds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeldFiles {
     /// Read from its fdinfo.

@@ -5,8 +5,10 @@
 //! cannot tell holders from blocked waiters. Why an index: reading
 //! `/proc/locks` takes a global kernel lock that stalls every flock on the
 //! machine (DESIGN.md §4b) — read it once per batch, never per key.
-//! Invariant: only exclusive (`WRITE`) `FLOCK` rows count as holders;
-//! shared rows are probes (ours or another monitor's) and are ignored.
+//! Invariant: exclusive (`WRITE`) `FLOCK` rows are holders; shared (`READ`)
+//! rows are kept apart — mostly momentary probes (ours or another
+//! monitor's), but a lasting one (util-linux `flock -s`) blocks every
+//! agent's acquire and must be shown.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -49,6 +51,9 @@ pub struct FileLocks {
     pub holders: Vec<u32>,
     /// PIDs blocked waiting for one (`->` rows).
     pub waiters: Vec<u32>,
+    /// PIDs holding a shared flock (not an SDK holder: the SDK takes its
+    /// claims exclusively and probes with momentary shared locks).
+    pub shared: Vec<u32>,
 }
 
 /// One parse of `/proc/locks`: (device, inode) → holders and waiters.
@@ -69,11 +74,14 @@ impl LockIndex {
         let mut files: HashMap<FileId, FileLocks> = HashMap::new();
         for line in text.lines() {
             if let Some(row) = parse_row(line) {
+                if row.waiting && !row.exclusive {
+                    continue;
+                }
                 let entry = files.entry(row.file).or_default();
-                let list = if row.waiting {
-                    &mut entry.waiters
-                } else {
-                    &mut entry.holders
+                let list = match (row.waiting, row.exclusive) {
+                    (true, _) => &mut entry.waiters,
+                    (false, true) => &mut entry.holders,
+                    (false, false) => &mut entry.shared,
                 };
                 if !list.contains(&row.pid) {
                     list.push(row.pid);
@@ -105,11 +113,18 @@ impl LockIndex {
         for locks in files.into_iter().filter_map(|id| self.get(&id)) {
             push_unique(&mut out.holders, &locks.holders);
             push_unique(&mut out.waiters, &locks.waiters);
+            push_unique(&mut out.shared, &locks.shared);
         }
         out
     }
 
-    /// How many distinct files have exclusive holders or waiters.
+    /// True when some file has a shared holder (cheap: lets callers skip
+    /// looking for one).
+    pub fn has_shared(&self) -> bool {
+        self.files.values().any(|locks| !locks.shared.is_empty())
+    }
+
+    /// How many distinct files have holders or waiters.
     pub fn len(&self) -> usize {
         self.files.len()
     }
@@ -137,6 +152,8 @@ pub(super) struct Row {
     pub pid: u32,
     /// A blocked waiter, not a holder.
     pub waiting: bool,
+    /// `WRITE` (exclusive), not `READ` (shared).
+    pub exclusive: bool,
 }
 
 /// `1: FLOCK  ADVISORY  WRITE 10192 fe:00:10059777 0 EOF`, or with `->`
@@ -153,9 +170,11 @@ pub(super) fn parse_row(line: &str) -> Option<Row> {
         return None;
     }
     let _advisory = fields.next()?;
-    if fields.next()? != "WRITE" {
-        return None;
-    }
+    let exclusive = match fields.next()? {
+        "WRITE" => true,
+        "READ" => false,
+        _ => return None,
+    };
     let pid: u32 = fields.next()?.parse().ok()?;
     let mut id = fields.next()?.split(':');
     let major = u32::from_str_radix(id.next()?, 16).ok()?;
@@ -169,6 +188,7 @@ pub(super) fn parse_row(line: &str) -> Option<Row> {
         },
         pid,
         waiting,
+        exclusive,
     })
 }
 
@@ -206,9 +226,12 @@ garbage
     #[test]
     fn shared_posix_and_malformed_rows_are_not_holders() {
         let index = LockIndex::parse(SAMPLE);
-        assert!(index.get(&id(0xfe, 0, 42)).is_none());
+        let shared = index.get(&id(0xfe, 0, 42)).unwrap();
+        assert!(shared.holders.is_empty(), "a shared lock is no holder");
+        assert_eq!(shared.shared, vec![777], "but it is kept apart");
         assert!(index.get(&id(0xfe, 0, 43)).is_none());
-        assert_eq!(index.len(), 2);
+        assert_eq!(index.len(), 3);
+        assert!(index.has_shared());
     }
 
     #[test]

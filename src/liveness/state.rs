@@ -22,6 +22,10 @@ pub enum Liveness {
     /// holder stopped mid-acquisition (the probe's wait is bounded).
     #[serde(rename = "in-flight")]
     InFlight,
+    /// Nobody holds it exclusively, but a shared flock does (not an SDK
+    /// holder: e.g. util-linux `flock -s`), which blocks every agent's
+    /// acquire. The shared holders are the key's holders.
+    Shared,
     /// The probe itself failed (see [`KeyState::error`]).
     Error,
 }
@@ -34,13 +38,18 @@ impl Liveness {
             Liveness::Own => "own",
             Liveness::Free => "free",
             Liveness::InFlight => "in-flight",
+            Liveness::Shared => "shared",
             Liveness::Error => "error",
         }
     }
 
-    /// True when some process holds (or is taking) the claim.
+    /// True when some process holds (or is taking) the claim: an SDK
+    /// holder, or a shared lock that blocks agents as surely.
     pub fn is_held(self) -> bool {
-        matches!(self, Liveness::Live | Liveness::Own | Liveness::InFlight)
+        matches!(
+            self,
+            Liveness::Live | Liveness::Own | Liveness::InFlight | Liveness::Shared
+        )
     }
 }
 
@@ -86,6 +95,7 @@ mod tests {
             Liveness::Own,
             Liveness::Free,
             Liveness::InFlight,
+            Liveness::Shared,
             Liveness::Error,
         ] {
             let json = serde_json::to_string(&liveness).unwrap();

@@ -27,6 +27,9 @@ pub struct Counts {
     pub free: usize,
     /// Instance and tag keys with an acquisition or release in flight.
     pub in_flight: usize,
+    /// Instance and tag keys nobody holds exclusively but a shared lock
+    /// blocks.
+    pub shared: usize,
     /// Instance and tag keys whose probe failed.
     pub error: usize,
     /// Keys outside instances and tags, whatever their state.
@@ -45,6 +48,7 @@ impl Counts {
                 Liveness::Own => &mut self.own,
                 Liveness::Free => &mut self.free,
                 Liveness::InFlight => &mut self.in_flight,
+                Liveness::Shared => &mut self.shared,
                 Liveness::Error => &mut self.error,
             }
         };

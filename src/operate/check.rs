@@ -27,6 +27,10 @@ pub struct BusyMember {
     /// Holders (PIDs with their command lines), possibly empty for an
     /// in-process conflict or a holder that just left.
     pub holders: Vec<ProcessInfo>,
+    /// Processes holding it SHARED (not SDK holders: util-linux `flock -s`
+    /// and the like), which block every acquire as surely.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<ProcessInfo>,
 }
 
 /// Names the busy members of a failed attempt and their holders (one read
@@ -39,24 +43,32 @@ pub fn describe_busy(state_dir: &Path, busy: &Busy) -> Vec<BusyMember> {
         .map(|&i| {
             let (dir, key) = &busy.coords[i];
             let key = LockKey::from_coord(state_dir, dir, key);
-            let holders = verified_holders(&mut verifier, &index, &key);
+            let (holders, shared) = verified_holders(&mut verifier, &index, &key);
+            let mut process = |pid| verifier.process(pid).clone();
             BusyMember {
                 kind: key.kind,
                 name: key.name,
-                holders: holders
-                    .into_iter()
-                    .map(|pid| verifier.process(pid).clone())
-                    .collect(),
+                holders: holders.into_iter().map(&mut process).collect(),
+                shared: shared.into_iter().map(&mut process).collect(),
             }
         })
         .collect()
 }
 
-/// The verified holders of `key` among the PIDs `/proc/locks` names.
-fn verified_holders(verifier: &mut HolderVerifier, index: &LockIndex, key: &LockKey) -> Vec<u32> {
+/// The verified exclusive holders of `key` among the PIDs `/proc/locks`
+/// names, and its verified SHARED holders (never this process: its own
+/// probes are momentary shared locks).
+fn verified_holders(
+    verifier: &mut HolderVerifier,
+    index: &LockIndex,
+    key: &LockKey,
+) -> (Vec<u32>, Vec<u32>) {
     let files = claim_files(key);
-    let candidates = index.union(files.iter().copied()).holders;
-    verifier.holders(candidates, &files, key.held_since())
+    let locks = index.union(files.iter().copied());
+    let holders = verifier.holders(locks.holders, &files, key.held_since());
+    let me = std::process::id();
+    let shared = locks.shared.into_iter().filter(|&pid| pid != me).collect();
+    (holders, verifier.holders(shared, &files, None))
 }
 
 impl BusyMember {
@@ -68,15 +80,22 @@ impl BusyMember {
 
 /// `busy: tag "x" held by pid 12 (cmd)` — one line per busy member.
 pub fn busy_line(member: &BusyMember) -> String {
-    let holders: Vec<String> = member
-        .holders
-        .iter()
-        .map(|p| format!("pid {} ({})", p.pid, p.command()))
-        .collect();
-    let by = if holders.is_empty() {
-        "held (holder not visible in /proc/locks: this process, or it just left)".to_string()
-    } else {
-        format!("held by {}", holders.join(", "))
+    let list = |processes: &[ProcessInfo]| -> String {
+        let named: Vec<String> = processes
+            .iter()
+            .map(|p| format!("pid {} ({})", p.pid, p.command()))
+            .collect();
+        named.join(", ")
+    };
+    let by = match (member.holders.is_empty(), member.shared.is_empty()) {
+        (false, _) => format!("held by {}", list(&member.holders)),
+        (true, false) => format!(
+            "held SHARED by {} (not an SDK holder; it blocks every acquire)",
+            list(&member.shared)
+        ),
+        (true, true) => {
+            "held (holder not visible in /proc/locks: this process, or it just left)".to_string()
+        }
     };
     format!("busy: {} {by}", member.label())
 }
@@ -91,6 +110,10 @@ pub struct HolderReport {
     pub since: Option<SystemTime>,
     /// The other keys this PID holds (its family as seen from the locks).
     pub also_holds: Vec<String>,
+    /// It holds the member SHARED: not an SDK holder, but it blocks every
+    /// acquire.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 /// One member of a checked family.
@@ -148,10 +171,23 @@ pub async fn check_family(
     }
     let busy: Busy = if passive {
         let unique = locks::dedup_coords(&coords);
+        // The SDK's shared-lock probe cannot see a shared holder: ask
+        // /proc/locks (once) for those.
+        let index = LockIndex::read().unwrap_or_default();
+        let mut verifier = HolderVerifier::default();
         let mut busy = Vec::new();
-        for (index, (dir, key)) in unique.iter().enumerate() {
-            if locks::is_taken(context.agent_locks(), dir, key, locks::IN_FLIGHT_AFTER).await {
-                busy.push(index);
+        for (i, (dir, key)) in unique.iter().enumerate() {
+            let key = LockKey::from_coord(context.state_dir(), dir, key);
+            if locks::is_taken(
+                context.agent_locks(),
+                &key.dir,
+                &key.key,
+                locks::IN_FLIGHT_AFTER,
+            )
+            .await
+                || !verified_holders(&mut verifier, &index, &key).1.is_empty()
+            {
+                busy.push(i);
             }
         }
         Busy {
@@ -204,24 +240,16 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
             let key = LockKey::from_coord(state_dir, dir, key);
             let busy = attempt.busy.contains(&i);
             let holders = if busy {
+                let (exclusive, shared) = verified_holders(&mut verifier, &index, &key);
                 let since = key.held_since();
-                verified_holders(&mut verifier, &index, &key)
-                    .into_iter()
-                    .map(|pid| {
-                        let others = held_by.get(&pid).into_iter().flatten();
-                        let also_holds = others
-                            .filter(|other| **other != key)
-                            .filter(|other| {
-                                let files = claim_files(other);
-                                verifier.holds(pid, &files, other.held_since()) != Some(false)
-                            })
-                            .map(LockKey::label)
-                            .collect();
-                        HolderReport {
-                            process: verifier.process(pid).clone(),
-                            since,
-                            also_holds,
-                        }
+                let tagged = exclusive.into_iter().map(|pid| (pid, false));
+                tagged
+                    .chain(shared.into_iter().map(|pid| (pid, true)))
+                    .map(|(pid, shared)| HolderReport {
+                        also_holds: also_holds(&mut verifier, &held_by, pid, &key),
+                        process: verifier.process(pid).clone(),
+                        since: if shared { None } else { since },
+                        shared,
                     })
                     .collect()
             } else {
@@ -239,6 +267,26 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
         free: attempt.busy.is_empty(),
         members,
     }
+}
+
+/// The other keys `pid` holds (verified), as labels.
+fn also_holds(
+    verifier: &mut HolderVerifier,
+    held_by: &HashMap<u32, Vec<LockKey>>,
+    pid: u32,
+    key: &LockKey,
+) -> Vec<String> {
+    held_by
+        .get(&pid)
+        .into_iter()
+        .flatten()
+        .filter(|other| *other != key)
+        .filter(|other| {
+            let files = claim_files(other);
+            verifier.holds(pid, &files, other.held_since()) != Some(false)
+        })
+        .map(LockKey::label)
+        .collect()
 }
 
 /// Every claim on disk grouped by the PIDs holding its gate.
@@ -286,8 +334,13 @@ pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
                 || "for an unknown time".to_string(),
                 |since| format!("for {}", crate::time_format::age(since, now)),
             );
+            let how = if holder.shared {
+                "held SHARED (not an SDK holder; it blocks every acquire) by"
+            } else {
+                "held by"
+            };
             lines.push(format!(
-                "  busy  {label} held by pid {} {} — {}",
+                "  busy  {label} {how} pid {} {} — {}",
                 holder.process.pid,
                 held_for,
                 holder.process.command()

@@ -123,6 +123,7 @@ mod tests {
                 cmdline: Some("agent --tag 'x y'".into()),
                 started: Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_500)),
             }],
+            shared: Vec::new(),
         };
         for line in [
             HoldLine::waiting(vec![busy]),

@@ -15,6 +15,7 @@ pub fn state_label(liveness: Liveness) -> (&'static str, &'static str) {
         Liveness::Own => "◆",
         Liveness::Free => "○",
         Liveness::InFlight => "◐",
+        Liveness::Shared => "◑",
         Liveness::Error => "✖",
     };
     (glyph, liveness.as_str())
@@ -113,7 +114,7 @@ impl Theme {
             Liveness::Live => self.live,
             Liveness::Own => self.own,
             Liveness::Free => self.free,
-            Liveness::InFlight => self.in_flight,
+            Liveness::InFlight | Liveness::Shared => self.in_flight,
             Liveness::Error => self.error,
         }
     }

@@ -245,6 +245,7 @@ fn report(members: usize) -> CheckReport {
                 process: process(1201, HOLD),
                 since: Some(t(12)),
                 also_holds: vec![r#"instance "cli/daemon/abc""#.into()],
+                shared: false,
             }],
         },
         MemberReport {

@@ -63,6 +63,7 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
     count(Liveness::Own, counts.own, true);
     count(Liveness::Free, counts.free, true);
     count(Liveness::InFlight, counts.in_flight, false);
+    count(Liveness::Shared, counts.shared, false);
     count(Liveness::Error, counts.error, false);
     second.push(Span::raw(format!("{} ", counts.other)));
     second.push(Span::styled("· other", theme.dim));

@@ -189,3 +189,55 @@ fn json_answers_bad_input_with_one_document_too() {
         assert!(doc["error"]["message"].is_string(), "{doc}");
     }
 }
+
+/// util-linux `flock -s` on a tag's gate: not an SDK holder, yet every
+/// agent's acquire fails. It is shown (`shared`, with its PID), and a check
+/// calls the tag busy — in both probe modes — instead of "nobody holds it".
+#[test]
+fn a_shared_lock_is_busy_and_named_not_nobody() {
+    let (_tmp, state) = state_in_tempdir();
+    drop(Holder::hold(&state, &["--tag", "t"])); // leaves the tag's files
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "t");
+    let gate = locktop::locks::escape::gate_path(&dir, &key);
+    // Its own process group: flock(1) and its `sleep` go together.
+    let mut flock = std::os::unix::process::CommandExt::process_group(
+        std::process::Command::new("flock")
+            .arg("-s")
+            .arg(&gate)
+            .args(["sleep", "60"]),
+        0,
+    )
+    .spawn()
+    .expect("util-linux flock");
+    let pid = flock.id();
+    let deadline = std::time::Instant::now() + crate::common::PROCESS_TIMEOUT;
+    let doc = loop {
+        let out = run_locktop(
+            &state,
+            &["snapshot", "--json", "--all", "--probe", "passive"],
+        );
+        let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+        if doc["keys"][0]["liveness"] == "shared" || std::time::Instant::now() > deadline {
+            break doc;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(doc["keys"][0]["liveness"], "shared", "{doc}");
+    assert_eq!(doc["keys"][0]["holders"][0]["pid"], pid, "{doc}");
+    for args in [
+        &["check", "--tag", "t"][..],
+        &["check", "--passive", "--tag", "t"][..],
+    ] {
+        let out = run_locktop(&state, args);
+        assert_eq!(out.code(), 1, "{args:?}: {out:?}");
+        assert!(out.stdout.contains("SHARED"), "{args:?}: {}", out.stdout);
+        assert!(
+            out.stdout.contains(&pid.to_string()),
+            "{args:?}: {}",
+            out.stdout
+        );
+    }
+    let group = nix::unistd::Pid::from_raw(-(pid as i32));
+    let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+    let _ = flock.wait();
+}
