@@ -17,4 +17,4 @@ pub mod verify;
 
 pub use probe::{ProbeMode, Prober};
 pub use process::ProcessInfo;
-pub use state::{KeyState, Liveness};
+pub use state::{HoldersNote, KeyState, Liveness};

@@ -69,6 +69,35 @@ pub struct KeyState {
     /// beacon write). `None` when not held.
     #[serde(with = "crate::time_format::option")]
     pub since: Option<SystemTime>,
+    /// Why a held claim lists no holder, when it lists none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holders_note: Option<HoldersNote>,
+}
+
+/// Why a held claim lists no holder: locktop says what it knows, never
+/// "nobody".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldersNote {
+    /// `/proc/locks`, read after the probe, names no verified process: the
+    /// holder runs outside this PID namespace, or the PID that took the
+    /// lock now belongs to another process.
+    NotVisible,
+    /// It was released before its holder could be looked up (the lookup
+    /// is rate-limited; the hold itself was seen).
+    ReleasedBeforeLookup,
+}
+
+impl HoldersNote {
+    /// One phrase for screens and text output.
+    pub fn describe(self) -> &'static str {
+        match self {
+            HoldersNote::NotVisible => {
+                "holder not visible (outside this PID namespace, or its PID was reused)"
+            }
+            HoldersNote::ReleasedBeforeLookup => "released before its holder could be looked up",
+        }
+    }
 }
 
 impl KeyState {
@@ -80,6 +109,7 @@ impl KeyState {
             holders: Vec::new(),
             waiters: Vec::new(),
             since: None,
+            holders_note: None,
         }
     }
 }

@@ -58,6 +58,7 @@ pub fn held(liveness: Liveness, pid: u32, command: &str, since: SystemTime) -> K
         holders: vec![process(pid, command)],
         waiters: Vec::new(),
         since: Some(since),
+        holders_note: None,
     }
 }
 

@@ -14,7 +14,7 @@ use crate::disk::LockKey;
 use crate::engine::{Delta, WatcherHealth};
 use crate::liveness::annotate::annotate_with;
 use crate::liveness::proc_locks::LockIndex;
-use crate::liveness::{KeyState, Liveness, ProbeMode};
+use crate::liveness::{HoldersNote, KeyState, Liveness, ProbeMode};
 
 impl Engine {
     pub(super) fn mark(&mut self, key: LockKey) {
@@ -36,24 +36,28 @@ impl Engine {
             let keys: Vec<LockKey> = self.pending.drain().collect();
             self.probe_batch(keys).await;
         }
-        if !self.needs_holders.is_empty() && self.index_ready(now) {
-            let keys: Vec<LockKey> = self.needs_holders.drain().collect();
-            let batch: Vec<(LockKey, KeyState)> = keys
-                .into_iter()
-                .filter_map(|key| {
-                    let mut state = self.states.get(&key)?.clone();
-                    if !state.liveness.is_held() {
-                        return None;
-                    }
-                    // Annotation decides Own from the PIDs it finds.
-                    if state.liveness == Liveness::Own {
-                        state.liveness = Liveness::Live;
-                    }
-                    state.holders.clear();
-                    state.waiters.clear();
-                    Some((key, state))
-                })
+        let waiting = !self.deferred.is_empty() || !self.recheck.is_empty();
+        if waiting && self.index_ready(now) {
+            let mut batch: Vec<(LockKey, KeyState, SystemTime)> = self
+                .deferred
+                .drain()
+                .map(|(key, (state, at))| (key, state, at))
                 .collect();
+            let at = SystemTime::now();
+            for key in std::mem::take(&mut self.recheck) {
+                if let Some(state) = self.states.get(&key) {
+                    batch.push((key, state.clone(), at));
+                }
+            }
+            for (_, state, _) in &mut batch {
+                // Annotation decides Own, the holders and the note afresh.
+                if state.liveness == Liveness::Own {
+                    state.liveness = Liveness::Live;
+                }
+                state.holders.clear();
+                state.waiters.clear();
+                state.holders_note = None;
+            }
             self.publish(batch, true);
         }
         if self.next_sweep <= now {
@@ -109,39 +113,73 @@ impl Engine {
             batch.push((key, state));
         }
         self.watch_echo_rate();
+        let at = SystemTime::now();
+        let batch = batch
+            .into_iter()
+            .map(|(key, state)| (key, state, at))
+            .collect();
         self.publish(batch, false);
         self.flush_problems();
     }
 
     /// Annotates held keys and sends what changed. Holder PIDs come only
-    /// from a `/proc/locks` read made AFTER the probe: when the rate limit
-    /// forbids a read now, held keys go out without holders and are
-    /// annotated by the next allowed read (an older read could still show a
-    /// dead holder of the same inode).
-    pub(super) fn publish(&mut self, mut batch: Vec<(LockKey, KeyState)>, force_index: bool) {
-        if batch.iter().any(|(_, state)| state.liveness.is_held()) {
-            let now = Instant::now();
-            if force_index || self.index_ready(now) {
-                self.stats.index_reads.fetch_add(1, Ordering::Relaxed);
-                self.index = Some((now, LockIndex::read().unwrap_or_default()));
-                let index = &self.index.as_ref().expect("index read above").1;
-                annotate_with(&mut batch, index, &self.own_pids);
-                for (key, state) in &batch {
-                    if state.liveness.is_held() && state.holders.is_empty() {
-                        self.needs_holders.insert(key.clone());
-                    }
-                }
-            } else {
-                for (key, state) in &mut batch {
-                    if state.liveness.is_held() {
-                        self.keep_holders_if_same_claim(key, state);
-                        self.needs_holders.insert(key.clone());
-                    }
-                }
+    /// from a `/proc/locks` read made AFTER the probe (an older read could
+    /// still show a dead holder of the same inode). When the rate limit
+    /// forbids a read now, a held key keeps the holders of the same claim
+    /// (rechecked at the next read) or waits for that read, unsent: a held
+    /// state goes out with its holders, or with the reason it has none
+    /// ([`HoldersNote`]), never as "held by nobody" first and named later.
+    pub(super) fn publish(&mut self, mut batch: Vec<(LockKey, KeyState, SystemTime)>, force: bool) {
+        let any_held = batch.iter().any(|(_, state, _)| state.liveness.is_held());
+        let now = Instant::now();
+        let annotated = any_held && (force || self.index_ready(now));
+        if annotated {
+            self.stats.index_reads.fetch_add(1, Ordering::Relaxed);
+            let index = LockIndex::read().unwrap_or_default();
+            let mut pairs: Vec<(LockKey, KeyState)> = batch
+                .iter_mut()
+                .map(|(key, state, _)| {
+                    (
+                        key.clone(),
+                        std::mem::replace(state, KeyState::bare(Liveness::Free)),
+                    )
+                })
+                .collect();
+            annotate_with(&mut pairs, &index, &self.own_pids);
+            for ((_, state, _), (_, annotated_state)) in batch.iter_mut().zip(pairs) {
+                *state = annotated_state;
             }
+            self.index = Some((now, index));
         }
-        let at = SystemTime::now();
-        for (key, state) in batch {
+        for (key, state, at) in batch {
+            self.settle(key, state, at, annotated);
+        }
+    }
+
+    /// Sends one probed state, or holds it back until its holders are known.
+    fn settle(&mut self, key: LockKey, mut state: KeyState, at: SystemTime, annotated: bool) {
+        if !state.liveness.is_held() {
+            self.recheck.remove(&key);
+            if let Some((mut spell, seen)) = self.deferred.remove(&key) {
+                // The hold was seen; its holder was never read: say so.
+                spell.holders_note = Some(HoldersNote::ReleasedBeforeLookup);
+                self.update(key.clone(), spell, seen);
+            }
+            return self.update(key, state, at);
+        }
+        if annotated {
+            self.deferred.remove(&key);
+            if state.holders.is_empty() {
+                state.holders_note = Some(HoldersNote::NotVisible);
+            }
+            return self.update(key, state, at);
+        }
+        self.keep_holders_if_same_claim(&key, &mut state);
+        if state.holders.is_empty() {
+            let first_seen = self.deferred.get(&key).map_or(at, |(_, seen)| *seen);
+            self.deferred.insert(key, (state, first_seen));
+        } else {
+            self.recheck.insert(key.clone());
             self.update(key, state, at);
         }
     }
@@ -209,7 +247,8 @@ impl Engine {
             touched.insert(key.clone());
         }
         self.pending.remove(key);
-        self.needs_holders.remove(key);
+        self.deferred.remove(key);
+        self.recheck.remove(key);
         if let Some(state) = self.states.remove(key) {
             self.send(Delta::Removed {
                 key: key.clone(),

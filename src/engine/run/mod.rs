@@ -93,7 +93,13 @@ pub(super) struct Engine {
     /// The last `/proc/locks` read.
     index: Option<(Instant, LockIndex)>,
     /// Held keys whose holders were not in the (rate-limited) index yet.
-    needs_holders: HashSet<LockKey>,
+    /// Held probe results whose holders the rate-limited `/proc/locks`
+    /// read has not named yet: sent once it has (never without holders
+    /// and a reason), with the time they were observed.
+    deferred: HashMap<LockKey, (KeyState, SystemTime)>,
+    /// Held keys sent with the holders of the same claim, to confirm at
+    /// the next read.
+    recheck: HashSet<LockKey>,
     next_sweep: Instant,
     /// Directories created recently, to scan again once their watch exists.
     new_dirs: Vec<(Instant, PathBuf)>,
@@ -133,7 +139,8 @@ impl Engine {
             pending: HashSet::new(),
             batch_due: None,
             index: None,
-            needs_holders: HashSet::new(),
+            deferred: HashMap::new(),
+            recheck: HashSet::new(),
             new_dirs: Vec::new(),
             sweep_touched: None,
             generation: 0,
@@ -307,7 +314,7 @@ impl Engine {
         if let Some((due, _)) = self.new_dirs.first() {
             wake = wake.min(*due);
         }
-        if !self.needs_holders.is_empty() {
+        if !self.deferred.is_empty() || !self.recheck.is_empty() {
             let ready = self
                 .index
                 .as_ref()

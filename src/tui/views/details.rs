@@ -121,6 +121,13 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
             ],
         ));
     }
+    if let Some(note) = lock.state.holders_note {
+        lines.push(field(
+            &theme,
+            "holder",
+            vec![Span::styled(note.describe(), theme.dim)],
+        ));
+    }
     if !lock.state.waiters.is_empty() {
         let waiters: Vec<String> = lock.state.waiters.iter().map(u32::to_string).collect();
         lines.push(field(

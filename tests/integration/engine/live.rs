@@ -446,3 +446,59 @@ async fn a_held_key_never_flickers_to_no_holder_on_the_probes_echo() {
         drop(holder);
     }
 }
+
+/// Under churn the `/proc/locks` read is rate-limited; a held state still
+/// never goes out as "held by nobody": each names its holders or says why
+/// it cannot ([`locktop::liveness::HoldersNote`]), and each holder that
+/// stays is eventually named.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_held_delta_names_its_holders_or_says_why_not() {
+    let _serial = serial().await;
+    for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
+        let (_tmp, state) = state_in_tempdir();
+        let mut engine = Engine::start(&state, mode, NO_SWEEP);
+        engine.synced().await;
+        let mut holders = Vec::new();
+        for round in 0..4 {
+            // Several holds within one rate-limit interval, some released
+            // at once: the lookup cannot keep up with every one.
+            let batch: Vec<_> = (0..6)
+                .map(|i| hold(&state, &["--group", &format!("churn {round}-{i}")]))
+                .collect();
+            for (i, mut holder) in batch.into_iter().enumerate() {
+                if i % 2 == 0 {
+                    blocking(|| holder.kill());
+                } else {
+                    holders.push(holder);
+                }
+            }
+        }
+        let pids: Vec<u32> = holders.iter().map(|h| h.pid()).collect();
+        engine
+            .wait_view("every remaining holder named", |view| {
+                pids.iter().all(|pid| {
+                    view.summary().values().any(|(liveness, held_by)| {
+                        *liveness == Liveness::Live && held_by == &[*pid]
+                    })
+                })
+            })
+            .await;
+        let nameless: Vec<&Delta> = engine
+            .log
+            .iter()
+            .filter(|delta| {
+                matches!(delta, Delta::Key { state, .. }
+                    if state.liveness.is_held()
+                        && state.holders.is_empty()
+                        && state.holders_note.is_none())
+            })
+            .collect();
+        assert!(
+            nameless.is_empty(),
+            "{mode:?}: held with no holder and no reason: {nameless:?}"
+        );
+        for mut holder in holders {
+            blocking(|| holder.kill());
+        }
+    }
+}
