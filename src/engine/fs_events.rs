@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use notify::event::{AccessKind, CreateKind, EventKind, RemoveKind};
+use notify::event::{AccessKind, CreateKind, EventKind, ModifyKind, RemoveKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -84,14 +84,39 @@ pub fn classify(state_dir: &Path, event: notify::Event) -> Vec<FsChange> {
         EventKind::Remove(RemoveKind::Folder) | EventKind::Remove(RemoveKind::Other) => {
             event.paths.into_iter().map(FsChange::DirRemoved).collect()
         }
+        EventKind::Modify(ModifyKind::Name(_)) => event
+            .paths
+            .into_iter()
+            .flat_map(|path| renamed(state_dir, path))
+            .collect(),
         _ => event
             .paths
             .into_iter()
-            .map(|path| match claim_of(state_dir, &path) {
-                Some(key) => FsChange::Key(key),
-                None => FsChange::Other(path),
-            })
+            .map(|path| file_change(state_dir, path))
             .collect(),
+    }
+}
+
+/// One side of a rename. A directory moved in is scanned like a new one (a
+/// whole tree of claims may arrive with it); a path moved away may have
+/// been a directory (nothing on disk says so any more), so whatever was
+/// known below it is dropped — and, were it a claim's file, its claim is
+/// re-probed.
+fn renamed(state_dir: &Path, path: PathBuf) -> Vec<FsChange> {
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_dir() => vec![FsChange::DirCreated(path)],
+        Ok(_) => vec![file_change(state_dir, path)],
+        Err(_) => vec![
+            FsChange::DirRemoved(path.clone()),
+            file_change(state_dir, path),
+        ],
+    }
+}
+
+fn file_change(state_dir: &Path, path: PathBuf) -> FsChange {
+    match claim_of(state_dir, &path) {
+        Some(key) => FsChange::Key(key),
+        None => FsChange::Other(path),
     }
 }
 

@@ -502,3 +502,55 @@ async fn every_held_delta_names_its_holders_or_says_why_not() {
         }
     }
 }
+
+/// A directory moved into the tree from outside (a rename, no create
+/// event per file) brings its claims with it: they are seen through the
+/// rename's event, not at the next sweep; moved out again, they are gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_directory_moved_in_or_out_is_seen_at_once() {
+    let _serial = serial().await;
+    for mode in MODES {
+        let (tmp, state) = state_in_tempdir();
+        let mut anchor = hold(&state, &["--aih", "x/y"]);
+        let mut engine = Engine::start(&state, mode, NO_SWEEP);
+        engine.synced().await;
+        let sweeps = engine.sweeps();
+
+        // Built outside the watched tree: an agent holding m/n/held, and a
+        // stale key m/n/stale.
+        let outside = tmp.path().join("elsewhere");
+        std::fs::create_dir(&outside).expect("mkdir");
+        let mut holder = hold(&outside, &["--aih", "m/n/held"]);
+        drop(hold(&outside, &["--aih", "m/n/stale"]));
+        let instances = locks_dir(&state).join("agents/instances");
+        std::fs::rename(
+            outside.join("locks/agents/instances/m"),
+            instances.join("m"),
+        )
+        .expect("move the tree in");
+        let pid = holder.pid();
+        engine
+            .wait_view("the moved-in claims", |view| {
+                view.is(&instance("m/n/held"), Liveness::Live, &[pid])
+                    && view.liveness(&instance("m/n/stale")) == Some(Liveness::Free)
+            })
+            .await;
+
+        std::fs::rename(instances.join("m"), tmp.path().join("gone-m")).expect("move it out");
+        engine
+            .wait_view("the moved-out claims gone", |view| {
+                view.get(&instance("m/n/held")).is_none()
+                    && view.get(&instance("m/n/stale")).is_none()
+            })
+            .await;
+        assert_eq!(
+            engine.sweeps(),
+            sweeps,
+            "{mode:?}: seen through events only"
+        );
+        blocking(|| {
+            holder.kill();
+            anchor.close_stdin();
+        });
+    }
+}
