@@ -1,6 +1,7 @@
 //! The command line: clap definitions and dispatch. Each subcommand lives
-//! in its own file; this one only parses, resolves the state dir, runs
-//! and turns errors into one line on stderr.
+//! in its own file (`watch` in a folder: its queue and stdout writer);
+//! this one only parses, resolves the state dir, runs and turns errors
+//! into one line on stderr.
 //!
 //! Exit codes (every subcommand): 0 success, 1 "busy" (a lock could not be
 //! taken now), 2 bad input or any other error.

@@ -1,5 +1,8 @@
 //! The `snapshot` and `watch` commands as a user runs them: real `locktop`
-//! processes against real holders.
+//! processes against real holders. (`stalled`: `watch` with a reader
+//! that stops reading.)
+
+mod stalled;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

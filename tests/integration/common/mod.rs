@@ -11,6 +11,9 @@ pub mod engine;
 /// Driving the real binary in a pseudo-terminal.
 pub mod pty;
 
+/// A child's memory and activity, from `/proc`.
+pub mod proc;
+
 use locktop::operate::hold_protocol::HoldLine;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -198,12 +201,21 @@ impl Holder {
     /// `held` line. Panics (with the child's exit, stdout and stderr) if it
     /// exits or stays silent instead.
     pub fn hold<S: AsRef<str>>(state_dir: &Path, args: &[S]) -> Self {
+        Self::hold_as(state_dir, args, None)
+    }
+
+    /// [`Holder::hold`] with `argv[0]` set to `arg0` when given: its
+    /// command line (which the engine reads into every state it reports
+    /// for the holder's keys) is then as long as the test needs.
+    pub fn hold_as<S: AsRef<str>>(state_dir: &Path, args: &[S], arg0: Option<&str>) -> Self {
         let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
         let mut full = vec!["hold"];
         full.extend_from_slice(&args);
-        let mut child = locktop_command(state_dir, &full)
-            .spawn()
-            .expect("spawn locktop hold");
+        let mut command = locktop_command(state_dir, &full);
+        if let Some(arg0) = arg0 {
+            std::os::unix::process::CommandExt::arg0(&mut command, arg0);
+        }
+        let mut child = command.spawn().expect("spawn locktop hold");
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = drain(child.stderr.take().expect("piped stderr"));

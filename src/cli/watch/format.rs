@@ -1,0 +1,197 @@
+//! How a [`Line`] of `locktop watch` is written: one NDJSON object or one
+//! text line. A line that folded nothing is exactly what `watch` printed
+//! before lines could fold; one that did carries `"folded": N` (JSON) or
+//! ends with ` (+N folded)` (text).
+
+use crate::time_format;
+
+use super::queue::{KeyTo, Line, Report};
+
+/// The line as text or NDJSON; `None` when the mode has no such line
+/// (`synced` is text only).
+pub fn line(line: &Line, json: bool) -> Option<String> {
+    if json {
+        json_line(line)
+    } else {
+        Some(text_line(line))
+    }
+}
+
+fn json_line(line: &Line) -> Option<String> {
+    let time = time_format::rfc3339(line.at);
+    let mut value = match &line.report {
+        Report::Key {
+            key,
+            from,
+            to:
+                KeyTo::State {
+                    liveness,
+                    pids,
+                    error,
+                },
+        } => serde_json::json!({
+            "time": time,
+            "kind": key.kind,
+            "name": key.name,
+            "from": from.map(|l| l.as_str()),
+            "to": liveness.as_str(),
+            "pids": pids,
+            "error": error,
+        }),
+        Report::Key {
+            key,
+            from,
+            to: KeyTo::Removed,
+        } => serde_json::json!({
+            "time": time,
+            "kind": key.kind,
+            "name": key.name,
+            "from": from.map(|l| l.as_str()),
+            "to": "removed",
+            "pids": [],
+        }),
+        Report::Health(health) => serde_json::json!({
+            "time": time,
+            "watcher": health,
+        }),
+        Report::Synced { .. } => return None,
+    };
+    if line.folded > 0 {
+        value["folded"] = line.folded.into();
+    }
+    Some(value.to_string())
+}
+
+fn text_line(line: &Line) -> String {
+    let time = time_format::rfc3339(line.at);
+    let text = match &line.report {
+        Report::Key {
+            key,
+            from,
+            to: KeyTo::State { liveness, pids, .. },
+        } => {
+            let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+            format!(
+                "{time} {:<8} {:<9} → {:<9} {:<40} {}",
+                key.kind.as_str(),
+                from.map_or("new", |l| l.as_str()),
+                liveness.as_str(),
+                key.name,
+                if pids.is_empty() {
+                    String::new()
+                } else {
+                    format!("pid {}", pids.join(","))
+                }
+            )
+        }
+        Report::Key {
+            key,
+            from,
+            to: KeyTo::Removed,
+        } => format!(
+            "{time} {:<8} {:<9} → {:<9} {}",
+            key.kind.as_str(),
+            from.map_or("new", |l| l.as_str()),
+            "removed",
+            key.name
+        ),
+        Report::Health(health) => format!("{time} watcher: {}", health.describe()),
+        Report::Synced { keys } => format!("{time} synced: {keys} keys on disk"),
+    };
+    let text = text.trim_end();
+    if line.folded > 0 {
+        format!("{text} (+{} folded)", line.folded)
+    } else {
+        text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::disk::LockKey;
+    use crate::disk::key::KeyKind;
+    use crate::engine::{Liveness, WatcherHealth};
+
+    fn key_line(to: KeyTo, folded: u64) -> Line {
+        Line {
+            report: Report::Key {
+                key: LockKey {
+                    kind: KeyKind::Tag,
+                    name: "t".into(),
+                    dir: Arc::from(Path::new("/s/locks/agents/tags")),
+                    key: "t".into(),
+                },
+                from: Some(Liveness::Free),
+                to,
+            },
+            at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_500),
+            folded,
+        }
+    }
+
+    fn live(pids: &[u32]) -> KeyTo {
+        KeyTo::State {
+            liveness: Liveness::Live,
+            pids: pids.to_vec(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn json_lines_that_fold_nothing_have_no_folded_field() {
+        assert_eq!(
+            line(&key_line(live(&[7]), 0), true).unwrap(),
+            r#"{"time":"1970-01-01T00:00:01.500Z","kind":"tag","name":"t","from":"free","to":"live","pids":[7],"error":null}"#
+        );
+        assert_eq!(
+            line(&key_line(KeyTo::Removed, 0), true).unwrap(),
+            r#"{"time":"1970-01-01T00:00:01.500Z","kind":"tag","name":"t","from":"free","to":"removed","pids":[]}"#
+        );
+    }
+
+    #[test]
+    fn folded_lines_say_how_many_transitions_they_absorbed() {
+        assert_eq!(
+            line(&key_line(live(&[7]), 3), true).unwrap(),
+            r#"{"time":"1970-01-01T00:00:01.500Z","kind":"tag","name":"t","from":"free","to":"live","pids":[7],"error":null,"folded":3}"#
+        );
+        assert_eq!(
+            line(&key_line(live(&[7, 8]), 2), false).unwrap(),
+            format!(
+                "1970-01-01T00:00:01.500Z tag      free      → live      {:<40} pid 7,8 (+2 folded)",
+                "t"
+            )
+        );
+        assert_eq!(
+            line(&key_line(live(&[]), 1), false).unwrap(),
+            "1970-01-01T00:00:01.500Z tag      free      → live      t (+1 folded)"
+        );
+    }
+
+    #[test]
+    fn synced_is_a_text_line_only() {
+        let synced = Line {
+            report: Report::Synced { keys: 4 },
+            at: SystemTime::UNIX_EPOCH,
+            folded: 0,
+        };
+        assert_eq!(line(&synced, true), None);
+        assert_eq!(
+            line(&synced, false).unwrap(),
+            "1970-01-01T00:00:00.000Z synced: 4 keys on disk"
+        );
+        let health = Line {
+            report: Report::Health(WatcherHealth::Watching),
+            ..synced
+        };
+        assert_eq!(
+            line(&health, true).unwrap(),
+            r#"{"time":"1970-01-01T00:00:00.000Z","watcher":{"health":"watching"}}"#
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! `locktop watch`: stream liveness changes until SIGINT/SIGTERM — text
+//! lines, or NDJSON with `--json` (`time, kind, name, from, to, pids`).
+//!
+//! Invariant: a slow reader never stops the engine from being drained,
+//! and never makes memory grow. The loop here only folds deltas into the
+//! [`writer::Outbox`]; a thread of its own writes stdout ([`writer`]).
+//! While lines wait, each key keeps one pending line with its latest
+//! state and a count of what it folded ([`queue`], which states the
+//! bound). On SIGINT/SIGTERM `watch` stops receiving, flushes what is
+//! pending for at most [`FLUSH_TIMEOUT`], and exits 0 whether or not the
+//! reader took it. Safe in a pipe: a closed stdout (`| head`) ends the
+//! command with exit 0.
+
+mod format;
+mod queue;
+mod writer;
+
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::oneshot;
+
+use crate::context::Context;
+use crate::engine::{self, Delta, EngineConfig, EngineHandle};
+use crate::liveness::probe::ProbeMode;
+use queue::KeyTo;
+use writer::Outbox;
+
+/// How long `watch` keeps flushing pending lines after SIGINT/SIGTERM
+/// before it exits anyway (a second signal ends it at once).
+pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Flags of `locktop watch`.
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// Print NDJSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Also print the initial state of every key (default: changes only).
+    #[arg(long)]
+    initial: bool,
+    /// How event-driven probes test liveness.
+    #[arg(long, value_enum, default_value_t = ProbeMode::Acquire)]
+    probe: ProbeMode,
+    /// Seconds between safety-net sweeps.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    sweep: f64,
+}
+
+/// What the writer thread reports when it ends.
+type Written = oneshot::Receiver<std::io::Result<()>>;
+
+/// Runs `locktop watch`.
+pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode> {
+    let sweep_every = super::seconds("--sweep", args.sweep)?;
+    let stop = super::stop_signal()?;
+    let outbox = Arc::new(Outbox::default());
+    let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let mut written = writer::spawn(outbox.clone(), args.json, stdout)?;
+    let handle = engine::spawn(
+        Context::new(state_dir),
+        EngineConfig {
+            probe: args.probe,
+            sweep_every,
+        },
+    );
+    if let Some(outcome) = drain(handle, &outbox, &args, stop, &mut written).await {
+        return exit_code(outcome);
+    }
+    // Stopped receiving (the engine is gone with its handle): flush what
+    // is pending, but never wait on a reader for longer than the bound.
+    outbox.close();
+    let again = super::stop_signal()?;
+    tokio::select! {
+        outcome = &mut written => exit_code(writer_outcome(outcome)),
+        () = tokio::time::sleep(FLUSH_TIMEOUT) => Ok(ExitCode::SUCCESS),
+        () = again => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Folds the engine's deltas into `outbox` until SIGINT/SIGTERM or the
+/// end of the engine (`None`), or until the writer ends first (its
+/// outcome). Never waits on stdout.
+async fn drain(
+    mut handle: EngineHandle,
+    outbox: &Outbox,
+    args: &WatchArgs,
+    stop: impl Future<Output = ()>,
+    written: &mut Written,
+) -> Option<std::io::Result<()>> {
+    tokio::pin!(stop);
+    let mut synced = args.initial;
+    loop {
+        tokio::select! {
+            delta = handle.deltas.recv() => match delta {
+                Some(delta) => enqueue(outbox, delta, args.json, &mut synced),
+                None => return None,
+            },
+            () = &mut stop => return None,
+            outcome = &mut *written => return Some(writer_outcome(outcome)),
+        }
+    }
+}
+
+/// Adds what `delta` prints to the outbox: key changes once the initial
+/// scan is over (or all of them with `--initial`), removals, health, and
+/// in text mode the end of each full scan.
+fn enqueue(outbox: &Outbox, delta: Delta, json: bool, synced: &mut bool) {
+    match delta {
+        Delta::Key {
+            key,
+            state,
+            previous,
+            at,
+        } if *synced => {
+            let to = KeyTo::state(&state);
+            outbox.push(|queue| queue.push_key(key, previous, to, at));
+        }
+        Delta::Removed { key, previous, at } => {
+            outbox.push(|queue| queue.push_key(key, Some(previous), KeyTo::Removed, at));
+        }
+        Delta::Health(health) => {
+            outbox.push(|queue| queue.push_health(health, SystemTime::now()));
+        }
+        Delta::Synced { keys, .. } => {
+            *synced = true;
+            if !json {
+                outbox.push(|queue| queue.push_synced(keys, SystemTime::now()));
+            }
+        }
+        Delta::Key { .. } | Delta::Problems(_) => {}
+    }
+}
+
+fn writer_outcome(
+    outcome: Result<std::io::Result<()>, oneshot::error::RecvError>,
+) -> std::io::Result<()> {
+    outcome.unwrap_or_else(|_| Err(std::io::Error::other("the stdout writer stopped")))
+}
+
+/// Exit 0 when everything was written or the reader went away (EPIPE).
+fn exit_code(outcome: std::io::Result<()>) -> anyhow::Result<ExitCode> {
+    match outcome {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(error) => Err(error.into()),
+    }
+}
