@@ -15,7 +15,7 @@
 //! | [`operate`] | what an operator does: test holders, family checks, signals, the demo swarm |
 //! | [`model`] | pure view state folded from deltas |
 //! | [`tui`] | the terminal UI: key map, views, event loop |
-//! | [`cli`] | clap definitions, one file per subcommand |
+//! | [`cli`] | clap definitions, one module per subcommand |
 //!
 //! Data flows one way: filesystem events → probes → model → view.
 

@@ -28,8 +28,10 @@ fn json_line(line: &Line) -> Option<String> {
                     liveness,
                     pids,
                     error,
+                    holders_note,
                 },
-        } => serde_json::json!({
+        } => {
+            let mut value = serde_json::json!({
             "time": time,
             "kind": key.kind,
             "name": key.name,
@@ -37,7 +39,12 @@ fn json_line(line: &Line) -> Option<String> {
             "to": liveness.as_str(),
             "pids": pids,
             "error": error,
-        }),
+            });
+            if let Some(note) = holders_note {
+                value["holders_note"] = serde_json::json!(note);
+            }
+            value
+        }
         Report::Key {
             key,
             from,
@@ -139,7 +146,23 @@ mod tests {
             liveness: Liveness::Live,
             pids: pids.to_vec(),
             error: None,
+            holders_note: None,
         }
+    }
+
+    #[test]
+    fn a_held_line_without_holders_says_why() {
+        let unnamed = KeyTo::State {
+            liveness: Liveness::Live,
+            pids: Vec::new(),
+            error: None,
+            holders_note: Some(crate::liveness::HoldersNote::NotVisible),
+        };
+        let json = line(&key_line(unnamed, 0), true).unwrap();
+        assert!(
+            json.ends_with(r#""pids":[],"error":null,"holders_note":"not_visible"}"#),
+            "{json}"
+        );
     }
 
     #[test]

@@ -41,6 +41,7 @@ use std::time::SystemTime;
 
 use crate::disk::LockKey;
 use crate::engine::{KeyState, Liveness, WatcherHealth};
+use crate::liveness::HoldersNote;
 
 #[cfg(test)]
 mod tests;
@@ -60,6 +61,8 @@ pub enum KeyTo {
         pids: Vec<u32>,
         /// The probe's error, if it failed.
         error: Option<String>,
+        /// Why a held key lists no holder, when it lists none.
+        holders_note: Option<HoldersNote>,
     },
     /// Its files went away.
     Removed,
@@ -72,6 +75,7 @@ impl KeyTo {
             liveness: state.liveness,
             pids: state.holders.iter().map(|p| p.pid).collect(),
             error: state.error.clone(),
+            holders_note: state.holders_note,
         }
     }
 }

@@ -47,6 +47,7 @@ fn to(liveness: Liveness, pids: &[u32]) -> KeyTo {
         liveness,
         pids: pids.to_vec(),
         error: None,
+        holders_note: None,
     }
 }
 
