@@ -5,7 +5,7 @@
 //! Invariants: `/proc/locks` is read at most once per call and never per
 //! key (it stalls every flock on the machine while it is read); a PID is
 //! shown as a holder only once verified — its fdinfo shows the lock
-//! ([`HeldFiles`]), or, where fdinfo may not be read, it started before
+//! ([`super::fdinfo::HeldFiles`]), or, where fdinfo may not be read, it started before
 //! the claim was taken — so a reused PID is never named. A PID that is
 //! gone stays listed as gone (`alive: false`): the lock outlived the
 //! process that took it.
