@@ -173,4 +173,29 @@ mod tests {
         let overflow = notify::Event::new(EventKind::Other).set_flag(notify::event::Flag::Rescan);
         assert_eq!(classify(Path::new("/s"), overflow), vec![FsChange::Rescan]);
     }
+
+    proptest::proptest! {
+        /// Every AIH and tag an agent can lock names back to itself, and
+        /// its files name back to the same claim (the engine's event path).
+        #[test]
+        fn coordinates_and_file_paths_name_back_to_their_claim(
+            segments in proptest::collection::vec("[^/\\x00]{1,12}", 1..5),
+            tag in "[^\\x00]{1,30}",
+        ) {
+            let state = Path::new("/s");
+            let aih = segments.join("/");
+            proptest::prop_assume!(crate::locks::validate_aih(&aih).is_ok());
+            for (kind, name, (dir, key)) in [
+                (crate::disk::KeyKind::Instance, aih.as_str(), crate::locks::agent_instance_lock(state, &aih)),
+                (crate::disk::KeyKind::Tag, tag.as_str(), crate::locks::agent_tag_lock(state, &tag)),
+            ] {
+                let named = crate::disk::LockKey::from_coord(state, &dir, &key);
+                proptest::prop_assert_eq!((named.kind, named.name.as_str()), (kind, name));
+                for path in [named.gate_path(), named.announce_path()] {
+                    let from_event = claim_of(state, &path);
+                    proptest::prop_assert_eq!(from_event.as_ref(), Some(&named));
+                }
+            }
+        }
+    }
 }

@@ -241,6 +241,47 @@ garbage
         assert_eq!(locks.holders, vec![9]);
     }
 
+    proptest::proptest! {
+        /// Any text: the parser never panics (the format is the kernel's).
+        #[test]
+        fn any_text_parses_without_panicking(text in ".{0,400}") {
+            let _ = LockIndex::parse(&text);
+        }
+
+        /// Rows as the kernel prints them come back exactly: holder or
+        /// waiter, exclusive or shared, hex device numbers, decimal inode.
+        #[test]
+        fn kernel_rows_parse_back(
+            rows in proptest::collection::vec(
+                (1u32..500, 0usize..4, proptest::bool::ANY, proptest::bool::ANY,
+                 1u32..1_000_000, 0u32..0xfff, 0u32..0xff, 1u64..u64::MAX / 2),
+                1..20,
+            ),
+        ) {
+            let mut text = String::new();
+            for &(ordinal, depth, waiting, exclusive, pid, major, minor, inode) in &rows {
+                let arrow = if waiting { format!("{}-> ", " ".repeat(depth)) } else { String::new() };
+                let mode = if exclusive { "WRITE" } else { "READ " };
+                text.push_str(&format!(
+                    "{ordinal}: {arrow}FLOCK  ADVISORY  {mode} {pid} {major:02x}:{minor:02x}:{inode} 0 EOF\n"
+                ));
+            }
+            let index = LockIndex::parse(&text);
+            for &(_, _, waiting, exclusive, pid, major, minor, inode) in &rows {
+                if waiting && !exclusive {
+                    continue; // shared waiters are not kept
+                }
+                let locks = index.get(&id(major, minor, inode)).expect("indexed");
+                let list = match (waiting, exclusive) {
+                    (true, _) => &locks.waiters,
+                    (false, true) => &locks.holders,
+                    (false, false) => &locks.shared,
+                };
+                proptest::prop_assert!(list.contains(&pid));
+            }
+        }
+    }
+
     #[test]
     fn a_real_flock_of_this_process_is_indexed_by_its_file_id() {
         use std::os::fd::AsRawFd;

@@ -105,3 +105,47 @@ pub fn validate_tag(tag: &str) -> Result<(), LocksError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::path::Component;
+
+    proptest! {
+        /// Whatever an operator types: validation never panics, and an
+        /// accepted AIH maps strictly below the instances root, through
+        /// plain directory names only.
+        #[test]
+        fn an_accepted_aih_stays_below_the_instances_root(aih in any::<String>()) {
+            let state = Path::new("/s");
+            if validate_aih(&aih).is_ok() {
+                let (dir, key) = agent_instance_lock(state, &aih);
+                let relative = dir.strip_prefix(instances_root(state)).expect("below the root");
+                prop_assert!(relative.components().all(|c| matches!(c, Component::Normal(_))));
+                prop_assert!(!key.is_empty() && !key.contains('/'));
+            }
+        }
+
+        /// AIHs of the shapes agents use are accepted.
+        #[test]
+        fn real_looking_aihs_are_accepted(
+            segments in prop::collection::vec("[A-Za-z0-9_-]{1,24}", 1..6),
+        ) {
+            prop_assert_eq!(validate_aih(&segments.join("/")), Ok(()));
+        }
+
+        /// `..` and `.` segments are refused wherever they are.
+        #[test]
+        fn dot_segments_are_refused_anywhere(
+            before in prop::collection::vec("[a-z]{1,5}", 0..3),
+            after in prop::collection::vec("[a-z]{1,5}", 0..3),
+            dots in prop::sample::select(vec![".", ".."]),
+        ) {
+            let mut segments = before;
+            segments.push(dots.to_string());
+            segments.extend(after);
+            prop_assert!(validate_aih(&segments.join("/")).is_err());
+        }
+    }
+}

@@ -101,6 +101,13 @@ mod tests {
         }
 
         #[test]
+        fn unescape_never_panics_and_accepts_only_what_escape_writes(text in any::<String>()) {
+            if let Some(key) = unescape(&text) {
+                prop_assert_eq!(escape(&key), text, "one spelling per key");
+            }
+        }
+
+        #[test]
         fn escaped_keys_cannot_imitate_suffixes(key in any::<String>()) {
             let escaped = escape(&key);
             prop_assert!(!escaped.contains('.'));

@@ -134,6 +134,21 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever a child prints, reading it never panics.
+        #[test]
+        fn any_line_reads_without_panicking(line in ".{0,300}") {
+            let _ = HoldLine::parse(&line);
+        }
+
+        /// Any held line reads back as itself.
+        #[test]
+        fn held_lines_read_back(pid in proptest::num::u32::ANY, locks in proptest::collection::vec(".{0,40}", 0..8)) {
+            let line = HoldLine::Held { held: Marker, pid, locks };
+            proptest::prop_assert_eq!(HoldLine::parse(&line.to_line()), Some(line));
+        }
+    }
+
     #[test]
     fn a_false_marker_or_other_text_is_not_a_protocol_line() {
         assert_eq!(HoldLine::parse(r#"{"released":false}"#), None);
