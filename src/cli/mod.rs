@@ -129,7 +129,7 @@ fn fail(error: &anyhow::Error) -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(Command::Demo(args)) = cli.command {
         if let Some(dir) = &cli.state_dir {
-            ensure_no_file_in_the_way(dir)?;
+            ensure_watchable(dir)?;
         }
         return demo::run(cli.state_dir, args).await;
     }
@@ -138,7 +138,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let state_dir = crate::disk::state_dir::resolve(cli.state_dir)?;
     if matches!(cli.command, None | Some(Command::Watch(_))) {
-        ensure_no_file_in_the_way(&state_dir)?;
+        ensure_watchable(&state_dir)?;
     }
     match cli.command {
         Some(Command::Hold(args)) => hold::run(state_dir, args).await,
@@ -193,11 +193,18 @@ pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyho
 
 /// The monitor and `watch` wait for a missing locks dir to appear; that
 /// wait is hopeless when a file sits where the state dir or the locks dir
-/// should be, so it is an error (one line, exit 2) instead.
-fn ensure_no_file_in_the_way(state_dir: &std::path::Path) -> anyhow::Result<()> {
+/// should be, or when one exists but may not be read (another user's
+/// state): an error (one line, exit 2) instead.
+fn ensure_watchable(state_dir: &std::path::Path) -> anyhow::Result<()> {
     for dir in [state_dir.to_path_buf(), crate::locks::locks_root(state_dir)] {
-        if dir.exists() && !dir.is_dir() {
+        if !dir.exists() {
+            continue;
+        }
+        if !dir.is_dir() {
             anyhow::bail!("{} is not a directory", dir.display());
+        }
+        if let Err(error) = std::fs::read_dir(&dir) {
+            anyhow::bail!("cannot read {}: {error}", dir.display());
         }
     }
     Ok(())

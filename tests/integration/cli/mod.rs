@@ -2,5 +2,6 @@
 //! processes (`check`, `snapshot`, `watch`) against real holders — their
 //! exit codes and output, and that a look never takes or leaves anything.
 
+mod bad_input;
 mod check;
 mod snapshot_watch;
