@@ -67,6 +67,9 @@ pub struct EngineStats {
     pub index_reads: AtomicU64,
     /// Full sweeps (initial, rescans, periodic).
     pub sweeps: AtomicU64,
+    /// Holder processes re-read by the once-a-second refresh of held keys
+    /// (`/proc/<pid>/stat`; never `/proc/locks`).
+    pub holder_refreshes: AtomicU64,
 }
 
 /// A running engine: its deltas and a way to command it. Dropping the

@@ -1,6 +1,9 @@
-//! What a holder PID is: command line and start time from `/proc/<pid>`.
+//! What a holder PID is: command line, start time, scheduler state and
+//! parent from `/proc/<pid>`.
 //! Invariant: a PID whose process is gone is reported as gone
-//! (`alive == false`), never as an error.
+//! (`alive == false`), never as an error. The state changes without any
+//! filesystem event (a SIGSTOP makes none): [`ProcessInfo::refreshed`]
+//! re-reads it from `/proc/<pid>/stat` alone.
 
 use std::time::{Duration, SystemTime};
 
@@ -18,35 +21,120 @@ pub struct ProcessInfo {
     /// When the process started.
     #[serde(with = "crate::time_format::option")]
     pub started: Option<SystemTime>,
+    /// What the scheduler says it is doing (`None` when gone or unread).
+    #[serde(default)]
+    pub state: Option<ProcState>,
+    /// Its parent's PID (`None` when gone or unread).
+    #[serde(default)]
+    pub ppid: Option<u32>,
+}
+
+/// A process's scheduler state (`/proc/<pid>/stat`, field 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcState {
+    /// `R`: running or runnable.
+    Running,
+    /// `S`: sleeping (waiting for an event; agents idle here).
+    Sleeping,
+    /// `D`: uninterruptible disk wait.
+    DiskWait,
+    /// `T`: stopped by a signal (SIGSTOP, SIGTSTP, SIGTTIN…): it holds its
+    /// locks until SIGCONT or a kill.
+    Stopped,
+    /// `t`: stopped by a debugger.
+    Traced,
+    /// `Z`: exited, not yet reaped by its parent.
+    Zombie,
+    /// Anything else (`I` idle kernel thread, `X` dead, …).
+    Other,
+}
+
+impl ProcState {
+    fn from_char(state: char) -> Self {
+        match state {
+            'R' => ProcState::Running,
+            'S' => ProcState::Sleeping,
+            'D' => ProcState::DiskWait,
+            'T' => ProcState::Stopped,
+            't' => ProcState::Traced,
+            'Z' => ProcState::Zombie,
+            _ => ProcState::Other,
+        }
+    }
+
+    /// The word shown on screen.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcState::Running => "running",
+            ProcState::Sleeping => "sleeping",
+            ProcState::DiskWait => "disk wait",
+            ProcState::Stopped => "stopped",
+            ProcState::Traced => "traced",
+            ProcState::Zombie => "zombie",
+            ProcState::Other => "other",
+        }
+    }
+
+    /// True when it cannot run until someone else acts: stopped by a
+    /// signal or by a debugger.
+    pub fn is_halted(self) -> bool {
+        matches!(self, ProcState::Stopped | ProcState::Traced)
+    }
 }
 
 impl ProcessInfo {
     /// Reads `/proc/<pid>` (cheap: two small files).
     pub fn of(pid: u32) -> Self {
         let Ok(process) = procfs::process::Process::new(pid as i32) else {
-            return Self {
-                pid,
-                alive: false,
-                cmdline: None,
-                started: None,
-            };
+            return Self::gone(pid);
         };
         let cmdline = process
             .cmdline()
             .ok()
             .map(|args| args.join(" "))
             .filter(|line| !line.is_empty());
-        let started = process.stat().ok().and_then(|stat| {
-            let boot = procfs::boot_time_secs().ok()?;
-            let ticks = procfs::ticks_per_second().max(1);
-            let since_boot = Duration::from_millis(stat.starttime * 1000 / ticks);
-            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(boot) + since_boot)
-        });
+        let stat = process.stat().ok();
+        let started = stat.as_ref().and_then(start_time);
         Self {
             pid,
             alive: true,
             cmdline,
             started,
+            state: stat.as_ref().map(|stat| ProcState::from_char(stat.state)),
+            ppid: stat.as_ref().and_then(|stat| u32::try_from(stat.ppid).ok()),
+        }
+    }
+
+    fn gone(pid: u32) -> Self {
+        Self {
+            pid,
+            alive: false,
+            cmdline: None,
+            started: None,
+            state: None,
+            ppid: None,
+        }
+    }
+
+    /// This process with its state and parent re-read from
+    /// `/proc/<pid>/stat` only (the command line is kept). Gone if the PID
+    /// now belongs to another process (its start time changed).
+    pub fn refreshed(&self) -> Self {
+        if !self.alive {
+            return self.clone();
+        }
+        let stat = procfs::process::Process::new(self.pid as i32).and_then(|p| p.stat());
+        let Ok(stat) = stat else {
+            return Self::gone(self.pid);
+        };
+        if start_time(&stat) != self.started {
+            return Self::gone(self.pid);
+        }
+        Self {
+            state: Some(ProcState::from_char(stat.state)),
+            ppid: u32::try_from(stat.ppid).ok(),
+            ..self.clone()
         }
     }
 
@@ -58,6 +146,14 @@ impl ProcessInfo {
             (None, false) => "(process gone)",
         }
     }
+}
+
+/// When the process of `stat` started (whole-second boot time + ticks).
+fn start_time(stat: &procfs::process::Stat) -> Option<SystemTime> {
+    let boot = procfs::boot_time_secs().ok()?;
+    let ticks = procfs::ticks_per_second().max(1);
+    let since_boot = Duration::from_millis(stat.starttime * 1000 / ticks);
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(boot) + since_boot)
 }
 
 #[cfg(test)]

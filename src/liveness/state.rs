@@ -101,6 +101,17 @@ impl HoldersNote {
 }
 
 impl KeyState {
+    /// A holder of this held claim that cannot run until someone else acts
+    /// (stopped by a signal or a debugger): it will not let go by itself.
+    pub fn halted_holder(&self) -> Option<&ProcessInfo> {
+        if !self.liveness.is_held() {
+            return None;
+        }
+        self.holders
+            .iter()
+            .find(|holder| holder.state.is_some_and(|state| state.is_halted()))
+    }
+
     /// A state with no holder details (probe result only).
     pub fn bare(liveness: Liveness) -> Self {
         Self {

@@ -36,14 +36,20 @@ pub struct Counts {
     pub other: usize,
     /// Scan problems.
     pub problems: usize,
+    /// Held instance and tag keys whose holder is stopped (SIGSTOP, a
+    /// debugger): they will not be released until someone acts.
+    pub stopped: usize,
 }
 
 impl Counts {
-    fn bump(&mut self, kind: KeyKind, liveness: Liveness, add: bool) {
+    fn bump(&mut self, kind: KeyKind, state: &KeyState, add: bool) {
+        if kind != KeyKind::Other && state.halted_holder().is_some() {
+            Self::adjust(&mut self.stopped, add);
+        }
         let slot = if kind == KeyKind::Other {
             &mut self.other
         } else {
-            match liveness {
+            match state.liveness {
                 Liveness::Live => &mut self.live,
                 Liveness::Own => &mut self.own,
                 Liveness::Free => &mut self.free,
@@ -52,6 +58,10 @@ impl Counts {
                 Liveness::Error => &mut self.error,
             }
         };
+        Self::adjust(slot, add);
+    }
+
+    fn adjust(slot: &mut usize, add: bool) {
         if add {
             *slot += 1;
         } else {
@@ -126,7 +136,7 @@ impl Data {
         let id = self.tree.ensure_key(&key);
         let old = self.tree.lock_mut(id).take();
         if let Some(old) = &old {
-            self.counts.bump(old.key.kind, old.liveness(), false);
+            self.counts.bump(old.key.kind, &old.state, false);
             self.unindex(id, &old.state);
         }
         let previous = previous.or(old.as_ref().map(Lock::liveness));
@@ -155,7 +165,7 @@ impl Data {
             Liveness::Free => old.and_then(|old| old.freed_at),
             _ => None,
         };
-        self.counts.bump(key.kind, state.liveness, true);
+        self.counts.bump(key.kind, &state, true);
         self.index(id, &state);
         *self.tree.lock_mut(id) = Some(Lock {
             key,
@@ -170,7 +180,7 @@ impl Data {
             return;
         };
         if let Some(old) = self.tree.lock_mut(id).take() {
-            self.counts.bump(old.key.kind, old.liveness(), false);
+            self.counts.bump(old.key.kind, &old.state, false);
             self.unindex(id, &old.state);
         }
         self.tree.prune(id);

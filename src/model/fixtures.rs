@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::disk::key::LockKey;
 use crate::engine::{Delta, KeyState, Liveness, ScanProblem, ScanProblemKind, WatcherHealth};
-use crate::liveness::process::ProcessInfo;
+use crate::liveness::process::{ProcState, ProcessInfo};
 use crate::locks::{agent_instance_lock, agent_tag_lock, locks_root};
 
 use super::Model;
@@ -47,6 +47,8 @@ pub fn process(pid: u32, command: &str) -> ProcessInfo {
         alive: true,
         cmdline: Some(command.to_string()),
         started: Some(t(0)),
+        state: Some(ProcState::Sleeping),
+        ppid: Some(1),
     }
 }
 

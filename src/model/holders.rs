@@ -79,6 +79,8 @@ pub fn holder_groups(data: &Data, settings: &ViewSettings) -> Vec<HolderGroup> {
                 alive: true,
                 cmdline: None,
                 started: None,
+                state: None,
+                ppid: None,
             }),
             oldest,
             keys: keys.into_iter().map(|(_, _, id)| id).collect(),

@@ -122,6 +122,8 @@ mod tests {
                 alive: true,
                 cmdline: Some("agent --tag 'x y'".into()),
                 started: Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_500)),
+                state: Some(crate::liveness::process::ProcState::Stopped),
+                ppid: Some(1),
             }],
             shared: Vec::new(),
         };

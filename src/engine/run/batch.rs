@@ -63,6 +63,9 @@ impl Engine {
         if self.next_sweep <= now {
             self.start_background_sweep();
         }
+        if self.holder_refresh_due().is_some_and(|due| due <= now) {
+            self.refresh_holders();
+        }
         self.watch_echo_rate();
     }
 
@@ -214,6 +217,11 @@ impl Engine {
             return;
         }
         let previous = previous.map(|s| s.liveness);
+        if state.liveness.is_held() {
+            self.held.insert(key.clone());
+        } else {
+            self.held.remove(&key);
+        }
         self.states.insert(key.clone(), state.clone());
         self.send(Delta::Key {
             key,
@@ -242,6 +250,7 @@ impl Engine {
     }
 
     pub(super) fn remove(&mut self, key: &LockKey) {
+        self.held.remove(key);
         self.echo_marks.remove(key);
         if let Some(touched) = &mut self.sweep_touched {
             touched.insert(key.clone());

@@ -20,6 +20,7 @@
 mod batch;
 mod echo;
 mod problems;
+mod refresh;
 mod sweep;
 
 use sweep::SweepOutcome;
@@ -77,6 +78,11 @@ pub(super) struct Engine {
     config: EngineConfig,
     own_pids: HashSet<u32>,
     states: HashMap<LockKey, KeyState>,
+    /// The keys of `states` that are held (whose holders the clock
+    /// refreshes).
+    held: HashSet<LockKey>,
+    /// When held keys' holders are next re-read.
+    next_holder_refresh: Instant,
     problems: problems::Problems,
     health: Option<WatcherHealth>,
     deltas: UnboundedSender<Delta>,
@@ -130,6 +136,8 @@ impl Engine {
             config,
             own_pids: HashSet::from([std::process::id()]),
             states: HashMap::new(),
+            held: HashSet::new(),
+            next_holder_refresh: Instant::now() + refresh::HOLDER_REFRESH,
             problems: problems::Problems::default(),
             health: None,
             deltas,
@@ -304,6 +312,9 @@ impl Engine {
 
     fn next_wake(&self) -> Instant {
         let mut wake = self.next_sweep;
+        if let Some(due) = self.holder_refresh_due() {
+            wake = wake.min(due);
+        }
         if matches!(self.health, Some(WatcherHealth::SelfInflicted { .. })) {
             // Quiet now? The next second's count takes the alarm back.
             wake = wake.min(Instant::now() + Duration::from_secs(1));

@@ -317,3 +317,23 @@ fn a_hundred_thousand_keys_draw_only_the_viewport() {
         "G reaches the last key:\n{screen}"
     );
 }
+
+#[test]
+fn a_stopped_holder_is_a_suspect_with_its_own_glyph_and_word_and_a_way_out() {
+    let mut model = demo_model();
+    let mut stopped = held(Liveness::Live, 4000, "agent --tag stuck", t(100));
+    stopped.holders[0].state = Some(crate::liveness::process::ProcState::Stopped);
+    model.apply(key_delta(tag("stuck"), stopped, None, t(500)));
+    let mut app = app_with(Theme::monochrome(), model, STATE.as_ref());
+    select(&mut app, Section::Tags, "stuck");
+    let screen = render(&mut app, 100, 30).backend().to_string();
+    assert!(screen.contains("1 ⚠ suspect"), "{screen}");
+    let row = screen
+        .lines()
+        .find(|l| l.contains("stuck") && l.contains("4000"));
+    assert!(row.is_some_and(|row| row.contains("⏸ stopped")), "{screen}");
+    assert!(
+        screen.contains("kill -CONT 4000"),
+        "the details say what to do: {screen}"
+    );
+}

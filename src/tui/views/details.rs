@@ -120,6 +120,16 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
                 text(format!(" {}{gone}", holder.command())),
             ],
         ));
+        if holder.state.is_some_and(|state| state.is_halted()) {
+            let pid = holder.pid;
+            let why =
+                format!("stopped: it holds its locks until SIGCONT or a kill — `kill -CONT {pid}`");
+            lines.push(field(
+                &theme,
+                "verdict",
+                vec![Span::styled(why, theme.error)],
+            ));
+        }
     }
     if let Some(note) = lock.state.holders_note {
         lines.push(field(

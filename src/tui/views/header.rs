@@ -52,6 +52,14 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
 
     let counts = data.counts;
     let mut second = Vec::new();
+    if counts.stopped > 0 {
+        // First: the one thing on this line that needs someone to act.
+        second.push(Span::styled(
+            format!("{} ⚠ suspect", counts.stopped),
+            theme.error,
+        ));
+        second.push(Span::raw("  "));
+    }
     let mut count = |liveness: Liveness, n: usize, always: bool| {
         if always || n > 0 {
             second.push(Span::raw(format!("{n} ")));

@@ -82,7 +82,11 @@ fn row_cells<'a>(
         name.push(Span::raw(node.label.as_str()));
         name.push(Span::styled(format!("  {problem}"), theme.dim));
     } else if let Some(lock) = &node.lock {
-        state = state_span(theme, lock.liveness());
+        state = match lock.state.halted_holder() {
+            // Not colour alone: its own glyph and word.
+            Some(_) => Span::styled("⏸ stopped", theme.error),
+            None => state_span(theme, lock.liveness()),
+        };
         name.push(Span::styled(
             node.label.as_str(),
             theme.liveness(lock.liveness()),

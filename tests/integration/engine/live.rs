@@ -554,3 +554,70 @@ async fn a_directory_moved_in_or_out_is_seen_at_once() {
         });
     }
 }
+
+/// A holder stopped by a signal makes no filesystem event; the once-a-
+/// second refresh of held keys' holders shows it stopped within 2 s, and
+/// running again after SIGCONT — without a single probe or `/proc/locks`
+/// read (only `/proc/<pid>/stat`, counted apart).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_holder_is_seen_stopped_and_continued_without_a_probe() {
+    use locktop::liveness::process::ProcState;
+    use nix::sys::signal::{Signal, kill};
+    let _serial = serial().await;
+    let (_tmp, state) = state_in_tempdir();
+    let mut engine = Engine::start(&state, ProbeMode::Passive, NO_SWEEP);
+    engine.synced().await;
+    let mut holder = hold(&state, &["--aih", "cli/daemon/sleepy", "--tag", "parked"]);
+    let pid = holder.pid();
+    let parked = tag("parked");
+    engine
+        .wait_view("the holder live", |view| {
+            view.is(&parked, Liveness::Live, &[pid])
+        })
+        .await;
+    engine.quiesce().await;
+    let stats = &engine.handle.stats;
+    let reads = stats.index_reads.load(std::sync::atomic::Ordering::Relaxed);
+    let (probes, refreshes_before) = (
+        engine.probes(),
+        stats
+            .holder_refreshes
+            .load(std::sync::atomic::Ordering::Relaxed),
+    );
+    let state_of = |view: &common::engine::View| {
+        view.get(&parked)
+            .and_then(|state| state.holders.first())
+            .and_then(|holder| holder.state)
+    };
+    let nix_pid = nix::unistd::Pid::from_raw(pid as i32);
+    kill(nix_pid, Signal::SIGSTOP).expect("SIGSTOP");
+    engine
+        .wait_view("the holder stopped", |view| {
+            state_of(view) == Some(ProcState::Stopped)
+        })
+        .await;
+    kill(nix_pid, Signal::SIGCONT).expect("SIGCONT");
+    engine
+        .wait_view("the holder running again", |view| {
+            state_of(view).is_some_and(|state| !state.is_halted())
+        })
+        .await;
+    let stats = &engine.handle.stats;
+    assert_eq!(
+        engine.probes(),
+        probes,
+        "no probe: nothing touched the lock files"
+    );
+    assert_eq!(
+        stats.index_reads.load(std::sync::atomic::Ordering::Relaxed),
+        reads,
+        "no /proc/locks read"
+    );
+    assert!(
+        stats
+            .holder_refreshes
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > refreshes_before
+    );
+    blocking(|| holder.kill());
+}

@@ -1,0 +1,62 @@
+//! The once-a-second look at held keys' holders: a SIGSTOP, a debugger
+//! attaching, a parent dying make no filesystem event, so their state and
+//! parent are re-read from `/proc/<pid>/stat` on a clock.
+//!
+//! Invariants: only holders of held keys are read, each PID once per
+//! refresh; with no held key nothing is read and no timer is armed; a
+//! holder whose state changed is sent as a changed key (a `Delta`), like
+//! any other change.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::Engine;
+use crate::liveness::ProcessInfo;
+
+/// How often held keys' holders are re-read.
+pub const HOLDER_REFRESH: Duration = Duration::from_secs(1);
+
+impl Engine {
+    /// When the next refresh is due, if any key is held.
+    pub(super) fn holder_refresh_due(&self) -> Option<Instant> {
+        (!self.held.is_empty()).then_some(self.next_holder_refresh)
+    }
+
+    /// Re-reads every held key's holders' state and parent; sends the keys
+    /// whose holders changed.
+    pub(super) fn refresh_holders(&mut self) {
+        self.next_holder_refresh = Instant::now() + HOLDER_REFRESH;
+        let mut fresh: HashMap<u32, ProcessInfo> = HashMap::new();
+        let mut changed = Vec::new();
+        for key in &self.held {
+            let Some(state) = self.states.get(key) else {
+                continue;
+            };
+            let holders: Vec<ProcessInfo> = state
+                .holders
+                .iter()
+                .map(|holder| {
+                    fresh
+                        .entry(holder.pid)
+                        .or_insert_with(|| holder.refreshed())
+                        .clone()
+                })
+                .collect();
+            if holders != state.holders {
+                let mut state = state.clone();
+                state.holders = holders;
+                changed.push((key.clone(), state));
+            }
+        }
+        self.stats
+            .holder_refreshes
+            .fetch_add(fresh.len() as u64, Ordering::Relaxed);
+        let at = SystemTime::now();
+        for (key, state) in changed {
+            self.update(key, state, at);
+        }
+    }
+}
