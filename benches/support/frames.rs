@@ -52,6 +52,7 @@ fn keystroke_and_draw(keys: usize, samples: usize) -> (Duration, Duration, Durat
             probe: ProbeMode::Acquire,
             read_only: false,
             theme: Theme::color(),
+            materializing_after: locktop::model::MATERIALIZING_AFTER,
         },
         model,
     );

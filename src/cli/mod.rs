@@ -61,6 +61,10 @@ pub struct MonitorArgs {
     /// Write logs to this file (default: no log; nothing is ever logged to the screen).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// Seconds a spawn may hold tags without an AIH lock before it is shown
+    /// as a suspect ("materializing too long").
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    pub materializing_after: f64,
 }
 
 impl MonitorArgs {
@@ -82,6 +86,7 @@ impl Default for MonitorArgs {
             sweep: 10.0,
             read_only: false,
             log: None,
+            materializing_after: 30.0,
         }
     }
 }
@@ -186,6 +191,7 @@ pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyho
         crate::tui::TuiOptions {
             read_only: args.read_only,
             log_file: args.log,
+            materializing_after: seconds("--materializing-after", args.materializing_after)?,
         },
     )
     .await

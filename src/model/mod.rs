@@ -25,6 +25,7 @@ pub mod form;
 mod holders;
 pub mod test_holders;
 mod tree;
+mod verdict;
 mod view;
 
 #[cfg(test)]
@@ -41,6 +42,7 @@ pub use form::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
 pub use holders::{HolderGroup, HolderRow};
 pub use test_holders::{OwnPid, TestHolder, TestHolders};
 pub use tree::{Lock, Node, NodeId, Section, Tree};
+pub use verdict::{MATERIALIZING_AFTER, Role, Verdict};
 pub use view::{Flat, RECENTLY_FREED, Row, SectionTally, ViewSettings};
 
 use crate::engine::Delta;

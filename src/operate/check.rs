@@ -345,6 +345,12 @@ pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
                 held_for,
                 holder.process.command()
             ));
+            if holder.process.state.is_some_and(|state| state.is_halted()) {
+                let pid = holder.process.pid;
+                lines.push(format!(
+                    "        pid {pid} is stopped: it holds until SIGCONT or a kill — `kill -CONT {pid}`"
+                ));
+            }
             if !holder.also_holds.is_empty() {
                 lines.push(format!(
                     "        pid {} also holds: {}",

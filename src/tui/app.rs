@@ -36,6 +36,9 @@ pub struct AppConfig {
     pub read_only: bool,
     /// Colours or NO_COLOR.
     pub theme: Theme,
+    /// How long a spawn may hold tags without an AIH lock before it is a
+    /// suspect.
+    pub materializing_after: std::time::Duration,
 }
 
 /// The whole UI.

@@ -52,13 +52,16 @@ pub use theme::{Theme, state_label};
 pub use views::{Drawn, HitMap};
 
 /// How the TUI runs.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct TuiOptions {
     /// Disable every action that takes, releases or signals anything
     /// (test holders, `K`); family checks become passive probes.
     pub read_only: bool,
     /// Where logs go (`--log FILE`); `None`: no logging at all.
     pub log_file: Option<PathBuf>,
+    /// How long a spawn may hold tags without an AIH lock before it is a
+    /// suspect (`--materializing-after`).
+    pub materializing_after: std::time::Duration,
 }
 
 /// Runs the TUI on `context`'s state dir until the operator quits or a
@@ -81,6 +84,7 @@ pub async fn run(
         probe: engine.probe,
         read_only: options.read_only,
         theme: Theme::from_env(),
+        materializing_after: options.materializing_after,
     };
     let handle = crate::engine::spawn(context.clone(), engine);
     let model = crate::model::Model::new(Box::new(pid_alive));

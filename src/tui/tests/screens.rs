@@ -337,3 +337,22 @@ fn a_stopped_holder_is_a_suspect_with_its_own_glyph_and_word_and_a_way_out() {
         "the details say what to do: {screen}"
     );
 }
+
+#[test]
+fn a_spawn_holding_tags_without_an_aih_past_the_threshold_is_a_suspect() {
+    let mut model = demo_model();
+    let spawn = held(Liveness::Live, 4100, "spawn --tag half-made", t(100));
+    model.apply(key_delta(tag("half-made"), spawn, None, t(100)));
+    let mut app = app_with(Theme::monochrome(), model, STATE.as_ref());
+    select(&mut app, Section::Tags, "half-made");
+    let screen = render(&mut app, 100, 30).backend().to_string();
+    assert!(screen.contains("1 ⚠ suspect"), "{screen}");
+    let row = screen
+        .lines()
+        .find(|l| l.contains("half-made") && l.contains("4100"));
+    assert!(row.is_some_and(|row| row.contains("⌛ spawn")), "{screen}");
+    assert!(screen.contains("materializing too long"), "{screen}");
+    // The demo's agents hold their tags with their AIH: not suspects.
+    let before = render(&mut demo_app(), 100, 30).backend().to_string();
+    assert!(!before.contains("suspect"), "{before}");
+}

@@ -18,6 +18,7 @@ pub(super) fn app_with(theme: Theme, model: Model, state_dir: &std::path::Path) 
         probe: ProbeMode::Acquire,
         read_only: false,
         theme,
+        materializing_after: crate::model::MATERIALIZING_AFTER,
     };
     App::new(config, model)
 }

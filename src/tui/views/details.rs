@@ -120,16 +120,22 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
                 text(format!(" {}{gone}", holder.command())),
             ],
         ));
-        if holder.state.is_some_and(|state| state.is_halted()) {
-            let pid = holder.pid;
-            let why =
-                format!("stopped: it holds its locks until SIGCONT or a kill — `kill -CONT {pid}`");
-            lines.push(field(
-                &theme,
-                "verdict",
-                vec![Span::styled(why, theme.error)],
-            ));
-        }
+    }
+    let verdict = app
+        .model
+        .data()
+        .verdict(lock, now, app.config.materializing_after);
+    if let Some(verdict) = verdict {
+        let style = if verdict.is_suspect() {
+            theme.error
+        } else {
+            theme.dim
+        };
+        lines.push(field(
+            &theme,
+            "verdict",
+            vec![Span::styled(verdict.describe(now), style)],
+        ));
     }
     if let Some(note) = lock.state.holders_note {
         lines.push(field(

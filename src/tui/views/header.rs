@@ -52,12 +52,12 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
 
     let counts = data.counts;
     let mut second = Vec::new();
-    if counts.stopped > 0 {
+    let suspects = data
+        .suspects(app.model.now(), app.config.materializing_after)
+        .len();
+    if suspects > 0 {
         // First: the one thing on this line that needs someone to act.
-        second.push(Span::styled(
-            format!("{} ⚠ suspect", counts.stopped),
-            theme.error,
-        ));
+        second.push(Span::styled(format!("{suspects} ⚠ suspect"), theme.error));
         second.push(Span::raw("  "));
     }
     let mut count = |liveness: Liveness, n: usize, always: bool| {

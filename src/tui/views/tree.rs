@@ -9,7 +9,7 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row as TableRow, Table};
 
-use crate::model::{Node, Row, Section};
+use crate::model::{Node, Row, Section, Verdict};
 
 use super::super::app::App;
 use super::super::theme::Theme;
@@ -29,7 +29,12 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
         .map(|row| {
             let node = data.tree.node(row.node);
             let tally = flat.tallies[node.section as usize];
-            TableRow::new(row_cells(&theme, node, row, tally, now, wide))
+            let verdict = node
+                .lock
+                .as_ref()
+                .and_then(|lock| data.verdict(lock, now, app.config.materializing_after));
+            let cells = row_cells(&theme, node, row, tally, now, wide);
+            TableRow::new(mark_suspect(&theme, cells, verdict.as_ref()))
         })
         .collect();
     let (widths, titles): (&[Constraint], &[&str]) = if wide {
@@ -50,6 +55,23 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     };
     let table = Table::new(rows, widths.to_vec());
     layout.render(frame, area, table, titles, &theme)
+}
+
+/// A suspect's state cell gets its own glyph and word (not colour alone).
+fn mark_suspect<'a>(
+    theme: &Theme,
+    mut cells: Vec<Cell<'a>>,
+    verdict: Option<&Verdict>,
+) -> Vec<Cell<'a>> {
+    let label = match verdict {
+        Some(Verdict::Stopped { .. }) => "⏸ stopped",
+        Some(Verdict::MaterializingTooLong { .. }) => "⌛ spawn",
+        _ => return cells,
+    };
+    if let Some(state) = cells.first_mut() {
+        *state = Cell::from(Span::styled(label, theme.error));
+    }
+    cells
 }
 
 fn row_cells<'a>(
@@ -82,11 +104,7 @@ fn row_cells<'a>(
         name.push(Span::raw(node.label.as_str()));
         name.push(Span::styled(format!("  {problem}"), theme.dim));
     } else if let Some(lock) = &node.lock {
-        state = match lock.state.halted_holder() {
-            // Not colour alone: its own glyph and word.
-            Some(_) => Span::styled("⏸ stopped", theme.error),
-            None => state_span(theme, lock.liveness()),
-        };
+        state = state_span(theme, lock.liveness());
         name.push(Span::styled(
             node.label.as_str(),
             theme.liveness(lock.liveness()),
