@@ -31,6 +31,19 @@ pub fn lossy_path<S: serde::Serializer>(
     serializer.serialize_str(&path.to_string_lossy())
 }
 
+/// serde helper for a `SystemTime` as an RFC 3339 string.
+pub mod plain {
+    use std::time::SystemTime;
+
+    /// Serializes `time` as an RFC 3339 string.
+    pub fn serialize<S: serde::Serializer>(
+        time: &SystemTime,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&super::rfc3339(*time))
+    }
+}
+
 /// serde helpers for `Option<SystemTime>` as RFC 3339 strings.
 pub mod option {
     use std::time::SystemTime;

@@ -1,7 +1,7 @@
 //! `locktop snapshot`: scan + probe + holders once, then print a table (or
 //! JSON) and exit 0. Free keys only with `--all`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,10 +10,11 @@ use std::time::SystemTime;
 use anyhow::Context as _;
 
 use crate::context::Context;
-use crate::disk::key::LockKey;
+use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::{KeyState, Liveness, ScanProblem};
 use crate::liveness::bulk;
 use crate::liveness::probe::{ProbeMode, Prober};
+use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
 use crate::time_format;
 
 /// Flags of `locktop snapshot`.
@@ -33,13 +34,15 @@ pub struct SnapshotArgs {
 /// One claim in the JSON output.
 #[derive(serde::Serialize)]
 struct JsonKey<'a> {
-    kind: &'static str,
+    kind: KeyKind,
     name: &'a str,
     #[serde(serialize_with = "crate::time_format::lossy_path")]
     dir: &'a Path,
     key: &'a str,
     #[serde(flatten)]
     state: &'a KeyState,
+    /// Why it is held and what to do (held keys only).
+    verdict: Option<Verdict>,
 }
 
 /// The JSON document (schema in the README).
@@ -89,13 +92,16 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
         .filter(|(_, state)| args.all || state.liveness != Liveness::Free);
     let mut out = std::io::stdout().lock();
     let written = if args.json {
+        let roles = roles(&snapshot.keys);
+        let now = SystemTime::now();
         let keys: Vec<JsonKey> = shown
             .map(|(key, state)| JsonKey {
-                kind: key.kind.as_str(),
+                kind: key.kind,
                 name: &key.name,
                 dir: &key.dir,
                 key: &key.key,
                 state,
+                verdict: judge(state, |pid| role(&roles, pid), now, MATERIALIZING_AFTER),
             })
             .collect();
         // Streamed from borrowed data: no JSON value tree of every key.
@@ -121,6 +127,24 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The keys each held PID holds, by kind and name (roles come from them).
+fn roles(keys: &[(LockKey, KeyState)]) -> HashMap<u32, Vec<(KeyKind, &str)>> {
+    let mut by_pid: HashMap<u32, Vec<(KeyKind, &str)>> = HashMap::new();
+    for (key, state) in keys.iter().filter(|(_, state)| state.liveness.is_held()) {
+        for holder in &state.holders {
+            by_pid
+                .entry(holder.pid)
+                .or_default()
+                .push((key.kind, &key.name));
+        }
+    }
+    by_pid
+}
+
+fn role(roles: &HashMap<u32, Vec<(KeyKind, &str)>>, pid: u32) -> Role {
+    Role::from_kinds(roles.get(&pid).into_iter().flatten().copied())
 }
 
 fn write_table<'a>(

@@ -35,6 +35,7 @@ mod tests;
 
 use std::time::SystemTime;
 
+pub use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict};
 pub use cursor::ListCursor;
 pub use data::{Counts, Data};
 pub use events::{EVENT_LOG_CAPACITY, Event, EventKind, EventLog};
@@ -42,7 +43,6 @@ pub use form::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
 pub use holders::{HolderGroup, HolderRow};
 pub use test_holders::{OwnPid, TestHolder, TestHolders};
 pub use tree::{Lock, Node, NodeId, Section, Tree};
-pub use verdict::{MATERIALIZING_AFTER, Role, Verdict};
 pub use view::{Flat, RECENTLY_FREED, Row, SectionTally, ViewSettings};
 
 use crate::engine::Delta;

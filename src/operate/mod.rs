@@ -11,3 +11,4 @@ pub mod demo;
 pub mod hold_protocol;
 pub mod signal;
 pub mod test_holders;
+pub mod verdict;
