@@ -16,11 +16,15 @@ use tokio::task::JoinHandle;
 
 use crate::locks::Family;
 use crate::operate::hold_protocol::HoldLine;
-use crate::operate::signal::terminate_child;
-use crate::operate::test_holders::child::{ChildHolder, spawn_hold};
+use crate::operate::signal::{signal_child, terminate_child};
+use crate::operate::test_holders::child::{ChildHolder, spawn_hold_dying_by};
+use nix::sys::signal::Signal;
 
 /// The tag the stuck holder keeps.
 pub const STUCK_TAG: &str = "research: v2.1";
+
+/// The tag of the agent that stopped itself (SIGSTOP) while holding it.
+pub const STOPPED_TAG: &str = "weekly digest";
 
 const TAGS: &[&str] = &[
     "triage",
@@ -80,11 +84,20 @@ struct Member {
 }
 
 async fn start_member(exe: &Path, state_dir: &Path, family: Family) -> Option<Member> {
+    start_member_dying_by(exe, state_dir, family, libc::SIGTERM).await
+}
+
+async fn start_member_dying_by(
+    exe: &Path,
+    state_dir: &Path,
+    family: Family,
+    death_signal: libc::c_int,
+) -> Option<Member> {
     let aih = match &family {
         Family::Hierarchy { aih, .. } => Some(aih.clone()),
         Family::Group(_) => None,
     };
-    let mut holder = spawn_hold(exe, state_dir, &family, false).ok()?;
+    let mut holder = spawn_hold_dying_by(exe, state_dir, &family, false, death_signal).ok()?;
     // Wait for "held"; a busy family exits 1 and is simply skipped.
     let held = tokio::time::timeout(Duration::from_secs(5), holder.lines.next_line()).await;
     match held {
@@ -126,6 +139,18 @@ async fn run(exe: PathBuf, state_dir: PathBuf, seed: u64, mut stop: oneshot::Rec
     // A grouped (un-upgraded) tag family.
     let group = Family::Group(vec!["team alpha".into(), "team beta".into()]);
     members.extend(start_member(&exe, &state_dir, group).await);
+    // An agent backgrounded from a shell that stopped itself (`Stopped
+    // (tty input)`): it holds its family until SIGCONT or a kill. Kept out
+    // of the churn below.
+    let stopped_family = Family::Hierarchy {
+        aih: format!("cli/daemon/{}", leaf(&mut rng)),
+        tags: vec![STOPPED_TAG.to_string()],
+    };
+    // SIGKILL if this process dies: a stopped holder acts on no SIGTERM.
+    let stopped = start_member_dying_by(&exe, &state_dir, stopped_family, libc::SIGKILL).await;
+    if let Some(pid) = stopped.as_ref().and_then(|m| m.holder.pid()) {
+        let _ = signal_child(pid, Signal::SIGSTOP);
+    }
 
     let mut tick: u64 = 0;
     loop {
@@ -171,6 +196,11 @@ async fn run(exe: PathBuf, state_dir: PathBuf, seed: u64, mut stop: oneshot::Rec
             _ = &mut stop => break,
         }
     }
+    if let Some(pid) = stopped.as_ref().and_then(|m| m.holder.pid()) {
+        // Continued first: a stopped process would not act on SIGTERM.
+        let _ = signal_child(pid, Signal::SIGCONT);
+    }
+    members.extend(stopped);
     for member in &members {
         terminate(member);
     }

@@ -65,6 +65,19 @@ pub fn spawn_hold(
     family: &Family,
     wait: bool,
 ) -> std::io::Result<ChildHolder> {
+    spawn_hold_dying_by(exe, state_dir, family, wait, libc::SIGTERM)
+}
+
+/// [`spawn_hold`] whose child gets `death_signal` when this process dies:
+/// SIGKILL for a holder that will be stopped (a stopped process acts on
+/// no other signal, so SIGTERM would leave it holding).
+pub fn spawn_hold_dying_by(
+    exe: &Path,
+    state_dir: &Path,
+    family: &Family,
+    wait: bool,
+    death_signal: libc::c_int,
+) -> std::io::Result<ChildHolder> {
     let mut command = Command::new(exe);
     command
         .arg("--state-dir")
@@ -78,7 +91,7 @@ pub fn spawn_hold(
     if wait {
         command.arg("--wait");
     }
-    die_with_parent(&mut command);
+    die_with_parent(&mut command, death_signal);
     let mut child = command.spawn()?;
     let stdin = child.stdin.take();
     let stdout = child
@@ -92,8 +105,8 @@ pub fn spawn_hold(
     })
 }
 
-/// Makes the child receive SIGTERM when this process dies (Linux).
-pub fn die_with_parent(command: &mut Command) {
+/// Makes the child receive `signal` when this process dies (Linux).
+pub fn die_with_parent(command: &mut Command, signal: libc::c_int) {
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id();
@@ -101,7 +114,7 @@ pub fn die_with_parent(command: &mut Command) {
         // between fork and exec here.
         unsafe {
             command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 // The parent may have died before prctl took effect.

@@ -46,6 +46,10 @@ fn demo_shows_the_swarm_and_quitting_cleans_up() {
             .any(|line| line.contains("research: v2.1") && line.contains("live"))
     });
     assert!(screen.contains("cli/"), "{screen}");
+    // The agent that stopped itself is a suspect on the first screen.
+    tui.wait_for("a suspect counted in the header", |screen| {
+        screen.contains("⚠ suspect")
+    });
     let swarm = children_of(tui.pid());
     assert!(
         !swarm.is_empty(),
