@@ -15,7 +15,9 @@ use crate::disk::{KeyKind, LockKey};
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::process::ProcessInfo;
 use crate::liveness::verify::{HolderVerifier, claim_files};
+use crate::liveness::{KeyState, Liveness};
 use crate::locks::{self, Busy, Family, LocksError};
+use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
 
 /// One busy member and who holds it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -127,6 +129,10 @@ pub struct MemberReport {
     pub busy: bool,
     /// Who holds it (empty when free).
     pub holders: Vec<HolderReport>,
+    /// Why it is held and what to do (busy members whose holder locktop can
+    /// name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// The outcome of a family check.
@@ -255,11 +261,13 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
             } else {
                 Vec::new()
             };
+            let verdict = member_verdict(&holders, &held_by);
             MemberReport {
                 kind: key.kind,
                 name: key.name,
                 busy,
                 holders,
+                verdict,
             }
         })
         .collect();
@@ -267,6 +275,25 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
         free: attempt.busy.is_empty(),
         members,
     }
+}
+
+/// The verdict on a busy member held by `holders` (exclusive first), its
+/// holder's role read from every key that PID holds.
+fn member_verdict(
+    holders: &[HolderReport],
+    held_by: &HashMap<u32, Vec<LockKey>>,
+) -> Option<Verdict> {
+    let exclusive: Vec<&HolderReport> = holders.iter().filter(|h| !h.shared).collect();
+    let state = KeyState {
+        holders: exclusive.iter().map(|h| h.process.clone()).collect(),
+        since: exclusive.first().and_then(|h| h.since),
+        ..KeyState::bare(Liveness::Live)
+    };
+    let role = |pid| {
+        let keys = held_by.get(&pid).into_iter().flatten();
+        Role::from_kinds(keys.map(|key| (key.kind, key.name.as_str())))
+    };
+    judge(&state, role, SystemTime::now(), MATERIALIZING_AFTER)
 }
 
 /// The other keys `pid` holds (verified), as labels.
@@ -345,12 +372,6 @@ pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
                 held_for,
                 holder.process.command()
             ));
-            if holder.process.state.is_some_and(|state| state.is_halted()) {
-                let pid = holder.process.pid;
-                lines.push(format!(
-                    "        pid {pid} is stopped: it holds until SIGCONT or a kill — `kill -CONT {pid}`"
-                ));
-            }
             if !holder.also_holds.is_empty() {
                 lines.push(format!(
                     "        pid {} also holds: {}",
@@ -358,6 +379,9 @@ pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
                     holder.also_holds.join(", ")
                 ));
             }
+        }
+        if let Some(verdict) = &member.verdict {
+            lines.push(format!("        verdict: {}", verdict.describe(now)));
         }
     }
     lines

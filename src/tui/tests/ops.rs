@@ -247,12 +247,14 @@ fn report(members: usize) -> CheckReport {
                 also_holds: vec![r#"instance "cli/daemon/abc""#.into()],
                 shared: false,
             }],
+            verdict: None,
         },
         MemberReport {
             kind: KeyKind::Tag,
             name: "review".into(),
             busy: false,
             holders: vec![],
+            verdict: None,
         },
     ];
     for i in 2..members {
@@ -261,6 +263,7 @@ fn report(members: usize) -> CheckReport {
             name: format!("extra {i}"),
             busy: false,
             holders: vec![],
+            verdict: None,
         });
     }
     CheckReport {

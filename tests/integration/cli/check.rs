@@ -241,3 +241,35 @@ fn a_shared_lock_is_busy_and_named_not_nobody() {
     let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
     let _ = flock.wait();
 }
+
+/// "Why can't I relocate this tag?" in one answer: the verdict names the
+/// agent (its AIH) and says what to do; a stopped holder's says how to
+/// continue it; `--json` carries the same verdict.
+#[test]
+fn check_gives_the_verdict_agent_active_or_stopped() {
+    let (_tmp, state) = state_in_tempdir();
+    let holder = Holder::hold(
+        &state,
+        &["--aih", "cli/daemon/worker-1", "--tag", "busy tag"],
+    );
+    let out = run_locktop(&state, &["check", "--tag", "busy tag"]);
+    assert_eq!(out.code(), 1, "{out:?}");
+    assert!(
+        out.stdout
+            .contains("verdict: agent active: cli/daemon/worker-1"),
+        "{}",
+        out.stdout
+    );
+    let pid = nix::unistd::Pid::from_raw(holder.pid() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    let out = run_locktop(&state, &["check", "--json", "--tag", "busy tag"]);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+    let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    let verdict = &doc["members"][0]["verdict"];
+    assert_eq!(verdict["kind"], "stopped", "{doc}");
+    assert_eq!(verdict["pid"], holder.pid(), "{doc}");
+    assert_eq!(
+        doc["members"][0]["holders"][0]["process"]["state"], "stopped",
+        "{doc}"
+    );
+}
