@@ -77,7 +77,17 @@ pub fn annotate_with(
         if state.liveness != Liveness::InFlight {
             state.since = announce.as_ref().and_then(held_since);
         }
-        let holders = verifier.holders(holders, &files, state.since);
+        let mut holders = verifier.holders(holders, &files, state.since);
+        let callers_gone =
+            !holders.is_empty() && holders.iter().all(|&pid| !verifier.process(pid).alive);
+        if callers_gone {
+            // The lock outlived the process that took it: whoever keeps
+            // it now (a forked child) comes first, the gone caller after.
+            let mut keepers = verifier.true_holders(&files);
+            keepers.retain(|pid| !holders.contains(pid));
+            keepers.append(&mut holders);
+            holders = keepers;
+        }
         if state.liveness == Liveness::Live && holders.iter().any(|pid| own_pids.contains(pid)) {
             state.liveness = Liveness::Own;
         }

@@ -52,6 +52,20 @@ impl HeldFiles {
         HeldFiles::Known(files)
     }
 
+    /// Every readable process's held files, from one pass over `/proc`
+    /// (costly: only for a lock whose `flock()` caller is gone, once per
+    /// batch, never per key in a loop).
+    pub fn of_every_process() -> Vec<(u32, HeldFiles)> {
+        let Ok(all) = procfs::process::all_processes() else {
+            return Vec::new();
+        };
+        all.flatten()
+            .filter_map(|process| u32::try_from(process.pid).ok())
+            .map(|pid| (pid, HeldFiles::of(pid)))
+            .filter(|(_, held)| matches!(held, HeldFiles::Known(files) if !files.is_empty()))
+            .collect()
+    }
+
     /// True when the process is proved to hold one of `files`.
     pub fn holds_any(&self, files: &[FileId]) -> bool {
         matches!(self, HeldFiles::Known(held) if files.iter().any(|f| held.contains(f)))

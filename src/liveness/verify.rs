@@ -25,6 +25,8 @@ const START_TIME_SLACK: Duration = Duration::from_secs(1);
 pub struct HolderVerifier {
     processes: HashMap<u32, ProcessInfo>,
     held: HashMap<u32, HeldFiles>,
+    /// Whether every process's fdinfo was read (for true holders).
+    scanned_all: bool,
 }
 
 impl HolderVerifier {
@@ -51,6 +53,24 @@ impl HolderVerifier {
             HeldFiles::Gone => None,
             HeldFiles::Unreadable => Some(started_before(self.process(pid), since)),
         }
+    }
+
+    /// The processes whose fds hold one of `files`, whoever called
+    /// `flock()`: for a claim whose `/proc/locks` PID is gone (a forked
+    /// child kept the lock). One pass over `/proc` per verifier.
+    pub fn true_holders(&mut self, files: &[FileId]) -> Vec<u32> {
+        if !self.scanned_all {
+            self.held.extend(HeldFiles::of_every_process());
+            self.scanned_all = true;
+        }
+        let mut pids: Vec<u32> = self
+            .held
+            .iter()
+            .filter(|(_, held)| held.holds_any(files))
+            .map(|(&pid, _)| pid)
+            .collect();
+        pids.sort_unstable();
+        pids
     }
 
     /// The process behind `pid`, read once.
@@ -169,9 +189,14 @@ mod tests {
             !holders.iter().any(|p| p.pid == impostor.id()),
             "the reused PID was named: {holders:?}"
         );
+        assert_eq!(
+            holders.first().map(|p| p.pid),
+            Some(keeper.id()),
+            "the process that keeps the lock is found and named first: {holders:?}"
+        );
         assert!(
-            holders.iter().all(|p| !p.alive),
-            "only the gone flock caller remains, as gone: {holders:?}"
+            holders[1..].iter().all(|p| !p.alive),
+            "then the gone flock caller, as gone: {holders:?}"
         );
         for child in [&mut keeper, &mut impostor] {
             let _ = child.kill();

@@ -41,6 +41,14 @@ pub enum Verdict {
         /// The stopped holder.
         pid: u32,
     },
+    /// The process that took the lock is gone; a process that shares its
+    /// open file (a forked child) keeps it.
+    OrphanedChild {
+        /// The process that keeps the lock.
+        pid: u32,
+        /// The gone process that took it.
+        taken_by: u32,
+    },
     /// A spawn has held it, without an AIH lock, for longer than the
     /// threshold.
     MaterializingTooLong {
@@ -67,7 +75,9 @@ impl Verdict {
     pub fn is_suspect(&self) -> bool {
         matches!(
             self,
-            Verdict::Stopped { .. } | Verdict::MaterializingTooLong { .. }
+            Verdict::Stopped { .. }
+                | Verdict::OrphanedChild { .. }
+                | Verdict::MaterializingTooLong { .. }
         )
     }
 
@@ -77,6 +87,10 @@ impl Verdict {
         match self {
             Verdict::Stopped { pid } => format!(
                 "stopped: pid {pid} holds its locks until SIGCONT or a kill — `kill -CONT {pid}`"
+            ),
+            Verdict::OrphanedChild { pid, taken_by } => format!(
+                "orphaned child: pid {taken_by}, which took the lock, is gone; pid {pid} \
+                 (sharing its file) keeps it — SIGTERM pid {pid} with K if it should not"
             ),
             Verdict::MaterializingTooLong { pid, since } => format!(
                 "materializing too long: pid {pid} has held tags without an AIH lock for {} — \
@@ -125,6 +139,14 @@ pub fn judge(
         return Some(Verdict::Stopped { pid: halted.pid });
     }
     let holder = state.holders.first()?;
+    if holder.alive
+        && let Some(gone) = state.holders.iter().find(|h| !h.alive)
+    {
+        return Some(Verdict::OrphanedChild {
+            pid: holder.pid,
+            taken_by: gone.pid,
+        });
+    }
     let since = state.since;
     match role(holder.pid) {
         Role::Agent { aih } => Some(Verdict::AgentActive {

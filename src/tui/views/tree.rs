@@ -66,6 +66,7 @@ fn mark_suspect<'a>(
     let label = match verdict {
         Some(Verdict::Stopped { .. }) => "⏸ stopped",
         Some(Verdict::MaterializingTooLong { .. }) => "⌛ spawn",
+        Some(Verdict::OrphanedChild { .. }) => "⑂ orphan",
         _ => return cells,
     };
     if let Some(state) = cells.first_mut() {

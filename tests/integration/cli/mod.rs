@@ -5,3 +5,4 @@
 mod bad_input;
 mod check;
 mod snapshot_watch;
+mod verdicts;
