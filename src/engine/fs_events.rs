@@ -1,7 +1,8 @@
 //! notify → per-path filesystem changes, classified for the engine.
 //!
-//! Invariants: `Access(Open)` events are dropped at the source (every probe
-//! opens files; forwarding them would make the monitor watch itself);
+//! Invariants: an open is reported as [`FsChange::Opened`] only for a
+//! claim's file, and never probed (every probe opens files; probing on
+//! opens would make the monitor watch itself);
 //! symlinks are never followed; queue overflow and the watch limit are
 //! surfaced as changes of their own, never swallowed.
 
@@ -20,6 +21,10 @@ pub enum FsChange {
     /// A gate or announce file was created, written, closed after writing
     /// or removed: the claim may have changed state.
     Key(LockKey),
+    /// A claim's file was opened. Every probe opens files, so this never
+    /// starts a probe; on a held key it means a waiter may have arrived
+    /// (a blocked `flock` opens the file and makes no other event).
+    Opened(LockKey),
     /// A directory appeared: scan it (files may predate its watch).
     DirCreated(PathBuf),
     /// A directory (or the watched root itself) disappeared.
@@ -77,7 +82,13 @@ pub fn classify(state_dir: &Path, event: notify::Event) -> Vec<FsChange> {
         return vec![FsChange::Rescan];
     }
     match event.kind {
-        EventKind::Access(AccessKind::Open(_)) | EventKind::Access(AccessKind::Read) => Vec::new(),
+        EventKind::Access(AccessKind::Open(_)) => event
+            .paths
+            .iter()
+            .filter_map(|path| claim_of(state_dir, path))
+            .map(FsChange::Opened)
+            .collect(),
+        EventKind::Access(AccessKind::Read) => Vec::new(),
         EventKind::Create(CreateKind::Folder) => {
             event.paths.into_iter().map(FsChange::DirCreated).collect()
         }
@@ -146,9 +157,12 @@ mod tests {
     }
 
     #[test]
-    fn opens_are_dropped_at_the_source() {
+    fn opens_are_told_apart_from_changes() {
         let kind = EventKind::Access(AccessKind::Open(AccessMode::Any));
-        assert!(classify(Path::new("/s"), event(kind, "/s/locks/agents/tags/a.lock")).is_empty());
+        let opened = classify(Path::new("/s"), event(kind, "/s/locks/agents/tags/a.lock"));
+        assert!(matches!(opened.as_slice(), [FsChange::Opened(key)] if key.name == "a"));
+        let foreign = classify(Path::new("/s"), event(kind, "/s/locks/agents/tags/README"));
+        assert!(foreign.is_empty(), "opens of other files are dropped");
     }
 
     #[test]

@@ -56,7 +56,9 @@ pub fn annotate_with(
             holders,
             waiters,
             shared,
+            shared_waiters,
         } = index.union(files.iter().copied());
+        state.watchers = shared_waiters;
         if !held {
             // Our own probes' momentary shared locks are not holders.
             let shared: Vec<u32> = shared

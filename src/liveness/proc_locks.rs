@@ -54,6 +54,10 @@ pub struct FileLocks {
     /// PIDs holding a shared flock (not an SDK holder: the SDK takes its
     /// claims exclusively and probes with momentary shared locks).
     pub shared: Vec<u32>,
+    /// PIDs blocked waiting for a SHARED flock (`->` `READ` rows): on an
+    /// announce, the SDK's `wait_released` (a watcher waiting for the
+    /// holder to end).
+    pub shared_waiters: Vec<u32>,
 }
 
 /// One parse of `/proc/locks`: (device, inode) → holders and waiters.
@@ -74,12 +78,10 @@ impl LockIndex {
         let mut files: HashMap<FileId, FileLocks> = HashMap::new();
         for line in text.lines() {
             if let Some(row) = parse_row(line) {
-                if row.waiting && !row.exclusive {
-                    continue;
-                }
                 let entry = files.entry(row.file).or_default();
                 let list = match (row.waiting, row.exclusive) {
-                    (true, _) => &mut entry.waiters,
+                    (true, true) => &mut entry.waiters,
+                    (true, false) => &mut entry.shared_waiters,
                     (false, true) => &mut entry.holders,
                     (false, false) => &mut entry.shared,
                 };
@@ -114,6 +116,7 @@ impl LockIndex {
             push_unique(&mut out.holders, &locks.holders);
             push_unique(&mut out.waiters, &locks.waiters);
             push_unique(&mut out.shared, &locks.shared);
+            push_unique(&mut out.shared_waiters, &locks.shared_waiters);
         }
         out
     }
@@ -268,12 +271,10 @@ garbage
             }
             let index = LockIndex::parse(&text);
             for &(_, _, waiting, exclusive, pid, major, minor, inode) in &rows {
-                if waiting && !exclusive {
-                    continue; // shared waiters are not kept
-                }
                 let locks = index.get(&id(major, minor, inode)).expect("indexed");
                 let list = match (waiting, exclusive) {
-                    (true, _) => &locks.waiters,
+                    (true, true) => &locks.waiters,
+                    (true, false) => &locks.shared_waiters,
                     (false, true) => &locks.holders,
                     (false, false) => &locks.shared,
                 };

@@ -63,8 +63,14 @@ pub struct KeyState {
     /// Processes holding the gate or announce exclusively (from
     /// `/proc/locks`); empty when not held.
     pub holders: Vec<ProcessInfo>,
-    /// PIDs blocked waiting on the gate or announce (`->` rows).
+    /// Contenders: PIDs blocked taking the claim (exclusive `->` rows on
+    /// the gate or announce: the SDK's `wait_acquire`).
     pub waiters: Vec<u32>,
+    /// Watchers: PIDs blocked waiting for the claim to be released (shared
+    /// `->` rows: the SDK's `wait_released`, e.g. a daemon waiting for the
+    /// agent to end).
+    #[serde(default)]
+    pub watchers: Vec<u32>,
     /// When the claim became held: the announce file's mtime (the holder's
     /// beacon write). `None` when not held.
     #[serde(with = "crate::time_format::option")]
@@ -119,6 +125,7 @@ impl KeyState {
             error: None,
             holders: Vec::new(),
             waiters: Vec::new(),
+            watchers: Vec::new(),
             since: None,
             holders_note: None,
         }

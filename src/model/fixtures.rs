@@ -59,6 +59,7 @@ pub fn held(liveness: Liveness, pid: u32, command: &str, since: SystemTime) -> K
         error: None,
         holders: vec![process(pid, command)],
         waiters: Vec::new(),
+        watchers: Vec::new(),
         since: Some(since),
         holders_note: None,
     }

@@ -56,6 +56,7 @@ impl Engine {
                 }
                 state.holders.clear();
                 state.waiters.clear();
+                state.watchers.clear();
                 state.holders_note = None;
             }
             self.publish(batch, true);
@@ -207,6 +208,7 @@ impl Engine {
             state.liveness = previous.liveness;
             state.holders = previous.holders.clone();
             state.waiters = previous.waiters.clone();
+            state.watchers = previous.watchers.clone();
             state.since = previous.since;
         }
     }

@@ -361,6 +361,13 @@ impl Engine {
                 self.forget_problems_under(&dir);
             }
             FsChange::Other(path) => self.recheck_problem(&path),
+            FsChange::Opened(key) => {
+                // No probe: only a /proc/locks re-read (rate-limited) for a
+                // held key, where a new waiter would show.
+                if self.held.contains(&key) {
+                    self.recheck.insert(key);
+                }
+            }
             FsChange::Rescan => {
                 self.set_health(WatcherHealth::Rescanning {
                     reason: "inotify queue overflowed; events were lost".into(),

@@ -152,6 +152,17 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
             vec![Span::styled(waiters.join(", "), theme.in_flight)],
         ));
     }
+    if !lock.state.watchers.is_empty() {
+        let watchers: Vec<String> = lock.state.watchers.iter().map(u32::to_string).collect();
+        lines.push(field(
+            &theme,
+            "watchers",
+            vec![text(format!(
+                "{} (waiting for it to be released)",
+                watchers.join(", ")
+            ))],
+        ));
+    }
     lines
 }
 

@@ -621,3 +621,49 @@ async fn a_stopped_holder_is_seen_stopped_and_continued_without_a_probe() {
     );
     blocking(|| holder.kill());
 }
+
+/// Waiters by kind: a contender blocked taking the claim (exclusive, on the
+/// gate: the SDK's `wait_acquire`) and a watcher blocked until it is
+/// released (shared, on the announce: `wait_released`). A blocked `flock`
+/// makes no event but its open; that open (never a probe) makes the engine
+/// re-read `/proc/locks`, so both show without a sweep.
+#[tokio::test(flavor = "multi_thread")]
+async fn contenders_and_watchers_show_without_a_sweep() {
+    let _serial = serial().await;
+    for mode in MODES {
+        let (_tmp, state) = state_in_tempdir();
+        let mut engine = Engine::start(&state, mode, NO_SWEEP);
+        engine.synced().await;
+        let mut holder = hold(&state, &["--group", "wanted"]);
+        let pid = holder.pid();
+        let wanted = tag("wanted");
+        engine
+            .wait_view("held", |view| view.is(&wanted, Liveness::Live, &[pid]))
+            .await;
+        let sweeps = engine.sweeps();
+        let (dir, key) = agent_tag_lock(&state, "wanted");
+        let spawn_flock = |mode: &str, path: std::path::PathBuf| {
+            std::process::Command::new("flock")
+                .arg(mode)
+                .arg(path)
+                .arg("true")
+                .spawn()
+                .expect("util-linux flock")
+        };
+        let mut contender = spawn_flock("-x", locktop::locks::escape::gate_path(&dir, &key));
+        let mut watcher = spawn_flock("-s", locktop::locks::escape::announce_path(&dir, &key));
+        let (contender_pid, watcher_pid) = (contender.id(), watcher.id());
+        engine
+            .wait_view("the contender and the watcher", |view| {
+                view.get(&wanted).is_some_and(|state| {
+                    state.waiters.contains(&contender_pid) && state.watchers.contains(&watcher_pid)
+                })
+            })
+            .await;
+        assert_eq!(engine.sweeps(), sweeps, "{mode:?}: seen without a sweep");
+        blocking(|| holder.kill());
+        for child in [&mut contender, &mut watcher] {
+            let _ = child.wait();
+        }
+    }
+}
