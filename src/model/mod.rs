@@ -18,6 +18,7 @@
 //!   read the model through `&self`;
 //! - each list's selection and scroll live in one [`ListCursor`].
 
+mod blocking;
 mod cursor;
 mod data;
 mod events;
@@ -36,6 +37,7 @@ mod tests;
 use std::time::SystemTime;
 
 pub use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict};
+pub use blocking::BlockingRow;
 pub use cursor::ListCursor;
 pub use data::{Counts, Data};
 pub use events::{EVENT_LOG_CAPACITY, Event, EventKind, EventLog};
@@ -65,6 +67,7 @@ pub struct Model {
     holders_cache: Option<(u64, String, Vec<HolderGroup>, Vec<HolderRow>)>,
     holders_cursor: ListCursor,
     events_cursor: ListCursor,
+    blocking_cursor: ListCursor,
 }
 
 impl Default for Model {
@@ -90,6 +93,7 @@ impl Model {
             holders_cache: None,
             holders_cursor: ListCursor::default(),
             events_cursor: ListCursor::default(),
+            blocking_cursor: ListCursor::default(),
         }
     }
 
@@ -410,6 +414,21 @@ impl Model {
     pub fn select_event(&mut self, index: usize) {
         let len = self.events().len();
         self.events_cursor.select(index, len);
+    }
+
+    /// The blocking view's cursor.
+    pub fn blocking_cursor(&self) -> &ListCursor {
+        &self.blocking_cursor
+    }
+
+    /// Selects row `index` (clamped to `len` rows) of the blocking view.
+    pub fn select_blocking(&mut self, index: usize, len: usize) {
+        self.blocking_cursor.select(index, len);
+    }
+
+    /// Records where the last frame scrolled the blocking view.
+    pub fn set_blocking_offset(&mut self, offset: usize) {
+        self.blocking_cursor.set_offset(offset);
     }
 
     /// Records where the last frame scrolled the tree.

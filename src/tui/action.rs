@@ -3,7 +3,7 @@
 //! before it touches state; the key map in [`super::keymap`] is the only
 //! place that binds keys to actions.
 
-/// The main panes, switched with `1`…`4` and Tab.
+/// The main panes, switched with `1`…`5` and Tab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Pane {
     /// The Instances / Tags / Other tree.
@@ -14,11 +14,19 @@ pub enum Pane {
     Events,
     /// The test holders started from this monitor.
     TestHolders,
+    /// Held keys, those that need someone to act first, then contended.
+    Blocking,
 }
 
 impl Pane {
     /// Every pane, in tab order.
-    pub const ALL: [Pane; 4] = [Pane::Tree, Pane::Holders, Pane::Events, Pane::TestHolders];
+    pub const ALL: [Pane; 5] = [
+        Pane::Tree,
+        Pane::Holders,
+        Pane::Events,
+        Pane::TestHolders,
+        Pane::Blocking,
+    ];
 
     /// The tab title.
     pub fn title(self) -> &'static str {
@@ -27,6 +35,7 @@ impl Pane {
             Pane::Holders => "Holders",
             Pane::Events => "Events",
             Pane::TestHolders => "Test holders",
+            Pane::Blocking => "Blocking",
         }
     }
 

@@ -65,6 +65,7 @@ impl App {
         }
         let node = match self.pane {
             Pane::Tree => self.model.selected_node(),
+            Pane::Blocking => self.blocking_selected(),
             Pane::Holders => {
                 let index = self.model.holders_selected();
                 match self.model.holders().1.get(index) {
@@ -185,11 +186,17 @@ impl App {
     fn open_kill(&mut self) {
         let process = match self.pane {
             Pane::TestHolders => return self.open_kill_test_holder(),
-            Pane::Tree => self.model.selected_node().and_then(|id| {
-                let lock = self.model.data().lock(id)?;
-                let held = lock.liveness().is_held();
-                held.then(|| lock.state.holders.first().cloned()).flatten()
-            }),
+            Pane::Tree | Pane::Blocking => {
+                let node = match self.pane {
+                    Pane::Blocking => self.blocking_selected(),
+                    _ => self.model.selected_node(),
+                };
+                node.and_then(|id| {
+                    let lock = self.model.data().lock(id)?;
+                    let held = lock.liveness().is_held();
+                    held.then(|| lock.state.holders.first().cloned()).flatten()
+                })
+            }
             Pane::Holders => {
                 let index = self.model.holders_selected();
                 let (groups, rows) = self.model.holders();

@@ -5,7 +5,7 @@
 //! matching on [`Pane`] (the views dispatch on it in `views/mod.rs` and
 //! `views/details.rs`); adding a pane adds one arm to each function here.
 
-use crate::model::{HolderRow, Section};
+use crate::model::{BlockingRow, HolderRow, NodeId, Section};
 
 use super::action::Pane;
 use super::app::App;
@@ -19,6 +19,10 @@ impl App {
             Pane::Holders => self.model.holders_selected(),
             Pane::Events => self.model.events_selected(),
             Pane::TestHolders => self.operator.test_holders.selected(),
+            Pane::Blocking => {
+                let len = self.blocking_rows().len();
+                self.model.blocking_cursor().selected(len)
+            }
         }
     }
     /// How many rows the current pane has.
@@ -29,6 +33,7 @@ impl App {
             Pane::Holders => self.model.holders().1.len(),
             Pane::Events => self.model.events().len(),
             Pane::TestHolders => self.operator.test_holders.list().len(),
+            Pane::Blocking => self.blocking_rows().len(),
         }
     }
     /// Selects row `index` (clamped) of the current pane.
@@ -39,6 +44,10 @@ impl App {
             Pane::Holders => self.model.select_holder_row(index),
             Pane::Events => self.model.select_event(index),
             Pane::TestHolders => self.operator.test_holders.select(index),
+            Pane::Blocking => {
+                let len = self.blocking_rows().len();
+                self.model.select_blocking(index, len);
+            }
         }
     }
     /// Enter: toggles a tree node; on a holder's key, shows it in the tree.
@@ -59,6 +68,13 @@ impl App {
                 let event = self.model.events().get(self.model.events_selected());
                 if let Some(event) = event {
                     let (section, path) = (Section::of(event.key.kind), event.key.name.clone());
+                    self.reveal(section, &path);
+                }
+            }
+            Pane::Blocking => {
+                if let Some(id) = self.blocking_selected() {
+                    let node = self.model.data().tree.node(id);
+                    let (section, path) = (node.section, node.path.clone());
                     self.reveal(section, &path);
                 }
             }
@@ -103,6 +119,22 @@ impl App {
             Pane::Holders => self.model.set_holders_offset(offset),
             Pane::Events => self.model.set_events_offset(offset),
             Pane::TestHolders => self.operator.test_holders.set_offset(offset),
+            Pane::Blocking => self.model.set_blocking_offset(offset),
         }
+    }
+
+    /// The blocking view's rows, now (few: one per held key).
+    pub(crate) fn blocking_rows(&self) -> Vec<BlockingRow> {
+        let materializing = self.config.materializing_after;
+        self.model
+            .data()
+            .blocking_rows(self.model.now(), materializing)
+    }
+
+    /// The key selected in the blocking view.
+    pub(crate) fn blocking_selected(&self) -> Option<NodeId> {
+        let rows = self.blocking_rows();
+        let index = self.model.blocking_cursor().selected(rows.len());
+        rows.get(index).map(|row| row.node)
     }
 }

@@ -356,3 +356,31 @@ fn a_spawn_holding_tags_without_an_aih_past_the_threshold_is_a_suspect() {
     let before = render(&mut demo_app(), 100, 30).backend().to_string();
     assert!(!before.contains("suspect"), "{before}");
 }
+
+#[test]
+fn the_blocking_pane_lists_suspects_first_and_enter_shows_the_key_in_the_tree() {
+    let mut model = demo_model();
+    let mut stopped = held(Liveness::Live, 4000, "agent --tag stuck", t(300));
+    stopped.holders[0].state = Some(crate::liveness::process::ProcState::Stopped);
+    model.apply(key_delta(tag("stuck"), stopped, None, t(500)));
+    let mut app = app_with(Theme::monochrome(), model, STATE.as_ref());
+    press(&mut app, KeyCode::Char('5'));
+    let screen = render(&mut app, 100, 30).backend().to_string();
+    let first = screen
+        .lines()
+        .skip_while(|line| !(line.contains("STATE") && line.contains("WAITING")))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        first.contains("stuck") && first.contains("⏸ stopped"),
+        "suspect first: {screen}"
+    );
+    assert!(
+        screen.contains("4000") && screen.contains("stopped"),
+        "{screen}"
+    );
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.pane(), Pane::Tree);
+    let id = app.model().selected_node().expect("a selection");
+    assert_eq!(app.model().data().tree.node(id).path, "stuck");
+}

@@ -30,6 +30,10 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         },
         Pane::Holders => holder_lines(app),
         Pane::Events => event_lines(app),
+        Pane::Blocking => match app.blocking_selected() {
+            Some(id) => node_lines(app, id),
+            None => Vec::new(),
+        },
         Pane::TestHolders => super::test_holders::detail_lines(app),
     };
     let block = Block::new()

@@ -7,6 +7,7 @@
 //! replaces the screen; ages use the model's clock, never the system's;
 //! an overlay (form, dialog) is drawn last, above everything.
 
+mod blocking;
 mod details;
 mod dialog;
 mod events;
@@ -89,6 +90,7 @@ pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
         Pane::Tree => tree::draw(app, frame, list),
         Pane::Holders => holders::draw(app, frame, list),
         Pane::Events => events::draw(app, frame, list),
+        Pane::Blocking => blocking::draw(app, frame, list),
         Pane::TestHolders => test_holders::draw(app, frame, list),
     };
     if let Some(side) = side {
