@@ -27,6 +27,10 @@ pub struct ProcessInfo {
     /// Its parent's PID (`None` when gone or unread).
     #[serde(default)]
     pub ppid: Option<u32>,
+    /// The systemd unit it runs in (`foo.service`, from its cgroup), when
+    /// there is one: operators think in services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
 }
 
 /// A process's scheduler state (`/proc/<pid>/stat`, field 3).
@@ -103,6 +107,9 @@ impl ProcessInfo {
             started,
             state: stat.as_ref().map(|stat| ProcState::from_char(stat.state)),
             ppid: stat.as_ref().and_then(|stat| u32::try_from(stat.ppid).ok()),
+            unit: std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .ok()
+                .and_then(|cgroup| systemd_unit(&cgroup)),
         }
     }
 
@@ -114,6 +121,7 @@ impl ProcessInfo {
             started: None,
             state: None,
             ppid: None,
+            unit: None,
         }
     }
 
@@ -148,6 +156,17 @@ impl ProcessInfo {
     }
 }
 
+/// The innermost systemd unit (`*.service`, `*.scope`) named in the text
+/// of `/proc/<pid>/cgroup`, if any.
+fn systemd_unit(cgroup: &str) -> Option<String> {
+    cgroup
+        .lines()
+        .filter_map(|line| line.splitn(3, ':').nth(2))
+        .flat_map(|path| path.split('/').rev())
+        .find(|segment| segment.ends_with(".service") || segment.ends_with(".scope"))
+        .map(str::to_string)
+}
+
 /// When the process of `stat` started (whole-second boot time + ticks).
 fn start_time(stat: &procfs::process::Stat) -> Option<SystemTime> {
     let boot = procfs::boot_time_secs().ok()?;
@@ -167,6 +186,18 @@ mod tests {
         assert!(me.cmdline.is_some());
         let started = me.started.expect("start time");
         assert!(started <= SystemTime::now());
+    }
+
+    #[test]
+    fn the_systemd_unit_is_read_from_the_cgroup_path() {
+        let v2 = "0::/system.slice/objectiveai-daemon.service\n";
+        assert_eq!(
+            systemd_unit(v2).as_deref(),
+            Some("objectiveai-daemon.service")
+        );
+        let user = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope\n";
+        assert_eq!(systemd_unit(user).as_deref(), Some("run-r1.scope"));
+        assert_eq!(systemd_unit("0::/\n4:memory:/process_api/8f7b\n"), None);
     }
 
     #[test]

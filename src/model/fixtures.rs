@@ -49,6 +49,7 @@ pub fn process(pid: u32, command: &str) -> ProcessInfo {
         started: Some(t(0)),
         state: Some(ProcState::Sleeping),
         ppid: Some(1),
+        unit: None,
     }
 }
 

@@ -81,6 +81,7 @@ pub fn holder_groups(data: &Data, settings: &ViewSettings) -> Vec<HolderGroup> {
                 started: None,
                 state: None,
                 ppid: None,
+                unit: None,
             }),
             oldest,
             keys: keys.into_iter().map(|(_, _, id)| id).collect(),

@@ -124,6 +124,7 @@ mod tests {
                 started: Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_500)),
                 state: Some(crate::liveness::process::ProcState::Stopped),
                 ppid: Some(1),
+                unit: None,
             }],
             shared: Vec::new(),
         };

@@ -124,6 +124,9 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
                 text(format!(" {}{gone}", holder.command())),
             ],
         ));
+        if let Some(unit) = &holder.unit {
+            lines.push(field(&theme, "unit", vec![text(unit.clone())]));
+        }
     }
     let verdict = app
         .model
