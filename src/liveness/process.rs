@@ -27,6 +27,10 @@ pub struct ProcessInfo {
     /// Its parent's PID (`None` when gone or unread).
     #[serde(default)]
     pub ppid: Option<u32>,
+    /// Its parent's command line, when readable (who spawned it — or, once
+    /// re-parented, who adopted it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
     /// The systemd unit it runs in (`foo.service`, from its cgroup), when
     /// there is one: operators think in services.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,6 +111,13 @@ impl ProcessInfo {
             started,
             state: stat.as_ref().map(|stat| ProcState::from_char(stat.state)),
             ppid: stat.as_ref().and_then(|stat| u32::try_from(stat.ppid).ok()),
+            parent: stat
+                .as_ref()
+                .filter(|stat| stat.ppid > 0)
+                .and_then(|stat| procfs::process::Process::new(stat.ppid).ok())
+                .and_then(|parent| parent.cmdline().ok())
+                .map(|args| args.join(" "))
+                .filter(|line| !line.is_empty()),
             unit: std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
                 .ok()
                 .and_then(|cgroup| systemd_unit(&cgroup)),
@@ -122,6 +133,7 @@ impl ProcessInfo {
             state: None,
             ppid: None,
             unit: None,
+            parent: None,
         }
     }
 
@@ -144,6 +156,13 @@ impl ProcessInfo {
             ppid: u32::try_from(stat.ppid).ok(),
             ..self.clone()
         }
+    }
+
+    /// True when its parent is PID 1: whoever spawned it is gone and init
+    /// adopted it (a re-parented spawn child keeps its locks as long as it
+    /// lives). A subreaper adopting it is not told apart.
+    pub fn is_reparented(&self) -> bool {
+        self.alive && self.ppid == Some(1)
     }
 
     /// The command line, or a placeholder saying why there is none.
@@ -186,6 +205,21 @@ mod tests {
         assert!(me.cmdline.is_some());
         let started = me.started.expect("start time");
         assert!(started <= SystemTime::now());
+    }
+
+    #[test]
+    fn the_parent_is_named_and_this_process_is_not_re_parented() {
+        let me = ProcessInfo::of(std::process::id());
+        assert_eq!(me.ppid, Some(std::os::unix::process::parent_id()));
+        assert!(
+            me.parent.is_some(),
+            "the test runner's parent has a command line"
+        );
+        assert!(!me.is_reparented());
+        assert!(matches!(
+            me.state,
+            Some(ProcState::Running | ProcState::Sleeping)
+        ));
     }
 
     #[test]

@@ -48,8 +48,9 @@ pub fn process(pid: u32, command: &str) -> ProcessInfo {
         cmdline: Some(command.to_string()),
         started: Some(t(0)),
         state: Some(ProcState::Sleeping),
-        ppid: Some(1),
+        ppid: None,
         unit: None,
+        parent: None,
     }
 }
 

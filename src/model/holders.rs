@@ -82,6 +82,7 @@ pub fn holder_groups(data: &Data, settings: &ViewSettings) -> Vec<HolderGroup> {
                 state: None,
                 ppid: None,
                 unit: None,
+                parent: None,
             }),
             oldest,
             keys: keys.into_iter().map(|(_, _, id)| id).collect(),

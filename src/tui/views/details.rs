@@ -124,6 +124,19 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
                 text(format!(" {}{gone}", holder.command())),
             ],
         ));
+        if let Some(ppid) = holder.ppid {
+            let parent = holder.parent.as_deref().unwrap_or("(unreadable)");
+            let adopted = if holder.is_reparented() {
+                " — re-parented: whoever spawned it is gone"
+            } else {
+                ""
+            };
+            lines.push(field(
+                &theme,
+                "parent",
+                vec![text(format!("{ppid} {parent}{adopted}"))],
+            ));
+        }
         if let Some(unit) = &holder.unit {
             lines.push(field(&theme, "unit", vec![text(unit.clone())]));
         }
