@@ -126,8 +126,16 @@ impl ProcessInfo {
 
     fn gone(pid: u32) -> Self {
         Self {
-            pid,
             alive: false,
+            ..Self::unread(pid)
+        }
+    }
+
+    /// A live process of which nothing has been read yet.
+    pub fn unread(pid: u32) -> Self {
+        Self {
+            pid,
+            alive: true,
             cmdline: None,
             started: None,
             state: None,

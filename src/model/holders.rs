@@ -74,16 +74,7 @@ pub fn holder_groups(data: &Data, settings: &ViewSettings) -> Vec<HolderGroup> {
         let oldest = keys.iter().filter_map(|&(_, since, _)| since).min();
         groups.push(HolderGroup {
             pid,
-            process: process.unwrap_or(ProcessInfo {
-                pid,
-                alive: true,
-                cmdline: None,
-                started: None,
-                state: None,
-                ppid: None,
-                unit: None,
-                parent: None,
-            }),
+            process: process.unwrap_or_else(|| ProcessInfo::unread(pid)),
             oldest,
             keys: keys.into_iter().map(|(_, _, id)| id).collect(),
         });
