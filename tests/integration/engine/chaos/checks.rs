@@ -1,0 +1,236 @@
+//! The checks of a chaos run, each computed from the holders' own words
+//! (their `held` lines, timed as they were read), what the test did to
+//! them, the kernel (`/proc/locks`) and the SDK (`try_held`) — never from
+//! the engine under test, except where the engine is what is checked.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use locktop::engine::{Delta, Liveness};
+use locktop::liveness::proc_locks::{FileId, LockIndex};
+use locktop::locks::{agent_instance_lock, agent_tag_lock};
+use objectiveai_sdk::lockfile;
+
+use super::children::{AIHS, ChaosChild, TAGS};
+use crate::common::engine::{Name, instance, name_of, tag};
+
+/// A claim's state as a view summarises it.
+pub type Summary = BTreeMap<Name, (Liveness, Vec<u32>)>;
+
+/// Every claim of the pool with its SDK coordinates.
+pub fn pool(state: &Path) -> Vec<(Name, std::path::PathBuf, String)> {
+    let instances = AIHS.iter().map(|aih| {
+        let (dir, key) = agent_instance_lock(state, aih);
+        (instance(aih), dir, key)
+    });
+    let tags = TAGS.iter().map(|t| {
+        let (dir, key) = agent_tag_lock(state, t);
+        (tag(t), dir, key)
+    });
+    instances.chain(tags).collect()
+}
+
+/// The truth, through the SDK and the kernel: every claim of the pool
+/// whose gate exists, `Live` with the PIDs `/proc/locks` names as its
+/// exclusive holders if the SDK's `try_held` says it is held (a claim in
+/// flight for over a second counts as held), else `Free` with none.
+pub async fn ground_truth(state: &Path) -> Summary {
+    let index = LockIndex::read().expect("read /proc/locks");
+    let mut out = Summary::new();
+    for (name, dir, key) in pool(state) {
+        let gate = locktop::locks::escape::gate_path(&dir, &key);
+        if !gate.exists() {
+            continue;
+        }
+        let held = tokio::time::timeout(Duration::from_secs(1), lockfile::try_held(&dir, &key))
+            .await
+            .unwrap_or(true);
+        let announce = locktop::locks::escape::announce_path(&dir, &key);
+        let state = if held {
+            (Liveness::Live, index.claim(&gate, &announce).holders)
+        } else {
+            (Liveness::Free, Vec::new())
+        };
+        out.insert(name, state);
+    }
+    out
+}
+
+/// Folds `deltas` into the (claim, PID) pairs the engine reported as held
+/// (`live`, `own` or `in-flight` naming that PID).
+pub fn fold_reported(deltas: impl IntoIterator<Item = Delta>, into: &mut HashSet<(Name, u32)>) {
+    for delta in deltas {
+        if let Delta::Key { key, state, .. } = delta
+            && matches!(
+                state.liveness,
+                Liveness::Live | Liveness::Own | Liveness::InFlight
+            )
+        {
+            for holder in &state.holders {
+                into.insert((name_of(&key), holder.pid));
+            }
+        }
+    }
+}
+
+/// Mutual exclusion from the holders' own words: no claim was in two
+/// children's `[held, release or kill]` intervals at once (see `children`
+/// for why these intervals are lower bounds). Returns the violations and
+/// how many (claim, interval) pairs were checked.
+pub fn exclusion_violations(children: &[ChaosChild]) -> (Vec<String>, usize) {
+    let mut per_key: BTreeMap<&Name, Vec<(Instant, Instant, u32)>> = BTreeMap::new();
+    for child in children {
+        let (Some((_, names)), Some((start, end))) = (&child.held, child.hold_interval()) else {
+            continue;
+        };
+        for name in names {
+            per_key
+                .entry(name)
+                .or_default()
+                .push((start, end, child.pid));
+        }
+    }
+    let mut violations = Vec::new();
+    let mut checked = 0;
+    for (name, mut intervals) in per_key {
+        intervals.sort();
+        checked += intervals.len();
+        let mut latest: Option<(Instant, u32)> = None;
+        for (start, end, pid) in intervals {
+            if let Some((until, other)) = latest
+                && start < until
+            {
+                violations.push(format!(
+                    "{name:?}: pid {pid} held it {:?} before pid {other} released it",
+                    until - start
+                ));
+            }
+            if latest.is_none_or(|(until, _)| end > until) {
+                latest = Some((end, pid));
+            }
+        }
+    }
+    (violations, checked)
+}
+
+/// Children that did something no fate allows: exit 2 (bad input or
+/// unavailable), exit on their own while holding, a waiter exiting busy,
+/// a signal death the test did not send.
+pub fn unexpected_exits(children: &[ChaosChild]) -> Vec<String> {
+    let mut out = Vec::new();
+    for child in children {
+        let why = match (child.code(), child.exit_signal()) {
+            (Some(2), _) => Some("exit 2"),
+            (Some(1), _) if child.wait => Some("a waiter exited busy"),
+            (Some(1), _) if child.held.is_some() => Some("exit 1 after holding"),
+            (Some(0), _) if child.end_action.is_none() => Some("exit 0 unreleased"),
+            (_, Some(_)) if !child.killed => Some("a signal the test did not send"),
+            _ if child.held.is_some() && child.end_action.is_none() => {
+                Some("ended holding with no action")
+            }
+            _ => None,
+        };
+        if let Some(why) = why {
+            out.push(format!(
+                "child {} (pid {}, {:?}): {why}; stderr {:?}",
+                child.id, child.pid, child.keys, child.stderr
+            ));
+        }
+    }
+    out
+}
+
+/// Interference: non-blocking tries that exited busy although no other
+/// chaos child naming one of their claims was alive (spawned, not yet
+/// reaped) at any time during the try. Such a failure can only come from
+/// the monitor's probe. Returns (tries, busy, busy with no chaos cause).
+pub fn interference(children: &[ChaosChild]) -> (usize, usize, usize) {
+    let tries: Vec<&ChaosChild> = children.iter().filter(|c| !c.wait).collect();
+    let busy: Vec<&&ChaosChild> = tries.iter().filter(|c| c.code() == Some(1)).collect();
+    let probe_only = busy
+        .iter()
+        .filter(|c| {
+            let (ended, _) = c.exit.expect("reaped");
+            !children.iter().any(|o| {
+                o.id != c.id
+                    && !o.keys.is_disjoint(&c.keys)
+                    && o.spawned < ended
+                    && o.exit.is_none_or(|(gone, _)| gone > c.spawned)
+            })
+        })
+        .count();
+    (tries.len(), busy.len(), probe_only)
+}
+
+/// How every hold was reported: holds that lasted at least `threshold`
+/// must have been reported held with the holder's PID, for each of their
+/// claims; shorter ones may be folded away by the engine (it reports
+/// states, coalescing per claim). Returns (long claims, long reported,
+/// short claims, short reported, the long ones missed).
+pub fn every_change(
+    children: &[ChaosChild],
+    reported: &HashSet<(Name, u32)>,
+    threshold: Duration,
+) -> (usize, usize, usize, usize, Vec<String>) {
+    let (mut long, mut long_ok, mut short, mut short_ok) = (0, 0, 0, 0);
+    let mut missed = Vec::new();
+    for child in children {
+        let (Some((_, names)), Some((start, end))) = (&child.held, child.hold_interval()) else {
+            continue;
+        };
+        for name in names {
+            let seen = reported.contains(&(name.clone(), child.pid));
+            if end - start >= threshold {
+                long += 1;
+                long_ok += usize::from(seen);
+                if !seen {
+                    missed.push(format!(
+                        "{name:?} held by pid {} for {:?}, never reported with it",
+                        child.pid,
+                        end - start
+                    ));
+                }
+            } else {
+                short += 1;
+                short_ok += usize::from(seen);
+            }
+        }
+    }
+    (long, long_ok, short, short_ok, missed)
+}
+
+/// The flocks anyone holds, waits for or shares on a file under `state`
+/// (every child is gone by then, so any is a leak — this process's first).
+pub fn locks_left(state: &Path) -> Vec<String> {
+    let index = LockIndex::read().expect("read /proc/locks");
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for path in crate::common::tree(state) {
+        let path = state.join(path);
+        let Ok(id) = FileId::of(&path) else { continue };
+        if let Some(locks) = index.get(&id) {
+            let mine = [&locks.holders, &locks.waiters, &locks.shared]
+                .iter()
+                .any(|pids| pids.contains(&me));
+            out.push(format!("{path:?}: {locks:?} (this process: {mine})"));
+        }
+    }
+    out
+}
+
+/// The kept children's claims as a view should show them: `Live` with
+/// their PID, every other claim on disk `Free` (from `truth`'s key set).
+pub fn expected_from_holders(truth: &Summary, kept: &[ChaosChild]) -> Summary {
+    let mut out: Summary = truth
+        .keys()
+        .map(|name| (name.clone(), (Liveness::Free, Vec::new())))
+        .collect();
+    for child in kept {
+        let names: &BTreeSet<Name> = &child.held.as_ref().expect("kept ones hold").1;
+        for name in names {
+            out.insert(name.clone(), (Liveness::Live, vec![child.pid]));
+        }
+    }
+    out
+}
