@@ -12,7 +12,7 @@ use locktop::liveness::proc_locks::{FileId, LockIndex};
 use locktop::locks::{agent_instance_lock, agent_tag_lock};
 use objectiveai_sdk::lockfile;
 
-use super::children::{AIHS, ChaosChild, TAGS};
+use super::children::{AIHS, ChaosChild, LANE_TAGS, TAGS};
 use crate::common::engine::{Name, instance, name_of, tag};
 
 /// A claim's state as a view summarises it.
@@ -24,7 +24,7 @@ pub fn pool(state: &Path) -> Vec<(Name, std::path::PathBuf, String)> {
         let (dir, key) = agent_instance_lock(state, aih);
         (instance(aih), dir, key)
     });
-    let tags = TAGS.iter().map(|t| {
+    let tags = TAGS.iter().chain(&LANE_TAGS).map(|t| {
         let (dir, key) = agent_tag_lock(state, t);
         (tag(t), dir, key)
     });
@@ -141,14 +141,26 @@ pub fn unexpected_exits(children: &[ChaosChild]) -> Vec<String> {
     out
 }
 
-/// Interference: non-blocking tries that exited busy although no other
-/// chaos child naming one of their claims was alive (spawned, not yet
-/// reaped) at any time during the try. Such a failure can only come from
-/// the monitor's probe. Returns (tries, busy, busy with no chaos cause).
-pub fn interference(children: &[ChaosChild]) -> (usize, usize, usize) {
+/// Interference: non-blocking tries during which no other chaos child
+/// naming one of their claims was alive (spawned, not yet reaped) — so
+/// nothing of the chaos could be in their way — and how many of those
+/// still exited busy: only a probe of the monitor can have made them fail.
+#[derive(Debug, Clone, Copy)]
+pub struct Interference {
+    /// Non-blocking tries.
+    pub tries: usize,
+    /// Of which exited busy.
+    pub busy: usize,
+    /// Tries with no chaos child in the way.
+    pub clear: usize,
+    /// Clear tries that exited busy anyway.
+    pub clear_busy: usize,
+}
+
+/// Counts [`Interference`] over every (reaped) child.
+pub fn interference(children: &[ChaosChild]) -> Interference {
     let tries: Vec<&ChaosChild> = children.iter().filter(|c| !c.wait).collect();
-    let busy: Vec<&&ChaosChild> = tries.iter().filter(|c| c.code() == Some(1)).collect();
-    let probe_only = busy
+    let clear: Vec<&&ChaosChild> = tries
         .iter()
         .filter(|c| {
             let (ended, _) = c.exit.expect("reaped");
@@ -159,45 +171,69 @@ pub fn interference(children: &[ChaosChild]) -> (usize, usize, usize) {
                     && o.exit.is_none_or(|(gone, _)| gone > c.spawned)
             })
         })
-        .count();
-    (tries.len(), busy.len(), probe_only)
+        .collect();
+    Interference {
+        tries: tries.len(),
+        busy: tries.iter().filter(|c| c.code() == Some(1)).count(),
+        clear: clear.len(),
+        clear_busy: clear.iter().filter(|c| c.code() == Some(1)).count(),
+    }
+}
+
+/// How the holds were reported (see [`every_change`]).
+#[derive(Debug, Default)]
+pub struct Reported {
+    /// Claim holds that lasted the threshold or more.
+    pub long: usize,
+    /// Of which reported held with the holder's PID.
+    pub long_ok: usize,
+    /// Shorter claim holds.
+    pub short: usize,
+    /// Of which reported anyway.
+    pub short_ok: usize,
+    /// The longest shorter hold that was not reported.
+    pub longest_unreported: Duration,
+    /// The long holds never reported (must be none).
+    pub missed: Vec<String>,
 }
 
 /// How every hold was reported: holds that lasted at least `threshold`
 /// must have been reported held with the holder's PID, for each of their
-/// claims; shorter ones may be folded away by the engine (it reports
-/// states, coalescing per claim). Returns (long claims, long reported,
-/// short claims, short reported, the long ones missed).
+/// claims; shorter ones may be folded away (the engine reports states,
+/// coalescing per claim, and names holders from a `/proc/locks` read made
+/// at most every 100 ms).
 pub fn every_change(
     children: &[ChaosChild],
     reported: &HashSet<(Name, u32)>,
     threshold: Duration,
-) -> (usize, usize, usize, usize, Vec<String>) {
-    let (mut long, mut long_ok, mut short, mut short_ok) = (0, 0, 0, 0);
-    let mut missed = Vec::new();
+) -> Reported {
+    let mut out = Reported::default();
     for child in children {
         let (Some((_, names)), Some((start, end))) = (&child.held, child.hold_interval()) else {
             continue;
         };
         for name in names {
             let seen = reported.contains(&(name.clone(), child.pid));
-            if end - start >= threshold {
-                long += 1;
-                long_ok += usize::from(seen);
+            let lasted = end - start;
+            if lasted >= threshold {
+                out.long += 1;
+                out.long_ok += usize::from(seen);
                 if !seen {
-                    missed.push(format!(
-                        "{name:?} held by pid {} for {:?}, never reported with it",
-                        child.pid,
-                        end - start
+                    out.missed.push(format!(
+                        "{name:?} held by pid {} for {lasted:?}, never reported with it",
+                        child.pid
                     ));
                 }
             } else {
-                short += 1;
-                short_ok += usize::from(seen);
+                out.short += 1;
+                out.short_ok += usize::from(seen);
+                if !seen {
+                    out.longest_unreported = out.longest_unreported.max(lasted);
+                }
             }
         }
     }
-    (long, long_ok, short, short_ok, missed)
+    out
 }
 
 /// The flocks anyone holds, waits for or shares on a file under `state`

@@ -38,6 +38,11 @@ pub const AIHS: [&str; 6] = [
 /// The tags of the pool (spaces, a colon, unicode, dots).
 pub const TAGS: [&str; 6] = ["alpha", "beta two", "gamma:3", "δelta", "eps.v1", "zeta"];
 
+/// Tags each taken by one "lane" of tries at a time, nobody else: a
+/// lane's try can only fail busy because of a probe (interference), and
+/// each is the retake of a tag just released, as an agent would.
+pub const LANE_TAGS: [&str; 4] = ["lane.0", "lane 1", "lane:2", "lane·3"];
+
 /// What the scheduler will do to a child next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -114,7 +119,12 @@ pub struct ChaosChild {
 
 impl ChaosChild {
     /// Spawns `locktop hold <family> [--wait]`.
-    pub fn spawn(state: &Path, id: usize, family: (Vec<String>, BTreeSet<Name>), wait: bool) -> Self {
+    pub fn spawn(
+        state: &Path,
+        id: usize,
+        family: (Vec<String>, BTreeSet<Name>),
+        wait: bool,
+    ) -> Self {
         let (args, keys) = family;
         let mut full = vec!["hold"];
         full.extend(args.iter().map(String::as_str));

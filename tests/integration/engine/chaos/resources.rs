@@ -25,6 +25,11 @@ impl Resources {
 
 impl std::fmt::Display for Resources {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} fds, {:.1} MB", self.fds, self.rss_kib as f64 / 1024.0)
+        write!(
+            f,
+            "{} fds, {:.1} MB",
+            self.fds,
+            self.rss_kib as f64 / 1024.0
+        )
     }
 }

@@ -50,7 +50,9 @@ impl Sampler {
     /// Stops it and returns what it saw.
     pub fn finish(self) -> Sampled {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().expect("the /proc/locks sampler panicked")
+        self.thread
+            .join()
+            .expect("the /proc/locks sampler panicked")
     }
 }
 
@@ -58,18 +60,23 @@ fn sample(state: &std::path::Path, sampled: &mut Sampled) {
     let files: Vec<(String, FileId)> = pool(state)
         .into_iter()
         .flat_map(|(name, dir, key)| {
-            [("gate", gate_path(&dir, &key)), ("announce", announce_path(&dir, &key))]
-                .into_iter()
-                .filter_map(move |(which, path)| {
-                    Some((format!("{name:?} {which}"), FileId::of(&path).ok()?))
-                })
+            [
+                ("gate", gate_path(&dir, &key)),
+                ("announce", announce_path(&dir, &key)),
+            ]
+            .into_iter()
+            .filter_map(move |(which, path)| {
+                Some((format!("{name:?} {which}"), FileId::of(&path).ok()?))
+            })
         })
         .collect();
     let index = LockIndex::read().expect("read /proc/locks");
     sampled.samples += 1;
     let mut held = 0;
     for (what, id) in files {
-        let Some(locks) = index.get(&id) else { continue };
+        let Some(locks) = index.get(&id) else {
+            continue;
+        };
         held += usize::from(!locks.holders.is_empty());
         if locks.holders.len() > 1 {
             sampled

@@ -3,16 +3,18 @@
 //! SIGKILLed right after spawn (possibly mid-acquisition) or at a random
 //! moment, SIGSTOPped then continued or killed while stopped, or released
 //! (stdin closed) once it holds. A third of them `--wait` (the SDK's wait)
-//! for a busy family. At the end, the children that hold (running, not
+//! for a busy family. Besides, one "lane" per [`LANE_TAGS`] tag retakes
+//! its tag (a try, held briefly) as soon as the previous one is gone. At the end, the children that hold (running, not
 //! stopped) are left holding for the convergence check; every other one is
 //! killed and reaped.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::children::{ChaosChild, Step, random_family};
+use super::children::{ChaosChild, LANE_TAGS, Step, random_family};
 use super::resources::Resources;
 use crate::common::PROCESS_TIMEOUT;
+use crate::common::engine::tag;
 
 /// A waiter (or a slow try) not holding after this long is killed.
 const NOT_HELD_CAP: Duration = Duration::from_secs(4);
@@ -31,7 +33,8 @@ pub struct Config {
     pub duration: Duration,
     /// The seed of every random choice.
     pub seed: u64,
-    /// How many children are kept alive.
+    /// How many children on random families are kept alive (besides one
+    /// per lane).
     pub children: usize,
 }
 
@@ -64,9 +67,16 @@ pub fn run(state: &Path, config: &Config) -> Outcome {
         let (gone, running): (Vec<_>, Vec<_>) = live.into_iter().partition(|c| !c.running());
         finished.extend(gone);
         live = running;
-        for _ in 0..SPAWNS_PER_TICK.min(config.children.saturating_sub(live.len())) {
+        let random = live.iter().filter(|c| !on_a_lane(c)).count();
+        for _ in 0..SPAWNS_PER_TICK.min(config.children.saturating_sub(random)) {
             live.push(spawn(state, spawned, &mut rng));
             spawned += 1;
+        }
+        for lane in LANE_TAGS {
+            if !live.iter().any(|c| c.keys.contains(&tag(lane))) {
+                live.push(spawn_lane(state, spawned, lane, &mut rng));
+                spawned += 1;
+            }
         }
         if mid.is_none() && now >= start + config.duration / 2 {
             mid = Some((Resources::now(), live.len()));
@@ -107,6 +117,29 @@ fn spawn(state: &Path, id: usize, rng: &mut fastrand::Rng) -> ChaosChild {
         // Right after spawn: it may be starting, or mid-acquisition.
         child.kill();
     }
+    child
+}
+
+/// Whether `child` is a lane's.
+fn on_a_lane(child: &ChaosChild) -> bool {
+    LANE_TAGS.iter().any(|lane| child.keys.contains(&tag(lane)))
+}
+
+/// A lane's try on its own tag, released 20–300 ms after it is spawned
+/// (once it holds), or (one in ten) SIGKILLed at a random moment.
+fn spawn_lane(state: &Path, id: usize, lane: &str, rng: &mut fastrand::Rng) -> ChaosChild {
+    let family = (
+        vec!["--group".to_string(), lane.to_string()],
+        [tag(lane)].into(),
+    );
+    let mut child = ChaosChild::spawn(state, id, family, false);
+    let later = child.spawned + Duration::from_millis(rng.u64(20..300));
+    let step = if rng.u8(0..10) == 0 {
+        Step::Kill
+    } else {
+        Step::Release
+    };
+    child.next = Some((later, step));
     child
 }
 
@@ -156,9 +189,9 @@ fn wind_down(mut live: Vec<ChaosChild>) -> (Vec<ChaosChild>, Vec<ChaosChild>) {
     for child in &mut live {
         child.poll();
     }
-    let (kept, mut rest): (Vec<_>, Vec<_>) = live.into_iter().partition(|c| {
-        c.running() && c.held.is_some() && !c.stopped && c.end_action.is_none()
-    });
+    let (kept, mut rest): (Vec<_>, Vec<_>) = live
+        .into_iter()
+        .partition(|c| c.running() && c.held.is_some() && !c.stopped && c.end_action.is_none());
     for child in &mut rest {
         if child.end_action.is_none() {
             child.kill();
