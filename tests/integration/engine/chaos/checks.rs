@@ -3,7 +3,7 @@
 //! them, the kernel (`/proc/locks`) and the SDK (`try_held`) — never from
 //! the engine under test, except where the engine is what is checked.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,17 @@ use objectiveai_sdk::lockfile;
 
 use super::children::{AIHS, ChaosChild, LANE_TAGS, TAGS};
 use crate::common::engine::{Name, instance, name_of, tag};
+
+/// What the engine reported, as this test read it.
+#[derive(Debug, Default)]
+pub struct ReportedHolds {
+    /// (claim, PID) → when a delta reporting that PID holding that claim
+    /// was read.
+    pub holds: HashMap<(Name, u32), Vec<Instant>>,
+    /// Claim → every state reported for it (read time, liveness, PIDs,
+    /// note), for failure messages.
+    pub history: HashMap<Name, Vec<(Instant, String)>>,
+}
 
 /// A claim's state as a view summarises it.
 pub type Summary = BTreeMap<Name, (Liveness, Vec<u32>)>;
@@ -58,17 +69,29 @@ pub async fn ground_truth(state: &Path) -> Summary {
 }
 
 /// Folds `deltas` into the (claim, PID) pairs the engine reported as held
-/// (`live`, `own` or `in-flight` naming that PID).
-pub fn fold_reported(deltas: impl IntoIterator<Item = Delta>, into: &mut HashSet<(Name, u32)>) {
+/// (`live`, `own` or `in-flight` naming that PID), with when.
+pub fn fold_reported(deltas: impl IntoIterator<Item = Delta>, into: &mut ReportedHolds) {
+    let read = Instant::now();
     for delta in deltas {
-        if let Delta::Key { key, state, .. } = delta
-            && matches!(
-                state.liveness,
-                Liveness::Live | Liveness::Own | Liveness::InFlight
-            )
-        {
-            for holder in &state.holders {
-                into.insert((name_of(&key), holder.pid));
+        let Delta::Key { key, state, .. } = delta else {
+            continue;
+        };
+        let name = name_of(&key);
+        let pids: Vec<u32> = state.holders.iter().map(|holder| holder.pid).collect();
+        let line = format!("{:?} {pids:?} {:?}", state.liveness, state.holders_note);
+        into.history
+            .entry(name.clone())
+            .or_default()
+            .push((read, line));
+        if matches!(
+            state.liveness,
+            Liveness::Live | Liveness::Own | Liveness::InFlight
+        ) {
+            for pid in pids {
+                into.holds
+                    .entry((name.clone(), pid))
+                    .or_default()
+                    .push(read);
             }
         }
     }
@@ -199,12 +222,15 @@ pub struct Reported {
 
 /// How every hold was reported: holds that lasted at least `threshold`
 /// must have been reported held with the holder's PID, for each of their
-/// claims; shorter ones may be folded away (the engine reports states,
+/// claims (by a delta read after it was spawned: PIDs are reused; a
+/// delta's own `at` cannot tell, as a spell held by one process then
+/// another with no free probe between keeps its first time); shorter
+/// ones may be folded away (the engine reports states,
 /// coalescing per claim, and names holders from a `/proc/locks` read made
 /// at most every 100 ms).
 pub fn every_change(
     children: &[ChaosChild],
-    reported: &HashSet<(Name, u32)>,
+    reported: &ReportedHolds,
     threshold: Duration,
 ) -> Reported {
     let mut out = Reported::default();
@@ -213,16 +239,17 @@ pub fn every_change(
             continue;
         };
         for name in names {
-            let seen = reported.contains(&(name.clone(), child.pid));
+            let seen = reported
+                .holds
+                .get(&(name.clone(), child.pid))
+                .is_some_and(|times| times.iter().any(|read| *read >= child.spawned));
             let lasted = end - start;
             if lasted >= threshold {
                 out.long += 1;
                 out.long_ok += usize::from(seen);
                 if !seen {
-                    out.missed.push(format!(
-                        "{name:?} held by pid {} for {lasted:?}, never reported with it",
-                        child.pid
-                    ));
+                    out.missed
+                        .push(missed(child, name, start, lasted, reported));
                 }
             } else {
                 out.short += 1;
@@ -234,6 +261,43 @@ pub fn every_change(
         }
     }
     out
+}
+
+/// A long hold never reported: who, when (relative to its spawn), and
+/// every state the engine reported for that claim around it.
+fn missed(
+    child: &ChaosChild,
+    name: &Name,
+    start: Instant,
+    lasted: Duration,
+    reported: &ReportedHolds,
+) -> String {
+    let from = child.spawned;
+    let until = start + lasted + Duration::from_secs(1);
+    let around: Vec<String> = reported
+        .history
+        .get(name)
+        .into_iter()
+        .flatten()
+        .filter(|(read, _)| *read + Duration::from_secs(1) >= from && *read <= until)
+        .map(|(read, line)| {
+            let offset = read.checked_duration_since(from).map_or_else(
+                || format!("-{:?}", from - *read),
+                |after| format!("+{after:?}"),
+            );
+            format!("read {offset}: {line}")
+        })
+        .collect();
+    format!(
+        "{name:?} held by pid {} (wait {}, stops {}, killed {}) from +{:?} for {lasted:?}, \
+         never reported with it; the engine's states of it (read times after its spawn):\n  {}",
+        child.pid,
+        child.wait,
+        child.stops,
+        child.killed,
+        start - from,
+        around.join("\n  ")
+    )
 }
 
 /// The flocks anyone holds, waits for or shares on a file under `state`

@@ -131,8 +131,10 @@ impl ChaosChild {
         if wait {
             full.push("--wait");
         }
-        let mut child = locktop_command(state, &full).spawn().expect("spawn hold");
+        // Before the spawn: the child may hold (and the engine report it)
+        // before this thread runs again.
         let spawned = Instant::now();
+        let mut child = locktop_command(state, &full).spawn().expect("spawn hold");
         let stdin = child.stdin.take();
         let lines = timed_lines(child.stdout.take().expect("piped stdout"));
         let stderr_reader = Some(read_all(child.stderr.take().expect("piped stderr")));
