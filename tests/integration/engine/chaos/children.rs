@@ -113,7 +113,9 @@ pub struct ChaosChild {
     pub next: Option<(Instant, Step)>,
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: Receiver<(Instant, String)>,
+    /// `None` once reaped (a run spawns thousands: what stays of a
+    /// finished child is only its record).
+    lines: Option<Receiver<(Instant, String)>>,
     stderr_reader: Option<JoinHandle<String>>,
 }
 
@@ -154,14 +156,17 @@ impl ChaosChild {
             next: None,
             child,
             stdin,
-            lines,
+            lines: Some(lines),
             stderr_reader,
         }
     }
 
     /// Reads what it printed so far and reaps it if it exited.
     pub fn poll(&mut self) {
-        while let Ok((at, line)) = self.lines.try_recv() {
+        let Some(lines) = &self.lines else {
+            return;
+        };
+        while let Ok((at, line)) = lines.try_recv() {
             if let Some(HoldLine::Held { pid, locks, .. }) = HoldLine::parse(&line) {
                 assert_eq!(pid, self.pid, "a holder prints its own PID");
                 self.held = Some((at, locks.iter().map(|l| name_of_lock(l)).collect()));
@@ -173,7 +178,12 @@ impl ChaosChild {
             self.exit = Some((Instant::now(), status));
             self.stdin = None;
             if let Some(reader) = self.stderr_reader.take() {
-                self.stderr = reader.join().expect("stderr reader");
+                let stderr = reader.join().expect("stderr reader");
+                // A busy try's stderr (who was in the way) is expected and
+                // never read: keep only what a failure message may show.
+                if self.wait || status.code() != Some(1) {
+                    self.stderr = stderr;
+                }
             }
             // Lines printed before the exit are all in the pipe by now.
             self.drain_lines_after_exit();
@@ -181,7 +191,10 @@ impl ChaosChild {
     }
 
     fn drain_lines_after_exit(&mut self) {
-        while let Ok((at, line)) = self.lines.recv_timeout(Duration::from_secs(5)) {
+        let Some(lines) = self.lines.take() else {
+            return;
+        };
+        while let Ok((at, line)) = lines.recv_timeout(Duration::from_secs(5)) {
             if let Some(HoldLine::Held { locks, .. }) = HoldLine::parse(&line) {
                 self.held = Some((at, locks.iter().map(|l| name_of_lock(l)).collect()));
             }
