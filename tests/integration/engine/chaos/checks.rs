@@ -274,12 +274,17 @@ fn missed(
 ) -> String {
     let from = child.spawned;
     let until = start + lasted + Duration::from_secs(1);
-    let around: Vec<String> = reported
+    let before: Vec<&(Instant, String)> = reported
         .history
         .get(name)
         .into_iter()
         .flatten()
-        .filter(|(read, _)| *read + Duration::from_secs(1) >= from && *read <= until)
+        .filter(|(read, _)| *read <= until)
+        .collect();
+    // The states read up to a second after the hold, and the last few
+    // before it (the state it may have been hidden behind).
+    let around: Vec<String> = before[before.len().saturating_sub(12)..]
+        .iter()
         .map(|(read, line)| {
             let offset = read.checked_duration_since(from).map_or_else(
                 || format!("-{:?}", from - *read),
