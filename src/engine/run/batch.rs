@@ -3,6 +3,7 @@
 //! annotated from a `/proc/locks` read made after the probe, and only
 //! differences are sent.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
@@ -36,29 +37,8 @@ impl Engine {
             let keys: Vec<LockKey> = self.pending.drain().collect();
             self.probe_batch(keys).await;
         }
-        let waiting = !self.deferred.is_empty() || !self.recheck.is_empty();
-        if waiting && self.index_ready(now) {
-            let mut batch: Vec<(LockKey, KeyState, SystemTime)> = self
-                .deferred
-                .drain()
-                .map(|(key, (state, at))| (key, state, at))
-                .collect();
-            let at = SystemTime::now();
-            for key in std::mem::take(&mut self.recheck) {
-                if let Some(state) = self.states.get(&key) {
-                    batch.push((key, state.clone(), at));
-                }
-            }
-            for (_, state, _) in &mut batch {
-                // Annotation decides Own, the holders and the note afresh.
-                if state.liveness == Liveness::Own {
-                    state.liveness = Liveness::Live;
-                }
-                state.holders.clear();
-                state.waiters.clear();
-                state.watchers.clear();
-                state.holders_note = None;
-            }
+        if self.waiting() && self.index_ready(now) {
+            let batch = self.take_waiting(&HashSet::new());
             self.publish(batch, true);
         }
         if self.next_sweep <= now {
@@ -68,6 +48,55 @@ impl Engine {
             self.refresh_holders();
         }
         self.watch_echo_rate();
+    }
+
+    /// Whether held states wait for a `/proc/locks` read (deferred, or
+    /// sent with kept holders to confirm).
+    fn waiting(&self) -> bool {
+        !self.deferred.is_empty() || !self.recheck.is_empty()
+    }
+
+    /// The held states waiting for a `/proc/locks` read (except the keys
+    /// in `skip`, which a newer probe result stands for), made ready to be
+    /// annotated afresh.
+    fn take_waiting(&mut self, skip: &HashSet<LockKey>) -> Vec<(LockKey, KeyState, SystemTime)> {
+        let deferred: Vec<LockKey> = self
+            .deferred
+            .keys()
+            .filter(|key| !skip.contains(*key))
+            .cloned()
+            .collect();
+        let mut batch: Vec<(LockKey, KeyState, SystemTime)> = deferred
+            .into_iter()
+            .filter_map(|key| {
+                let (state, at) = self.deferred.remove(&key)?;
+                Some((key, state, at))
+            })
+            .collect();
+        let at = SystemTime::now();
+        let recheck: Vec<LockKey> = self
+            .recheck
+            .iter()
+            .filter(|key| !skip.contains(*key))
+            .cloned()
+            .collect();
+        for key in recheck {
+            self.recheck.remove(&key);
+            if let Some(state) = self.states.get(&key) {
+                batch.push((key, state.clone(), at));
+            }
+        }
+        for (_, state, _) in &mut batch {
+            // Annotation decides Own, the holders and the note afresh.
+            if state.liveness == Liveness::Own {
+                state.liveness = Liveness::Live;
+            }
+            state.holders.clear();
+            state.waiters.clear();
+            state.watchers.clear();
+            state.holders_note = None;
+        }
+        batch
     }
 
     pub(super) fn index_ready(&self, now: Instant) -> bool {
@@ -133,11 +162,17 @@ impl Engine {
     /// (rechecked at the next read) or waits for that read, unsent: a held
     /// state goes out with its holders, or with the reason it has none
     /// ([`HoldersNote`]), never as "held by nobody" first and named later.
+    /// A read also settles every held state still waiting for one: under
+    /// a steady stream of batches, each read the rate limit allows is
+    /// taken by a batch, so waiting for a read of their own (the timer)
+    /// could starve them for as long as the stream lasts.
     pub(super) fn publish(&mut self, mut batch: Vec<(LockKey, KeyState, SystemTime)>, force: bool) {
         let any_held = batch.iter().any(|(_, state, _)| state.liveness.is_held());
         let now = Instant::now();
-        let annotated = any_held && (force || self.index_ready(now));
+        let annotated = (any_held || self.waiting()) && (force || self.index_ready(now));
         if annotated {
+            let newer: HashSet<LockKey> = batch.iter().map(|(key, _, _)| key.clone()).collect();
+            batch.extend(self.take_waiting(&newer));
             self.stats.index_reads.fetch_add(1, Ordering::Relaxed);
             let index = LockIndex::read().unwrap_or_default();
             let mut pairs: Vec<(LockKey, KeyState)> = batch

@@ -2,9 +2,11 @@
 //! view equals what the holders hold, every change arrives as a delta from
 //! events alone, foreign names are problems (never followed through a
 //! symlink), its own probes never feed a probe loop, an inotify overflow
-//! ends in a correct rescan, and the periodic sweep catches what no event
-//! reports.
+//! ends in a correct rescan, the periodic sweep catches what no event
+//! reports, and chaos (random holders, kills and stops) never breaks
+//! mutual exclusion nor the view's convergence to the truth.
 
+mod chaos;
 mod echo;
 mod foreign;
 mod live;
