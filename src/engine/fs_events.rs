@@ -50,11 +50,13 @@ pub fn subscribe(
     state_dir: &Path,
     dir: &Path,
     recursive: bool,
+    held: HeldFiles,
     tx: UnboundedSender<FsChange>,
 ) -> notify::Result<FsWatcher> {
     let state_dir = state_dir.to_path_buf();
     let handler = move |result: notify::Result<notify::Event>| {
         let changes = match result {
+            Ok(event) if is_open(&event) => opened(&state_dir, &held, event),
             Ok(event) => classify(&state_dir, event),
             Err(error) => vec![match error.kind {
                 notify::ErrorKind::MaxFilesWatch => FsChange::WatchLimit(error.to_string()),
@@ -76,7 +78,32 @@ pub fn subscribe(
     Ok(FsWatcher { _watcher: watcher })
 }
 
-/// Turns one notify event into changes (none for opens).
+/// The files of the keys the engine knows as held: an open of one of them
+/// may be a waiter arriving. Shared with the watcher thread, so the many
+/// opens of the engine's own probes (every key of a sweep) are dropped
+/// there, with one hash lookup, instead of crossing the channel.
+pub type HeldFiles = std::sync::Arc<std::sync::RwLock<std::collections::HashSet<PathBuf>>>;
+
+fn is_open(event: &notify::Event) -> bool {
+    matches!(event.kind, EventKind::Access(AccessKind::Open(_))) && !event.need_rescan()
+}
+
+/// The opens of held keys' files, as [`FsChange::Opened`]; nothing else.
+fn opened(state_dir: &Path, held: &HeldFiles, event: notify::Event) -> Vec<FsChange> {
+    let Ok(held) = held.read() else {
+        return Vec::new();
+    };
+    event
+        .paths
+        .iter()
+        .filter(|path| held.contains(*path))
+        .filter_map(|path| claim_of(state_dir, path))
+        .map(FsChange::Opened)
+        .collect()
+}
+
+/// Turns one notify event into changes (an open of a claim's file is
+/// [`FsChange::Opened`]; the watcher forwards only held keys' opens).
 pub fn classify(state_dir: &Path, event: notify::Event) -> Vec<FsChange> {
     if event.need_rescan() {
         return vec![FsChange::Rescan];

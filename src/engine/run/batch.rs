@@ -255,9 +255,11 @@ impl Engine {
         }
         let previous = previous.map(|s| s.liveness);
         if state.liveness.is_held() {
-            self.held.insert(key.clone());
-        } else {
-            self.held.remove(&key);
+            if self.held.insert(key.clone()) {
+                self.share_held(&key, true);
+            }
+        } else if self.held.remove(&key) {
+            self.share_held(&key, false);
         }
         self.states.insert(key.clone(), state.clone());
         self.send(Delta::Key {
@@ -286,8 +288,24 @@ impl Engine {
         }
     }
 
+    /// Keeps the watcher thread's copy of held keys' files in step.
+    fn share_held(&self, key: &LockKey, held: bool) {
+        let Ok(mut files) = self.held_files.write() else {
+            return;
+        };
+        for path in [key.gate_path(), key.announce_path()] {
+            if held {
+                files.insert(path);
+            } else {
+                files.remove(&path);
+            }
+        }
+    }
+
     pub(super) fn remove(&mut self, key: &LockKey) {
-        self.held.remove(key);
+        if self.held.remove(key) {
+            self.share_held(key, false);
+        }
         self.echo_marks.remove(key);
         if let Some(touched) = &mut self.sweep_touched {
             touched.insert(key.clone());

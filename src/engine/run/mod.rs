@@ -81,6 +81,8 @@ pub(super) struct Engine {
     /// The keys of `states` that are held (whose holders the clock
     /// refreshes).
     held: HashSet<LockKey>,
+    /// The gate and announce paths of `held`, for the watcher thread.
+    held_files: fs_events::HeldFiles,
     /// When held keys' holders are next re-read.
     next_holder_refresh: Instant,
     problems: problems::Problems,
@@ -137,6 +139,7 @@ impl Engine {
             own_pids: HashSet::from([std::process::id()]),
             states: HashMap::new(),
             held: HashSet::new(),
+            held_files: fs_events::HeldFiles::default(),
             next_holder_refresh: Instant::now() + refresh::HOLDER_REFRESH,
             problems: problems::Problems::default(),
             health: None,
@@ -180,7 +183,8 @@ impl Engine {
             }
             first = false;
             let (tx, rx) = mpsc::unbounded_channel();
-            let end = match fs_events::subscribe(&self.state_dir, &self.root, true, tx) {
+            let held = self.held_files.clone();
+            let end = match fs_events::subscribe(&self.state_dir, &self.root, true, held, tx) {
                 Ok(watcher) => {
                     self.full_sweep().await;
                     self.set_health(WatcherHealth::Watching);
@@ -224,7 +228,8 @@ impl Engine {
                 ancestor: ancestor.clone(),
             });
             let (tx, mut rx) = mpsc::unbounded_channel();
-            let _watcher = fs_events::subscribe(&self.state_dir, &ancestor, false, tx).ok();
+            let held = self.held_files.clone();
+            let _watcher = fs_events::subscribe(&self.state_dir, &ancestor, false, held, tx).ok();
             loop {
                 tokio::select! {
                     _ = rx.recv() => {}
