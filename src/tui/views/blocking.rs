@@ -7,7 +7,7 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
-use ratatui::text::{Line, Span};
+use ratatui::text::Span;
 use ratatui::widgets::{Cell, Row as TableRow, Table};
 
 use crate::model::{Role, Verdict};
@@ -58,10 +58,9 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
             };
             TableRow::new(vec![
                 Cell::from(state),
-                Cell::from(Line::from(vec![
-                    Span::styled(format!("{:<9}", lock.key.kind.as_str()), theme.dim),
-                    Span::raw(lock.key.name.clone()),
-                ])),
+                // The name only: the kind is in the details, and the name
+                // needs the width.
+                Cell::from(lock.key.name.clone()),
                 Cell::from(holder),
                 Cell::from(age_text(lock.state.since, now)),
                 Cell::from(Span::styled(waiting, theme.in_flight)),
@@ -71,9 +70,9 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     let widths = [
         Constraint::Length(11),
         Constraint::Fill(1),
-        Constraint::Length(22),
+        Constraint::Length(20),
         Constraint::Length(6),
-        Constraint::Length(10),
+        Constraint::Length(9),
     ];
     let titles = ["STATE", "KEY", "HOLDER", "AGE", "WAITING"];
     layout.render(frame, area, Table::new(table_rows, widths), &titles, &theme)
