@@ -42,21 +42,28 @@ fn own_pid_and_pid_one_are_never_signalled() {
 
 /// A real process that really holds `cli/daemon/victim` (its gate and
 /// announce flocked on descriptions it keeps), shown in the model.
-fn victim(script: &str) -> (Child, App, tempfile::TempDir) {
+/// `ignore_term`: the victim ignores SIGTERM (only SIGKILL ends it).
+fn victim(ignore_term: bool) -> (Child, App, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
     let (dir, key) = crate::locks::agent_instance_lock(state.path(), "cli/daemon/victim");
     std::fs::create_dir_all(&dir).unwrap();
     let key = crate::disk::LockKey::from_coord(state.path(), &dir, &key);
     let (gate, announce) = (key.gate_path(), key.announce_path());
     let lock = "exec 8<>\"$1\" 9<>\"$2\" && flock -x 8 && flock -x 9";
-    let child = Command::new("sh")
+    let trap = if ignore_term { "trap '' TERM && " } else { "" };
+    let mut child = Command::new("sh")
         .arg("-c")
-        .arg(format!("{lock} && {script}"))
+        .arg(format!("{lock} && {trap}echo ready && exec sleep 30"))
         .arg("sh")
         .args([&gate, &announce])
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(200)); // let the locks and the trap be set
+    // Locked (and the trap set) once it says so: no guessing with a sleep.
+    let mut ready = String::new();
+    let stdout = child.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready");
     let holder = ProcessInfo::of(child.id());
     let mut model = Model::new(Box::new(pid_alive));
     let state_of_key = crate::engine::KeyState {
@@ -76,7 +83,7 @@ fn killed_by(child: &mut Child) -> Option<i32> {
 
 #[test]
 fn k_then_y_sends_sigterm_to_a_real_holder() {
-    let (mut child, mut app, _state) = victim("exec sleep 30");
+    let (mut child, mut app, _state) = victim(false);
     press(&mut app, KeyCode::Char('K'));
     press(&mut app, KeyCode::Char('y'));
     assert_eq!(killed_by(&mut child), Some(libc::SIGTERM));
@@ -86,7 +93,7 @@ fn k_then_y_sends_sigterm_to_a_real_holder() {
 
 #[test]
 fn a_holder_ignoring_sigterm_gets_sigkill_on_the_second_confirmation() {
-    let (mut child, mut app, _state) = victim("trap '' TERM; exec sleep 30");
+    let (mut child, mut app, _state) = victim(true);
     press(&mut app, KeyCode::Char('K'));
     press(&mut app, KeyCode::Char('y'));
     std::thread::sleep(Duration::from_millis(100));
@@ -122,7 +129,7 @@ fn a_reused_pid_is_not_signalled() {
 /// never hit.
 #[test]
 fn a_pid_reused_between_the_dialog_and_the_confirmation_is_never_signalled() {
-    let (mut child, mut app, _state) = victim("exec sleep 30");
+    let (mut child, mut app, _state) = victim(false);
     let pid = child.id();
     press(&mut app, KeyCode::Char('K'));
     assert!(
