@@ -331,7 +331,7 @@ fn a_stopped_holder_is_a_suspect_with_its_own_glyph_and_word_and_a_way_out() {
     let row = screen
         .lines()
         .find(|l| l.contains("stuck") && l.contains("4000"));
-    assert!(row.is_some_and(|row| row.contains("⏸ stopped")), "{screen}");
+    assert!(row.is_some_and(|row| row.contains("‖ stopped")), "{screen}");
     assert!(
         screen.contains("kill -CONT 4000"),
         "the details say what to do: {screen}"
@@ -350,7 +350,7 @@ fn a_spawn_holding_tags_without_an_aih_past_the_threshold_is_a_suspect() {
     let row = screen
         .lines()
         .find(|l| l.contains("half-made") && l.contains("4100"));
-    assert!(row.is_some_and(|row| row.contains("⌛ spawn")), "{screen}");
+    assert!(row.is_some_and(|row| row.contains("◔ spawn")), "{screen}");
     assert!(screen.contains("materializing too long"), "{screen}");
     // The demo's agents hold their tags with their AIH: not suspects.
     let before = render(&mut demo_app(), 100, 30).backend().to_string();
@@ -372,7 +372,7 @@ fn the_blocking_pane_lists_suspects_first_and_enter_shows_the_key_in_the_tree() 
         .nth(1)
         .unwrap_or_default();
     assert!(
-        first.contains("stuck") && first.contains("⏸ stopped"),
+        first.contains("stuck") && first.contains("‖ stopped"),
         "suspect first: {screen}"
     );
     assert!(

@@ -33,9 +33,9 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
                 return TableRow::new(Vec::<Cell>::new());
             };
             let state = match &row.verdict {
-                Some(Verdict::Stopped { .. }) => Span::styled("⏸ stopped", theme.error),
-                Some(Verdict::OrphanedChild { .. }) => Span::styled("⑂ orphan", theme.error),
-                Some(Verdict::MaterializingTooLong { .. }) => Span::styled("⌛ spawn", theme.error),
+                Some(Verdict::Stopped { .. }) => Span::styled("‖ stopped", theme.error),
+                Some(Verdict::OrphanedChild { .. }) => Span::styled("↯ orphan", theme.error),
+                Some(Verdict::MaterializingTooLong { .. }) => Span::styled("◔ spawn", theme.error),
                 _ => state_span(&theme, lock.liveness()),
             };
             let holder = lock

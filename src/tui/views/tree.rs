@@ -64,9 +64,9 @@ fn mark_suspect<'a>(
     verdict: Option<&Verdict>,
 ) -> Vec<Cell<'a>> {
     let label = match verdict {
-        Some(Verdict::Stopped { .. }) => "⏸ stopped",
-        Some(Verdict::MaterializingTooLong { .. }) => "⌛ spawn",
-        Some(Verdict::OrphanedChild { .. }) => "⑂ orphan",
+        Some(Verdict::Stopped { .. }) => "‖ stopped",
+        Some(Verdict::MaterializingTooLong { .. }) => "◔ spawn",
+        Some(Verdict::OrphanedChild { .. }) => "↯ orphan",
         _ => return cells,
     };
     if let Some(state) = cells.first_mut() {
