@@ -37,8 +37,12 @@ pub fn annotate_with(
     own_pids: &HashSet<u32>,
 ) {
     let mut verifier = HolderVerifier::default();
-    // Shared locks are rare: look for them only if the machine has one.
-    let look_for_shared = index.has_shared();
+    // Shared locks are rare: look for them (one lstat per free key) only
+    // if the locks' own filesystem has one.
+    let look_for_shared = batch
+        .first()
+        .and_then(|(key, _)| std::fs::symlink_metadata(&key.dir).ok())
+        .is_some_and(|dir| index.has_shared_on(FileId::from_metadata(&dir)));
     for (key, state) in batch.iter_mut() {
         let held = state.liveness.is_held();
         let maybe_shared = look_for_shared && state.liveness == Liveness::Free;

@@ -127,6 +127,15 @@ impl LockIndex {
         self.files.values().any(|locks| !locks.shared.is_empty())
     }
 
+    /// True when some file on the same device as `on` has a shared holder
+    /// (shared locks elsewhere on the machine say nothing about the locks
+    /// root).
+    pub fn has_shared_on(&self, on: FileId) -> bool {
+        self.files.iter().any(|(file, locks)| {
+            (file.major, file.minor) == (on.major, on.minor) && !locks.shared.is_empty()
+        })
+    }
+
     /// How many distinct files have holders or waiters.
     pub fn len(&self) -> usize {
         self.files.len()
