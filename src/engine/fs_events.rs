@@ -1,16 +1,28 @@
 //! notify → per-path filesystem changes, classified for the engine.
 //!
-//! Invariants: an open is reported as [`FsChange::Opened`] only for a
-//! claim's file, and never probed (every probe opens files; probing on
-//! opens would make the monitor watch itself);
-//! symlinks are never followed; queue overflow and the watch limit are
-//! surfaced as changes of their own, never swallowed.
+//! Invariants:
+//! - an open is never probed (every probe opens files; probing on opens
+//!   would make the monitor watch itself, or two monitors each other): an
+//!   open of a held key's file is [`FsChange::Opened`] (a waiter may have
+//!   arrived); an open of any other claim file is only remembered, in a
+//!   set bounded by [`MAX_OPENED`], for the engine to compare with
+//!   `/proc/locks` — which makes no filesystem event, so it cannot echo;
+//! - memory is bounded whatever the event rate: changes cross to the
+//!   engine through a channel of [`CHANGE_QUEUE`] entries, and a change
+//!   that does not fit is counted as lost, which the engine handles like
+//!   an inotify queue overflow (a rescan);
+//! - symlinks are never followed; queue overflow and the watch limit are
+//!   surfaced as changes of their own, never swallowed.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use notify::event::{AccessKind, CreateKind, EventKind, ModifyKind, RemoveKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::Sender;
+use tokio::sync::mpsc::error::TrySendError;
 
 use crate::disk::key::LockKey;
 use crate::locks::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, unescape};
@@ -21,10 +33,13 @@ pub enum FsChange {
     /// A gate or announce file was created, written, closed after writing
     /// or removed: the claim may have changed state.
     Key(LockKey),
-    /// A claim's file was opened. Every probe opens files, so this never
-    /// starts a probe; on a held key it means a waiter may have arrived
-    /// (a blocked `flock` opens the file and makes no other event).
+    /// A held key's file was opened. Every probe opens files, so this
+    /// never starts a probe; it means a waiter may have arrived (a blocked
+    /// `flock` opens the file and makes no other event).
     Opened(LockKey),
+    /// Other claim files were opened: [`EventFilter::take_opened`] says
+    /// which. Sent once per batch the engine takes, not once per open.
+    OthersOpened,
     /// A directory appeared: scan it (files may predate its watch).
     DirCreated(PathBuf),
     /// A directory (or the watched root itself) disappeared.
@@ -33,6 +48,9 @@ pub enum FsChange {
     Other(PathBuf),
     /// Events were lost (inotify queue overflow): rescan everything.
     Rescan,
+    /// Changes were lost between the watcher thread and the engine (the
+    /// engine fell behind): rescan everything.
+    LostInQueue,
     /// inotify has no more watches to give.
     WatchLimit(String),
     /// Any other watcher error.
@@ -44,19 +62,93 @@ pub struct FsWatcher {
     _watcher: RecommendedWatcher,
 }
 
+/// How many changes may wait for the engine; one more is lost (and the
+/// engine rescans), as inotify itself does with its own queue.
+pub const CHANGE_QUEUE: usize = 16 * 1024;
+
+/// How many distinct opened claim files are remembered between two looks
+/// of the engine; past that, the opens are dropped (a burst that large is
+/// the engine's own sweep or an agent storm, whose keys are probed anyway;
+/// the periodic sweep covers the rest).
+pub const MAX_OPENED: usize = 4096;
+
+/// What the watcher thread needs to sort and bound events, shared with
+/// the engine.
+#[derive(Debug, Default)]
+pub struct EventFilter {
+    /// The files of the keys the engine knows as held: an open of one of
+    /// them may be a waiter arriving.
+    held: RwLock<HashSet<PathBuf>>,
+    /// Other claim files opened since the engine last took them.
+    opened: Mutex<HashSet<PathBuf>>,
+    /// A change did not fit in the queue.
+    lost: AtomicBool,
+}
+
+impl EventFilter {
+    /// Adds or removes a held key's files (the engine keeps this in step
+    /// with its view).
+    pub fn set_held(&self, key: &LockKey, held: bool) {
+        let Ok(mut files) = self.held.write() else {
+            return;
+        };
+        for path in [key.gate_path(), key.announce_path()] {
+            if held {
+                files.insert(path);
+            } else {
+                files.remove(&path);
+            }
+        }
+    }
+
+    /// The claim files (not held keys') opened since the last call.
+    pub fn take_opened(&self) -> HashSet<PathBuf> {
+        self.opened
+            .lock()
+            .map(|mut opened| std::mem::take(&mut *opened))
+            .unwrap_or_default()
+    }
+
+    /// True (once) when a change was lost since the last call.
+    pub fn take_lost(&self) -> bool {
+        self.lost.swap(false, Ordering::AcqRel)
+    }
+
+    /// Sorts one open event: held keys' opens as [`FsChange::Opened`];
+    /// other claim files into the opened set, with one
+    /// [`FsChange::OthersOpened`] when the set was empty.
+    fn opened(&self, state_dir: &Path, event: notify::Event) -> Vec<FsChange> {
+        let mut changes = Vec::new();
+        let (Ok(held), Ok(mut opened)) = (self.held.read(), self.opened.lock()) else {
+            return changes;
+        };
+        for path in event.paths {
+            if held.contains(&path) {
+                changes.extend(claim_of(state_dir, &path).map(FsChange::Opened));
+            } else if is_claim_file_name(&path) && opened.len() < MAX_OPENED {
+                if opened.is_empty() {
+                    changes.push(FsChange::OthersOpened);
+                }
+                opened.insert(path);
+            }
+        }
+        changes
+    }
+}
+
 /// Watches `dir` (recursively or not) and sends classified changes to `tx`.
 /// Paths are named as claims of `state_dir`.
 pub fn subscribe(
     state_dir: &Path,
     dir: &Path,
     recursive: bool,
-    held: HeldFiles,
-    tx: UnboundedSender<FsChange>,
+    filter: Arc<EventFilter>,
+    tx: Sender<FsChange>,
 ) -> notify::Result<FsWatcher> {
     let state_dir = state_dir.to_path_buf();
     let handler = move |result: notify::Result<notify::Event>| {
         let changes = match result {
-            Ok(event) if is_open(&event) => opened(&state_dir, &held, event),
+            Ok(event) if is_open(&event) => filter.opened(&state_dir, event),
             Ok(event) => classify(&state_dir, event),
             Err(error) => vec![match error.kind {
                 notify::ErrorKind::MaxFilesWatch => FsChange::WatchLimit(error.to_string()),
@@ -64,7 +156,9 @@ pub fn subscribe(
             }],
         };
         for change in changes {
-            let _ = tx.send(change);
+            if let Err(TrySendError::Full(_)) = tx.try_send(change) {
+                filter.lost.store(true, Ordering::Release);
+            }
         }
     };
     let config = notify::Config::default().with_follow_symlinks(false);
@@ -78,28 +172,15 @@ pub fn subscribe(
     Ok(FsWatcher { _watcher: watcher })
 }
 
-/// The files of the keys the engine knows as held: an open of one of them
-/// may be a waiter arriving. Shared with the watcher thread, so the many
-/// opens of the engine's own probes (every key of a sweep) are dropped
-/// there, with one hash lookup, instead of crossing the channel.
-pub type HeldFiles = std::sync::Arc<std::sync::RwLock<std::collections::HashSet<PathBuf>>>;
-
 fn is_open(event: &notify::Event) -> bool {
     matches!(event.kind, EventKind::Access(AccessKind::Open(_))) && !event.need_rescan()
 }
 
-/// The opens of held keys' files, as [`FsChange::Opened`]; nothing else.
-fn opened(state_dir: &Path, held: &HeldFiles, event: notify::Event) -> Vec<FsChange> {
-    let Ok(held) = held.read() else {
-        return Vec::new();
-    };
-    event
-        .paths
-        .iter()
-        .filter(|path| held.contains(*path))
-        .filter_map(|path| claim_of(state_dir, path))
-        .map(FsChange::Opened)
-        .collect()
+/// Named like a gate or an announce (both end in the gate suffix).
+fn is_claim_file_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.ends_with(GATE_SUFFIX))
 }
 
 /// Turns one notify event into changes (an open of a claim's file is
@@ -190,6 +271,68 @@ mod tests {
         assert!(matches!(opened.as_slice(), [FsChange::Opened(key)] if key.name == "a"));
         let foreign = classify(Path::new("/s"), event(kind, "/s/locks/agents/tags/README"));
         assert!(foreign.is_empty(), "opens of other files are dropped");
+    }
+
+    fn open_of(paths: &[PathBuf]) -> notify::Event {
+        let kind = EventKind::Access(AccessKind::Open(AccessMode::Any));
+        paths.iter().fold(notify::Event::new(kind), |event, path| {
+            event.add_path(path.clone())
+        })
+    }
+
+    #[test]
+    fn held_keys_opens_cross_and_other_opens_wait_in_a_bounded_set() {
+        let state = Path::new("/s");
+        let filter = EventFilter::default();
+        let held = LockKey::from_coord(state, Path::new("/s/locks/agents/tags"), "held");
+        filter.set_held(&held, true);
+        let tags = Path::new("/s/locks/agents/tags");
+        let others: Vec<PathBuf> = (0..MAX_OPENED + 10)
+            .map(|i| tags.join(format!("t{i}.lock")))
+            .collect();
+
+        let first = filter.opened(state, open_of(&[held.gate_path(), others[0].clone()]));
+        assert_eq!(first.len(), 2, "{first:?}");
+        assert!(matches!(&first[0], FsChange::Opened(key) if key.name == "held"));
+        assert_eq!(first[1], FsChange::OthersOpened);
+        let rest = filter.opened(state, open_of(&others));
+        assert!(rest.is_empty(), "one wake-up per batch taken: {rest:?}");
+        let foreign = filter.opened(state, open_of(&[tags.join("README")]));
+        assert!(foreign.is_empty());
+
+        let taken = filter.take_opened();
+        assert_eq!(taken.len(), MAX_OPENED, "bounded, whatever the opens");
+        assert!(taken.contains(&others[0]) && !taken.contains(&held.gate_path()));
+        let again = filter.opened(state, open_of(&others[..1]));
+        assert_eq!(
+            again,
+            vec![FsChange::OthersOpened],
+            "a new batch wakes again"
+        );
+
+        filter.set_held(&held, false);
+        let released = filter.opened(state, open_of(&[held.gate_path()]));
+        assert!(released.is_empty(), "joins the waiting set: {released:?}");
+    }
+
+    #[test]
+    fn a_change_that_does_not_fit_is_lost_and_said_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let filter = Arc::new(EventFilter::default());
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        let watcher = subscribe(dir.path(), dir.path(), true, filter.clone(), tx).unwrap();
+        for i in 0..20 {
+            std::fs::create_dir(dir.path().join(format!("d{i}"))).unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !filter.lost.load(Ordering::Acquire) {
+            assert!(std::time::Instant::now() < deadline, "never lost a change");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        drop(watcher);
+        assert!(rx.try_recv().is_ok(), "the queue kept what fitted");
+        assert!(filter.take_lost(), "the engine is told");
+        assert!(!filter.take_lost(), "once");
     }
 
     #[test]

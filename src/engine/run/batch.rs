@@ -47,6 +47,9 @@ impl Engine {
         if self.holder_refresh_due().is_some_and(|due| due <= now) {
             self.refresh_holders();
         }
+        if self.opens_due.is_some_and(|due| due <= now) && self.index_ready(now) {
+            self.look_at_opened_files(now);
+        }
         self.watch_echo_rate();
     }
 
@@ -103,6 +106,14 @@ impl Engine {
         self.index
             .as_ref()
             .is_none_or(|(at, _)| now.duration_since(*at) >= INDEX_MIN_INTERVAL)
+    }
+
+    /// When the rate limit next allows a `/proc/locks` read (now, if it
+    /// allows one now).
+    pub(super) fn index_ready_at(&self) -> Instant {
+        self.index
+            .as_ref()
+            .map_or_else(Instant::now, |(at, _)| *at + INDEX_MIN_INTERVAL)
     }
 
     /// Probes changed keys: in the engine's mode, but passively when the
@@ -290,16 +301,7 @@ impl Engine {
 
     /// Keeps the watcher thread's copy of held keys' files in step.
     fn share_held(&self, key: &LockKey, held: bool) {
-        let Ok(mut files) = self.held_files.write() else {
-            return;
-        };
-        for path in [key.gate_path(), key.announce_path()] {
-            if held {
-                files.insert(path);
-            } else {
-                files.remove(&path);
-            }
-        }
+        self.filter.set_held(key, held);
     }
 
     pub(super) fn remove(&mut self, key: &LockKey) {

@@ -19,6 +19,7 @@
 
 mod batch;
 mod echo;
+mod opens;
 mod problems;
 mod refresh;
 mod sweep;
@@ -81,8 +82,12 @@ pub(super) struct Engine {
     /// The keys of `states` that are held (whose holders the clock
     /// refreshes).
     held: HashSet<LockKey>,
-    /// The gate and announce paths of `held`, for the watcher thread.
-    held_files: fs_events::HeldFiles,
+    /// Shared with the watcher thread: `held`'s files, the other claim
+    /// files opened, and whether a change was lost.
+    filter: Arc<fs_events::EventFilter>,
+    /// When the opened claim files are next compared with `/proc/locks`
+    /// (`Some` while some wait).
+    opens_due: Option<Instant>,
     /// When held keys' holders are next re-read.
     next_holder_refresh: Instant,
     problems: problems::Problems,
@@ -139,7 +144,8 @@ impl Engine {
             own_pids: HashSet::from([std::process::id()]),
             states: HashMap::new(),
             held: HashSet::new(),
-            held_files: fs_events::HeldFiles::default(),
+            filter: Arc::default(),
+            opens_due: None,
             next_holder_refresh: Instant::now() + refresh::HOLDER_REFRESH,
             problems: problems::Problems::default(),
             health: None,
@@ -182,9 +188,9 @@ impl Engine {
                 });
             }
             first = false;
-            let (tx, rx) = mpsc::unbounded_channel();
-            let held = self.held_files.clone();
-            let end = match fs_events::subscribe(&self.state_dir, &self.root, true, held, tx) {
+            let (tx, rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
+            let filter = self.filter.clone();
+            let end = match fs_events::subscribe(&self.state_dir, &self.root, true, filter, tx) {
                 Ok(watcher) => {
                     self.full_sweep().await;
                     self.set_health(WatcherHealth::Watching);
@@ -227,9 +233,9 @@ impl Engine {
             self.set_health(WatcherHealth::WaitingForRoot {
                 ancestor: ancestor.clone(),
             });
-            let (tx, mut rx) = mpsc::unbounded_channel();
-            let held = self.held_files.clone();
-            let _watcher = fs_events::subscribe(&self.state_dir, &ancestor, false, held, tx).ok();
+            let (tx, mut rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
+            let filter = self.filter.clone();
+            let _watcher = fs_events::subscribe(&self.state_dir, &ancestor, false, filter, tx).ok();
             loop {
                 tokio::select! {
                     _ = rx.recv() => {}
@@ -251,7 +257,7 @@ impl Engine {
 
     async fn event_phase(
         &mut self,
-        mut changes: UnboundedReceiver<FsChange>,
+        mut changes: mpsc::Receiver<FsChange>,
         commands: &mut UnboundedReceiver<EngineCommand>,
     ) -> PhaseEnd {
         loop {
@@ -262,6 +268,11 @@ impl Engine {
                     let mut batch = vec![change];
                     while let Ok(more) = changes.try_recv() {
                         batch.push(more);
+                    }
+                    if self.filter.take_lost() {
+                        // The engine fell behind the watcher: what did not
+                        // fit is lost, as in an inotify overflow.
+                        batch.push(FsChange::LostInQueue);
                     }
                     for change in batch {
                         match self.on_change(change).await {
@@ -327,15 +338,14 @@ impl Engine {
         if let Some(due) = self.batch_due {
             wake = wake.min(due);
         }
+        if let Some(due) = self.opens_due {
+            wake = wake.min(due.max(self.index_ready_at()));
+        }
         if let Some((due, _)) = self.new_dirs.first() {
             wake = wake.min(*due);
         }
         if !self.deferred.is_empty() || !self.recheck.is_empty() {
-            let ready = self
-                .index
-                .as_ref()
-                .map_or_else(Instant::now, |(at, _)| *at + INDEX_MIN_INTERVAL);
-            wake = wake.min(ready);
+            wake = wake.min(self.index_ready_at());
         }
         wake
     }
@@ -373,9 +383,19 @@ impl Engine {
                     self.recheck.insert(key);
                 }
             }
+            FsChange::OthersOpened => {
+                self.opens_due
+                    .get_or_insert(Instant::now() + opens::OPEN_SETTLE);
+            }
             FsChange::Rescan => {
                 self.set_health(WatcherHealth::Rescanning {
                     reason: "inotify queue overflowed; events were lost".into(),
+                });
+                return Some(PhaseEnd::Rewatch);
+            }
+            FsChange::LostInQueue => {
+                self.set_health(WatcherHealth::Rescanning {
+                    reason: "events came faster than they could be handled; some were lost".into(),
                 });
                 return Some(PhaseEnd::Rewatch);
             }

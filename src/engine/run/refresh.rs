@@ -5,7 +5,10 @@
 //! Invariants: only holders of held keys are read, each PID once per
 //! refresh; with no held key nothing is read and no timer is armed; a
 //! holder whose state changed is sent as a changed key (a `Delta`), like
-//! any other change.
+//! any other change; a key whose holder is found gone is probed again — a
+//! holder that locked through a read-only descriptor (util-linux
+//! `flock(1)`) releases with no event inotify reports, so its exit is
+//! the only sign.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -31,6 +34,7 @@ impl Engine {
         self.next_holder_refresh = Instant::now() + HOLDER_REFRESH;
         let mut fresh: HashMap<u32, ProcessInfo> = HashMap::new();
         let mut changed = Vec::new();
+        let mut exited = Vec::new();
         for key in &self.held {
             let Some(state) = self.states.get(key) else {
                 continue;
@@ -45,6 +49,12 @@ impl Engine {
                         .clone()
                 })
                 .collect();
+            let gone = |pid: u32, alive: bool| {
+                !alive && state.holders.iter().any(|h| h.pid == pid && h.alive)
+            };
+            if holders.iter().any(|holder| gone(holder.pid, holder.alive)) {
+                exited.push(key.clone());
+            }
             if holders != state.holders {
                 let mut state = state.clone();
                 state.holders = holders;
@@ -57,6 +67,9 @@ impl Engine {
         let at = SystemTime::now();
         for (key, state) in changed {
             self.update(key, state, at);
+        }
+        for key in exited {
+            self.mark(key);
         }
     }
 }

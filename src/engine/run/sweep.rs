@@ -48,6 +48,7 @@ impl Engine {
         // start a storm of acquire probes of its own).
         self.pending.clear();
         self.batch_due = None;
+        self.forget_opened_files();
         let outcome = sweep_off_loop(
             self.generation,
             self.state_dir.clone(),

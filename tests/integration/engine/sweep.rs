@@ -1,14 +1,16 @@
-//! The periodic sweep: it catches what no inotify event reports — a holder
-//! that opened the lock files read-only, as util-linux `flock(1)` does
-//! (its acquire is only an IN_OPEN, which the engine drops; its release
-//! an IN_CLOSE_NOWRITE, which notify does not watch) — and it runs off the
-//! engine loop, so events are still handled while a sweep is under way.
+//! Holders no write reports, and the periodic sweep: a holder that opened
+//! the lock files read-only, as util-linux `flock(1)` does, makes only an
+//! IN_OPEN when it locks and an IN_CLOSE_NOWRITE (which notify does not
+//! watch) when it lets go. The engine compares opened files with
+//! `/proc/locks` and re-probes a key whose holder exited; the sweep stays
+//! the net for the rest, and runs off the engine loop, so events are still
+//! handled while a sweep is under way.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::common::engine::{Engine, blocking, hold, tag};
+use crate::common::engine::{Engine, NO_SWEEP, blocking, hold, tag};
 use crate::common::{serial, state_in_tempdir};
 use locktop::engine::Liveness;
 use locktop::liveness::probe::ProbeMode;
@@ -62,42 +64,43 @@ fn flock_holder(state: &std::path::Path, tag_name: &str) -> FlockGroup {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_sweep_catches_a_read_only_holder_that_no_event_reports() {
+async fn a_read_only_holder_is_seen_at_its_open_and_gone_at_its_exit_without_a_sweep() {
     let _serial = serial().await;
-    let (_tmp, state) = state_in_tempdir();
-    // Make the claim's files exist (a holder that came and went).
-    drop(blocking(|| hold(&state, &["--tag", "ro"])));
-    let mut engine = Engine::start(&state, ProbeMode::Passive, Duration::from_millis(500));
-    engine.synced().await;
-    engine
-        .wait_view("ro free", |view| {
-            view.liveness(&tag("ro")) == Some(Liveness::Free)
-        })
-        .await;
-
-    let mut holder = flock_holder(&state, "ro");
-    let pid = holder.0.id();
-    engine
-        .wait_view("ro live, held by flock(1), found by a sweep", |view| {
-            // The outer flock holds the gate, its child the announce.
-            view.get(&tag("ro")).is_some_and(|state| {
-                state.liveness == Liveness::Live && state.holders.iter().any(|p| p.pid == pid)
+    for mode in [ProbeMode::Passive, ProbeMode::Acquire] {
+        let (_tmp, state) = state_in_tempdir();
+        // Make the claim's files exist (a holder that came and went).
+        drop(blocking(|| hold(&state, &["--tag", "ro"])));
+        let mut engine = Engine::start(&state, mode, NO_SWEEP);
+        engine.synced().await;
+        engine
+            .wait_view("ro free", |view| {
+                view.liveness(&tag("ro")) == Some(Liveness::Free)
             })
-        })
-        .await;
-    let sweeps_before = engine.sweeps();
+            .await;
 
-    // The whole group: the outer flock, the inner one and its sleep.
-    holder.kill_group();
-    engine
-        .wait_view("ro free again after the read-only holder died", |view| {
-            view.liveness(&tag("ro")) == Some(Liveness::Free)
-        })
-        .await;
-    assert!(
-        engine.sweeps() > sweeps_before,
-        "only a sweep can see this release"
-    );
+        // Its only event is an IN_OPEN per file: the engine compares the
+        // opened files with /proc/locks.
+        let mut holder = flock_holder(&state, "ro");
+        let pid = holder.0.id();
+        engine
+            .wait_view("ro live, held by flock(1), seen at its open", |view| {
+                // The outer flock holds the gate, its child the announce.
+                view.get(&tag("ro")).is_some_and(|state| {
+                    state.liveness == Liveness::Live && state.holders.iter().any(|p| p.pid == pid)
+                })
+            })
+            .await;
+
+        // Its release is an IN_CLOSE_NOWRITE, which notify does not watch:
+        // the once-a-second holder refresh sees the holder gone.
+        holder.kill_group();
+        engine
+            .wait_view("ro free again after the read-only holder exited", |view| {
+                view.liveness(&tag("ro")) == Some(Liveness::Free)
+            })
+            .await;
+        assert_eq!(engine.sweeps(), 1, "{mode:?}: only the initial sweep ran");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
