@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 pub use crate::disk::{ScanProblem, ScanProblemKind};
 pub use crate::liveness::{KeyState, Liveness};
 pub use delta::{Delta, WatcherHealth};
+pub use run::DELTA_QUEUE;
 
 use crate::context::Context;
 use crate::disk::key::LockKey;
@@ -75,8 +76,10 @@ pub struct EngineStats {
 /// A running engine: its deltas and a way to command it. Dropping the
 /// handle stops the engine.
 pub struct EngineHandle {
-    /// Every change, in order.
-    pub deltas: mpsc::UnboundedReceiver<Delta>,
+    /// Every change, in order; a consumer that falls [`DELTA_QUEUE`]
+    /// behind gets the rest folded per key (its view stays right, only
+    /// intermediate transitions are lost).
+    pub deltas: mpsc::Receiver<Delta>,
     /// Requests to the engine.
     pub commands: mpsc::UnboundedSender<EngineCommand>,
     /// What the engine has done so far.
@@ -87,7 +90,7 @@ pub struct EngineHandle {
 /// tokio runtime. The first deltas describe the initial scan, ending with
 /// [`Delta::Synced`].
 pub fn spawn(context: Context, config: EngineConfig) -> EngineHandle {
-    let (delta_tx, deltas) = mpsc::unbounded_channel();
+    let (delta_tx, deltas) = mpsc::channel(DELTA_QUEUE);
     let (commands, command_rx) = mpsc::unbounded_channel();
     let stats = Arc::new(EngineStats::default());
     let engine = run::Engine::new(context, config, delta_tx, stats.clone());

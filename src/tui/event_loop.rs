@@ -51,7 +51,7 @@ async fn next<T>(rx: &mut Option<UnboundedReceiver<T>>) -> Option<T> {
 /// Everything the main loop listens to besides the terminal's input.
 pub struct Sources<Stop> {
     /// The engine's deltas.
-    pub deltas: UnboundedReceiver<Delta>,
+    pub deltas: tokio::sync::mpsc::Receiver<Delta>,
     /// What the operator's actions report back (absent without a holder
     /// manager).
     pub ops: Option<OpsEvents>,

@@ -20,10 +20,12 @@
 mod batch;
 mod echo;
 mod opens;
+mod outbox;
 mod problems;
 mod refresh;
 mod sweep;
 
+pub use outbox::DELTA_QUEUE;
 use sweep::SweepOutcome;
 
 use std::collections::{HashMap, HashSet};
@@ -32,6 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
@@ -92,7 +95,9 @@ pub(super) struct Engine {
     next_holder_refresh: Instant,
     problems: problems::Problems,
     health: Option<WatcherHealth>,
-    deltas: UnboundedSender<Delta>,
+    deltas: mpsc::Sender<Delta>,
+    /// Deltas the consumer has not had room for yet, folded per key.
+    outbox: outbox::Outbox,
     stats: Arc<EngineStats>,
     /// What each key's files looked like right after the engine's last
     /// acquire probe of it (its own writes).
@@ -130,7 +135,7 @@ impl Engine {
     pub(super) fn new(
         context: Context,
         config: EngineConfig,
-        deltas: UnboundedSender<Delta>,
+        deltas: mpsc::Sender<Delta>,
         stats: Arc<EngineStats>,
     ) -> Self {
         let state_dir = context.state_dir().to_path_buf();
@@ -150,6 +155,7 @@ impl Engine {
             problems: problems::Problems::default(),
             health: None,
             deltas,
+            outbox: outbox::Outbox::default(),
             stats,
             echo_marks: HashMap::new(),
             echo_rate: echo::EchoRate::default(),
@@ -214,8 +220,26 @@ impl Engine {
         }
     }
 
-    fn send(&self, delta: Delta) {
-        let _ = self.deltas.send(delta);
+    /// Sends a delta, or keeps it in the outbox (folded) while the
+    /// consumer has no room: the engine never waits for its consumer.
+    fn send(&mut self, delta: Delta) {
+        if !self.outbox.is_empty() {
+            return self.outbox.push(delta);
+        }
+        if let Err(TrySendError::Full(delta)) = self.deltas.try_send(delta) {
+            self.outbox.push(delta);
+        }
+    }
+
+    /// Moves what the channel has room for from the outbox to it.
+    fn flush_outbox(&mut self) {
+        while let Some(delta) = self.outbox.pop() {
+            match self.deltas.try_send(delta) {
+                Ok(()) => {}
+                Err(TrySendError::Full(delta)) => return self.outbox.push_front(delta),
+                Err(TrySendError::Closed(_)) => return self.outbox = outbox::Outbox::default(),
+            }
+        }
     }
 
     fn set_health(&mut self, health: WatcherHealth) {
@@ -237,6 +261,7 @@ impl Engine {
             let filter = self.filter.clone();
             let _watcher = fs_events::subscribe(&self.state_dir, &ancestor, false, filter, tx).ok();
             loop {
+                self.flush_outbox();
                 tokio::select! {
                     _ = rx.recv() => {}
                     _ = tokio::time::sleep(ROOT_RECHECK) => {}
@@ -262,7 +287,14 @@ impl Engine {
     ) -> PhaseEnd {
         loop {
             let wake = self.next_wake();
+            let consumer = self.deltas.clone();
             tokio::select! {
+                room = consumer.reserve(), if !self.outbox.is_empty() => {
+                    if let (Ok(room), Some(delta)) = (room, self.outbox.pop()) {
+                        room.send(delta);
+                    }
+                    self.flush_outbox();
+                }
                 change = changes.recv() => {
                     let Some(change) = change else { return PhaseEnd::RootGone };
                     let mut batch = vec![change];
@@ -311,6 +343,7 @@ impl Engine {
 
     async fn poll_phase(&mut self, commands: &mut UnboundedReceiver<EngineCommand>) -> PhaseEnd {
         loop {
+            self.flush_outbox();
             tokio::select! {
                 command = commands.recv() => match command {
                     None => return PhaseEnd::Stop,

@@ -39,9 +39,9 @@ async fn run_loop(
     deltas: Vec<Delta>,
     stop: impl Future<Output = ()>,
 ) -> Terminal<TestBackend> {
-    let (delta_tx, delta_rx) = mpsc::unbounded_channel();
+    let (delta_tx, delta_rx) = mpsc::channel(crate::engine::DELTA_QUEUE);
     for delta in deltas {
-        delta_tx.send(delta).unwrap();
+        delta_tx.try_send(delta).unwrap();
     }
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
     let sources = Sources {

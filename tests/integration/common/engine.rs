@@ -174,9 +174,14 @@ impl Engine {
     /// Applies every delta already queued, without waiting.
     pub fn drain(&mut self) {
         while let Ok(delta) = self.handle.deltas.try_recv() {
-            self.view.apply(&delta);
-            self.log.push(delta);
+            self.apply_and_log(delta);
         }
+    }
+
+    /// Applies one delta read by the test itself.
+    pub fn apply_and_log(&mut self, delta: Delta) {
+        self.view.apply(&delta);
+        self.log.push(delta);
     }
 
     /// Waits for a delta matching `pred` (every delta before it is applied

@@ -11,4 +11,5 @@ mod echo;
 mod foreign;
 mod live;
 mod overflow;
+mod stalled;
 mod sweep;
