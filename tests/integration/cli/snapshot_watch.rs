@@ -203,9 +203,12 @@ struct Watch {
 
 impl Watch {
     fn start(state: &Path) -> Self {
-        let mut child = common::locktop_command(state, &["watch", "--json"])
-            .spawn()
-            .expect("spawn watch");
+        Self::spawn(common::locktop_command(state, &["watch", "--json"]))
+    }
+
+    /// Runs `command` (a `watch --json` in some wrapper) as the watch.
+    fn spawn(mut command: Command) -> Self {
+        let mut child = command.spawn().expect("spawn watch");
         let stdout = child.stdout.take().expect("stdout");
         let lines = common::lines_of(stdout);
         Self {
@@ -404,4 +407,47 @@ fn snapshot_json_spells_in_flight_as_watch_does() {
             drop(locked);
         })
         .expect("flock the gate");
+}
+
+/// An exhausted inotify watch budget: in a user namespace of its own
+/// (`unshare -Ur`, so the machine-wide limit and the other tests are
+/// untouched) whose `max_inotify_watches` is 4, below the state dir's
+/// directories. `watch` must say it is polling, and still report a holder
+/// arriving and leaving.
+#[test]
+fn watch_polls_when_the_inotify_watch_budget_is_spent_and_still_sees_holders() {
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    for i in 0..6 {
+        drop(Holder::hold(
+            &state,
+            &["--aih", &format!("budget{i}/b/c-1")],
+        ));
+    }
+    let mut command = Command::new("unshare");
+    command
+        .args(["-Ur", "sh", "-c"])
+        .arg(r#"echo 4 > /proc/sys/user/max_inotify_watches && exec "$0" --state-dir "$1" watch --json"#)
+        .arg(locktop_bin())
+        .arg(&state)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut watch = Watch::spawn(command);
+    let polling = watch.wait_line("polling", |v| v["watcher"]["health"] != "starting");
+    assert_eq!(polling["watcher"]["health"], "polling", "{polling}");
+    let reason = polling["watcher"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("limit"), "{reason}");
+
+    let mut holder = Holder::hold(&state, &["--tag", "budget"]);
+    let pid = holder.pid();
+    let names = held_names(&holder);
+    watch.wait_each(&names, None, "live", &[pid]);
+    holder.kill();
+    watch.wait_each(&names, Some("live"), "free", &[]);
+
+    let raw = Pid::from_raw(i32::try_from(watch.child.id()).expect("pid"));
+    signal::kill(raw, Signal::SIGTERM).expect("SIGTERM watch");
+    let status = wait_with_timeout(&mut watch.child, PROCESS_TIMEOUT).expect("watch exits");
+    assert_eq!(status.code(), Some(0), "{status:?}");
 }
