@@ -1,7 +1,8 @@
 //! Where the ObjectiveAI state dir is: `--state-dir` if given, else
 //! `$OBJECTIVEAI_DIR` (default `~/.objectiveai`) + `/state/` +
 //! `$OBJECTIVEAI_STATE` (default `default`, must match `[A-Za-z0-9_-]+`).
-//! Invariant: resolution never touches the filesystem.
+//! Invariant: resolution never touches the filesystem (beyond asking for
+//! the working directory, to make a relative path absolute).
 
 use std::path::{Path, PathBuf};
 
@@ -36,8 +37,13 @@ pub fn require_existing(dir: &Path) -> Result<(), StateDirError> {
 }
 
 /// Resolves the state dir from an explicit flag and the environment.
+/// The result is absolute (joined to the working directory, symlinks left
+/// as they are): inotify names what changed by absolute path, and a claim
+/// is named by its path below the state dir — a relative state dir made
+/// every key found by an event an unnamed "other" key.
 pub fn resolve(flag: Option<PathBuf>) -> Result<PathBuf, StateDirError> {
-    resolve_with(flag, |name| std::env::var_os(name))
+    let dir = resolve_with(flag, |name| std::env::var_os(name))?;
+    Ok(std::path::absolute(&dir).unwrap_or(dir))
 }
 
 /// [`resolve`] with the environment supplied by `env` (testable).

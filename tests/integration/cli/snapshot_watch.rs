@@ -451,3 +451,32 @@ fn watch_polls_when_the_inotify_watch_budget_is_spent_and_still_sees_holders() {
     let status = wait_with_timeout(&mut watch.child, PROCESS_TIMEOUT).expect("watch exits");
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
+
+/// `--state-dir` relative to the working directory: inotify reports
+/// absolute paths, and every key an event found used to be an unnamed
+/// `other` key (`"kind":"other","name":"/tmp/…/x-1"`).
+#[test]
+fn a_relative_state_dir_names_keys_found_by_events() {
+    let _serial = serial_blocking();
+    let (tmp, state) = state_in_tempdir();
+    let relative = state
+        .strip_prefix(tmp.path())
+        .expect("state below its tempdir");
+    drop(Holder::hold(&state, &["--tag", "seed"]));
+    let mut command = common::locktop_command(relative, &["watch", "--json"]);
+    command.current_dir(tmp.path());
+    let mut watch = Watch::spawn(command);
+    watch.wait_line("watching", |v| v["watcher"]["health"] == "watching");
+    let mut holder = Holder::hold(&state, &["--aih", "cli/daemon/rel-1", "--tag", "rel"]);
+    let names = held_names(&holder);
+    watch.wait_each(&names, None, "live", &[holder.pid()]);
+    holder.kill();
+    assert!(
+        !watch
+            .seen
+            .iter()
+            .any(|line| line.contains(r#""kind":"other""#)),
+        "{}",
+        watch.seen.join("\n")
+    );
+}
