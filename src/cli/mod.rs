@@ -10,6 +10,7 @@ mod check;
 mod demo;
 mod family_args;
 mod hold;
+mod serve;
 mod snapshot;
 mod watch;
 
@@ -105,6 +106,9 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Stream liveness changes (text, or NDJSON with --json) until interrupted.
     Watch(watch::WatchArgs),
+    /// Serve the live view over HTTP for Prometheus: /metrics, /snapshot.json,
+    /// /events, /healthz (passive probe, loopback, read-only by default).
+    Serve(serve::ServeArgs),
 }
 
 /// Parses the process arguments, runs, and maps the outcome to an exit code.
@@ -142,13 +146,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return check::run(crate::disk::state_dir::resolve(cli.state_dir), args).await;
     }
     let state_dir = crate::disk::state_dir::resolve(cli.state_dir)?;
-    if matches!(cli.command, None | Some(Command::Watch(_))) {
+    if matches!(
+        cli.command,
+        None | Some(Command::Watch(_)) | Some(Command::Serve(_))
+    ) {
         ensure_watchable(&state_dir)?;
     }
     match cli.command {
         Some(Command::Hold(args)) => hold::run(state_dir, args).await,
         Some(Command::Snapshot(args)) => snapshot::run(state_dir, args).await,
         Some(Command::Watch(args)) => watch::run(state_dir, args).await,
+        Some(Command::Serve(args)) => serve::run(state_dir, args).await,
         Some(Command::Check(_) | Command::Demo(_)) => anyhow::bail!("dispatched above"),
         None => open_monitor(state_dir, cli.monitor)
             .await

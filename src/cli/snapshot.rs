@@ -92,31 +92,16 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
         .filter(|(_, state)| args.all || state.liveness != Liveness::Free);
     let mut out = std::io::stdout().lock();
     let written = if args.json {
-        let roles = roles(&snapshot.keys);
-        let now = SystemTime::now();
-        let keys: Vec<JsonKey> = shown
-            .map(|(key, state)| JsonKey {
-                kind: key.kind,
-                name: &key.name,
-                dir: &key.dir,
-                key: &key.key,
-                state,
-                verdict: judge(state, |pid| role(&roles, pid), now, MATERIALIZING_AFTER),
-            })
-            .collect();
-        // Streamed from borrowed data: no JSON value tree of every key.
-        let doc = JsonSnapshot {
-            state_dir: state_dir.to_string_lossy(),
-            taken_at: time_format::rfc3339(SystemTime::now()),
-            probe: args.probe.as_str(),
-            keys,
-            problems: &snapshot.problems,
-        };
         let mut buffered = std::io::BufWriter::new(&mut out);
-        serde_json::to_writer(&mut buffered, &doc)
-            .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(buffered))
-            .and_then(|()| buffered.flush())
+        write_json(
+            &mut buffered,
+            &state_dir,
+            args.probe,
+            shown,
+            &snapshot.problems,
+            MATERIALIZING_AFTER,
+        )
+        .and_then(|()| buffered.flush())
     } else {
         write_table(&mut out, shown, &snapshot.problems)
     };
@@ -129,10 +114,50 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
     }
 }
 
+/// Writes the `snapshot --json` document (schema in the README) for
+/// `keys`, one line. Streamed from borrowed data: no JSON value tree of
+/// every key. `locktop serve` writes the same document from the live view.
+pub fn write_json<'a>(
+    out: &mut impl Write,
+    state_dir: &Path,
+    probe: ProbeMode,
+    keys: impl Iterator<Item = &'a (LockKey, KeyState)> + Clone,
+    problems: &[ScanProblem],
+    materializing: std::time::Duration,
+) -> std::io::Result<()> {
+    let held: Vec<&(LockKey, KeyState)> = keys
+        .clone()
+        .filter(|(_, state)| state.liveness.is_held())
+        .collect();
+    let roles = roles(held.iter().copied());
+    let now = SystemTime::now();
+    let keys: Vec<JsonKey> = keys
+        .map(|(key, state)| JsonKey {
+            kind: key.kind,
+            name: &key.name,
+            dir: &key.dir,
+            key: &key.key,
+            state,
+            verdict: judge(state, |pid| role(&roles, pid), now, materializing),
+        })
+        .collect();
+    let doc = JsonSnapshot {
+        state_dir: state_dir.to_string_lossy(),
+        taken_at: time_format::rfc3339(now),
+        probe: probe.as_str(),
+        keys,
+        problems,
+    };
+    serde_json::to_writer(&mut *out, &doc).map_err(std::io::Error::from)?;
+    writeln!(out)
+}
+
 /// The keys each held PID holds, by kind and name (roles come from them).
-fn roles(keys: &[(LockKey, KeyState)]) -> HashMap<u32, Vec<(KeyKind, &str)>> {
+pub fn roles<'a>(
+    keys: impl Iterator<Item = &'a (LockKey, KeyState)>,
+) -> HashMap<u32, Vec<(KeyKind, &'a str)>> {
     let mut by_pid: HashMap<u32, Vec<(KeyKind, &str)>> = HashMap::new();
-    for (key, state) in keys.iter().filter(|(_, state)| state.liveness.is_held()) {
+    for (key, state) in keys.filter(|(_, state)| state.liveness.is_held()) {
         for holder in &state.holders {
             by_pid
                 .entry(holder.pid)
@@ -143,7 +168,8 @@ fn roles(keys: &[(LockKey, KeyState)]) -> HashMap<u32, Vec<(KeyKind, &str)>> {
     by_pid
 }
 
-fn role(roles: &HashMap<u32, Vec<(KeyKind, &str)>>, pid: u32) -> Role {
+/// The role of `pid`, from what [`roles`] found it holds.
+pub fn role(roles: &HashMap<u32, Vec<(KeyKind, &str)>>, pid: u32) -> Role {
     Role::from_kinds(roles.get(&pid).into_iter().flatten().copied())
 }
 

@@ -11,9 +11,9 @@
 //! reader took it. Safe in a pipe: a closed stdout (`| head`) ends the
 //! command with exit 0.
 
-mod format;
-mod queue;
-mod writer;
+pub(crate) mod format;
+pub(crate) mod queue;
+pub(crate) mod writer;
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -108,7 +108,7 @@ async fn drain(
 /// Adds what `delta` prints to the outbox: key changes once the initial
 /// scan is over (or all of them with `--initial`), removals, health, and
 /// in text mode the end of each full scan.
-fn enqueue(outbox: &Outbox, delta: Delta, json: bool, synced: &mut bool) {
+pub(crate) fn enqueue(outbox: &Outbox, delta: Delta, json: bool, synced: &mut bool) {
     match delta {
         Delta::Key {
             key,

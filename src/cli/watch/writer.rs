@@ -24,6 +24,8 @@ pub const WRITE_BATCH: usize = 256;
 pub struct Outbox {
     state: Mutex<Pending>,
     ready: Condvar,
+    /// The same wake-up for async readers (`serve`'s `/events`).
+    ready_async: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -41,6 +43,7 @@ impl Outbox {
     pub fn push(&self, add: impl FnOnce(&mut Queue)) {
         add(&mut self.lock().queue);
         self.ready.notify_one();
+        self.ready_async.notify_one();
     }
 
     /// No more lines will come: the writer ends once it has written the
@@ -48,6 +51,21 @@ impl Outbox {
     pub fn close(&self) {
         self.lock().closed = true;
         self.ready.notify_one();
+        self.ready_async.notify_one();
+    }
+
+    /// [`Self::take`] for async readers: waits without blocking a thread.
+    pub async fn take_async(&self) -> Option<Vec<Line>> {
+        loop {
+            let notified = self.ready_async.notified();
+            {
+                let mut pending = self.lock();
+                if !pending.queue.is_empty() || pending.closed {
+                    return take_batch(&mut pending);
+                }
+            }
+            notified.await;
+        }
     }
 
     /// Waits for lines and takes up to [`WRITE_BATCH`] of them; `None`
@@ -60,11 +78,16 @@ impl Outbox {
                 .wait(pending)
                 .unwrap_or_else(PoisonError::into_inner);
         }
-        let batch: Vec<Line> = std::iter::from_fn(|| pending.queue.pop())
-            .take(WRITE_BATCH)
-            .collect();
-        (!batch.is_empty()).then_some(batch)
+        take_batch(&mut pending)
     }
+}
+
+/// Up to [`WRITE_BATCH`] lines; `None` when there are none.
+fn take_batch(pending: &mut Pending) -> Option<Vec<Line>> {
+    let batch: Vec<Line> = std::iter::from_fn(|| pending.queue.pop())
+        .take(WRITE_BATCH)
+        .collect();
+    (!batch.is_empty()).then_some(batch)
 }
 
 /// Starts the writer thread: it writes every line of `outbox` to `out`

@@ -4,5 +4,6 @@
 
 mod bad_input;
 mod check;
+mod serve;
 mod snapshot_watch;
 mod verdicts;

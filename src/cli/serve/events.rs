@@ -1,0 +1,83 @@
+//! `/events`: the `watch --json` stream over HTTP, one NDJSON line per
+//! change, for `curl` and log shippers.
+//!
+//! Invariants: each subscriber has its own coalescing queue (the one
+//! `watch` uses: at most two pending lines per key, see
+//! `cli::watch::queue`), so a subscriber that stops reading costs a
+//! bounded amount of memory and never slows the engine or the others; at
+//! most [`MAX_SUBSCRIBERS`] streams at once (a further one is refused
+//! with 503); a stream starts with the changes after it connected (as
+//! `watch` without `--initial`).
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use crate::cli::watch::writer::Outbox;
+use crate::cli::watch::{enqueue, format};
+use crate::engine::Delta;
+
+/// The most `/events` streams served at once.
+pub const MAX_SUBSCRIBERS: usize = 64;
+
+/// The open `/events` streams.
+#[derive(Debug, Default)]
+pub struct Subscribers {
+    list: Mutex<Vec<Weak<Outbox>>>,
+    closing: std::sync::atomic::AtomicBool,
+}
+
+impl Subscribers {
+    /// A new stream's queue, or `None` when [`MAX_SUBSCRIBERS`] are open.
+    pub fn subscribe(&self) -> Option<Arc<Outbox>> {
+        if self.is_closing() {
+            return None;
+        }
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        list.retain(|outbox| outbox.strong_count() > 0);
+        if list.len() >= MAX_SUBSCRIBERS {
+            return None;
+        }
+        let outbox = Arc::new(Outbox::default());
+        list.push(Arc::downgrade(&outbox));
+        Some(outbox)
+    }
+
+    /// True once shutdown has begun.
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Folds a delta into every open stream's queue.
+    pub fn publish(&self, delta: &Delta) {
+        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        for outbox in list.iter().filter_map(Weak::upgrade) {
+            // Streams start after the initial scan: every change counts.
+            let mut synced = true;
+            enqueue(&outbox, delta.clone(), true, &mut synced);
+        }
+    }
+
+    /// Ends every stream once its pending lines are sent (and refuses
+    /// new ones).
+    pub fn close_all(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Release);
+        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        for outbox in list.iter().filter_map(Weak::upgrade) {
+            outbox.close();
+        }
+    }
+}
+
+/// The body of one stream: NDJSON chunks until the queue is closed.
+pub fn body(outbox: Arc<Outbox>) -> axum::body::Body {
+    let chunks = futures::stream::unfold(outbox, |outbox| async move {
+        let batch = outbox.take_async().await?;
+        let mut text = String::new();
+        for line in batch.iter().filter_map(|line| format::line(line, true)) {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        Some((Ok::<_, std::convert::Infallible>(text), outbox))
+    });
+    axum::body::Body::from_stream(chunks)
+}

@@ -1,0 +1,253 @@
+//! `locktop serve`: the live engine, headless, over HTTP — `/metrics` for
+//! Prometheus, `/snapshot.json`, `/events` (the `watch --json` stream) and
+//! `/healthz`. One per host: flock locks are host-local, and the
+//! monitoring system operators already run does the aggregation.
+//!
+//! Invariants: no endpoint takes, releases or signals anything, nor
+//! probes: every answer is read from the view the engine's deltas built
+//! ([`view`]); the probe is passive unless `--probe acquire` is asked for
+//! (a daemon never writes to what it watches by default); it binds
+//! loopback by default; a bad `--listen` or a busy port is one line and
+//! exit 2; SIGINT/SIGTERM end it cleanly (open `/events` streams get
+//! their pending lines for at most [`SHUTDOWN_GRACE`]).
+
+mod events;
+mod metrics;
+mod view;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::context::Context;
+use crate::engine::{self, EngineConfig, EngineHandle, Liveness};
+use crate::liveness::probe::ProbeMode;
+use events::Subscribers;
+use metrics::Exporter;
+use view::LiveView;
+
+/// Where `serve` listens unless told otherwise: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9742";
+
+/// How long open `/events` streams may take to get their last lines
+/// after SIGINT/SIGTERM.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Flags of `locktop serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on, IP:PORT (use 0.0.0.0:9742 to be scraped from
+    /// other hosts).
+    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
+    listen: String,
+    /// How event-driven probes test liveness (passive: never writes).
+    #[arg(long, value_enum, default_value_t = ProbeMode::Passive)]
+    probe: ProbeMode,
+    /// Seconds between safety-net sweeps.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    sweep: f64,
+    /// Seconds a spawn may hold tags without an AIH lock before it is a
+    /// suspect ("materializing too long").
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    materializing_after: f64,
+}
+
+/// What the handlers share.
+struct Shared {
+    view: Arc<RwLock<LiveView>>,
+    exporter: Arc<Exporter>,
+    subscribers: Subscribers,
+    state_dir: PathBuf,
+    probe: ProbeMode,
+}
+
+/// Runs `locktop serve` until SIGINT/SIGTERM.
+pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let addr: SocketAddr = args.listen.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--listen: {:?} is not an IP:PORT address (e.g. {DEFAULT_LISTEN})",
+            args.listen
+        )
+    })?;
+    let sweep_every = super::seconds("--sweep", args.sweep)?;
+    let materializing = super::seconds("--materializing-after", args.materializing_after)?;
+    let stop = super::stop_signal()?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    // The bound address (a port of 0 picks a free one), for people and
+    // scripts: the one line serve writes unless something goes wrong.
+    eprintln!(
+        "locktop serve: listening on http://{}",
+        listener.local_addr().context("no local address")?
+    );
+    let handle = engine::spawn(
+        Context::new(state_dir.clone()),
+        EngineConfig {
+            probe: args.probe,
+            sweep_every,
+        },
+    );
+    let view = Arc::new(RwLock::new(LiveView::default()));
+    let shared = Arc::new(Shared {
+        exporter: Arc::new(Exporter {
+            view: view.clone(),
+            stats: handle.stats.clone(),
+            materializing,
+        }),
+        view,
+        subscribers: Subscribers::default(),
+        state_dir,
+        probe: args.probe,
+    });
+    let follower = tokio::spawn(follow(handle, shared.clone()));
+    let app = router(shared.clone());
+    let closing = shared.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        stop.await;
+        closing.subscribers.close_all();
+    });
+    let served = tokio::spawn(async move { server.await });
+    let outcome = wait_for_server(served, &shared).await;
+    follower.abort();
+    outcome.map(|()| ExitCode::SUCCESS)
+}
+
+/// Waits for the server to end; once shutdown has begun, at most
+/// [`SHUTDOWN_GRACE`] for streams still sending their last lines.
+async fn wait_for_server(
+    mut served: tokio::task::JoinHandle<std::io::Result<()>>,
+    shared: &Shared,
+) -> anyhow::Result<()> {
+    loop {
+        tokio::select! {
+            outcome = &mut served => {
+                return outcome.context("the server task failed")?.context("the server failed");
+            }
+            () = tokio::time::sleep(Duration::from_millis(100)) => {
+                if shared.subscribers.is_closing() {
+                    return match tokio::time::timeout(SHUTDOWN_GRACE, &mut served).await {
+                        Ok(outcome) => outcome.context("the server task failed")?.context("the server failed"),
+                        Err(_) => Ok(()),
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Applies the engine's deltas to the view and the `/events` streams.
+async fn follow(mut handle: EngineHandle, shared: Arc<Shared>) {
+    while let Some(delta) = handle.deltas.recv().await {
+        shared
+            .view
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .apply(&delta);
+        shared.subscribers.publish(&delta);
+    }
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/metrics", get(metrics))
+        .route("/snapshot.json", get(snapshot))
+        .route("/events", get(events))
+        .route("/healthz", get(healthz))
+        .with_state(shared)
+}
+
+async fn index() -> &'static str {
+    "locktop serve: /metrics (OpenMetrics), /snapshot.json (?all=true for free keys too), \
+     /events (NDJSON, as watch --json), /healthz\n"
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok());
+    let format = metrics::Format::from_accept(accept);
+    let text = shared.exporter.render(format);
+    ([(header::CONTENT_TYPE, format.content_type())], text).into_response()
+}
+
+/// `?all=true`: free keys too, as `snapshot --all`.
+#[derive(Debug, serde::Deserialize)]
+struct SnapshotQuery {
+    #[serde(default)]
+    all: bool,
+}
+
+async fn snapshot(
+    State(shared): State<Arc<Shared>>,
+    Query(query): Query<SnapshotQuery>,
+) -> Response {
+    let (mut keys, problems) = {
+        let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
+        let keys: Vec<_> = view
+            .keys
+            .iter()
+            .filter(|(_, state)| query.all || state.liveness != Liveness::Free)
+            .map(|(key, state)| (key.clone(), state.clone()))
+            .collect();
+        (keys, view.problems.clone())
+    };
+    keys.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut body = Vec::new();
+    let written = crate::cli::snapshot::write_json(
+        &mut body,
+        &shared.state_dir,
+        shared.probe,
+        keys.iter(),
+        &problems,
+        shared.exporter.materializing,
+    );
+    match written {
+        Ok(()) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
+    }
+}
+
+async fn events(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.subscribers.subscribe() {
+        Some(outbox) => (
+            [(header::CONTENT_TYPE, "application/x-ndjson")],
+            events::body(outbox),
+        )
+            .into_response(),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many /events streams (at most {})\n",
+                events::MAX_SUBSCRIBERS
+            ),
+        )
+            .into_response(),
+    }
+}
+
+async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
+    let health = shared
+        .view
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .healthy();
+    match health {
+        Ok(()) => (StatusCode::OK, "ok: watching\n".to_string()).into_response(),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unhealthy: {reason}\n"),
+        )
+            .into_response(),
+    }
+}

@@ -1,0 +1,443 @@
+//! `locktop serve` as an operator runs it: a real `serve` child over real
+//! holders, read with an HTTP client, and scraped by a real Prometheus
+//! (Debian's `prometheus`, installed by `.ci/run`) whose own query API
+//! must see a held tag appear and vanish.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use crate::common::{
+    self, Holder, PROCESS_TIMEOUT, serial_blocking, state_in_tempdir, wait_with_timeout,
+};
+
+/// How long an endpoint may take to show a change. A correctness bound.
+const SHOW_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A running `locktop serve` child; dropping it kills it.
+struct Serve {
+    child: Child,
+    base: String,
+}
+
+impl Serve {
+    /// `serve --listen 127.0.0.1:0 <args>`; waits for its "listening on" line.
+    fn start(state: &Path, args: &[&str]) -> Self {
+        let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let mut child = common::locktop_command(state, &all)
+            .spawn()
+            .expect("spawn serve");
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut line = String::new();
+        stderr.read_line(&mut line).expect("serve's first line");
+        let base = line
+            .trim()
+            .strip_prefix("locktop serve: listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Self { child, base }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGTERM, then the exit status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
+        signal::kill(pid, Signal::SIGTERM).expect("SIGTERM serve");
+        wait_with_timeout(&mut self.child, PROCESS_TIMEOUT).expect("serve exits after SIGTERM")
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into()
+}
+
+/// GET `url`: (status, body).
+fn get(url: &str) -> (u16, String) {
+    let mut response = agent()
+        .get(url)
+        .call()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = response.status().as_u16();
+    let body = response.body_mut().read_to_string().expect("body");
+    (status, body)
+}
+
+/// Polls `url` until `pred(body)` holds; panics naming `what` after
+/// [`SHOW_TIMEOUT`].
+fn wait_body(url: &str, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + SHOW_TIMEOUT;
+    loop {
+        let (_, body) = get(url);
+        if pred(&body) {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{url} never showed {what}; last:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The value of a counter (`name_total`) in a scrape.
+fn counter(scrape: &str, name: &str) -> u64 {
+    scrape
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}_total ")))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name}_total in the scrape"))
+}
+
+/// `promtool check metrics` on a scrape: (success, its output).
+fn promtool_check_metrics(scrape: &str) -> (bool, String) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package) is needed by this test");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), scrape.as_bytes())
+        .expect("feed promtool");
+    let out = child.wait_with_output().expect("promtool");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn every_endpoint_answers_from_the_live_view_and_a_scrape_probes_nothing() {
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    drop(Holder::hold(&state, &["--tag", "seed"]));
+    let mut serve = Serve::start(&state, &[]);
+    wait_body(&serve.url("/healthz"), "ok", |body| body.starts_with("ok"));
+
+    let mut holder = Holder::hold(
+        &state,
+        &["--aih", "cli/daemon/served-1", "--tag", "served tag"],
+    );
+    let pid = holder.pid();
+    let series =
+        format!(r#"locktop_tag_held_seconds{{tag="served tag",pid="{pid}",role="agent"}}"#);
+    let scrape = wait_body(&serve.url("/metrics"), &series, |body| {
+        body.contains(&series)
+    });
+    assert!(
+        scrape.contains(r#"locktop_live_agents{root="cli"} 1"#),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains(r#"locktop_keys{kind="tag",liveness="live"} 1"#),
+        "{scrape}"
+    );
+    let open_metrics = agent()
+        .get(&serve.url("/metrics"))
+        .header("Accept", "application/openmetrics-text;version=1.0.0")
+        .call()
+        .expect("GET /metrics")
+        .body_mut()
+        .read_to_string()
+        .expect("body");
+    assert!(
+        open_metrics.ends_with("# EOF\n"),
+        "asked for, OpenMetrics: {open_metrics}"
+    );
+    assert!(
+        !scrape.contains("# EOF"),
+        "by default, the classic text format"
+    );
+    let (ok, promtool) = promtool_check_metrics(&scrape);
+    assert!(
+        ok,
+        "promtool check metrics refused the scrape:\n{promtool}\n{scrape}"
+    );
+
+    // A scrape reads the view: no probe, no /proc/locks read of its own.
+    let (probes, reads) = (
+        counter(&scrape, "locktop_probes"),
+        counter(&scrape, "locktop_proc_locks_reads"),
+    );
+    for _ in 0..5 {
+        get(&serve.url("/metrics"));
+    }
+    let again = get(&serve.url("/metrics")).1;
+    assert_eq!(counter(&again, "locktop_probes"), probes, "a scrape probed");
+    assert_eq!(
+        counter(&again, "locktop_proc_locks_reads"),
+        reads,
+        "a scrape read /proc/locks"
+    );
+
+    let (status, snapshot) = get(&serve.url("/snapshot.json"));
+    assert_eq!(status, 200);
+    let doc: Value = serde_json::from_str(&snapshot).expect("snapshot JSON");
+    assert_eq!(doc["probe"], "passive", "serve probes passively by default");
+    let tag = doc["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .find(|key| key["kind"] == "tag" && key["name"] == "served tag")
+        .unwrap_or_else(|| panic!("no served tag in {doc}"));
+    assert_eq!(tag["holders"][0]["pid"], pid);
+    assert_eq!(tag["verdict"]["kind"], "agent_active", "{tag}");
+
+    // /events: the watch --json stream, from the moment it connected.
+    let response = agent()
+        .get(&serve.url("/events"))
+        .call()
+        .expect("GET /events");
+    assert_eq!(response.status().as_u16(), 200);
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let reader = BufReader::new(response.into_body().into_reader());
+        for line in reader.lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    holder.kill();
+    let deadline = Instant::now() + SHOW_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .expect("a free line for the tag on /events");
+        let value: Value = serde_json::from_str(&line).expect("NDJSON");
+        if value["name"] == "served tag" && value["to"] == "free" {
+            assert_eq!(value["from"], "live", "{line}");
+            break;
+        }
+    }
+    let gone = wait_body(&serve.url("/metrics"), "the tag gone", |body| {
+        !body.contains("served tag")
+    });
+    assert!(
+        gone.contains(r#"locktop_keys{kind="tag",liveness="free"} 2"#),
+        "{gone}"
+    );
+
+    // SIGTERM with an /events stream still open: a clean, prompt exit.
+    let status = serve.terminate();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+#[test]
+fn a_bad_listen_address_or_a_busy_port_is_one_line_and_exit_2() {
+    let (_tmp, state) = state_in_tempdir();
+    let busy = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = busy.local_addr().expect("addr").port();
+    for listen in [
+        "nonsense".to_string(),
+        "127.0.0.1:99999".to_string(),
+        format!("127.0.0.1:{port}"),
+    ] {
+        let done = common::run_locktop(&state, &["serve", "--listen", &listen]);
+        assert_eq!(done.code(), 2, "{listen}: {done:?}");
+        let lines = done.stderr_lines();
+        assert_eq!(lines.len(), 1, "{listen}: {lines:?}");
+        assert!(lines[0].starts_with("locktop: "), "{lines:?}");
+        assert!(!lines[0].contains("panicked"), "{lines:?}");
+    }
+}
+
+/// A real Prometheus, scraping every second on loopback.
+struct Prometheus {
+    child: Child,
+    base: String,
+    _data: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target: &str, interval: Duration) -> Self {
+        let data = tempfile::tempdir().expect("tempdir");
+        let config = data.path().join("prometheus.yml");
+        let secs = interval.as_secs();
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: {secs}s\n  scrape_timeout: {secs}s\n\
+                 scrape_configs:\n  - job_name: locktop\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .expect("write config");
+        let port = free_port();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                data.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (Debian's prometheus package) is needed by this test");
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            _data: data,
+        }
+    }
+
+    /// The result vector of an instant query (empty on any error: the
+    /// server may still be starting).
+    fn query(&self, promql: &str) -> Vec<Value> {
+        let url = format!("{}/api/v1/query", self.base);
+        let Ok(mut response) = agent().get(&url).query("query", promql).call() else {
+            return Vec::new();
+        };
+        let body = response.body_mut().read_to_string().unwrap_or_default();
+        serde_json::from_str::<Value>(&body)
+            .ok()
+            .and_then(|doc| doc["data"]["result"].as_array().cloned())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+#[test]
+fn a_real_prometheus_sees_a_held_tag_and_sees_it_go_within_two_scrapes() {
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    drop(Holder::hold(&state, &["--tag", "seed"]));
+    let serve = Serve::start(&state, &[]);
+    let interval = Duration::from_secs(1);
+    let prometheus = Prometheus::start(serve.base.trim_start_matches("http://"), interval);
+
+    let mut holder = Holder::hold(&state, &["--group", "prom tag"]);
+    let pid = holder.pid().to_string();
+    let query = r#"locktop_tag_held_seconds{tag="prom tag"}"#;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let result = prometheus.query(query);
+        if result
+            .iter()
+            .any(|series| series["metric"]["pid"] == pid.as_str())
+        {
+            assert_eq!(result[0]["metric"]["role"], "materializing", "{result:?}");
+            assert_eq!(result[0]["metric"]["job"], "locktop", "{result:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never saw the held tag: {result:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    holder.kill();
+    let killed = Instant::now();
+    loop {
+        if prometheus.query(query).is_empty() {
+            break;
+        }
+        // Two scrape intervals, plus one for the engine, the query and
+        // this poll: a correctness bound on freshness, not a speed test.
+        assert!(
+            killed.elapsed() < 3 * interval + Duration::from_secs(1),
+            "Prometheus still shows the tag {:?} after its holder was killed",
+            killed.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut serve = serve;
+    assert_eq!(serve.terminate().code(), Some(0));
+}
+
+/// The shipped rules pass `promtool check rules`, and their unit tests
+/// (the stuck-tag alert among them) pass `promtool test rules`.
+#[test]
+fn the_shipped_alert_rules_check_and_pass_their_tests() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/prometheus");
+    for args in [
+        ["check", "rules", "locktop-rules.yml"],
+        ["test", "rules", "locktop-rules.test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("promtool");
+        assert!(
+            out.status.success(),
+            "promtool {args:?}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Every metric the shipped dashboard and rules use is one `serve` exports.
+#[test]
+fn the_dashboard_and_rules_only_use_metrics_serve_exports() {
+    let (_tmp, state) = state_in_tempdir();
+    let serve = Serve::start(&state, &[]);
+    let scrape = get(&serve.url("/metrics")).1;
+    let exported: Vec<String> = scrape
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_string)
+        .collect();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets");
+    for file in [
+        "grafana/locktop-dashboard.json",
+        "prometheus/locktop-rules.yml",
+    ] {
+        let mut text = String::new();
+        std::fs::File::open(root.join(file))
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .expect("read asset");
+        for used in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            let Some(name) = used.strip_prefix("locktop_").map(|_| used) else {
+                continue;
+            };
+            // The classic text format names counters with `_total`.
+            let counter = format!("{name}_total");
+            assert!(
+                exported.iter().any(|e| e == name || *e == counter),
+                "{file} uses {name}, which serve does not export ({exported:?})"
+            );
+        }
+    }
+}
