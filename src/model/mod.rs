@@ -180,6 +180,18 @@ impl Model {
             self.settings.filter = filter.to_string();
             self.flat_version = None;
             self.holders_cursor = ListCursor::default();
+            if !filter.is_empty() {
+                self.select_first_match();
+            }
+        }
+    }
+
+    /// After a filter change: a selected key or problem that still matches
+    /// stays selected, anything else gives way to the first match.
+    fn select_first_match(&mut self) {
+        self.refresh();
+        if let Some(first) = view::first_match(&self.flat, self.data(), self.selected_node()) {
+            self.select_row(first);
         }
     }
 

@@ -197,3 +197,17 @@ impl Walk<'_> {
         (shown, total)
     }
 }
+
+/// The row a new filter should select: `None` when the `selected` node is
+/// a key or problem still shown (it stays), else the first key or problem
+/// row — never a section header or a directory, which match nothing.
+pub(super) fn first_match(flat: &Flat, data: &Data, selected: Option<NodeId>) -> Option<usize> {
+    let is_match = |id: NodeId| {
+        let node = data.tree.node(id);
+        node.lock.is_some() || node.problem.is_some()
+    };
+    if selected.is_some_and(is_match) {
+        return None;
+    }
+    flat.rows.iter().position(|row| is_match(row.node))
+}

@@ -77,6 +77,10 @@ pub enum Action {
     StartFilter,
     /// Close the overlay, or clear the filter.
     Escape,
+    /// Scroll the details pane one line up.
+    DetailsUp,
+    /// Scroll the details pane one line down.
+    DetailsDown,
     /// Next pane.
     NextPane,
     /// Previous pane.

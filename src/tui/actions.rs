@@ -165,10 +165,9 @@ impl App {
         };
         let id = holder.id;
         if holder.status.is_over() {
-            self.message = Some(format!(
-                "test holder #{id} is already {}",
-                holder.status.word()
-            ));
+            let word = holder.status.word();
+            self.operator.test_holders.remove_over(id);
+            self.message = Some(format!("test holder #{id} ({word}) removed from the list"));
             return;
         }
         let Some(ops) = self.operator.ops.as_mut() else {

@@ -57,6 +57,9 @@ pub struct App {
     pub(crate) hits: HitMap,
     /// Test holders, the operator's hands and the open form or dialog.
     pub(crate) operator: Operator,
+    /// Lines the details pane is scrolled by (back to 0 on any other
+    /// action: a new selection starts at its top).
+    pub(crate) details_scroll: u16,
     quit: bool,
     dirty: bool,
 }
@@ -75,6 +78,7 @@ impl App {
             page: 10,
             hits: HitMap::default(),
             operator: Operator::default(),
+            details_scroll: 0,
             quit: false,
             dirty: true,
         }
@@ -189,6 +193,7 @@ impl App {
 
     fn laid_out(&mut self, drawn: Drawn) {
         self.hits = drawn.hits;
+        self.details_scroll = self.details_scroll.min(drawn.details_max);
         if let Some(page) = drawn.page {
             self.page = page;
             self.record_offset(drawn.hits.offset);
@@ -205,7 +210,12 @@ impl App {
     pub fn perform(&mut self, action: Action) {
         self.dirty = true;
         self.model.refresh();
+        if !matches!(action, Action::DetailsUp | Action::DetailsDown) {
+            self.details_scroll = 0;
+        }
         match action {
+            Action::DetailsUp => self.details_scroll = self.details_scroll.saturating_sub(1),
+            Action::DetailsDown => self.details_scroll = self.details_scroll.saturating_add(1),
             Action::Quit => self.quit = true,
             Action::ToggleHelp => self.help = !self.help,
             Action::Escape => {

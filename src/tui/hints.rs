@@ -69,7 +69,7 @@ pub fn test_holder_keys(over: bool, child: bool) -> String {
     );
     let show = key_of(Action::Toggle);
     match (over, child) {
-        (true, _) => format!("over: {new} starts another"),
+        (true, _) => format!("over: {release} removes it · {new} starts another"),
         (false, true) => {
             format!(
                 "{release} releases (SIGTERM) · {kill} kills (SIGKILL) · {show} shows it in the tree"

@@ -98,8 +98,10 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(Char('G'), NONE), (End, NONE)], "G End", Action::Bottom, "last row", Group::Navigate, None),
     bind(&[(PageUp, NONE)], "PgUp", Action::PageUp, "one page up", Group::Navigate, None),
     bind(&[(PageDown, NONE)], "PgDn", Action::PageDown, "one page down", Group::Navigate, None),
+    bind(&[(Char('['), NONE)], "[", Action::DetailsUp, "scroll the details up", Group::Navigate, None),
+    bind(&[(Char(']'), NONE)], "]", Action::DetailsDown, "scroll the details down", Group::Navigate, None),
     bind(&[(Char('/'), NONE)], "/", Action::StartFilter, "filter: AIH, tag or PID", Group::View, Some("filter")),
-    bind(&[(Char('a'), NONE)], "a", Action::ToggleFree, "show or hide free keys", Group::View, Some("free")),
+    bind(&[(Char('a'), NONE)], "a", Action::ToggleFree, "free keys (recent: 60 s)", Group::View, Some("free")),
     bind(&[(Tab, NONE)], "Tab", Action::NextPane, "next pane", Group::View, Some("pane")),
     bind(&[(BackTab, NONE), (BackTab, KeyModifiers::SHIFT)], "S-Tab", Action::PrevPane, "previous pane", Group::View, None),
     bind(&[(Char('1'), NONE)], "1", Action::Show(Pane::Tree), "tree: instances, tags…", Group::View, None),
@@ -108,7 +110,7 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(Char('4'), NONE)], "4", Action::Show(Pane::TestHolders), "your test holders", Group::View, None),
     bind(&[(Char('5'), NONE)], "5", Action::Show(Pane::Blocking), "blocking: suspects first", Group::View, None),
     bind(&[(Char('n'), NONE)], "n", Action::NewHolder, "hold a family (form)", Group::Act, Some("hold")),
-    bind(&[(Char('r'), NONE)], "r", Action::Release, "release a test holder", Group::Act, None),
+    bind(&[(Char('r'), NONE)], "r", Action::Release, "release or remove holder", Group::Act, None),
     bind(&[(Char('K'), NONE)], "K", Action::Kill, "signal a holder's PID", Group::Act, Some("signal")),
     bind(&[(Char('c'), NONE)], "c", Action::Check, "why stuck? check family", Group::Act, Some("check")),
 ];
@@ -168,6 +170,13 @@ mod tests {
         for pane in Pane::ALL {
             assert_ne!(key_of(Action::Show(pane)), "?", "{pane:?} has no key");
         }
+    }
+
+    #[test]
+    fn the_free_key_help_names_how_long_freed_keys_stay_shown() {
+        let free = BINDINGS.iter().find(|b| b.action == Action::ToggleFree);
+        let secs = crate::model::RECENTLY_FREED.as_secs();
+        assert!(free.unwrap().description.contains(&format!("{secs} s")));
     }
 
     #[test]

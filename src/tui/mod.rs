@@ -22,6 +22,7 @@ mod action;
 mod actions;
 mod app;
 mod event_loop;
+pub mod fit;
 mod hints;
 mod input;
 mod keymap;

@@ -39,6 +39,7 @@ impl App {
     /// Selects row `index` (clamped) of the current pane.
     pub fn select_index(&mut self, index: usize) {
         self.mark_dirty();
+        self.details_scroll = 0;
         match self.pane {
             Pane::Tree => self.model.select_row(index),
             Pane::Holders => self.model.select_holder_row(index),

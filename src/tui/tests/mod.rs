@@ -5,6 +5,7 @@
 //! helpers they share are in [`support`].
 
 mod live;
+mod long_names;
 mod main_loop;
 mod ops;
 mod screens;

@@ -9,9 +9,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::engine::{Liveness, WatcherHealth};
+use crate::model::RECENTLY_FREED;
 
 use super::super::action::Pane;
 use super::super::app::App;
+use super::super::fit::visible;
 use super::state_span;
 
 /// Two lines: markers, title, state dir, probe, health; then counts.
@@ -105,17 +107,35 @@ pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane:
     }
     let settings = app.model.settings();
     if !settings.filter.is_empty() && app.filter_input.is_none() {
-        spans.push(Span::styled(" filter ", theme.dim));
-        spans.push(Span::styled(format!("/{}", settings.filter), theme.key));
+        spans.push(Span::styled("· filter ", theme.dim));
+        spans.push(Span::styled(
+            format!("/{}", visible(&settings.filter)),
+            theme.key,
+        ));
+        spans.push(Span::raw(" "));
     }
     if app.pane == Pane::Tree {
-        let free = if settings.show_free {
-            " free keys shown"
-        } else {
-            " free keys hidden"
-        };
-        spans.push(Span::styled(free, theme.dim));
+        let used: usize = spans.iter().map(|span| span.width()).sum();
+        let room = usize::from(area.width).saturating_sub(used);
+        spans.push(Span::styled(free_note(settings.show_free, room), theme.dim));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
     tab_spans
+}
+
+/// What the tree shows of free keys, in the longest wording that fits in
+/// `room` columns: hidden free keys still show for [`RECENTLY_FREED`]
+/// after they were freed, and the screen says so.
+fn free_note(show_free: bool, room: usize) -> String {
+    if show_free {
+        return "· free keys shown".into();
+    }
+    let secs = RECENTLY_FREED.as_secs();
+    let wordings = [
+        format!("· free keys hidden, recently freed shown {secs} s"),
+        format!("· free hidden, freed shown {secs} s"),
+        "· free hidden".to_string(),
+    ];
+    let fits = wordings.iter().find(|w| w.chars().count() <= room);
+    fits.unwrap_or(&wordings[2]).clone()
 }
