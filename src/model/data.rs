@@ -144,8 +144,8 @@ impl Data {
             .as_ref()
             .and_then(|old| old.state.holders.first().cloned());
         let event = classify(previous, state.liveness, !self.synced, || {
-            let holders = old.as_ref().map(|old| &old.state.holders);
-            holders.is_some_and(|h| !h.is_empty() && h.iter().all(|p| !pid_alive(p.pid)))
+            let holders = old.as_ref().map_or(&[][..], |old| &old.state.holders);
+            super::events::ended(holders, &self.events, pid_alive)
         });
         if let Some(kind) = event {
             let holder = match kind {

@@ -114,6 +114,11 @@ impl Model {
         }
     }
 
+    /// Notes that locktop signalled `pid` (see [`EventLog::note_signalled`]).
+    pub fn note_signalled(&mut self, pid: u32, started: Option<SystemTime>) {
+        self.data.events.note_signalled(pid, started);
+    }
+
     /// Asks the function given at creation whether `pid` still runs.
     pub fn pid_alive(&self, pid: u32) -> bool {
         (self.pid_alive)(pid)

@@ -269,8 +269,14 @@ impl App {
             self.message = Some(format!("killing {NO_OPS}"));
             return;
         };
+        let pid = self.operator.test_holders.get(id).and_then(|h| h.pid);
         self.message = Some(match ops.holders().kill(id) {
-            Ok(()) => format!("sent SIGKILL to test holder #{id}"),
+            Ok(()) => {
+                if let Some(pid) = pid {
+                    self.model.note_signalled(pid, None);
+                }
+                format!("sent SIGKILL to test holder #{id}")
+            }
             Err(StopError::InProcessKill) => hints::in_process_kill(),
             Err(error) => error.to_string(),
         });
@@ -306,6 +312,8 @@ impl App {
                 );
                 dialog.stage = next;
                 dialog.error = None;
+                let (pid, started) = (dialog.process.pid, dialog.process.started);
+                self.model.note_signalled(pid, started);
             }
             Err(error) => dialog.error = Some(signal_error_text(&error)),
         }

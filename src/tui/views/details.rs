@@ -16,7 +16,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use crate::disk::LockKey;
 use crate::locks::instances_root;
-use crate::model::{HolderRow, Lock, Node, NodeId};
+use crate::model::{EventKind, HolderRow, Lock, Node, NodeId};
 use crate::time_format;
 
 use super::super::action::{Action, Pane};
@@ -358,6 +358,18 @@ fn event_lines(app: &App) -> Vec<Line<'static>> {
             vec![text(event.key.name.clone())],
         ),
     ];
+    let meaning = match event.kind {
+        EventKind::Acquired => "a process took the lock",
+        EventKind::Released => "its holder let go and still ran when locktop looked",
+        EventKind::HolderExited => "free, and its holder's PID was gone (why, locktop cannot tell)",
+        EventKind::KilledByLocktop => "free, and its holder, which locktop signalled (K), is gone",
+        EventKind::Freed => "free; no holder PID was ever visible for it",
+    };
+    lines.push(field(
+        &theme,
+        "meaning",
+        vec![Span::styled(meaning, theme.dim)],
+    ));
     if let Some(pid) = event.pid {
         let command = event.command.clone().unwrap_or_default();
         lines.push(field(

@@ -1,5 +1,5 @@
-//! The event log pane: acquire / release / death transitions, newest
-//! first, with time (UTC), PID and key. Invariant: only the rows in the
+//! The event log pane: acquired / released / holder exited / killed by
+//! locktop / freed, newest first, with time (UTC), PID and key. Invariant: only the rows in the
 //! viewport become text.
 
 use ratatui::Frame;
@@ -16,14 +16,15 @@ use super::clock_text;
 use super::list::{self, ListArea, ListFrame, fill_width};
 
 /// The fixed columns before the key's: time, event, PID.
-const FIXED: [u16; 3] = [9, 15, 7];
+const FIXED: [u16; 3] = [9, 19, 7];
 
 /// Glyph + word of an event kind, and its style.
 fn kind_span(theme: &Theme, kind: EventKind) -> Span<'static> {
     let (glyph, style) = match kind {
         EventKind::Acquired => ("▲", theme.live),
-        EventKind::Released => ("▽", theme.free),
-        EventKind::Died => ("✖", theme.error),
+        EventKind::Released | EventKind::Freed => ("▽", theme.free),
+        EventKind::HolderExited => ("○", theme.free),
+        EventKind::KilledByLocktop => ("✖", theme.error),
     };
     Span::styled(format!("{glyph} {}", kind.as_str()), style)
 }
@@ -33,7 +34,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     let theme = app.config.theme;
     let log = app.model.events();
     if log.is_empty() {
-        return list::empty(frame, area, &theme, "no acquire, release or death seen yet");
+        return list::empty(frame, area, &theme, "no acquire or release seen yet");
     }
     let layout = ListFrame::new(area, app.model.events_cursor(), log.len());
     let room = fill_width(area.width, &FIXED).saturating_sub(9);
