@@ -45,7 +45,7 @@ pub use form::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
 pub use holders::{HolderGroup, HolderRow};
 pub use test_holders::{OwnPid, TestHolder, TestHolders};
 pub use tree::{Lock, Node, NodeId, Section, Tree};
-pub use view::{Flat, RECENTLY_FREED, Row, SectionTally, ViewSettings};
+pub use view::{Flat, RECENTLY_FREED, Row, SectionTally, Sort, ViewSettings};
 
 use crate::engine::Delta;
 
@@ -198,6 +198,12 @@ impl Model {
         if let Some(first) = view::first_match(&self.flat, self.data(), self.selected_node()) {
             self.select_row(first);
         }
+    }
+
+    /// Orders the holders (and, through the app, blocking) views.
+    pub fn set_sort(&mut self, sort: Sort) {
+        self.settings.sort = sort;
+        self.holders_cache = None;
     }
 
     /// Shows or hides free (stale) keys.

@@ -89,6 +89,8 @@ pub enum Action {
     Show(Pane),
     /// Show or hide free (stale) keys.
     ToggleFree,
+    /// Next order of the holders / blocking view (age, PID, name).
+    CycleSort,
     /// Freeze or thaw the view.
     TogglePause,
     /// Open the form that starts a test holder.

@@ -60,6 +60,8 @@ pub struct App {
     /// Lines the details pane is scrolled by (back to 0 on any other
     /// action: a new selection starts at its top).
     pub(crate) details_scroll: u16,
+    /// Whether an unbound key already said "? for help" (said once).
+    pub(crate) unknown_key_hinted: bool,
     quit: bool,
     dirty: bool,
 }
@@ -79,6 +81,7 @@ impl App {
             hits: HitMap::default(),
             operator: Operator::default(),
             details_scroll: 0,
+            unknown_key_hinted: false,
             quit: false,
             dirty: true,
         }
@@ -166,14 +169,16 @@ impl App {
     }
 
     /// The clock moved. Redraws only when something on screen shows a
-    /// running age (a held key) or rows aged out; a paused view keeps its
-    /// clock.
+    /// running age (a held key), rows aged out, or the header's clock
+    /// (minutes) turned; a paused view keeps its clock.
     pub fn tick(&mut self, now: SystemTime) {
         self.watch_signalled();
         if self.model.paused() {
             return;
         }
-        let rows_changed = self.model.set_now(now);
+        let minute = |t: SystemTime| crate::time_format::rfc3339(t).get(..16).map(str::to_owned);
+        let minute_turned = minute(now) != minute(self.model.now());
+        let rows_changed = self.model.set_now(now) || minute_turned;
         let counts = self.model.data().counts;
         let ages_shown = counts.live + counts.own + counts.in_flight > 0
             || (self.pane == Pane::TestHolders && self.operator.test_holders.running() > 0);
@@ -247,6 +252,7 @@ impl App {
                 let show = !self.model.settings().show_free;
                 self.model.set_show_free(show);
             }
+            Action::CycleSort => self.cycle_sort(),
             Action::TogglePause => {
                 let paused = !self.model.paused();
                 self.model.set_paused(paused);

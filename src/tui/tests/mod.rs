@@ -7,6 +7,7 @@
 mod live;
 mod long_names;
 mod main_loop;
+mod operator_keys;
 mod ops;
 mod screens;
 mod support;

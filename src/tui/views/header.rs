@@ -11,9 +11,10 @@ use ratatui::widgets::Paragraph;
 use crate::engine::{Liveness, WatcherHealth};
 use crate::model::RECENTLY_FREED;
 
-use super::super::action::Pane;
+use super::super::action::{Action, Pane};
 use super::super::app::App;
 use super::super::fit::visible;
+use super::super::keymap::key_of;
 use super::state_span;
 
 /// Two lines: markers, title, state dir, probe, health; then counts.
@@ -49,8 +50,9 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
         Span::styled(" · ", theme.dim),
         health,
         Span::styled(" · ", theme.dim),
-        Span::raw(app.config.state_dir.display().to_string()),
     ]);
+    first.extend(clock_spans(app));
+    first.push(Span::raw(app.config.state_dir.display().to_string()));
 
     let counts = data.counts;
     let mut second = Vec::new();
@@ -114,6 +116,14 @@ pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane:
         ));
         spans.push(Span::raw(" "));
     }
+    if matches!(app.pane, Pane::Holders | Pane::Blocking) {
+        let sort = settings.sort.label(app.pane == Pane::Blocking);
+        spans.push(Span::styled(format!("· {sort} "), theme.dim));
+        spans.push(Span::styled(
+            format!("({})", key_of(Action::CycleSort)),
+            theme.key,
+        ));
+    }
     if app.pane == Pane::Tree {
         let used: usize = spans.iter().map(|span| span.width()).sum();
         let room = usize::from(area.width).saturating_sub(used);
@@ -138,4 +148,20 @@ fn free_note(show_free: bool, room: usize) -> String {
     ];
     let fits = wordings.iter().find(|w| w.chars().count() <= room);
     fits.unwrap_or(&wordings[2]).clone()
+}
+
+/// `22:23Z · last change 22:22:40Z · `: the model's clock to the minute
+/// (so a quiet screen visibly lives, at one redraw a minute) and when the
+/// engine last reported a change.
+fn clock_spans(app: &App) -> Vec<Span<'static>> {
+    let theme = app.config.theme;
+    let now = super::clock_text(app.model.now());
+    let minute = format!("{}Z", now.get(..5).unwrap_or(&now));
+    let mut spans = vec![Span::raw(minute)];
+    if let Some(at) = app.model.data().last_change {
+        spans.push(Span::styled(" · last change ", theme.dim));
+        spans.push(Span::raw(super::clock_text(at)));
+    }
+    spans.push(Span::styled(" · ", theme.dim));
+    spans
 }
