@@ -102,6 +102,8 @@ pub enum Action {
     Kill,
     /// "Why is this stuck?": check the selected key's family.
     Check,
+    /// Copy the selection's PID, command line or path (OSC 52).
+    Copy,
 }
 
 impl Action {

@@ -62,6 +62,10 @@ pub struct App {
     pub(crate) details_scroll: u16,
     /// Whether an unbound key already said "? for help" (said once).
     pub(crate) unknown_key_hinted: bool,
+    /// Text waiting to be put on the clipboard by the event loop.
+    pub(crate) clipboard: Option<String>,
+    /// `y` presses on the current selection (any other action resets).
+    pub(crate) copy_press: usize,
     quit: bool,
     dirty: bool,
 }
@@ -82,6 +86,8 @@ impl App {
             operator: Operator::default(),
             details_scroll: 0,
             unknown_key_hinted: false,
+            clipboard: None,
+            copy_press: 0,
             quit: false,
             dirty: true,
         }
@@ -218,6 +224,9 @@ impl App {
         if !matches!(action, Action::DetailsUp | Action::DetailsDown) {
             self.details_scroll = 0;
         }
+        if action != Action::Copy {
+            self.copy_press = 0;
+        }
         match action {
             Action::DetailsUp => self.details_scroll = self.details_scroll.saturating_sub(1),
             Action::DetailsDown => self.details_scroll = self.details_scroll.saturating_add(1),
@@ -253,6 +262,7 @@ impl App {
                 self.model.set_show_free(show);
             }
             Action::CycleSort => self.cycle_sort(),
+            Action::Copy => self.copy_selection(),
             Action::TogglePause => {
                 let paused = !self.model.paused();
                 self.model.set_paused(paused);

@@ -115,6 +115,7 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(Char('n'), NONE)], "n", Action::NewHolder, "hold a family (form)", Group::Act, Some("hold")),
     bind(&[(Char('r'), NONE)], "r", Action::Release, "release or remove holder", Group::Act, None),
     bind(&[(Char('K'), NONE), (F(9), NONE)], "K F9", Action::Kill, "signal a holder's PID", Group::Act, Some("signal")),
+    bind(&[(Char('y'), NONE)], "y", Action::Copy, "copy PID, command, path", Group::Act, None),
     bind(&[(Char('c'), NONE)], "c", Action::Check, "why stuck? check family", Group::Act, Some("check")),
 ];
 

@@ -109,3 +109,31 @@ fn the_first_unknown_key_says_where_help_is_and_only_once() {
     fresh.handle_key(shift);
     assert_eq!(fresh.message(), None, "a modifier alone is no key");
 }
+
+#[test]
+fn y_copies_the_pid_then_the_command_line_then_the_path() {
+    let mut app = demo_app();
+    super::support::select(&mut app, crate::model::Section::Tags, "deploy");
+    let mut copied = Vec::new();
+    for _ in 0..4 {
+        press(&mut app, KeyCode::Char('y'));
+        copied.push(app.take_clipboard().expect("something to copy"));
+    }
+    let gate = "/state/locks/agents/tags/deploy.lock";
+    let hold = crate::model::fixtures::HOLD.to_string();
+    assert_eq!(
+        copied,
+        ["1201".to_string(), hold, gate.into(), "1201".into()]
+    );
+    assert!(
+        app.message()
+            .unwrap()
+            .starts_with("copied PID to the clipboard (OSC 52): 1201")
+    );
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Char('y'));
+    assert!(
+        app.message().unwrap().contains("copied"),
+        "a new selection starts over"
+    );
+}
