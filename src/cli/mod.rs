@@ -8,6 +8,7 @@
 
 mod check;
 mod demo;
+mod docs;
 mod family_args;
 mod hold;
 mod serve;
@@ -109,6 +110,10 @@ pub enum Command {
     /// Serve the live view over HTTP for Prometheus: /metrics, /snapshot.json,
     /// /events, /healthz (passive probe, loopback, read-only by default).
     Serve(serve::ServeArgs),
+    /// Print a shell completion script (bash, zsh or fish) to stdout.
+    Completions(docs::CompletionsArgs),
+    /// Print the man page (roff) to stdout.
+    Man,
 }
 
 /// Parses the process arguments, runs, and maps the outcome to an exit code.
@@ -136,6 +141,11 @@ fn fail(error: &anyhow::Error) -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match &cli.command {
+        Some(Command::Completions(args)) => return docs::completions(args),
+        Some(Command::Man) => return docs::man(),
+        _ => {}
+    }
     if let Some(Command::Demo(args)) = cli.command {
         if let Some(dir) = &cli.state_dir {
             ensure_watchable(dir)?;
@@ -157,7 +167,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Snapshot(args)) => snapshot::run(state_dir, args).await,
         Some(Command::Watch(args)) => watch::run(state_dir, args).await,
         Some(Command::Serve(args)) => serve::run(state_dir, args).await,
-        Some(Command::Check(_) | Command::Demo(_)) => anyhow::bail!("dispatched above"),
+        Some(Command::Check(_) | Command::Demo(_) | Command::Completions(_) | Command::Man) => {
+            anyhow::bail!("dispatched above")
+        }
         None => open_monitor(state_dir, cli.monitor)
             .await
             .map(|()| ExitCode::SUCCESS),

@@ -15,8 +15,9 @@ pub struct ProcessInfo {
     /// False when `/proc/<pid>` is missing: the PID in `/proc/locks` is
     /// stale (a forked child may still hold the fd).
     pub alive: bool,
-    /// The command line, arguments joined by spaces (`None` if unreadable
-    /// or empty, e.g. a kernel thread or a zombie).
+    /// The command line, shell-quoted so it can be pasted (`--tag
+    /// 'research: v2.1'`); `None` if unreadable or empty, e.g. a kernel
+    /// thread or a zombie.
     pub cmdline: Option<String>,
     /// When the process started.
     #[serde(with = "crate::time_format::option")]
@@ -100,7 +101,7 @@ impl ProcessInfo {
         let cmdline = process
             .cmdline()
             .ok()
-            .map(|args| args.join(" "))
+            .map(|args| shell_line(&args))
             .filter(|line| !line.is_empty());
         let stat = process.stat().ok();
         let started = stat.as_ref().and_then(start_time);
@@ -116,7 +117,7 @@ impl ProcessInfo {
                 .filter(|stat| stat.ppid > 0)
                 .and_then(|stat| procfs::process::Process::new(stat.ppid).ok())
                 .and_then(|parent| parent.cmdline().ok())
-                .map(|args| args.join(" "))
+                .map(|args| shell_line(&args))
                 .filter(|line| !line.is_empty()),
             unit: std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
                 .ok()
@@ -183,6 +184,12 @@ impl ProcessInfo {
     }
 }
 
+/// `args` as one shell-quoted line (`shlex`); joined by spaces in the one
+/// case shlex refuses (an argument with a NUL, which argv cannot hold).
+fn shell_line(args: &[String]) -> String {
+    shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "))
+}
+
 /// The innermost systemd unit (`*.service`, `*.scope`) named in the text
 /// of `/proc/<pid>/cgroup`, if any.
 fn systemd_unit(cgroup: &str) -> Option<String> {
@@ -213,6 +220,22 @@ mod tests {
         assert!(me.cmdline.is_some());
         let started = me.started.expect("start time");
         assert!(started <= SystemTime::now());
+    }
+
+    #[test]
+    fn a_command_line_is_shell_quoted_so_it_can_be_pasted() {
+        let args = [
+            "locktop",
+            "hold",
+            "--tag",
+            "research: v2.1",
+            "--aih",
+            "cli/x",
+        ];
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let line = shell_line(&args);
+        assert_eq!(line, "locktop hold --tag 'research: v2.1' --aih cli/x");
+        assert_eq!(shlex::split(&line).unwrap(), args);
     }
 
     #[test]

@@ -90,6 +90,8 @@ pub struct Data {
     pub synced: bool,
     /// Bumped on every change.
     pub version: u64,
+    /// When the engine last reported a key's change (`None`: none yet).
+    pub last_change: Option<SystemTime>,
 }
 
 impl Default for Data {
@@ -103,6 +105,7 @@ impl Default for Data {
             problems: Vec::new(),
             synced: false,
             version: 0,
+            last_change: None,
         }
     }
 }
@@ -117,8 +120,14 @@ impl Data {
                 state,
                 previous,
                 at,
-            } => self.apply_key(key, state, previous, at, pid_alive),
-            Delta::Removed { key, .. } => self.remove_key(&key),
+            } => {
+                self.last_change = Some(at);
+                self.apply_key(key, state, previous, at, pid_alive)
+            }
+            Delta::Removed { key, at, .. } => {
+                self.last_change = Some(at);
+                self.remove_key(&key)
+            }
             Delta::Health(health) => self.health = health,
             Delta::Problems(problems) => self.set_problems(problems),
             Delta::Synced { .. } => self.synced = true,
@@ -144,8 +153,8 @@ impl Data {
             .as_ref()
             .and_then(|old| old.state.holders.first().cloned());
         let event = classify(previous, state.liveness, !self.synced, || {
-            let holders = old.as_ref().map(|old| &old.state.holders);
-            holders.is_some_and(|h| !h.is_empty() && h.iter().all(|p| !pid_alive(p.pid)))
+            let holders = old.as_ref().map_or(&[][..], |old| &old.state.holders);
+            super::events::ended(holders, &self.events, pid_alive)
         });
         if let Some(kind) = event {
             let holder = match kind {

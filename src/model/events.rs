@@ -1,27 +1,42 @@
-//! The event log: acquire / release / death transitions, newest first.
+//! The event log: acquire / release / exit transitions, newest first.
 //!
 //! Invariants: only transitions are logged (a key first seen during the
 //! initial scan is not an "acquire"); the log never holds more than
-//! [`EVENT_LOG_CAPACITY`] events — the oldest are dropped first.
+//! [`EVENT_LOG_CAPACITY`] events — the oldest are dropped first. The word
+//! of a held → free transition says only what locktop knows when it
+//! folds the delta in: whether the last holder's PID still runs (one
+//! `/proc/<pid>/stat` read, at that moment), and whether locktop itself
+//! signalled that process — never why a process ended.
 
 use std::collections::VecDeque;
 use std::time::SystemTime;
 
 use crate::disk::key::LockKey;
 use crate::engine::Liveness;
+use crate::liveness::process::ProcessInfo;
 
 /// How many events the log keeps.
 pub const EVENT_LOG_CAPACITY: usize = 10_000;
+
+/// How many processes locktop remembers having signalled.
+const SIGNALLED_CAPACITY: usize = 64;
 
 /// What happened to a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventKind {
     /// It became held (live or own).
     Acquired,
-    /// Its holder let go while staying alive.
+    /// It became free and its last holder still runs: it let go.
     Released,
-    /// It became free and its holder process is gone.
-    Died,
+    /// It became free and its last holder's PID is gone (a clean exit, a
+    /// crash or someone else's signal: locktop cannot tell).
+    HolderExited,
+    /// It became free, its last holder is gone, and locktop had signalled
+    /// that process (`K`).
+    KilledByLocktop,
+    /// It became free and no holder PID was ever visible for it (outside
+    /// this PID namespace, or gone before it was looked up).
+    Freed,
 }
 
 impl EventKind {
@@ -30,8 +45,29 @@ impl EventKind {
         match self {
             EventKind::Acquired => "acquired",
             EventKind::Released => "released",
-            EventKind::Died => "died",
+            EventKind::HolderExited => "holder exited",
+            EventKind::KilledByLocktop => "killed by locktop",
+            EventKind::Freed => "freed",
         }
+    }
+}
+
+/// The word for a held key that became free, from its last `holders`:
+/// released while one still runs, else killed by locktop when locktop
+/// signalled one of them, else holder exited; freed when none was known.
+pub fn ended(
+    holders: &[ProcessInfo],
+    log: &EventLog,
+    pid_alive: &dyn Fn(u32) -> bool,
+) -> EventKind {
+    if holders.is_empty() {
+        EventKind::Freed
+    } else if holders.iter().any(|p| pid_alive(p.pid)) {
+        EventKind::Released
+    } else if holders.iter().any(|p| log.was_signalled(p)) {
+        EventKind::KilledByLocktop
+    } else {
+        EventKind::HolderExited
     }
 }
 
@@ -51,14 +87,13 @@ pub struct Event {
     pub command: Option<String>,
 }
 
-/// Classifies a key's transition `previous → now`. `holder_gone` answers
-/// whether the last holder's process has exited (asked only for a
-/// held → free transition).
+/// Classifies a key's transition `previous → now`. `ended` names a
+/// held → free transition (asked only for one; see [`ended`]).
 pub fn classify(
     previous: Option<Liveness>,
     now: Liveness,
     initial_scan: bool,
-    holder_gone: impl FnOnce() -> bool,
+    ended: impl FnOnce() -> EventKind,
 ) -> Option<EventKind> {
     let held_before = previous.is_some_and(Liveness::is_held);
     let owned_before = matches!(previous, Some(Liveness::Live | Liveness::Own));
@@ -70,23 +105,40 @@ pub fn classify(
                 Some(EventKind::Acquired)
             }
         }
-        Liveness::Free if held_before => Some(if holder_gone() {
-            EventKind::Died
-        } else {
-            EventKind::Released
-        }),
+        Liveness::Free if held_before => Some(ended()),
         _ => None,
     }
 }
 
-/// A bounded, newest-first log.
+/// A bounded, newest-first log, and the processes locktop signalled.
 #[derive(Debug, Clone, Default)]
 pub struct EventLog {
     events: VecDeque<Event>,
     total: u64,
+    /// `(pid, start time)` of the last processes locktop signalled.
+    signalled: VecDeque<(u32, Option<SystemTime>)>,
 }
 
 impl EventLog {
+    /// Remembers that locktop signalled `pid` (started at `started`, when
+    /// known), so its keys' ends read "killed by locktop". Bounded: the
+    /// oldest of [`SIGNALLED_CAPACITY`] is forgotten first.
+    pub fn note_signalled(&mut self, pid: u32, started: Option<SystemTime>) {
+        if self.signalled.len() == SIGNALLED_CAPACITY {
+            self.signalled.pop_front();
+        }
+        self.signalled.push_back((pid, started));
+    }
+
+    /// True when locktop signalled this process: same PID, and the same
+    /// start time when both are known (a reused PID is another process).
+    pub fn was_signalled(&self, process: &ProcessInfo) -> bool {
+        self.signalled.iter().any(|&(pid, started)| {
+            pid == process.pid
+                && (started.is_none() || process.started.is_none() || started == process.started)
+        })
+    }
+
     /// Logs `event` as the newest, dropping the oldest past capacity.
     pub fn push(&mut self, event: Event) {
         if self.events.len() == EVENT_LOG_CAPACITY {

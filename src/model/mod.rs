@@ -45,7 +45,7 @@ pub use form::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
 pub use holders::{HolderGroup, HolderRow};
 pub use test_holders::{OwnPid, TestHolder, TestHolders};
 pub use tree::{Lock, Node, NodeId, Section, Tree};
-pub use view::{Flat, RECENTLY_FREED, Row, SectionTally, ViewSettings};
+pub use view::{Flat, RECENTLY_FREED, Row, SectionTally, Sort, ViewSettings};
 
 use crate::engine::Delta;
 
@@ -114,6 +114,11 @@ impl Model {
         }
     }
 
+    /// Notes that locktop signalled `pid` (see [`EventLog::note_signalled`]).
+    pub fn note_signalled(&mut self, pid: u32, started: Option<SystemTime>) {
+        self.data.events.note_signalled(pid, started);
+    }
+
     /// Asks the function given at creation whether `pid` still runs.
     pub fn pid_alive(&self, pid: u32) -> bool {
         (self.pid_alive)(pid)
@@ -180,7 +185,25 @@ impl Model {
             self.settings.filter = filter.to_string();
             self.flat_version = None;
             self.holders_cursor = ListCursor::default();
+            if !filter.is_empty() {
+                self.select_first_match();
+            }
         }
+    }
+
+    /// After a filter change: a selected key or problem that still matches
+    /// stays selected, anything else gives way to the first match.
+    fn select_first_match(&mut self) {
+        self.refresh();
+        if let Some(first) = view::first_match(&self.flat, self.data(), self.selected_node()) {
+            self.select_row(first);
+        }
+    }
+
+    /// Orders the holders (and, through the app, blocking) views.
+    pub fn set_sort(&mut self, sort: Sort) {
+        self.settings.sort = sort;
+        self.holders_cache = None;
     }
 
     /// Shows or hides free (stale) keys.

@@ -126,6 +126,20 @@ impl TestHolders {
     pub fn select(&mut self, index: usize) {
         self.cursor.select(index, self.list.len());
     }
+
+    /// Removes holder `id` from the list if it is over (failed or exited);
+    /// true when it was removed. A running holder is never dropped: its
+    /// updates (and its own PID) are still to come.
+    pub fn remove_over(&mut self, id: HolderId) -> bool {
+        let before = self.list.len();
+        self.list.retain(|h| h.id != id || !h.status.is_over());
+        let removed = self.list.len() < before;
+        if removed {
+            let selected = self.selected();
+            self.select(selected);
+        }
+        removed
+    }
 }
 
 #[cfg(test)]

@@ -227,7 +227,7 @@ fn events_log_acquire_release_and_death_but_not_the_initial_scan() {
     assert_eq!(
         kinds,
         [
-            (EventKind::Died, "review".to_string(), Some(4242)),
+            (EventKind::HolderExited, "review".to_string(), Some(4242)),
             (
                 EventKind::Released,
                 "cli/daemon/new".to_string(),
@@ -238,6 +238,44 @@ fn events_log_acquire_release_and_death_but_not_the_initial_scan() {
                 "cli/daemon/new".to_string(),
                 Some(1500)
             ),
+        ]
+    );
+}
+
+#[test]
+fn a_freed_key_says_released_holder_exited_killed_by_locktop_or_freed() {
+    // pid 1 runs, the others are gone.
+    let mut model = Model::new(Box::new(|pid| pid == 1));
+    model.apply(Delta::Synced { keys: 0, at: t(0) });
+    model.note_signalled(3, Some(t(0)));
+    model.note_signalled(4, Some(t(99))); // the same PID, another process
+    let no_holder = crate::engine::KeyState::bare(Liveness::Live);
+    let holders = [
+        (1, live(1)),
+        (2, live(2)),
+        (3, live(3)),
+        (4, live(4)),
+        (5, no_holder),
+    ];
+    for (n, state) in holders {
+        let key = instance(&format!("a/{n}"));
+        model.apply(key_delta(key.clone(), state, None, t(1)));
+        model.apply(key_delta(key, free(), Some(Liveness::Live), t(2)));
+    }
+    let words: Vec<&str> = model
+        .events()
+        .iter()
+        .filter(|e| e.kind != EventKind::Acquired)
+        .map(|e| e.kind.as_str())
+        .collect();
+    assert_eq!(
+        words,
+        [
+            "freed",
+            "holder exited",
+            "killed by locktop",
+            "holder exited",
+            "released"
         ]
     );
 }

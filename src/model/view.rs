@@ -46,6 +46,46 @@ pub struct ViewSettings {
     pub filter: String,
     /// Whether free (stale) keys are rows.
     pub show_free: bool,
+    /// How the holders and blocking views order their rows.
+    pub sort: Sort,
+}
+
+/// How the holders and blocking views order their rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sort {
+    /// Blocking: suspects first, then contended, then oldest; holders:
+    /// oldest hold first.
+    #[default]
+    Urgency,
+    /// Oldest hold first.
+    Age,
+    /// By holder PID, ascending.
+    Pid,
+    /// By name: the key's (blocking), the command line (holders).
+    Name,
+}
+
+impl Sort {
+    /// The next order (`Urgency` is skipped where it equals `Age`).
+    pub fn next(self, has_urgency: bool) -> Self {
+        match self {
+            Sort::Urgency if has_urgency => Sort::Age,
+            Sort::Urgency | Sort::Age => Sort::Pid,
+            Sort::Pid => Sort::Name,
+            Sort::Name if has_urgency => Sort::Urgency,
+            Sort::Name => Sort::Age,
+        }
+    }
+
+    /// How the header names it.
+    pub fn label(self, has_urgency: bool) -> &'static str {
+        match self {
+            Sort::Urgency if has_urgency => "by urgency",
+            Sort::Urgency | Sort::Age => "by age",
+            Sort::Pid => "by PID",
+            Sort::Name => "by name",
+        }
+    }
 }
 
 impl ViewSettings {
@@ -196,4 +236,18 @@ impl Walk<'_> {
         }
         (shown, total)
     }
+}
+
+/// The row a new filter should select: `None` when the `selected` node is
+/// a key or problem still shown (it stays), else the first key or problem
+/// row — never a section header or a directory, which match nothing.
+pub(super) fn first_match(flat: &Flat, data: &Data, selected: Option<NodeId>) -> Option<usize> {
+    let is_match = |id: NodeId| {
+        let node = data.tree.node(id);
+        node.lock.is_some() || node.problem.is_some()
+    };
+    if selected.is_some_and(is_match) {
+        return None;
+    }
+    flat.rows.iter().position(|row| is_match(row.node))
 }

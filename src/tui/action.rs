@@ -77,6 +77,10 @@ pub enum Action {
     StartFilter,
     /// Close the overlay, or clear the filter.
     Escape,
+    /// Scroll the details pane one line up.
+    DetailsUp,
+    /// Scroll the details pane one line down.
+    DetailsDown,
     /// Next pane.
     NextPane,
     /// Previous pane.
@@ -85,6 +89,8 @@ pub enum Action {
     Show(Pane),
     /// Show or hide free (stale) keys.
     ToggleFree,
+    /// Next order of the holders / blocking view (age, PID, name).
+    CycleSort,
     /// Freeze or thaw the view.
     TogglePause,
     /// Open the form that starts a test holder.
@@ -96,6 +102,8 @@ pub enum Action {
     Kill,
     /// "Why is this stuck?": check the selected key's family.
     Check,
+    /// Copy the selection's PID, command line or path (OSC 52).
+    Copy,
 }
 
 impl Action {

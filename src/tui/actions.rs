@@ -165,10 +165,9 @@ impl App {
         };
         let id = holder.id;
         if holder.status.is_over() {
-            self.message = Some(format!(
-                "test holder #{id} is already {}",
-                holder.status.word()
-            ));
+            let word = holder.status.word();
+            self.operator.test_holders.remove_over(id);
+            self.message = Some(format!("test holder #{id} ({word}) removed from the list"));
             return;
         }
         let Some(ops) = self.operator.ops.as_mut() else {
@@ -270,8 +269,14 @@ impl App {
             self.message = Some(format!("killing {NO_OPS}"));
             return;
         };
+        let pid = self.operator.test_holders.get(id).and_then(|h| h.pid);
         self.message = Some(match ops.holders().kill(id) {
-            Ok(()) => format!("sent SIGKILL to test holder #{id}"),
+            Ok(()) => {
+                if let Some(pid) = pid {
+                    self.model.note_signalled(pid, None);
+                }
+                format!("sent SIGKILL to test holder #{id}")
+            }
             Err(StopError::InProcessKill) => hints::in_process_kill(),
             Err(error) => error.to_string(),
         });
@@ -307,6 +312,8 @@ impl App {
                 );
                 dialog.stage = next;
                 dialog.error = None;
+                let (pid, started) = (dialog.process.pid, dialog.process.started);
+                self.model.note_signalled(pid, started);
             }
             Err(error) => dialog.error = Some(signal_error_text(&error)),
         }

@@ -57,6 +57,15 @@ pub struct App {
     pub(crate) hits: HitMap,
     /// Test holders, the operator's hands and the open form or dialog.
     pub(crate) operator: Operator,
+    /// Lines the details pane is scrolled by (back to 0 on any other
+    /// action: a new selection starts at its top).
+    pub(crate) details_scroll: u16,
+    /// Whether an unbound key already said "? for help" (said once).
+    pub(crate) unknown_key_hinted: bool,
+    /// Text waiting to be put on the clipboard by the event loop.
+    pub(crate) clipboard: Option<String>,
+    /// `y` presses on the current selection (any other action resets).
+    pub(crate) copy_press: usize,
     quit: bool,
     dirty: bool,
 }
@@ -75,6 +84,10 @@ impl App {
             page: 10,
             hits: HitMap::default(),
             operator: Operator::default(),
+            details_scroll: 0,
+            unknown_key_hinted: false,
+            clipboard: None,
+            copy_press: 0,
             quit: false,
             dirty: true,
         }
@@ -162,14 +175,16 @@ impl App {
     }
 
     /// The clock moved. Redraws only when something on screen shows a
-    /// running age (a held key) or rows aged out; a paused view keeps its
-    /// clock.
+    /// running age (a held key), rows aged out, or the header's clock
+    /// (minutes) turned; a paused view keeps its clock.
     pub fn tick(&mut self, now: SystemTime) {
         self.watch_signalled();
         if self.model.paused() {
             return;
         }
-        let rows_changed = self.model.set_now(now);
+        let minute = |t: SystemTime| crate::time_format::rfc3339(t).get(..16).map(str::to_owned);
+        let minute_turned = minute(now) != minute(self.model.now());
+        let rows_changed = self.model.set_now(now) || minute_turned;
         let counts = self.model.data().counts;
         let ages_shown = counts.live + counts.own + counts.in_flight > 0
             || (self.pane == Pane::TestHolders && self.operator.test_holders.running() > 0);
@@ -189,6 +204,7 @@ impl App {
 
     fn laid_out(&mut self, drawn: Drawn) {
         self.hits = drawn.hits;
+        self.details_scroll = self.details_scroll.min(drawn.details_max);
         if let Some(page) = drawn.page {
             self.page = page;
             self.record_offset(drawn.hits.offset);
@@ -205,7 +221,15 @@ impl App {
     pub fn perform(&mut self, action: Action) {
         self.dirty = true;
         self.model.refresh();
+        if !matches!(action, Action::DetailsUp | Action::DetailsDown) {
+            self.details_scroll = 0;
+        }
+        if action != Action::Copy {
+            self.copy_press = 0;
+        }
         match action {
+            Action::DetailsUp => self.details_scroll = self.details_scroll.saturating_sub(1),
+            Action::DetailsDown => self.details_scroll = self.details_scroll.saturating_add(1),
             Action::Quit => self.quit = true,
             Action::ToggleHelp => self.help = !self.help,
             Action::Escape => {
@@ -237,6 +261,8 @@ impl App {
                 let show = !self.model.settings().show_free;
                 self.model.set_show_free(show);
             }
+            Action::CycleSort => self.cycle_sort(),
+            Action::Copy => self.copy_selection(),
             Action::TogglePause => {
                 let paused = !self.model.paused();
                 self.model.set_paused(paused);

@@ -84,6 +84,12 @@ pub async fn run(app: App, engine: EngineHandle, ops: Option<OpsEvents>) -> anyh
             );
         }
     }
+    if let Some(term) = super::terminal::without_cursor_addressing() {
+        anyhow::bail!(
+            "the monitor needs a terminal with cursor addressing (TERM={term}); \
+             use `locktop snapshot` or `locktop watch` instead"
+        );
+    }
     let mut guard = TerminalGuard::enter().context("cannot set up the terminal")?;
     let sources = Sources {
         deltas: engine.deltas,
@@ -108,7 +114,7 @@ pub async fn run_main_loop<B, Input, Stop>(
     sources: Sources<Stop>,
 ) -> anyhow::Result<()>
 where
-    B: Backend,
+    B: Backend + super::clipboard::Clipboard,
     B::Error: Send + Sync + 'static,
     Input: Stream<Item = std::io::Result<Event>> + Unpin,
     Stop: Future<Output = ()>,
@@ -128,6 +134,12 @@ where
     let mut engine_open = true;
     app.tick(SystemTime::now());
     loop {
+        if let Some(text) = app.take_clipboard() {
+            // Through the backend, between frames: never mid-frame.
+            if let Err(error) = terminal.backend_mut().copy(&text) {
+                app.set_message(format!("cannot write to the clipboard: {error}"));
+            }
+        }
         if app.take_dirty() {
             terminal
                 .draw(|frame| app.draw(frame))

@@ -69,7 +69,7 @@ pub fn test_holder_keys(over: bool, child: bool) -> String {
     );
     let show = key_of(Action::Toggle);
     match (over, child) {
-        (true, _) => format!("over: {new} starts another"),
+        (true, _) => format!("over: {release} removes it · {new} starts another"),
         (false, true) => {
             format!(
                 "{release} releases (SIGTERM) · {kill} kills (SIGKILL) · {show} shows it in the tree"
@@ -77,4 +77,19 @@ pub fn test_holder_keys(over: bool, child: bool) -> String {
         }
         (false, false) => format!("{release} releases · {show} shows it in the tree"),
     }
+}
+
+/// Sort was asked where nothing sorts.
+pub fn sort_where() -> String {
+    format!(
+        "{} sorts {} and {}",
+        key_of(Action::CycleSort),
+        pane_hint(Pane::Holders),
+        pane_hint(Pane::Blocking)
+    )
+}
+
+/// A key bound to nothing (said once per run).
+pub fn unknown_key() -> String {
+    format!("unknown key: {} for help", key_of(Action::ToggleHelp))
 }

@@ -43,11 +43,16 @@ impl App {
             return;
         }
         let Some(action) = keymap::action_for(key, self.config.read_only) else {
-            if let Some(binding) = keymap::binding_for(key).filter(|b| b.writes) {
-                self.set_message(format!(
+            match keymap::binding_for(key) {
+                Some(binding) => self.set_message(format!(
                     "{} ({}) is disabled: locktop runs --read-only",
                     binding.shown, binding.description
-                ));
+                )),
+                None if !self.unknown_key_hinted && !is_modifier(key) => {
+                    self.unknown_key_hinted = true;
+                    self.set_message(super::hints::unknown_key());
+                }
+                None => {}
             }
             return;
         };
@@ -124,4 +129,10 @@ impl App {
             self.select_index(index);
         }
     }
+}
+
+/// A key that is only a modifier (Shift, Ctrl… alone, with the kitty
+/// protocol): never "unknown".
+fn is_modifier(key: KeyEvent) -> bool {
+    matches!(key.code, KeyCode::Modifier(_))
 }

@@ -80,13 +80,15 @@ const fn bind(
     }
 }
 
-use KeyCode::{BackTab, Char, Down, End, Enter, Esc, Home, Left, PageDown, PageUp, Right, Tab, Up};
+use KeyCode::{
+    BackTab, Char, Down, End, Enter, Esc, F, Home, Left, PageDown, PageUp, Right, Tab, Up,
+};
 
 /// Every binding, in help order.
 #[rustfmt::skip]
 pub const BINDINGS: &[Binding] = &[
-    bind(&[(Char('q'), NONE), (Char('c'), CTRL)], "q Ctrl-C", Action::Quit, "quit", Group::General, Some("quit")),
-    bind(&[(Char('?'), NONE)], "?", Action::ToggleHelp, "show or hide this help", Group::General, Some("help")),
+    bind(&[(Char('q'), NONE), (F(10), NONE), (Char('c'), CTRL)], "q F10 ^C", Action::Quit, "quit", Group::General, Some("quit")),
+    bind(&[(Char('?'), NONE), (F(1), NONE)], "? F1", Action::ToggleHelp, "show or hide this help", Group::General, Some("help")),
     bind(&[(Char('p'), NONE), (Char(' '), NONE)], "p Space", Action::TogglePause, "pause the view (data kept)", Group::General, Some("pause")),
     bind(&[(Esc, NONE)], "Esc", Action::Escape, "close help / clear filter", Group::General, None),
     bind(&[(Char('k'), NONE), (Up, NONE)], "k ↑", Action::Up, "select the row above", Group::Navigate, None),
@@ -98,18 +100,22 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(Char('G'), NONE), (End, NONE)], "G End", Action::Bottom, "last row", Group::Navigate, None),
     bind(&[(PageUp, NONE)], "PgUp", Action::PageUp, "one page up", Group::Navigate, None),
     bind(&[(PageDown, NONE)], "PgDn", Action::PageDown, "one page down", Group::Navigate, None),
-    bind(&[(Char('/'), NONE)], "/", Action::StartFilter, "filter: AIH, tag or PID", Group::View, Some("filter")),
-    bind(&[(Char('a'), NONE)], "a", Action::ToggleFree, "show or hide free keys", Group::View, Some("free")),
+    bind(&[(Char('['), NONE)], "[", Action::DetailsUp, "scroll the details up", Group::Navigate, None),
+    bind(&[(Char(']'), NONE)], "]", Action::DetailsDown, "scroll the details down", Group::Navigate, None),
+    bind(&[(Char('/'), NONE), (F(3), NONE)], "/ F3", Action::StartFilter, "filter: AIH, tag or PID", Group::View, Some("filter")),
+    bind(&[(Char('a'), NONE)], "a", Action::ToggleFree, "free keys (recent: 60 s)", Group::View, Some("free")),
+    bind(&[(Char('s'), NONE)], "s", Action::CycleSort, "sort 2 5: age, PID, name", Group::View, None),
     bind(&[(Tab, NONE)], "Tab", Action::NextPane, "next pane", Group::View, Some("pane")),
     bind(&[(BackTab, NONE), (BackTab, KeyModifiers::SHIFT)], "S-Tab", Action::PrevPane, "previous pane", Group::View, None),
-    bind(&[(Char('1'), NONE)], "1", Action::Show(Pane::Tree), "tree: instances, tags…", Group::View, None),
+    bind(&[(Char('1'), NONE), (F(5), NONE)], "1 F5", Action::Show(Pane::Tree), "tree: instances, tags…", Group::View, None),
     bind(&[(Char('2'), NONE)], "2", Action::Show(Pane::Holders), "holders: who holds what", Group::View, None),
     bind(&[(Char('3'), NONE)], "3", Action::Show(Pane::Events), "event log, newest first", Group::View, None),
     bind(&[(Char('4'), NONE)], "4", Action::Show(Pane::TestHolders), "your test holders", Group::View, None),
     bind(&[(Char('5'), NONE)], "5", Action::Show(Pane::Blocking), "blocking: suspects first", Group::View, None),
     bind(&[(Char('n'), NONE)], "n", Action::NewHolder, "hold a family (form)", Group::Act, Some("hold")),
-    bind(&[(Char('r'), NONE)], "r", Action::Release, "release a test holder", Group::Act, None),
-    bind(&[(Char('K'), NONE)], "K", Action::Kill, "signal a holder's PID", Group::Act, Some("signal")),
+    bind(&[(Char('r'), NONE)], "r", Action::Release, "release or remove holder", Group::Act, None),
+    bind(&[(Char('K'), NONE), (F(9), NONE)], "K F9", Action::Kill, "signal a holder's PID", Group::Act, Some("signal")),
+    bind(&[(Char('y'), NONE)], "y", Action::Copy, "copy PID, command, path", Group::Act, None),
     bind(&[(Char('c'), NONE)], "c", Action::Check, "why stuck? check family", Group::Act, Some("check")),
 ];
 
@@ -171,6 +177,24 @@ mod tests {
     }
 
     #[test]
+    fn the_free_key_help_names_how_long_freed_keys_stay_shown() {
+        let free = BINDINGS.iter().find(|b| b.action == Action::ToggleFree);
+        let secs = crate::model::RECENTLY_FREED.as_secs();
+        assert!(free.unwrap().description.contains(&format!("{secs} s")));
+    }
+
+    #[test]
+    fn f_keys_are_htop_aliases() {
+        let f = |n| action_for(key(F(n), NONE), false);
+        assert_eq!(f(1), Some(Action::ToggleHelp));
+        assert_eq!(f(3), Some(Action::StartFilter));
+        assert_eq!(f(5), Some(Action::Show(Pane::Tree)));
+        assert_eq!(f(9), Some(Action::Kill));
+        assert_eq!(f(10), Some(Action::Quit));
+        assert_eq!(action_for(key(F(9), NONE), true), None, "F9 writes");
+    }
+
+    #[test]
     fn every_key_resolves_to_one_action_only() {
         let mut seen = std::collections::HashSet::new();
         for binding in BINDINGS {
@@ -211,7 +235,7 @@ mod tests {
             .filter(|b| b.writes)
             .map(|b| b.shown)
             .collect();
-        assert_eq!(disabled, ["n", "r", "K"]);
+        assert_eq!(disabled, ["n", "r", "K F9"]);
         assert_eq!(action_for(key(Char('c'), NONE), true), Some(Action::Check));
     }
 }

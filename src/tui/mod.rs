@@ -21,7 +21,9 @@
 mod action;
 mod actions;
 mod app;
+mod clipboard;
 mod event_loop;
+pub mod fit;
 mod hints;
 mod input;
 mod keymap;
@@ -42,6 +44,7 @@ use anyhow::Context as _;
 
 pub use action::{Action, Pane};
 pub use app::{App, AppConfig};
+pub use clipboard::Clipboard;
 pub use event_loop::{RELEASE_GRACE, Sources, run_main_loop};
 pub use keymap::{BINDINGS, Binding, Group, action_for, binding_for};
 pub use operator::Operator;

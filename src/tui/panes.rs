@@ -5,7 +5,7 @@
 //! matching on [`Pane`] (the views dispatch on it in `views/mod.rs` and
 //! `views/details.rs`); adding a pane adds one arm to each function here.
 
-use crate::model::{BlockingRow, HolderRow, NodeId, Section};
+use crate::model::{BlockingRow, HolderRow, NodeId, Section, Sort};
 
 use super::action::Pane;
 use super::app::App;
@@ -39,6 +39,7 @@ impl App {
     /// Selects row `index` (clamped) of the current pane.
     pub fn select_index(&mut self, index: usize) {
         self.mark_dirty();
+        self.details_scroll = 0;
         match self.pane {
             Pane::Tree => self.model.select_row(index),
             Pane::Holders => self.model.select_holder_row(index),
@@ -123,12 +124,40 @@ impl App {
         }
     }
 
-    /// The blocking view's rows, now (few: one per held key).
+    /// The blocking view's rows, now (few: one per held key), in the
+    /// chosen order (stable: ties keep the urgency order).
     pub(crate) fn blocking_rows(&self) -> Vec<BlockingRow> {
         let materializing = self.config.materializing_after;
-        self.model
-            .data()
-            .blocking_rows(self.model.now(), materializing)
+        let data = self.model.data();
+        let mut rows = data.blocking_rows(self.model.now(), materializing);
+        let lock = |row: &BlockingRow| data.lock(row.node);
+        match self.model.settings().sort {
+            Sort::Urgency => {}
+            Sort::Age => rows.sort_by_key(|row| {
+                let since = lock(row).and_then(|l| l.state.since);
+                (since.is_none(), since)
+            }),
+            Sort::Pid => rows
+                .sort_by_key(|row| lock(row).and_then(|l| l.state.holders.first().map(|p| p.pid))),
+            Sort::Name => rows.sort_by_key(|row| lock(row).map(|l| l.key.name.clone())),
+        }
+        rows
+    }
+
+    /// `s`: the next order of the holders or blocking view; elsewhere it
+    /// says where it works.
+    pub(crate) fn cycle_sort(&mut self) {
+        let urgency = match self.pane {
+            Pane::Blocking => true,
+            Pane::Holders => false,
+            _ => {
+                self.message = Some(super::hints::sort_where());
+                return;
+            }
+        };
+        let sort = self.model.settings().sort.next(urgency);
+        self.model.set_sort(sort);
+        self.select_index(0);
     }
 
     /// The key selected in the blocking view.

@@ -72,3 +72,18 @@ pub fn install_panic_hook() {
         previous(info);
     }));
 }
+
+/// `Some(TERM)` when `$TERM` names a terminal without cursor addressing —
+/// `dumb` (Emacs shells, some CI logs), `unknown`, or unset / empty —
+/// on which a full-screen UI would be garbage. Deliberately simple: no
+/// terminfo lookup, just the names that mean "no screen".
+pub fn without_cursor_addressing() -> Option<String> {
+    let term = std::env::var("TERM").unwrap_or_default();
+    matches!(term.as_str(), "" | "dumb" | "unknown").then(|| {
+        if term.is_empty() {
+            "(unset)".to_string()
+        } else {
+            term
+        }
+    })
+}

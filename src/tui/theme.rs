@@ -2,6 +2,12 @@
 //! every state has a glyph AND a word ([`state_label`]), and the
 //! monochrome theme (chosen when `NO_COLOR` is set and non-empty) tells
 //! states apart with bold / underline / reverse / dim instead of colour.
+//! The colour theme uses only the 16 named ANSI colours and attributes,
+//! never 256-colour or RGB values: it follows the terminal's own palette
+//! (Solarized, light themes) and needs no colour-depth detection — a
+//! 16-colour terminal gets exactly these styles. Free keys are dimmed
+//! (the DIM attribute), not painted a fixed grey that vanishes on some
+//! palettes.
 
 use ratatui::style::{Color, Modifier, Style};
 
@@ -53,13 +59,13 @@ pub struct Theme {
 }
 
 impl Theme {
-    /// The colour theme.
+    /// The colour theme (16 ANSI colours only).
     pub fn color() -> Self {
         let plain = Style::new();
         Self {
             live: plain.fg(Color::Green).add_modifier(Modifier::BOLD),
             own: plain.fg(Color::Cyan).add_modifier(Modifier::BOLD),
-            free: plain.fg(Color::DarkGray),
+            free: plain.add_modifier(Modifier::DIM),
             in_flight: plain.fg(Color::Yellow),
             error: plain.fg(Color::Red).add_modifier(Modifier::BOLD),
             directory: plain.fg(Color::LightBlue),
@@ -117,5 +123,39 @@ impl Theme {
             Liveness::InFlight | Liveness::Shared => self.in_flight,
             Liveness::Error => self.error,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_colour_theme_uses_the_16_colour_palette_only_and_dims_free_keys() {
+        let theme = Theme::color();
+        let styles = [
+            theme.live,
+            theme.own,
+            theme.free,
+            theme.in_flight,
+            theme.error,
+            theme.directory,
+            theme.section,
+            theme.selected,
+            theme.marker,
+            theme.dim,
+            theme.key,
+            theme.tab_active,
+        ];
+        for style in styles {
+            for colour in [style.fg, style.bg].into_iter().flatten() {
+                assert!(
+                    !matches!(colour, Color::Indexed(_) | Color::Rgb(..)),
+                    "{colour:?} is not one of the 16 palette colours"
+                );
+            }
+        }
+        assert_eq!(theme.free.fg, None, "free keys follow the palette");
+        assert!(theme.free.add_modifier.contains(Modifier::DIM));
     }
 }

@@ -89,6 +89,15 @@ fn k_then_y_sends_sigterm_to_a_real_holder() {
     assert_eq!(killed_by(&mut child), Some(libc::SIGTERM));
     app.tick(t(601));
     assert!(text_of(&mut app).contains("it has exited"));
+    // Its key's release is logged with the word locktop can vouch for.
+    let key = app
+        .model()
+        .data()
+        .lock(app.model().selected_node().unwrap());
+    let key = key.unwrap().key.clone();
+    app.apply(key_delta(key, free(), Some(Liveness::Live), t(602)));
+    let logged = app.model().events().get(0).map(|e| e.kind.as_str());
+    assert_eq!(logged, Some("killed by locktop"));
 }
 
 #[test]

@@ -72,7 +72,7 @@ async fn deltas_and_typed_keys_are_drawn_before_a_stop_request_ends_the_loop() {
     assert!(screen.contains("4343"), "{screen}");
     assert!(screen.contains("/fresh"), "the filter is shown: {screen}");
     assert!(
-        !screen.contains("cli/"),
+        !screen.contains("▾ cli/"),
         "the filter hides other keys: {screen}"
     );
 }

@@ -5,7 +5,9 @@
 //! helpers they share are in [`support`].
 
 mod live;
+mod long_names;
 mod main_loop;
+mod operator_keys;
 mod ops;
 mod screens;
 mod support;

@@ -211,9 +211,16 @@ fn k_on_test_holders_confirms_a_child_kill_refuses_an_in_process_one_and_c_check
             .unwrap()
             .contains("cannot be killed; release it (r)")
     );
-    app.operator.test_holders.select(3);
+    // A failed holder is over: r removes it from the list (a running one
+    // would be released instead).
+    app.operator.test_holders.select(2);
     press(&mut app, KeyCode::Char('r'));
-    assert!(app.message().unwrap().contains("already exited"));
+    assert_eq!(
+        app.message(),
+        Some("test holder #3 (failed) removed from the list")
+    );
+    let ids: Vec<u64> = app.test_holders().list().iter().map(|h| h.id).collect();
+    assert_eq!(ids, [1, 2, 4, 5]);
     app.operator.test_holders.select(1);
     press(&mut app, KeyCode::Char('c'));
     assert!(text_of(&mut app).contains("✓ Enter checks aih cli/daemon/t1 + review"));

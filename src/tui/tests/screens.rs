@@ -271,15 +271,19 @@ fn idle_app_is_not_dirty_and_a_tick_redraws_only_for_ages() {
     assert!(app.take_dirty(), "first frame");
     assert!(!app.take_dirty());
     app.tick(t(1));
+    app.take_dirty(); // the clock was set
+    app.tick(t(2));
     assert!(!app.take_dirty(), "nothing ages: no redraw");
+    app.tick(t(50)); // 1_700_000_050 s: the header's minute turns
+    assert!(app.take_dirty(), "the header's clock turned");
     app.apply(key_delta(
         instance("a/b"),
         held(Liveness::Live, 5, "x", t(0)),
         None,
-        t(1),
+        t(51),
     ));
     assert!(app.take_dirty());
-    app.tick(t(2));
+    app.tick(t(52));
     assert!(app.take_dirty(), "a held key's age is on screen");
 }
 

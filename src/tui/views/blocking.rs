@@ -2,78 +2,97 @@
 //! suspects first (stopped holder, orphaned child, spawn materializing too
 //! long), then keys someone waits on, then the rest, oldest hold first;
 //! with the holder, its role and state, the age and the waiters. Enter
-//! shows the key in the tree. Invariant: only the rows in the viewport
-//! become text.
+//! shows the key in the tree. Invariants: only the rows in the viewport
+//! become text; a key's name is shortened in the middle only when its
+//! column cannot hold it.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::Span;
 use ratatui::widgets::{Cell, Row as TableRow, Table};
 
-use crate::model::{Role, Verdict};
+use crate::model::{BlockingRow, Role, Verdict};
 
 use super::super::app::App;
-use super::list::{self, ListArea, ListFrame};
+use super::super::fit::fit;
+use super::list::{self, ListArea, ListFrame, fill_width};
+
+/// The fixed columns around the key's: state, holder, age, waiting.
+const FIXED: [u16; 4] = [11, 20, 6, 9];
+/// Below this width: the state's glyph, the key, the holder's PID, age.
+const WIDE: u16 = 60;
+/// The narrow layout's fixed columns: state glyph, PID, age.
+const NARROW_FIXED: [u16; 3] = [1, 7, 6];
 use super::{age_text, state_span};
 
 /// Draws the blocking pane into `area`; returns where its rows went.
 pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     let theme = app.config.theme;
-    let now = app.model.now();
     let rows = app.blocking_rows();
     if rows.is_empty() {
         return list::empty(frame, area, &theme, "no key is held: nothing blocks anyone");
     }
     let layout = ListFrame::new(area, app.model.blocking_cursor(), rows.len());
-    let data = app.model.data();
+    let wide = area.width >= WIDE;
+    let fixed: &[u16] = if wide { &FIXED } else { &NARROW_FIXED };
+    let room = fill_width(area.width, fixed);
     let table_rows: Vec<TableRow> = rows[layout.window.clone()]
         .iter()
-        .map(|row| {
-            let Some(lock) = data.lock(row.node) else {
-                return TableRow::new(Vec::<Cell>::new());
-            };
-            let state = match &row.verdict {
-                Some(Verdict::Stopped { .. }) => Span::styled("‖ stopped", theme.error),
-                Some(Verdict::OrphanedChild { .. }) => Span::styled("↯ orphan", theme.error),
-                Some(Verdict::MaterializingTooLong { .. }) => Span::styled("◔ spawn", theme.error),
-                _ => state_span(&theme, lock.liveness()),
-            };
-            let holder = lock
-                .state
-                .holders
-                .first()
-                .map_or_else(String::new, |process| {
-                    let role = match data.role_of(process.pid) {
-                        Role::Agent { .. } => "agent",
-                        Role::Materializing => "spawn",
-                        Role::Other => "",
-                    };
-                    let state = process.state.map_or("", |state| state.as_str());
-                    format!("{} {role} {state}", process.pid)
-                });
-            let waiting = if row.waiting > 0 {
-                format!("{} waiting", row.waiting)
-            } else {
-                String::new()
-            };
-            TableRow::new(vec![
-                Cell::from(state),
-                // The name only: the kind is in the details, and the name
-                // needs the width.
-                Cell::from(lock.key.name.clone()),
-                Cell::from(holder),
-                Cell::from(age_text(lock.state.since, now)),
-                Cell::from(Span::styled(waiting, theme.in_flight)),
-            ])
-        })
+        .map(|row| TableRow::new(row_cells(app, row, room, wide)))
         .collect();
-    let widths = [
-        Constraint::Length(11),
-        Constraint::Fill(1),
-        Constraint::Length(20),
-        Constraint::Length(6),
-        Constraint::Length(9),
+    let mut widths = vec![Constraint::Length(fixed[0]), Constraint::Fill(1)];
+    widths.extend(fixed[1..].iter().map(|&w| Constraint::Length(w)));
+    let titles: &[&str] = if wide {
+        &["STATE", "KEY", "HOLDER", "AGE", "WAITING"]
+    } else {
+        &["S", "KEY", "PID", "AGE"]
+    };
+    layout.render(frame, area, Table::new(table_rows, widths), titles, &theme)
+}
+
+/// One row's cells: state, key, holder, age (and waiting when wide).
+fn row_cells(app: &App, row: &BlockingRow, room: usize, wide: bool) -> Vec<Cell<'static>> {
+    let (theme, now, data) = (app.config.theme, app.model.now(), app.model.data());
+    let Some(lock) = data.lock(row.node) else {
+        return Vec::new();
+    };
+    let mut state = match &row.verdict {
+        Some(Verdict::Stopped { .. }) => Span::styled("‖ stopped", theme.error),
+        Some(Verdict::OrphanedChild { .. }) => Span::styled("↯ orphan", theme.error),
+        Some(Verdict::MaterializingTooLong { .. }) => Span::styled("◔ spawn", theme.error),
+        _ => state_span(&theme, lock.liveness()),
+    };
+    if !wide {
+        let glyph: String = state.content.chars().take(1).collect();
+        state = Span::styled(glyph, state.style);
+    }
+    let holder = lock
+        .state
+        .holders
+        .first()
+        .map_or_else(String::new, |process| {
+            if !wide {
+                return process.pid.to_string();
+            }
+            let role = match data.role_of(process.pid) {
+                Role::Agent { .. } => "agent",
+                Role::Materializing => "spawn",
+                Role::Other => "",
+            };
+            let state = process.state.map_or("", |state| state.as_str());
+            format!("{} {role} {state}", process.pid)
+        });
+    let mut cells = vec![
+        Cell::from(state),
+        // The name only: the kind is in the details, and the name needs
+        // the width.
+        Cell::from(fit(&lock.key.name, room)),
+        Cell::from(holder),
+        Cell::from(age_text(lock.state.since, now)),
     ];
-    let titles = ["STATE", "KEY", "HOLDER", "AGE", "WAITING"];
-    layout.render(frame, area, Table::new(table_rows, widths), &titles, &theme)
+    if wide && row.waiting > 0 {
+        let waiting = format!("{} waiting", row.waiting);
+        cells.push(Cell::from(Span::styled(waiting, theme.in_flight)));
+    }
+    cells
 }

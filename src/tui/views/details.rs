@@ -4,26 +4,72 @@
 //! announce paths), a directory, a section, a scan problem, a holder
 //! process, a logged event, or a test holder. Most telling lines first,
 //! so a short pane still answers "who holds this, since when".
+//!
+//! Invariants: nothing is cut — long lines wrap, and what does not fit
+//! scrolls (its keys are in the title when there is more); control
+//! characters are shown, never sent to the terminal.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use crate::disk::LockKey;
 use crate::locks::instances_root;
-use crate::model::{HolderRow, Lock, Node, NodeId};
+use crate::model::{EventKind, HolderRow, Lock, Node, NodeId};
 use crate::time_format;
 
 use super::super::action::{Action, Pane};
 use super::super::app::App;
+use super::super::fit::visible;
 use super::super::keymap::key_of;
 use super::super::theme::Theme;
-use super::{clock_text, field, state_span, text};
+use super::{clock_text, field, plural, state_span, text};
 
-/// Draws the details of the current selection into `area`.
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
-    let lines = match app.pane {
+/// Draws the details of the current selection into `area`, scrolled by
+/// the app's details scroll (clamped); returns the largest scroll that
+/// still shows something new (0: everything fits).
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> u16 {
+    let theme = app.config.theme;
+    let lines: Vec<Line<'static>> = selection_lines(app)
+        .into_iter()
+        .map(|line| {
+            let spans = line.spans.into_iter().map(|span| {
+                let content = visible(&span.content).into_owned();
+                Span::styled(content, span.style)
+            });
+            Line::from(spans.collect::<Vec<_>>())
+        })
+        .collect();
+    let paragraph = Paragraph::new(lines).wrap(Wrap { trim: false });
+    let total = paragraph.line_count(area.width.saturating_sub(1));
+    let room = usize::from(area.height.saturating_sub(1));
+    let max_scroll = u16::try_from(total.saturating_sub(room)).unwrap_or(u16::MAX);
+    let scroll = app.details_scroll.min(max_scroll);
+    let mut title = vec![Span::styled(" Details ", theme.section)];
+    if max_scroll > 0 {
+        title.push(Span::styled(
+            format!(
+                "{}/{} {} {} scroll ",
+                scroll,
+                max_scroll,
+                key_of(Action::DetailsUp),
+                key_of(Action::DetailsDown)
+            ),
+            theme.dim,
+        ));
+    }
+    let block = Block::new()
+        .borders(Borders::TOP | Borders::LEFT)
+        .border_style(theme.dim)
+        .title(Line::from(title));
+    frame.render_widget(paragraph.block(block).scroll((scroll, 0)), area);
+    max_scroll
+}
+
+/// The lines about the selection of the current pane.
+fn selection_lines(app: &App) -> Vec<Line<'static>> {
+    match app.pane {
         Pane::Tree => match app.model.selected_node() {
             Some(id) => node_lines(app, id),
             None => Vec::new(),
@@ -35,12 +81,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
             None => Vec::new(),
         },
         Pane::TestHolders => super::test_holders::detail_lines(app),
-    };
-    let block = Block::new()
-        .borders(Borders::TOP | Borders::LEFT)
-        .border_style(app.config.theme.dim)
-        .title(Span::styled(" Details ", app.config.theme.section));
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    }
 }
 
 fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
@@ -48,11 +89,12 @@ fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
     let node: &Node = app.model.data().tree.node(id);
     if node.is_root() {
         let hint = format!(
-            "{} or {}/{} collapse/expand · {} shows free keys · {} filters",
+            "{} or {}/{} collapse/expand · {} shows free keys (those freed in the last {} s are always shown) · {} filters",
             key_of(Action::Toggle),
             key_of(Action::Collapse),
             key_of(Action::Expand),
             key_of(Action::ToggleFree),
+            crate::model::RECENTLY_FREED.as_secs(),
             key_of(Action::StartFilter),
         );
         return vec![
@@ -286,8 +328,8 @@ fn holder_lines(app: &App) -> Vec<Line<'static>> {
                 &theme,
                 "holds",
                 vec![text(format!(
-                    "{} keys, oldest for {oldest}",
-                    group.keys.len()
+                    "{}, oldest for {oldest}",
+                    plural(group.keys.len(), "key")
                 ))],
             ));
             lines
@@ -316,6 +358,18 @@ fn event_lines(app: &App) -> Vec<Line<'static>> {
             vec![text(event.key.name.clone())],
         ),
     ];
+    let meaning = match event.kind {
+        EventKind::Acquired => "a process took the lock",
+        EventKind::Released => "its holder let go and still ran when locktop looked",
+        EventKind::HolderExited => "free, and its holder's PID was gone (why, locktop cannot tell)",
+        EventKind::KilledByLocktop => "free, and its holder, which locktop signalled (K), is gone",
+        EventKind::Freed => "free; no holder PID was ever visible for it",
+    };
+    lines.push(field(
+        &theme,
+        "meaning",
+        vec![Span::styled(meaning, theme.dim)],
+    ));
     if let Some(pid) = event.pid {
         let command = event.command.clone().unwrap_or_default();
         lines.push(field(

@@ -1,5 +1,5 @@
-//! The event log pane: acquire / release / death transitions, newest
-//! first, with time (UTC), PID and key. Invariant: only the rows in the
+//! The event log pane: acquired / released / holder exited / killed by
+//! locktop / freed, newest first, with time (UTC), PID and key. Invariant: only the rows in the
 //! viewport become text.
 
 use ratatui::Frame;
@@ -10,16 +10,21 @@ use ratatui::widgets::{Cell, Row as TableRow, Table};
 use crate::model::EventKind;
 
 use super::super::app::App;
+use super::super::fit::fit;
 use super::super::theme::Theme;
 use super::clock_text;
-use super::list::{self, ListArea, ListFrame};
+use super::list::{self, ListArea, ListFrame, fill_width};
+
+/// The fixed columns before the key's: time, event, PID.
+const FIXED: [u16; 3] = [9, 19, 7];
 
 /// Glyph + word of an event kind, and its style.
 fn kind_span(theme: &Theme, kind: EventKind) -> Span<'static> {
     let (glyph, style) = match kind {
         EventKind::Acquired => ("▲", theme.live),
-        EventKind::Released => ("▽", theme.free),
-        EventKind::Died => ("✖", theme.error),
+        EventKind::Released | EventKind::Freed => ("▽", theme.free),
+        EventKind::HolderExited => ("○", theme.free),
+        EventKind::KilledByLocktop => ("✖", theme.error),
     };
     Span::styled(format!("{glyph} {}", kind.as_str()), style)
 }
@@ -29,30 +34,35 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     let theme = app.config.theme;
     let log = app.model.events();
     if log.is_empty() {
-        return list::empty(frame, area, &theme, "no acquire, release or death seen yet");
+        return list::empty(frame, area, &theme, "no acquire or release seen yet");
     }
     let layout = ListFrame::new(area, app.model.events_cursor(), log.len());
+    let room = fill_width(area.width, &FIXED).saturating_sub(9);
     let rows: Vec<TableRow> = log
         .iter()
         .skip(layout.window.start)
         .take(layout.window.len())
         .map(|event| {
-            let pid = event.pid.map_or_else(String::new, |pid| pid.to_string());
+            // No PID: the holder was not visible (outside this PID
+            // namespace, or gone before it was looked up).
+            let pid = event
+                .pid
+                .map_or_else(|| "?".to_string(), |pid| pid.to_string());
             TableRow::new(vec![
                 Cell::from(clock_text(event.at)),
                 Cell::from(kind_span(&theme, event.kind)),
                 Cell::from(pid),
                 Cell::from(Line::from(vec![
                     Span::styled(format!("{:<9}", event.key.kind.as_str()), theme.dim),
-                    Span::raw(event.key.name.clone()),
+                    Span::raw(fit(&event.key.name, room)),
                 ])),
             ])
         })
         .collect();
     let widths = [
-        Constraint::Length(9),
-        Constraint::Length(10),
-        Constraint::Length(7),
+        Constraint::Length(FIXED[0]),
+        Constraint::Length(FIXED[1]),
+        Constraint::Length(FIXED[2]),
         Constraint::Fill(1),
     ];
     let titles = ["TIME", "EVENT", "PID", "KEY"];

@@ -9,9 +9,12 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::engine::{Liveness, WatcherHealth};
+use crate::model::RECENTLY_FREED;
 
-use super::super::action::Pane;
+use super::super::action::{Action, Pane};
 use super::super::app::App;
+use super::super::fit::visible;
+use super::super::keymap::key_of;
 use super::state_span;
 
 /// Two lines: markers, title, state dir, probe, health; then counts.
@@ -47,8 +50,9 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
         Span::styled(" · ", theme.dim),
         health,
         Span::styled(" · ", theme.dim),
-        Span::raw(app.config.state_dir.display().to_string()),
     ]);
+    first.extend(clock_spans(app));
+    first.push(Span::raw(app.config.state_dir.display().to_string()));
 
     let counts = data.counts;
     let mut second = Vec::new();
@@ -105,17 +109,59 @@ pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane:
     }
     let settings = app.model.settings();
     if !settings.filter.is_empty() && app.filter_input.is_none() {
-        spans.push(Span::styled(" filter ", theme.dim));
-        spans.push(Span::styled(format!("/{}", settings.filter), theme.key));
+        spans.push(Span::styled("· filter ", theme.dim));
+        spans.push(Span::styled(
+            format!("/{}", visible(&settings.filter)),
+            theme.key,
+        ));
+        spans.push(Span::raw(" "));
+    }
+    if matches!(app.pane, Pane::Holders | Pane::Blocking) {
+        let sort = settings.sort.label(app.pane == Pane::Blocking);
+        spans.push(Span::styled(format!("· {sort} "), theme.dim));
+        spans.push(Span::styled(
+            format!("({})", key_of(Action::CycleSort)),
+            theme.key,
+        ));
     }
     if app.pane == Pane::Tree {
-        let free = if settings.show_free {
-            " free keys shown"
-        } else {
-            " free keys hidden"
-        };
-        spans.push(Span::styled(free, theme.dim));
+        let used: usize = spans.iter().map(|span| span.width()).sum();
+        let room = usize::from(area.width).saturating_sub(used);
+        spans.push(Span::styled(free_note(settings.show_free, room), theme.dim));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
     tab_spans
+}
+
+/// What the tree shows of free keys, in the longest wording that fits in
+/// `room` columns: hidden free keys still show for [`RECENTLY_FREED`]
+/// after they were freed, and the screen says so.
+fn free_note(show_free: bool, room: usize) -> String {
+    if show_free {
+        return "· free keys shown".into();
+    }
+    let secs = RECENTLY_FREED.as_secs();
+    let wordings = [
+        format!("· free keys hidden, recently freed shown {secs} s"),
+        format!("· free hidden, freed shown {secs} s"),
+        "· free hidden".to_string(),
+    ];
+    let fits = wordings.iter().find(|w| w.chars().count() <= room);
+    fits.unwrap_or(&wordings[2]).clone()
+}
+
+/// `22:23Z · last change 22:22:40Z · `: the model's clock to the minute
+/// (so a quiet screen visibly lives, at one redraw a minute) and when the
+/// engine last reported a change.
+fn clock_spans(app: &App) -> Vec<Span<'static>> {
+    let theme = app.config.theme;
+    let now = super::clock_text(app.model.now());
+    let minute = format!("{}Z", now.get(..5).unwrap_or(&now));
+    let mut spans = vec![Span::raw(minute)];
+    if let Some(at) = app.model.data().last_change {
+        spans.push(Span::styled(" · last change ", theme.dim));
+        spans.push(Span::raw(super::clock_text(at)));
+    }
+    spans.push(Span::styled(" · ", theme.dim));
+    spans
 }

@@ -1,6 +1,7 @@
 //! The holders pane — "who holds what": each holder process (oldest hold
-//! first), then its keys (AIH locks first, then tags). Invariant: only
-//! the rows in the viewport become text.
+//! first), then its keys (AIH locks first, then tags). Invariants: only
+//! the rows in the viewport become text; command lines and key paths are
+//! shortened in the middle, and only when their column cannot hold them.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
@@ -10,8 +11,12 @@ use ratatui::widgets::{Cell, Row as TableRow, Table};
 use crate::model::HolderRow;
 
 use super::super::app::App;
-use super::list::{self, ListArea, ListFrame};
-use super::{age_text, state_span};
+use super::super::fit::{fit, width};
+use super::list::{self, ListArea, ListFrame, fill_width};
+use super::{age_text, plural, state_span};
+
+/// The fixed columns around the keys / command column: holder, age.
+const FIXED: [u16; 2] = [13, 6];
 
 /// Draws the holders pane into `area`; returns where its rows went.
 pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
@@ -23,6 +28,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
         return list::empty(frame, area, &theme, notice);
     }
     let layout = ListFrame::new(area, app.model.holders_cursor(), rows.len());
+    let room = fill_width(area.width, &FIXED);
     let table_rows: Vec<TableRow> = rows[layout.window.clone()]
         .iter()
         .map(|row| {
@@ -34,18 +40,16 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
                     } else {
                         " (stale PID)"
                     };
+                    let keys = format!("{}  ", plural(group.keys.len(), "key"));
+                    let command = fit(
+                        group.process.command(),
+                        room.saturating_sub(width(&keys) + gone.len()),
+                    );
                     vec![
                         Cell::from(Span::styled(format!("pid {}", group.pid), theme.key)),
                         Cell::from(Line::from(vec![
-                            Span::styled(
-                                format!(
-                                    "{} key{}  ",
-                                    group.keys.len(),
-                                    if group.keys.len() == 1 { "" } else { "s" }
-                                ),
-                                theme.dim,
-                            ),
-                            Span::raw(format!("{}{gone}", group.process.command())),
+                            Span::styled(keys, theme.dim),
+                            Span::raw(format!("{command}{gone}")),
                         ])),
                         Cell::from(age_text(group.oldest, now)),
                     ]
@@ -62,7 +66,10 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
                         ])),
                         Cell::from(Line::from(vec![
                             Span::styled(format!("{:<9}", lock.key.kind.as_str()), theme.dim),
-                            Span::styled(node.path.clone(), theme.liveness(lock.liveness())),
+                            Span::styled(
+                                fit(&node.path, room.saturating_sub(9)),
+                                theme.liveness(lock.liveness()),
+                            ),
                         ])),
                         Cell::from(age_text(lock.state.since, now)),
                     ]
@@ -72,9 +79,9 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
         })
         .collect();
     let widths = [
-        Constraint::Length(13),
+        Constraint::Length(FIXED[0]),
         Constraint::Fill(1),
-        Constraint::Length(6),
+        Constraint::Length(FIXED[1]),
     ];
     let titles = ["HOLDER", "KEYS / COMMAND", "AGE"];
     layout.render(frame, area, Table::new(table_rows, widths), &titles, &theme)

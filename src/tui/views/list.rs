@@ -85,6 +85,14 @@ impl ListFrame {
     }
 }
 
+/// Columns a table's one `Fill` column gets in a list `area_width` wide
+/// whose other columns are `fixed` wide: what is left after the `>`
+/// selection column and one space between columns (ratatui's default).
+pub(crate) fn fill_width(area_width: u16, fixed: &[u16]) -> usize {
+    let taken: usize = fixed.iter().map(|&w| usize::from(w)).sum::<usize>() + 1 + fixed.len();
+    usize::from(area_width).saturating_sub(taken)
+}
+
 /// Draws the one dim line an empty list shows instead of rows.
 pub(crate) fn empty(frame: &mut Frame, area: Rect, theme: &Theme, notice: &str) -> ListArea {
     let line = Line::from(Span::styled(notice.to_string(), theme.dim));

@@ -66,6 +66,8 @@ pub struct Drawn {
     pub page: Option<usize>,
     /// The report dialog's layout, when it is open.
     pub report: Option<ReportArea>,
+    /// The largest useful scroll of the details pane (0: it all fits).
+    pub details_max: u16,
 }
 
 /// Draws the whole screen and returns what it laid out.
@@ -93,9 +95,7 @@ pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
         Pane::Blocking => blocking::draw(app, frame, list),
         Pane::TestHolders => test_holders::draw(app, frame, list),
     };
-    if let Some(side) = side {
-        details::draw(app, frame, side);
-    }
+    let details_max = side.map_or(0, |side| details::draw(app, frame, side));
     footer::draw(app, frame, footer);
     if app.help {
         help::draw(app, frame, area);
@@ -110,6 +110,7 @@ pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
         },
         page: Some(list.page),
         report,
+        details_max,
     }
 }
 
@@ -150,12 +151,18 @@ pub(crate) fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
     lines
 }
 
+/// Width the list keeps when the details pane goes beside it: what an
+/// 80-column terminal gives it, so a wider terminal never shows less.
+pub const SIDE_BY_SIDE_LIST: u16 = 80;
+
 /// The list and, when there is room, the details pane (beside the list on
-/// wide terminals, below it otherwise).
+/// wide terminals — the list keeping at least [`SIDE_BY_SIDE_LIST`]
+/// columns —, below it otherwise).
 fn split_body(body: Rect) -> (Rect, Option<Rect>) {
-    if body.width >= 120 {
+    if body.width >= SIDE_BY_SIDE_LIST + 40 {
+        let list = (body.width * 11 / 20).max(SIDE_BY_SIDE_LIST);
         let [list, side] =
-            Layout::horizontal([Constraint::Percentage(55), Constraint::Fill(1)]).areas(body);
+            Layout::horizontal([Constraint::Length(list), Constraint::Fill(1)]).areas(body);
         (list, Some(side))
     } else if body.height >= 14 {
         let side = (body.height * 9 / 20).clamp(7, 12);
@@ -205,9 +212,19 @@ pub(crate) fn clock_text(time: SystemTime) -> String {
 
 /// A `label  value` line for the details pane.
 pub(crate) fn field<'a>(theme: &Theme, label: &'a str, value: Vec<Span<'a>>) -> Line<'a> {
-    let mut spans = vec![Span::styled(format!("{label:<9}"), theme.dim)];
+    // At least one space after the label, however long it is.
+    let mut spans = vec![Span::styled(format!("{label:<8} "), theme.dim)];
     spans.extend(value);
     Line::from(spans)
+}
+
+/// `1 key`, `2 keys`: a count and its noun, plural when it is not one.
+pub(crate) fn plural(count: usize, noun: &str) -> String {
+    if count == 1 {
+        format!("{count} {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
 }
 
 /// A plain span.

@@ -1,26 +1,58 @@
 //! The tree pane: Instances (AIH hierarchy), Tags, Other, Problems. Every
-//! key row shows glyph + word, name, holder PID and age; directory nodes
-//! end in `/`; collapsed nodes say how many keys they hide.
+//! key row shows its state, name, holder PID and age; directory nodes end
+//! in `/`; collapsed nodes say how many keys they hide.
 //!
-//! Invariant: only `rows[offset .. offset + height]` become text.
+//! Invariants: only `rows[offset .. offset + height]` become text; a name
+//! is shortened in the middle (`…`) only when the column it gets cannot
+//! hold it, so a wider list never shows less of it; a problem row names
+//! its path below `<state>/locks` (the common prefix is in the header);
+//! below [`WIDE`] columns the state is its glyph alone and the PID column
+//! stays.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row as TableRow, Table};
 
-use crate::model::{Node, Row, Section, Verdict};
+use crate::model::{Node, Row, Section, SectionTally, Verdict};
 
 use super::super::app::App;
+use super::super::fit::{fit, visible, width};
 use super::super::theme::Theme;
-use super::list::{ListArea, ListFrame};
-use super::{age_text, state_span};
+use super::list::{ListArea, ListFrame, fill_width};
+use super::{age_text, plural, state_span};
+
+/// Narrowest list that shows the state as glyph and word, and the age.
+pub const WIDE: u16 = 50;
+
+/// The columns of one layout: fixed widths around the name, and titles.
+struct Columns {
+    state: u16,
+    after: &'static [u16],
+    titles: &'static [&'static str],
+}
+
+const WIDE_COLUMNS: Columns = Columns {
+    state: 11,
+    after: &[8, 6],
+    titles: &["STATE", "NAME", "PID", "AGE"],
+};
+const NARROW_COLUMNS: Columns = Columns {
+    state: 1,
+    after: &[7],
+    titles: &["S", "NAME", "PID"],
+};
 
 /// Draws the tree pane into `area`; returns where its rows went.
 pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     let theme = app.config.theme;
     let now = app.model.now();
-    let wide = area.width >= 50;
+    let wide = area.width >= WIDE;
+    let columns = if wide { &WIDE_COLUMNS } else { &NARROW_COLUMNS };
+    let mut fixed = vec![columns.state];
+    fixed.extend_from_slice(columns.after);
+    let name_width = fill_width(area.width, &fixed);
+    let locks_root = crate::locks::locks_root(&app.config.state_dir);
     let flat = app.model.flat();
     let layout = ListFrame::new(area, app.model.tree_cursor(), flat.rows.len());
     let data = app.model.data();
@@ -28,119 +60,147 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
         .iter()
         .map(|row| {
             let node = data.tree.node(row.node);
-            let tally = flat.tallies[node.section as usize];
             let verdict = node
                 .lock
                 .as_ref()
                 .and_then(|lock| data.verdict(lock, now, app.config.materializing_after));
-            let cells = row_cells(&theme, node, row, tally, now, wide);
-            TableRow::new(mark_suspect(&theme, cells, verdict.as_ref()))
+            let shown = RowText {
+                node,
+                row,
+                tally: flat.tallies[node.section as usize],
+                locks_root: &locks_root,
+                name_width,
+            };
+            let mut cells = shown.cells(&theme, now, wide);
+            mark_suspect(&theme, &mut cells, verdict.as_ref(), wide);
+            TableRow::new(cells)
         })
         .collect();
-    let (widths, titles): (&[Constraint], &[&str]) = if wide {
-        (
-            &[
-                Constraint::Length(11),
-                Constraint::Fill(1),
-                Constraint::Length(8),
-                Constraint::Length(6),
-            ],
-            &["STATE", "NAME", "PID", "AGE"],
-        )
-    } else {
-        (
-            &[Constraint::Length(11), Constraint::Fill(1)],
-            &["STATE", "NAME"],
-        )
-    };
-    let table = Table::new(rows, widths.to_vec());
-    layout.render(frame, area, table, titles, &theme)
+    let mut widths = vec![Constraint::Length(columns.state), Constraint::Fill(1)];
+    widths.extend(columns.after.iter().map(|&w| Constraint::Length(w)));
+    let table = Table::new(rows, widths);
+    layout.render(frame, area, table, columns.titles, &theme)
 }
 
-/// A suspect's state cell gets its own glyph and word (not colour alone).
-fn mark_suspect<'a>(
-    theme: &Theme,
-    mut cells: Vec<Cell<'a>>,
-    verdict: Option<&Verdict>,
-) -> Vec<Cell<'a>> {
+/// A suspect's state cell gets its own glyph and word (not colour alone);
+/// glyph only when narrow.
+fn mark_suspect(theme: &Theme, cells: &mut [Cell<'_>], verdict: Option<&Verdict>, wide: bool) {
     let label = match verdict {
         Some(Verdict::Stopped { .. }) => "‖ stopped",
         Some(Verdict::MaterializingTooLong { .. }) => "◔ spawn",
         Some(Verdict::OrphanedChild { .. }) => "↯ orphan",
-        _ => return cells,
+        _ => return,
+    };
+    let label = if wide {
+        label
+    } else {
+        &label[..label.find(' ').unwrap_or(label.len())]
     };
     if let Some(state) = cells.first_mut() {
-        *state = Cell::from(Span::styled(label, theme.error));
+        *state = Cell::from(Span::styled(label.to_string(), theme.error));
     }
-    cells
 }
 
-fn row_cells<'a>(
-    theme: &Theme,
+/// What one tree row needs to become text.
+struct RowText<'a> {
     node: &'a Node,
-    row: &Row,
-    tally: crate::model::SectionTally,
-    now: std::time::SystemTime,
-    wide: bool,
-) -> Vec<Cell<'a>> {
-    let arrow = match (row.has_children, row.expanded) {
-        (false, _) => "  ",
-        (true, true) => "▾ ",
-        (true, false) => "▸ ",
-    };
-    let indent = "  ".repeat(usize::from(row.depth));
-    let mut name = vec![Span::raw(indent), Span::styled(arrow, theme.dim)];
-    let mut state = Span::raw("");
-    let mut pid = String::new();
-    let mut age = String::new();
-    if node.is_root() {
-        let arrow = if row.expanded { "▾ " } else { "▸ " };
-        name = vec![
-            Span::styled(arrow, theme.dim),
-            Span::styled(node.label.as_str(), theme.section),
-            Span::styled(section_count(node.section, tally), theme.dim),
-        ];
-    } else if let Some(problem) = &node.problem {
-        state = Span::styled("⚠ problem", theme.error);
-        name.push(Span::raw(node.label.as_str()));
-        name.push(Span::styled(format!("  {problem}"), theme.dim));
-    } else if let Some(lock) = &node.lock {
-        state = state_span(theme, lock.liveness());
-        name.push(Span::styled(
-            node.label.as_str(),
-            theme.liveness(lock.liveness()),
-        ));
-        if let Some(first) = lock.state.holders.first() {
-            pid = first.pid.to_string();
-            if lock.state.holders.len() > 1 {
-                pid.push_str(&format!("+{}", lock.state.holders.len() - 1));
-            }
-        }
-        age = age_text(lock.state.since, now);
-    } else {
-        state = Span::styled("□ dir", theme.directory);
-        name.push(Span::styled(format!("{}/", node.label), theme.directory));
-    }
-    if row.has_children && !row.expanded && !node.is_root() {
-        name.push(Span::styled(format!("  (+{})", row.shown_keys), theme.dim));
-    }
-    let mut cells = vec![Cell::from(state), Cell::from(Line::from(name))];
-    if wide {
-        cells.push(Cell::from(pid));
-        cells.push(Cell::from(age));
-    }
-    cells
+    row: &'a Row,
+    tally: SectionTally,
+    locks_root: &'a std::path::Path,
+    name_width: usize,
 }
 
-fn section_count(section: Section, tally: crate::model::SectionTally) -> String {
+impl RowText<'_> {
+    fn cells(&self, theme: &Theme, now: std::time::SystemTime, wide: bool) -> Vec<Cell<'static>> {
+        let (node, row) = (self.node, self.row);
+        let arrow = match (row.has_children, row.expanded) {
+            (false, _) => "  ",
+            (true, true) => "▾ ",
+            (true, false) => "▸ ",
+        };
+        let indent = "  ".repeat(usize::from(row.depth));
+        let hidden = if row.has_children && !row.expanded && !node.is_root() {
+            format!("  (+{})", row.shown_keys)
+        } else {
+            String::new()
+        };
+        let room = |used: usize| self.name_width.saturating_sub(used);
+        let lead = indent.len() + 2;
+        let mut name = vec![Span::raw(indent), Span::styled(arrow, theme.dim)];
+        let mut state = Span::raw("");
+        let (mut pid, mut age) = (String::new(), String::new());
+        if node.is_root() {
+            let arrow = if row.expanded { "▾ " } else { "▸ " };
+            let mut count = section_count(node.section, self.tally);
+            if width(&count) > room(2 + width(&node.label)) {
+                count = format!("  {}/{}", self.tally.shown, self.tally.total);
+            }
+            name = vec![
+                Span::styled(arrow, theme.dim),
+                Span::styled(node.label.clone(), theme.section),
+                Span::styled(count, theme.dim),
+            ];
+        } else if let Some(problem) = &node.problem {
+            state = Span::styled(if wide { "⚠ problem" } else { "⚠" }, theme.error);
+            let path = std::path::Path::new(&node.path);
+            let below = path.strip_prefix(self.locks_root).unwrap_or(path);
+            let label = fit(&below.display().to_string(), room(lead));
+            // The kind only when it fits whole (the details pane has it).
+            let detail = format!("  {problem}");
+            let fits = width(&detail) <= room(lead + width(&label));
+            name.push(Span::raw(label));
+            if fits {
+                name.push(Span::styled(visible(&detail).into_owned(), theme.dim));
+            }
+        } else if let Some(lock) = &node.lock {
+            state = narrow_state(state_span(theme, lock.liveness()), wide);
+            let label = fit(&node.label, room(lead + width(&hidden)));
+            name.push(Span::styled(label, theme.liveness(lock.liveness())));
+            if let Some(first) = lock.state.holders.first() {
+                pid = first.pid.to_string();
+                if lock.state.holders.len() > 1 {
+                    pid.push_str(&format!("+{}", lock.state.holders.len() - 1));
+                }
+            }
+            age = age_text(lock.state.since, now);
+        } else {
+            state = narrow_state(Span::styled("□ dir", theme.directory), wide);
+            let label = fit(&node.label, room(lead + 1 + width(&hidden)));
+            name.push(Span::styled(format!("{label}/"), theme.directory));
+        }
+        if !hidden.is_empty() {
+            name.push(Span::styled(hidden, theme.dim));
+        }
+        let mut cells = vec![
+            Cell::from(state),
+            Cell::from(Line::from(name)),
+            Cell::from(pid),
+        ];
+        if wide {
+            cells.push(Cell::from(age));
+        }
+        cells
+    }
+}
+
+/// The glyph of a `glyph word` state span when the list is narrow.
+fn narrow_state(span: Span<'static>, wide: bool) -> Span<'static> {
+    if wide {
+        return span;
+    }
+    let glyph: String = span.content.chars().take_while(|&c| c != ' ').collect();
+    Span::styled(glyph, span.style)
+}
+
+fn section_count(section: Section, tally: SectionTally) -> String {
     let noun = if section == Section::Problems {
-        "problems"
+        "problem"
     } else {
-        "keys"
+        "key"
     };
     if tally.shown == tally.total {
-        format!("  {} {noun}", tally.total)
+        format!("  {}", plural(tally.total, noun))
     } else {
-        format!("  {} of {} {noun} shown", tally.shown, tally.total)
+        format!("  {} of {} shown", tally.shown, plural(tally.total, noun))
     }
 }

@@ -106,3 +106,21 @@ fn an_invalid_objectiveai_state_is_one_line_and_exit_2_for_every_command() {
         assert_one_line_exit_2(&format!("{args:?}"), (code, stderr), "OBJECTIVEAI_STATE");
     }
 }
+
+#[test]
+fn completions_and_man_are_generated_from_the_clap_definitions() {
+    let (_tmp, state) = crate::common::state_in_tempdir();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = crate::common::run_locktop(&state, &["completions", shell]);
+        assert_eq!(out.code(), 0, "{shell}: {}", out.stderr);
+        for word in ["snapshot", "watch", "state-dir", "read-only"] {
+            assert!(out.stdout.contains(word), "{shell} completes {word}");
+        }
+    }
+    let man = crate::common::run_locktop(&state, &["man"]);
+    assert_eq!(man.code(), 0, "{}", man.stderr);
+    assert!(man.stdout.starts_with(".ie") || man.stdout.contains(".TH locktop 1"));
+    assert!(man.stdout.contains("completions") && man.stdout.contains("snapshot"));
+    let wrong = crate::common::run_locktop(&state, &["completions", "tcsh"]);
+    assert_eq!(wrong.code(), 2, "an unknown shell is bad input");
+}

@@ -5,5 +5,6 @@
 
 mod demo;
 mod holders;
+mod operator;
 mod read_only;
 mod tui;

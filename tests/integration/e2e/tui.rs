@@ -69,7 +69,7 @@ fn sigkilled_holder_turns_free_and_q_restores_the_terminal() {
 }
 
 #[test]
-fn panes_switch_and_the_event_log_records_the_death() {
+fn panes_switch_and_the_event_log_records_the_holders_exit() {
     let (_tmp, state) = state_in_tempdir();
     let mut doomed = Holder::hold(&state, &["--tag", "relocating"]);
     let mut tui = Tui::spawn(&state, &[], 80, 24);
@@ -83,8 +83,11 @@ fn panes_switch_and_the_event_log_records_the_death() {
 
     tui.send(b"3");
     let pid = doomed.pid().to_string();
-    tui.wait_for("a death in the event log", |screen| {
-        row_of(screen, "relocating").is_some_and(|row| row.contains("died") && row.contains(&pid))
+    // SIGKILLed by the test, not by locktop: locktop only knows the PID
+    // is gone.
+    tui.wait_for("the holder's exit in the event log", |screen| {
+        row_of(screen, "relocating")
+            .is_some_and(|row| row.contains("holder exited") && row.contains(&pid))
     });
 
     tui.send(b"?");

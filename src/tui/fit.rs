@@ -1,0 +1,161 @@
+//! Fitting text into columns: control characters made visible, and
+//! middle-ellipsis shortening that keeps both ends of a name (the root of
+//! an AIH and its agent id, the program and the last arguments of a
+//! command line).
+//!
+//! Invariants: widths are terminal columns (`unicode-width`), never bytes
+//! or chars; [`middle`] never returns more than `width` columns, returns
+//! the text unchanged when it fits, and otherwise a prefix, `…` and a
+//! suffix of it, cut on char boundaries; [`visible`] maps every control
+//! character to a printable one, so nothing typed into a name can move
+//! the cursor or vanish.
+
+use std::borrow::Cow;
+
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
+/// The mark a shortened text carries where its middle was.
+pub const ELLIPSIS: char = '…';
+
+/// Columns `text` takes on screen (after [`visible`]).
+pub fn width(text: &str) -> usize {
+    visible(text).width()
+}
+
+/// `text` with every control character replaced by a visible stand-in: C0
+/// controls by their Control Pictures glyph (`\t` → `␉`, `\n` → `␊`), DEL
+/// by `␡`, other controls (C1) by `\u{…}`. Borrowed when there is none.
+pub fn visible(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\0'..='\u{1f}' => shown.push(char::from_u32(0x2400 + c as u32).unwrap_or('?')),
+            '\u{7f}' => shown.push('␡'),
+            c if c.is_control() => shown.push_str(&c.escape_unicode().to_string()),
+            c => shown.push(c),
+        }
+    }
+    Cow::Owned(shown)
+}
+
+/// `text` shortened in the middle to at most `width` columns: unchanged if
+/// it fits, else its head, `…`, its tail (the head gets the odd column).
+pub fn middle(text: &str, width: usize) -> Cow<'_, str> {
+    if text.width() <= width {
+        return Cow::Borrowed(text);
+    }
+    if width == 0 {
+        return Cow::Borrowed("");
+    }
+    let room = width - 1; // the ellipsis takes one column
+    let head_room = room.div_ceil(2);
+    let (head, head_used) = take_columns(text.chars(), head_room);
+    let (tail, _) = take_columns(text.chars().rev(), room - head_used);
+    let mut shortened = String::with_capacity(width * 4);
+    shortened.extend(head);
+    shortened.push(ELLIPSIS);
+    shortened.extend(tail.into_iter().rev());
+    Cow::Owned(shortened)
+}
+
+/// [`visible`], then [`middle`]: how every name is put in a column.
+pub fn fit(text: &str, width: usize) -> String {
+    middle(&visible(text), width).into_owned()
+}
+
+/// The leading chars of `chars` that fit in `room` columns, and the
+/// columns they take.
+fn take_columns(chars: impl Iterator<Item = char>, room: usize) -> (Vec<char>, usize) {
+    let mut taken = Vec::new();
+    let mut used = 0;
+    for c in chars {
+        let w = c.width().unwrap_or(0);
+        if used + w > room {
+            break;
+        }
+        used += w;
+        taken.push(c);
+    }
+    (taken, used)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_long_aih_keeps_its_root_and_its_agent_id() {
+        let aih = "cli/daemon/3Bk4hBIOrMDdNaDL3atd1b-F1LTN4MMGSB1wpHXF/sub/agent-7";
+        let short = middle(aih, 30);
+        assert_eq!(short, "cli/daemon/3Bk4…XF/sub/agent-7");
+        assert_eq!(short.width(), 30);
+    }
+
+    #[test]
+    fn text_that_fits_is_unchanged_and_zero_width_is_empty() {
+        assert_eq!(middle("abc", 3), "abc");
+        assert_eq!(middle("abcd", 3), "a…d");
+        assert_eq!(middle("abcd", 1), "…");
+        assert_eq!(middle("abcd", 0), "");
+    }
+
+    #[test]
+    fn wide_characters_are_never_split_across_the_limit() {
+        // Each ideograph takes two columns.
+        let short = middle("日本語のタグ名", 6);
+        assert!(short.width() <= 6, "{short}");
+        assert_eq!(short, "日…名"); // 5 columns: half an ideograph is no column
+    }
+
+    #[test]
+    fn control_characters_are_shown_not_swallowed() {
+        assert_eq!(visible("a\tb"), "a␉b");
+        assert_eq!(visible("x\ny\u{7f}"), "x␊y␡");
+        assert_eq!(visible("\u{85}"), "\\u{85}");
+        assert!(matches!(visible("plain"), Cow::Borrowed(_)));
+        assert_eq!(fit("cli/\tx", 10), "cli/␉x");
+    }
+
+    proptest! {
+        #[test]
+        fn middle_never_exceeds_the_width_and_keeps_both_ends(
+            text in "\\PC{0,60}|[a-z/日本\u{301}]{0,60}",
+            width in 0usize..80,
+        ) {
+            let short = middle(&text, width);
+            prop_assert!(short.width() <= width, "{short:?} wider than {width}");
+            if text.width() <= width {
+                prop_assert_eq!(short.as_ref(), text.as_str());
+            } else if width > 0 {
+                let (head, tail) = short.split_once(ELLIPSIS).expect("an ellipsis");
+                prop_assert!(text.starts_with(head));
+                prop_assert!(text.ends_with(tail));
+                // Both ends survive once there is room for a wide char on
+                // each side of the ellipsis.
+                if width >= 5 {
+                    prop_assert!(!head.is_empty() && !tail.is_empty(), "{short:?}");
+                }
+            }
+        }
+
+        #[test]
+        fn a_wider_column_never_shows_less(
+            text in "[a-z/日]{0,60}",
+            width in 0usize..70,
+        ) {
+            let narrow = middle(&text, width);
+            let wide = middle(&text, width + 1);
+            let shown = |s: &str| s.chars().filter(|&c| c != ELLIPSIS).count();
+            prop_assert!(shown(&wide) >= shown(&narrow));
+        }
+
+        #[test]
+        fn visible_text_has_no_control_characters(text in "\\PC{0,20}[\\x00-\\x1f\\x7f\\u{80}-\\u{9f}]{0,5}") {
+            prop_assert!(!visible(&text).chars().any(char::is_control));
+        }
+    }
+}

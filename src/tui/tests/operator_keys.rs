@@ -1,0 +1,139 @@
+//! The keys operators of htop / k9s expect: sorting the holders and
+//! blocking views, F-key aliases, and a first unknown key that points at
+//! the help.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::model::Sort;
+
+use super::support::{demo_app, press, text_of};
+
+/// The PIDs of the holders pane's process rows, top to bottom.
+fn holder_pids(app: &mut crate::tui::App) -> Vec<String> {
+    text_of(app)
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("\">pid ")
+                .or(line.strip_prefix("\" pid "))
+        })
+        .filter_map(|rest| rest.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn s_sorts_the_holders_by_age_pid_then_name_and_the_tab_bar_says_so() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('2'));
+    assert!(text_of(&mut app).contains("by age"));
+    assert_eq!(
+        holder_pids(&mut app),
+        ["1201", "1202", "777"],
+        "oldest first"
+    );
+    press(&mut app, KeyCode::Char('s'));
+    let shown = text_of(&mut app);
+    assert!(shown.contains("by PID"), "{shown}");
+    assert_eq!(holder_pids(&mut app), ["777", "1201", "1202"]);
+    press(&mut app, KeyCode::Char('s'));
+    assert!(text_of(&mut app).contains("by name"));
+    // "locktop" < "locktop hold …" < "objectiveai …"
+    assert_eq!(holder_pids(&mut app), ["777", "1201", "1202"]);
+    press(&mut app, KeyCode::Char('s'));
+    assert_eq!(
+        app.model().settings().sort,
+        Sort::Age,
+        "holders skip urgency"
+    );
+}
+
+#[test]
+fn s_sorts_the_blocking_view_from_suspects_first_to_name() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('5'));
+    assert!(text_of(&mut app).contains("by urgency"));
+    for _ in 0..3 {
+        press(&mut app, KeyCode::Char('s'));
+    }
+    let shown = text_of(&mut app);
+    assert!(shown.contains("by name"), "{shown}");
+    let keys: Vec<&str> = shown
+        .lines()
+        .filter(|line| line.contains("● live") || line.contains("◆ own"))
+        .filter_map(|line| line.split_whitespace().nth(3))
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    assert_eq!(keys, sorted, "by name");
+    press(&mut app, KeyCode::Char('s'));
+    assert_eq!(app.model().settings().sort, Sort::Urgency);
+}
+
+#[test]
+fn s_outside_holders_and_blocking_says_where_it_sorts() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('s'));
+    assert_eq!(app.message(), Some("s sorts 2 Holders and 5 Blocking"));
+}
+
+#[test]
+fn f_keys_do_what_htop_users_expect() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('3'));
+    press(&mut app, KeyCode::F(5));
+    assert_eq!(app.pane(), crate::tui::Pane::Tree);
+    press(&mut app, KeyCode::F(1));
+    assert!(text_of(&mut app).contains("Help"));
+    press(&mut app, KeyCode::F(1));
+    press(&mut app, KeyCode::F(3));
+    assert!(text_of(&mut app).contains("Enter keep · Esc clear"));
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::F(10));
+    assert!(app.should_quit());
+}
+
+#[test]
+fn the_first_unknown_key_says_where_help_is_and_only_once() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('z'));
+    assert_eq!(app.message(), Some("unknown key: ? for help"));
+    assert!(text_of(&mut app).contains("unknown key: ? for help"));
+    press(&mut app, KeyCode::Esc);
+    assert_eq!(app.message(), None);
+    press(&mut app, KeyCode::Char('z'));
+    assert_eq!(app.message(), None, "said once");
+    let shift = KeyEvent::new(
+        KeyCode::Modifier(crossterm::event::ModifierKeyCode::LeftShift),
+        KeyModifiers::SHIFT,
+    );
+    let mut fresh = demo_app();
+    fresh.handle_key(shift);
+    assert_eq!(fresh.message(), None, "a modifier alone is no key");
+}
+
+#[test]
+fn y_copies_the_pid_then_the_command_line_then_the_path() {
+    let mut app = demo_app();
+    super::support::select(&mut app, crate::model::Section::Tags, "deploy");
+    let mut copied = Vec::new();
+    for _ in 0..4 {
+        press(&mut app, KeyCode::Char('y'));
+        copied.push(app.take_clipboard().expect("something to copy"));
+    }
+    let gate = "/state/locks/agents/tags/deploy.lock";
+    let hold = crate::model::fixtures::HOLD.to_string();
+    assert_eq!(
+        copied,
+        ["1201".to_string(), hold, gate.into(), "1201".into()]
+    );
+    assert!(
+        app.message()
+            .unwrap()
+            .starts_with("copied PID to the clipboard (OSC 52): 1201")
+    );
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Char('y'));
+    assert!(
+        app.message().unwrap().contains("copied"),
+        "a new selection starts over"
+    );
+}
