@@ -1,0 +1,174 @@
+//! `cargo bench --bench serve`: what a Prometheus scrape of `locktop
+//! serve` costs, at 10,000 and 100,000 keys (`cargo test` runs a smoke
+//! pass at 2,000). Each size: a release `serve` child on free keys made
+//! on disk, then GET `/healthz` (the HTTP floor: same server, same
+//! client, no work) and GET `/metrics` (OpenMetrics, as Prometheus asks)
+//! in turns; the figures are p50/p99 of each and the ratio of the
+//! scrape to the floor measured in the same run. Target: a scrape ≤ 10 ms
+//! at 10,000 keys. Also the series count of a scrape, which must not
+//! grow with keys, and serve's peak RSS.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use locktop::locks::agent_tag_lock;
+use locktop::locks::escape::{announce_path, gate_path};
+
+/// The scrape target at 10,000 keys.
+const TARGET_10K: Duration = Duration::from_millis(10);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--smoke");
+    let (sizes, samples): (&[usize], usize) = if full {
+        (&[10_000, 100_000], 300)
+    } else {
+        (&[2_000], 40)
+    };
+    println!(
+        "locktop serve scrape bench ({}): {} samples per endpoint; load at start: {}",
+        if full { "full" } else { "SMOKE" },
+        samples,
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+    );
+    for &keys in sizes {
+        measure(keys, samples);
+    }
+}
+
+/// A child killed and reaped on drop.
+struct Serve(Child, String);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn locktop_bin() -> PathBuf {
+    option_env!("CARGO_BIN_EXE_locktop")
+        .map(PathBuf::from)
+        .filter(|path| path.is_file())
+        .expect("the locktop binary (built with the bench)")
+}
+
+fn start(state: &Path) -> Serve {
+    let mut child = Command::new(locktop_bin())
+        .arg("--state-dir")
+        .arg(state)
+        .args(["serve", "--listen", "127.0.0.1:0", "--sweep", "3600"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().expect("stderr"))
+        .read_line(&mut line)
+        .expect("serve's first line");
+    let base = line
+        .trim()
+        .strip_prefix("locktop serve: listening on ")
+        .expect("listening line")
+        .to_string();
+    Serve(child, base)
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
+/// One GET: (time, body).
+fn get(agent: &ureq::Agent, url: &str, openmetrics: bool) -> (Duration, String) {
+    let start = Instant::now();
+    let mut request = agent.get(url);
+    if openmetrics {
+        request = request.header("Accept", "application/openmetrics-text;version=1.0.0");
+    }
+    let body = request
+        .call()
+        .expect("GET")
+        .body_mut()
+        .with_config()
+        .limit(1 << 30)
+        .read_to_string()
+        .expect("body");
+    (start.elapsed(), body)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn measure(keys: usize, samples: usize) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let made = Instant::now();
+    for i in 0..keys {
+        let (dir, key) = agent_tag_lock(&state, &format!("scrape-{i}"));
+        if i == 0 {
+            std::fs::create_dir_all(&dir).expect("tags dir");
+        }
+        std::fs::write(gate_path(&dir, &key), b"").expect("gate");
+        std::fs::write(announce_path(&dir, &key), b"1").expect("announce");
+    }
+    let made = made.elapsed();
+    let serve = start(&state);
+    let agent = agent();
+    let metrics = format!("{}/metrics", serve.1);
+    let healthz = format!("{}/healthz", serve.1);
+    let all_free = format!(r#"locktop_keys{{kind="tag",liveness="free"}} {keys}"#);
+    let synced = Instant::now();
+    loop {
+        let (_, body) = get(&agent, &metrics, false);
+        if body.contains(&all_free) {
+            break;
+        }
+        assert!(synced.elapsed() < Duration::from_secs(300), "serve never saw every key");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let synced = synced.elapsed();
+    let (mut floor, mut scrape) = (Vec::new(), Vec::new());
+    let mut series = 0;
+    for _ in 0..samples {
+        floor.push(get(&agent, &healthz, false).0);
+        let (took, body) = get(&agent, &metrics, true);
+        scrape.push(took);
+        series = body
+            .lines()
+            .filter(|line| !line.starts_with('#') && !line.is_empty())
+            .count();
+    }
+    floor.sort();
+    scrape.sort();
+    let (f50, f99) = (percentile(&floor, 0.5), percentile(&floor, 0.99));
+    let (s50, s99) = (percentile(&scrape, 0.5), percentile(&scrape, 0.99));
+    let peak = std::fs::read_to_string(format!("/proc/{}/status", serve.0.id()))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default();
+    let verdict = if keys == 10_000 {
+        if s99 <= TARGET_10K {
+            "  PASS (p99 ≤ 10 ms)"
+        } else {
+            "  MISS (p99 > 10 ms)"
+        }
+    } else {
+        ""
+    };
+    println!(
+        "{keys:>7} keys (made in {made:.1?}, seen by serve {synced:.1?} after start): \
+         /healthz p50 {f50:.2?} p99 {f99:.2?} · /metrics p50 {s50:.2?} p99 {s99:.2?} \
+         = {:.2}× / {:.2}× the floor · {series} series · serve peak RSS {peak}{verdict}",
+        s50.as_secs_f64() / f50.as_secs_f64(),
+        s99.as_secs_f64() / f99.as_secs_f64(),
+    );
+}
