@@ -31,7 +31,9 @@ fn main() {
         "locktop serve scrape bench ({}): {} samples per endpoint; load at start: {}",
         if full { "full" } else { "SMOKE" },
         samples,
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
     );
     for &keys in sizes {
         measure(keys, samples);
@@ -130,7 +132,10 @@ fn measure(keys: usize, samples: usize) {
         if body.contains(&all_free) {
             break;
         }
-        assert!(synced.elapsed() < Duration::from_secs(300), "serve never saw every key");
+        assert!(
+            synced.elapsed() < Duration::from_secs(300),
+            "serve never saw every key"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let synced = synced.elapsed();

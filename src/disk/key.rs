@@ -39,6 +39,9 @@ pub fn label(kind: KeyKind, name: &str) -> String {
 }
 
 impl KeyKind {
+    /// Every kind.
+    pub const ALL: [KeyKind; 3] = [KeyKind::Instance, KeyKind::Tag, KeyKind::Other];
+
     /// The word used in tables and JSON.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -31,6 +31,16 @@ pub enum Liveness {
 }
 
 impl Liveness {
+    /// Every liveness, in the order the screen lists them.
+    pub const ALL: [Liveness; 6] = [
+        Liveness::Live,
+        Liveness::Own,
+        Liveness::Free,
+        Liveness::InFlight,
+        Liveness::Shared,
+        Liveness::Error,
+    ];
+
     /// The word shown on screen and in JSON.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -138,14 +148,7 @@ mod tests {
 
     #[test]
     fn json_spells_every_liveness_as_the_screen_does() {
-        for liveness in [
-            Liveness::Live,
-            Liveness::Own,
-            Liveness::Free,
-            Liveness::InFlight,
-            Liveness::Shared,
-            Liveness::Error,
-        ] {
+        for liveness in Liveness::ALL {
             let json = serde_json::to_string(&liveness).unwrap();
             assert_eq!(json, format!("\"{}\"", liveness.as_str()));
         }

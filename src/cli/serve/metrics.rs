@@ -31,16 +31,6 @@ use crate::disk::{KeyKind, LockKey};
 use crate::engine::{EngineStats, KeyState, Liveness, WatcherHealth};
 use crate::operate::verdict::{Role, judge};
 
-/// Every liveness, so each (kind, liveness) series exists even at 0.
-const LIVENESSES: [Liveness; 6] = [
-    Liveness::Live,
-    Liveness::Own,
-    Liveness::Free,
-    Liveness::InFlight,
-    Liveness::Shared,
-    Liveness::Error,
-];
-const KINDS: [KeyKind; 3] = [KeyKind::Instance, KeyKind::Tag, KeyKind::Other];
 /// Every health state, for the `locktop_watcher_health` state set.
 const HEALTH_STATES: [&str; 6] = [
     "starting",
@@ -147,8 +137,9 @@ fn gauges<L: prometheus_client::encoding::EncodeLabelSet>(
 }
 
 fn encode_keys(encoder: &mut DescriptorEncoder, view: &LiveView) -> Result<(), std::fmt::Error> {
-    let series = KINDS.iter().flat_map(|kind| {
-        LIVENESSES.iter().map(move |liveness| {
+    // Every (kind, liveness) pair, so each series exists even at 0.
+    let series = KeyKind::ALL.iter().flat_map(|kind| {
+        Liveness::ALL.iter().map(move |liveness| {
             let count = view.counts.get(&(*kind, *liveness)).copied().unwrap_or(0);
             (
                 [("kind", kind.as_str()), ("liveness", liveness.as_str())],

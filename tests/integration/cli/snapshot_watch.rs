@@ -206,6 +206,14 @@ impl Watch {
         Self::spawn(common::locktop_command(state, &["watch", "--json"]))
     }
 
+    /// SIGTERM; the watch must exit 0.
+    fn terminate_expecting_0(&mut self) {
+        let raw = Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
+        signal::kill(raw, Signal::SIGTERM).expect("SIGTERM watch");
+        let status = wait_with_timeout(&mut self.child, PROCESS_TIMEOUT).expect("watch exits");
+        assert_eq!(status.code(), Some(0), "{status:?}");
+    }
+
     /// Runs `command` (a `watch --json` in some wrapper) as the watch.
     fn spawn(mut command: Command) -> Self {
         let mut child = command.spawn().expect("spawn watch");
@@ -298,10 +306,7 @@ fn watch_json_streams_live_then_free_with_the_holders_pid() {
     holder.kill();
     watch.wait_each(&names, Some("live"), "free", &[]);
 
-    let raw = Pid::from_raw(i32::try_from(watch.child.id()).expect("pid"));
-    signal::kill(raw, Signal::SIGTERM).expect("SIGTERM watch");
-    let status = wait_with_timeout(&mut watch.child, PROCESS_TIMEOUT).expect("watch exits");
-    assert_eq!(status.code(), Some(0), "{status:?}");
+    watch.terminate_expecting_0();
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut watch.child.stderr.take().expect("stderr"), &mut stderr)
         .expect("read stderr");
@@ -446,10 +451,7 @@ fn watch_polls_when_the_inotify_watch_budget_is_spent_and_still_sees_holders() {
     holder.kill();
     watch.wait_each(&names, Some("live"), "free", &[]);
 
-    let raw = Pid::from_raw(i32::try_from(watch.child.id()).expect("pid"));
-    signal::kill(raw, Signal::SIGTERM).expect("SIGTERM watch");
-    let status = wait_with_timeout(&mut watch.child, PROCESS_TIMEOUT).expect("watch exits");
-    assert_eq!(status.code(), Some(0), "{status:?}");
+    watch.terminate_expecting_0();
 }
 
 /// `--state-dir` relative to the working directory: inotify reports
