@@ -183,7 +183,7 @@ mod tests {
         let mut impostor = sleep_with_pid(callers[0]);
 
         let mut batch = vec![(key.clone(), KeyState::bare(Liveness::Live))];
-        annotate_with(&mut batch, &index, &HashSet::new());
+        annotate_with(&mut batch, &index, &HashSet::new(), &mut LockIndex::default);
         let holders = &batch[0].1.holders;
         assert!(
             !holders.iter().any(|p| p.pid == impostor.id()),

@@ -195,7 +195,11 @@ impl Engine {
                     )
                 })
                 .collect();
-            annotate_with(&mut pairs, &index, &self.own_pids);
+            let stats = self.stats.clone();
+            annotate_with(&mut pairs, &index, &self.own_pids, &mut || {
+                stats.index_reads.fetch_add(1, Ordering::Relaxed);
+                LockIndex::read().unwrap_or_default()
+            });
             for ((_, state, _), (_, annotated_state)) in batch.iter_mut().zip(pairs) {
                 *state = annotated_state;
             }

@@ -148,6 +148,10 @@ async fn sweep_off_loop(
             &mut batch,
             &LockIndex::read().unwrap_or_default(),
             &own_pids,
+            &mut || {
+                stats.index_reads.fetch_add(1, Ordering::Relaxed);
+                LockIndex::read().unwrap_or_default()
+            },
         );
     }
     let mut problems = report.problems;
