@@ -1014,6 +1014,53 @@ async fn section_latency(
             acquire_median = median(&run.all);
         }
     }
+    // Under load: one spinning process per CPU beside the engine (a busy
+    // agent host), same kills.
+    let burners: Vec<Guarded> = (0..nproc())
+        .map(|_| {
+            Guarded::new(
+                Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .expect("spawn a CPU burner"),
+            )
+        })
+        .collect();
+    let mut loaded_p99 = Vec::new();
+    for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
+        let run = kill_latency(plan, bin, state, pool, mode).await;
+        say(format!(
+            "   {:<8} UNDER LOAD ({} spinning processes, load {}): median {:>8}  p99 {:>8}  max {:>8}  (n={}, missed {})",
+            mode.as_str(),
+            burners.len(),
+            loadavg(),
+            fmt_dur(median(&run.all)),
+            fmt_dur(percentile(&run.all, 99.0)),
+            fmt_dur(percentile(&run.all, 100.0)),
+            run.all.len(),
+            run.missed
+        ));
+        if let Some((took, trace)) = &run.slowest {
+            say(format!(
+                "            slowest kill under load ({}): {}",
+                fmt_dur(*took),
+                trace.join(" · ")
+            ));
+        }
+        if !run.all.is_empty() {
+            loaded_p99.push((mode, percentile(&run.all, 99.0)));
+        }
+    }
+    drop(burners);
+    for (mode, p99) in loaded_p99 {
+        targets.add(format!(
+            "(2b) kill → Delta p99 ≤ 20 ms under load ({}, all keys): {}  {}",
+            mode.as_str(),
+            fmt_dur(p99),
+            verdict(p99 <= Duration::from_millis(20))
+        ));
+    }
     let (polled, snaps) = poll_latency(plan, bin, state, pool).await;
     let snap = median(&snaps);
     say(format!(
@@ -1290,7 +1337,8 @@ fn watch_memory(bin: &Path, state: &Path, settle: Duration) -> Option<WatchRun> 
 fn spawner_child(args: &[String]) {
     let state = PathBuf::from(&args[0]);
     let millis: u64 = args[1].parse().expect("millis");
-    let coords: Vec<(PathBuf, String)> = args[2..]
+    let hold = Duration::from_micros(args[2].parse().expect("hold micros"));
+    let coords: Vec<(PathBuf, String)> = args[3..]
         .iter()
         .map(|tag| agent_tag_lock(&state, tag))
         .collect();
@@ -1305,7 +1353,12 @@ fn spawner_child(args: &[String]) {
             for (dir, key) in &coords {
                 attempts += 1;
                 match objectiveai_sdk::lockfile::try_acquire(dir, key, "").await {
-                    Some(claim) => claim.release().expect("release"),
+                    Some(claim) => {
+                        if !hold.is_zero() {
+                            std::thread::sleep(hold);
+                        }
+                        claim.release().expect("release")
+                    }
                     None => failures += 1,
                 }
                 std::thread::sleep(Duration::from_micros(fastrand::u64(
@@ -1323,12 +1376,15 @@ struct Spawner {
     stdout: std::process::ChildStdout,
 }
 
-fn start_spawner(state: &Path, duration: Duration, tags: &[String]) -> Spawner {
+/// A spawner child that holds each acquired tag for `hold` before it
+/// releases it (zero: releases at once).
+fn start_spawner(state: &Path, duration: Duration, hold: Duration, tags: &[String]) -> Spawner {
     let exe = std::env::current_exe().expect("current_exe");
     let mut child = Command::new(exe)
         .arg(SPAWNER_CHILD)
         .arg(state)
         .arg(duration.as_millis().to_string())
+        .arg(hold.as_micros().to_string())
         .args(tags)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -1379,7 +1435,7 @@ async fn section_interference(plan: &Plan, state: &Path, tags: &[String]) {
         ));
     };
     // Baseline: nothing else probing.
-    let (attempts, failures) = finish_spawner(start_spawner(state, d, tags));
+    let (attempts, failures) = finish_spawner(start_spawner(state, d, Duration::ZERO, tags));
     row("baseline: no monitor", attempts, failures, String::new());
 
     for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
@@ -1389,7 +1445,7 @@ async fn section_interference(plan: &Plan, state: &Path, tags: &[String]) {
         };
         let (mut handle, _) = start_engine(state, config, Duration::from_millis(300)).await;
         let probes0 = handle.stats.probes.load(Ordering::Relaxed);
-        let spawner = start_spawner(state, d, tags);
+        let spawner = start_spawner(state, d, Duration::ZERO, tags);
         // Block this (non-worker) thread; the engine runs on the workers.
         let (attempts, failures) = finish_spawner(spawner);
         let probes = handle.stats.probes.load(Ordering::Relaxed) - probes0;
@@ -1405,8 +1461,35 @@ async fn section_interference(plan: &Plan, state: &Path, tags: &[String]) {
             ),
         );
     }
+    // 1 ms pacing: each acquired tag is held 1 ms, then released, then a
+    // 0–1 ms pause — an agent churn the event-driven probe keeps up with,
+    // so its probes land while the spawner holds or is about to acquire.
+    let hold = Duration::from_millis(1);
+    let (attempts, failures) = finish_spawner(start_spawner(state, d, hold, tags));
+    row(
+        "1 ms holds, baseline: no monitor",
+        attempts,
+        failures,
+        String::new(),
+    );
+    for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
+        let config = EngineConfig {
+            probe: mode,
+            ..EngineConfig::default()
+        };
+        let (mut handle, _) = start_engine(state, config, Duration::from_millis(300)).await;
+        let (attempts, failures) = finish_spawner(start_spawner(state, d, hold, tags));
+        while handle.deltas.try_recv().is_ok() {}
+        drop(handle);
+        row(
+            &format!("1 ms holds, engine, {} probe", mode.as_str()),
+            attempts,
+            failures,
+            String::new(),
+        );
+    }
     for mode in [ProbeMode::Passive, ProbeMode::Acquire] {
-        let mut spawner = start_spawner(state, d, tags);
+        let mut spawner = start_spawner(state, d, Duration::ZERO, tags);
         let mut snapshots = 0;
         while spawner.process.try_wait().is_none() {
             let _ = snapshot(state, mode).await;
