@@ -6,7 +6,9 @@
 //! in turns; the figures are p50/p99 of each and the ratio of the
 //! scrape to the floor measured in the same run. Target: a scrape ≤ 10 ms
 //! at 10,000 keys. Also the series count of a scrape, which must not
-//! grow with keys, and serve's peak RSS.
+//! grow with keys, and serve's peak RSS. Last, SIGKILL of a holder → its
+//! `free` line on `/events`, without and with 100 threads scraping: the
+//! engine must keep up while it is scraped.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -37,6 +39,137 @@ fn main() {
     );
     for &keys in sizes {
         measure(keys, samples);
+    }
+    kills_under_scrapers(if full { 10_000 } else { 500 }, if full { 30 } else { 4 });
+}
+
+/// A `locktop hold --group TAG` child, killed and reaped on drop.
+struct Holder(Child);
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn hold(state: &Path, tag: &str) -> Holder {
+    let mut child = Command::new(locktop_bin())
+        .arg("--state-dir")
+        .arg(state)
+        .args(["hold", "--group", tag])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn hold");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("held line");
+    assert!(line.contains("\"held\":true"), "{line}");
+    Holder(child)
+}
+
+/// SIGKILL of a holder → its `free` line on `/events`, `kills` times,
+/// without and then with 100 threads scraping `/metrics` back to back:
+/// the scrapes must not slow the engine down.
+fn kills_under_scrapers(keys: usize, kills: usize) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    for i in 0..keys {
+        let (dir, key) = agent_tag_lock(&state, &format!("scrape-{i}"));
+        if i == 0 {
+            std::fs::create_dir_all(&dir).expect("tags dir");
+        }
+        std::fs::write(gate_path(&dir, &key), b"").expect("gate");
+        std::fs::write(announce_path(&dir, &key), b"1").expect("announce");
+    }
+    let serve = start(&state);
+    let events = agent()
+        .get(&format!("{}/events", serve.1))
+        .call()
+        .expect("GET /events");
+    let (tx, lines) = std::sync::mpsc::channel::<(Instant, String)>();
+    std::thread::spawn(move || {
+        let reader = BufReader::new(events.into_body().into_reader());
+        for line in reader.lines().map_while(Result::ok) {
+            if tx.send((Instant::now(), line)).is_err() {
+                break;
+            }
+        }
+    });
+    let mut rows = Vec::new();
+    for scrapers in [0, 100] {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads: Vec<_> = (0..scrapers)
+            .map(|_| {
+                let (url, stop) = (format!("{}/metrics", serve.1), stop.clone());
+                std::thread::spawn(move || {
+                    let agent = agent();
+                    let mut n = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let _ = get(&agent, &url, true);
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        let (mut took, mut seen) = (Vec::new(), Vec::new());
+        for k in 0..kills {
+            let tag = format!("victim-{scrapers}-{k}");
+            let mut holder = hold(&state, &tag);
+            let live = format!("\"name\":\"{tag}\"");
+            wait_line(&lines, |line| {
+                line.contains(&live) && line.contains("\"to\":\"live\"")
+            });
+            let (killed, killed_wall) = (Instant::now(), std::time::SystemTime::now());
+            let _ = holder.0.kill();
+            let (at, line) = wait_line(&lines, |line| {
+                line.contains(&live) && line.contains("\"to\":\"free\"")
+            });
+            took.push(at.saturating_duration_since(killed));
+            // The line's own time: when the engine observed the release.
+            let observed = serde_json::from_str::<serde_json::Value>(&line)
+                .ok()
+                .and_then(|v| v["time"].as_str().map(str::to_string))
+                .and_then(|time| humantime::parse_rfc3339_weak(&time).ok())
+                .and_then(|time| time.duration_since(killed_wall).ok())
+                .unwrap_or_default();
+            seen.push(observed);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let scrapes: u64 = threads.into_iter().map(|t| t.join().unwrap_or(0)).sum();
+        took.sort();
+        seen.sort();
+        let p = |v: &[Duration]| [percentile(v, 0.5), percentile(v, 0.99)];
+        rows.push((scrapers, p(&seen), p(&took), scrapes));
+    }
+    for (scrapers, seen, read, scrapes) in &rows {
+        println!(
+            "kill, {keys} keys, {kills} kills, {scrapers:>3} scrapers ({scrapes} scrapes meanwhile): \
+             the engine saw it free (the line's time, ms precision) p50 {:.1?} p99 {:.1?} · \
+             the line read by this client p50 {:.1?} p99 {:.1?}",
+            seen[0], seen[1], read[0], read[1]
+        );
+    }
+}
+
+/// Waits (≤ 30 s) for a line matching `pred`; when it was read, and the line.
+fn wait_line(
+    lines: &std::sync::mpsc::Receiver<(Instant, String)>,
+    pred: impl Fn(&str) -> bool,
+) -> (Instant, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (at, line) = lines
+            .recv_timeout(left)
+            .expect("an /events line within 30 s");
+        if pred(&line) {
+            return (at, line);
+        }
     }
 }
 
