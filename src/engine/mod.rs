@@ -90,14 +90,44 @@ pub struct EngineHandle {
 /// tokio runtime. The first deltas describe the initial scan, ending with
 /// [`Delta::Synced`].
 pub fn spawn(context: Context, config: EngineConfig) -> EngineHandle {
+    start(context, config).0
+}
+
+/// [`spawn`] on a thread and a runtime of its own, for a consumer whose
+/// runtime may be busy (`serve` under a hundred scrapers): the engine's
+/// wake-ups then never queue behind the consumer's tasks, and the OS
+/// shares the CPU between them. The thread ends with the engine, when the
+/// handle is dropped.
+pub fn spawn_dedicated(context: Context, config: EngineConfig) -> std::io::Result<EngineHandle> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (handed, handle) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("locktop-engine".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let (handle, task) = start(context, config);
+                let _ = handed.send(handle);
+                let _ = task.await;
+            });
+        })?;
+    handle
+        .recv()
+        .map_err(|_| std::io::Error::other("the engine thread ended before it started"))
+}
+
+/// Starts the engine task on the current runtime.
+fn start(context: Context, config: EngineConfig) -> (EngineHandle, tokio::task::JoinHandle<()>) {
     let (delta_tx, deltas) = mpsc::channel(DELTA_QUEUE);
     let (commands, command_rx) = mpsc::unbounded_channel();
     let stats = Arc::new(EngineStats::default());
     let engine = run::Engine::new(context, config, delta_tx, stats.clone());
-    tokio::spawn(engine.run(command_rx));
-    EngineHandle {
+    let task = tokio::spawn(engine.run(command_rx));
+    let handle = EngineHandle {
         deltas,
         commands,
         stats,
-    }
+    };
+    (handle, task)
 }

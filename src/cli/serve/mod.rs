@@ -90,13 +90,15 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         "locktop serve: listening on http://{}",
         listener.local_addr().context("no local address")?
     );
-    let handle = engine::spawn(
+    // Its own thread: a hundred scrapers must not delay what it sees.
+    let handle = engine::spawn_dedicated(
         Context::new(state_dir.clone()),
         EngineConfig {
             probe: args.probe,
             sweep_every,
         },
-    );
+    )
+    .context("cannot start the engine")?;
     let view = Arc::new(RwLock::new(LiveView::default()));
     let shared = Arc::new(Shared {
         exporter: Arc::new(Exporter {
