@@ -1060,6 +1060,7 @@ async fn section_idle(plan: &Plan, state: &Path, targets: &mut Targets) {
     let config = EngineConfig {
         probe: ProbeMode::Acquire,
         sweep_every: Duration::from_secs(3600),
+        ..EngineConfig::default()
     };
     let cpu_start = cpu_self();
     let (mut handle, synced) = start_engine(state, config, plan.idle_settle).await;

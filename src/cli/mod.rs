@@ -11,6 +11,7 @@ mod demo;
 mod family_args;
 mod hold;
 mod snapshot;
+mod thresholds;
 mod watch;
 
 use std::path::PathBuf;
@@ -61,10 +62,9 @@ pub struct MonitorArgs {
     /// Write logs to this file (default: no log; nothing is ever logged to the screen).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
-    /// Seconds a spawn may hold tags without an AIH lock before it is shown
-    /// as a suspect ("materializing too long").
-    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
-    pub materializing_after: f64,
+    /// When holders become suspects.
+    #[command(flatten)]
+    pub thresholds: thresholds::ThresholdArgs,
 }
 
 impl MonitorArgs {
@@ -86,7 +86,7 @@ impl Default for MonitorArgs {
             sweep: 10.0,
             read_only: false,
             log: None,
-            materializing_after: 30.0,
+            thresholds: thresholds::ThresholdArgs::default(),
         }
     }
 }
@@ -187,11 +187,12 @@ pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyho
         crate::engine::EngineConfig {
             probe: args.effective_probe(),
             sweep_every,
+            idle_after: args.thresholds.idle_after()?,
         },
         crate::tui::TuiOptions {
             read_only: args.read_only,
             log_file: args.log,
-            materializing_after: seconds("--materializing-after", args.materializing_after)?,
+            materializing_after: args.thresholds.materializing_after()?,
         },
     )
     .await

@@ -48,6 +48,9 @@ pub struct WatchArgs {
     /// Seconds between safety-net sweeps.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     sweep: f64,
+    /// When holders become suspects.
+    #[command(flatten)]
+    thresholds: super::thresholds::ThresholdArgs,
 }
 
 /// What the writer thread reports when it ends.
@@ -65,6 +68,7 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
         EngineConfig {
             probe: args.probe,
             sweep_every,
+            idle_after: args.thresholds.idle_after()?,
         },
     );
     if let Some(outcome) = drain(handle, &outbox, &args, stop, &mut written).await {

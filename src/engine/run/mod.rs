@@ -85,6 +85,8 @@ pub(super) struct Engine {
     held_files: fs_events::HeldFiles,
     /// When held keys' holders are next re-read.
     next_holder_refresh: Instant,
+    /// Held keys' holders' CPU time across refreshes (idle holders).
+    cpu: crate::liveness::CpuClock,
     problems: problems::Problems,
     health: Option<WatcherHealth>,
     deltas: UnboundedSender<Delta>,
@@ -141,6 +143,7 @@ impl Engine {
             held: HashSet::new(),
             held_files: fs_events::HeldFiles::default(),
             next_holder_refresh: Instant::now() + refresh::HOLDER_REFRESH,
+            cpu: crate::liveness::CpuClock::default(),
             problems: problems::Problems::default(),
             health: None,
             deltas,

@@ -67,6 +67,7 @@ fn mark_suspect<'a>(
         Some(Verdict::Stopped { .. }) => "‖ stopped",
         Some(Verdict::MaterializingTooLong { .. }) => "◔ spawn",
         Some(Verdict::OrphanedChild { .. }) => "↯ orphan",
+        Some(Verdict::Idle { .. }) => "◌ idle",
         _ => return cells,
     };
     if let Some(state) = cells.first_mut() {
