@@ -12,6 +12,7 @@ mod family_args;
 mod hold;
 mod snapshot;
 mod thresholds;
+mod wait;
 mod watch;
 
 use std::path::PathBuf;
@@ -105,6 +106,9 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Stream liveness changes (text, or NDJSON with --json) until interrupted.
     Watch(watch::WatchArgs),
+    /// Block on one key as agents do, until it is released (or, with
+    /// --acquire, until it could be taken). Exit 0 then, 1 if interrupted.
+    Wait(wait::WaitArgs),
 }
 
 /// Parses the process arguments, runs, and maps the outcome to an exit code.
@@ -149,6 +153,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Hold(args)) => hold::run(state_dir, args).await,
         Some(Command::Snapshot(args)) => snapshot::run(state_dir, args).await,
         Some(Command::Watch(args)) => watch::run(state_dir, args).await,
+        Some(Command::Wait(args)) => wait::run(state_dir, args).await,
         Some(Command::Check(_) | Command::Demo(_)) => anyhow::bail!("dispatched above"),
         None => open_monitor(state_dir, cli.monitor)
             .await

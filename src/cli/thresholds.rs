@@ -5,13 +5,15 @@
 
 use std::time::Duration;
 
+use crate::operate::verdict::MATERIALIZING_AFTER;
+
 /// How long before a holder is a suspect.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ThresholdArgs {
     /// Seconds a spawn may hold tags without an AIH lock before it is shown
-    /// as a suspect ("materializing too long").
-    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
-    pub materializing_after: f64,
+    /// as a suspect ("materializing too long") [default: 30; demo: 5].
+    #[arg(long, value_name = "SECS")]
+    pub materializing_after: Option<f64>,
     /// Seconds a holder may use no CPU at all before it is shown as a
     /// suspect ("idle"; seen by the once-a-second look at holders).
     #[arg(long, default_value_t = 600.0, value_name = "SECS")]
@@ -21,16 +23,19 @@ pub struct ThresholdArgs {
 impl Default for ThresholdArgs {
     fn default() -> Self {
         Self {
-            materializing_after: 30.0,
+            materializing_after: None,
             idle_after: 600.0,
         }
     }
 }
 
 impl ThresholdArgs {
-    /// `--materializing-after`, checked.
+    /// `--materializing-after`, checked (its default when not given).
     pub fn materializing_after(&self) -> anyhow::Result<Duration> {
-        super::seconds("--materializing-after", self.materializing_after)
+        let secs = self
+            .materializing_after
+            .unwrap_or(MATERIALIZING_AFTER.as_secs_f64());
+        super::seconds("--materializing-after", secs)
     }
 
     /// `--idle-after`, checked.
