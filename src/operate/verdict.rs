@@ -154,9 +154,9 @@ impl Verdict {
                 age(*since)
             ),
             Verdict::Idle { pid, since } => format!(
-                "idle: pid {pid} has used no CPU for {} — perhaps waiting on something that \
-                 will not come (a guess: only its CPU time is known); SIGTERM it with K if it \
-                 should not hold the key",
+                "idle: pid {pid} has used no CPU for {} — SIGTERM it with K if it should not \
+                 hold the key (that it waits on something that will not come is a guess: only \
+                 its CPU time is known)",
                 age(*since)
             ),
             Verdict::Contended {
