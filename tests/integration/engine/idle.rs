@@ -77,6 +77,9 @@ async fn a_sleeping_holder_becomes_idle_and_a_spinning_one_never_does() {
         view.get(name)
             .is_some_and(|state: &locktop::engine::KeyState| state.holders[0].idle_since.is_some())
     };
+    // The holders' own acquisition events settle first (their probes are
+    // not the idle look's).
+    engine.quiesce().await;
     let reads = engine.handle.stats.index_reads.load(Ordering::Relaxed);
     let probes = engine.probes();
     engine
