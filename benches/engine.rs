@@ -74,6 +74,8 @@ struct Plan {
     interference_keys: usize,
     /// Keystroke + draw samples in the frame section.
     frame_samples: usize,
+    /// Samples per row of the verdicts section.
+    verdict_samples: usize,
 }
 
 impl Plan {
@@ -102,6 +104,7 @@ impl Plan {
             interference: Duration::from_secs(3),
             interference_keys: 20,
             frame_samples: 200,
+            verdict_samples: 30,
         }
     }
 
@@ -130,6 +133,7 @@ impl Plan {
             interference: Duration::from_millis(200),
             interference_keys: 10,
             frame_samples: 20,
+            verdict_samples: 2,
         }
     }
 
@@ -227,23 +231,30 @@ async fn run(plan: &Plan, args: &[String]) {
         fmt_dur(spawned),
     ));
 
+    // `--only-verdicts`: the fixture and section 6 alone.
+    let all = !args.iter().any(|a| a == "--only-verdicts");
+    if all {
+        other_sections(
+            plan,
+            &bin,
+            &state,
+            tmp.path(),
+            &kill_pool,
+            &interference_tags,
+            &mut targets,
+        )
+        .await;
+    }
     let t = Instant::now();
-    section_snapshot(plan, &bin, &state, &mut targets).await;
-    took(t);
-    let t = Instant::now();
-    section_latency(plan, &bin, &state, &kill_pool, &mut targets).await;
-    took(t);
-    let t = Instant::now();
-    section_idle(plan, &state, &mut targets).await;
-    took(t);
-    let t = Instant::now();
-    section_big(plan, &bin, tmp.path(), &mut targets).await;
-    took(t);
-    let t = Instant::now();
-    section_interference(plan, &state, &interference_tags).await;
-    took(t);
-    let t = Instant::now();
-    support::frames::section_frames(plan.big_tags + plan.big_instances, plan.frame_samples);
+    let fixture = support::verdicts::Fixture {
+        state: &state,
+        holders: holders.iter().map(Holder::pid).collect(),
+        samples: plan.verdict_samples,
+        idle: plan.idle,
+    };
+    for line in support::verdicts::section(fixture).await {
+        targets.add(line);
+    }
     took(t);
 
     say("\nTARGETS (printed, never enforced)");
@@ -256,6 +267,36 @@ async fn run(plan: &Plan, args: &[String]) {
         say(format!("  {line}"));
     }
     drop(holders);
+}
+
+/// Sections 1–5 and the frame section (all but section 6).
+async fn other_sections(
+    plan: &Plan,
+    bin: &Path,
+    state: &Path,
+    tmp: &Path,
+    kill_pool: &[String],
+    interference_tags: &[String],
+    targets: &mut Targets,
+) {
+    let t = Instant::now();
+    section_snapshot(plan, bin, state, targets).await;
+    took(t);
+    let t = Instant::now();
+    section_latency(plan, bin, state, kill_pool, targets).await;
+    took(t);
+    let t = Instant::now();
+    section_idle(plan, state, targets).await;
+    took(t);
+    let t = Instant::now();
+    section_big(plan, bin, tmp, targets).await;
+    took(t);
+    let t = Instant::now();
+    section_interference(plan, state, interference_tags).await;
+    took(t);
+    let t = Instant::now();
+    support::frames::section_frames(plan.big_tags + plan.big_instances, plan.frame_samples);
+    took(t);
 }
 
 /// `(section: 12.3 s)` — where the bench's own time goes.
@@ -1107,6 +1148,7 @@ async fn section_idle(plan: &Plan, state: &Path, targets: &mut Targets) {
     let config = EngineConfig {
         probe: ProbeMode::Acquire,
         sweep_every: Duration::from_secs(3600),
+        ..EngineConfig::default()
     };
     let cpu_start = cpu_self();
     let (mut handle, synced) = start_engine(state, config, plan.idle_settle).await;

@@ -5,6 +5,7 @@
 
 /// Frame render time of the TUI at 100k keys.
 pub mod frames;
+pub mod verdicts;
 
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Write};

@@ -23,8 +23,16 @@ pub struct DemoArgs {
     monitor: super::MonitorArgs,
 }
 
+/// The demo's `--materializing-after` unless given: low enough that its
+/// stuck spawn is a suspect within seconds of the first screen.
+const DEMO_MATERIALIZING_AFTER: f64 = 5.0;
+
 /// Runs `locktop demo`. `state_dir` is `Some` only when given explicitly.
-pub async fn run(state_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(state_dir: Option<PathBuf>, mut args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let thresholds = &mut args.monitor.thresholds;
+    thresholds
+        .materializing_after
+        .get_or_insert(DEMO_MATERIALIZING_AFTER);
     let (temp, state_dir) = match state_dir {
         Some(dir) => (None, dir),
         None => {

@@ -13,6 +13,8 @@ mod family_args;
 mod hold;
 mod serve;
 mod snapshot;
+mod thresholds;
+mod wait;
 mod watch;
 
 use std::path::PathBuf;
@@ -63,10 +65,9 @@ pub struct MonitorArgs {
     /// Write logs to this file (default: no log; nothing is ever logged to the screen).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
-    /// Seconds a spawn may hold tags without an AIH lock before it is shown
-    /// as a suspect ("materializing too long").
-    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
-    pub materializing_after: f64,
+    /// When holders become suspects.
+    #[command(flatten)]
+    pub thresholds: thresholds::ThresholdArgs,
 }
 
 impl MonitorArgs {
@@ -88,7 +89,7 @@ impl Default for MonitorArgs {
             sweep: 10.0,
             read_only: false,
             log: None,
-            materializing_after: 30.0,
+            thresholds: thresholds::ThresholdArgs::default(),
         }
     }
 }
@@ -114,6 +115,9 @@ pub enum Command {
     Completions(docs::CompletionsArgs),
     /// Print the man page (roff) to stdout.
     Man,
+    /// Block on one key as agents do, until it is released (or, with
+    /// --acquire, until it could be taken). Exit 0 then, 1 if interrupted.
+    Wait(wait::WaitArgs),
 }
 
 /// Parses the process arguments, runs, and maps the outcome to an exit code.
@@ -167,6 +171,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Snapshot(args)) => snapshot::run(state_dir, args).await,
         Some(Command::Watch(args)) => watch::run(state_dir, args).await,
         Some(Command::Serve(args)) => serve::run(state_dir, args).await,
+        Some(Command::Wait(args)) => wait::run(state_dir, args).await,
         Some(Command::Check(_) | Command::Demo(_) | Command::Completions(_) | Command::Man) => {
             anyhow::bail!("dispatched above")
         }
@@ -207,11 +212,12 @@ pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyho
         crate::engine::EngineConfig {
             probe: args.effective_probe(),
             sweep_every,
+            idle_after: args.thresholds.idle_after()?,
         },
         crate::tui::TuiOptions {
             read_only: args.read_only,
             log_file: args.log,
-            materializing_after: seconds("--materializing-after", args.materializing_after)?,
+            materializing_after: args.thresholds.materializing_after()?,
         },
     )
     .await

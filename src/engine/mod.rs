@@ -33,13 +33,21 @@ pub struct EngineConfig {
     pub probe: ProbeMode,
     /// Period of the safety-net sweep (rescan + passive probe of every key).
     pub sweep_every: Duration,
+    /// How long a holder must have used no CPU before its `idle_since` is
+    /// set (`--idle-after`): set only past it, so a holder that runs now
+    /// and then makes no delta.
+    pub idle_after: Duration,
 }
+
+/// The default of [`EngineConfig::idle_after`] (`--idle-after`).
+pub const IDLE_AFTER: Duration = Duration::from_secs(600);
 
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             probe: ProbeMode::Acquire,
             sweep_every: Duration::from_secs(10),
+            idle_after: IDLE_AFTER,
         }
     }
 }

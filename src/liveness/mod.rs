@@ -8,6 +8,7 @@
 
 pub mod annotate;
 pub mod bulk;
+pub mod cpu;
 pub mod fdinfo;
 pub mod probe;
 pub mod proc_locks;
@@ -15,6 +16,7 @@ pub mod process;
 pub mod state;
 pub mod verify;
 
+pub use cpu::CpuClock;
 pub use probe::{ProbeMode, Prober};
 pub use process::ProcessInfo;
 pub use state::{HoldersNote, KeyState, Liveness};

@@ -36,6 +36,16 @@ pub struct ProcessInfo {
     /// there is one: operators think in services.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<String>,
+    /// Since when it has used no CPU, set only once that is longer than
+    /// the idle threshold (`--idle-after`), and only by a watcher that
+    /// looks again and again (the engine's once-a-second refresh): one
+    /// look cannot tell.
+    #[serde(
+        default,
+        with = "crate::time_format::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle_since: Option<SystemTime>,
 }
 
 /// A process's scheduler state (`/proc/<pid>/stat`, field 3).
@@ -122,6 +132,7 @@ impl ProcessInfo {
             unit: std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
                 .ok()
                 .and_then(|cgroup| systemd_unit(&cgroup)),
+            idle_since: None,
         }
     }
 
@@ -143,28 +154,32 @@ impl ProcessInfo {
             ppid: None,
             unit: None,
             parent: None,
+            idle_since: None,
         }
     }
 
     /// This process with its state and parent re-read from
-    /// `/proc/<pid>/stat` only (the command line is kept). Gone if the PID
-    /// now belongs to another process (its start time changed).
-    pub fn refreshed(&self) -> Self {
+    /// `/proc/<pid>/stat` only (the command line is kept), and the CPU
+    /// time it has used (utime + stime, in clock ticks) from the same
+    /// read. Gone (and no CPU time) if the PID now belongs to another
+    /// process (its start time changed).
+    pub fn refreshed(&self) -> (Self, Option<u64>) {
         if !self.alive {
-            return self.clone();
+            return (self.clone(), None);
         }
         let stat = procfs::process::Process::new(self.pid as i32).and_then(|p| p.stat());
         let Ok(stat) = stat else {
-            return Self::gone(self.pid);
+            return (Self::gone(self.pid), None);
         };
         if start_time(&stat) != self.started {
-            return Self::gone(self.pid);
+            return (Self::gone(self.pid), None);
         }
-        Self {
+        let info = Self {
             state: Some(ProcState::from_char(stat.state)),
             ppid: u32::try_from(stat.ppid).ok(),
             ..self.clone()
-        }
+        };
+        (info, Some(stat.utime + stat.stime))
     }
 
     /// True when its parent is PID 1: whoever spawned it is gone and init

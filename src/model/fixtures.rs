@@ -50,6 +50,7 @@ pub fn process(pid: u32, command: &str) -> ProcessInfo {
         state: Some(ProcState::Sleeping),
         ppid: None,
         unit: None,
+        idle_since: None,
         parent: None,
     }
 }

@@ -261,7 +261,13 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
             } else {
                 Vec::new()
             };
-            let verdict = member_verdict(&holders, &held_by);
+            // Contenders (blocked in wait_acquire) make it contended.
+            let waiters = if busy {
+                index.claim(&key.gate_path(), &key.announce_path()).waiters
+            } else {
+                Vec::new()
+            };
+            let verdict = member_verdict(&holders, waiters, &held_by);
             MemberReport {
                 kind: key.kind,
                 name: key.name,
@@ -277,15 +283,18 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
     }
 }
 
-/// The verdict on a busy member held by `holders` (exclusive first), its
-/// holder's role read from every key that PID holds.
+/// The verdict on a busy member held by `holders` (exclusive first) with
+/// `waiters` (contenders) queued on it, its holder's role read from every
+/// key that PID holds.
 fn member_verdict(
     holders: &[HolderReport],
+    waiters: Vec<u32>,
     held_by: &HashMap<u32, Vec<LockKey>>,
 ) -> Option<Verdict> {
     let exclusive: Vec<&HolderReport> = holders.iter().filter(|h| !h.shared).collect();
     let state = KeyState {
         holders: exclusive.iter().map(|h| h.process.clone()).collect(),
+        waiters,
         since: exclusive.first().and_then(|h| h.since),
         ..KeyState::bare(Liveness::Live)
     };

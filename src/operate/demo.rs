@@ -4,9 +4,16 @@
 //! dies by SIGKILL now and then, and one long-lived holder that keeps a tag
 //! — a stuck relocation.
 //!
+//! One of each verdict shows on the first screen: the stuck tag is
+//! `contended` (and watched), an agent stopped itself, and [`verdicts`]
+//! adds a spawn stuck materializing and a lock kept by an orphaned child.
+//!
 //! Invariants: every swarm member is a `locktop hold` child that dies with
 //! this process (parent-death signal + stdin EOF); [`Swarm::stop`] releases
-//! them all and waits for them.
+//! them all and waits for them; the extras die with it too (see
+//! [`verdicts`]).
+
+pub mod verdicts;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -25,6 +32,9 @@ pub const STUCK_TAG: &str = "research: v2.1";
 
 /// The tag of the agent that stopped itself (SIGSTOP) while holding it.
 pub const STOPPED_TAG: &str = "weekly digest";
+
+/// The tag a spawn holds without ever claiming its AIH lock.
+pub const MATERIALIZING_TAG: &str = "draft: q3 plan";
 
 const TAGS: &[&str] = &[
     "triage",
@@ -118,39 +128,11 @@ async fn run(exe: PathBuf, state_dir: PathBuf, seed: u64, mut stop: oneshot::Rec
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut members: Vec<Member> = Vec::new();
 
-    // Stale keys: agents that came and went before the monitor started.
-    for _ in 0..4 {
-        let family = Family::Hierarchy {
-            aih: format!("cli/daemon/{}", leaf(&mut rng)),
-            tags: vec![],
-        };
-        if let Some(member) = start_member(&exe, &state_dir, family).await {
-            terminate(&member);
-            let mut member = member;
-            let _ = member.holder.child.wait().await;
-        }
-    }
-    // The stuck relocation: a long-lived spawn child keeping a bound tag.
-    let stuck = Family::Hierarchy {
-        aih: format!("cli/daemon/{}", leaf(&mut rng)),
-        tags: vec![STUCK_TAG.to_string()],
-    };
-    members.extend(start_member(&exe, &state_dir, stuck).await);
-    // A grouped (un-upgraded) tag family.
-    let group = Family::Group(vec!["team alpha".into(), "team beta".into()]);
-    members.extend(start_member(&exe, &state_dir, group).await);
-    // An agent backgrounded from a shell that stopped itself (`Stopped
-    // (tty input)`): it holds its family until SIGCONT or a kill. Kept out
-    // of the churn below.
-    let stopped_family = Family::Hierarchy {
-        aih: format!("cli/daemon/{}", leaf(&mut rng)),
-        tags: vec![STOPPED_TAG.to_string()],
-    };
-    // SIGKILL if this process dies: a stopped holder acts on no SIGTERM.
-    let stopped = start_member_dying_by(&exe, &state_dir, stopped_family, libc::SIGKILL).await;
-    if let Some(pid) = stopped.as_ref().and_then(|m| m.holder.pid()) {
-        let _ = signal_child(pid, Signal::SIGSTOP);
-    }
+    let Fixed {
+        stopped,
+        spawn,
+        extras,
+    } = start_fixed(&exe, &state_dir, &mut rng, &mut members).await;
 
     let mut tick: u64 = 0;
     loop {
@@ -201,10 +183,77 @@ async fn run(exe: PathBuf, state_dir: PathBuf, seed: u64, mut stop: oneshot::Rec
         let _ = signal_child(pid, Signal::SIGCONT);
     }
     members.extend(stopped);
+    members.extend(spawn);
+    extras.stop().await;
     for member in &members {
         terminate(member);
     }
     for mut member in members {
         let _ = tokio::time::timeout(Duration::from_secs(5), member.holder.child.wait()).await;
+    }
+}
+
+/// The members kept out of the churn (besides the stuck holder, first in
+/// `members`).
+struct Fixed {
+    stopped: Option<Member>,
+    spawn: Option<Member>,
+    extras: verdicts::Extras,
+}
+
+/// Leaves stale keys behind, then starts the stuck holder and the grouped
+/// family (into `members`) and the fixed members.
+async fn start_fixed(
+    exe: &Path,
+    state_dir: &Path,
+    rng: &mut fastrand::Rng,
+    members: &mut Vec<Member>,
+) -> Fixed {
+    // Stale keys: agents that came and went before the monitor started.
+    for _ in 0..4 {
+        let family = Family::Hierarchy {
+            aih: format!("cli/daemon/{}", leaf(rng)),
+            tags: vec![],
+        };
+        if let Some(member) = start_member(exe, state_dir, family).await {
+            terminate(&member);
+            let mut member = member;
+            let _ = member.holder.child.wait().await;
+        }
+    }
+    // The stuck relocation: a long-lived spawn child keeping a bound tag.
+    let stuck = Family::Hierarchy {
+        aih: format!("cli/daemon/{}", leaf(rng)),
+        tags: vec![STUCK_TAG.to_string()],
+    };
+    let stuck_aih = match &stuck {
+        Family::Hierarchy { aih, .. } => aih.clone(),
+        Family::Group(_) => unreachable!("a hierarchy"),
+    };
+    members.extend(start_member(exe, state_dir, stuck).await);
+    let extras = verdicts::Extras::start(exe, state_dir, STUCK_TAG, &stuck_aih).await;
+    // A spawn that never claims its agent: kept out of the churn below.
+    let spawn = Family::Group(vec![MATERIALIZING_TAG.to_string()]);
+    let spawn = start_member(exe, state_dir, spawn).await;
+    // A grouped (un-upgraded) tag family.
+    let group = Family::Group(vec!["team alpha".into(), "team beta".into()]);
+    members.extend(start_member(exe, state_dir, group).await);
+    // An agent backgrounded from a shell that stopped itself (`Stopped
+    // (tty input)`): it holds its family until SIGCONT or a kill. Kept out
+    // of the churn below.
+    let stopped_family = Family::Hierarchy {
+        aih: format!("cli/daemon/{}", leaf(rng)),
+        tags: vec![STOPPED_TAG.to_string()],
+    };
+    // SIGKILL if this process dies: a stopped holder acts on no SIGTERM.
+    let stopped = start_member_dying_by(exe, state_dir, stopped_family, libc::SIGKILL).await;
+    if let Some(pid) = stopped.as_ref().and_then(|m| m.holder.pid()) {
+        let _ = signal_child(pid, Signal::SIGSTOP);
+    }
+
+    Fixed {
+        stopped,
+        spawn,
+        extras,
     }
 }

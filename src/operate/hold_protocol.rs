@@ -125,6 +125,7 @@ mod tests {
                 state: Some(crate::liveness::process::ProcState::Stopped),
                 ppid: Some(1),
                 unit: None,
+                idle_since: None,
                 parent: None,
             }],
             shared: Vec::new(),

@@ -6,6 +6,28 @@
 //! clock, a threshold); the holder's role comes from the locks it holds
 //! (an instance lock makes it an agent; tags without one, a spawn still
 //! materializing, per the seed); every verdict says what to do.
+//!
+//! # One verdict per key: precedence
+//!
+//! Several facts may hold at once (a stopped agent someone waits on). A
+//! key gets the first that applies, the one that most needs someone to
+//! act, in this order:
+//!
+//! 1. `stopped` — the holder cannot run at all until SIGCONT or a kill;
+//! 2. `orphaned child` — the process that took the lock is gone;
+//! 3. `materializing too long` — a spawn that never claimed its agent;
+//! 4. `idle` — the holder has used no CPU for longer than `--idle-after`
+//!    (a fact; that it is stuck is only a guess, and said as one);
+//! 5. `contended` — contenders (the SDK's `wait_acquire`) wait to take
+//!    it; it carries the holder's agent and age, so it says everything
+//!    `agent active` would;
+//! 6. `agent active` — the normal reason a relocation fails.
+//!
+//! The first four are suspects (a glyph of their own, counted in the
+//! header). Contention is not a suspect: waiting for a working agent is
+//! normal. Watchers (`wait_released`) do not contend: they wait for the
+//! end, not for the lock. Whatever the verdict, the waiters of both kinds
+//! stay listed beside it (details, blocking pane, JSON).
 
 use std::time::{Duration, SystemTime};
 
@@ -58,6 +80,27 @@ pub enum Verdict {
         #[serde(with = "crate::time_format::plain")]
         since: SystemTime,
     },
+    /// Its holders have used no CPU for longer than the threshold
+    /// (`--idle-after`), as the once-a-second look saw.
+    Idle {
+        /// The (first) idle holder.
+        pid: u32,
+        /// Since when it has used no CPU.
+        #[serde(with = "crate::time_format::plain")]
+        since: SystemTime,
+    },
+    /// Contenders (the SDK's `wait_acquire`) wait to take it.
+    Contended {
+        /// Its holder, when one can be named.
+        pid: Option<u32>,
+        /// The holder's AIH, when it is an agent.
+        aih: Option<String>,
+        /// Since when it is held, if known.
+        #[serde(with = "crate::time_format::option")]
+        since: Option<SystemTime>,
+        /// The contenders' PIDs.
+        waiters: Vec<u32>,
+    },
     /// A live agent holds it: the normal reason a relocation fails.
     AgentActive {
         /// The agent's process.
@@ -78,7 +121,20 @@ impl Verdict {
             Verdict::Stopped { .. }
                 | Verdict::OrphanedChild { .. }
                 | Verdict::MaterializingTooLong { .. }
+                | Verdict::Idle { .. }
         )
+    }
+
+    /// The word `watch --json` and JSON use for it (its `kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Verdict::Stopped { .. } => "stopped",
+            Verdict::OrphanedChild { .. } => "orphaned_child",
+            Verdict::MaterializingTooLong { .. } => "materializing_too_long",
+            Verdict::Idle { .. } => "idle",
+            Verdict::Contended { .. } => "contended",
+            Verdict::AgentActive { .. } => "agent_active",
+        }
     }
 
     /// One line: what it is, and what to do.
@@ -97,6 +153,31 @@ impl Verdict {
                  a spawn that never claimed its agent; SIGTERM it if it is stuck",
                 age(*since)
             ),
+            Verdict::Idle { pid, since } => format!(
+                "idle: pid {pid} has used no CPU for {} — SIGTERM it with K if it should not \
+                 hold the key (that it waits on something that will not come is a guess: only \
+                 its CPU time is known)",
+                age(*since)
+            ),
+            Verdict::Contended {
+                pid,
+                aih,
+                since,
+                waiters,
+            } => {
+                let holder = match (pid, aih) {
+                    (Some(pid), Some(aih)) => format!("agent {aih} (pid {pid})"),
+                    (Some(pid), None) => format!("pid {pid}"),
+                    (None, _) => "a holder locktop cannot name".to_string(),
+                };
+                let held = since.map_or(String::new(), |since| format!(", held {}", age(since)));
+                let waiters: Vec<String> = waiters.iter().map(u32::to_string).collect();
+                format!(
+                    "contended: pid {} waits to take it from {holder}{held} — wait for the \
+                     holder to end, or SIGTERM it with K",
+                    waiters.join(", ")
+                )
+            }
             Verdict::AgentActive { pid, aih, since } => format!(
                 "agent active: {aih} (pid {pid}) holds it{} — wait for it to end",
                 since.map_or(String::new(), |since| format!(" for {}", age(since)))
@@ -125,7 +206,9 @@ impl Role {
 }
 
 /// The verdict on a key in `state`, whose first holder has `role`
-/// (`None` when it is not held, or held by nobody locktop can name).
+/// (`None` when it is not held, or when no fact applies: a holder of other
+/// locks, or a spawn within its threshold, that nobody waits on). The
+/// first verdict that applies wins (see the module doc).
 pub fn judge(
     state: &KeyState,
     role: impl FnOnce(u32) -> Role,
@@ -138,8 +221,8 @@ pub fn judge(
     if let Some(halted) = state.halted_holder() {
         return Some(Verdict::Stopped { pid: halted.pid });
     }
-    let holder = state.holders.first()?;
-    if holder.alive
+    let holder = state.holders.first();
+    if let Some(holder) = holder.filter(|holder| holder.alive)
         && let Some(gone) = state.holders.iter().find(|h| !h.alive)
     {
         return Some(Verdict::OrphanedChild {
@@ -147,21 +230,52 @@ pub fn judge(
             taken_by: gone.pid,
         });
     }
+    let role = holder.map(|holder| (holder.pid, role(holder.pid)));
     let since = state.since;
-    match role(holder.pid) {
-        Role::Agent { aih } => Some(Verdict::AgentActive {
-            pid: holder.pid,
+    if let Some((pid, Role::Materializing)) = role
+        && let Some(since) = since
+        && now.duration_since(since).unwrap_or_default() > materializing
+    {
+        return Some(Verdict::MaterializingTooLong { pid, since });
+    }
+    if let Some(idle) = idle(state) {
+        return Some(idle);
+    }
+    let (pid, aih) = match role {
+        Some((pid, Role::Agent { aih })) => (Some(pid), Some(aih)),
+        Some((pid, _)) => (Some(pid), None),
+        None => (None, None),
+    };
+    if !state.waiters.is_empty() {
+        return Some(Verdict::Contended {
+            pid,
             aih,
             since,
-        }),
-        Role::Materializing => {
-            let since = since?;
-            let held_for = now.duration_since(since).unwrap_or_default();
-            (held_for > materializing).then_some(Verdict::MaterializingTooLong {
-                pid: holder.pid,
-                since,
-            })
-        }
-        Role::Other => None,
+            waiters: state.waiters.clone(),
+        });
     }
+    Some(Verdict::AgentActive {
+        pid: pid?,
+        aih: aih?,
+        since,
+    })
 }
+
+/// `idle` when every live holder has used no CPU past the threshold (the
+/// engine sets `idle_since` only then); named by the first, since the
+/// latest of their stillnesses (true of all of them).
+fn idle(state: &KeyState) -> Option<Verdict> {
+    let mut alive = state.holders.iter().filter(|holder| holder.alive);
+    let first = alive.next()?;
+    let mut since = first.idle_since?;
+    for holder in alive {
+        since = since.max(holder.idle_since?);
+    }
+    Some(Verdict::Idle {
+        pid: first.pid,
+        since,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -231,14 +231,14 @@ impl App {
             .collect();
         let since = locks.iter().filter_map(|lock| lock.state.since).min();
         let target = (self.operator.verify)(&process, &files, since);
-        self.operator.overlay = Some(Overlay::Signal(SignalDialog {
+        self.operator.overlay = Some(Overlay::Signal(Box::new(SignalDialog {
             process,
             target,
             holds,
             stage: SignalStage::Confirm,
             error: None,
             exited: false,
-        }));
+        })));
     }
 
     fn open_kill_test_holder(&mut self) {

@@ -21,8 +21,8 @@ use super::app::App;
 pub enum Overlay {
     /// Hold a family, or check one.
     Form(HolderForm),
-    /// Signal a real holder process.
-    Signal(SignalDialog),
+    /// Signal a real holder process (boxed: it carries a whole process).
+    Signal(Box<SignalDialog>),
     /// SIGKILL a child test holder?
     KillTestHolder(KillTestHolder),
     /// A family check's report.

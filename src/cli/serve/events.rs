@@ -11,21 +11,34 @@
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use crate::cli::watch::verdicts::Verdicts;
 use crate::cli::watch::writer::Outbox;
-use crate::cli::watch::{enqueue, format};
+use crate::cli::watch::{format, push_delta, push_verdicts, verdict_changes};
 use crate::engine::Delta;
 
 /// The most `/events` streams served at once.
 pub const MAX_SUBSCRIBERS: usize = 64;
 
-/// The open `/events` streams.
-#[derive(Debug, Default)]
+/// The open `/events` streams, and the verdict on every held key (kept
+/// from the first delta, so a stream that joins late still gets verdict
+/// changes, as `watch` prints them).
+#[derive(Debug)]
 pub struct Subscribers {
     list: Mutex<Vec<Weak<Outbox>>>,
+    verdicts: Mutex<Verdicts>,
     closing: std::sync::atomic::AtomicBool,
 }
 
 impl Subscribers {
+    /// No stream yet; spawns become suspects after `materializing`.
+    pub fn new(materializing: std::time::Duration) -> Self {
+        Self {
+            list: Mutex::default(),
+            verdicts: Mutex::new(Verdicts::new(materializing)),
+            closing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
     /// A new stream's queue, or `None` when [`MAX_SUBSCRIBERS`] are open.
     pub fn subscribe(&self) -> Option<Arc<Outbox>> {
         if self.is_closing() {
@@ -46,13 +59,34 @@ impl Subscribers {
         self.closing.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Folds a delta into every open stream's queue.
+    /// Folds a delta, and the verdict changes it caused, into every open
+    /// stream's queue.
     pub fn publish(&self, delta: &Delta) {
+        let changes = {
+            let mut verdicts = self.verdicts.lock().unwrap_or_else(PoisonError::into_inner);
+            verdict_changes(delta, &mut verdicts)
+        };
         let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         for outbox in list.iter().filter_map(Weak::upgrade) {
             // Streams start after the initial scan: every change counts.
             let mut synced = true;
-            enqueue(&outbox, delta.clone(), true, &mut synced);
+            push_delta(&outbox, delta.clone(), true, &mut synced, changes.clone());
+        }
+    }
+
+    /// Judges held keys again against the clock; sends what changed.
+    pub fn tick(&self, now: std::time::SystemTime) {
+        let changes = self
+            .verdicts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .tick(now);
+        if changes.is_empty() {
+            return;
+        }
+        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        for outbox in list.iter().filter_map(Weak::upgrade) {
+            push_verdicts(&outbox, changes.clone(), true, now);
         }
     }
 

@@ -55,10 +55,8 @@ pub struct ServeArgs {
     /// Seconds between safety-net sweeps.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     sweep: f64,
-    /// Seconds a spawn may hold tags without an AIH lock before it is a
-    /// suspect ("materializing too long").
-    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
-    materializing_after: f64,
+    #[command(flatten)]
+    thresholds: super::thresholds::ThresholdArgs,
 }
 
 /// What the handlers share.
@@ -79,7 +77,8 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         )
     })?;
     let sweep_every = super::seconds("--sweep", args.sweep)?;
-    let materializing = super::seconds("--materializing-after", args.materializing_after)?;
+    let materializing = args.thresholds.materializing_after()?;
+    let idle_after = args.thresholds.idle_after()?;
     let stop = super::stop_signal()?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -96,6 +95,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         EngineConfig {
             probe: args.probe,
             sweep_every,
+            idle_after,
         },
     )
     .context("cannot start the engine")?;
@@ -107,7 +107,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
             materializing,
         }),
         view,
-        subscribers: Subscribers::default(),
+        subscribers: Subscribers::new(materializing),
         state_dir,
         probe: args.probe,
     });
@@ -147,15 +147,25 @@ async fn wait_for_server(
     }
 }
 
-/// Applies the engine's deltas to the view and the `/events` streams.
+/// Applies the engine's deltas to the view and the `/events` streams;
+/// once a second, judges held keys again against the clock (a verdict
+/// that comes with time alone, as `watch` does).
 async fn follow(mut handle: EngineHandle, shared: Arc<Shared>) {
-    while let Some(delta) = handle.deltas.recv().await {
-        shared
-            .view
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .apply(&delta);
-        shared.subscribers.publish(&delta);
+    let mut clock = tokio::time::interval(Duration::from_secs(1));
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            delta = handle.deltas.recv() => {
+                let Some(delta) = delta else { return };
+                shared
+                    .view
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .apply(&delta);
+                shared.subscribers.publish(&delta);
+            }
+            _ = clock.tick() => shared.subscribers.tick(std::time::SystemTime::now()),
+        }
     }
 }
 

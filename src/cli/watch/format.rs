@@ -1,5 +1,8 @@
 //! How a [`Line`] of `locktop watch` is written: one NDJSON object or one
-//! text line. A line that folded nothing is exactly what `watch` printed
+//! text line. A verdict line names its key in a `key` object (no
+//! top-level `kind`/`name`, so a reader that takes those for a state
+//! change is not misled, as with health lines), with `verdict_from` (the
+//! kind before, or null) and `verdict` (as in `snapshot --json`, or null). A line that folded nothing is exactly what `watch` printed
 //! before lines could fold; one that did carries `"folded": N` (JSON) or
 //! ends with ` (+N folded)` (text).
 
@@ -57,6 +60,12 @@ fn json_line(line: &Line) -> Option<String> {
             "to": "removed",
             "pids": [],
         }),
+        Report::Verdict { key, from, to } => serde_json::json!({
+            "time": time,
+            "key": {"kind": key.kind, "name": key.name},
+            "verdict_from": from,
+            "verdict": to,
+        }),
         Report::Health(health) => serde_json::json!({
             "time": time,
             "watcher": health,
@@ -101,6 +110,16 @@ fn text_line(line: &Line) -> String {
             from.map_or("new", |l| l.as_str()),
             "removed",
             key.name
+        ),
+        Report::Verdict { key, from, to } => format!(
+            "{time} {:<8} verdict {} → {} {} — {}",
+            key.kind.as_str(),
+            from.unwrap_or("none"),
+            to.as_ref().map_or("none", |verdict| verdict.kind()),
+            key.name,
+            to.as_ref()
+                .map_or("no verdict".to_string(), |verdict| verdict
+                    .describe(line.at)),
         ),
         Report::Health(health) => format!("{time} watcher: {}", health.describe()),
         Report::Synced { keys } => format!("{time} synced: {keys} keys on disk"),
@@ -193,6 +212,44 @@ mod tests {
         assert_eq!(
             line(&key_line(live(&[]), 1), false).unwrap(),
             "1970-01-01T00:00:01.500Z tag      free      → live      t (+1 folded)"
+        );
+    }
+
+    #[test]
+    fn a_verdict_line_names_the_key_the_kind_before_and_the_verdict_now() {
+        let Report::Key { key, .. } = key_line(KeyTo::Removed, 0).report else {
+            unreachable!()
+        };
+        let stopped = Line {
+            report: Report::Verdict {
+                key: key.clone(),
+                from: Some("agent_active"),
+                to: Some(crate::operate::verdict::Verdict::Stopped { pid: 7 }),
+            },
+            at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_500),
+            folded: 0,
+        };
+        assert_eq!(
+            line(&stopped, true).unwrap(),
+            r#"{"time":"1970-01-01T00:00:01.500Z","key":{"kind":"tag","name":"t"},"verdict_from":"agent_active","verdict":{"kind":"stopped","pid":7}}"#
+        );
+        assert_eq!(
+            line(&stopped, false).unwrap(),
+            "1970-01-01T00:00:01.500Z tag      verdict agent_active → stopped t — stopped: pid 7 \
+             holds its locks until SIGCONT or a kill — `kill -CONT 7`"
+        );
+        let gone = Line {
+            report: Report::Verdict {
+                key,
+                from: Some("stopped"),
+                to: None,
+            },
+            folded: 2,
+            ..stopped
+        };
+        assert_eq!(
+            line(&gone, true).unwrap(),
+            r#"{"time":"1970-01-01T00:00:01.500Z","key":{"kind":"tag","name":"t"},"verdict_from":"stopped","verdict":null,"folded":2}"#
         );
     }
 

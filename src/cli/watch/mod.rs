@@ -1,5 +1,6 @@
 //! `locktop watch`: stream liveness changes until SIGINT/SIGTERM — text
-//! lines, or NDJSON with `--json` (`time, kind, name, from, to, pids`).
+//! lines, or NDJSON with `--json` (`time, kind, name, from, to, pids`) —
+//! and a line whenever a held key's verdict changes ([`verdicts`]).
 //!
 //! Invariant: a slow reader never stops the engine from being drained,
 //! and never makes memory grow. The loop here only folds deltas into the
@@ -13,6 +14,7 @@
 
 pub(crate) mod format;
 pub(crate) mod queue;
+pub(crate) mod verdicts;
 pub(crate) mod writer;
 
 use std::os::fd::AsFd;
@@ -27,11 +29,14 @@ use crate::context::Context;
 use crate::engine::{self, Delta, EngineConfig, EngineHandle};
 use crate::liveness::probe::ProbeMode;
 use queue::KeyTo;
+use verdicts::Verdicts;
 use writer::Outbox;
 
 /// How long `watch` keeps flushing pending lines after SIGINT/SIGTERM
 /// before it exits anyway (a second signal ends it at once).
 pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often held keys are judged again against the clock.
+const VERDICT_CLOCK: Duration = Duration::from_secs(1);
 
 /// Flags of `locktop watch`.
 #[derive(Debug, clap::Args)]
@@ -48,6 +53,9 @@ pub struct WatchArgs {
     /// Seconds between safety-net sweeps.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     sweep: f64,
+    /// When holders become suspects (verdict lines).
+    #[command(flatten)]
+    thresholds: super::thresholds::ThresholdArgs,
 }
 
 /// What the writer thread reports when it ends.
@@ -56,6 +64,7 @@ type Written = oneshot::Receiver<std::io::Result<()>>;
 /// Runs `locktop watch`.
 pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode> {
     let sweep_every = super::seconds("--sweep", args.sweep)?;
+    let verdicts = Verdicts::new(args.thresholds.materializing_after()?);
     let stop = super::stop_signal()?;
     let outbox = Arc::new(Outbox::default());
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
@@ -65,9 +74,11 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
         EngineConfig {
             probe: args.probe,
             sweep_every,
+            idle_after: args.thresholds.idle_after()?,
         },
     );
-    if let Some(outcome) = drain(handle, &outbox, &args, stop, &mut written).await {
+    let drained = drain(handle, &outbox, &args, verdicts, stop, &mut written).await;
+    if let Some(outcome) = drained {
         return exit_code(outcome);
     }
     // Stopped receiving (the engine is gone with its handle): flush what
@@ -83,22 +94,30 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
 
 /// Folds the engine's deltas into `outbox` until SIGINT/SIGTERM or the
 /// end of the engine (`None`), or until the writer ends first (its
-/// outcome). Never waits on stdout.
+/// outcome). Never waits on stdout. Once a second, held keys are judged
+/// again against the clock (a verdict that comes with time alone).
 async fn drain(
     mut handle: EngineHandle,
     outbox: &Outbox,
     args: &WatchArgs,
+    mut verdicts: Verdicts,
     stop: impl Future<Output = ()>,
     written: &mut Written,
 ) -> Option<std::io::Result<()>> {
     tokio::pin!(stop);
     let mut synced = args.initial;
+    let mut clock = tokio::time::interval(VERDICT_CLOCK);
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             delta = handle.deltas.recv() => match delta {
-                Some(delta) => enqueue(outbox, delta, args.json, &mut synced),
+                Some(delta) => enqueue(outbox, delta, args.json, &mut synced, &mut verdicts),
                 None => return None,
             },
+            _ = clock.tick() => {
+                let changes = verdicts.tick(SystemTime::now());
+                push_verdicts(outbox, changes, synced, SystemTime::now());
+            }
             () = &mut stop => return None,
             outcome = &mut *written => return Some(writer_outcome(outcome)),
         }
@@ -106,21 +125,55 @@ async fn drain(
 }
 
 /// Adds what `delta` prints to the outbox: key changes once the initial
-/// scan is over (or all of them with `--initial`), removals, health, and
-/// in text mode the end of each full scan.
-pub(crate) fn enqueue(outbox: &Outbox, delta: Delta, json: bool, synced: &mut bool) {
+/// scan is over (or all of them with `--initial`), each followed by the
+/// verdict changes it caused, removals, health, and in text mode the end
+/// of each full scan. Verdicts are followed from the start, printed
+/// like key changes.
+pub(crate) fn enqueue(
+    outbox: &Outbox,
+    delta: Delta,
+    json: bool,
+    synced: &mut bool,
+    verdicts: &mut Verdicts,
+) {
+    let changes = verdict_changes(&delta, verdicts);
+    push_delta(outbox, delta, json, synced, changes);
+}
+
+/// Folds `delta` into `verdicts`; the keys whose verdict it changed.
+pub(crate) fn verdict_changes(delta: &Delta, verdicts: &mut Verdicts) -> Vec<verdicts::Change> {
+    match delta {
+        Delta::Key { key, state, at, .. } => verdicts.apply(key, Some(state), *at),
+        Delta::Removed { key, at, .. } => verdicts.apply(key, None, *at),
+        _ => Vec::new(),
+    }
+}
+
+/// Adds what `delta` prints, followed by the verdict `changes` it caused
+/// (see [`enqueue`]).
+pub(crate) fn push_delta(
+    outbox: &Outbox,
+    delta: Delta,
+    json: bool,
+    synced: &mut bool,
+    changes: Vec<verdicts::Change>,
+) {
     match delta {
         Delta::Key {
             key,
             state,
             previous,
             at,
-        } if *synced => {
-            let to = KeyTo::state(&state);
-            outbox.push(|queue| queue.push_key(key, previous, to, at));
+        } => {
+            if *synced {
+                let to = KeyTo::state(&state);
+                outbox.push(|queue| queue.push_key(key, previous, to, at));
+            }
+            push_verdicts(outbox, changes, *synced, at);
         }
         Delta::Removed { key, previous, at } => {
             outbox.push(|queue| queue.push_key(key, Some(previous), KeyTo::Removed, at));
+            push_verdicts(outbox, changes, *synced, at);
         }
         Delta::Health(health) => {
             outbox.push(|queue| queue.push_health(health, SystemTime::now()));
@@ -131,8 +184,25 @@ pub(crate) fn enqueue(outbox: &Outbox, delta: Delta, json: bool, synced: &mut bo
                 outbox.push(|queue| queue.push_synced(keys, SystemTime::now()));
             }
         }
-        Delta::Key { .. } | Delta::Problems(_) => {}
+        Delta::Problems(_) => {}
     }
+}
+
+/// Adds a line per verdict change, once the initial scan is over.
+pub(crate) fn push_verdicts(
+    outbox: &Outbox,
+    changes: Vec<verdicts::Change>,
+    synced: bool,
+    at: SystemTime,
+) {
+    if !synced || changes.is_empty() {
+        return;
+    }
+    outbox.push(|queue| {
+        for change in changes {
+            queue.push_verdict(change.key, change.from, change.to, at);
+        }
+    });
 }
 
 fn writer_outcome(

@@ -22,6 +22,11 @@
 //!   order its transitions happened, so applying the lines in order gives
 //!   each key its latest state, and each line's `from` is the `to` of the
 //!   key's previous line (`null` after `removed`).
+//! - **Verdict lines** (a key's verdict changed): at most one pending per
+//!   key, folded like a key's line (the first `from`, the latest verdict).
+//!   One whose latest verdict is none, folding changes that began from
+//!   none, tells the reader nothing and is dropped. Each follows the key
+//!   line of the change that caused it.
 //! - **Health lines** are not folded until [`MAX_PENDING_HEALTH`] of them
 //!   wait; past that, the newest one absorbs the next. A `synced` line
 //!   (text mode) is a count of keys on disk: only the latest waits.
@@ -31,7 +36,9 @@
 //! Pending key lines are bounded by the keys on disk, not by the number
 //! of changes: one line per key on disk now, plus one `removed` line per
 //! key the reader was told exists (or that was on disk when `watch`
-//! started) and is gone since. On top of that at most
+//! started) and is gone since; one verdict line per key that has a
+//! verdict now or had one when the reader was last told. On top of that at
+//! most
 //! [`MAX_PENDING_HEALTH`] health lines and one `synced` line. A line
 //! holds a key's liveness, holder PIDs and error, never the holders'
 //! command lines.
@@ -42,6 +49,7 @@ use std::time::SystemTime;
 use crate::disk::LockKey;
 use crate::engine::{KeyState, Liveness, WatcherHealth};
 use crate::liveness::HoldersNote;
+use crate::operate::verdict::Verdict;
 
 #[cfg(test)]
 mod tests;
@@ -92,6 +100,16 @@ pub enum Report {
         /// Where its latest transition left it.
         to: KeyTo,
     },
+    /// A key's verdict changed.
+    Verdict {
+        /// Which claim.
+        key: LockKey,
+        /// The kind of its verdict before the first change the line
+        /// stands for (`None`: it had none).
+        from: Option<&'static str>,
+        /// Its verdict after the latest (`None`: it has none).
+        to: Option<Verdict>,
+    },
     /// The watcher's health changed.
     Health(WatcherHealth),
     /// A full scan found this many keys on disk.
@@ -128,11 +146,21 @@ struct KeyLines {
     current: Option<(u64, Run)>,
 }
 
+/// The pending verdict changes of one key, waiting as one line.
+#[derive(Debug)]
+struct VerdictRun {
+    from: Option<&'static str>,
+    to: Option<Verdict>,
+    at: SystemTime,
+    folded: u64,
+}
+
 /// What waits at one place of the output order.
 #[derive(Debug)]
 enum Slot {
     Removed(LockKey),
     Current(LockKey),
+    Verdict(LockKey),
     Notice(Line),
 }
 
@@ -143,6 +171,7 @@ pub struct Queue {
     order: BTreeMap<u64, Slot>,
     next: u64,
     keys: HashMap<LockKey, KeyLines>,
+    verdicts: HashMap<LockKey, (u64, VerdictRun)>,
     /// Health lines pending, and the sequence number of the newest.
     health: usize,
     newest_health: Option<u64>,
@@ -230,6 +259,37 @@ impl Queue {
         }
     }
 
+    /// `key`'s verdict changed `at`, `from` a kind `to` a verdict.
+    pub fn push_verdict(
+        &mut self,
+        key: LockKey,
+        from: Option<&'static str>,
+        to: Option<Verdict>,
+        at: SystemTime,
+    ) {
+        let seq = self.bump();
+        let run = match self.verdicts.remove(&key) {
+            Some((old, mut run)) => {
+                self.order.remove(&old);
+                run.to = to;
+                run.at = at;
+                run.folded += 1;
+                run
+            }
+            None => VerdictRun {
+                from,
+                to,
+                at,
+                folded: 0,
+            },
+        };
+        if run.from.is_none() && run.to.is_none() {
+            return; // none, then none: nothing to tell
+        }
+        self.verdicts.insert(key.clone(), (seq, run));
+        self.order.insert(seq, Slot::Verdict(key));
+    }
+
     /// The watcher's health changed `at`.
     pub fn push_health(&mut self, health: WatcherHealth, at: SystemTime) {
         let report = Report::Health(health);
@@ -266,6 +326,15 @@ impl Queue {
                 }
                 Slot::Removed(key) => self.take_key_line(key, |lines| lines.removed.take()),
                 Slot::Current(key) => self.take_key_line(key, |lines| lines.current.take()),
+                Slot::Verdict(key) => self.verdicts.remove(&key).map(|(_, run)| Line {
+                    report: Report::Verdict {
+                        key,
+                        from: run.from,
+                        to: run.to,
+                    },
+                    at: run.at,
+                    folded: run.folded,
+                }),
             };
             if line.is_some() {
                 return line;

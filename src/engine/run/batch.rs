@@ -263,7 +263,12 @@ impl Engine {
         }
     }
 
-    pub(super) fn update(&mut self, key: LockKey, state: KeyState, at: SystemTime) {
+    pub(super) fn update(&mut self, key: LockKey, mut state: KeyState, at: SystemTime) {
+        // A fresh probe's holders carry no CPU history: the refresh's is
+        // theirs (so a re-probe never flips a holder's idleness).
+        let idle_after = self.config.idle_after;
+        self.cpu
+            .stamp(&mut state.holders, SystemTime::now(), idle_after);
         let previous = self.states.get(&key);
         if previous == Some(&state) {
             return;

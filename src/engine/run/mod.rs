@@ -93,6 +93,8 @@ pub(super) struct Engine {
     opens_due: Option<Instant>,
     /// When held keys' holders are next re-read.
     next_holder_refresh: Instant,
+    /// Held keys' holders' CPU time across refreshes (idle holders).
+    cpu: crate::liveness::CpuClock,
     problems: problems::Problems,
     health: Option<WatcherHealth>,
     deltas: mpsc::Sender<Delta>,
@@ -152,6 +154,7 @@ impl Engine {
             filter: Arc::default(),
             opens_due: None,
             next_holder_refresh: Instant::now() + refresh::HOLDER_REFRESH,
+            cpu: crate::liveness::CpuClock::default(),
             problems: problems::Problems::default(),
             health: None,
             deltas,

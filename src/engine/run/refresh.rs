@@ -8,7 +8,8 @@
 //! any other change; a key whose holder is found gone is probed again — a
 //! holder that locked through a read-only descriptor (util-linux
 //! `flock(1)`) releases with no event inotify reports, so its exit is
-//! the only sign.
+//! the only sign. The same read gives the holder's CPU time, kept per
+//! PID ([`crate::liveness::CpuClock`]) to tell idle holders.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -28,10 +29,13 @@ impl Engine {
         (!self.held.is_empty()).then_some(self.next_holder_refresh)
     }
 
-    /// Re-reads every held key's holders' state and parent; sends the keys
-    /// whose holders changed.
+    /// Re-reads every held key's holders' state, parent and CPU time (one
+    /// `/proc/<pid>/stat` read per PID); sends the keys whose holders
+    /// changed — a holder that became idle (no CPU for `idle_after`) or
+    /// ran again is such a change.
     pub(super) fn refresh_holders(&mut self) {
         self.next_holder_refresh = Instant::now() + HOLDER_REFRESH;
+        let now = SystemTime::now();
         let mut fresh: HashMap<u32, ProcessInfo> = HashMap::new();
         let mut changed = Vec::new();
         let mut exited = Vec::new();
@@ -39,13 +43,19 @@ impl Engine {
             let Some(state) = self.states.get(key) else {
                 continue;
             };
-            let holders: Vec<ProcessInfo> = state
+            let mut holders: Vec<ProcessInfo> = state
                 .holders
                 .iter()
                 .map(|holder| {
                     fresh
                         .entry(holder.pid)
-                        .or_insert_with(|| holder.refreshed())
+                        .or_insert_with(|| {
+                            let (info, ticks) = holder.refreshed();
+                            if let Some(ticks) = ticks {
+                                self.cpu.observe(info.pid, info.started, ticks, now);
+                            }
+                            info
+                        })
                         .clone()
                 })
                 .collect();
@@ -55,18 +65,19 @@ impl Engine {
             if holders.iter().any(|holder| gone(holder.pid, holder.alive)) {
                 exited.push(key.clone());
             }
+            self.cpu.stamp(&mut holders, now, self.config.idle_after);
             if holders != state.holders {
                 let mut state = state.clone();
                 state.holders = holders;
                 changed.push((key.clone(), state));
             }
         }
+        self.cpu.retain(|pid| fresh.contains_key(&pid));
         self.stats
             .holder_refreshes
             .fetch_add(fresh.len() as u64, Ordering::Relaxed);
-        let at = SystemTime::now();
         for (key, state) in changed {
-            self.update(key, state, at);
+            self.update(key, state, now);
         }
         for key in exited {
             self.mark(key);

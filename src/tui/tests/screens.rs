@@ -388,3 +388,27 @@ fn the_blocking_pane_lists_suspects_first_and_enter_shows_the_key_in_the_tree() 
     let id = app.model().selected_node().expect("a selection");
     assert_eq!(app.model().data().tree.node(id).path, "stuck");
 }
+
+#[test]
+fn an_idle_holder_is_a_suspect_and_a_contended_key_says_who_waits() {
+    let mut model = demo_model();
+    // An agent (its AIH and a tag) that has used no CPU since t(100).
+    let mut idle = held(Liveness::Live, 4200, "agent --tag quiet", t(100));
+    idle.holders[0].idle_since = Some(t(100));
+    let aih = crate::model::fixtures::instance("cli/daemon/quiet");
+    model.apply(key_delta(aih, idle.clone(), None, t(500)));
+    model.apply(key_delta(tag("quiet"), idle, None, t(500)));
+    let mut app = app_with(Theme::monochrome(), model, STATE.as_ref());
+    select(&mut app, Section::Tags, "quiet");
+    let screen = render(&mut app, 100, 30).backend().to_string();
+    assert!(screen.contains("2 ⚠ suspect"), "{screen}");
+    let row = screen
+        .lines()
+        .find(|l| l.contains("quiet") && l.contains("4200"));
+    assert!(row.is_some_and(|row| row.contains("◌ idle")), "{screen}");
+    assert!(screen.contains("has used no CPU for"), "{screen}");
+    // The blocking pane: the idle key first, then the contended one (the
+    // demo's "deploy", which pid 1300 waits to take).
+    press(&mut app, KeyCode::Char('5'));
+    insta::assert_snapshot!(render(&mut app, 100, 30).backend());
+}

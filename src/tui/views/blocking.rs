@@ -1,6 +1,6 @@
 //! The blocking pane — "what needs someone to act": every held key,
 //! suspects first (stopped holder, orphaned child, spawn materializing too
-//! long), then keys someone waits on, then the rest, oldest hold first;
+//! long, idle holder), then keys someone waits on, then the rest, oldest hold first;
 //! with the holder, its role and state, the age and the waiters. Enter
 //! shows the key in the tree. Invariants: only the rows in the viewport
 //! become text; a key's name is shortened in the middle only when its
@@ -60,6 +60,7 @@ fn row_cells(app: &App, row: &BlockingRow, room: usize, wide: bool) -> Vec<Cell<
         Some(Verdict::Stopped { .. }) => Span::styled("‖ stopped", theme.error),
         Some(Verdict::OrphanedChild { .. }) => Span::styled("↯ orphan", theme.error),
         Some(Verdict::MaterializingTooLong { .. }) => Span::styled("◔ spawn", theme.error),
+        Some(Verdict::Idle { .. }) => Span::styled("◌ idle", theme.error),
         _ => state_span(&theme, lock.liveness()),
     };
     if !wide {

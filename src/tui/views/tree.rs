@@ -89,6 +89,7 @@ fn mark_suspect(theme: &Theme, cells: &mut [Cell<'_>], verdict: Option<&Verdict>
         Some(Verdict::Stopped { .. }) => "‖ stopped",
         Some(Verdict::MaterializingTooLong { .. }) => "◔ spawn",
         Some(Verdict::OrphanedChild { .. }) => "↯ orphan",
+        Some(Verdict::Idle { .. }) => "◌ idle",
         _ => return,
     };
     let label = if wide {

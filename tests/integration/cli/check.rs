@@ -273,3 +273,53 @@ fn check_gives_the_verdict_agent_active_or_stopped() {
         "{doc}"
     );
 }
+
+/// `locktop wait` blocks as agents do: `--acquire` queues in the SDK's
+/// `wait_acquire` (a contender: `check` then says the key is contended,
+/// naming it), plain `wait` in `wait_released` (a watcher, which does not
+/// contend). Both return 0 once the holder is gone; neither keeps
+/// anything.
+#[test]
+fn wait_contends_or_watches_and_check_says_contended() {
+    use std::time::{Duration, Instant};
+    let (_tmp, state) = state_in_tempdir();
+    let mut holder = Holder::hold(&state, &["--aih", "cli/daemon/held-1", "--tag", "queued"]);
+    let spawn_wait = |extra: &[&str]| {
+        let mut args = vec!["wait", "--tag", "queued"];
+        args.extend_from_slice(extra);
+        crate::common::locktop_command(&state, &args)
+            .spawn()
+            .expect("spawn wait")
+    };
+    let mut contender = spawn_wait(&["--acquire"]);
+    let mut watcher = spawn_wait(&[]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let verdict = loop {
+        let out = run_locktop(&state, &["check", "--json", "--tag", "queued"]);
+        let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+        let verdict = doc["members"][0]["verdict"].clone();
+        if verdict["kind"] == "contended" || Instant::now() > deadline {
+            break verdict;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(verdict["kind"], "contended", "{verdict}");
+    assert_eq!(
+        verdict["waiters"],
+        serde_json::json!([contender.id()]),
+        "{verdict}"
+    );
+    assert_eq!(verdict["aih"], "cli/daemon/held-1", "{verdict}");
+    assert_eq!(verdict["pid"], holder.pid(), "{verdict}");
+    holder.terminate();
+    for child in [&mut contender, &mut watcher] {
+        let status = crate::common::wait_with_timeout(child, Duration::from_secs(10));
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "a waiter did not end"
+        );
+    }
+    let out = run_locktop(&state, &["check", "--tag", "queued"]);
+    assert_eq!(out.code(), 0, "nothing kept: {out:?}");
+}

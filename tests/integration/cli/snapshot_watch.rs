@@ -195,15 +195,22 @@ fn snapshot_of_a_missing_state_dir_exits_2_with_one_line() {
 }
 
 /// A `locktop watch --json` child and its stdout lines.
-struct Watch {
-    child: Child,
+pub(super) struct Watch {
+    pub(super) child: Child,
     lines: Receiver<String>,
-    seen: Vec<String>,
+    pub(super) seen: Vec<String>,
 }
 
 impl Watch {
     fn start(state: &Path) -> Self {
-        Self::spawn(common::locktop_command(state, &["watch", "--json"]))
+        Self::start_with(state, &[])
+    }
+
+    /// `watch --json` with `extra` flags.
+    pub(super) fn start_with(state: &Path, extra: &[&str]) -> Self {
+        let mut args = vec!["watch", "--json"];
+        args.extend_from_slice(extra);
+        Self::spawn(common::locktop_command(state, &args))
     }
 
     /// SIGTERM; the watch must exit 0.
@@ -227,7 +234,7 @@ impl Watch {
     }
 
     /// Reads lines until one matches `pred`; panics after [`LINE_TIMEOUT`].
-    fn wait_line(&mut self, what: &str, mut pred: impl FnMut(&Value) -> bool) -> Value {
+    pub(super) fn wait_line(&mut self, what: &str, mut pred: impl FnMut(&Value) -> bool) -> Value {
         let deadline = Instant::now() + LINE_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());

@@ -1,10 +1,12 @@
-//! The verdicts `snapshot --json` gives, on real processes: a lock kept by
-//! a forked child after the process that took it died is named by its true
-//! holder, as an orphaned child.
+//! The verdicts `snapshot --json` and `watch --json` give, on real
+//! processes: a lock kept by a forked child after the process that took it
+//! died is named by its true holder, as an orphaned child; `watch` says
+//! when a verdict changes.
 
 use std::io::BufRead;
 use std::process::{Command, Stdio};
 
+use super::snapshot_watch::Watch;
 use crate::common::{Holder, run_locktop, state_in_tempdir};
 
 #[test]
@@ -47,4 +49,74 @@ fn a_lock_kept_after_its_taker_died_names_the_true_holder_as_an_orphaned_child()
     assert_eq!(kept["verdict"]["pid"], keeper.id(), "{doc}");
     let _ = keeper.kill();
     let _ = keeper.wait();
+}
+
+/// `watch --json` says when a key's verdict changes, on real holders: an
+/// agent's keys become `agent_active`; a spawn holding a tag without an
+/// AIH lock becomes `materializing_too_long` on the clock alone (a
+/// lowered `--materializing-after`); a SIGSTOP makes the agent's keys
+/// `stopped` and a SIGCONT makes them `agent_active` again (no filesystem
+/// event: the once-a-second look at holders); its death takes the
+/// verdict away (`null`).
+#[test]
+fn watch_json_emits_a_line_when_a_verdict_changes() {
+    use nix::sys::signal::{Signal, kill};
+    let _serial = crate::common::serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    let mut watch = Watch::start_with(&state, &["--materializing-after", "1"]);
+    watch.wait_line("waiting for the locks dir", |v| {
+        v["watcher"]["health"] == "waiting_for_root"
+    });
+    let mut agent = Holder::hold(
+        &state,
+        &["--aih", "cli/daemon/judged", "--tag", "judged tag"],
+    );
+    let pid = agent.pid();
+    let both = ["cli/daemon/judged", "judged tag"];
+    for line in verdicts_of(&mut watch, &both, None, Some("agent_active")) {
+        assert_eq!(line["verdict"]["pid"], pid, "{line}");
+        assert_eq!(line["verdict"]["aih"], "cli/daemon/judged", "{line}");
+    }
+    let mut spawn = Holder::hold(&state, &["--tag", "spawned"]);
+    let line = verdicts_of(
+        &mut watch,
+        &["spawned"],
+        None,
+        Some("materializing_too_long"),
+    );
+    assert_eq!(line[0]["verdict"]["pid"], spawn.pid(), "{line:?}");
+
+    let raw = nix::unistd::Pid::from_raw(pid as i32);
+    kill(raw, Signal::SIGSTOP).expect("SIGSTOP");
+    verdicts_of(&mut watch, &both, Some("agent_active"), Some("stopped"));
+    kill(raw, Signal::SIGCONT).expect("SIGCONT");
+    verdicts_of(&mut watch, &both, Some("stopped"), Some("agent_active"));
+    agent.kill();
+    verdicts_of(&mut watch, &both, Some("agent_active"), None);
+    spawn.kill();
+}
+
+/// Waits for a verdict line `from` → `to` of each of `names` (in any
+/// order); returns them.
+fn verdicts_of(
+    watch: &mut Watch,
+    names: &[&str],
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Vec<serde_json::Value> {
+    let mut left: Vec<&str> = names.to_vec();
+    let mut lines = Vec::new();
+    while !left.is_empty() {
+        let line = watch.wait_line(&format!("verdict {from:?} → {to:?} of {left:?}"), |v| {
+            v.get("verdict").is_some()
+                && v["verdict"]["kind"].as_str() == to
+                && left.iter().any(|name| v["key"]["name"] == *name)
+        });
+        assert_eq!(line["verdict_from"].as_str(), from, "{line}");
+        assert!(line["time"].is_string(), "{line}");
+        assert!(line.get("kind").is_none(), "no top-level kind: {line}");
+        left.retain(|name| line["key"]["name"] != *name);
+        lines.push(line);
+    }
+    lines
 }

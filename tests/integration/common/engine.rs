@@ -149,7 +149,17 @@ impl Engine {
 
     /// Starts an engine on `context` (to share its agent lock map).
     pub fn start_with(context: Context, probe: ProbeMode, sweep_every: Duration) -> Self {
-        let handle = engine::spawn(context, EngineConfig { probe, sweep_every });
+        let config = EngineConfig {
+            probe,
+            sweep_every,
+            ..EngineConfig::default()
+        };
+        Self::start_config(context, config)
+    }
+
+    /// Starts an engine on `context` with every setting given.
+    pub fn start_config(context: Context, config: EngineConfig) -> Self {
+        let handle = engine::spawn(context, config);
         Self {
             handle,
             view: View::default(),

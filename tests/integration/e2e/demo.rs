@@ -1,6 +1,8 @@
 //! `locktop demo` as a person runs it: the swarm shows up (with the stuck
-//! tag), quitting stops the swarm and removes its temp dir, and a
-//! SIGKILLed monitor leaves no holder behind.
+//! tag) and its first screens show every verdict, quitting stops the
+//! swarm and removes its temp dir, and a SIGKILLed monitor leaves no
+//! holder behind — the orphaned child, which is no child of the demo,
+//! included (checked by the locks themselves: nothing stays held).
 
 use std::time::Duration;
 
@@ -10,6 +12,42 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 const EXIT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The `N ⚠ suspect` count of the header (0 when absent).
+fn suspects_in_header(screen: &str) -> usize {
+    screen
+        .lines()
+        .take(2)
+        .find_map(|line| {
+            let before = &line[..line.find(" ⚠ suspect")?];
+            before.rsplit(' ').next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits until no key under `state` is held (a passive snapshot); panics
+/// naming those still held after [`EXIT_TIMEOUT`].
+fn wait_nothing_held(state: &std::path::Path) {
+    let deadline = std::time::Instant::now() + EXIT_TIMEOUT;
+    loop {
+        let out = crate::common::run_locktop(state, &["snapshot", "--json", "--probe", "passive"]);
+        let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+        let held: Vec<String> = doc["keys"]
+            .as_array()
+            .expect("keys")
+            .iter()
+            .map(|key| key["name"].to_string())
+            .collect();
+        if held.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still held after the demo ended: {held:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
 
 /// PIDs whose parent is `parent`.
 fn children_of(parent: u32) -> Vec<u32> {
@@ -46,10 +84,49 @@ fn demo_shows_the_swarm_and_quitting_cleans_up() {
             .any(|line| line.contains("research: v2.1") && line.contains("live"))
     });
     assert!(screen.contains("cli/"), "{screen}");
-    // The agent that stopped itself is a suspect on the first screen.
-    tui.wait_for("a suspect counted in the header", |screen| {
-        screen.contains("⚠ suspect")
+    // The stopped agent (its AIH and tag), the orphaned child's tag and
+    // the stuck spawn's tag (once the demo's 5 s --materializing-after has
+    // passed; the grouped "team" tags too, while held) are suspects on the
+    // first screen.
+    tui.wait_for("four suspects or more counted in the header", |screen| {
+        suspects_in_header(screen) >= 4
     });
+    // The blocking pane: each suspect by its glyph and word, and the
+    // contender and the watcher on the stuck agent's keys.
+    tui.send(b"5");
+    let blocking = tui.wait_for("every verdict in the blocking pane", |screen| {
+        ["‖ stopped", "↯ orphan", "◔ spawn"]
+            .iter()
+            .all(|word| screen.contains(word))
+            && crate::common::pty::row_of(screen, "research: v2.1")
+                .is_some_and(|row| row.contains("1 waiting"))
+    });
+    assert!(
+        crate::common::pty::row_of(&blocking, "export: nightly")
+            .is_some_and(|row| row.contains("↯ orphan")),
+        "{blocking}"
+    );
+    assert!(
+        crate::common::pty::row_of(&blocking, "draft: q3 plan")
+            .is_some_and(|row| row.contains("◔ spawn")),
+        "{blocking}"
+    );
+    // Down the blocking pane, one of the rows is the stuck tag, whose
+    // details say it is contended.
+    let mut contended = false;
+    for _ in 0..12 {
+        tui.send(b"j");
+        std::thread::sleep(Duration::from_millis(300));
+        if tui.screen().contains("contended: pid") {
+            contended = true;
+            break;
+        }
+    }
+    assert!(
+        contended,
+        "no contended verdict in the details:\n{}",
+        tui.screen()
+    );
     let swarm = children_of(tui.pid());
     assert!(
         !swarm.is_empty(),
@@ -64,6 +141,7 @@ fn demo_shows_the_swarm_and_quitting_cleans_up() {
         "swarm members survived"
     );
     assert!(unused.path().exists(), "an explicit --state-dir is kept");
+    wait_nothing_held(unused.path());
 }
 
 #[test]
@@ -99,4 +177,5 @@ fn sigkill_of_the_monitor_leaves_no_holder_behind() {
         Vec::<u32>::new(),
         "holders outlived a SIGKILLed monitor"
     );
+    wait_nothing_held(state.path());
 }

@@ -109,6 +109,18 @@ async fn chaos(mode: ProbeMode) {
     let (_tmp, state) = state_with_locks_root();
     let mut engine = Engine::start(&state, mode, NO_SWEEP);
     engine.synced().await;
+    // The engine's own share of memory, apart from the test's records: a
+    // real `locktop watch` process on the same run (passive: it takes no
+    // exclusive lock, so it cannot add interference of its own kind).
+    let mut monitor = blocking(|| {
+        crate::common::locktop_command(&state, &["watch", "--json", "--probe", "passive"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn the monitor process")
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let monitor_start = Resources::of(monitor.id());
     let start = Resources::now();
     let sampler = Sampler::start(state.clone(), SAMPLE_EVERY);
     let mut reported = checks::ReportedHolds::default();
@@ -131,6 +143,20 @@ async fn chaos(mode: ProbeMode) {
     deltas += engine.log.len();
     checks::fold_reported(engine.log.clone(), &mut reported);
     let end = Resources::now();
+    let monitor_end = Resources::of(monitor.id());
+    let monitor_peak_kib = crate::common::proc::peak_rss_kib(monitor.id());
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+    println!(
+        "chaos {mode:?}: the monitor process (watch --json, passive): {monitor_start} -> end {monitor_end} \
+         (peak {:.1} MB)",
+        monitor_peak_kib as f64 / 1024.0
+    );
+    assert!(
+        monitor_end.fds <= monitor_start.fds + 2
+            && monitor_end.rss_kib <= monitor_start.rss_kib + RSS_GROWTH_KIB / 2,
+        "the monitor process grew: {monitor_start} -> {monitor_end}"
+    );
     let measured = Measured {
         start,
         end,

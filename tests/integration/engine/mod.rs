@@ -9,6 +9,7 @@
 mod chaos;
 mod echo;
 mod foreign;
+mod idle;
 mod live;
 mod overflow;
 mod stalled;

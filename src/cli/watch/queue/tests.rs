@@ -248,9 +248,47 @@ impl Reader {
                 self.health_transitions += line.folded + 1;
                 self.health = Some(health);
             }
-            Report::Synced { .. } => {}
+            Report::Synced { .. } | Report::Verdict { .. } => {}
         }
     }
+}
+
+#[test]
+fn verdict_lines_fold_per_key_and_one_that_ends_where_it_began_at_none_is_dropped() {
+    use crate::operate::verdict::Verdict;
+    let mut queue = Queue::new();
+    let stopped = Some(Verdict::Stopped { pid: 7 });
+    queue.push_key(
+        key(1),
+        Some(Liveness::Free),
+        to(Liveness::Live, &[7]),
+        at(1),
+    );
+    queue.push_verdict(
+        key(1),
+        None,
+        Some(Verdict::Idle {
+            pid: 7,
+            since: at(0),
+        }),
+        at(1),
+    );
+    queue.push_verdict(key(1), Some("idle"), stopped.clone(), at(2));
+    queue.push_verdict(key(2), None, stopped.clone(), at(3));
+    queue.push_verdict(key(2), Some("stopped"), None, at(4));
+    assert_eq!(queue.len(), 2, "one line per key, key 2's dropped");
+    assert!(matches!(queue.pop().unwrap().report, Report::Key { .. }));
+    let line = queue.pop().unwrap();
+    assert_eq!(
+        line.report,
+        Report::Verdict {
+            key: key(1),
+            from: None,
+            to: stopped,
+        }
+    );
+    assert_eq!((line.at, line.folded), (at(2), 1));
+    assert!(queue.is_empty());
 }
 
 proptest! {

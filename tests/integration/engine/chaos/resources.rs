@@ -1,5 +1,6 @@
-//! This process's open fds and resident memory (the engine under test
-//! runs in it), sampled to show they stay flat over a chaos run.
+//! Open fds and resident memory — of this process (the engine under test
+//! runs in it, beside the test's own records) and of a separate monitor
+//! process watching the same run — sampled to show they stay flat.
 
 /// One sample.
 #[derive(Debug, Clone, Copy)]
@@ -11,14 +12,19 @@ pub struct Resources {
 }
 
 impl Resources {
-    /// Samples now.
+    /// Samples this process now.
     pub fn now() -> Self {
-        let fds = std::fs::read_dir("/proc/self/fd")
-            .expect("read /proc/self/fd")
+        Self::of(std::process::id())
+    }
+
+    /// Samples process `pid` now.
+    pub fn of(pid: u32) -> Self {
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .expect("read /proc/<pid>/fd")
             .count();
         Self {
             fds,
-            rss_kib: crate::common::proc::rss_kib(std::process::id()),
+            rss_kib: crate::common::proc::rss_kib(pid),
         }
     }
 }

@@ -1,0 +1,182 @@
+//! The verdict on every held key, kept by `watch` from the engine's
+//! deltas, so it can say when a key's verdict changes (see
+//! [`crate::operate::verdict`] for what a verdict is).
+//!
+//! Invariants: it holds only held keys' states (few), the PIDs holding
+//! them and each key's last verdict; a change of one key re-judges that
+//! key and every key its holders (before and after) hold — a holder's
+//! role comes from all of them; [`Verdicts::tick`] re-judges every held
+//! key against the clock (`materializing too long` starts without any
+//! delta). A verdict "changes" when any of it differs (kind, holder,
+//! waiters, since).
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, SystemTime};
+
+use crate::disk::LockKey;
+use crate::engine::KeyState;
+use crate::operate::verdict::{Role, Verdict, judge};
+
+/// One key whose verdict changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Which claim.
+    pub key: LockKey,
+    /// The kind of its verdict before (`None`: it had none).
+    pub from: Option<&'static str>,
+    /// Its verdict now (`None`: it has none — freed, or no fact applies).
+    pub to: Option<Verdict>,
+}
+
+/// Held keys and their last verdicts.
+#[derive(Debug)]
+pub struct Verdicts {
+    materializing: Duration,
+    held: HashMap<LockKey, KeyState>,
+    by_pid: HashMap<u32, BTreeSet<LockKey>>,
+    verdicts: HashMap<LockKey, Verdict>,
+}
+
+impl Verdicts {
+    /// No key yet; spawns become suspects after `materializing`.
+    pub fn new(materializing: Duration) -> Self {
+        Self {
+            materializing,
+            held: HashMap::new(),
+            by_pid: HashMap::new(),
+            verdicts: HashMap::new(),
+        }
+    }
+
+    /// Folds in `key`'s new state (`None`: its files are gone); returns
+    /// the keys whose verdict changed, `key` first.
+    pub fn apply(
+        &mut self,
+        key: &LockKey,
+        state: Option<&KeyState>,
+        now: SystemTime,
+    ) -> Vec<Change> {
+        let mut touched = BTreeSet::from([key.clone()]);
+        if let Some(old) = self.held.remove(key) {
+            self.unindex(key, &old, &mut touched);
+        }
+        if let Some(state) = state.filter(|state| state.liveness.is_held()) {
+            for holder in &state.holders {
+                let keys = self.by_pid.entry(holder.pid).or_default();
+                touched.extend(keys.iter().cloned());
+                keys.insert(key.clone());
+            }
+            self.held.insert(key.clone(), state.clone());
+        }
+        let mut changes: Vec<Change> = Vec::new();
+        if let Some(change) = self.rejudge(key, now) {
+            changes.push(change);
+        }
+        touched.remove(key);
+        changes.extend(touched.iter().filter_map(|other| self.rejudge(other, now)));
+        changes
+    }
+
+    /// Re-judges every held key at `now`; returns those that changed.
+    pub fn tick(&mut self, now: SystemTime) -> Vec<Change> {
+        let mut keys: Vec<LockKey> = self.held.keys().cloned().collect();
+        keys.sort();
+        keys.iter()
+            .filter_map(|key| self.rejudge(key, now))
+            .collect()
+    }
+
+    fn unindex(&mut self, key: &LockKey, old: &KeyState, touched: &mut BTreeSet<LockKey>) {
+        for holder in &old.holders {
+            if let Some(keys) = self.by_pid.get_mut(&holder.pid) {
+                keys.remove(key);
+                touched.extend(keys.iter().cloned());
+                if keys.is_empty() {
+                    self.by_pid.remove(&holder.pid);
+                }
+            }
+        }
+    }
+
+    fn role_of(&self, pid: u32) -> Role {
+        let keys = self.by_pid.get(&pid).into_iter().flatten();
+        Role::from_kinds(keys.map(|key| (key.kind, key.name.as_str())))
+    }
+
+    fn rejudge(&mut self, key: &LockKey, now: SystemTime) -> Option<Change> {
+        let verdict = self
+            .held
+            .get(key)
+            .and_then(|state| judge(state, |pid| self.role_of(pid), now, self.materializing));
+        let old = match &verdict {
+            Some(verdict) => self.verdicts.insert(key.clone(), verdict.clone()),
+            None => self.verdicts.remove(key),
+        };
+        (old != verdict).then(|| Change {
+            key: key.clone(),
+            from: old.as_ref().map(Verdict::kind),
+            to: verdict,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::liveness::Liveness;
+    use crate::model::fixtures::{free, held, instance, t, tag};
+
+    const LIMIT: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_spawn_becomes_materializing_too_long_on_the_clock_and_an_agent_when_it_claims_its_aih() {
+        let mut verdicts = Verdicts::new(LIMIT);
+        let spawn = held(Liveness::Live, 7, "spawn", t(0));
+        assert_eq!(verdicts.apply(&tag("t"), Some(&spawn), t(1)), vec![]);
+        assert_eq!(verdicts.tick(t(10)), vec![]);
+        let late = verdicts.tick(t(31));
+        assert_eq!(late.len(), 1);
+        assert_eq!(late[0].from, None);
+        assert_eq!(
+            late[0].to.as_ref().map(Verdict::kind),
+            Some("materializing_too_long")
+        );
+        assert_eq!(verdicts.tick(t(32)), vec![], "no change, no line");
+        // It claims its AIH: the tag's verdict changes with no delta of
+        // the tag's own.
+        let agent = held(Liveness::Live, 7, "spawn", t(31));
+        let changes = verdicts.apply(&instance("cli/a/b"), Some(&agent), t(33));
+        let kinds: Vec<_> = changes
+            .iter()
+            .map(|c| {
+                (
+                    c.key.name.as_str(),
+                    c.from,
+                    c.to.as_ref().map(Verdict::kind),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ("cli/a/b", None, Some("agent_active")),
+                ("t", Some("materializing_too_long"), Some("agent_active")),
+            ]
+        );
+    }
+
+    #[test]
+    fn freeing_or_removing_a_key_takes_its_verdict_away() {
+        let mut verdicts = Verdicts::new(LIMIT);
+        let agent = held(Liveness::Live, 7, "agent", t(0));
+        verdicts.apply(&instance("cli/a/b"), Some(&agent), t(1));
+        let freed = verdicts.apply(&instance("cli/a/b"), Some(&free()), t(2));
+        assert_eq!(freed[0].from, Some("agent_active"));
+        assert_eq!(freed[0].to, None);
+        assert!(verdicts.held.is_empty());
+        verdicts.apply(&instance("cli/a/b"), Some(&agent), t(3));
+        let removed = verdicts.apply(&instance("cli/a/b"), None, t(4));
+        assert_eq!(removed[0].to, None);
+        assert!(verdicts.by_pid.is_empty());
+    }
+}
