@@ -133,6 +133,15 @@ pub struct MemberReport {
     /// name).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
+    /// Processes blocked waiting to take it (the SDK's `wait_acquire`: an
+    /// exclusive flock waiter), from `/proc/locks` — waiters hold nothing,
+    /// so there is no lock of theirs to verify.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub contenders: Vec<ProcessInfo>,
+    /// Processes blocked waiting for it to be released (the SDK's
+    /// `wait_released`: a shared flock waiter on the announce).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub watchers: Vec<ProcessInfo>,
 }
 
 /// The outcome of a family check.
@@ -262,18 +271,27 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
                 Vec::new()
             };
             // Contenders (blocked in wait_acquire) make it contended.
-            let waiters = if busy {
-                index.claim(&key.gate_path(), &key.announce_path()).waiters
+            let locks = if busy {
+                index.claim(&key.gate_path(), &key.announce_path())
             } else {
-                Vec::new()
+                Default::default()
             };
-            let verdict = member_verdict(&holders, waiters, &held_by);
+            let mut processes = |pids: &[u32]| -> Vec<ProcessInfo> {
+                pids.iter()
+                    .map(|&pid| verifier.process(pid).clone())
+                    .collect()
+            };
+            let (contenders, watchers) =
+                (processes(&locks.waiters), processes(&locks.shared_waiters));
+            let verdict = member_verdict(&holders, locks.waiters, &held_by);
             MemberReport {
                 kind: key.kind,
                 name: key.name,
                 busy,
                 holders,
                 verdict,
+                contenders,
+                watchers,
             }
         })
         .collect();
@@ -386,6 +404,21 @@ pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
                     "        pid {} also holds: {}",
                     holder.process.pid,
                     holder.also_holds.join(", ")
+                ));
+            }
+        }
+        for (what, waiting) in [
+            ("waits to take it (wait_acquire)", &member.contenders),
+            ("waits for its release (wait_released)", &member.watchers),
+        ] {
+            for process in waiting {
+                let since = process.started.map_or_else(String::new, |started| {
+                    format!(" (running for {})", crate::time_format::age(started, now))
+                });
+                lines.push(format!(
+                    "        pid {} {what}{since} — {}",
+                    process.pid,
+                    process.command()
                 ));
             }
         }

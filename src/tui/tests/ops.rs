@@ -255,6 +255,8 @@ fn report(members: usize) -> CheckReport {
                 shared: false,
             }],
             verdict: None,
+            contenders: vec![],
+            watchers: vec![],
         },
         MemberReport {
             kind: KeyKind::Tag,
@@ -262,6 +264,8 @@ fn report(members: usize) -> CheckReport {
             busy: false,
             holders: vec![],
             verdict: None,
+            contenders: vec![],
+            watchers: vec![],
         },
     ];
     for i in 2..members {
@@ -271,6 +275,8 @@ fn report(members: usize) -> CheckReport {
             busy: false,
             holders: vec![],
             verdict: None,
+            contenders: vec![],
+            watchers: vec![],
         });
     }
     CheckReport {

@@ -294,15 +294,33 @@ fn wait_contends_or_watches_and_check_says_contended() {
     let mut contender = spawn_wait(&["--acquire"]);
     let mut watcher = spawn_wait(&[]);
     let deadline = Instant::now() + Duration::from_secs(10);
-    let verdict = loop {
+    let member = loop {
         let out = run_locktop(&state, &["check", "--json", "--tag", "queued"]);
         let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
-        let verdict = doc["members"][0]["verdict"].clone();
-        if verdict["kind"] == "contended" || Instant::now() > deadline {
-            break verdict;
+        let member = doc["members"][0].clone();
+        let both = member["verdict"]["kind"] == "contended"
+            && member["watchers"][0]["pid"] == watcher.id();
+        if both || Instant::now() > deadline {
+            break member;
         }
         std::thread::sleep(Duration::from_millis(100));
     };
+    // The waiters by kind, with their command lines.
+    assert_eq!(member["contenders"][0]["pid"], contender.id(), "{member}");
+    assert_eq!(member["watchers"][0]["pid"], watcher.id(), "{member}");
+    assert!(
+        member["watchers"][0]["cmdline"]
+            .as_str()
+            .is_some_and(|c| c.contains("wait")),
+        "{member}"
+    );
+    let text = run_locktop(&state, &["check", "--tag", "queued"]).stdout;
+    assert!(
+        text.contains(&format!("pid {} waits to take it", contender.id()))
+            && text.contains(&format!("pid {} waits for its release", watcher.id())),
+        "{text}"
+    );
+    let verdict = member["verdict"].clone();
     assert_eq!(verdict["kind"], "contended", "{verdict}");
     assert_eq!(
         verdict["waiters"],
