@@ -54,19 +54,7 @@ impl Drop for Holder {
 }
 
 fn hold(state: &Path, tag: &str) -> Holder {
-    let mut child = Command::new(locktop_bin())
-        .arg("--state-dir")
-        .arg(state)
-        .args(["hold", "--group", tag])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn hold");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("held line");
+    let (child, line) = spawn_first_line(state, &["hold", "--group", tag], false);
     assert!(line.contains("\"held\":true"), "{line}");
     Holder(child)
 }
@@ -195,20 +183,33 @@ fn locktop_bin() -> PathBuf {
         .expect("the locktop binary (built with the bench)")
 }
 
-fn start(state: &Path) -> Serve {
+/// Spawns `locktop --state-dir STATE <args>` and reads its first line
+/// (from stderr when `from_stderr`, else stdout).
+fn spawn_first_line(state: &Path, args: &[&str], from_stderr: bool) -> (Child, String) {
+    let piped = |yes: bool| if yes { Stdio::piped() } else { Stdio::null() };
     let mut child = Command::new(locktop_bin())
         .arg("--state-dir")
         .arg(state)
-        .args(["serve", "--listen", "127.0.0.1:0", "--sweep", "3600"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(piped(!from_stderr))
+        .stderr(piped(from_stderr))
         .spawn()
-        .expect("spawn serve");
+        .expect("spawn locktop");
     let mut line = String::new();
-    BufReader::new(child.stderr.take().expect("stderr"))
-        .read_line(&mut line)
-        .expect("serve's first line");
+    let mut read = |out: &mut dyn std::io::Read| BufReader::new(out).read_line(&mut line);
+    let got = if from_stderr {
+        read(child.stderr.as_mut().expect("stderr"))
+    } else {
+        read(child.stdout.as_mut().expect("stdout"))
+    };
+    got.expect("the child's first line");
+    (child, line)
+}
+
+fn start(state: &Path) -> Serve {
+    let args = ["serve", "--listen", "127.0.0.1:0", "--sweep", "3600"];
+    let (child, line) = spawn_first_line(state, &args, true);
     let base = line
         .trim()
         .strip_prefix("locktop serve: listening on ")
