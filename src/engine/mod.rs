@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 pub use crate::disk::{ScanProblem, ScanProblemKind};
 pub use crate::liveness::{KeyState, Liveness};
 pub use delta::{Delta, WatcherHealth};
-pub use run::DELTA_QUEUE;
+pub use run::{DELTA_QUEUE, FOLD_SLACK};
 
 use crate::context::Context;
 use crate::disk::key::LockKey;

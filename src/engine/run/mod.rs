@@ -25,7 +25,7 @@ mod problems;
 mod refresh;
 mod sweep;
 
-pub use outbox::DELTA_QUEUE;
+pub use outbox::{DELTA_QUEUE, FOLD_SLACK};
 use sweep::SweepOutcome;
 
 use std::collections::{HashMap, HashSet};
@@ -227,10 +227,10 @@ impl Engine {
     /// consumer has no room: the engine never waits for its consumer.
     fn send(&mut self, delta: Delta) {
         if !self.outbox.is_empty() {
-            return self.outbox.push(delta);
+            return self.outbox.push(delta, self.states.len());
         }
         if let Err(TrySendError::Full(delta)) = self.deltas.try_send(delta) {
-            self.outbox.push(delta);
+            self.outbox.push(delta, self.states.len());
         }
     }
 

@@ -7,10 +7,11 @@
 //! per key.
 //!
 //! Invariants:
-//! - **At most one waiting delta per key**, plus one health, one problems
-//!   and one synced delta: the bound is the number of keys on disk (and
-//!   keys removed since the consumer last heard of them), not the number
-//!   of changes.
+//! - **Bounded by the keys, not the changes**: deltas wait as they come
+//!   until they outnumber the keys on disk by [`FOLD_SLACK`]; then they
+//!   are folded to at most one per key (and keys removed since the
+//!   consumer last heard of them), plus one health, one problems and one
+//!   synced delta.
 //! - **Folding keeps what a consumer needs**: a key's waiting delta keeps
 //!   the `previous` the consumer last heard, and takes the latest state
 //!   and time; a key that appeared and vanished while waiting (the
@@ -40,27 +41,70 @@ enum Slot {
     Synced,
 }
 
-/// Deltas waiting for room in the channel, folded per slot.
+/// Deltas waiting for room in the channel, in order. They are kept as
+/// they come while they are few — one copy each, no index — and folded
+/// per slot ([`Folder`]) whenever they outnumber the keys on disk (plus
+/// [`FOLD_SLACK`]): memory stays within about twice that bound, and a
+/// burst that fits (the initial scan of 100,000 keys) costs no more than
+/// the deltas themselves.
 #[derive(Debug, Default)]
 pub(super) struct Outbox {
-    order: VecDeque<Slot>,
-    waiting: HashMap<Slot, Delta>,
+    queue: VecDeque<Delta>,
 }
+
+/// How many more waiting deltas than keys on disk trigger a fold.
+pub const FOLD_SLACK: usize = 1024;
 
 impl Outbox {
     /// True when nothing waits.
     pub(super) fn is_empty(&self) -> bool {
-        self.order.is_empty()
+        self.queue.is_empty()
     }
 
     /// How many deltas wait.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Adds a delta; folds everything waiting once there are more than
+    /// `keys` (the keys on disk) + [`FOLD_SLACK`].
+    pub(super) fn push(&mut self, delta: Delta, keys: usize) {
+        self.queue.push_back(delta);
+        if self.queue.len() > keys + FOLD_SLACK {
+            let mut folder = Folder::default();
+            self.queue.drain(..).for_each(|delta| folder.push(delta));
+            self.queue.extend(std::iter::from_fn(|| folder.pop()));
+        }
+    }
+
+    /// The oldest waiting delta.
+    pub(super) fn pop(&mut self) -> Option<Delta> {
+        self.queue.pop_front()
+    }
+
+    /// Puts back a delta that `pop` gave and the channel refused.
+    pub(super) fn push_front(&mut self, delta: Delta) {
+        self.queue.push_front(delta);
+    }
+}
+
+/// Deltas folded per slot, in the order each slot was first filled.
+#[derive(Debug, Default)]
+struct Folder {
+    order: VecDeque<Slot>,
+    waiting: HashMap<Slot, Delta>,
+}
+
+impl Folder {
+    /// How many slots wait.
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.order.len()
     }
 
     /// Adds a delta, folding it into the one waiting for the same slot.
-    pub(super) fn push(&mut self, delta: Delta) {
+    fn push(&mut self, delta: Delta) {
         let slot = slot_of(&delta);
         match self.waiting.remove(&slot) {
             None => {
@@ -76,17 +120,10 @@ impl Outbox {
         }
     }
 
-    /// The oldest waiting delta.
-    pub(super) fn pop(&mut self) -> Option<Delta> {
+    /// The delta of the slot filled first.
+    fn pop(&mut self) -> Option<Delta> {
         let slot = self.order.pop_front()?;
         self.waiting.remove(&slot)
-    }
-
-    /// Puts back a delta that `pop` gave and the channel refused.
-    pub(super) fn push_front(&mut self, delta: Delta) {
-        let slot = slot_of(&delta);
-        self.order.push_front(slot.clone());
-        self.waiting.insert(slot, delta);
     }
 }
 
@@ -150,13 +187,13 @@ mod tests {
         }
     }
 
-    fn drain(outbox: &mut Outbox) -> Vec<Delta> {
+    fn drain(outbox: &mut Folder) -> Vec<Delta> {
         std::iter::from_fn(|| outbox.pop()).collect()
     }
 
     #[test]
     fn a_key_keeps_what_the_consumer_heard_and_takes_the_latest_state() {
-        let mut outbox = Outbox::default();
+        let mut outbox = Folder::default();
         outbox.push(changed("a", Some(Liveness::Free), Liveness::Live));
         outbox.push(changed("b", None, Liveness::Free));
         outbox.push(changed("a", Some(Liveness::Live), Liveness::Free));
@@ -173,7 +210,7 @@ mod tests {
 
     #[test]
     fn removals_fold_without_inventing_or_losing_a_key() {
-        let mut outbox = Outbox::default();
+        let mut outbox = Folder::default();
         // Never heard of, gone again: nothing.
         outbox.push(changed("new", None, Liveness::Live));
         outbox.push(removed("new", Liveness::Live));
@@ -194,16 +231,50 @@ mod tests {
 
     #[test]
     fn health_problems_and_synced_keep_the_latest_and_nothing_overtakes() {
-        let mut outbox = Outbox::default();
+        let mut outbox = Folder::default();
         outbox.push(Delta::Health(WatcherHealth::Starting));
         outbox.push(changed("a", None, Liveness::Free));
         outbox.push(Delta::Health(WatcherHealth::Watching));
         let first = outbox.pop().unwrap();
         assert_eq!(first, Delta::Health(WatcherHealth::Watching));
-        outbox.push_front(first.clone());
-        assert_eq!(outbox.pop(), Some(first));
         assert_eq!(outbox.pop(), Some(changed("a", None, Liveness::Free)));
-        assert!(outbox.is_empty());
+        assert_eq!(outbox.pop(), None);
+    }
+
+    #[test]
+    fn deltas_wait_as_they_come_and_fold_once_they_outnumber_the_keys() {
+        let mut outbox = Outbox::default();
+        let livenesses = [Liveness::Free, Liveness::Live];
+        let mut last: HashMap<String, Liveness> = HashMap::new();
+        for i in 0..5_000 {
+            let name = format!("k{}", i % 5);
+            let to = livenesses[(i / 5) % 2];
+            let from = last.insert(name.clone(), to);
+            outbox.push(changed(&name, from, to), 5);
+            assert!(
+                outbox.len() <= 5 + FOLD_SLACK + 1,
+                "{} waiting",
+                outbox.len()
+            );
+        }
+        let mut few = Outbox::default();
+        few.push(changed("a", None, Liveness::Live), 0);
+        few.push(changed("a", Some(Liveness::Live), Liveness::Free), 0);
+        assert_eq!(few.len(), 2, "below the bound nothing is folded");
+        let mut heard: HashMap<String, Liveness> = HashMap::new();
+        while let Some(delta) = outbox.pop() {
+            if let Delta::Key {
+                key,
+                state,
+                previous,
+                ..
+            } = delta
+            {
+                assert_eq!(heard.get(&key.name).copied(), previous);
+                heard.insert(key.name, state.liveness);
+            }
+        }
+        assert_eq!(heard, last, "the folded queue ends at the truth");
     }
 
     proptest::proptest! {
@@ -213,7 +284,7 @@ mod tests {
         fn folding_never_changes_the_final_view(
             steps in proptest::collection::vec((0..4usize, 0..4u8), 0..60),
         ) {
-            let mut outbox = Outbox::default();
+            let mut outbox = Folder::default();
             let mut truth: HashMap<String, Liveness> = HashMap::new();
             let mut heard = truth.clone();
             let livenesses = [Liveness::Free, Liveness::Live, Liveness::InFlight];
