@@ -72,13 +72,20 @@ pub async fn ground_truth(state: &Path) -> Summary {
 /// (`live`, `own` or `in-flight` naming that PID), with when.
 pub fn fold_reported(deltas: impl IntoIterator<Item = Delta>, into: &mut ReportedHolds) {
     let read = Instant::now();
+    let wall = std::time::SystemTime::now();
     for delta in deltas {
-        let Delta::Key { key, state, .. } = delta else {
+        let Delta::Key { key, state, at, .. } = delta else {
             continue;
         };
         let name = name_of(&key);
         let pids: Vec<u32> = state.holders.iter().map(|holder| holder.pid).collect();
-        let line = format!("{:?} {pids:?} {:?}", state.liveness, state.holders_note);
+        // When the engine observed it, as well as when the test read it:
+        // a late read alone does not say the engine was late.
+        let lag = wall.duration_since(at).unwrap_or_default();
+        let line = format!(
+            "{:?} {pids:?} {:?} (observed {lag:.1?} before this read)",
+            state.liveness, state.holders_note
+        );
         into.history
             .entry(name.clone())
             .or_default()
