@@ -65,14 +65,7 @@ fn hold(state: &Path, tag: &str) -> Holder {
 fn kills_under_scrapers(keys: usize, kills: usize) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let state = tmp.path().join("state");
-    for i in 0..keys {
-        let (dir, key) = agent_tag_lock(&state, &format!("scrape-{i}"));
-        if i == 0 {
-            std::fs::create_dir_all(&dir).expect("tags dir");
-        }
-        std::fs::write(gate_path(&dir, &key), b"").expect("gate");
-        std::fs::write(announce_path(&dir, &key), b"1").expect("announce");
-    }
+    free_keys(&state, keys);
     let serve = start(&state);
     let events = agent()
         .get(&format!("{}/events", serve.1))
@@ -166,6 +159,19 @@ fn wait_line(
     }
 }
 
+/// `keys` free tags written on disk (empty gate, announce `1`), with the
+/// SDK's escaping.
+fn free_keys(state: &Path, keys: usize) {
+    for i in 0..keys {
+        let (dir, key) = agent_tag_lock(state, &format!("scrape-{i}"));
+        if i == 0 {
+            std::fs::create_dir_all(&dir).expect("tags dir");
+        }
+        std::fs::write(gate_path(&dir, &key), b"").expect("gate");
+        std::fs::write(announce_path(&dir, &key), b"1").expect("announce");
+    }
+}
+
 /// A child killed and reaped on drop.
 struct Serve(Child, String);
 
@@ -251,14 +257,7 @@ fn measure(keys: usize, samples: usize) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let state = tmp.path().join("state");
     let made = Instant::now();
-    for i in 0..keys {
-        let (dir, key) = agent_tag_lock(&state, &format!("scrape-{i}"));
-        if i == 0 {
-            std::fs::create_dir_all(&dir).expect("tags dir");
-        }
-        std::fs::write(gate_path(&dir, &key), b"").expect("gate");
-        std::fs::write(announce_path(&dir, &key), b"1").expect("announce");
-    }
+    free_keys(&state, keys);
     let made = made.elapsed();
     let serve = start(&state);
     let agent = agent();

@@ -129,7 +129,7 @@ pub fn write_json<'a>(
         .clone()
         .filter(|(_, state)| state.liveness.is_held())
         .collect();
-    let roles = roles(held.iter().copied());
+    let roles = roles(held.iter().map(|(key, state)| (key, state)));
     let now = SystemTime::now();
     let keys: Vec<JsonKey> = keys
         .map(|(key, state)| JsonKey {
@@ -154,7 +154,7 @@ pub fn write_json<'a>(
 
 /// The keys each held PID holds, by kind and name (roles come from them).
 pub fn roles<'a>(
-    keys: impl Iterator<Item = &'a (LockKey, KeyState)>,
+    keys: impl Iterator<Item = (&'a LockKey, &'a KeyState)>,
 ) -> HashMap<u32, Vec<(KeyKind, &'a str)>> {
     let mut by_pid: HashMap<u32, Vec<(KeyKind, &str)>> = HashMap::new();
     for (key, state) in keys.filter(|(_, state)| state.liveness.is_held()) {

@@ -55,7 +55,7 @@ impl Subscribers {
     }
 
     /// True once shutdown has begun.
-    pub fn is_closing(&self) -> bool {
+    fn is_closing(&self) -> bool {
         self.closing.load(std::sync::atomic::Ordering::Acquire)
     }
 

@@ -180,11 +180,8 @@ fn encode_held(
     now: SystemTime,
     materializing: Duration,
 ) -> Result<(), std::fmt::Error> {
-    let held: Vec<(LockKey, KeyState)> = view
-        .held()
-        .map(|(key, state)| (key.clone(), state.clone()))
-        .collect();
-    let by_pid = roles(held.iter());
+    let held: Vec<(&LockKey, &KeyState)> = view.held().collect();
+    let by_pid = roles(held.iter().copied());
     let role_of = |pid: u32| role(&by_pid, pid);
     let mut tags = Vec::new();
     let mut tag_waiters = Vec::new();
@@ -192,7 +189,7 @@ fn encode_held(
     let mut waiters = [0u64; 2];
     let mut suspects = Vec::new();
     let mut suspect_counts: HashMap<String, u64> = HashMap::new();
-    for (key, state) in &held {
+    for &(key, state) in &held {
         let pid = state.holders.first().map(|p| p.pid);
         waiters[0] += state.waiters.len() as u64;
         waiters[1] += state.watchers.len() as u64;

@@ -114,37 +114,29 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     let follower = tokio::spawn(follow(handle, shared.clone()));
     let app = router(shared.clone());
     let closing = shared.clone();
+    let (shutting_down, shutdown_begun) = tokio::sync::oneshot::channel();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         stop.await;
         closing.subscribers.close_all();
+        let _ = shutting_down.send(());
     });
-    let served = tokio::spawn(async move { server.await });
-    let outcome = wait_for_server(served, &shared).await;
+    let mut served = tokio::spawn(async move { server.await });
+    let finished = |outcome: Result<std::io::Result<()>, tokio::task::JoinError>| {
+        outcome
+            .context("the server task failed")?
+            .context("the server failed")
+    };
+    // Once shutdown has begun, streams still sending their last lines get
+    // at most SHUTDOWN_GRACE.
+    let outcome = tokio::select! {
+        outcome = &mut served => finished(outcome),
+        _ = shutdown_begun => match tokio::time::timeout(SHUTDOWN_GRACE, &mut served).await {
+            Ok(outcome) => finished(outcome),
+            Err(_) => Ok(()),
+        },
+    };
     follower.abort();
     outcome.map(|()| ExitCode::SUCCESS)
-}
-
-/// Waits for the server to end; once shutdown has begun, at most
-/// [`SHUTDOWN_GRACE`] for streams still sending their last lines.
-async fn wait_for_server(
-    mut served: tokio::task::JoinHandle<std::io::Result<()>>,
-    shared: &Shared,
-) -> anyhow::Result<()> {
-    loop {
-        tokio::select! {
-            outcome = &mut served => {
-                return outcome.context("the server task failed")?.context("the server failed");
-            }
-            () = tokio::time::sleep(Duration::from_millis(100)) => {
-                if shared.subscribers.is_closing() {
-                    return match tokio::time::timeout(SHUTDOWN_GRACE, &mut served).await {
-                        Ok(outcome) => outcome.context("the server task failed")?.context("the server failed"),
-                        Err(_) => Ok(()),
-                    };
-                }
-            }
-        }
-    }
 }
 
 /// Applies the engine's deltas to the view and the `/events` streams;
