@@ -213,6 +213,7 @@ pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyho
             probe: args.effective_probe(),
             sweep_every,
             idle_after: args.thresholds.idle_after()?,
+            trace: None,
         },
         crate::tui::TuiOptions {
             read_only: args.read_only,

@@ -25,6 +25,7 @@ use tokio::sync::mpsc::Sender;
 use tokio::sync::mpsc::error::TrySendError;
 
 use crate::disk::key::LockKey;
+use crate::engine::trace::{self, Stage, Trace};
 use crate::locks::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, unescape};
 
 /// One thing that happened under the watched directory.
@@ -83,9 +84,20 @@ pub struct EventFilter {
     opened: Mutex<HashSet<PathBuf>>,
     /// A change did not fit in the queue.
     lost: AtomicBool,
+    /// Where events are recorded as read, when tracing is on.
+    trace: Option<Arc<Trace>>,
 }
 
 impl EventFilter {
+    /// A filter that records each claim's event as [`Stage::Read`] in
+    /// `trace` (when given).
+    pub fn traced(trace: Option<Arc<Trace>>) -> Self {
+        Self {
+            trace,
+            ..Self::default()
+        }
+    }
+
     /// Adds or removes a held key's files (the engine keeps this in step
     /// with its view).
     pub fn set_held(&self, key: &LockKey, held: bool) {
@@ -156,6 +168,9 @@ pub fn subscribe(
             }],
         };
         for change in changes {
+            if let FsChange::Key(key) = &change {
+                trace::note(&filter.trace, key, Stage::Read);
+            }
             if let Err(TrySendError::Full(_)) = tx.try_send(change) {
                 filter.lost.store(true, Ordering::Release);
             }

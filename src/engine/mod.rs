@@ -10,6 +10,7 @@
 pub mod delta;
 pub mod fs_events;
 mod run;
+pub mod trace;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -37,6 +38,9 @@ pub struct EngineConfig {
     /// set (`--idle-after`): set only past it, so a holder that runs now
     /// and then makes no delta.
     pub idle_after: Duration,
+    /// Where to record each change's stages ([`trace`]); `None` (the
+    /// default) records nothing.
+    pub trace: Option<Arc<trace::Trace>>,
 }
 
 /// The default of [`EngineConfig::idle_after`] (`--idle-after`).
@@ -48,6 +52,7 @@ impl Default for EngineConfig {
             probe: ProbeMode::Acquire,
             sweep_every: Duration::from_secs(10),
             idle_after: IDLE_AFTER,
+            trace: None,
         }
     }
 }

@@ -96,6 +96,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
             probe: args.probe,
             sweep_every,
             idle_after,
+            trace: None,
         },
     )
     .context("cannot start the engine")?;

@@ -75,6 +75,7 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
             probe: args.probe,
             sweep_every,
             idle_after: args.thresholds.idle_after()?,
+            trace: None,
         },
     );
     let drained = drain(handle, &outbox, &args, verdicts, stop, &mut written).await;

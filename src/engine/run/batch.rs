@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::echo::{ECHO_ALARM_PER_SECOND, Fingerprint};
 use super::{COALESCE, Engine, INDEX_MIN_INTERVAL};
 use crate::disk::LockKey;
+use crate::engine::trace::Stage;
 use crate::engine::{Delta, WatcherHealth};
 use crate::liveness::annotate::annotate_with;
 use crate::liveness::proc_locks::LockIndex;
@@ -146,7 +147,9 @@ impl Engine {
             } else {
                 self.config.probe
             };
+            self.trace(&key, Stage::ProbeStart);
             let state = self.prober.probe(&key, mode).await;
+            self.trace(&key, Stage::Probed(state.liveness));
             self.stats.probes.fetch_add(1, Ordering::Relaxed);
             if let Some(touched) = &mut self.sweep_touched {
                 touched.insert(key.clone());
@@ -186,6 +189,9 @@ impl Engine {
             batch.extend(self.take_waiting(&newer));
             self.stats.index_reads.fetch_add(1, Ordering::Relaxed);
             let index = LockIndex::read().unwrap_or_default();
+            for (key, _, _) in &batch {
+                self.trace(key, Stage::Indexed);
+            }
             let mut pairs: Vec<(LockKey, KeyState)> = batch
                 .iter_mut()
                 .map(|(key, state, _)| {
@@ -230,6 +236,7 @@ impl Engine {
         }
         self.keep_holders_if_same_claim(&key, &mut state);
         if state.holders.is_empty() {
+            self.trace(&key, Stage::Deferred);
             let first_seen = self.deferred.get(&key).map_or(at, |(_, seen)| *seen);
             self.deferred.insert(key, (state, first_seen));
         } else {
@@ -282,6 +289,7 @@ impl Engine {
             self.share_held(&key, false);
         }
         self.states.insert(key.clone(), state.clone());
+        self.trace(&key, Stage::Sent(state.liveness));
         self.send(Delta::Key {
             key,
             state,

@@ -43,6 +43,7 @@ use crate::context::Context;
 use crate::disk::key::LockKey;
 use crate::disk::scan;
 use crate::engine::fs_events::{self, FsChange};
+use crate::engine::trace::{self, Stage};
 
 use crate::liveness::Prober;
 use crate::liveness::proc_locks::LockIndex;
@@ -142,6 +143,7 @@ impl Engine {
     ) -> Self {
         let state_dir = context.state_dir().to_path_buf();
         let (sweep_results_tx, sweep_results) = mpsc::unbounded_channel();
+        let filter = Arc::new(fs_events::EventFilter::traced(config.trace.clone()));
         Self {
             root: locks_root(&state_dir),
             state_dir,
@@ -151,7 +153,7 @@ impl Engine {
             own_pids: HashSet::from([std::process::id()]),
             states: HashMap::new(),
             held: HashSet::new(),
-            filter: Arc::default(),
+            filter,
             opens_due: None,
             next_holder_refresh: Instant::now() + refresh::HOLDER_REFRESH,
             cpu: crate::liveness::CpuClock::default(),
@@ -232,6 +234,11 @@ impl Engine {
         if let Err(TrySendError::Full(delta)) = self.deltas.try_send(delta) {
             self.outbox.push(delta, self.states.len());
         }
+    }
+
+    /// Records `stage` for `key` when tracing is on.
+    fn trace(&self, key: &LockKey, stage: Stage) {
+        trace::note(&self.config.trace, key, stage);
     }
 
     /// Moves what the channel has room for from the outbox to it.
@@ -390,7 +397,10 @@ impl Engine {
     async fn on_change(&mut self, change: FsChange) -> Option<PhaseEnd> {
         self.stats.events.fetch_add(1, Ordering::Relaxed);
         match change {
-            FsChange::Key(key) => self.mark(key),
+            FsChange::Key(key) => {
+                self.trace(&key, Stage::Dequeued);
+                self.mark(key);
+            }
             FsChange::DirCreated(dir) => {
                 self.recheck_problem(&dir);
                 self.scan_new_dir(dir.clone()).await;

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::Engine;
 use crate::disk::{LockKey, ScanProblem};
+use crate::engine::trace::Stage;
 use crate::engine::{Delta, EngineStats};
 use crate::liveness::annotate::annotate_with;
 use crate::liveness::bulk;
@@ -101,6 +102,7 @@ impl Engine {
         let at = SystemTime::now();
         for (key, state) in outcome.batch {
             if !newer.contains(&key) {
+                self.trace(&key, Stage::Swept(state.liveness));
                 self.update(key, state, at);
             }
         }

@@ -35,8 +35,12 @@ mod sampler;
 mod scheduler;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use locktop::context::Context;
+use locktop::engine::EngineConfig;
+use locktop::engine::trace::Trace;
 use locktop::liveness::probe::ProbeMode;
 use tokio::time::Instant;
 
@@ -107,7 +111,14 @@ async fn chaos(mode: ProbeMode) {
     );
     let began = Instant::now();
     let (_tmp, state) = state_with_locks_root();
-    let mut engine = Engine::start(&state, mode, NO_SWEEP);
+    let trace = Arc::new(Trace::default());
+    let engine_config = EngineConfig {
+        probe: mode,
+        sweep_every: NO_SWEEP,
+        trace: Some(trace.clone()),
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::start_config(Context::new(state.clone()), engine_config);
     engine.synced().await;
     // The engine's own share of memory, apart from the test's records: a
     // real `locktop watch` process on the same run (passive: it takes no
@@ -129,7 +140,15 @@ async fn chaos(mode: ProbeMode) {
         mut finished,
         mut kept,
         mid,
-    } = drive(&mut engine, &mut reported, &mut deltas, &state, config).await;
+    } = drive(
+        &mut engine,
+        &trace,
+        &mut reported,
+        &mut deltas,
+        &state,
+        config,
+    )
+    .await;
 
     let converge_held = converge(&mut engine, &state, Some(&kept)).await;
     blocking(|| {
@@ -142,6 +161,7 @@ async fn chaos(mode: ProbeMode) {
     let sampled = sampler.finish();
     deltas += engine.log.len();
     checks::fold_reported(engine.log.clone(), &mut reported);
+    checks::fold_trace(trace.take(), &mut reported);
     let end = Resources::now();
     let monitor_end = Resources::of(monitor.id());
     let monitor_peak_kib = crate::common::proc::peak_rss_kib(monitor.id());
@@ -175,6 +195,7 @@ async fn chaos(mode: ProbeMode) {
 /// itself does not grow with the run).
 async fn drive(
     engine: &mut Engine,
+    trace: &Trace,
     reported: &mut checks::ReportedHolds,
     deltas: &mut usize,
     state: &Path,
@@ -190,6 +211,7 @@ async fn drive(
         let fold = engine.log.len().saturating_sub(40);
         *deltas += fold;
         checks::fold_reported(engine.log.drain(..fold), reported);
+        checks::fold_trace(trace.take(), reported);
     }
     task.await.expect("the chaos scheduler panicked")
 }

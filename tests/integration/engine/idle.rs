@@ -79,6 +79,7 @@ async fn a_sleeping_holder_becomes_idle_and_a_spinning_one_never_does() {
         probe: ProbeMode::Passive,
         sweep_every: NO_SWEEP,
         idle_after: IDLE_AFTER,
+        ..EngineConfig::default()
     };
     let mut engine = Engine::start_config(Context::new(state.clone()), config);
     engine.synced().await;

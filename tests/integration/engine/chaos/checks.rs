@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use locktop::engine::trace::{Record, Stage};
 use locktop::engine::{Delta, Liveness};
 use locktop::liveness::proc_locks::{FileId, LockIndex};
 use locktop::locks::{agent_instance_lock, agent_tag_lock};
@@ -24,6 +25,10 @@ pub struct ReportedHolds {
     /// Claim → every state reported for it (read time, liveness, PIDs,
     /// note), for failure messages.
     pub history: HashMap<Name, Vec<(Instant, String)>>,
+    /// Claim → every stage the engine's trace recorded for it (when, as
+    /// the monotonic clock), for failure messages: when it heard of a
+    /// change, probed it, and what the probe said.
+    pub trace: HashMap<Name, Vec<(Instant, Stage)>>,
 }
 
 /// A claim's state as a view summarises it.
@@ -101,6 +106,16 @@ pub fn fold_reported(deltas: impl IntoIterator<Item = Delta>, into: &mut Reporte
                     .push(read);
             }
         }
+    }
+}
+
+/// Keeps the engine's trace records per claim (compact: a time and a stage).
+pub fn fold_trace(records: Vec<Record>, into: &mut ReportedHolds) {
+    for record in records {
+        into.trace
+            .entry(name_of(&record.key))
+            .or_default()
+            .push((record.at, record.stage));
     }
 }
 
@@ -300,15 +315,32 @@ fn missed(
             format!("read {offset}: {line}")
         })
         .collect();
+    // What the engine heard and did about the claim meanwhile.
+    let traced: Vec<String> = reported
+        .trace
+        .get(name)
+        .into_iter()
+        .flatten()
+        .filter(|(at, _)| *at + Duration::from_secs(1) >= start && *at <= until)
+        .map(|(at, stage)| {
+            let offset = at.checked_duration_since(from).map_or_else(
+                || format!("-{:?}", from - *at),
+                |after| format!("+{after:?}"),
+            );
+            format!("{offset} {stage:?}")
+        })
+        .collect();
     format!(
         "{name:?} held by pid {} (wait {}, stops {}, killed {}) from +{:?} for {lasted:?}, \
-         never reported with it; the engine's states of it (read times after its spawn):\n  {}",
+         never reported with it; the engine's states of it (read times after its spawn):\n  {}\n\
+         the engine's trace of it from a second before the hold to a second after:\n  {}",
         child.pid,
         child.wait,
         child.stops,
         child.killed,
         start - from,
-        around.join("\n  ")
+        around.join("\n  "),
+        traced.join("\n  ")
     )
 }
 

@@ -1,0 +1,125 @@
+//! Where a change's time goes on its way through the engine: an opt-in
+//! record of each stage a key passed, with when it passed it. The
+//! benchmark's kill rows break their latency down with it, and the chaos
+//! suite prints it for a hold the engine never reported.
+//!
+//! Invariants: off unless [`super::EngineConfig::trace`] is set (then each
+//! stage costs one branch); bounded — past [`Trace::CAPACITY`] records it
+//! counts what it drops instead of growing; recording never waits on the
+//! reader for longer than one `Vec::push`.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::disk::LockKey;
+use crate::liveness::Liveness;
+
+/// A point on a change's way from the filesystem to the consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The watcher thread was handed a filesystem event naming the key
+    /// (notify's read of the inotify queue).
+    Read,
+    /// The engine loop took that change from its queue.
+    Dequeued,
+    /// The key's probe began (after the coalescing window).
+    ProbeStart,
+    /// The probe answered.
+    Probed(Liveness),
+    /// A `/proc/locks` read for the key's holders finished.
+    Indexed,
+    /// A held result waits for a `/proc/locks` read the rate limit forbids now.
+    Deferred,
+    /// A periodic sweep's finding about the key was applied.
+    Swept(Liveness),
+    /// A delta for the key went to the consumer (its channel or outbox).
+    Sent(Liveness),
+}
+
+/// One stage one key passed, and when.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// The claim.
+    pub key: LockKey,
+    /// The stage.
+    pub stage: Stage,
+    /// When (the monotonic clock, comparable with the caller's
+    /// `Instant::now()`).
+    pub at: Instant,
+}
+
+/// The records of one engine, shared with whoever reads them.
+#[derive(Debug, Default)]
+pub struct Trace {
+    records: Mutex<Vec<Record>>,
+    dropped: AtomicU64,
+}
+
+impl Trace {
+    /// Records kept at most until [`Trace::take`] empties the store.
+    pub const CAPACITY: usize = 1 << 20;
+
+    /// Records that `key` passed `stage` now.
+    pub fn record(&self, key: &LockKey, stage: Stage) {
+        let at = Instant::now();
+        let Ok(mut records) = self.records.lock() else {
+            return;
+        };
+        if records.len() >= Self::CAPACITY {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        records.push(Record {
+            key: key.clone(),
+            stage,
+            at,
+        });
+    }
+
+    /// Every record so far, oldest first; the store starts empty again.
+    pub fn take(&self) -> Vec<Record> {
+        self.records
+            .lock()
+            .map(|mut records| std::mem::take(&mut *records))
+            .unwrap_or_default()
+    }
+
+    /// Records not kept because the store was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// Records `stage` for `key` when tracing is on.
+pub(crate) fn note(trace: &Option<std::sync::Arc<Trace>>, key: &LockKey, stage: Stage) {
+    if let Some(trace) = trace {
+        trace.record(key, stage);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn keeps_records_in_order_up_to_its_capacity_and_counts_the_rest() {
+        let trace = Trace::default();
+        let key = LockKey::from_coord(Path::new("/s"), Path::new("/s/locks/agents/tags"), "t");
+        trace.record(&key, Stage::Read);
+        trace.record(&key, Stage::Sent(Liveness::Free));
+        let records = trace.take();
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0].stage, Stage::Read);
+        assert!(records[0].at <= records[1].at);
+        assert!(trace.take().is_empty(), "take empties the store");
+        {
+            let mut full = trace.records.lock().unwrap();
+            full.resize(Trace::CAPACITY, records[0].clone());
+        }
+        trace.record(&key, Stage::Read);
+        assert_eq!(trace.dropped(), 1);
+        assert_eq!(trace.take().len(), Trace::CAPACITY);
+    }
+}
