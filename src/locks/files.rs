@@ -5,7 +5,8 @@
 //! FIFO, whose open would block; a directory; a socket; a symlink, which
 //! the SDK would follow) is never opened; a gate with content is never
 //! written (agent gates are empty, and the SDK's acquire truncates the
-//! gate). A missing file is fit: the SDK creates it.
+//! gate). A missing file is fit, and is created by [`create_missing`]
+//! before the SDK acquires — never by the SDK itself, see there.
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -59,6 +60,43 @@ pub fn check_writable(dir: &Path, key: &str) -> Result<(), Unfit> {
             len: meta.len(),
         }),
         _ => Ok(()),
+    }
+}
+
+/// Creates `(dir, key)`'s directory and whichever of its two lock files is
+/// missing (empty, mode 0644 before the umask, as the SDK makes them),
+/// without truncating, writing or locking anything.
+///
+/// Why: the SDK (2.2.16) creates a missing lock file with `O_EXCL`, then
+/// locks it non-blocking, and when that lock fails it REMOVES the file.
+/// Between its create and its lock, another process can open the new file
+/// — an agent in `wait_acquire`, or any probe — and win the lock; the
+/// creator then unlinks the path under the winner, who goes on "holding"
+/// a file nobody else can see: the next acquirer creates a fresh one and
+/// takes the same key at the same time, and a monitor sees the key free.
+/// (The chaos suite caught it: a `hold --wait` child held a tag for 1.2 s
+/// while every probe found it free.) With both files already there, the
+/// SDK always takes its open-existing path, which never removes anything.
+/// Best effort: an error here is left for the SDK's own open to report.
+pub fn create_missing(dir: &Path, key: &str) {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::Mode;
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    // Read-only + O_CREAT: no write, so its close makes no IN_CLOSE_WRITE
+    // (no probe is woken for nothing); O_NONBLOCK | O_NOFOLLOW: a FIFO or
+    // a symlink raced in after the lstat check cannot block or redirect.
+    let flags =
+        OFlag::O_RDONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let mode = Mode::from_bits_truncate(0o644);
+    for path in [gate_path(dir, key), announce_path(dir, key)] {
+        if std::fs::symlink_metadata(&path).is_ok() {
+            continue;
+        }
+        if let Err(errno) = open(&path, flags, mode).map(drop) {
+            tracing::debug!(path = %path.display(), %errno, "creating a lock file");
+        }
     }
 }
 

@@ -4,7 +4,10 @@
 //! - acquire order: the per-key in-process mutex FIRST, then the lockfile;
 //! - release order: the lockfile claim FIRST, then the in-process guard
 //!   LAST — on [`AgentLock::release`] and on drop alike;
-//! - a failed acquisition never leaves a guard or a claim behind.
+//! - a failed acquisition never leaves a guard or a claim behind;
+//! - the lock files exist before the SDK is asked to lock them
+//!   ([`create_missing`]): the SDK's own create path can unlink a file
+//!   another process has just locked.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +16,7 @@ use dashmap::DashMap;
 use objectiveai_sdk::lockfile::{self, LockClaim};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use super::files::{check_openable, check_writable};
+use super::files::{check_openable, check_writable, create_missing};
 
 /// Per-key in-process gate for agent locks, keyed by the SAME `(dir, key)`
 /// the lockfile uses. Lives on [`crate::context::Context`], shared across
@@ -105,6 +108,7 @@ pub fn prune_idle(map: &AgentLockMap, dir: &Path, key: &str) {
 pub async fn try_acquire(map: &AgentLockMap, dir: &Path, key: &str) -> Option<AgentLock> {
     check_writable(dir, key).ok()?;
     let guard = gate_mutex(map, dir, key).try_lock_owned().ok()?;
+    create_missing(dir, key);
     match lockfile::try_acquire(dir, key, NO_CONTENTS).await {
         Some(claim) => Some(AgentLock {
             claim: Some(claim),
@@ -125,6 +129,7 @@ pub async fn try_acquire(map: &AgentLockMap, dir: &Path, key: &str) -> Option<Ag
 pub async fn wait_acquire(map: &AgentLockMap, dir: &Path, key: &str) -> std::io::Result<AgentLock> {
     check_writable(dir, key).map_err(std::io::Error::other)?;
     let guard = gate_mutex(map, dir, key).lock_owned().await;
+    create_missing(dir, key);
     let claim = lockfile::wait_acquire(dir, key, NO_CONTENTS).await?;
     Ok(AgentLock {
         claim: Some(claim),

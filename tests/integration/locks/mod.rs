@@ -6,6 +6,7 @@
 //! exactly as the SDK names them.
 
 mod coords;
+mod create_race;
 mod cross_process;
 mod escape_matches_sdk;
 mod family_order;
