@@ -28,12 +28,14 @@ use std::time::{Duration, Instant};
 use locktop::context::Context;
 use locktop::disk::key::{KeyKind, LockKey};
 use locktop::disk::scan::scan_root;
+use locktop::engine::trace::Trace;
 use locktop::engine::{self, Delta, EngineConfig, EngineHandle, KeyState, Liveness};
 use locktop::liveness::annotate::annotate;
 use locktop::liveness::bulk::{probe_all, probe_all_unannotated};
 use locktop::liveness::probe::{ProbeMode, Prober};
 use locktop::locks::agent_tag_lock;
 
+use support::killpath::{KillPath, RawInotify};
 use support::*;
 
 /// Argument that turns this binary into the interference spawner child.
@@ -775,6 +777,8 @@ struct KillRun {
     respawns: u32,
     sweeps: u64,
     probes: u64,
+    /// Each kill's way through the engine (its last key to go free).
+    paths: Vec<support::killpath::KillPath>,
 }
 
 async fn kill_latency(
@@ -784,11 +788,15 @@ async fn kill_latency(
     pool: &[String],
     mode: ProbeMode,
 ) -> KillRun {
+    let stages = Arc::new(Trace::default());
     let config = EngineConfig {
         probe: mode,
+        trace: Some(stages.clone()),
         ..EngineConfig::default()
     };
     let (mut handle, _) = start_engine(state, config, Duration::from_millis(300)).await;
+    let tags_dir = agent_tag_lock(state, "any").0;
+    let raw = RawInotify::start(&tags_dir).expect("a raw inotify reader of the tags dir");
     let sweeps0 = handle.stats.sweeps.load(Ordering::Relaxed);
     let probes0 = handle.stats.probes.load(Ordering::Relaxed);
     let mut run = KillRun {
@@ -801,6 +809,7 @@ async fn kill_latency(
         respawns: 0,
         sweeps: 0,
         probes: 0,
+        paths: Vec::new(),
     };
     for k in 0..plan.kills {
         let names = tag_names(pool, k * plan.keys_per_kill, plan.keys_per_kill);
@@ -830,8 +839,11 @@ async fn kill_latency(
         let dwell = Duration::from_millis(fastrand::u64(plan.dwell_ms.clone()));
         settle(&mut handle, dwell, dwell).await;
 
+        stages.take();
+        raw.forget();
         let t0 = Instant::now();
         holder.process.sigkill();
+        let mut received: HashMap<String, Instant> = HashMap::new();
         let mut free: HashSet<String> = HashSet::new();
         let mut first = None;
         let mut swept = false;
@@ -851,6 +863,7 @@ async fn kill_latency(
                     ));
                     if state.liveness == Liveness::Free {
                         first.get_or_insert_with(|| t0.elapsed());
+                        received.insert(key.name.clone(), Instant::now());
                         free.insert(key.name);
                     }
                 }
@@ -859,6 +872,22 @@ async fn kill_latency(
             }
         }
         let all = t0.elapsed();
+        let victims: Vec<LockKey> = names
+            .iter()
+            .map(|name| {
+                let (dir, key) = agent_tag_lock(state, name);
+                LockKey::from_coord(state, &dir, &key)
+            })
+            .collect();
+        let last = victims
+            .iter()
+            .filter_map(|key| Some((key, *received.get(&key.name)?)))
+            .max_by_key(|(_, at)| *at);
+        if let Some((key, at)) = last {
+            let mut path = KillPath::of(key, &stages.take(), t0, at);
+            path.raw_all_closed = raw.all_closed(&victims, t0);
+            run.paths.push(path);
+        }
         if run
             .slowest
             .as_ref()
@@ -979,6 +1008,15 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
+/// Where the kills' time went (the engine's trace of each kill's last
+/// key), beside raw inotify's delivery of the same closes.
+fn say_kill_paths(paths: &[KillPath]) {
+    say("            where the time went (time since SIGKILL, last key of each kill):");
+    for line in support::killpath::report(paths) {
+        say(format!("              {line}"));
+    }
+}
+
 async fn section_latency(
     plan: &Plan,
     bin: &Path,
@@ -1040,6 +1078,7 @@ async fn section_latency(
                 trace.join(" · ")
             ));
         }
+        say_kill_paths(&run.paths);
         say(format!(
             "            n={} (missed within 5 s: {}; not seen live with PID before the kill: {}; \
              holder respawns after a busy probe race: {}; sweeps during the run: {}; engine probes: {})",
@@ -1089,6 +1128,7 @@ async fn section_latency(
                 trace.join(" · ")
             ));
         }
+        say_kill_paths(&run.paths);
         if !run.all.is_empty() {
             loaded_p99.push((mode, percentile(&run.all, 99.0)));
         }

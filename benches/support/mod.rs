@@ -5,6 +5,8 @@
 
 /// Frame render time of the TUI at 100k keys.
 pub mod frames;
+/// Where a kill's latency goes, stage by stage, beside raw inotify.
+pub mod killpath;
 pub mod verdicts;
 
 use std::ffi::CString;
