@@ -9,6 +9,8 @@
 //! - the same binary without `--bench` (what `cargo test --all-targets`
 //!   runs), or with `--smoke`: a tiny version that exercises every code
 //!   path in a few seconds and exits 0.
+//! - `-- --only-latency` / `-- --only-verdicts`: the fixture and one
+//!   section (2, the kill latency; 6, the verdicts) alone.
 //!
 //! Targets are printed as PASS/MISS; they never fail the run. Every child
 //! process is SIGKILLed on exit, panic included ([`support::Guarded`]);
@@ -233,7 +235,15 @@ async fn run(plan: &Plan, args: &[String]) {
         fmt_dur(spawned),
     ));
 
-    // `--only-verdicts`: the fixture and section 6 alone.
+    // `--only-verdicts`: the fixture and section 6 alone; `--only-latency`:
+    // the fixture and section 2 alone.
+    if args.iter().any(|a| a == "--only-latency") {
+        let t = Instant::now();
+        section_latency(plan, &bin, &state, &kill_pool, &mut targets).await;
+        took(t);
+        say_targets(plan, &targets);
+        return;
+    }
     let all = !args.iter().any(|a| a == "--only-verdicts");
     if all {
         other_sections(
@@ -259,6 +269,11 @@ async fn run(plan: &Plan, args: &[String]) {
     }
     took(t);
 
+    say_targets(plan, &targets);
+    drop(holders);
+}
+
+fn say_targets(plan: &Plan, targets: &Targets) {
     say("\nTARGETS (printed, never enforced)");
     if plan.name == "SMOKE" {
         say(
@@ -268,7 +283,6 @@ async fn run(plan: &Plan, args: &[String]) {
     for line in &targets.lines {
         say(format!("  {line}"));
     }
-    drop(holders);
 }
 
 /// Sections 1–5 and the frame section (all but section 6).
