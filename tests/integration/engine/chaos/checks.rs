@@ -238,8 +238,62 @@ pub struct Reported {
     pub short_ok: usize,
     /// The longest shorter hold that was not reported.
     pub longest_unreported: Duration,
-    /// The long holds never reported (must be none).
+    /// The long holds never reported that the engine got wrong: a probe
+    /// made wholly inside the hold said free, or said held and the PID
+    /// never followed, or it never heard of the hold at all (must be none).
     pub missed: Vec<String>,
+    /// The long holds never reported because the engine did not probe
+    /// the claim until the hold was over (its events read, but the engine
+    /// behind by more than the hold: a starved machine).
+    pub late: Vec<String>,
+}
+
+/// Why a long hold was never reported, from the engine's trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Miss {
+    /// A probe that began and answered inside the hold said not held.
+    ProbedFree,
+    /// A probe inside the hold said held, yet no delta named the PID.
+    Unnamed,
+    /// The claim's events were read during the hold, but no probe of it
+    /// began before the hold ended.
+    Late,
+    /// No event of the claim was read during the hold.
+    Unheard,
+}
+
+/// Classifies a missed hold of `name` over `[start, end]` — an interval
+/// inside the real hold (it begins when the holder's `held` line was read
+/// and ends when it was told to go).
+fn classify(name: &Name, start: Instant, end: Instant, reported: &ReportedHolds) -> Miss {
+    let stages = reported.trace.get(name).map_or(&[][..], Vec::as_slice);
+    let mut said = Vec::new();
+    let mut began = None;
+    for (at, stage) in stages {
+        match stage {
+            Stage::ProbeStart => began = Some(*at),
+            Stage::Probed(liveness) => {
+                if let Some(from) = began.take()
+                    && from >= start
+                    && *at <= end
+                {
+                    said.push(*liveness);
+                }
+            }
+            _ => {}
+        }
+    }
+    let held = |l: &Liveness| matches!(l, Liveness::Live | Liveness::Own | Liveness::InFlight);
+    if said.iter().any(|l| !held(l)) {
+        return Miss::ProbedFree;
+    }
+    if !said.is_empty() {
+        return Miss::Unnamed;
+    }
+    let heard = stages
+        .iter()
+        .any(|(at, stage)| *stage == Stage::Read && *at <= end);
+    if heard { Miss::Late } else { Miss::Unheard }
 }
 
 /// How every hold was reported: holds that lasted at least `threshold`
@@ -270,8 +324,11 @@ pub fn every_change(
                 out.long += 1;
                 out.long_ok += usize::from(seen);
                 if !seen {
-                    out.missed
-                        .push(missed(child, name, start, lasted, reported));
+                    let line = missed(child, name, start, lasted, reported);
+                    match classify(name, start, end, reported) {
+                        Miss::Late => out.late.push(line),
+                        miss => out.missed.push(format!("{miss:?}: {line}")),
+                    }
                 }
             } else {
                 out.short += 1;
