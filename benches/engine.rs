@@ -854,6 +854,7 @@ async fn kill_latency(
         settle(&mut handle, dwell, dwell).await;
 
         stages.take();
+        stages.take_spans();
         raw.forget();
         let t0 = Instant::now();
         holder.process.sigkill();
@@ -898,7 +899,7 @@ async fn kill_latency(
             .filter_map(|key| Some((key, *received.get(&key.name)?)))
             .max_by_key(|(_, at)| *at);
         if let Some((key, at)) = last {
-            let mut path = KillPath::of(key, &stages.take(), t0, at);
+            let mut path = KillPath::of(key, &stages.take(), &stages.take_spans(), t0, at);
             path.raw_all_closed = raw.all_closed(&victims, t0);
             run.paths.push(path);
         }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use inotify::{Inotify, WatchMask};
 use locktop::disk::key::LockKey;
 use locktop::engine::Liveness;
-use locktop::engine::trace::{Record, Stage};
+use locktop::engine::trace::{Record, Span, Stage};
 
 use super::{fmt_dur, percentile};
 
@@ -121,12 +121,21 @@ pub struct KillPath {
     pub probes: Vec<Liveness>,
     /// Deltas sent for the key after the kill, in order.
     pub sent_states: Vec<Liveness>,
+    /// The engine loop's own work between the kill and the free probe
+    /// (what it was doing instead): what, begun when, for how long.
+    pub busy: Vec<(&'static str, Duration, Duration)>,
 }
 
 impl KillPath {
     /// The path of `key` (reported free to this bench at `received`) from
     /// the trace `records` (taken after the kill at `t0`).
-    pub fn of(key: &LockKey, records: &[Record], t0: Instant, received: Instant) -> Self {
+    pub fn of(
+        key: &LockKey,
+        records: &[Record],
+        spans: &[Span],
+        t0: Instant,
+        received: Instant,
+    ) -> Self {
         let mine: Vec<&Record> = records
             .iter()
             .filter(|r| r.at >= t0 && &r.key == key)
@@ -147,7 +156,17 @@ impl KillPath {
         });
         let dequeued = probe_start.and_then(|at| last_before(at, &|s| s == Stage::Dequeued));
         let read = dequeued.and_then(|at| last_before(at, &|s| s == Stage::Read));
+        let until = probe_start.unwrap_or(received);
+        let busy = spans
+            .iter()
+            .filter(|span| span.to >= t0 && span.from <= until)
+            .map(|span| {
+                let from = span.from.max(t0);
+                (span.what, since(from), span.to.duration_since(from))
+            })
+            .collect();
         Self {
+            busy,
             raw_all_closed: None,
             first_read: mine
                 .iter()
@@ -186,9 +205,18 @@ impl KillPath {
                 .collect::<Vec<_>>()
                 .join(",")
         };
+        let busy = self
+            .busy
+            .iter()
+            .map(|(what, from, took)| {
+                format!("{what} at {} for {}", fmt_dur(*from), fmt_dur(*took))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
         format!(
             "raw inotify all closed {} · engine: first event read {} · free's event read {} · \
-             dequeued {} · probe {}–{} · sent {} · received {} (probes after the kill: [{}]; sent: [{}])",
+             dequeued {} · probe {}–{} · sent {} · received {} (probes after the kill: [{}]; sent: [{}]; \
+             the loop's own work meanwhile: [{busy}])",
             at(self.raw_all_closed),
             at(self.first_read),
             at(self.read),
@@ -246,6 +274,40 @@ pub fn report(paths: &[KillPath]) -> Vec<String> {
     ));
     if let Some(slowest) = paths.iter().max_by_key(|p| p.received) {
         lines.push(format!("slowest: {}", slowest.line()));
+    }
+    // What kept the loop from the kills over 20 ms.
+    let slow: Vec<&KillPath> = paths
+        .iter()
+        .filter(|p| p.received > Duration::from_millis(20))
+        .collect();
+    let mut blamed: HashMap<&'static str, (usize, Duration)> = HashMap::new();
+    for path in &slow {
+        for (what, _, took) in &path.busy {
+            let entry = blamed.entry(what).or_default();
+            entry.0 += 1;
+            entry.1 = entry.1.max(*took);
+        }
+    }
+    let mut blamed: Vec<_> = blamed.into_iter().collect();
+    blamed.sort_by_key(|(_, (count, longest))| {
+        (std::cmp::Reverse(*count), std::cmp::Reverse(*longest))
+    });
+    lines.push(format!(
+        "kills over 20 ms: {} of {}; the loop's own work during them (kills: longest): {}",
+        slow.len(),
+        paths.len(),
+        if blamed.is_empty() {
+            "none over 1 ms".to_string()
+        } else {
+            blamed
+                .iter()
+                .map(|(what, (count, longest))| format!("{what} ({count}: {})", fmt_dur(*longest)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    ));
+    for path in slow.iter().take(5) {
+        lines.push(format!("over 20 ms: {}", path.line()));
     }
     lines
 }

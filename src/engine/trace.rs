@@ -49,16 +49,59 @@ pub struct Record {
     pub at: Instant,
 }
 
+/// A stretch of the engine loop's own work (not tied to one key), kept
+/// when it lasted at least [`Trace::SPAN_MIN`]: while it runs, no change
+/// is dequeued and no probe begins.
+#[derive(Debug, Clone)]
+pub struct Span {
+    /// What the loop was doing (`"apply sweep"`, `"probe batch"`, …).
+    pub what: &'static str,
+    /// When it began.
+    pub from: Instant,
+    /// When it ended.
+    pub to: Instant,
+}
+
 /// The records of one engine, shared with whoever reads them.
 #[derive(Debug, Default)]
 pub struct Trace {
     records: Mutex<Vec<Record>>,
+    spans: Mutex<Vec<Span>>,
     dropped: AtomicU64,
 }
 
 impl Trace {
-    /// Records kept at most until [`Trace::take`] empties the store.
+    /// Records (and, apart, spans) kept at most until [`Trace::take`]
+    /// and [`Trace::take_spans`] empty the store.
     pub const CAPACITY: usize = 1 << 20;
+
+    /// The shortest loop work kept as a [`Span`].
+    pub const SPAN_MIN: std::time::Duration = std::time::Duration::from_millis(1);
+
+    /// Records that the loop did `what` from `from` until now (if it took
+    /// at least [`Trace::SPAN_MIN`]).
+    pub fn span(&self, what: &'static str, from: Instant) {
+        let to = Instant::now();
+        if to.duration_since(from) < Self::SPAN_MIN {
+            return;
+        }
+        let Ok(mut spans) = self.spans.lock() else {
+            return;
+        };
+        if spans.len() >= Self::CAPACITY {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        spans.push(Span { what, from, to });
+    }
+
+    /// Every span so far, oldest first; the store starts empty again.
+    pub fn take_spans(&self) -> Vec<Span> {
+        self.spans
+            .lock()
+            .map(|mut spans| std::mem::take(&mut *spans))
+            .unwrap_or_default()
+    }
 
     /// Records that `key` passed `stage` now.
     pub fn record(&self, key: &LockKey, stage: Stage) {
@@ -85,7 +128,7 @@ impl Trace {
             .unwrap_or_default()
     }
 
-    /// Records not kept because the store was full.
+    /// Records and spans not kept because the store was full.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
@@ -121,5 +164,17 @@ mod tests {
         trace.record(&key, Stage::Read);
         assert_eq!(trace.dropped(), 1);
         assert_eq!(trace.take().len(), Trace::CAPACITY);
+    }
+
+    #[test]
+    fn keeps_only_loop_work_long_enough_to_delay_a_change() {
+        let trace = Trace::default();
+        trace.span("quick", Instant::now());
+        let long_ago = Instant::now() - Trace::SPAN_MIN * 2;
+        trace.span("slow", long_ago);
+        let spans = trace.take_spans();
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0].what, "slow");
+        assert!(spans[0].to.duration_since(spans[0].from) >= Trace::SPAN_MIN);
     }
 }

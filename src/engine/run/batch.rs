@@ -28,28 +28,40 @@ impl Engine {
 
     pub(super) async fn on_timers(&mut self) {
         let now = Instant::now();
+        let from = self.clock();
         while self.new_dirs.first().is_some_and(|(due, _)| *due <= now) {
             let (_, dir) = self.new_dirs.remove(0);
             self.scan_new_dir(dir).await;
         }
         self.flush_problems();
+        self.span("scan new dirs", from);
         if self.batch_due.is_some_and(|due| due <= now) {
+            let from = self.clock();
             self.batch_due = None;
             let keys: Vec<LockKey> = self.pending.drain().collect();
             self.probe_batch(keys).await;
+            self.span("probe batch", from);
         }
         if self.waiting() && self.index_ready(now) {
+            let from = self.clock();
             let batch = self.take_waiting(&HashSet::new());
             self.publish(batch, true);
+            self.span("name deferred holders", from);
         }
         if self.next_sweep <= now {
+            let from = self.clock();
             self.start_background_sweep();
+            self.span("start sweep", from);
         }
         if self.holder_refresh_due().is_some_and(|due| due <= now) {
+            let from = self.clock();
             self.refresh_holders();
+            self.span("refresh holders", from);
         }
         if self.opens_due.is_some_and(|due| due <= now) && self.index_ready(now) {
+            let from = self.clock();
             self.look_at_opened_files(now);
+            self.span("look at opened files", from);
         }
         self.watch_echo_rate();
     }

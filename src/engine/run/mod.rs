@@ -241,6 +241,21 @@ impl Engine {
         trace::note(&self.config.trace, key, stage);
     }
 
+    /// Now, when tracing is on: the start of a [`Self::span`].
+    fn clock(&self) -> Option<std::time::Instant> {
+        self.config
+            .trace
+            .as_ref()
+            .map(|_| std::time::Instant::now())
+    }
+
+    /// Records the loop's work `what` begun at `from` (see [`Self::clock`]).
+    fn span(&self, what: &'static str, from: Option<std::time::Instant>) {
+        if let (Some(trace), Some(from)) = (&self.config.trace, from) {
+            trace.span(what, from);
+        }
+    }
+
     /// Moves what the channel has room for from the outbox to it.
     fn flush_outbox(&mut self) {
         while let Some(delta) = self.outbox.pop() {
@@ -300,12 +315,15 @@ impl Engine {
             let consumer = self.deltas.clone();
             tokio::select! {
                 room = consumer.reserve(), if !self.outbox.is_empty() => {
+                    let from = self.clock();
                     if let (Ok(room), Some(delta)) = (room, self.outbox.pop()) {
                         room.send(delta);
                     }
                     self.flush_outbox();
+                    self.span("flush outbox", from);
                 }
                 change = changes.recv() => {
+                    let from = self.clock();
                     let Some(change) = change else { return PhaseEnd::RootGone };
                     let mut batch = vec![change];
                     while let Ok(more) = changes.try_recv() {
@@ -328,18 +346,21 @@ impl Engine {
                         }
                     }
                     self.flush_problems();
+                    self.span("take changes", from);
                 }
                 command = commands.recv() => match command {
                     None => return PhaseEnd::Stop,
                     Some(command) => self.command(command).await,
                 },
                 outcome = self.sweep_results.recv() => {
+                    let from = self.clock();
                     if let Some(Some(outcome)) = outcome
                         && outcome.generation == self.generation
                     {
                         let newer = self.sweep_touched.take().unwrap_or_default();
                         self.apply_sweep(outcome, &newer);
                     }
+                    self.span("apply sweep", from);
                 }
                 _ = tokio::time::sleep_until(wake) => {
                     if !self.root.is_dir() {
