@@ -86,6 +86,18 @@ pub struct EventFilter {
     lost: AtomicBool,
     /// Where events are recorded as read, when tracing is on.
     trace: Option<Arc<Trace>>,
+    /// While set, opens are dropped: a sweep is opening every claim file,
+    /// and its own read of `/proc/locks` (made after it) stands for them.
+    opens_muted: AtomicBool,
+}
+
+/// Opens stay muted (see [`EventFilter::mute_opens`]) while this lives.
+pub struct MutedOpens(Arc<EventFilter>);
+
+impl Drop for MutedOpens {
+    fn drop(&mut self) {
+        self.0.opens_muted.store(false, Ordering::Release);
+    }
 }
 
 impl EventFilter {
@@ -121,6 +133,16 @@ impl EventFilter {
             .unwrap_or_default()
     }
 
+    /// Drops every open event until the guard is dropped: a sweep opens
+    /// all claim files (thousands of events of its own, each a held key's
+    /// recheck or an entry in the opened set), and the `/proc/locks` read
+    /// it makes after its probes — drop the guard right before it — sees
+    /// every lock those opens could have revealed.
+    pub fn mute_opens(self: &Arc<Self>) -> MutedOpens {
+        self.opens_muted.store(true, Ordering::Release);
+        MutedOpens(self.clone())
+    }
+
     /// True (once) when a change was lost since the last call.
     pub fn take_lost(&self) -> bool {
         self.lost.swap(false, Ordering::AcqRel)
@@ -131,6 +153,9 @@ impl EventFilter {
     /// [`FsChange::OthersOpened`] when the set was empty.
     fn opened(&self, state_dir: &Path, event: notify::Event) -> Vec<FsChange> {
         let mut changes = Vec::new();
+        if self.opens_muted.load(Ordering::Acquire) {
+            return changes;
+        }
         let (Ok(held), Ok(mut opened)) = (self.held.read(), self.opened.lock()) else {
             return changes;
         };
@@ -328,6 +353,22 @@ mod tests {
         filter.set_held(&held, false);
         let released = filter.opened(state, open_of(&[held.gate_path()]));
         assert!(released.is_empty(), "joins the waiting set: {released:?}");
+    }
+
+    #[test]
+    fn a_sweep_mutes_opens_until_its_guard_is_dropped() {
+        let state = Path::new("/s");
+        let filter = Arc::new(EventFilter::default());
+        let held = LockKey::from_coord(state, Path::new("/s/locks/agents/tags"), "held");
+        let other = LockKey::from_coord(state, Path::new("/s/locks/agents/tags"), "other");
+        filter.set_held(&held, true);
+        let muted = filter.mute_opens();
+        let during = filter.opened(state, open_of(&[held.gate_path(), other.gate_path()]));
+        assert!(during.is_empty(), "{during:?}");
+        assert!(filter.take_opened().is_empty());
+        drop(muted);
+        let after = filter.opened(state, open_of(&[held.gate_path(), other.gate_path()]));
+        assert_eq!(after.len(), 2, "{after:?}");
     }
 
     #[test]

@@ -24,6 +24,21 @@ pub async fn probe_all(
     batch
 }
 
+/// Probes every key (in `mode`) one after the other, in the calling task;
+/// no holder details.
+pub async fn probe_each(
+    prober: &Prober,
+    keys: Vec<LockKey>,
+    mode: ProbeMode,
+) -> Vec<(LockKey, KeyState)> {
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let state = prober.probe(&key, mode).await;
+        out.push((key, state));
+    }
+    out
+}
+
 /// Probes every key (in `mode`), in parallel chunks; no holder details.
 pub async fn probe_all_unannotated(
     prober: &Prober,
@@ -38,12 +53,7 @@ pub async fn probe_all_unannotated(
         let chunk: Vec<LockKey> = keys.by_ref().take(chunk_len).collect();
         let prober = prober.clone();
         tasks.push(tokio::spawn(async move {
-            let mut out = Vec::with_capacity(chunk.len());
-            for key in chunk {
-                let state = prober.probe(&key, mode).await;
-                out.push((key, state));
-            }
-            out
+            probe_each(&prober, chunk, mode).await
         }));
     }
     let mut batch = Vec::new();

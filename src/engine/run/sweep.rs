@@ -1,7 +1,15 @@
 //! Sweeps: a rescan of the whole root with a passive probe of every key —
-//! inline for the initial sync, rescans and polling, on its own task for
-//! the periodic safety net (whose findings never overwrite a key that
-//! events probed after it began).
+//! inline for the initial sync, rescans and polling, on a thread of its
+//! own for the periodic safety net (whose findings never overwrite a key
+//! that events probed after it began).
+//!
+//! Invariants: the periodic sweep never runs on the runtime's worker
+//! threads — its probes are thousands of synchronous syscalls, and two
+//! chunks of them once kept both workers (and so the engine loop, and the
+//! timer a probe in flight sleeps on) busy for 70+ ms; opens are muted
+//! while a sweep probes ([`crate::engine::fs_events::EventFilter::mute_opens`]):
+//! its own 2 opens per key would otherwise come back as thousands of
+//! held-key rechecks and an opened-file look.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -13,6 +21,7 @@ use tokio::time::Instant;
 
 use super::Engine;
 use crate::disk::{LockKey, ScanProblem};
+use crate::engine::fs_events::EventFilter;
 use crate::engine::trace::Stage;
 use crate::engine::{Delta, EngineStats};
 use crate::liveness::annotate::annotate_with;
@@ -50,14 +59,7 @@ impl Engine {
         self.pending.clear();
         self.batch_due = None;
         self.forget_opened_files();
-        let outcome = sweep_off_loop(
-            self.generation,
-            self.state_dir.clone(),
-            self.prober.clone(),
-            self.own_pids.clone(),
-            self.stats.clone(),
-        )
-        .await;
+        let outcome = self.sweep_job(Workers::Runtime).run().await;
         if let Some(outcome) = outcome {
             self.apply_sweep(outcome, &HashSet::new());
         }
@@ -72,16 +74,25 @@ impl Engine {
         }
         self.sweep_touched = Some(HashSet::new());
         let tx = self.sweep_results_tx.clone();
-        let work = sweep_off_loop(
-            self.generation,
-            self.state_dir.clone(),
-            self.prober.clone(),
-            self.own_pids.clone(),
-            self.stats.clone(),
-        );
-        tokio::spawn(async move {
-            let _ = tx.send(work.await);
+        let job = self.sweep_job(Workers::ThisThread);
+        let runtime = tokio::runtime::Handle::current();
+        // A blocking-pool thread: the OS shares the CPU between it and the
+        // engine loop, which keeps both runtime workers to itself.
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.send(runtime.block_on(job.run()));
         });
+    }
+
+    fn sweep_job(&self, workers: Workers) -> SweepJob {
+        SweepJob {
+            generation: self.generation,
+            state_dir: self.state_dir.clone(),
+            prober: self.prober.clone(),
+            own_pids: self.own_pids.clone(),
+            stats: self.stats.clone(),
+            filter: self.filter.clone(),
+            workers,
+        }
     }
 
     /// Merges a sweep's findings, except for keys in `newer`: events probed
@@ -121,46 +132,88 @@ pub(super) struct SweepOutcome {
     problems: Vec<ScanProblem>,
 }
 
-/// Scan + passive probe + one `/proc/locks` read; `None` if the root could
-/// not be scanned. Touches no engine state, so it can run on its own task.
-async fn sweep_off_loop(
+/// Where a sweep's probes run.
+#[derive(Debug, Clone, Copy)]
+enum Workers {
+    /// In chunks over the runtime's worker threads (inline sweeps: the
+    /// loop waits for them anyway).
+    Runtime,
+    /// One after the other on the calling thread (the periodic sweep, on a
+    /// thread of its own).
+    ThisThread,
+}
+
+/// Everything one sweep needs; it touches no engine state, so it can run
+/// anywhere.
+struct SweepJob {
     generation: u64,
     state_dir: PathBuf,
     prober: Prober,
     own_pids: HashSet<u32>,
     stats: Arc<EngineStats>,
-) -> Option<SweepOutcome> {
-    stats.sweeps.fetch_add(1, Ordering::Relaxed);
-    let report = match crate::disk::scan::scan_root(&state_dir).await {
-        Ok(report) => report,
-        Err(error) => {
-            tracing::warn!(%error, "sweep could not scan the locks root");
-            return None;
-        }
-    };
-    stats
-        .probes
-        .fetch_add(report.keys.len() as u64, Ordering::Relaxed);
-    let mut batch = bulk::probe_all_unannotated(&prober, report.keys, ProbeMode::Passive).await;
+    filter: Arc<EventFilter>,
+    workers: Workers,
+}
+
+impl SweepJob {
+    /// Scan + passive probe + one `/proc/locks` read; `None` if the root
+    /// could not be scanned.
+    async fn run(self) -> Option<SweepOutcome> {
+        let SweepJob {
+            generation,
+            state_dir,
+            prober,
+            own_pids,
+            stats,
+            filter,
+            workers,
+        } = self;
+        stats.sweeps.fetch_add(1, Ordering::Relaxed);
+        let muted = filter.mute_opens();
+        let report = match crate::disk::scan::scan_root(&state_dir).await {
+            Ok(report) => report,
+            Err(error) => {
+                tracing::warn!(%error, "sweep could not scan the locks root");
+                return None;
+            }
+        };
+        stats
+            .probes
+            .fetch_add(report.keys.len() as u64, Ordering::Relaxed);
+        let mut batch = match workers {
+            Workers::Runtime => {
+                bulk::probe_all_unannotated(&prober, report.keys, ProbeMode::Passive).await
+            }
+            Workers::ThisThread => bulk::probe_each(&prober, report.keys, ProbeMode::Passive).await,
+        };
+        // Opens from here on are not the sweep's: the read below sees what
+        // the sweep's own opens could have revealed.
+        drop(muted);
+        annotate_sweep(&mut batch, &own_pids, &stats);
+        let mut problems = report.problems;
+        problems.sort();
+        Some(SweepOutcome {
+            generation,
+            batch,
+            problems,
+        })
+    }
+}
+
+/// The sweep's holders: one `/proc/locks` read for every key.
+fn annotate_sweep(batch: &mut [(LockKey, KeyState)], own_pids: &HashSet<u32>, stats: &EngineStats) {
     if !batch.is_empty() {
         // Once per sweep, even with nothing held: a lasting shared lock
         // (which no probe sees) shows only here.
         stats.index_reads.fetch_add(1, Ordering::Relaxed);
         annotate_with(
-            &mut batch,
+            batch,
             &LockIndex::read().unwrap_or_default(),
-            &own_pids,
+            own_pids,
             &mut || {
                 stats.index_reads.fetch_add(1, Ordering::Relaxed);
                 LockIndex::read().unwrap_or_default()
             },
         );
     }
-    let mut problems = report.problems;
-    problems.sort();
-    Some(SweepOutcome {
-        generation,
-        batch,
-        problems,
-    })
 }
