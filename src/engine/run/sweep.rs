@@ -18,6 +18,7 @@ use crate::engine::{Delta, EngineStats};
 use crate::liveness::annotate::annotate_with;
 use crate::liveness::bulk;
 use crate::liveness::proc_locks::LockIndex;
+use crate::liveness::unlinked::{self, KnownInodes};
 use crate::liveness::{KeyState, ProbeMode, Prober};
 
 impl Engine {
@@ -121,8 +122,8 @@ pub(super) struct SweepOutcome {
     problems: Vec<ScanProblem>,
 }
 
-/// Scan + passive probe + one `/proc/locks` read; `None` if the root could
-/// not be scanned. Touches no engine state, so it can run on its own task.
+/// Scan + passive probe + one `/proc/locks` read (holders, and claim files
+/// held though unlinked); `None` if the root could not be scanned. Touches no engine state, so it can run on its own task.
 async fn sweep_off_loop(
     generation: u64,
     state_dir: PathBuf,
@@ -131,7 +132,7 @@ async fn sweep_off_loop(
     stats: Arc<EngineStats>,
 ) -> Option<SweepOutcome> {
     stats.sweeps.fetch_add(1, Ordering::Relaxed);
-    let report = match crate::disk::scan::scan_root(&state_dir).await {
+    let mut report = match crate::disk::scan::scan_root(&state_dir).await {
         Ok(report) => report,
         Err(error) => {
             tracing::warn!(%error, "sweep could not scan the locks root");
@@ -141,22 +142,24 @@ async fn sweep_off_loop(
     stats
         .probes
         .fetch_add(report.keys.len() as u64, Ordering::Relaxed);
+    let known = KnownInodes::new(std::mem::take(&mut report.claim_inodes));
     let mut batch = bulk::probe_all_unannotated(&prober, report.keys, ProbeMode::Passive).await;
-    if !batch.is_empty() {
-        // Once per sweep, even with nothing held: a lasting shared lock
-        // (which no probe sees) shows only here.
+    // Once per sweep, even with no key on disk: a lasting shared lock
+    // (which no probe sees) and a claim file held though unlinked (which
+    // no key leads to) show only here.
+    stats.index_reads.fetch_add(1, Ordering::Relaxed);
+    let index = LockIndex::read().unwrap_or_default();
+    annotate_with(&mut batch, &index, &own_pids, &mut || {
         stats.index_reads.fetch_add(1, Ordering::Relaxed);
-        annotate_with(
-            &mut batch,
-            &LockIndex::read().unwrap_or_default(),
-            &own_pids,
-            &mut || {
-                stats.index_reads.fetch_add(1, Ordering::Relaxed);
-                LockIndex::read().unwrap_or_default()
-            },
-        );
-    }
+        LockIndex::read().unwrap_or_default()
+    });
     let mut problems = report.problems;
+    let unlinked_dir = state_dir.clone();
+    problems.extend(
+        tokio::task::spawn_blocking(move || unlinked::find(&unlinked_dir, &index, &known))
+            .await
+            .unwrap_or_default(),
+    );
     problems.sort();
     Some(SweepOutcome {
         generation,
