@@ -8,9 +8,10 @@
 //! path no longer leads to the locked file, so no probe of the key can see
 //! the lock (the key reads free, or is gone) — it is a fact about the tree
 //! going wrong, like an orphan announce, and every consumer of problems
-//! (the TUI's problems list, `snapshot --json`, `serve`, `watch`) shows it
-//! with no new plumbing. Unlike the other kinds it is learned from `/proc`
-//! (`/proc/locks`, `/proc/<pid>/fd`), not from the name at its path: see
+//! (the TUI's problems list, `snapshot --json`, `serve`) shows it with no
+//! new plumbing (`watch` prints no problem of any kind yet). Unlike the
+//! other kinds it is learned from `/proc` (`/proc/locks`,
+//! `/proc/<pid>/fd`), not from the name at its path: see
 //! [`ScanProblemKind::is_on_disk`].
 
 use std::path::PathBuf;
