@@ -12,8 +12,11 @@ use anyhow::Context as _;
 use crate::context::Context;
 use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::{KeyState, Liveness, ScanProblem};
+use crate::liveness::annotate::annotate_with;
 use crate::liveness::bulk;
 use crate::liveness::probe::{ProbeMode, Prober};
+use crate::liveness::proc_locks::LockIndex;
+use crate::liveness::unlinked::{self, KnownInodes};
 use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
 use crate::time_format;
 
@@ -75,12 +78,19 @@ pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot>
         })?;
     let prober = Prober::new(Context::new(state_dir.to_path_buf()));
     let own = HashSet::from([std::process::id()]);
-    let mut keys = bulk::probe_all(&prober, report.keys, mode, &own).await;
+    let known = KnownInodes::new(report.claim_inodes);
+    let mut keys = bulk::probe_all_unannotated(&prober, report.keys, mode).await;
+    // One `/proc/locks` read names the holders and finds claim files held
+    // though unlinked, which no key leads to.
+    let index = LockIndex::read().unwrap_or_default();
+    annotate_with(&mut keys, &index, &own, &mut || {
+        LockIndex::read().unwrap_or_default()
+    });
     keys.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(Snapshot {
-        keys,
-        problems: report.problems,
-    })
+    let mut problems = report.problems;
+    problems.extend(unlinked::find(state_dir, &index, &known));
+    problems.sort();
+    Ok(Snapshot { keys, problems })
 }
 
 /// Runs `locktop snapshot`.

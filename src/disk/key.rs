@@ -95,6 +95,42 @@ impl LockKey {
     }
 }
 
+/// Which of a claim's two files a path is.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimFile {
+    /// `<escape(key)>.lock`: the mutex.
+    Gate,
+    /// `<escape(key)>.live.lock`: the beacon, locked after the gate.
+    Announce,
+}
+
+impl ClaimFile {
+    /// `gate` / `announce`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimFile::Gate => "gate",
+            ClaimFile::Announce => "announce",
+        }
+    }
+}
+
+/// The claim a gate or announce path names, from its name alone (no
+/// `stat`: the file may be gone, or unlinked while still open). `None`
+/// unless the name is UTF-8, ends in `.lock` and its escape decodes.
+/// Invariant: names exactly as [`crate::disk::scan`] names what it finds.
+pub fn claim_named(state_dir: &Path, path: &Path) -> Option<(LockKey, ClaimFile)> {
+    let name = path.file_name()?.to_str()?;
+    let (stem, file) = match name.strip_suffix(escape::ANNOUNCE_SUFFIX) {
+        Some(stem) => (stem, ClaimFile::Announce),
+        None => (name.strip_suffix(escape::GATE_SUFFIX)?, ClaimFile::Gate),
+    };
+    let key = escape::unescape(stem)?;
+    Some((LockKey::from_coord(state_dir, path.parent()?, &key), file))
+}
+
 /// "Held since": the mtime of a claim's announce file (`announce`, read
 /// without following symlinks), i.e. the moment its holder wrote the
 /// beacon. Meaningful only while the claim is held.

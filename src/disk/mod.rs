@@ -12,6 +12,6 @@ pub mod problem;
 pub mod scan;
 pub mod state_dir;
 
-pub use key::{DirNamer, KeyKind, LockKey};
+pub use key::{ClaimFile, DirNamer, KeyKind, LockKey};
 pub use problem::{ScanProblem, ScanProblemKind};
 pub use scan::{ScanReport, scan, scan_subtree};

@@ -1,7 +1,22 @@
 //! What a scan reports besides claims: every name under the locks root
-//! that is not a well-formed claim. Invariant: never fatal, never dropped.
+//! that is not a well-formed claim — and every claim file that was
+//! unlinked from under the root while a live process still holds its lock
+//! ([`ScanProblemKind::HeldUnlinked`]). Invariant: never fatal, never
+//! dropped.
+//!
+//! Why a held unlinked file is a problem here rather than a key state: its
+//! path no longer leads to the locked file, so no probe of the key can see
+//! the lock (the key reads free, or is gone) — it is a fact about the tree
+//! going wrong, like an orphan announce, and every consumer of problems
+//! (the TUI's problems list, `snapshot --json`, `serve`) shows it with no
+//! new plumbing (`watch` prints no problem of any kind yet). Unlike the
+//! other kinds it is learned from `/proc` (`/proc/locks`,
+//! `/proc/<pid>/fd`), not from the name at its path: see
+//! [`ScanProblemKind::is_on_disk`].
 
 use std::path::PathBuf;
+
+use crate::disk::key::{ClaimFile, KeyKind};
 
 /// Something under the locks root that is not a well-formed claim. Never
 /// fatal, never silently dropped.
@@ -33,6 +48,43 @@ pub enum ScanProblemKind {
     /// Something other than a regular file named like a gate or announce
     /// (`a FIFO`, `a directory`, …): never opened, never a claim.
     NotRegular(String),
+    /// A live process holds the lock of a claim file that was unlinked
+    /// from its path (the SDK's create race): the path's problem is at
+    /// where the file was.
+    HeldUnlinked(HeldUnlinked),
+}
+
+/// A claim file a live process holds though it is no longer at its path.
+/// Invariant: every field was read from `/proc` at one sweep: `pid`'s fd
+/// named `<locks root>/…/<file> (deleted)`, its inode was the one
+/// `/proc/locks` showed `pid` holding exclusively.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct HeldUnlinked {
+    /// The holder (the PID `/proc/locks` names).
+    pub pid: u32,
+    /// Its command line (shell-quoted), when readable.
+    pub cmdline: Option<String>,
+    /// The claim's kind, decoded from the unlinked file's name.
+    pub kind: KeyKind,
+    /// The claim's name (AIH, tag, or path under the root).
+    pub name: String,
+    /// Which of the claim's files was unlinked.
+    pub file: ClaimFile,
+}
+
+impl HeldUnlinked {
+    /// The one-line explanation: only what is known.
+    pub fn describe(&self) -> String {
+        let command = self.cmdline.as_deref().unwrap_or("no command line");
+        format!(
+            "pid {} ({command}) holds the {file} of {}, which was unlinked: the key looks \
+             free (no probe sees that lock), yet this process believes it holds it, and \
+             another can lock a new {file} at the same path at the same time (SDK create race)",
+            self.pid,
+            crate::disk::key::label(self.kind, &self.name),
+            file = self.file.as_str(),
+        )
+    }
 }
 
 impl ScanProblemKind {
@@ -46,6 +98,15 @@ impl ScanProblemKind {
             ScanProblemKind::Unreadable(error) => format!("unreadable: {error}"),
             ScanProblemKind::OrphanAnnounce => "announce file without a gate".into(),
             ScanProblemKind::NotRegular(what) => format!("{what} named like a lock file"),
+            ScanProblemKind::HeldUnlinked(held) => held.describe(),
         }
+    }
+
+    /// True when the problem is what the name at its path is (a scan of
+    /// the directory re-derives it); false for one learned from `/proc`
+    /// ([`ScanProblemKind::HeldUnlinked`]), which only a sweep re-derives —
+    /// an event at its path says nothing about it.
+    pub fn is_on_disk(&self) -> bool {
+        !matches!(self, ScanProblemKind::HeldUnlinked(_))
     }
 }

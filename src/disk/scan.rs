@@ -22,6 +22,10 @@ pub struct ScanReport {
     pub keys: Vec<LockKey>,
     /// Everything that is not a well-formed claim.
     pub problems: Vec<ScanProblem>,
+    /// The inode of every gate and announce found (from the directory
+    /// entries: no `stat`), unsorted — what tells a lock on a claim file
+    /// still on disk from one on a file unlinked from under the root.
+    pub claim_inodes: Vec<u64>,
 }
 
 /// Scans the whole locks root of `state_dir`. Fails only if the root itself
@@ -65,6 +69,11 @@ fn scan_one_dir(state_dir: &Path, dir: &Path, report: &mut ScanReport, stack: &m
         };
         let path = entry.path();
         let (problem, what) = classify(&entry.file_name(), file_type);
+        if matches!(what, Entry::Gate { .. } | Entry::Announce { .. }) {
+            report
+                .claim_inodes
+                .push(std::os::unix::fs::DirEntryExt::ino(&entry));
+        }
         if let Some(kind) = problem {
             report.problems.push(ScanProblem {
                 path: path.clone(),

@@ -26,7 +26,7 @@ use tokio::sync::mpsc::error::TrySendError;
 
 use crate::disk::key::LockKey;
 use crate::engine::trace::{self, Stage, Trace};
-use crate::locks::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, unescape};
+use crate::locks::escape::GATE_SUFFIX;
 
 /// One thing that happened under the watched directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -287,12 +287,7 @@ pub fn claim_of(state_dir: &Path, path: &Path) -> Option<LockKey> {
     if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
         return None;
     }
-    let name = path.file_name()?.to_str()?;
-    let stem = name
-        .strip_suffix(ANNOUNCE_SUFFIX)
-        .or_else(|| name.strip_suffix(GATE_SUFFIX))?;
-    let key = unescape(stem)?;
-    Some(LockKey::from_coord(state_dir, path.parent()?, &key))
+    crate::disk::key::claim_named(state_dir, path).map(|(key, _)| key)
 }
 
 #[cfg(test)]

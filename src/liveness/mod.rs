@@ -1,6 +1,7 @@
 //! How liveness and holders are learned: a probe per claim (acquire or
 //! passive, through [`crate::locks`] and the SDK), holder PIDs and waiters
-//! from one parse of `/proc/locks`, process details from `/proc/<pid>`.
+//! from one parse of `/proc/locks`, process details from `/proc/<pid>`,
+//! claim files held though unlinked ([`unlinked`]).
 //!
 //! Invariants: a probe never holds a key longer than the probe itself and
 //! never waits unboundedly; `/proc/locks` is read once per batch, never
@@ -14,6 +15,7 @@ pub mod probe;
 pub mod proc_locks;
 pub mod process;
 pub mod state;
+pub mod unlinked;
 pub mod verify;
 
 pub use cpu::CpuClock;

@@ -182,6 +182,15 @@ impl LockIndex {
         })
     }
 
+    /// Every file on the device of `on` that some PID holds exclusively,
+    /// with those PIDs (unordered).
+    pub fn held_on(&self, on: FileId) -> impl Iterator<Item = (FileId, &[u32])> + '_ {
+        self.files.iter().filter_map(move |(file, locks)| {
+            let same_device = (file.major, file.minor) == (on.major, on.minor);
+            (same_device && !locks.holders.is_empty()).then_some((*file, &locks.holders[..]))
+        })
+    }
+
     /// How many distinct files have holders or waiters.
     pub fn len(&self) -> usize {
         self.files.len()

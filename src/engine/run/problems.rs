@@ -3,7 +3,10 @@
 //! when its event arrives, not only at the next sweep.
 //!
 //! Invariants: a path's problem is re-derived from the disk
-//! ([`problem_at`]: `lstat` only, nothing opened); consumers get the whole
+//! ([`problem_at`]: `lstat` only, nothing opened) — except a claim file
+//! held though unlinked, learned from `/proc` by a sweep and changed only
+//! by the next one (an event at the path where it was, such as a new gate
+//! created there, says nothing about the unlinked file); consumers get the whole
 //! sorted list in one [`Delta::Problems`] per batch of changes, never one
 //! per event (a burst of 10,000 foreign files is one delta).
 
@@ -29,6 +32,7 @@ impl Problems {
         self.at(path).next().is_some()
     }
 
+    /// The problems at `path` that its name makes ([`ScanProblemKind::is_on_disk`]).
     fn at<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = &'a ScanProblem> + 'a {
         let first = ScanProblem {
             path: path.to_path_buf(),
@@ -37,6 +41,7 @@ impl Problems {
         self.set
             .range(first..)
             .take_while(move |problem| problem.path == path)
+            .filter(|problem| problem.kind.is_on_disk())
     }
 }
 
@@ -73,7 +78,7 @@ impl Engine {
         let before = self.problems.set.len();
         self.problems
             .set
-            .retain(|problem| !problem.path.starts_with(dir));
+            .retain(|problem| !problem.path.starts_with(dir) || !problem.kind.is_on_disk());
         self.problems.dirty |= self.problems.set.len() != before;
     }
 

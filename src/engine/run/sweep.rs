@@ -27,6 +27,7 @@ use crate::engine::{Delta, EngineStats};
 use crate::liveness::annotate::annotate_with;
 use crate::liveness::bulk;
 use crate::liveness::proc_locks::LockIndex;
+use crate::liveness::unlinked::{self, KnownInodes};
 use crate::liveness::{KeyState, ProbeMode, Prober};
 
 impl Engine {
@@ -156,8 +157,9 @@ struct SweepJob {
 }
 
 impl SweepJob {
-    /// Scan + passive probe + one `/proc/locks` read; `None` if the root
-    /// could not be scanned.
+    /// Scan + passive probe + one `/proc/locks` read (holders, and claim
+    /// files held though unlinked); `None` if the root could not be
+    /// scanned.
     async fn run(self) -> Option<SweepOutcome> {
         let SweepJob {
             generation,
@@ -170,7 +172,7 @@ impl SweepJob {
         } = self;
         stats.sweeps.fetch_add(1, Ordering::Relaxed);
         let muted = filter.mute_opens();
-        let report = match crate::disk::scan::scan_root(&state_dir).await {
+        let mut report = match crate::disk::scan::scan_root(&state_dir).await {
             Ok(report) => report,
             Err(error) => {
                 tracing::warn!(%error, "sweep could not scan the locks root");
@@ -180,6 +182,7 @@ impl SweepJob {
         stats
             .probes
             .fetch_add(report.keys.len() as u64, Ordering::Relaxed);
+        let known = KnownInodes::new(std::mem::take(&mut report.claim_inodes));
         let mut batch = match workers {
             Workers::Runtime => {
                 bulk::probe_all_unannotated(&prober, report.keys, ProbeMode::Passive).await
@@ -189,31 +192,27 @@ impl SweepJob {
         // Opens from here on are not the sweep's: the read below sees what
         // the sweep's own opens could have revealed.
         drop(muted);
-        annotate_sweep(&mut batch, &own_pids, &stats);
+        // Once per sweep, even with no key on disk: a lasting shared lock
+        // (which no probe sees) and a claim file held though unlinked
+        // (which no key leads to) show only here.
+        stats.index_reads.fetch_add(1, Ordering::Relaxed);
+        let index = LockIndex::read().unwrap_or_default();
+        annotate_with(&mut batch, &index, &own_pids, &mut || {
+            stats.index_reads.fetch_add(1, Ordering::Relaxed);
+            LockIndex::read().unwrap_or_default()
+        });
         let mut problems = report.problems;
+        let unlinked_dir = state_dir.clone();
+        problems.extend(
+            tokio::task::spawn_blocking(move || unlinked::find(&unlinked_dir, &index, &known))
+                .await
+                .unwrap_or_default(),
+        );
         problems.sort();
         Some(SweepOutcome {
             generation,
             batch,
             problems,
         })
-    }
-}
-
-/// The sweep's holders: one `/proc/locks` read for every key.
-fn annotate_sweep(batch: &mut [(LockKey, KeyState)], own_pids: &HashSet<u32>, stats: &EngineStats) {
-    if !batch.is_empty() {
-        // Once per sweep, even with nothing held: a lasting shared lock
-        // (which no probe sees) shows only here.
-        stats.index_reads.fetch_add(1, Ordering::Relaxed);
-        annotate_with(
-            batch,
-            &LockIndex::read().unwrap_or_default(),
-            own_pids,
-            &mut || {
-                stats.index_reads.fetch_add(1, Ordering::Relaxed);
-                LockIndex::read().unwrap_or_default()
-            },
-        );
     }
 }

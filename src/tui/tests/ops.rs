@@ -257,6 +257,7 @@ fn report(members: usize) -> CheckReport {
             verdict: None,
             contenders: vec![],
             watchers: vec![],
+            held_unlinked: vec![],
         },
         MemberReport {
             kind: KeyKind::Tag,
@@ -266,6 +267,7 @@ fn report(members: usize) -> CheckReport {
             verdict: None,
             contenders: vec![],
             watchers: vec![],
+            held_unlinked: vec![],
         },
     ];
     for i in 2..members {
@@ -277,6 +279,7 @@ fn report(members: usize) -> CheckReport {
             verdict: None,
             contenders: vec![],
             watchers: vec![],
+            held_unlinked: vec![],
         });
     }
     CheckReport {

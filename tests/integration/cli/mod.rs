@@ -6,4 +6,5 @@ mod bad_input;
 mod check;
 mod serve;
 mod snapshot_watch;
+mod unlinked;
 mod verdicts;

@@ -3,8 +3,9 @@
 //! events alone, foreign names are problems (never followed through a
 //! symlink), its own probes never feed a probe loop, an inotify overflow
 //! ends in a correct rescan, the periodic sweep catches what no event
-//! reports, and chaos (random holders, kills and stops) never breaks
-//! mutual exclusion nor the view's convergence to the truth.
+//! reports (a claim file unlinked under a live holder included), and
+//! chaos (random holders, kills and stops) never breaks mutual exclusion
+//! nor the view's convergence to the truth.
 
 mod chaos;
 mod echo;
@@ -14,3 +15,4 @@ mod live;
 mod overflow;
 mod stalled;
 mod sweep;
+mod unlinked;

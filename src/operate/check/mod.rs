@@ -1,19 +1,28 @@
 //! "Why is this stuck?": who holds each member of a family, since when,
 //! and what else those processes hold.
 //!
-//! Invariants: `/proc/locks` is read once per report; the family check
+//! Invariants: `/proc/locks` is read once per report (plus once for a
+//! passive probe's shared holders), the tree scanned once; the family check
 //! takes the members all-or-nothing and releases them at once (or, with
-//! `passive`, only probes them and never writes).
+//! `passive`, only probes them and never writes). A member a live process
+//! holds through a file unlinked from its path (the SDK create race,
+//! [`crate::liveness::unlinked`]) is busy: it may look free on disk, but
+//! taking it would make a second holder.
+
+mod lines;
+
+pub use lines::report_lines;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::context::Context;
 use crate::disk::scan;
-use crate::disk::{KeyKind, LockKey};
+use crate::disk::{ClaimFile, KeyKind, LockKey, ScanProblem, ScanProblemKind, ScanReport};
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::process::ProcessInfo;
+use crate::liveness::unlinked::{self, KnownInodes};
 use crate::liveness::verify::{HolderVerifier, claim_files};
 use crate::liveness::{KeyState, Liveness};
 use crate::locks::{self, Busy, Family, LocksError};
@@ -142,12 +151,31 @@ pub struct MemberReport {
     /// `wait_released`: a shared flock waiter on the announce).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub watchers: Vec<ProcessInfo>,
+    /// Live processes holding a file of this member that was unlinked from
+    /// its path: probes cannot see that lock, yet each believes it holds
+    /// the member. Any makes the member busy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_unlinked: Vec<UnlinkedHolder>,
+}
+
+/// A process holding a member's file that was unlinked (the SDK create
+/// race). Invariant: verified as in [`crate::liveness::unlinked::find`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UnlinkedHolder {
+    /// The holder.
+    pub process: ProcessInfo,
+    /// Which of the member's files it holds.
+    pub file: ClaimFile,
+    /// Where that file was.
+    #[serde(serialize_with = "crate::time_format::lossy_path")]
+    pub path: PathBuf,
 }
 
 /// The outcome of a family check.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CheckReport {
-    /// True when the whole family could be taken at the time of the check.
+    /// True when the whole family could be taken at the time of the check
+    /// and no member is held through an unlinked file.
     pub free: bool,
     /// Per member, in family order (duplicates collapsed).
     pub members: Vec<MemberReport>,
@@ -236,24 +264,27 @@ pub async fn check_family(
 /// Builds the report for an attempt: one `/proc/locks` read, one scan of
 /// the tree (only if something is busy) to find what else holders hold.
 fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
-    let index = if attempt.busy.is_empty() {
-        LockIndex::default()
-    } else {
-        LockIndex::read().unwrap_or_default()
-    };
+    let index = LockIndex::read().unwrap_or_default();
+    let report = scan::scan(state_dir).unwrap_or_default();
+    let unlinked = unlinked::find(
+        state_dir,
+        &index,
+        &KnownInodes::new(report.claim_inodes.clone()),
+    );
     let held_by = if attempt.busy.is_empty() {
         HashMap::new()
     } else {
-        keys_by_holder(state_dir, &index)
+        keys_by_holder(&report, &index)
     };
     let mut verifier = HolderVerifier::default();
-    let members = attempt
+    let members: Vec<MemberReport> = attempt
         .coords
         .iter()
         .enumerate()
         .map(|(i, (dir, key))| {
             let key = LockKey::from_coord(state_dir, dir, key);
             let busy = attempt.busy.contains(&i);
+            let held_unlinked = unlinked_holders(&unlinked, &key);
             let holders = if busy {
                 let (exclusive, shared) = verified_holders(&mut verifier, &index, &key);
                 let since = key.held_since();
@@ -287,18 +318,39 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
             MemberReport {
                 kind: key.kind,
                 name: key.name,
-                busy,
+                busy: busy || !held_unlinked.is_empty(),
                 holders,
                 verdict,
                 contenders,
                 watchers,
+                held_unlinked,
             }
         })
         .collect();
     CheckReport {
-        free: attempt.busy.is_empty(),
+        free: members.iter().all(|member| !member.busy),
         members,
     }
+}
+
+/// The holders of `key`'s unlinked files among what
+/// [`unlinked::find`] found.
+fn unlinked_holders(found: &[ScanProblem], key: &LockKey) -> Vec<UnlinkedHolder> {
+    found
+        .iter()
+        .filter_map(|problem| match &problem.kind {
+            ScanProblemKind::HeldUnlinked(held)
+                if (held.kind, &held.name) == (key.kind, &key.name) =>
+            {
+                Some(UnlinkedHolder {
+                    process: ProcessInfo::of(held.pid),
+                    file: held.file,
+                    path: problem.path.clone(),
+                })
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The verdict on a busy member held by `holders` (exclusive first) with
@@ -343,13 +395,10 @@ fn also_holds(
         .collect()
 }
 
-/// Every claim on disk grouped by the PIDs holding its gate.
-pub fn keys_by_holder(state_dir: &Path, index: &LockIndex) -> HashMap<u32, Vec<LockKey>> {
+/// Every claim of `report` (a scan) grouped by the PIDs holding its gate.
+pub fn keys_by_holder(report: &ScanReport, index: &LockIndex) -> HashMap<u32, Vec<LockKey>> {
     let mut by_pid: HashMap<u32, Vec<LockKey>> = HashMap::new();
-    let Ok(report) = scan::scan(state_dir) else {
-        return by_pid;
-    };
-    for key in report.keys {
+    for key in &report.keys {
         let Ok(id) = FileId::of(&key.gate_path()) else {
             continue;
         };
@@ -363,68 +412,4 @@ pub fn keys_by_holder(state_dir: &Path, index: &LockIndex) -> HashMap<u32, Vec<L
         keys.sort();
     }
     by_pid
-}
-
-/// Human lines for a report (the `check` command and the TUI dialog).
-pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
-    let mut lines = vec![if report.free {
-        "free: the whole family could be taken now".to_string()
-    } else {
-        "busy: the family cannot be taken now".to_string()
-    }];
-    for member in &report.members {
-        let label = crate::disk::key::label(member.kind, &member.name);
-        if !member.busy {
-            lines.push(format!("  free  {label}"));
-            continue;
-        }
-        if member.holders.is_empty() {
-            lines.push(format!(
-                "  busy  {label} (holder not visible: in this process, or it just left)"
-            ));
-        }
-        for holder in &member.holders {
-            let held_for = holder.since.map_or_else(
-                || "for an unknown time".to_string(),
-                |since| format!("for {}", crate::time_format::age(since, now)),
-            );
-            let how = if holder.shared {
-                "held SHARED (not an SDK holder; it blocks every acquire) by"
-            } else {
-                "held by"
-            };
-            lines.push(format!(
-                "  busy  {label} {how} pid {} {} — {}",
-                holder.process.pid,
-                held_for,
-                holder.process.command()
-            ));
-            if !holder.also_holds.is_empty() {
-                lines.push(format!(
-                    "        pid {} also holds: {}",
-                    holder.process.pid,
-                    holder.also_holds.join(", ")
-                ));
-            }
-        }
-        for (what, waiting) in [
-            ("waits to take it (wait_acquire)", &member.contenders),
-            ("waits for its release (wait_released)", &member.watchers),
-        ] {
-            for process in waiting {
-                let since = process.started.map_or_else(String::new, |started| {
-                    format!(" (running for {})", crate::time_format::age(started, now))
-                });
-                lines.push(format!(
-                    "        pid {} {what}{since} — {}",
-                    process.pid,
-                    process.command()
-                ));
-            }
-        }
-        if let Some(verdict) = &member.verdict {
-            lines.push(format!("        verdict: {}", verdict.describe(now)));
-        }
-    }
-    lines
 }
