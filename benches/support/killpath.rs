@@ -123,7 +123,7 @@ pub struct KillPath {
     pub sent_states: Vec<Liveness>,
     /// The engine loop's own work between the kill and the free probe
     /// (what it was doing instead): what, begun when, for how long.
-    pub busy: Vec<(&'static str, Duration, Duration)>,
+    pub busy: Vec<(&'static str, usize, Duration, Duration)>,
 }
 
 impl KillPath {
@@ -162,7 +162,12 @@ impl KillPath {
             .filter(|span| span.to >= t0 && span.from <= until)
             .map(|span| {
                 let from = span.from.max(t0);
-                (span.what, since(from), span.to.duration_since(from))
+                (
+                    span.what,
+                    span.items,
+                    since(from),
+                    span.to.duration_since(from),
+                )
             })
             .collect();
         Self {
@@ -208,8 +213,12 @@ impl KillPath {
         let busy = self
             .busy
             .iter()
-            .map(|(what, from, took)| {
-                format!("{what} at {} for {}", fmt_dur(*from), fmt_dur(*took))
+            .map(|(what, items, from, took)| {
+                format!(
+                    "{what} ({items}) at {} for {}",
+                    fmt_dur(*from),
+                    fmt_dur(*took)
+                )
             })
             .collect::<Vec<_>>()
             .join(", ");
@@ -282,7 +291,7 @@ pub fn report(paths: &[KillPath]) -> Vec<String> {
         .collect();
     let mut blamed: HashMap<&'static str, (usize, Duration)> = HashMap::new();
     for path in &slow {
-        for (what, _, took) in &path.busy {
+        for (what, _, _, took) in &path.busy {
             let entry = blamed.entry(what).or_default();
             entry.0 += 1;
             entry.1 = entry.1.max(*took);

@@ -60,6 +60,8 @@ pub struct Span {
     pub from: Instant,
     /// When it ended.
     pub to: Instant,
+    /// How many things it handled (keys, changes, files).
+    pub items: usize,
 }
 
 /// The records of one engine, shared with whoever reads them.
@@ -78,9 +80,9 @@ impl Trace {
     /// The shortest loop work kept as a [`Span`].
     pub const SPAN_MIN: std::time::Duration = std::time::Duration::from_millis(1);
 
-    /// Records that the loop did `what` from `from` until now (if it took
-    /// at least [`Trace::SPAN_MIN`]).
-    pub fn span(&self, what: &'static str, from: Instant) {
+    /// Records that the loop did `what` (to `items` things) from `from`
+    /// until now (if it took at least [`Trace::SPAN_MIN`]).
+    pub fn span(&self, what: &'static str, from: Instant, items: usize) {
         let to = Instant::now();
         if to.duration_since(from) < Self::SPAN_MIN {
             return;
@@ -92,7 +94,12 @@ impl Trace {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        spans.push(Span { what, from, to });
+        spans.push(Span {
+            what,
+            from,
+            to,
+            items,
+        });
     }
 
     /// Every span so far, oldest first; the store starts empty again.
@@ -169,9 +176,9 @@ mod tests {
     #[test]
     fn keeps_only_loop_work_long_enough_to_delay_a_change() {
         let trace = Trace::default();
-        trace.span("quick", Instant::now());
+        trace.span("quick", Instant::now(), 1);
         let long_ago = Instant::now() - Trace::SPAN_MIN * 2;
-        trace.span("slow", long_ago);
+        trace.span("slow", long_ago, 1);
         let spans = trace.take_spans();
         assert_eq!(spans.len(), 1);
         assert_eq!(spans[0].what, "slow");

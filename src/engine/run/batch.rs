@@ -34,34 +34,37 @@ impl Engine {
             self.scan_new_dir(dir).await;
         }
         self.flush_problems();
-        self.span("scan new dirs", from);
+        self.span("scan new dirs", from, 0);
         if self.batch_due.is_some_and(|due| due <= now) {
             let from = self.clock();
             self.batch_due = None;
             let keys: Vec<LockKey> = self.pending.drain().collect();
+            let items = keys.len();
             self.probe_batch(keys).await;
-            self.span("probe batch", from);
+            self.span("probe batch", from, items);
         }
         if self.waiting() && self.index_ready(now) {
             let from = self.clock();
             let batch = self.take_waiting(&HashSet::new());
+            let items = batch.len();
             self.publish(batch, true);
-            self.span("name deferred holders", from);
+            self.span("name deferred holders", from, items);
         }
         if self.next_sweep <= now {
             let from = self.clock();
             self.start_background_sweep();
-            self.span("start sweep", from);
+            self.span("start sweep", from, 0);
         }
         if self.holder_refresh_due().is_some_and(|due| due <= now) {
             let from = self.clock();
+            let items = self.held.len();
             self.refresh_holders();
-            self.span("refresh holders", from);
+            self.span("refresh holders", from, items);
         }
         if self.opens_due.is_some_and(|due| due <= now) && self.index_ready(now) {
             let from = self.clock();
-            self.look_at_opened_files(now);
-            self.span("look at opened files", from);
+            let items = self.look_at_opened_files(now);
+            self.span("look at opened files", from, items);
         }
         self.watch_echo_rate();
     }

@@ -249,10 +249,11 @@ impl Engine {
             .map(|_| std::time::Instant::now())
     }
 
-    /// Records the loop's work `what` begun at `from` (see [`Self::clock`]).
-    fn span(&self, what: &'static str, from: Option<std::time::Instant>) {
+    /// Records the loop's work `what` (on `items` things) begun at `from`
+    /// (see [`Self::clock`]).
+    fn span(&self, what: &'static str, from: Option<std::time::Instant>, items: usize) {
         if let (Some(trace), Some(from)) = (&self.config.trace, from) {
-            trace.span(what, from);
+            trace.span(what, from, items);
         }
     }
 
@@ -320,7 +321,7 @@ impl Engine {
                         room.send(delta);
                     }
                     self.flush_outbox();
-                    self.span("flush outbox", from);
+                    self.span("flush outbox", from, 1);
                 }
                 change = changes.recv() => {
                     let from = self.clock();
@@ -334,6 +335,7 @@ impl Engine {
                         // fit is lost, as in an inotify overflow.
                         batch.push(FsChange::LostInQueue);
                     }
+                    let items = batch.len();
                     for change in batch {
                         match self.on_change(change).await {
                             None => {}
@@ -346,7 +348,7 @@ impl Engine {
                         }
                     }
                     self.flush_problems();
-                    self.span("take changes", from);
+                    self.span("take changes", from, items);
                 }
                 command = commands.recv() => match command {
                     None => return PhaseEnd::Stop,
@@ -354,13 +356,15 @@ impl Engine {
                 },
                 outcome = self.sweep_results.recv() => {
                     let from = self.clock();
+                    let mut items = 0;
                     if let Some(Some(outcome)) = outcome
                         && outcome.generation == self.generation
                     {
                         let newer = self.sweep_touched.take().unwrap_or_default();
+                        items = outcome.len();
                         self.apply_sweep(outcome, &newer);
                     }
-                    self.span("apply sweep", from);
+                    self.span("apply sweep", from, items);
                 }
                 _ = tokio::time::sleep_until(wake) => {
                     if !self.root.is_dir() {

@@ -28,12 +28,13 @@ pub const OPEN_SETTLE: Duration = Duration::from_millis(10);
 impl Engine {
     /// Compares the claim files opened since the last look with a fresh
     /// `/proc/locks` read; marks the keys locked by someone the view
-    /// does not show as holding them.
-    pub(super) fn look_at_opened_files(&mut self, now: Instant) {
+    /// does not show as holding them. Returns how many files it looked at.
+    pub(super) fn look_at_opened_files(&mut self, now: Instant) -> usize {
         self.opens_due = None;
         let opened = self.filter.take_opened();
+        let count = opened.len();
         if opened.is_empty() {
-            return;
+            return 0;
         }
         self.stats
             .index_reads
@@ -57,6 +58,7 @@ impl Engine {
             }
         }
         self.index = Some((now, index));
+        count
     }
 
     /// Forgets the opens remembered so far: a full sweep probes every key

@@ -133,6 +133,13 @@ pub(super) struct SweepOutcome {
     problems: Vec<ScanProblem>,
 }
 
+impl SweepOutcome {
+    /// How many claims it found.
+    pub(super) fn len(&self) -> usize {
+        self.batch.len()
+    }
+}
+
 /// Where a sweep's probes run.
 #[derive(Debug, Clone, Copy)]
 enum Workers {
