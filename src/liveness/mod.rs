@@ -14,6 +14,7 @@ pub mod fdinfo;
 pub mod probe;
 pub mod proc_locks;
 pub mod process;
+pub mod shared_probe;
 pub mod state;
 pub mod unlinked;
 pub mod verify;

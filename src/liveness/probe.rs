@@ -3,7 +3,9 @@
 //! - `acquire`: `locks::try_acquire` through the monitor's `Context`,
 //!   released at once. Writes (empty gate contents, the announce beacon),
 //!   so it echoes as inotify events; used only for keys that changed.
-//! - `passive`: the SDK's `try_held` (a shared-lock probe; never writes).
+//! - `passive`: a shared-lock probe (never writes): [`super::shared_probe`]
+//!   answers a free gate, or both files held, in half the SDK's syscalls;
+//!   every other case is the SDK's `try_held`, bounded.
 //!
 //! Invariants: a probe never holds a key longer than the probe itself; it
 //! never waits unboundedly on a holder stopped mid-acquisition (in-flight);
@@ -16,7 +18,7 @@ pub enum ProbeMode {
     /// Take and release the lock through `locks::try_acquire` (writes).
     #[default]
     Acquire,
-    /// Shared-lock probe through the SDK's `try_held` (never writes).
+    /// Shared-lock probe answering as the SDK's `try_held` (never writes).
     Passive,
 }
 
@@ -42,6 +44,9 @@ impl ProbeMode {
 
 use objectiveai_sdk::lockfile;
 
+use nix::errno::Errno;
+
+use super::shared_probe::{self, Quick};
 use super::{KeyState, Liveness};
 use crate::context::Context;
 use crate::disk::key::{KeyKind, LockKey};
@@ -78,6 +83,11 @@ impl Prober {
             }
             Ok(meta) => meta.len(),
         };
+        if mode == ProbeMode::Passive || key.kind == KeyKind::Other || gate_len > 0 {
+            // The passive probe checks the announce itself, and only when
+            // it has to open it (a free gate ends the probe).
+            return passive_state(key).await;
+        }
         let announce = key.announce_path();
         if std::fs::symlink_metadata(&announce).is_ok_and(|meta| !meta.is_file()) {
             // The SDK would open (and an acquire would write) through it.
@@ -86,28 +96,16 @@ impl Prober {
                 announce.display()
             ));
         }
-        let mode = if key.kind == KeyKind::Other || gate_len > 0 {
-            ProbeMode::Passive
-        } else {
-            mode
-        };
-        let needs = if mode.writes() {
-            nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK
-        } else {
-            nix::unistd::AccessFlags::R_OK
-        };
-        if let Err(errno) = nix::unistd::access(&gate, needs) {
-            if mode.writes() && nix::unistd::access(&gate, nix::unistd::AccessFlags::R_OK).is_ok() {
+        let read_write = nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK;
+        if let Err(errno) = nix::unistd::access(&gate, read_write) {
+            if nix::unistd::access(&gate, nix::unistd::AccessFlags::R_OK).is_ok() {
                 // Read-only access (another user's agents): fall back to
                 // the passive probe rather than report an error.
-                return self.passive(key).await;
+                return passive_state(key).await;
             }
             return error_state(format!("gate {}: {errno}", gate.display()));
         }
-        match mode {
-            ProbeMode::Acquire => self.acquire(key).await,
-            ProbeMode::Passive => self.passive(key).await,
-        }
+        self.acquire(key).await
     }
 
     async fn acquire(&self, key: &LockKey) -> KeyState {
@@ -123,19 +121,45 @@ impl Prober {
             // released in between. The passive probe settles which, bounded
             // for in-flight claims. A busy in-process gate alone says
             // nothing: a task waiting in `wait_acquire` holds it too.
-            None => self.passive(key).await,
+            None => passive_state(key).await,
         };
         locks::prune_idle(map, &key.dir, &key.key);
         state
     }
+}
 
-    async fn passive(&self, key: &LockKey) -> KeyState {
-        match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(&key.dir, &key.key)).await {
-            Ok(true) => KeyState::bare(Liveness::Live),
-            Ok(false) => KeyState::bare(Liveness::Free),
-            Err(_) => KeyState::bare(Liveness::InFlight),
+/// The passive answer for `key`: what the SDK's `try_held` says (held →
+/// `Live`, not held → `Free`), except that a claim still in flight after
+/// [`IN_FLIGHT_AFTER`] is `InFlight` instead of a wait without end, and
+/// that a gate this process may not open, or an announce that is not a
+/// regular file, is an error (`try_held` would call the first free and
+/// open the second). The common answers come from [`shared_probe`] (a
+/// free gate; both files held), the rest from `try_held` itself. Never
+/// writes; takes only shared locks, released at once. The caller has
+/// checked that the gate is a regular file ([`Prober::probe`] does).
+pub async fn passive_state(key: &LockKey) -> KeyState {
+    let (gate, announce) = (key.gate_path(), key.announce_path());
+    match shared_probe::quick(&gate, &announce) {
+        Quick::Free => return KeyState::bare(Liveness::Free),
+        Quick::Held => return KeyState::bare(Liveness::Live),
+        Quick::GateUnopenable(errno @ (Errno::EACCES | Errno::EPERM)) => {
+            return error_state(format!("gate {}: {errno}", gate.display()));
         }
+        Quick::AnnounceNotRegular => {
+            return error_state(format!(
+                "announce {} is not a regular file",
+                announce.display()
+            ));
+        }
+        Quick::GateUnopenable(_) | Quick::AskTheSdk => {}
     }
+    let liveness =
+        match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(&key.dir, &key.key)).await {
+            Ok(true) => Liveness::Live,
+            Ok(false) => Liveness::Free,
+            Err(_) => Liveness::InFlight,
+        };
+    KeyState::bare(liveness)
 }
 
 fn error_state(message: String) -> KeyState {

@@ -11,4 +11,5 @@ mod cross_process;
 mod escape_matches_sdk;
 mod family_order;
 mod in_process;
+mod shared_probe_matches_sdk;
 mod stress;

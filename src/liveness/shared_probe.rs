@@ -1,0 +1,141 @@
+//! The passive probe's fast path: whether a lock file is exclusively
+//! locked, learned the way the SDK's `try_held` learns it — a
+//! non-blocking SHARED flock, released at once — but with half the
+//! syscalls on the common answers.
+//!
+//! The SDK's `try_held` opens and probes BOTH files of a claim before
+//! looking at either answer (8 syscalls per free claim: 2 opens, 4
+//! flocks, 2 closes). Here the gate is probed first, and a free gate
+//! ends the probe (4 syscalls: what the benchmark's open+flock floor
+//! does); the announce is probed only when the gate is locked. Every
+//! answer this module is unsure of — a gate locked and an announce not
+//! (an acquisition or release in flight), a file that cannot be opened —
+//! is left to the SDK's own `try_held` by the caller.
+//!
+//! Invariants: opens read-only with `O_NOFOLLOW | O_NONBLOCK` (no write,
+//! no symlink followed, no FIFO open can block), takes only `LOCK_SH |
+//! LOCK_NB` and releases it before closing, never creates a file.
+//! Differential test: `tests/integration/locks/shared_probe_matches_sdk.rs`
+//! compares it with `try_held` on random claim states.
+
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg, OFlag, open};
+use nix::sys::stat::Mode;
+
+/// What a non-blocking shared lock found on one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileLock {
+    /// The shared lock was granted (and released): no exclusive holder.
+    Unlocked,
+    /// The shared lock was refused: someone holds the file exclusively.
+    Locked,
+    /// No file at the path (the SDK reads this as "not locked").
+    Missing,
+    /// The file could not be opened for another reason (permissions, a
+    /// symlink, …): not for this fast path to judge.
+    Unopenable(Errno),
+}
+
+/// Probes `path` with a non-blocking shared flock (see the module doc).
+pub fn file_lock(path: &Path) -> FileLock {
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let fd: OwnedFd = match open(path, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return FileLock::Missing,
+        Err(errno) => return FileLock::Unopenable(errno),
+    };
+    match Flock::lock(fd, FlockArg::LockSharedNonblock) {
+        // Dropping the guard unlocks, then closes.
+        Ok(_shared) => FileLock::Unlocked,
+        // As the SDK: any refusal of the shared lock reads as locked.
+        Err(_) => FileLock::Locked,
+    }
+}
+
+/// The answer of the fast path for a claim, when it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quick {
+    /// The gate is not exclusively locked (or missing): not held, as
+    /// `try_held` says at once in that case.
+    Free,
+    /// Gate and announce are both exclusively locked: held.
+    Held,
+    /// The gate could not be opened (permissions, a symlink raced in, …).
+    GateUnopenable(Errno),
+    /// The gate is locked and the announce is not a regular file: never
+    /// opened.
+    AnnounceNotRegular,
+    /// Anything else (an acquisition or release in flight, an announce
+    /// that could not be opened): ask the SDK, which waits out an
+    /// acquisition in flight.
+    AskTheSdk,
+}
+
+/// The fast path for the claim whose files are `gate` and `announce`. The
+/// caller has made sure the gate is a regular file; the announce is
+/// `lstat`ed here, before it is opened (only when the gate is locked).
+pub fn quick(gate: &Path, announce: &Path) -> Quick {
+    match file_lock(gate) {
+        FileLock::Unlocked | FileLock::Missing => Quick::Free,
+        FileLock::Unopenable(errno) => Quick::GateUnopenable(errno),
+        FileLock::Locked => {
+            if std::fs::symlink_metadata(announce).is_ok_and(|meta| !meta.is_file()) {
+                return Quick::AnnounceNotRegular;
+            }
+            match file_lock(announce) {
+                FileLock::Locked => Quick::Held,
+                _ => Quick::AskTheSdk,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_free_a_missing_and_a_locked_file_read_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.lock");
+        assert_eq!(file_lock(&path), FileLock::Missing);
+        std::fs::write(&path, b"").unwrap();
+        assert_eq!(file_lock(&path), FileLock::Unlocked);
+        let held = Flock::lock(
+            std::fs::File::open(&path).unwrap(),
+            FlockArg::LockExclusiveNonblock,
+        )
+        .unwrap();
+        assert_eq!(file_lock(&path), FileLock::Locked);
+        drop(held);
+        let shared = Flock::lock(
+            std::fs::File::open(&path).unwrap(),
+            FlockArg::LockSharedNonblock,
+        )
+        .unwrap();
+        assert_eq!(
+            file_lock(&path),
+            FileLock::Unlocked,
+            "a shared lock is no holder"
+        );
+        drop(shared);
+    }
+
+    #[test]
+    fn a_fifo_never_blocks_and_a_symlink_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("f.lock");
+        nix::unistd::mkfifo(&fifo, Mode::S_IRWXU).unwrap();
+        // O_NONBLOCK: a reader's open of a FIFO returns at once.
+        assert!(matches!(
+            file_lock(&fifo),
+            FileLock::Unlocked | FileLock::Locked | FileLock::Unopenable(_)
+        ));
+        let link = dir.path().join("l.lock");
+        std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+        assert_eq!(file_lock(&link), FileLock::Unopenable(Errno::ELOOP));
+    }
+}

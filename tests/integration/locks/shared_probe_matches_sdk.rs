@@ -1,0 +1,160 @@
+//! locktop's passive probe answers exactly as the SDK's `try_held` does
+//! (DESIGN.md §1 allows a probe of locktop's own only with this test).
+//!
+//! Random claim states — each of the gate and the announce missing, an
+//! unlocked file, held exclusively, or held shared (by another open file
+//! of this process: flock locks belong to open files, so they conflict
+//! as another process's would), the gate empty or not — are probed by
+//! `liveness::probe::passive_state` and by `try_held` (bounded the same
+//! way: a claim in flight is `InFlight`, not a wait without end). They
+//! must agree, and the probe must leave both files as they were (no
+//! write). Non-regular files are never opened by `Prober::probe` at all.
+
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::Duration;
+
+use locktop::context::Context;
+use locktop::disk::key::LockKey;
+use locktop::engine::Liveness;
+use locktop::liveness::probe::{IN_FLIGHT_AFTER, ProbeMode, Prober, passive_state};
+use locktop::locks::agent_tag_lock;
+use nix::fcntl::{Flock, FlockArg};
+use objectiveai_sdk::lockfile;
+use proptest::prelude::*;
+
+/// One lock file's state.
+#[derive(Debug, Clone, Copy)]
+enum FileState {
+    Missing,
+    Unlocked,
+    Exclusive,
+    Shared,
+}
+
+fn file_state() -> impl Strategy<Value = FileState> {
+    prop_oneof![
+        Just(FileState::Missing),
+        Just(FileState::Unlocked),
+        Just(FileState::Exclusive),
+        Just(FileState::Shared),
+    ]
+}
+
+/// Puts `state` at `path`; the returned guard keeps its lock.
+fn make(path: &Path, state: FileState, content: &[u8]) -> Option<Flock<File>> {
+    if matches!(state, FileState::Missing) {
+        return None;
+    }
+    std::fs::write(path, content).unwrap();
+    let arg = match state {
+        FileState::Exclusive => FlockArg::LockExclusiveNonblock,
+        FileState::Shared => FlockArg::LockSharedNonblock,
+        _ => return None,
+    };
+    Some(Flock::lock(File::open(path).unwrap(), arg).unwrap())
+}
+
+/// Size, mtime and ctime of a file, if it exists.
+fn stamp(path: &Path) -> Option<(u64, i64, i64, i64, i64)> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    Some((
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    ))
+}
+
+async fn sdk_says(key: &LockKey) -> Liveness {
+    match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(&key.dir, &key.key)).await {
+        Ok(true) => Liveness::Live,
+        Ok(false) => Liveness::Free,
+        Err(_) => Liveness::InFlight,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_passive_probe_answers_as_try_held_on_every_state(
+        gate in file_state(),
+        announce in file_state(),
+        gate_has_content in any::<bool>(),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, name) = agent_tag_lock(tmp.path(), "a tag.v1");
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = LockKey::from_coord(tmp.path(), &dir, &name);
+        let content: &[u8] = if gate_has_content { b"data" } else { b"" };
+        let _gate = make(&key.gate_path(), gate, content);
+        let _announce = make(&key.announce_path(), announce, b"1");
+        let before = (stamp(&key.gate_path()), stamp(&key.announce_path()));
+
+        let ours = runtime.block_on(passive_state(&key)).liveness;
+        let sdk = runtime.block_on(sdk_says(&key));
+        prop_assert_eq!(ours, sdk, "gate {:?}, announce {:?}", gate, announce);
+        let after = (stamp(&key.gate_path()), stamp(&key.announce_path()));
+        prop_assert_eq!(before, after, "the probe changed a file");
+    }
+}
+
+/// Puts something that is not a regular file at a path.
+type PutAt = fn(&Path);
+
+#[tokio::test]
+async fn non_regular_files_are_never_opened_and_never_block() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prober = Prober::new(Context::new(tmp.path().to_path_buf()));
+    let (dir, _) = agent_tag_lock(tmp.path(), "x");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases: [(&str, PutAt); 3] = [
+        ("fifo", |path| {
+            nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).unwrap()
+        }),
+        ("dir", |path| std::fs::create_dir(path).unwrap()),
+        ("link", |path| {
+            std::os::unix::fs::symlink("/etc/passwd", path).unwrap()
+        }),
+    ];
+    for (name, put) in cases {
+        for at_announce in [false, true] {
+            let tag = format!("{name}-{at_announce}");
+            let (dir, escaped) = agent_tag_lock(tmp.path(), &tag);
+            let key = LockKey::from_coord(tmp.path(), &dir, &escaped);
+            let probe = || {
+                tokio::time::timeout(
+                    Duration::from_secs(2),
+                    prober.probe(&key, ProbeMode::Passive),
+                )
+            };
+            if !at_announce {
+                put(&key.gate_path());
+                let state = probe().await.expect("the probe blocked");
+                assert_eq!(state.liveness, Liveness::Error, "{tag}: {state:?}");
+                continue;
+            }
+            std::fs::write(key.gate_path(), b"").unwrap();
+            put(&key.announce_path());
+            // A free gate ends the probe: the announce is not looked at.
+            let state = probe().await.expect("the probe blocked");
+            assert_eq!(state.liveness, Liveness::Free, "{tag}: {state:?}");
+            // A locked gate makes the probe look at the announce: refused.
+            let gate = Flock::lock(
+                File::open(key.gate_path()).unwrap(),
+                FlockArg::LockExclusiveNonblock,
+            )
+            .unwrap();
+            let state = probe().await.expect("the probe blocked");
+            assert_eq!(state.liveness, Liveness::Error, "{tag}: {state:?}");
+            drop(gate);
+        }
+    }
+}
