@@ -6,23 +6,25 @@
 //! The SDK's `try_held` opens and probes BOTH files of a claim before
 //! looking at either answer (8 syscalls per free claim: 2 opens, 4
 //! flocks, 2 closes). Here the gate is probed first, and a free gate
-//! ends the probe (4 syscalls: what the benchmark's open+flock floor
-//! does); the announce is probed only when the gate is locked. Every
+//! ends the probe (open, flock, close: what the benchmark's floor does;
+//! the close releases the shared lock); the announce is probed only when
+//! the gate is locked. Every
 //! answer this module is unsure of — a gate locked and an announce not
 //! (an acquisition or release in flight), a file that cannot be opened —
 //! is left to the SDK's own `try_held` by the caller.
 //!
 //! Invariants: opens read-only with `O_NOFOLLOW | O_NONBLOCK` (no write,
 //! no symlink followed, no FIFO open can block), takes only `LOCK_SH |
-//! LOCK_NB` and releases it before closing, never creates a file.
+//! LOCK_NB`, held no longer than until its descriptor's close a few
+//! instructions later, and never creates a file.
 //! Differential test: `tests/integration/locks/shared_probe_matches_sdk.rs`
 //! compares it with `try_held` on random claim states.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg, OFlag, open};
+use nix::fcntl::{OFlag, open};
 use nix::sys::stat::Mode;
 
 /// What a non-blocking shared lock found on one file.
@@ -47,11 +49,17 @@ pub fn file_lock(path: &Path) -> FileLock {
         Err(Errno::ENOENT) => return FileLock::Missing,
         Err(errno) => return FileLock::Unopenable(errno),
     };
-    match Flock::lock(fd, FlockArg::LockSharedNonblock) {
-        // Dropping the guard unlocks, then closes.
-        Ok(_shared) => FileLock::Unlocked,
+    // SAFETY: `fd` is an open descriptor this function owns until the
+    // end of the function; flock(2) reads no memory of ours.
+    let refused = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0;
+    // Closing `fd` (its only descriptor: opened here, never duplicated)
+    // releases a granted shared lock: no LOCK_UN call needed.
+    drop(fd);
+    if refused {
         // As the SDK: any refusal of the shared lock reads as locked.
-        Err(_) => FileLock::Locked,
+        FileLock::Locked
+    } else {
+        FileLock::Unlocked
     }
 }
 
@@ -96,6 +104,7 @@ pub fn quick(gate: &Path, announce: &Path) -> Quick {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nix::fcntl::{Flock, FlockArg};
 
     #[test]
     fn a_free_a_missing_and_a_locked_file_read_as_such() {
