@@ -29,8 +29,8 @@
 //!   and locktop added 2 `lstat`s and an `access` per key. Now
 //!   `liveness::shared_probe` answers a free gate (and a fully held
 //!   claim) itself, with the SDK's own shared-lock test and a
-//!   differential test against `try_held`: a free key costs lstat + open
-//!   + flock + close (flock 38,000 -> 11,000, openat 22,381 -> 13,381,
+//!   differential test against `try_held`: a free key costs an lstat, an
+//!   open, a flock and a close (flock 38,000 -> 11,000, openat 22,381 -> 13,381,
 //!   statx 24,315 -> 15,315, access 10,001 -> 0). Probing went from 50 ms
 //!   to 34-40 ms.
 //! - **The remaining lstat per key** (the regular-file check before any
