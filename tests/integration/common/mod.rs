@@ -8,6 +8,9 @@
 /// Driving the live engine (deltas, views, ground-truth fixtures).
 pub mod engine;
 
+/// util-linux `flock(1)` holders (read-only descriptors).
+pub mod flock;
+
 /// Driving the real binary in a pseudo-terminal.
 pub mod pty;
 

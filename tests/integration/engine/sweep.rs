@@ -6,56 +6,15 @@
 //! the net for the rest, and runs off the engine loop, so events are still
 //! handled while a sweep is under way.
 
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::common::engine::{Engine, NO_SWEEP, blocking, hold, tag};
+use crate::common::flock::{FlockGroup, flock_chain};
 use crate::common::{serial, state_in_tempdir};
 use locktop::engine::Liveness;
 use locktop::liveness::probe::ProbeMode;
 use locktop::locks::agent_tag_lock;
 use locktop::locks::escape::{announce_path, gate_path};
-
-/// A `flock(1)` process group; dropping it SIGKILLs the whole group, so a
-/// failing test leaves no `sleep 600` behind.
-struct FlockGroup(Child);
-
-impl FlockGroup {
-    fn kill_group(&mut self) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(self.0.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for FlockGroup {
-    fn drop(&mut self) {
-        self.kill_group();
-    }
-}
-
-/// `flock -x F1 flock -x F2 … sleep 600`: holds `files` through read-only
-/// descriptors (as util-linux flock(1) opens them), in a process group of
-/// its own.
-fn flock_chain(files: &[std::path::PathBuf]) -> FlockGroup {
-    let mut command = Command::new("flock");
-    command.arg("-x").arg(&files[0]);
-    for file in &files[1..] {
-        command.args(["flock", "-x"]).arg(file);
-    }
-    command
-        .args(["sleep", "600"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map(FlockGroup)
-        .expect("util-linux flock(1) is needed by this test")
-}
 
 /// Both files of a claim held through read-only descriptors.
 fn flock_holder(state: &std::path::Path, tag_name: &str) -> FlockGroup {
@@ -81,7 +40,7 @@ async fn a_read_only_holder_is_seen_at_its_open_and_gone_at_its_exit_without_a_s
         // Its only event is an IN_OPEN per file: the engine compares the
         // opened files with /proc/locks.
         let mut holder = flock_holder(&state, "ro");
-        let pid = holder.0.id();
+        let pid = holder.pid();
         engine
             .wait_view("ro live, held by flock(1), seen at its open", |view| {
                 // The outer flock holds the gate, its child the announce.
@@ -147,7 +106,7 @@ async fn a_claim_stuck_mid_acquisition_reads_in_flight_in_both_modes() {
     let (_tmp, state) = state_in_tempdir();
     drop(blocking(|| hold(&state, &["--tag", "stuck"])));
     let holder = gate_only_holder(&state, "stuck");
-    let pid = holder.0.id();
+    let pid = holder.pid();
     // flock(1)'s acquire makes no event the engine keeps (only IN_OPEN), so
     // the engine must find it at its initial sync: wait until it is taken.
     let (dir, key) = agent_tag_lock(&state, "stuck");

@@ -6,12 +6,11 @@
 //! that process lives — and never a lock on an unlinked file that is no
 //! claim file under the locks root.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::common::engine::{Engine, View, hold, tag};
+use crate::common::flock::{FlockGroup, flock_chain};
 use crate::common::{serial, state_in_tempdir};
 use locktop::disk::{ClaimFile, KeyKind};
 use locktop::engine::{Liveness, ScanProblemKind};
@@ -112,49 +111,6 @@ async fn an_unlinked_gate_its_holder_keeps_is_reported_until_the_holder_exits() 
         .await;
 }
 
-/// A `flock -x FILE sleep 600` process group (util-linux flock(1)); dropping
-/// it SIGKILLs the whole group.
-struct Flock(Child);
-
-impl Flock {
-    fn hold(file: &Path) -> Self {
-        let child = Command::new("flock")
-            .arg("-x")
-            .arg(file)
-            .args(["sleep", "600"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("util-linux flock(1) is needed by this test");
-        let flock = Flock(child);
-        // Wait until /proc/locks lists it (flock(1) locks right after open).
-        let deadline = std::time::Instant::now() + crate::common::PROCESS_TIMEOUT;
-        let id = locktop::liveness::proc_locks::FileId::of(file).unwrap();
-        let held = |index: locktop::liveness::proc_locks::LockIndex| {
-            index
-                .get(&id)
-                .is_some_and(|locks| !locks.holders.is_empty())
-        };
-        while !held(locktop::liveness::proc_locks::LockIndex::read().unwrap()) {
-            assert!(std::time::Instant::now() < deadline, "flock never locked");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        flock
-    }
-}
-
-impl Drop for Flock {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(self.0.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-        let _ = self.0.wait();
-    }
-}
-
 /// Decision: a lock on an unlinked file that is no claim file under the
 /// locks root — named like a gate but outside the root, or under the root
 /// but not named like a claim — is not reported at all (not even as
@@ -172,11 +128,11 @@ async fn a_lock_on_an_unlinked_file_that_is_no_claim_file_is_not_reported() {
         tags.join("notes.txt"),
         tags.join("bad%ZZ.lock"),
     ];
-    let flocks: Vec<Flock> = foreign
+    let flocks: Vec<FlockGroup> = foreign
         .iter()
         .map(|file| {
             std::fs::write(file, b"").unwrap();
-            let flock = Flock::hold(file);
+            let flock = flock_chain(std::slice::from_ref(file)).wait_locked(file);
             std::fs::remove_file(file).unwrap();
             flock
         })

@@ -364,13 +364,7 @@ fn missed(
     // before it (the state it may have been hidden behind).
     let around: Vec<String> = before[before.len().saturating_sub(12)..]
         .iter()
-        .map(|(read, line)| {
-            let offset = read.checked_duration_since(from).map_or_else(
-                || format!("-{:?}", from - *read),
-                |after| format!("+{after:?}"),
-            );
-            format!("read {offset}: {line}")
-        })
+        .map(|(read, line)| format!("read {}: {line}", offset(from, *read)))
         .collect();
     // What the engine heard and did about the claim meanwhile.
     let traced: Vec<String> = reported
@@ -379,13 +373,7 @@ fn missed(
         .into_iter()
         .flatten()
         .filter(|(at, _)| *at + Duration::from_secs(1) >= start && *at <= until)
-        .map(|(at, stage)| {
-            let offset = at.checked_duration_since(from).map_or_else(
-                || format!("-{:?}", from - *at),
-                |after| format!("+{after:?}"),
-            );
-            format!("{offset} {stage:?}")
-        })
+        .map(|(at, stage)| format!("{} {stage:?}", offset(from, *at)))
         .collect();
     format!(
         "{name:?} held by pid {} (wait {}, stops {}, killed {}) from +{:?} for {lasted:?}, \
@@ -398,6 +386,14 @@ fn missed(
         start - from,
         around.join("\n  "),
         traced.join("\n  ")
+    )
+}
+
+/// `at` as a signed offset from `from` (`+1.2s`, `-30ms`).
+fn offset(from: Instant, at: Instant) -> String {
+    at.checked_duration_since(from).map_or_else(
+        || format!("-{:?}", from - at),
+        |after| format!("+{after:?}"),
     )
 }
 
