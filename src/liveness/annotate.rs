@@ -3,9 +3,12 @@
 //! from the announce file's mtime.
 //!
 //! Invariants: `/proc/locks` is read once per call and never per key (it
-//! stalls every flock on the machine while it is read) — twice when a
-//! held claim's files show no holder in the first read: a line can slip
-//! between the pages of one read ([`LockIndex`]); a PID is
+//! stalls every flock on the machine while it is read) — again (at most
+//! [`MAX_REREADS`] times) when a held claim's files show no holder in the
+//! first read: a line can slip between the pages of one read
+//! ([`LockIndex`]); and once more before searching every process for
+//! whoever keeps a lock whose caller is gone, since a caller killed a
+//! moment ago is listed until its files are closed; a PID is
 //! shown as a holder only once verified — its fdinfo shows the lock
 //! ([`super::fdinfo::HeldFiles`]), or, where fdinfo may not be read, it started before
 //! the claim was taken — so a reused PID is never named. A PID that is
@@ -41,7 +44,7 @@ pub fn annotate(batch: &mut [(LockKey, KeyState)], own_pids: &HashSet<u32>) {
 }
 
 /// [`annotate`] with an already-read index; `reread` reads `/proc/locks`
-/// again, at most once, when a held claim has no holder in `index`.
+/// again (see the module doc for when: at most [`MAX_REREADS`] + 1 times).
 pub fn annotate_with(
     batch: &mut [(LockKey, KeyState)],
     index: &LockIndex,
@@ -49,6 +52,7 @@ pub fn annotate_with(
     reread: &mut dyn FnMut() -> LockIndex,
 ) {
     let mut rereads: Vec<LockIndex> = Vec::new();
+    let mut fresh_after_death: Option<LockIndex> = None;
     let mut verifier = HolderVerifier::default();
     // Shared locks are rare: look for them (one lstat per free key) only
     // if the locks' own filesystem has one.
@@ -112,8 +116,15 @@ pub fn annotate_with(
             state.since = announce.as_ref().and_then(held_since);
         }
         let mut holders = verifier.holders(holders, &files, state.since);
-        let callers_gone =
+        let mut callers_gone =
             !holders.is_empty() && holders.iter().all(|&pid| !verifier.process(pid).alive);
+        if callers_gone {
+            // A caller killed a moment ago can still be listed by a read
+            // made before its files were closed: read again (once a call)
+            // before the costly search of every process.
+            let fresh = fresh_after_death.get_or_insert_with(&mut *reread);
+            callers_gone = !fresh.union(files.iter().copied()).holders.is_empty();
+        }
         if callers_gone {
             // The lock outlived the process that took it: whoever keeps
             // it now (a forked child) comes first, the gone caller after.
