@@ -183,7 +183,10 @@ mod tests {
         let mut impostor = sleep_with_pid(callers[0]);
 
         let mut batch = vec![(key.clone(), KeyState::bare(Liveness::Live))];
-        annotate_with(&mut batch, &index, &HashSet::new(), &mut LockIndex::default);
+        // Re-reads are real: annotation reads again before it searches for
+        // a gone caller's keeper (and the keeper still holds the lock).
+        let mut reread = || LockIndex::read().unwrap_or_default();
+        annotate_with(&mut batch, &index, &HashSet::new(), &mut reread);
         let holders = &batch[0].1.holders;
         assert!(
             !holders.iter().any(|p| p.pid == impostor.id()),
