@@ -75,53 +75,75 @@ impl Prober {
     /// `Other` keys, and any key whose gate has content, are always probed
     /// passively: an acquire probe would truncate the gate.
     pub async fn probe(&self, key: &LockKey, mode: ProbeMode) -> KeyState {
+        self.probe_with(key, mode, Patience::Bounded)
+            .await
+            .unwrap_or_else(|| KeyState::bare(Liveness::InFlight))
+    }
+
+    /// [`Self::probe`], except that a claim found in flight (gate locked,
+    /// announce not) is `None` at once instead of a wait of up to
+    /// [`IN_FLIGHT_AFTER`]: the caller looks again later (the engine does,
+    /// so one claim in flight never holds up the changes behind it).
+    pub async fn probe_without_waiting(&self, key: &LockKey, mode: ProbeMode) -> Option<KeyState> {
+        self.probe_with(key, mode, Patience::None).await
+    }
+
+    async fn probe_with(
+        &self,
+        key: &LockKey,
+        mode: ProbeMode,
+        patience: Patience,
+    ) -> Option<KeyState> {
         let gate = key.gate_path();
         let gate_len = match std::fs::symlink_metadata(&gate) {
-            Err(error) => return error_state(format!("gate {}: {error}", gate.display())),
+            Err(error) => return Some(error_state(format!("gate {}: {error}", gate.display()))),
             Ok(meta) if !meta.is_file() => {
-                return error_state(format!("gate {} is not a regular file", gate.display()));
+                return Some(error_state(format!(
+                    "gate {} is not a regular file",
+                    gate.display()
+                )));
             }
             Ok(meta) => meta.len(),
         };
         if mode == ProbeMode::Passive || key.kind == KeyKind::Other || gate_len > 0 {
             // The passive probe checks the announce itself, and only when
             // it has to open it (a free gate ends the probe).
-            return passive_state(key).await;
+            return passive_with(key, patience).await;
         }
         let announce = key.announce_path();
         if std::fs::symlink_metadata(&announce).is_ok_and(|meta| !meta.is_file()) {
             // The SDK would open (and an acquire would write) through it.
-            return error_state(format!(
+            return Some(error_state(format!(
                 "announce {} is not a regular file",
                 announce.display()
-            ));
+            )));
         }
         let read_write = nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK;
         if let Err(errno) = nix::unistd::access(&gate, read_write) {
             if nix::unistd::access(&gate, nix::unistd::AccessFlags::R_OK).is_ok() {
                 // Read-only access (another user's agents): fall back to
                 // the passive probe rather than report an error.
-                return passive_state(key).await;
+                return passive_with(key, patience).await;
             }
-            return error_state(format!("gate {}: {errno}", gate.display()));
+            return Some(error_state(format!("gate {}: {errno}", gate.display())));
         }
-        self.acquire(key).await
+        self.acquire(key, patience).await
     }
 
-    async fn acquire(&self, key: &LockKey) -> KeyState {
+    async fn acquire(&self, key: &LockKey, patience: Patience) -> Option<KeyState> {
         let map = self.context.agent_locks();
         let taken = locks::try_acquire(map, &key.dir, &key.key).await;
         let state = match taken {
-            Some(lock) => match lock.release() {
+            Some(lock) => Some(match lock.release() {
                 Ok(()) => KeyState::bare(Liveness::Free),
                 Err(error) => error_state(format!("releasing the probe: {error}")),
-            },
+            }),
             // Busy: held by another process, by this one (a test holder:
             // its PID in /proc/locks makes it `Own` when annotated), or
             // released in between. The passive probe settles which, bounded
             // for in-flight claims. A busy in-process gate alone says
             // nothing: a task waiting in `wait_acquire` holds it too.
-            None => passive_state(key).await,
+            None => passive_with(key, patience).await,
         };
         locks::prune_idle(map, &key.dir, &key.key);
         state
@@ -138,20 +160,36 @@ impl Prober {
 /// writes; takes only shared locks, released at once. The caller has
 /// checked that the gate is a regular file ([`Prober::probe`] does).
 pub async fn passive_state(key: &LockKey) -> KeyState {
+    passive_with(key, Patience::Bounded)
+        .await
+        .unwrap_or_else(|| KeyState::bare(Liveness::InFlight))
+}
+
+/// How long a probe waits for a claim in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Patience {
+    /// Up to [`IN_FLIGHT_AFTER`], then `InFlight`.
+    Bounded,
+    /// Not at all: `None`.
+    None,
+}
+
+async fn passive_with(key: &LockKey, patience: Patience) -> Option<KeyState> {
     let (gate, announce) = (key.gate_path(), key.announce_path());
     match shared_probe::quick(&gate, &announce) {
-        Quick::Free => return KeyState::bare(Liveness::Free),
-        Quick::Held => return KeyState::bare(Liveness::Live),
+        Quick::Free => return Some(KeyState::bare(Liveness::Free)),
+        Quick::Held => return Some(KeyState::bare(Liveness::Live)),
         Quick::GateUnopenable(errno @ (Errno::EACCES | Errno::EPERM)) => {
-            return error_state(format!("gate {}: {errno}", gate.display()));
+            return Some(error_state(format!("gate {}: {errno}", gate.display())));
         }
         Quick::AnnounceNotRegular => {
-            return error_state(format!(
+            return Some(error_state(format!(
                 "announce {} is not a regular file",
                 announce.display()
-            ));
+            )));
         }
-        Quick::GateUnopenable(_) | Quick::AskTheSdk => {}
+        Quick::InFlight if patience == Patience::None => return None,
+        Quick::GateUnopenable(_) | Quick::InFlight | Quick::AskTheSdk => {}
     }
     let liveness =
         match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(&key.dir, &key.key)).await {
@@ -159,7 +197,7 @@ pub async fn passive_state(key: &LockKey) -> KeyState {
             Ok(false) => Liveness::Free,
             Err(_) => Liveness::InFlight,
         };
-    KeyState::bare(liveness)
+    Some(KeyState::bare(liveness))
 }
 
 fn error_state(message: String) -> KeyState {

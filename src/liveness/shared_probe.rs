@@ -76,9 +76,10 @@ pub enum Quick {
     /// The gate is locked and the announce is not a regular file: never
     /// opened.
     AnnounceNotRegular,
-    /// Anything else (an acquisition or release in flight, an announce
-    /// that could not be opened): ask the SDK, which waits out an
-    /// acquisition in flight.
+    /// The gate is locked and the announce is not (unlocked or missing):
+    /// an acquisition or a release in flight, which `try_held` waits out.
+    InFlight,
+    /// The announce could not be opened for another reason: ask the SDK.
     AskTheSdk,
 }
 
@@ -95,7 +96,8 @@ pub fn quick(gate: &Path, announce: &Path) -> Quick {
             }
             match file_lock(announce) {
                 FileLock::Locked => Quick::Held,
-                _ => Quick::AskTheSdk,
+                FileLock::Unlocked | FileLock::Missing => Quick::InFlight,
+                FileLock::Unopenable(_) => Quick::AskTheSdk,
             }
         }
     }

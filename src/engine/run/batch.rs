@@ -15,6 +15,7 @@ use crate::disk::LockKey;
 use crate::engine::trace::Stage;
 use crate::engine::{Delta, WatcherHealth};
 use crate::liveness::annotate::annotate_with;
+use crate::liveness::probe::IN_FLIGHT_AFTER;
 use crate::liveness::proc_locks::LockIndex;
 use crate::liveness::{HoldersNote, KeyState, Liveness, ProbeMode};
 
@@ -163,8 +164,7 @@ impl Engine {
                 self.config.probe
             };
             self.trace(&key, Stage::ProbeStart);
-            let state = self.prober.probe(&key, mode).await;
-            self.trace(&key, Stage::Probed(state.liveness));
+            let probed = self.prober.probe_without_waiting(&key, mode).await;
             self.stats.probes.fetch_add(1, Ordering::Relaxed);
             if let Some(touched) = &mut self.sweep_touched {
                 touched.insert(key.clone());
@@ -172,6 +172,14 @@ impl Engine {
             if mode.writes() {
                 self.echo_marks.insert(key.clone(), Fingerprint::of(&key));
             }
+            let Some(state) = self.settle_in_flight(&key, probed) else {
+                // In flight: looked at again after the coalescing window,
+                // while the rest of the batch goes on.
+                self.trace(&key, Stage::Probed(Liveness::InFlight));
+                self.mark(key);
+                continue;
+            };
+            self.trace(&key, Stage::Probed(state.liveness));
             batch.push((key, state));
         }
         self.watch_echo_rate();
@@ -182,6 +190,27 @@ impl Engine {
             .collect();
         self.publish(batch, false);
         self.flush_problems();
+    }
+
+    /// A probe's answer, or `None` to look again: a claim found in flight
+    /// (gate locked, announce not) is re-probed until it settles, and is
+    /// `InFlight` once it has stayed so for [`IN_FLIGHT_AFTER`] since it
+    /// was first found — what a probe waiting in place would answer, but
+    /// without holding up every change behind it for that long.
+    fn settle_in_flight(&mut self, key: &LockKey, probed: Option<KeyState>) -> Option<KeyState> {
+        if let Some(state) = probed {
+            self.in_flight_since.remove(key);
+            return Some(state);
+        }
+        let since = *self
+            .in_flight_since
+            .entry(key.clone())
+            .or_insert_with(Instant::now);
+        if since.elapsed() < IN_FLIGHT_AFTER {
+            return None;
+        }
+        self.in_flight_since.remove(key);
+        Some(KeyState::bare(Liveness::InFlight))
     }
 
     /// Annotates held keys and sends what changed. Holder PIDs come only
@@ -341,6 +370,7 @@ impl Engine {
             self.share_held(key, false);
         }
         self.echo_marks.remove(key);
+        self.in_flight_since.remove(key);
         if let Some(touched) = &mut self.sweep_touched {
             touched.insert(key.clone());
         }

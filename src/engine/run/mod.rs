@@ -3,6 +3,8 @@
 //!
 //! Invariants:
 //! - events are coalesced per key over a short window, then probed once;
+//!   a claim found in flight is probed again a window later, never waited
+//!   for in place (one stuck acquisition holds up no other change);
 //! - echo: an acquire probe writes (truncate + beacon), so its own events
 //!   come back, however late. A key whose files still look exactly as the
 //!   engine's last acquire probe left them ([`echo`]) is re-probed
@@ -109,6 +111,9 @@ pub(super) struct Engine {
     echo_rate: echo::EchoRate,
     /// Keys changed since the last batch.
     pending: HashSet<LockKey>,
+    /// Keys found in flight (gate locked, announce not), since when: they
+    /// are probed again, not waited for.
+    in_flight_since: HashMap<LockKey, Instant>,
     /// When the pending batch is due.
     batch_due: Option<Instant>,
     /// The last `/proc/locks` read.
@@ -165,6 +170,7 @@ impl Engine {
             echo_marks: HashMap::new(),
             echo_rate: echo::EchoRate::default(),
             pending: HashSet::new(),
+            in_flight_since: HashMap::new(),
             batch_due: None,
             index: None,
             deferred: HashMap::new(),

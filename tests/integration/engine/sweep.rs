@@ -6,12 +6,16 @@
 //! the net for the rest, and runs off the engine loop, so events are still
 //! handled while a sweep is under way.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::engine::{Engine, NO_SWEEP, blocking, hold, tag};
 use crate::common::flock::{FlockGroup, flock_chain};
 use crate::common::{serial, state_in_tempdir};
-use locktop::engine::Liveness;
+use locktop::context::Context;
+use locktop::disk::LockKey;
+use locktop::engine::trace::{Stage, Trace};
+use locktop::engine::{EngineCommand, EngineConfig, Liveness};
 use locktop::liveness::probe::ProbeMode;
 use locktop::locks::agent_tag_lock;
 use locktop::locks::escape::{announce_path, gate_path};
@@ -137,6 +141,53 @@ async fn a_claim_stuck_mid_acquisition_reads_in_flight_in_both_modes() {
                 })
             })
             .await;
+    }
+    drop(holder);
+}
+
+/// A claim found in flight by an event-driven probe is probed again a
+/// coalescing window later, not waited for in place: one stuck
+/// acquisition must not hold up every change behind it for the whole
+/// in-flight bound. The trace shows it as several probes of the key (a
+/// probe waiting in place is one).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_in_flight_is_probed_again_not_waited_for() {
+    let _serial = serial().await;
+    let (_tmp, state) = state_in_tempdir();
+    drop(blocking(|| hold(&state, &["--tag", "stuck"])));
+    let (dir, key) = agent_tag_lock(&state, "stuck");
+    let holder = gate_only_holder(&state, "stuck").wait_locked(&gate_path(&dir, &key));
+    let stuck = LockKey::from_coord(&state, &dir, &key);
+    for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
+        let trace = Arc::new(Trace::default());
+        let config = EngineConfig {
+            probe: mode,
+            sweep_every: NO_SWEEP,
+            trace: Some(trace.clone()),
+            ..EngineConfig::default()
+        };
+        let mut engine = Engine::start_config(Context::new(state.clone()), config);
+        engine.synced().await;
+        trace.take();
+        engine
+            .handle
+            .commands
+            .send(EngineCommand::Reprobe(vec![stuck.clone()]))
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut probes = 0;
+        while probes < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{mode:?}: the in-flight claim was probed {probes} time(s) in 10 s: waited for in place"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            probes += trace
+                .take()
+                .iter()
+                .filter(|r| r.key == stuck && matches!(r.stage, Stage::Probed(_)))
+                .count();
+        }
     }
     drop(holder);
 }
