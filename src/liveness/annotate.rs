@@ -6,7 +6,8 @@
 //! stalls every flock on the machine while it is read) — again (at most
 //! [`MAX_REREADS`] times) when a held claim's files show no holder in the
 //! first read: a line can slip between the pages of one read
-//! ([`LockIndex`]); and once more before searching every process for
+//! ([`LockIndex`]) — unless a shared-lock probe finds the claim released
+//! meanwhile (then there is no holder to find); and once more before searching every process for
 //! whoever keeps a lock whose caller is gone, since a caller killed a
 //! moment ago is listed until its files are closed; a PID is
 //! shown as a holder only once verified — its fdinfo shows the lock
@@ -21,6 +22,7 @@ use super::{KeyState, Liveness};
 use crate::disk::key::LockKey;
 use crate::disk::key::held_since;
 use crate::liveness::proc_locks::{FileId, FileLocks, LockIndex};
+use crate::liveness::shared_probe::{self, Quick};
 use crate::liveness::verify::HolderVerifier;
 
 /// How many more times one call may read `/proc/locks` after a torn read
@@ -79,7 +81,7 @@ pub fn annotate_with(
         let mut next = 0;
         while held && locks.holders.is_empty() && next < MAX_REREADS {
             let last = if next == 0 { index } else { &rereads[next - 1] };
-            if !last.is_torn() {
+            if !last.is_torn() || !still_held(key, gate.as_ref()) {
                 break;
             }
             if next == rereads.len() {
@@ -144,6 +146,18 @@ pub fn annotate_with(
     }
 }
 
+/// Whether `key`'s claim is held right now, by one shared-lock probe
+/// (never a write): a claim released since it was probed — a holder just
+/// killed — has no holder to find, and is not worth another read of
+/// `/proc/locks` (a whole read per page of locks, slow on a loaded
+/// machine). `gate` is the gate's `lstat`: only a regular file is opened.
+fn still_held(key: &LockKey, gate: Option<&std::fs::Metadata>) -> bool {
+    if !gate.is_some_and(std::fs::Metadata::is_file) {
+        return false;
+    }
+    shared_probe::quick(&key.gate_path(), &key.announce_path()) != Quick::Free
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -160,6 +174,32 @@ mod tests {
                 file
             })
             .collect()
+    }
+
+    /// A claim probed held but released before its annotation (a holder
+    /// killed in between) has no holder to find: a torn read is not read
+    /// again for it — on a loaded machine each whole read of a long
+    /// `/proc/locks` took ~10 ms, and two more held up the engine's loop.
+    #[test]
+    fn a_claim_released_since_its_probe_is_not_read_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tags = tmp.path().join("locks/agents/tags");
+        std::fs::create_dir_all(&tags).unwrap();
+        // More than a page of locks: every read is torn.
+        let _keep = locked(tmp.path(), "page", 100);
+        let key = LockKey::from_coord(tmp.path(), &tags, "released");
+        std::fs::write(key.gate_path(), b"").unwrap();
+        std::fs::write(key.announce_path(), b"1").unwrap();
+        let index = LockIndex::read().unwrap();
+        assert!(index.is_torn(), "100 locks fit in one read?");
+        let mut batch = vec![(key, KeyState::bare(Liveness::Live))];
+        let mut rereads = 0;
+        annotate_with(&mut batch, &index, &HashSet::new(), &mut || {
+            rereads += 1;
+            LockIndex::read().unwrap()
+        });
+        assert_eq!(rereads, 0, "read again for a claim nobody holds");
+        assert!(batch[0].1.holders.is_empty());
     }
 
     /// `/proc/locks` longer than a page, with locks coming and going ahead
