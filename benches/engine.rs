@@ -50,8 +50,10 @@
 //! - **The scan** (readdir of 20,000 entries, unescaping, building keys)
 //!   is 15-18 ms.
 //!
-//! So the passive snapshot went from 4.3-5.3x the floor to 3.3-3.9x, and
-//! is about 1.5x the SDK's own probe loop; the 2x target is still missed.
+//! Measured: `--only-snapshot` runs went from 4.3-5.3x the floor to
+//! 3.3-3.9x; the three full runs at 28ff423 (README) measured
+//! 4.15-4.55x, and 1.30-1.42x the SDK's own probe loop (1.42-1.97x
+//! before). The 2x target is still missed.
 
 mod support;
 
