@@ -157,6 +157,24 @@ impl Engine {
         Self::start_config(context, config)
     }
 
+    /// Starts an engine on `state_dir` with its trace on
+    /// ([`locktop::engine::trace`]), and that trace.
+    pub fn start_traced(
+        state_dir: &Path,
+        probe: ProbeMode,
+        sweep_every: Duration,
+    ) -> (Self, std::sync::Arc<locktop::engine::trace::Trace>) {
+        let trace = std::sync::Arc::new(locktop::engine::trace::Trace::default());
+        let config = EngineConfig {
+            probe,
+            sweep_every,
+            trace: Some(trace.clone()),
+            ..EngineConfig::default()
+        };
+        let engine = Self::start_config(Context::new(state_dir.to_path_buf()), config);
+        (engine, trace)
+    }
+
     /// Starts an engine on `context` with every setting given.
     pub fn start_config(context: Context, config: EngineConfig) -> Self {
         let handle = engine::spawn(context, config);

@@ -35,11 +35,8 @@ mod sampler;
 mod scheduler;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use locktop::context::Context;
-use locktop::engine::EngineConfig;
 use locktop::engine::trace::Trace;
 use locktop::liveness::probe::ProbeMode;
 use tokio::time::Instant;
@@ -111,14 +108,7 @@ async fn chaos(mode: ProbeMode) {
     );
     let began = Instant::now();
     let (_tmp, state) = state_with_locks_root();
-    let trace = Arc::new(Trace::default());
-    let engine_config = EngineConfig {
-        probe: mode,
-        sweep_every: NO_SWEEP,
-        trace: Some(trace.clone()),
-        ..EngineConfig::default()
-    };
-    let mut engine = Engine::start_config(Context::new(state.clone()), engine_config);
+    let (mut engine, trace) = Engine::start_traced(&state, mode, NO_SWEEP);
     engine.synced().await;
     // The engine's own share of memory, apart from the test's records: a
     // real `locktop watch` process on the same run (passive: it takes no

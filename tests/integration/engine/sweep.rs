@@ -6,16 +6,14 @@
 //! the net for the rest, and runs off the engine loop, so events are still
 //! handled while a sweep is under way.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::engine::{Engine, NO_SWEEP, blocking, hold, tag};
 use crate::common::flock::{FlockGroup, flock_chain};
 use crate::common::{serial, state_in_tempdir};
-use locktop::context::Context;
 use locktop::disk::LockKey;
-use locktop::engine::trace::{Stage, Trace};
-use locktop::engine::{EngineCommand, EngineConfig, Liveness};
+use locktop::engine::trace::Stage;
+use locktop::engine::{EngineCommand, Liveness};
 use locktop::liveness::probe::ProbeMode;
 use locktop::locks::agent_tag_lock;
 use locktop::locks::escape::{announce_path, gate_path};
@@ -159,14 +157,7 @@ async fn a_claim_in_flight_is_probed_again_not_waited_for() {
     let holder = gate_only_holder(&state, "stuck").wait_locked(&gate_path(&dir, &key));
     let stuck = LockKey::from_coord(&state, &dir, &key);
     for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
-        let trace = Arc::new(Trace::default());
-        let config = EngineConfig {
-            probe: mode,
-            sweep_every: NO_SWEEP,
-            trace: Some(trace.clone()),
-            ..EngineConfig::default()
-        };
-        let mut engine = Engine::start_config(Context::new(state.clone()), config);
+        let (mut engine, trace) = Engine::start_traced(&state, mode, NO_SWEEP);
         engine.synced().await;
         trace.take();
         engine
