@@ -9,8 +9,8 @@
 //! - the same binary without `--bench` (what `cargo test --all-targets`
 //!   runs), or with `--smoke`: a tiny version that exercises every code
 //!   path in a few seconds and exits 0.
-//! - `-- --only-snapshot` / `-- --only-latency` / `-- --only-verdicts`:
-//!   the fixture and one section (1, 2 or 6) alone.
+//! - `-- --only-snapshot` / `-- --only-latency` / `-- --only-interference`
+//!   / `-- --only-verdicts`: the fixture and one section (1, 2, 5 or 6) alone.
 //!
 //! Targets are printed as PASS/MISS; they never fail the run. Every child
 //! process is SIGKILLed on exit, panic included ([`support::Guarded`]);
@@ -273,13 +273,19 @@ async fn run(plan: &Plan, args: &[String]) {
         fmt_dur(spawned),
     ));
 
-    // `--only-verdicts`, `--only-latency`, `--only-snapshot`: the fixture
-    // and section 6, 2 or 1 alone.
+    // `--only-verdicts`, `--only-latency`, `--only-interference`,
+    // `--only-snapshot`: the fixture and section 6, 2, 5 or 1 alone.
     if args.iter().any(|a| a == "--only-snapshot") {
         let t = Instant::now();
         section_snapshot(plan, &bin, &state, &mut targets).await;
         took(t);
         say_targets(plan, &targets);
+        return;
+    }
+    if args.iter().any(|a| a == "--only-interference") {
+        let t = Instant::now();
+        section_interference(plan, &state, &interference_tags).await;
+        took(t);
         return;
     }
     if args.iter().any(|a| a == "--only-latency") {
