@@ -87,58 +87,63 @@ impl Trace {
         if to.duration_since(from) < Self::SPAN_MIN {
             return;
         }
-        let Ok(mut spans) = self.spans.lock() else {
-            return;
-        };
-        if spans.len() >= Self::CAPACITY {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        spans.push(Span {
-            what,
-            from,
-            to,
-            items,
-        });
+        self.keep(
+            &self.spans,
+            Span {
+                what,
+                from,
+                to,
+                items,
+            },
+        );
     }
 
     /// Every span so far, oldest first; the store starts empty again.
     pub fn take_spans(&self) -> Vec<Span> {
-        self.spans
-            .lock()
-            .map(|mut spans| std::mem::take(&mut *spans))
-            .unwrap_or_default()
+        take_all(&self.spans)
     }
 
     /// Records that `key` passed `stage` now.
     pub fn record(&self, key: &LockKey, stage: Stage) {
         let at = Instant::now();
-        let Ok(mut records) = self.records.lock() else {
-            return;
-        };
-        if records.len() >= Self::CAPACITY {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        records.push(Record {
+        let record = Record {
             key: key.clone(),
             stage,
             at,
-        });
+        };
+        self.keep(&self.records, record);
     }
 
     /// Every record so far, oldest first; the store starts empty again.
     pub fn take(&self) -> Vec<Record> {
-        self.records
-            .lock()
-            .map(|mut records| std::mem::take(&mut *records))
-            .unwrap_or_default()
+        take_all(&self.records)
+    }
+
+    /// Adds `item` to `store`, or counts it dropped once the store holds
+    /// [`Trace::CAPACITY`] items.
+    fn keep<T>(&self, store: &Mutex<Vec<T>>, item: T) {
+        let Ok(mut kept) = store.lock() else {
+            return;
+        };
+        if kept.len() >= Self::CAPACITY {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        kept.push(item);
     }
 
     /// Records and spans not kept because the store was full.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
+}
+
+/// Empties `store`, returning what it held.
+fn take_all<T>(store: &Mutex<Vec<T>>) -> Vec<T> {
+    store
+        .lock()
+        .map(|mut kept| std::mem::take(&mut *kept))
+        .unwrap_or_default()
 }
 
 /// Records `stage` for `key` when tracing is on.

@@ -44,8 +44,6 @@ impl ProbeMode {
 
 use objectiveai_sdk::lockfile;
 
-use nix::errno::Errno;
-
 use super::shared_probe::{self, Quick};
 use super::{KeyState, Liveness};
 use crate::context::Context;
@@ -179,7 +177,9 @@ async fn passive_with(key: &LockKey, patience: Patience) -> Option<KeyState> {
     match shared_probe::quick(&gate, &announce) {
         Quick::Free => return Some(KeyState::bare(Liveness::Free)),
         Quick::Held => return Some(KeyState::bare(Liveness::Live)),
-        Quick::GateUnopenable(errno @ (Errno::EACCES | Errno::EPERM)) => {
+        Quick::GateUnopenable(errno) => {
+            // Not for `try_held` either: it would call an unreadable gate
+            // free, and follow a symlink raced in since the caller's lstat.
             return Some(error_state(format!("gate {}: {errno}", gate.display())));
         }
         Quick::AnnounceNotRegular => {
@@ -189,7 +189,7 @@ async fn passive_with(key: &LockKey, patience: Patience) -> Option<KeyState> {
             )));
         }
         Quick::InFlight if patience == Patience::None => return None,
-        Quick::GateUnopenable(_) | Quick::InFlight | Quick::AskTheSdk => {}
+        Quick::InFlight | Quick::AskTheSdk => {}
     }
     let liveness =
         match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(&key.dir, &key.key)).await {

@@ -8,10 +8,10 @@
 //! flocks, 2 closes). Here the gate is probed first, and a free gate
 //! ends the probe (open, flock, close: what the benchmark's floor does;
 //! the close releases the shared lock); the announce is probed only when
-//! the gate is locked. Every
-//! answer this module is unsure of — a gate locked and an announce not
-//! (an acquisition or release in flight), a file that cannot be opened —
-//! is left to the SDK's own `try_held` by the caller.
+//! the gate is locked. A gate locked and an announce not (an acquisition
+//! or release in flight), or an announce it cannot open, is left to the
+//! SDK's own `try_held` by the caller; a gate it cannot open is an error
+//! there (`try_held` would call it free).
 //!
 //! Invariants: opens read-only with `O_NOFOLLOW | O_NONBLOCK` (no write,
 //! no symlink followed, no FIFO open can block), takes only `LOCK_SH |
