@@ -72,8 +72,9 @@ pub fn check_writable(dir: &Path, key: &str) -> Result<(), Unfit> {
 /// Between its create and its lock, another process can open the new file
 /// — an agent in `wait_acquire`, or any probe — and win the lock; the
 /// creator then unlinks the path under the winner, who goes on "holding"
-/// a file nobody else can see: the next acquirer creates a fresh one and
-/// takes the same key at the same time, and a monitor sees the key free.
+/// a file nobody else can see: the next acquirer creates a fresh gate
+/// (locking it, though it then fails at the announce the winner holds),
+/// and a monitor sees the key free while the winner believes it holds it.
 /// (The chaos suite caught it: a `hold --wait` child held a tag for 1.2 s
 /// while every probe found it free.) With both files already there, the
 /// SDK always takes its open-existing path, which never removes anything.

@@ -5,7 +5,7 @@
 //! `wait_acquire` (open with `O_CREAT`, then a blocking `flock`) that
 //! opens the new file in between can win its lock — and is then left
 //! holding a file that is no longer at the path, while the next acquirer
-//! makes a fresh one and takes the same key. locktop's acquisitions
+//! makes a fresh one and every probe reads the key free. locktop's acquisitions
 //! create the files first ([`locktop::locks::files::create_missing`]), so
 //! the SDK's unlinking path is never taken: here, every lock the waiter
 //! wins is on the file at the path.
