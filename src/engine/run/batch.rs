@@ -10,13 +10,12 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 use super::echo::{ECHO_ALARM_PER_SECOND, Fingerprint};
-use super::{COALESCE, Engine, INDEX_MIN_INTERVAL};
+use super::lookup::Observed;
+use super::{COALESCE, Engine};
 use crate::disk::LockKey;
 use crate::engine::trace::Stage;
 use crate::engine::{Delta, WatcherHealth};
-use crate::liveness::annotate::annotate_with;
 use crate::liveness::probe::IN_FLIGHT_AFTER;
-use crate::liveness::proc_locks::LockIndex;
 use crate::liveness::{HoldersNote, KeyState, Liveness, ProbeMode};
 
 impl Engine {
@@ -44,13 +43,6 @@ impl Engine {
             self.probe_batch(keys).await;
             self.span("probe batch", from, items);
         }
-        if self.waiting() && self.index_ready(now) {
-            let from = self.clock();
-            let batch = self.take_waiting(&HashSet::new());
-            let items = batch.len();
-            self.publish(batch, true);
-            self.span("name deferred holders", from, items);
-        }
         if self.next_sweep <= now {
             let from = self.clock();
             self.start_background_sweep();
@@ -62,75 +54,18 @@ impl Engine {
             self.refresh_holders();
             self.span("refresh holders", from, items);
         }
-        if self.opens_due.is_some_and(|due| due <= now) && self.index_ready(now) {
+        if self.lookups.may_start(now) {
             let from = self.clock();
-            let items = self.look_at_opened_files(now);
-            self.span("look at opened files", from, items);
+            self.start_waiting_lookup(now);
+            self.span("start lookup", from, 0);
         }
         self.watch_echo_rate();
     }
 
     /// Whether held states wait for a `/proc/locks` read (deferred, or
     /// sent with kept holders to confirm).
-    fn waiting(&self) -> bool {
+    pub(super) fn waiting(&self) -> bool {
         !self.deferred.is_empty() || !self.recheck.is_empty()
-    }
-
-    /// The held states waiting for a `/proc/locks` read (except the keys
-    /// in `skip`, which a newer probe result stands for), made ready to be
-    /// annotated afresh.
-    fn take_waiting(&mut self, skip: &HashSet<LockKey>) -> Vec<(LockKey, KeyState, SystemTime)> {
-        let deferred: Vec<LockKey> = self
-            .deferred
-            .keys()
-            .filter(|key| !skip.contains(*key))
-            .cloned()
-            .collect();
-        let mut batch: Vec<(LockKey, KeyState, SystemTime)> = deferred
-            .into_iter()
-            .filter_map(|key| {
-                let (state, at) = self.deferred.remove(&key)?;
-                Some((key, state, at))
-            })
-            .collect();
-        let at = SystemTime::now();
-        let recheck: Vec<LockKey> = self
-            .recheck
-            .iter()
-            .filter(|key| !skip.contains(*key))
-            .cloned()
-            .collect();
-        for key in recheck {
-            self.recheck.remove(&key);
-            if let Some(state) = self.states.get(&key) {
-                batch.push((key, state.clone(), at));
-            }
-        }
-        for (_, state, _) in &mut batch {
-            // Annotation decides Own, the holders and the note afresh.
-            if state.liveness == Liveness::Own {
-                state.liveness = Liveness::Live;
-            }
-            state.holders.clear();
-            state.waiters.clear();
-            state.watchers.clear();
-            state.holders_note = None;
-        }
-        batch
-    }
-
-    pub(super) fn index_ready(&self, now: Instant) -> bool {
-        self.index
-            .as_ref()
-            .is_none_or(|(at, _)| now.duration_since(*at) >= INDEX_MIN_INTERVAL)
-    }
-
-    /// When the rate limit next allows a `/proc/locks` read (now, if it
-    /// allows one now).
-    pub(super) fn index_ready_at(&self) -> Instant {
-        self.index
-            .as_ref()
-            .map_or_else(Instant::now, |(at, _)| *at + INDEX_MIN_INTERVAL)
     }
 
     /// Probes changed keys: in the engine's mode, but passively when the
@@ -188,7 +123,7 @@ impl Engine {
             .into_iter()
             .map(|(key, state)| (key, state, at))
             .collect();
-        self.publish(batch, false);
+        self.publish(batch);
         self.flush_problems();
     }
 
@@ -213,55 +148,42 @@ impl Engine {
         Some(KeyState::bare(Liveness::InFlight))
     }
 
-    /// Annotates held keys and sends what changed. Holder PIDs come only
-    /// from a `/proc/locks` read made AFTER the probe (an older read could
-    /// still show a dead holder of the same inode). When the rate limit
-    /// forbids a read now, a held key keeps the holders of the same claim
-    /// (rechecked at the next read) or waits for that read, unsent: a held
-    /// state goes out with its holders, or with the reason it has none
-    /// ([`HoldersNote`]), never as "held by nobody" first and named later.
-    /// A read also settles every held state still waiting for one: under
-    /// a steady stream of batches, each read the rate limit allows is
-    /// taken by a batch, so waiting for a read of their own (the timer)
-    /// could starve them for as long as the stream lasts.
-    pub(super) fn publish(&mut self, mut batch: Vec<(LockKey, KeyState, SystemTime)>, force: bool) {
+    /// Sends what a batch of probes changed. Holder PIDs come only from a
+    /// `/proc/locks` read made AFTER the probe (an older read could still
+    /// show a dead holder of the same inode), by a lookup off the loop
+    /// ([`super::lookup`]): a held state keeps the holders of the same
+    /// claim until it answers (rechecked then), or waits for it, unsent —
+    /// a held state goes out with its holders, or with the reason it has
+    /// none ([`HoldersNote`]), never as "held by nobody" first and named
+    /// later. A state that is not held is sent at once. A lookup also
+    /// takes every held state still waiting for one: under a steady stream
+    /// of batches, each lookup the rate limit allows is started by a
+    /// batch, so waiting for one of their own could starve them for as
+    /// long as the stream lasts.
+    pub(super) fn publish(&mut self, batch: Vec<Observed>) {
+        for (key, _, _) in &batch {
+            self.lookups.touch(key);
+        }
         let any_held = batch.iter().any(|(_, state, _)| state.liveness.is_held());
-        let now = Instant::now();
-        let annotated = (any_held || self.waiting()) && (force || self.index_ready(now));
-        if annotated {
+        if (any_held || self.waiting()) && self.lookups.may_start(Instant::now()) {
             let newer: HashSet<LockKey> = batch.iter().map(|(key, _, _)| key.clone()).collect();
-            batch.extend(self.take_waiting(&newer));
-            self.stats.index_reads.fetch_add(1, Ordering::Relaxed);
-            let index = LockIndex::read().unwrap_or_default();
-            for (key, _, _) in &batch {
-                self.trace(key, Stage::Indexed);
-            }
-            let mut pairs: Vec<(LockKey, KeyState)> = batch
-                .iter_mut()
-                .map(|(key, state, _)| {
-                    (
-                        key.clone(),
-                        std::mem::replace(state, KeyState::bare(Liveness::Free)),
-                    )
-                })
-                .collect();
-            let stats = self.stats.clone();
-            annotate_with(&mut pairs, &index, &self.own_pids, &mut || {
-                stats.index_reads.fetch_add(1, Ordering::Relaxed);
-                LockIndex::read().unwrap_or_default()
-            });
-            for ((_, state, _), (_, annotated_state)) in batch.iter_mut().zip(pairs) {
-                *state = annotated_state;
-            }
-            self.index = Some((now, index));
+            let mut lookup = batch.clone();
+            lookup.extend(self.waiting_states(&newer));
+            self.start_lookup(lookup, Vec::new());
         }
         for (key, state, at) in batch {
-            self.settle(key, state, at, annotated);
+            self.settle(key, state, at, false);
         }
     }
 
     /// Sends one probed state, or holds it back until its holders are known.
-    fn settle(&mut self, key: LockKey, mut state: KeyState, at: SystemTime, annotated: bool) {
+    pub(super) fn settle(
+        &mut self,
+        key: LockKey,
+        mut state: KeyState,
+        at: SystemTime,
+        annotated: bool,
+    ) {
         if !state.liveness.is_held() {
             self.recheck.remove(&key);
             if let Some((mut spell, seen)) = self.deferred.remove(&key) {
@@ -371,6 +293,7 @@ impl Engine {
         }
         self.echo_marks.remove(key);
         self.in_flight_since.remove(key);
+        self.lookups.touch(key);
         if let Some(touched) = &mut self.sweep_touched {
             touched.insert(key.clone());
         }

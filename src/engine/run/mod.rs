@@ -15,12 +15,15 @@
 //! - the periodic sweep runs on its own task, so a kill is still seen at
 //!   once while it runs; its findings never overwrite a key that events
 //!   probed after it began;
-//! - `/proc/locks` is read at most once per [`INDEX_MIN_INTERVAL`];
+//! - `/proc/locks` is read off the loop ([`lookup`]), by at most one
+//!   lookup at a time, begun at most once per [`INDEX_MIN_INTERVAL`]
+//!   (the sweep's own read aside);
 //! - every degradation (root missing, overflow, watch limit) is a visible
 //!   [`WatcherHealth`].
 
 mod batch;
 mod echo;
+mod lookup;
 mod opens;
 mod outbox;
 mod problems;
@@ -48,7 +51,6 @@ use crate::engine::fs_events::{self, FsChange};
 use crate::engine::trace::{self, Stage};
 
 use crate::liveness::Prober;
-use crate::liveness::proc_locks::LockIndex;
 use crate::locks::locks_root;
 
 /// How long events are gathered before a batch is probed.
@@ -116,8 +118,10 @@ pub(super) struct Engine {
     in_flight_since: HashMap<LockKey, Instant>,
     /// When the pending batch is due.
     batch_due: Option<Instant>,
-    /// The last `/proc/locks` read.
-    index: Option<(Instant, LockIndex)>,
+    /// The `/proc/locks` lookups, which run off the loop.
+    lookups: lookup::Lookups,
+    lookup_results_tx: UnboundedSender<lookup::LookupOutcome>,
+    lookup_results: UnboundedReceiver<lookup::LookupOutcome>,
     /// Held keys whose holders were not in the (rate-limited) index yet.
     /// Held probe results whose holders the rate-limited `/proc/locks`
     /// read has not named yet: sent once it has (never without holders
@@ -148,6 +152,7 @@ impl Engine {
     ) -> Self {
         let state_dir = context.state_dir().to_path_buf();
         let (sweep_results_tx, sweep_results) = mpsc::unbounded_channel();
+        let (lookup_results_tx, lookup_results) = mpsc::unbounded_channel();
         let filter = Arc::new(fs_events::EventFilter::traced(config.trace.clone()));
         Self {
             root: locks_root(&state_dir),
@@ -172,7 +177,9 @@ impl Engine {
             pending: HashSet::new(),
             in_flight_since: HashMap::new(),
             batch_due: None,
-            index: None,
+            lookups: lookup::Lookups::default(),
+            lookup_results_tx,
+            lookup_results,
             deferred: HashMap::new(),
             recheck: HashSet::new(),
             new_dirs: Vec::new(),
@@ -360,6 +367,11 @@ impl Engine {
                     None => return PhaseEnd::Stop,
                     Some(command) => self.command(command).await,
                 },
+                Some(outcome) = self.lookup_results.recv() => {
+                    let from = self.clock();
+                    let items = self.apply_lookup(outcome);
+                    self.span("apply lookup", from, items);
+                }
                 outcome = self.sweep_results.recv() => {
                     let from = self.clock();
                     let mut items = 0;
@@ -412,14 +424,17 @@ impl Engine {
         if let Some(due) = self.batch_due {
             wake = wake.min(due);
         }
-        if let Some(due) = self.opens_due {
-            wake = wake.min(due.max(self.index_ready_at()));
-        }
         if let Some((due, _)) = self.new_dirs.first() {
             wake = wake.min(*due);
         }
-        if !self.deferred.is_empty() || !self.recheck.is_empty() {
-            wake = wake.min(self.index_ready_at());
+        // While a lookup runs, its answer wakes the loop.
+        if !self.lookups.running() {
+            if let Some(due) = self.opens_due {
+                wake = wake.min(due.max(self.lookups.ready_at()));
+            }
+            if self.waiting() {
+                wake = wake.min(self.lookups.ready_at());
+            }
         }
         wake
     }

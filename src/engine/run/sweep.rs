@@ -115,6 +115,7 @@ impl Engine {
         for (key, state) in outcome.batch {
             if !newer.contains(&key) {
                 self.trace(&key, Stage::Swept(state.liveness));
+                self.lookups.touch(&key);
                 self.update(key, state, at);
             }
         }

@@ -1,0 +1,386 @@
+//! `/proc/locks` lookups, off the loop. One read of `/proc/locks` (long
+//! with many locks, and slow on a loaded machine: 17–30 ms each with 1,000
+//! locks in the engine bench) and the work that needs it — naming held
+//! keys' holders (with their `/proc/<pid>/fdinfo` verification), and
+//! finding which opened claim files someone locked — run on a
+//! blocking-pool thread. The loop goes on taking changes meanwhile (a kill
+//! is seen while a lookup runs) and merges the answer when it comes.
+//!
+//! Invariants:
+//! - at most one lookup runs at a time, and one starts at most once per
+//!   [`INDEX_MIN_INTERVAL`](super::INDEX_MIN_INTERVAL);
+//! - a key probed, swept or removed after a lookup began keeps that newer
+//!   answer: the lookup's is dropped, and the key, still waiting, is
+//!   looked up by the next one;
+//! - a held state still goes out with its holders, or with the reason it
+//!   has none ([`crate::liveness::HoldersNote`]), never as "held by
+//!   nobody" first: until its lookup answers it waits, unsent (or keeps
+//!   the holders of the same claim, see `keep_holders_if_same_claim`);
+//! - a lookup begun before the view was thrown away is ignored.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::time::Instant;
+
+use super::Engine;
+use crate::disk::LockKey;
+use crate::engine::EngineStats;
+use crate::engine::fs_events::claim_of;
+use crate::engine::trace::{self, Stage, Trace};
+use crate::liveness::annotate::annotate_with;
+use crate::liveness::proc_locks::{FileId, LockIndex};
+use crate::liveness::{KeyState, Liveness};
+
+/// A probed state with the time it was observed.
+pub(super) type Observed = (LockKey, KeyState, SystemTime);
+
+/// What one lookup found.
+pub(super) struct LookupOutcome {
+    /// The engine's generation when it began.
+    generation: u64,
+    /// The looked-up states, annotated (holders, waiters, shared locks).
+    annotated: Vec<Observed>,
+    /// The opened claim files that someone had locked.
+    locked: Vec<PathBuf>,
+}
+
+/// Everything one lookup needs; it touches no engine state.
+struct LookupJob {
+    generation: u64,
+    batch: Vec<Observed>,
+    opened: Vec<PathBuf>,
+    own_pids: HashSet<u32>,
+    stats: Arc<EngineStats>,
+    trace: Option<Arc<Trace>>,
+}
+
+impl LookupJob {
+    /// One `/proc/locks` read (and the rereads a torn read or a dead
+    /// caller needs), the annotation of the batch, the opened files' check.
+    fn run(self) -> LookupOutcome {
+        let LookupJob {
+            generation,
+            batch,
+            opened,
+            own_pids,
+            stats,
+            trace,
+        } = self;
+        let read = || {
+            stats.index_reads.fetch_add(1, Ordering::Relaxed);
+            LockIndex::read().unwrap_or_default()
+        };
+        let index = read();
+        let (mut pairs, seen): (Vec<(LockKey, KeyState)>, Vec<SystemTime>) = batch
+            .into_iter()
+            .map(|(key, state, at)| ((key, state), at))
+            .unzip();
+        for (key, _) in &pairs {
+            trace::note(&trace, key, Stage::Indexed);
+        }
+        annotate_with(&mut pairs, &index, &own_pids, &mut || read());
+        let annotated = pairs
+            .into_iter()
+            .zip(seen)
+            .map(|((key, state), at)| (key, state, at))
+            .collect();
+        let locked = opened
+            .into_iter()
+            .filter(|path| {
+                FileId::of(path).is_ok_and(|file| {
+                    index
+                        .get(&file)
+                        .is_some_and(|locks| !locks.holders.is_empty() || !locks.shared.is_empty())
+                })
+            })
+            .collect();
+        LookupOutcome {
+            generation,
+            annotated,
+            locked,
+        }
+    }
+}
+
+/// The loop's side of the lookups: whether one runs, what changed since
+/// it began, and where answers arrive.
+#[derive(Default)]
+pub(super) struct Lookups {
+    /// `Some` while a lookup runs: the keys given a newer answer since it
+    /// began (its answer about them is older).
+    touched: Option<HashSet<LockKey>>,
+    /// When the last lookup began (the rate limit).
+    last_start: Option<Instant>,
+}
+
+impl Lookups {
+    /// Whether a lookup runs now.
+    pub(super) fn running(&self) -> bool {
+        self.touched.is_some()
+    }
+
+    /// Notes that `key` has an answer newer than a running lookup's.
+    pub(super) fn touch(&mut self, key: &LockKey) {
+        if let Some(touched) = &mut self.touched {
+            touched.insert(key.clone());
+        }
+    }
+
+    /// When the rate limit next allows a lookup to start (now, if it
+    /// allows one now).
+    pub(super) fn ready_at(&self) -> Instant {
+        self.last_start
+            .map_or_else(Instant::now, |at| at + super::INDEX_MIN_INTERVAL)
+    }
+
+    /// Whether a lookup may start at `now`: none runs, and the rate limit
+    /// allows it.
+    pub(super) fn may_start(&self, now: Instant) -> bool {
+        !self.running()
+            && self
+                .last_start
+                .is_none_or(|at| now >= at + super::INDEX_MIN_INTERVAL)
+    }
+}
+
+impl Engine {
+    /// Starts a lookup of `batch` (annotated afresh) and of the opened
+    /// claim files `opened`, on a blocking-pool thread; its outcome comes
+    /// back through `lookup_results` ([`Self::apply_lookup`]).
+    pub(super) fn start_lookup(&mut self, batch: Vec<Observed>, opened: Vec<PathBuf>) {
+        self.lookups.touched = Some(HashSet::new());
+        self.lookups.last_start = Some(Instant::now());
+        let job = LookupJob {
+            generation: self.generation,
+            batch,
+            opened,
+            own_pids: self.own_pids.clone(),
+            stats: self.stats.clone(),
+            trace: self.config.trace.clone(),
+        };
+        let tx: UnboundedSender<LookupOutcome> = self.lookup_results_tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.send(job.run());
+        });
+    }
+
+    /// Starts a lookup for what waits for one — held states not yet named
+    /// or to confirm, and opened files once they settled — if the rate
+    /// limit allows and anything waits.
+    pub(super) fn start_waiting_lookup(&mut self, now: Instant) {
+        if !self.lookups.may_start(now) {
+            return;
+        }
+        let opened = if self.opens_due.is_some_and(|due| due <= now) {
+            self.opens_due = None;
+            self.filter.take_opened().into_iter().collect()
+        } else {
+            Vec::new()
+        };
+        let batch = self.waiting_states(&HashSet::new());
+        if !batch.is_empty() || !opened.is_empty() {
+            self.start_lookup(batch, opened);
+        }
+    }
+
+    /// Merges a lookup's answer: each state whose key got no newer answer
+    /// since is settled as annotated; each opened file someone locked
+    /// while the view does not show its key held is probed.
+    pub(super) fn apply_lookup(&mut self, outcome: LookupOutcome) -> usize {
+        let touched = self.lookups.touched.take().unwrap_or_default();
+        if outcome.generation != self.generation {
+            return 0;
+        }
+        let items = outcome.annotated.len() + outcome.locked.len();
+        for (key, state, at) in outcome.annotated {
+            if touched.contains(&key) {
+                continue;
+            }
+            self.recheck.remove(&key);
+            self.settle(key, state, at, true);
+        }
+        for path in outcome.locked {
+            if let Some(key) = claim_of(&self.state_dir, &path)
+                && !self.held.contains(&key)
+            {
+                self.mark(key);
+            }
+        }
+        items
+    }
+
+    /// The held states waiting for a lookup (deferred, or sent with kept
+    /// holders to confirm), except the keys in `skip` (a newer probe
+    /// result stands for them), made ready to be annotated afresh. They
+    /// stay waiting until the lookup's answer settles them.
+    pub(super) fn waiting_states(&self, skip: &HashSet<LockKey>) -> Vec<Observed> {
+        let at = SystemTime::now();
+        let deferred = self
+            .deferred
+            .iter()
+            .filter(|(key, _)| !skip.contains(*key))
+            .map(|(key, (state, seen))| (key.clone(), state.clone(), *seen));
+        let recheck = self
+            .recheck
+            .iter()
+            .filter(|key| !skip.contains(*key) && !self.deferred.contains_key(*key))
+            .filter_map(|key| Some((key.clone(), self.states.get(key)?.clone(), at)));
+        deferred
+            .chain(recheck)
+            .map(|(key, mut state, seen)| {
+                // Annotation decides Own, the holders and the note afresh.
+                if state.liveness == Liveness::Own {
+                    state.liveness = Liveness::Live;
+                }
+                state.holders.clear();
+                state.waiters.clear();
+                state.watchers.clear();
+                state.holders_note = None;
+                (key, state, seen)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::context::Context;
+    use crate::engine::{Delta, EngineConfig};
+
+    /// An engine (its loop not running) on a fresh state dir, the deltas it
+    /// sends, and a claim `t` whose gate this process holds.
+    fn engine_with_a_claim() -> (
+        tempfile::TempDir,
+        Engine,
+        mpsc::Receiver<Delta>,
+        LockKey,
+        std::fs::File,
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let tags = tmp.path().join("locks/agents/tags");
+        std::fs::create_dir_all(&tags).unwrap();
+        let key = LockKey::from_coord(tmp.path(), &tags, "t");
+        let gate = std::fs::File::create(key.gate_path()).unwrap();
+        gate.lock().unwrap();
+        std::fs::write(key.announce_path(), b"1").unwrap();
+        let (tx, rx) = mpsc::channel(64);
+        let context = Context::new(tmp.path().to_path_buf());
+        let engine = Engine::new(context, EngineConfig::default(), tx, Default::default());
+        (tmp, engine, rx, key, gate)
+    }
+
+    fn observed(key: &LockKey, liveness: Liveness) -> Vec<Observed> {
+        vec![(key.clone(), KeyState::bare(liveness), SystemTime::now())]
+    }
+
+    /// The key states sent so far, in order.
+    fn sent(deltas: &mut mpsc::Receiver<Delta>, key: &LockKey) -> Vec<KeyState> {
+        std::iter::from_fn(|| deltas.try_recv().ok())
+            .filter_map(|delta| match delta {
+                Delta::Key { key: k, state, .. } if &k == key => Some(state),
+                _ => None,
+            })
+            .collect()
+    }
+
+    async fn next_answer(engine: &mut Engine) -> LookupOutcome {
+        tokio::time::timeout(Duration::from_secs(10), engine.lookup_results.recv())
+            .await
+            .expect("a lookup answers")
+            .expect("the channel is open")
+    }
+
+    /// A held probe result waits, unsent, for its lookup, which names the
+    /// holder (this process: `Own`).
+    #[tokio::test]
+    async fn a_held_state_goes_out_once_its_lookup_names_the_holder() {
+        let (_tmp, mut engine, mut deltas, key, _gate) = engine_with_a_claim();
+        engine.publish(observed(&key, Liveness::Live));
+        assert!(engine.lookups.running());
+        assert!(
+            sent(&mut deltas, &key).is_empty(),
+            "sent before it was named"
+        );
+        let answer = next_answer(&mut engine).await;
+        engine.apply_lookup(answer);
+        let states = sent(&mut deltas, &key);
+        let me = std::process::id();
+        assert!(
+            matches!(&states[..], [state] if state.liveness == Liveness::Own
+                && state.holders.iter().map(|p| p.pid).eq([me])),
+            "{states:?}"
+        );
+        assert!(!engine.waiting());
+    }
+
+    /// The key is released (probed free) while its lookup runs: the
+    /// lookup's answer is older than that and is dropped — the key stays
+    /// free, and the hold that was seen but never named says so.
+    #[tokio::test]
+    async fn an_answer_older_than_the_keys_last_probe_is_dropped() {
+        let (_tmp, mut engine, mut deltas, key, gate) = engine_with_a_claim();
+        engine.publish(observed(&key, Liveness::Live));
+        assert!(engine.lookups.running());
+        drop(gate);
+        engine.publish(observed(&key, Liveness::Free));
+        let answer = next_answer(&mut engine).await;
+        engine.apply_lookup(answer);
+        let states = sent(&mut deltas, &key);
+        let kinds: Vec<(Liveness, Option<crate::liveness::HoldersNote>)> = states
+            .iter()
+            .map(|state| (state.liveness, state.holders_note))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (
+                    Liveness::Live,
+                    Some(crate::liveness::HoldersNote::ReleasedBeforeLookup)
+                ),
+                (Liveness::Free, None)
+            ]
+        );
+        assert_eq!(engine.states[&key].liveness, Liveness::Free);
+    }
+
+    /// One lookup at a time: a key found held while one runs waits for
+    /// the next, which the rate limit starts [`INDEX_MIN_INTERVAL`] after
+    /// the first began.
+    #[tokio::test]
+    async fn a_key_held_while_a_lookup_runs_is_named_by_the_next() {
+        let (tmp, mut engine, mut deltas, first, _gate) = engine_with_a_claim();
+        let second = LockKey::from_coord(tmp.path(), &first.dir, "u");
+        let second_gate = std::fs::File::create(second.gate_path()).unwrap();
+        second_gate.lock().unwrap();
+        std::fs::write(second.announce_path(), b"1").unwrap();
+
+        engine.publish(observed(&first, Liveness::Live));
+        engine.publish(observed(&second, Liveness::Live));
+        let answer = next_answer(&mut engine).await;
+        engine.apply_lookup(answer);
+        assert_eq!(sent(&mut deltas, &first).len(), 1);
+        assert!(sent(&mut deltas, &second).is_empty());
+        assert!(engine.waiting(), "the second key no longer waits");
+
+        engine.start_waiting_lookup(engine.lookups.ready_at());
+        assert!(engine.lookups.running());
+        let answer = next_answer(&mut engine).await;
+        engine.apply_lookup(answer);
+        let states = sent(&mut deltas, &second);
+        assert!(
+            matches!(&states[..], [state] if state.liveness == Liveness::Own),
+            "{states:?}"
+        );
+        assert!(!engine.waiting());
+    }
+}
