@@ -71,7 +71,8 @@ use locktop::disk::scan::scan_root;
 use locktop::engine::trace::Trace;
 use locktop::engine::{self, Delta, EngineConfig, EngineHandle, KeyState, Liveness};
 use locktop::liveness::annotate::annotate;
-use locktop::liveness::bulk::{probe_all, probe_all_unannotated, probe_each};
+use locktop::liveness::bulk::{probe_all, probe_all_unannotated};
+use locktop::liveness::dir_probe::probe_passive;
 use locktop::liveness::probe::{ProbeMode, Prober};
 use locktop::locks::agent_tag_lock;
 
@@ -522,7 +523,7 @@ async fn section_snapshot(plan: &Plan, bin: &Path, state: &Path, targets: &mut T
         let scanned = scan_root(state).await.expect("scan");
         let scan_t = t.elapsed();
         let t = Instant::now();
-        let one_task = probe_each(&prober, scanned.keys.clone(), ProbeMode::Passive).await;
+        let one_task = probe_passive(&prober, scanned.keys.clone(), 1).await;
         let probe_one_t = t.elapsed();
         drop(one_task);
         let t = Instant::now();
@@ -607,7 +608,7 @@ async fn section_snapshot(plan: &Plan, bin: &Path, state: &Path, targets: &mut T
         ));
     }
     say(format!(
-        "     passive breakdown: scan {} · probe {} (the same probes in 1 task: {}) · annotate {} \
+        "     passive breakdown: scan {} · probe {} (the same probes on 1 thread: {}) · annotate {} \
          (one /proc/locks read: {} for {} locked files)",
         fmt_dur(median(&t_scan)),
         fmt_dur(median(&t_probe)),

@@ -62,20 +62,34 @@ pub fn annotate_with(
         .first()
         .and_then(|(key, _)| std::fs::symlink_metadata(&key.dir).ok())
         .is_some_and(|dir| index.has_shared_on(FileId::from_metadata(&dir)));
-    for (key, state) in batch.iter_mut() {
-        let held = state.liveness.is_held();
-        let maybe_shared = look_for_shared && state.liveness == Liveness::Free;
-        if !(held || maybe_shared) {
-            continue;
-        }
-        let gate = std::fs::symlink_metadata(key.gate_path()).ok();
-        let announce = std::fs::symlink_metadata(key.announce_path()).ok();
-        let files: Vec<FileId> = [&gate, &announce]
-            .into_iter()
+    // First the files of every key to look at, and the PIDs the index
+    // names for them: their `/proc` is read up front, in parallel.
+    let looked_at: Vec<Option<ClaimFiles>> = batch
+        .iter()
+        .map(|(key, state)| {
+            let held = state.liveness.is_held();
+            let maybe_shared = look_for_shared && state.liveness == Liveness::Free;
+            (held || maybe_shared).then(|| ClaimFiles::of(key, index, held))
+        })
+        .collect();
+    verifier.prefetch(
+        looked_at
+            .iter()
             .flatten()
-            .map(FileId::from_metadata)
-            .collect();
-        let mut locks = index.union(files.iter().copied());
+            .flat_map(ClaimFiles::named_pids)
+            .collect(),
+    );
+    for ((key, state), claim) in batch.iter_mut().zip(looked_at) {
+        let Some(ClaimFiles {
+            gate,
+            announce,
+            files,
+            mut locks,
+            held,
+        }) = claim
+        else {
+            continue;
+        };
         // A held claim with no holder in a torn read: read again (at most
         // MAX_REREADS times a call, shared by every key of the batch).
         let mut next = 0;
@@ -143,6 +157,47 @@ pub fn annotate_with(
             .map(|pid| verifier.process(pid).clone())
             .collect();
         state.waiters = waiters;
+    }
+}
+
+/// One claim's files as the first pass of [`annotate_with`] found them.
+struct ClaimFiles {
+    /// The gate's `lstat`, if it exists.
+    gate: Option<std::fs::Metadata>,
+    /// The announce's `lstat`, if it exists.
+    announce: Option<std::fs::Metadata>,
+    /// Both, as `/proc/locks` identifies files.
+    files: Vec<FileId>,
+    /// What the first read says of them.
+    locks: FileLocks,
+    /// Whether the claim was probed held.
+    held: bool,
+}
+
+impl ClaimFiles {
+    fn of(key: &LockKey, index: &LockIndex, held: bool) -> Self {
+        let gate = std::fs::symlink_metadata(key.gate_path()).ok();
+        let announce = std::fs::symlink_metadata(key.announce_path()).ok();
+        let files: Vec<FileId> = [&gate, &announce]
+            .into_iter()
+            .flatten()
+            .map(FileId::from_metadata)
+            .collect();
+        let locks = index.union(files.iter().copied());
+        Self {
+            gate,
+            announce,
+            files,
+            locks,
+            held,
+        }
+    }
+
+    /// The PIDs the read names as holding the claim (exclusively, or
+    /// shared for a claim not probed held).
+    fn named_pids(&self) -> impl Iterator<Item = u32> + '_ {
+        let shared: &[u32] = if self.held { &[] } else { &self.locks.shared };
+        self.locks.holders.iter().chain(shared).copied()
     }
 }
 

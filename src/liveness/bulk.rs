@@ -40,12 +40,16 @@ pub async fn probe_each(
 }
 
 /// Probes every key (in `mode`), in parallel chunks; no holder details.
+/// Passive probes go directory by directory ([`super::dir_probe`]).
 pub async fn probe_all_unannotated(
     prober: &Prober,
     keys: Vec<LockKey>,
     mode: ProbeMode,
 ) -> Vec<(LockKey, KeyState)> {
     let workers = std::thread::available_parallelism().map_or(2, usize::from);
+    if mode == ProbeMode::Passive {
+        return super::dir_probe::probe_passive(prober, keys, workers).await;
+    }
     let chunk_len = keys.len().div_ceil(workers).max(256);
     let mut tasks = Vec::new();
     let mut keys = keys.into_iter().peekable();

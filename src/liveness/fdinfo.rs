@@ -12,7 +12,13 @@
 //! for a held key, once per batch.
 
 use std::collections::HashSet;
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, open, openat};
+use nix::sys::stat::Mode;
 
 use super::proc_locks::{FileId, parse_row};
 
@@ -29,22 +35,40 @@ pub enum HeldFiles {
 }
 
 impl HeldFiles {
-    /// Reads `/proc/<pid>/fdinfo/*` once.
+    /// Reads `/proc/<pid>/fdinfo/*` once: each entry opened relative to
+    /// the directory (no walk of `/proc/<pid>` per fd) into one buffer.
     pub fn of(pid: u32) -> Self {
-        let dir = match std::fs::read_dir(format!("/proc/{pid}/fdinfo")) {
-            Ok(dir) => dir,
-            Err(error) if error.kind() == ErrorKind::NotFound => return HeldFiles::Gone,
-            Err(_) => return HeldFiles::Unreadable,
+        let path = format!("/proc/{pid}/fdinfo");
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let (entries, dir) = match (
+            std::fs::read_dir(&path),
+            open(path.as_str(), flags, Mode::empty()),
+        ) {
+            (Ok(entries), Ok(dir)) => (entries, dir),
+            (Err(error), _) if error.kind() == ErrorKind::NotFound => return HeldFiles::Gone,
+            (_, Err(Errno::ENOENT | Errno::ESRCH)) => return HeldFiles::Gone,
+            _ => return HeldFiles::Unreadable,
         };
         let mut files = HashSet::new();
-        for entry in dir.flatten() {
-            let Ok(text) = std::fs::read_to_string(entry.path()) else {
+        let mut text = Vec::with_capacity(512);
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Ok(fd) = openat(
+                dir.as_fd(),
+                name.as_bytes(),
+                OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) else {
                 continue;
             };
+            text.clear();
+            if std::fs::File::from(fd).read_to_end(&mut text).is_err() {
+                continue;
+            }
             files.extend(
-                text.lines()
-                    .filter_map(|line| line.strip_prefix("lock:"))
-                    .filter_map(|row| parse_row(row.trim_start()))
+                text.split(|&b| b == b'\n')
+                    .filter_map(|line| line.strip_prefix(b"lock:"))
+                    .filter_map(|row| parse_row(std::str::from_utf8(row).ok()?.trim_start()))
                     .filter(|row| !row.waiting)
                     .map(|row| row.file),
             );

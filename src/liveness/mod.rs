@@ -10,6 +10,7 @@
 pub mod annotate;
 pub mod bulk;
 pub mod cpu;
+pub mod dir_probe;
 pub mod fdinfo;
 pub mod probe;
 pub mod proc_locks;

@@ -94,13 +94,8 @@ impl Prober {
     ) -> Option<KeyState> {
         let gate = key.gate_path();
         let gate_len = match std::fs::symlink_metadata(&gate) {
-            Err(error) => return Some(error_state(format!("gate {}: {error}", gate.display()))),
-            Ok(meta) if !meta.is_file() => {
-                return Some(error_state(format!(
-                    "gate {} is not a regular file",
-                    gate.display()
-                )));
-            }
+            Err(error) => return Some(gate_unreadable(key, &error)),
+            Ok(meta) if !meta.is_file() => return Some(gate_not_regular(key)),
             Ok(meta) => meta.len(),
         };
         if mode == ProbeMode::Passive || key.kind == KeyKind::Other || gate_len > 0 {
@@ -173,23 +168,12 @@ enum Patience {
 }
 
 async fn passive_with(key: &LockKey, patience: Patience) -> Option<KeyState> {
-    let (gate, announce) = (key.gate_path(), key.announce_path());
-    match shared_probe::quick(&gate, &announce) {
-        Quick::Free => return Some(KeyState::bare(Liveness::Free)),
-        Quick::Held => return Some(KeyState::bare(Liveness::Live)),
-        Quick::GateUnopenable(errno) => {
-            // Not for `try_held` either: it would call an unreadable gate
-            // free, and follow a symlink raced in since the caller's lstat.
-            return Some(error_state(format!("gate {}: {errno}", gate.display())));
-        }
-        Quick::AnnounceNotRegular => {
-            return Some(error_state(format!(
-                "announce {} is not a regular file",
-                announce.display()
-            )));
-        }
-        Quick::InFlight if patience == Patience::None => return None,
-        Quick::InFlight | Quick::AskTheSdk => {}
+    let quick = shared_probe::quick(&key.gate_path(), &key.announce_path());
+    if let Some(state) = quick_answer(key, quick) {
+        return Some(state);
+    }
+    if quick == Quick::InFlight && patience == Patience::None {
+        return None;
     }
     let liveness =
         match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(&key.dir, &key.key)).await {
@@ -198,6 +182,40 @@ async fn passive_with(key: &LockKey, patience: Patience) -> Option<KeyState> {
             Err(_) => Liveness::InFlight,
         };
     Some(KeyState::bare(liveness))
+}
+
+/// The state [`shared_probe`]'s answer `quick` stands for, or `None`
+/// where only the SDK's `try_held` (bounded) may answer: a claim in
+/// flight, an announce the fast path could not open.
+pub(super) fn quick_answer(key: &LockKey, quick: Quick) -> Option<KeyState> {
+    match quick {
+        Quick::Free => Some(KeyState::bare(Liveness::Free)),
+        Quick::Held => Some(KeyState::bare(Liveness::Live)),
+        // Not for `try_held` either: it would call an unreadable gate
+        // free, and follow a symlink raced in since the caller's lstat.
+        Quick::GateUnopenable(errno) => Some(error_state(format!(
+            "gate {}: {errno}",
+            key.gate_path().display()
+        ))),
+        Quick::AnnounceNotRegular => Some(error_state(format!(
+            "announce {} is not a regular file",
+            key.announce_path().display()
+        ))),
+        Quick::InFlight | Quick::AskTheSdk => None,
+    }
+}
+
+/// The state of a claim whose gate could not be `lstat`ed.
+pub(super) fn gate_unreadable(key: &LockKey, error: &std::io::Error) -> KeyState {
+    error_state(format!("gate {}: {error}", key.gate_path().display()))
+}
+
+/// The state of a claim whose gate is not a regular file (never opened).
+pub(super) fn gate_not_regular(key: &LockKey) -> KeyState {
+    error_state(format!(
+        "gate {} is not a regular file",
+        key.gate_path().display()
+    ))
 }
 
 fn error_state(message: String) -> KeyState {

@@ -20,12 +20,13 @@
 //! Differential test: `tests/integration/locks/shared_probe_matches_sdk.rs`
 //! compares it with `try_held` on random claim states.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
+use nix::NixPath;
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, open};
-use nix::sys::stat::Mode;
+use nix::fcntl::{AT_FDCWD, AtFlags, OFlag, openat};
+use nix::sys::stat::{Mode, SFlag, fstatat};
 
 /// What a non-blocking shared lock found on one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +44,14 @@ pub enum FileLock {
 
 /// Probes `path` with a non-blocking shared flock (see the module doc).
 pub fn file_lock(path: &Path) -> FileLock {
+    file_lock_at(AT_FDCWD, path)
+}
+
+/// [`file_lock`] of `name` relative to the directory `dir` (no path walk
+/// from the root: what a bulk probe of one directory's claims uses).
+pub fn file_lock_at<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, name: &P) -> FileLock {
     let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-    let fd: OwnedFd = match open(path, flags, Mode::empty()) {
+    let fd: OwnedFd = match openat(dir, name, flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(Errno::ENOENT) => return FileLock::Missing,
         Err(errno) => return FileLock::Unopenable(errno),
@@ -61,6 +68,13 @@ pub fn file_lock(path: &Path) -> FileLock {
     } else {
         FileLock::Unlocked
     }
+}
+
+/// Whether `name` in `dir` exists and is not a regular file (`lstat`:
+/// a symlink counts as not regular, and is not followed).
+pub fn exists_not_regular<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, name: &P) -> bool {
+    fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+        .is_ok_and(|stat| SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG)
 }
 
 /// The answer of the fast path for a claim, when it has one.
@@ -87,14 +101,19 @@ pub enum Quick {
 /// caller has made sure the gate is a regular file; the announce is
 /// `lstat`ed here, before it is opened (only when the gate is locked).
 pub fn quick(gate: &Path, announce: &Path) -> Quick {
-    match file_lock(gate) {
+    quick_at(AT_FDCWD, gate, announce)
+}
+
+/// [`quick`] for the files `gate` and `announce` of the directory `dir`.
+pub fn quick_at<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, gate: &P, announce: &P) -> Quick {
+    match file_lock_at(dir, gate) {
         FileLock::Unlocked | FileLock::Missing => Quick::Free,
         FileLock::Unopenable(errno) => Quick::GateUnopenable(errno),
         FileLock::Locked => {
-            if std::fs::symlink_metadata(announce).is_ok_and(|meta| !meta.is_file()) {
+            if exists_not_regular(dir, announce) {
                 return Quick::AnnounceNotRegular;
             }
-            match file_lock(announce) {
+            match file_lock_at(dir, announce) {
                 FileLock::Locked => Quick::Held,
                 FileLock::Unlocked | FileLock::Missing => Quick::InFlight,
                 FileLock::Unopenable(_) => Quick::AskTheSdk,

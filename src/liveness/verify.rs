@@ -73,6 +73,48 @@ impl HolderVerifier {
         pids
     }
 
+    /// Reads, up front, the `/proc` of every PID in `pids` not read yet
+    /// (fdinfo and process details), spread over the machine's threads:
+    /// what [`Self::holds`] and [`Self::process`] would read one PID at a
+    /// time. 20 holders of 100 fds each are 2,000 fdinfo files.
+    pub fn prefetch(&mut self, mut pids: Vec<u32>) {
+        pids.sort_unstable();
+        pids.dedup();
+        pids.retain(|pid| !self.held.contains_key(pid));
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(pids.len());
+        if threads <= 1 {
+            for pid in pids {
+                self.held.insert(pid, HeldFiles::of(pid));
+                self.process(pid);
+            }
+            return;
+        }
+        let read = |chunk: &[u32]| -> Vec<(u32, HeldFiles, ProcessInfo)> {
+            chunk
+                .iter()
+                .map(|&pid| (pid, HeldFiles::of(pid), ProcessInfo::of(pid)))
+                .collect()
+        };
+        let read = &read;
+        let found: Vec<(u32, HeldFiles, ProcessInfo)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = pids
+                .chunks(pids.len().div_ceil(threads))
+                .map(|chunk| scope.spawn(move || read(chunk)))
+                .collect();
+            workers
+                .into_iter()
+                .filter_map(|worker| worker.join().ok())
+                .flatten()
+                .collect()
+        });
+        for (pid, held, process) in found {
+            self.held.insert(pid, held);
+            self.processes.insert(pid, process);
+        }
+    }
+
     /// The process behind `pid`, read once.
     pub fn process(&mut self, pid: u32) -> &ProcessInfo {
         self.processes

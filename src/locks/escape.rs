@@ -17,19 +17,27 @@ pub const ANNOUNCE_SUFFIX: &str = ".live.lock";
 /// Percent-escapes `key` as the SDK does: `[A-Za-z0-9_-]` pass through,
 /// every other byte becomes `%XX` (uppercase hex).
 pub fn escape(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
+    let mut out = Vec::with_capacity(key.len());
+    escape_into(key, &mut out);
+    // Only ASCII was pushed.
+    String::from_utf8(out).expect("escaped keys are ASCII")
+}
+
+/// [`escape`], appended to `out` (a bulk probe reuses one buffer).
+pub fn escape_into(key: &str, out: &mut Vec<u8>) {
     for byte in key.bytes() {
         match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' => out.push(byte as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' => out.push(byte),
             _ => {
                 const HEX: &[u8; 16] = b"0123456789ABCDEF";
-                out.push('%');
-                out.push(HEX[usize::from(byte >> 4)] as char);
-                out.push(HEX[usize::from(byte & 0xF)] as char);
+                out.extend_from_slice(&[
+                    b'%',
+                    HEX[usize::from(byte >> 4)],
+                    HEX[usize::from(byte & 0xF)],
+                ]);
             }
         }
     }
-    out
 }
 
 /// Inverts [`escape`]; `None` for a malformed escape, a lowercase one

@@ -25,10 +25,10 @@ use crate::engine::fs_events::EventFilter;
 use crate::engine::trace::Stage;
 use crate::engine::{Delta, EngineStats};
 use crate::liveness::annotate::annotate_with;
-use crate::liveness::bulk;
 use crate::liveness::proc_locks::LockIndex;
 use crate::liveness::unlinked::{self, KnownInodes};
 use crate::liveness::{KeyState, ProbeMode, Prober};
+use crate::liveness::{bulk, dir_probe};
 
 impl Engine {
     /// A background sweep still running will be ignored when it reports: the
@@ -75,7 +75,7 @@ impl Engine {
         }
         self.sweep_touched = Some(HashSet::new());
         let tx = self.sweep_results_tx.clone();
-        let job = self.sweep_job(Workers::ThisThread);
+        let job = self.sweep_job(Workers::OneThread);
         let runtime = tokio::runtime::Handle::current();
         // A blocking-pool thread: the OS shares the CPU between it and the
         // engine loop, which keeps both runtime workers to itself.
@@ -144,12 +144,12 @@ impl SweepOutcome {
 /// Where a sweep's probes run.
 #[derive(Debug, Clone, Copy)]
 enum Workers {
-    /// In chunks over the runtime's worker threads (inline sweeps: the
-    /// loop waits for them anyway).
+    /// Over as many threads as the machine has (inline sweeps: the loop
+    /// waits for them anyway).
     Runtime,
-    /// One after the other on the calling thread (the periodic sweep, on a
-    /// thread of its own).
-    ThisThread,
+    /// On one blocking-pool thread (the periodic sweep: the other core is
+    /// left to the engine loop).
+    OneThread,
 }
 
 /// Everything one sweep needs; it touches no engine state, so it can run
@@ -195,7 +195,7 @@ impl SweepJob {
             Workers::Runtime => {
                 bulk::probe_all_unannotated(&prober, report.keys, ProbeMode::Passive).await
             }
-            Workers::ThisThread => bulk::probe_each(&prober, report.keys, ProbeMode::Passive).await,
+            Workers::OneThread => dir_probe::probe_passive(&prober, report.keys, 1).await,
         };
         // Opens from here on are not the sweep's: the read below sees what
         // the sweep's own opens could have revealed.

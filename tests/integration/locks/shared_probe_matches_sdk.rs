@@ -9,6 +9,11 @@
 //! way: a claim in flight is `InFlight`, not a wait without end). They
 //! must agree, and the probe must leave both files as they were (no
 //! write). Non-regular files are never opened by `Prober::probe` at all.
+//!
+//! The directory-by-directory probe of snapshots and sweeps
+//! (`liveness::dir_probe`) must answer every key a scan lists exactly as
+//! the single probe `Prober::probe` does, on the same random states, many
+//! keys of several directories at once.
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -17,9 +22,11 @@ use std::time::Duration;
 
 use locktop::context::Context;
 use locktop::disk::key::LockKey;
+use locktop::disk::scan::scan_root;
 use locktop::engine::Liveness;
+use locktop::liveness::dir_probe::probe_passive;
 use locktop::liveness::probe::{IN_FLIGHT_AFTER, ProbeMode, Prober, passive_state};
-use locktop::locks::agent_tag_lock;
+use locktop::locks::{agent_instance_lock, agent_tag_lock};
 use nix::fcntl::{Flock, FlockArg};
 use objectiveai_sdk::lockfile;
 use proptest::prelude::*;
@@ -101,8 +108,66 @@ proptest! {
         let ours = runtime.block_on(passive_state(&key)).liveness;
         let sdk = runtime.block_on(sdk_says(&key));
         prop_assert_eq!(ours, sdk, "gate {:?}, announce {:?}", gate, announce);
+        let prober = Prober::new(Context::new(tmp.path().to_path_buf()));
+        let scanned = runtime.block_on(scan_root(tmp.path())).unwrap().keys;
+        let by_dir = runtime.block_on(probe_passive(&prober, scanned, 1));
+        for (scanned_key, state) in &by_dir {
+            prop_assert_eq!(scanned_key, &key);
+            let single = runtime.block_on(prober.probe(&key, ProbeMode::Passive));
+            prop_assert_eq!(state, &single, "gate {:?}, announce {:?}", gate, announce);
+        }
         let after = (stamp(&key.gate_path()), stamp(&key.announce_path()));
         prop_assert_eq!(before, after, "the probe changed a file");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Many claims of several directories (tags, and instances at two
+    /// depths), each in a random state, probed at once directory by
+    /// directory on two threads: every answer is the single probe's.
+    #[test]
+    fn the_directory_probe_answers_as_the_single_probe_for_every_key(
+        states in proptest::collection::vec((file_state(), file_state(), any::<bool>()), 1..40),
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let prober = Prober::new(Context::new(tmp.path().to_path_buf()));
+        let mut keys = Vec::new();
+        let mut kept = Vec::new();
+        for (i, (gate, announce, has_content)) in states.iter().enumerate() {
+            let (dir, name) = match i % 3 {
+                0 => agent_tag_lock(tmp.path(), &format!("tag {i}.v1")),
+                1 => agent_instance_lock(tmp.path(), &format!("top{i}")),
+                _ => agent_instance_lock(tmp.path(), &format!("a/b/leaf{i}")),
+            };
+            std::fs::create_dir_all(&dir).unwrap();
+            let key = LockKey::from_coord(tmp.path(), &dir, &name);
+            let content: &[u8] = if *has_content { b"data" } else { b"" };
+            kept.push(make(&key.gate_path(), *gate, content));
+            kept.push(make(&key.announce_path(), *announce, b"1"));
+            keys.push(key);
+        }
+        let scanned = runtime.block_on(scan_root(tmp.path())).unwrap().keys;
+        let mut listed: Vec<&LockKey> = scanned.iter().collect();
+        listed.sort();
+        let mut with_gate: Vec<&LockKey> =
+            keys.iter().filter(|key| key.gate_path().exists()).collect();
+        with_gate.sort();
+        prop_assert_eq!(listed, with_gate, "the scan lists every claim with a gate");
+        let by_dir = runtime.block_on(probe_passive(&prober, scanned.clone(), 2));
+        prop_assert_eq!(by_dir.len(), scanned.len());
+        for ((key, state), expected) in by_dir.iter().zip(&scanned) {
+            prop_assert_eq!(key, expected, "out of order");
+            let single = runtime.block_on(prober.probe(key, ProbeMode::Passive));
+            prop_assert_eq!(state, &single, "{:?}", key);
+        }
+        drop(kept);
     }
 }
 
@@ -129,11 +194,27 @@ async fn non_regular_files_are_never_opened_and_never_block() {
             let tag = format!("{name}-{at_announce}");
             let (dir, escaped) = agent_tag_lock(tmp.path(), &tag);
             let key = LockKey::from_coord(tmp.path(), &dir, &escaped);
-            let probe = || {
-                tokio::time::timeout(
+            let probe = || async {
+                let single = tokio::time::timeout(
                     Duration::from_secs(2),
                     prober.probe(&key, ProbeMode::Passive),
                 )
+                .await?;
+                // The scan lists a claim only when its gate is a regular
+                // file; what it lists, the directory probe answers as the
+                // single probe does.
+                let scanned = scan_root(tmp.path()).await.unwrap().keys;
+                let listed = scanned.iter().any(|k| k == &key);
+                assert_eq!(listed, at_announce, "{key:?}: listed by the scan");
+                let by_dir = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    probe_passive(&prober, scanned, 1),
+                )
+                .await?;
+                if let Some((_, state)) = by_dir.iter().find(|(k, _)| k == &key) {
+                    assert_eq!(state, &single, "{key:?}: the two probes disagree");
+                }
+                Ok::<_, tokio::time::error::Elapsed>(single)
             };
             if !at_announce {
                 put(&key.gate_path());

@@ -1,0 +1,103 @@
+//! Passive probes of many claims, directory by directory: what a snapshot
+//! and a sweep spend nearly all their probing time on.
+//!
+//! Each claim directory is opened once, and every claim in it is probed
+//! relative to that descriptor (`fstatat`, `openat`): no path is built
+//! and no path is walked from the root per key. The answers are
+//! [`shared_probe`]'s, mapped to states by the same function as a single
+//! probe's ([`super::probe`]); whatever the fast path cannot answer (a
+//! claim in flight, an announce it could not open, a directory it could
+//! not open) is left to the single probe, which asks the SDK.
+//!
+//! The keys come from a scan that has just read their directories
+//! ([`crate::disk::scan`]), which lists a claim only when its gate's
+//! directory entry is a regular file: that type is the regular-file check
+//! here, instead of an `lstat` per key (the single probe's). It is older
+//! than the open by the time a scan takes (milliseconds), where the
+//! single probe's `lstat` is older by microseconds; in both cases a FIFO
+//! raced in can not make the probe block (`O_NONBLOCK`) or follow a
+//! symlink (`O_NOFOLLOW`). A gate gone since the scan reads as free, as
+//! `try_held` reads a missing gate.
+//!
+//! Invariants: as [`shared_probe`]'s — never writes, never creates,
+//! shared locks only, released at once; a gate the scan did not list as
+//! a regular file is never passed here; runs on blocking-pool threads,
+//! never on the runtime's workers.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use nix::fcntl::{OFlag, open};
+use nix::sys::stat::Mode;
+
+use super::KeyState;
+use super::probe::{ProbeMode, Prober, quick_answer};
+use super::shared_probe;
+use crate::disk::key::LockKey;
+use crate::locks::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, escape_into};
+
+/// Probes every key (each found by a scan, its gate a regular file: see
+/// the module doc) passively, on up to `threads` blocking-pool threads
+/// (keys of one directory stay together as far as the split allows);
+/// results come back in input order, with no holder details.
+pub async fn probe_passive(
+    prober: &Prober,
+    keys: Vec<LockKey>,
+    threads: usize,
+) -> Vec<(LockKey, KeyState)> {
+    let chunk_len = keys.len().div_ceil(threads.max(1)).max(256);
+    let mut tasks = Vec::new();
+    let mut keys = keys.into_iter().peekable();
+    while keys.peek().is_some() {
+        let chunk: Vec<LockKey> = keys.by_ref().take(chunk_len).collect();
+        tasks.push(tokio::task::spawn_blocking(move || {
+            let answers = fast_answers(&chunk);
+            (chunk, answers)
+        }));
+    }
+    let mut batch = Vec::new();
+    for task in tasks {
+        let (chunk, answers) = match task.await {
+            Ok(done) => done,
+            Err(error) => {
+                tracing::error!(%error, "probe task failed");
+                continue;
+            }
+        };
+        for (key, answer) in chunk.into_iter().zip(answers) {
+            let state = match answer {
+                Some(state) => state,
+                // The single probe asks the SDK (bounded).
+                None => prober.probe(&key, ProbeMode::Passive).await,
+            };
+            batch.push((key, state));
+        }
+    }
+    batch
+}
+
+/// The fast path's answer for each key, in order; `None` where only the
+/// single probe may answer.
+fn fast_answers(keys: &[LockKey]) -> Vec<Option<KeyState>> {
+    let mut open_dir: Option<(Arc<Path>, Option<OwnedFd>)> = None;
+    let (mut gate, mut announce) = (Vec::with_capacity(128), Vec::with_capacity(128));
+    keys.iter()
+        .map(|key| {
+            if open_dir.as_ref().is_none_or(|(dir, _)| *dir != key.dir) {
+                let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+                let fd = open(&*key.dir, flags, Mode::empty()).ok();
+                open_dir = Some((key.dir.clone(), fd));
+            }
+            let dir = open_dir.as_ref().and_then(|(_, fd)| fd.as_ref())?;
+            gate.clear();
+            escape_into(&key.key, &mut gate);
+            announce.clear();
+            announce.extend_from_slice(&gate);
+            gate.extend_from_slice(GATE_SUFFIX.as_bytes());
+            announce.extend_from_slice(ANNOUNCE_SUFFIX.as_bytes());
+            let quick = shared_probe::quick_at(dir.as_fd(), &gate[..], &announce[..]);
+            quick_answer(key, quick)
+        })
+        .collect()
+}
