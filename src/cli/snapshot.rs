@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use crate::context::Context;
 use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::{KeyState, Liveness, ScanProblem};
-use crate::liveness::annotate::annotate_with;
+use crate::liveness::annotate::annotate_reading;
 use crate::liveness::bulk;
 use crate::liveness::probe::{ProbeMode, Prober};
 use crate::liveness::proc_locks::LockIndex;
@@ -82,10 +82,7 @@ pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot>
     let mut keys = bulk::probe_all_unannotated(&prober, report.keys, mode).await;
     // One `/proc/locks` read names the holders and finds claim files held
     // though unlinked, which no key leads to.
-    let index = LockIndex::read().unwrap_or_default();
-    annotate_with(&mut keys, &index, &own, &mut || {
-        LockIndex::read().unwrap_or_default()
-    });
+    let index = annotate_reading(&mut keys, &own, &|| LockIndex::read().unwrap_or_default());
     keys.sort_by(|a, b| a.0.cmp(&b.0));
     let mut problems = report.problems;
     problems.extend(unlinked::find(state_dir, &index, &known));

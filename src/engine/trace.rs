@@ -27,7 +27,8 @@ pub enum Stage {
     ProbeStart,
     /// The probe answered.
     Probed(Liveness),
-    /// A `/proc/locks` read for the key's holders finished.
+    /// The key's holders were looked up: a `/proc/locks` read and the
+    /// verification of the PIDs it names finished.
     Indexed,
     /// A held result waits for a `/proc/locks` read the rate limit forbids now.
     Deferred,

@@ -32,7 +32,7 @@ use crate::disk::LockKey;
 use crate::engine::EngineStats;
 use crate::engine::fs_events::claim_of;
 use crate::engine::trace::{self, Stage, Trace};
-use crate::liveness::annotate::annotate_with;
+use crate::liveness::annotate::annotate_reading;
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::{KeyState, Liveness};
 
@@ -75,15 +75,14 @@ impl LookupJob {
             stats.index_reads.fetch_add(1, Ordering::Relaxed);
             LockIndex::read().unwrap_or_default()
         };
-        let index = read();
         let (mut pairs, seen): (Vec<(LockKey, KeyState)>, Vec<SystemTime>) = batch
             .into_iter()
             .map(|(key, state, at)| ((key, state), at))
             .unzip();
+        let index = annotate_reading(&mut pairs, &own_pids, &read);
         for (key, _) in &pairs {
             trace::note(&trace, key, Stage::Indexed);
         }
-        annotate_with(&mut pairs, &index, &own_pids, &mut || read());
         let annotated = pairs
             .into_iter()
             .zip(seen)

@@ -24,7 +24,7 @@ use crate::disk::{LockKey, ScanProblem};
 use crate::engine::fs_events::EventFilter;
 use crate::engine::trace::Stage;
 use crate::engine::{Delta, EngineStats};
-use crate::liveness::annotate::annotate_with;
+use crate::liveness::annotate::annotate_reading;
 use crate::liveness::proc_locks::LockIndex;
 use crate::liveness::unlinked::{self, KnownInodes};
 use crate::liveness::{KeyState, ProbeMode, Prober};
@@ -203,12 +203,11 @@ impl SweepJob {
         // Once per sweep, even with no key on disk: a lasting shared lock
         // (which no probe sees) and a claim file held though unlinked
         // (which no key leads to) show only here.
-        stats.index_reads.fetch_add(1, Ordering::Relaxed);
-        let index = LockIndex::read().unwrap_or_default();
-        annotate_with(&mut batch, &index, &own_pids, &mut || {
+        let read = || {
             stats.index_reads.fetch_add(1, Ordering::Relaxed);
             LockIndex::read().unwrap_or_default()
-        });
+        };
+        let index = annotate_reading(&mut batch, &own_pids, &read);
         let mut problems = report.problems;
         let unlinked_dir = state_dir.clone();
         problems.extend(
