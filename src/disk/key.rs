@@ -177,11 +177,19 @@ impl DirNamer {
 
     /// The claim `key` of this directory.
     pub fn key(&self, key: &str) -> LockKey {
+        self.key_owned(key.to_string())
+    }
+
+    /// [`Self::key`], keeping `key` (a scan's fresh copy) as it is.
+    pub fn key_owned(&self, key: String) -> LockKey {
+        let mut name = String::with_capacity(self.prefix.len() + key.len());
+        name.push_str(&self.prefix);
+        name.push_str(&key);
         LockKey {
             kind: self.kind,
-            name: format!("{}{key}", self.prefix),
+            name,
             dir: self.dir.clone(),
-            key: key.to_string(),
+            key,
         }
     }
 }

@@ -61,13 +61,12 @@ fn scan_one_dir(state_dir: &Path, dir: &Path, report: &mut ScanReport, stack: &m
     };
     let namer = DirNamer::new(state_dir, dir);
     let mut gates: HashSet<String> = HashSet::new();
-    let mut announces: Vec<(String, PathBuf)> = Vec::new();
+    let mut announces: Vec<String> = Vec::new();
     for entry in entries {
         let Ok(entry) = entry else { continue };
         let Ok(file_type) = entry.file_type() else {
             continue;
         };
-        let path = entry.path();
         let (problem, what) = classify(&entry.file_name(), file_type);
         if matches!(what, Entry::Gate { .. } | Entry::Announce { .. }) {
             report
@@ -76,27 +75,28 @@ fn scan_one_dir(state_dir: &Path, dir: &Path, report: &mut ScanReport, stack: &m
         }
         if let Some(kind) = problem {
             report.problems.push(ScanProblem {
-                path: path.clone(),
+                path: entry.path(),
                 kind,
             });
         }
         match what {
-            Entry::Walk => stack.push(path),
+            Entry::Walk => stack.push(entry.path()),
             Entry::Gate { stem, key } => {
                 gates.insert(stem);
-                report.keys.push(namer.key(&key));
+                report.keys.push(namer.key_owned(key));
             }
-            Entry::Announce { stem } => announces.push((stem, path)),
+            Entry::Announce { stem } => announces.push(stem),
             Entry::Skip => {}
         }
     }
-    for (stem, path) in announces {
+    for stem in announces {
         if !gates.contains(&stem) {
             let kind = if unescape(&stem).is_some() {
                 ScanProblemKind::OrphanAnnounce
             } else {
                 ScanProblemKind::MalformedEscape
             };
+            let path = dir.join(format!("{stem}{ANNOUNCE_SUFFIX}"));
             report.problems.push(ScanProblem { path, kind });
         }
     }
