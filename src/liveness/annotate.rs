@@ -77,19 +77,22 @@ pub fn annotate_with(
     annotate_stated(batch, stats, index, own_pids, reread);
 }
 
-/// The files of every held claim of `batch` (`None` for the others).
-fn stat_held(batch: &[(LockKey, KeyState)]) -> Vec<Option<ClaimStat>> {
+/// The files of every held claim of `batch`, with the claim's place in
+/// it (only those: a batch of 100,000 free keys keeps nothing here).
+fn stat_held(batch: &[(LockKey, KeyState)]) -> Vec<(usize, ClaimStat)> {
     batch
         .iter()
-        .map(|(key, state)| state.liveness.is_held().then(|| ClaimStat::of(key, true)))
+        .enumerate()
+        .filter(|(_, (_, state))| state.liveness.is_held())
+        .map(|(at, (key, _))| (at, ClaimStat::of(key, true)))
         .collect()
 }
 
 /// [`annotate_with`], the held claims' files already `lstat`ed (`stats`,
-/// one per key of `batch`).
+/// each with its claim's place in `batch`, in order).
 fn annotate_stated(
     batch: &mut [(LockKey, KeyState)],
-    mut stats: Vec<Option<ClaimStat>>,
+    mut stats: Vec<(usize, ClaimStat)>,
     index: &LockIndex,
     own_pids: &HashSet<u32>,
     reread: &mut dyn FnMut() -> LockIndex,
@@ -104,36 +107,34 @@ fn annotate_stated(
         .and_then(|(key, _)| std::fs::symlink_metadata(&key.dir).ok())
         .is_some_and(|dir| index.has_shared_on(FileId::from_metadata(&dir)));
     if look_for_shared {
-        for ((key, state), stat) in batch.iter().zip(&mut stats) {
-            if state.liveness == Liveness::Free {
-                *stat = Some(ClaimStat::of(key, false));
-            }
-        }
+        let free = batch
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, state))| state.liveness == Liveness::Free);
+        stats.extend(free.map(|(at, (key, _))| (at, ClaimStat::of(key, false))));
+        stats.sort_unstable_by_key(|(at, _)| *at);
     }
     // What the index says of every claim looked at, and the PIDs it
     // names: their `/proc` is read up front, in parallel.
-    let looked_at: Vec<Option<ClaimFiles>> = stats
+    let looked_at: Vec<(usize, ClaimFiles)> = stats
         .into_iter()
-        .map(|stat| stat.map(|stat| stat.with_locks(index)))
+        .map(|(at, stat)| (at, stat.with_locks(index)))
         .collect();
     verifier.prefetch(
         looked_at
             .iter()
-            .flatten()
-            .flat_map(ClaimFiles::named_pids)
+            .flat_map(|(_, claim)| claim.named_pids())
             .collect(),
     );
-    for ((key, state), claim) in batch.iter_mut().zip(looked_at) {
-        let Some(ClaimFiles {
+    for (at, claim) in looked_at {
+        let (key, state) = &mut batch[at];
+        let ClaimFiles {
             gate,
             announce,
             files,
             mut locks,
             held,
-        }) = claim
-        else {
-            continue;
-        };
+        } = claim;
         // A held claim with no holder in a torn read: read again (at most
         // MAX_REREADS times a call, shared by every key of the batch).
         let mut next = 0;

@@ -33,7 +33,7 @@ use nix::sys::stat::Mode;
 
 use super::KeyState;
 use super::probe::{ProbeMode, Prober, quick_answer};
-use super::shared_probe;
+use super::shared_probe::{self, Quick};
 use crate::disk::key::LockKey;
 use crate::locks::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, escape_into};
 
@@ -46,7 +46,8 @@ pub async fn probe_passive(
     keys: Vec<LockKey>,
     threads: usize,
 ) -> Vec<(LockKey, KeyState)> {
-    let chunk_len = keys.len().div_ceil(threads.max(1)).max(256);
+    let total = keys.len();
+    let chunk_len = total.div_ceil(threads.max(1)).max(256);
     let mut tasks = Vec::new();
     let mut keys = keys.into_iter().peekable();
     while keys.peek().is_some() {
@@ -56,7 +57,7 @@ pub async fn probe_passive(
             (chunk, answers)
         }));
     }
-    let mut batch = Vec::new();
+    let mut batch = Vec::with_capacity(total);
     for task in tasks {
         let (chunk, answers) = match task.await {
             Ok(done) => done,
@@ -66,7 +67,7 @@ pub async fn probe_passive(
             }
         };
         for (key, answer) in chunk.into_iter().zip(answers) {
-            let state = match answer {
+            let state = match answer.and_then(|quick| quick_answer(&key, quick)) {
                 Some(state) => state,
                 // The single probe asks the SDK (bounded).
                 None => prober.probe(&key, ProbeMode::Passive).await,
@@ -77,9 +78,10 @@ pub async fn probe_passive(
     batch
 }
 
-/// The fast path's answer for each key, in order; `None` where only the
-/// single probe may answer.
-fn fast_answers(keys: &[LockKey]) -> Vec<Option<KeyState>> {
+/// The fast path's answer for each key, in order (a few bytes each: the
+/// states are made as the results are gathered); `None` where the
+/// claim's directory could not be opened.
+fn fast_answers(keys: &[LockKey]) -> Vec<Option<Quick>> {
     let mut open_dir: Option<(Arc<Path>, Option<OwnedFd>)> = None;
     let (mut gate, mut announce) = (Vec::with_capacity(128), Vec::with_capacity(128));
     keys.iter()
@@ -96,8 +98,11 @@ fn fast_answers(keys: &[LockKey]) -> Vec<Option<KeyState>> {
             announce.extend_from_slice(&gate);
             gate.extend_from_slice(GATE_SUFFIX.as_bytes());
             announce.extend_from_slice(ANNOUNCE_SUFFIX.as_bytes());
-            let quick = shared_probe::quick_at(dir.as_fd(), &gate[..], &announce[..]);
-            quick_answer(key, quick)
+            Some(shared_probe::quick_at(
+                dir.as_fd(),
+                &gate[..],
+                &announce[..],
+            ))
         })
         .collect()
 }
