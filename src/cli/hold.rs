@@ -43,6 +43,7 @@ pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode>
     let family = args.family.family()?;
     let coords = locks::family_coords(&state_dir, &family)?;
     crate::disk::confine::ensure_coords_below_root(&state_dir, &coords)?;
+    ensure_descriptors_for(coords.len())?;
     let context = Context::new(state_dir.clone());
     let held = if args.wait {
         locks::wait_acquire_family(context.agent_locks(), &state_dir, &family, |busy| {
@@ -84,6 +85,32 @@ pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode>
     }
     print_line_now(&HoldLine::released());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Descriptors a holder needs besides its claims' (stdio, the runtime,
+/// a check's probes).
+const DESCRIPTOR_SLACK: u64 = 64;
+
+/// Makes sure this process may keep `claims` claims open — two
+/// descriptors each (gate and announce), held until release — raising its
+/// soft open-file limit up to the hard one when needed. Past the hard
+/// limit the SDK's opens would fail with EMFILE part-way through, which it
+/// reports as "not acquired": every member after that would read busy,
+/// though nobody holds it. So that is an error before anything is taken.
+fn ensure_descriptors_for(claims: usize) -> anyhow::Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let needed = 2 * claims as u64 + DESCRIPTOR_SLACK;
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if needed <= soft {
+        return Ok(());
+    }
+    if needed <= hard {
+        setrlimit(Resource::RLIMIT_NOFILE, needed, hard)?;
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{claims} locks need about {needed} open files, and this process may open at most {hard} (ulimit -Hn): hold fewer at once"
+    )
 }
 
 /// Installs the SIGTERM/SIGINT handlers and (unless ignored) the stdin

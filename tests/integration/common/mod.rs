@@ -165,9 +165,13 @@ impl Finished {
 /// at once (so a successful `hold` releases immediately), within
 /// [`PROCESS_TIMEOUT`].
 pub fn run_locktop(state_dir: &Path, args: &[&str]) -> Finished {
-    let mut child = locktop_command(state_dir, args)
-        .spawn()
-        .expect("spawn locktop");
+    finish(locktop_command(state_dir, args))
+}
+
+/// Runs `command` (every stdio piped, as [`locktop_command`] makes it)
+/// as [`run_locktop`] does.
+pub fn finish(mut command: Command) -> Finished {
+    let mut child = command.spawn().expect("spawn locktop");
     drop(child.stdin.take());
     let stdout = drain(child.stdout.take().expect("piped stdout"));
     let stderr = drain(child.stderr.take().expect("piped stderr"));
@@ -176,7 +180,7 @@ pub fn run_locktop(state_dir: &Path, args: &[&str]) -> Finished {
         None => {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("locktop {args:?} did not exit within {PROCESS_TIMEOUT:?}");
+            panic!("{command:?} did not exit within {PROCESS_TIMEOUT:?}");
         }
     };
     Finished {

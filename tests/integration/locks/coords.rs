@@ -2,7 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{Holder, group_args, run_locktop, state_in_tempdir, tree};
+use crate::common::{
+    Finished, Holder, finish, group_args, locktop_command, run_locktop, state_in_tempdir, tag_args,
+    tree,
+};
 use locktop::context::Context;
 use locktop::locks::{
     self, Family, LocksError, agent_instance_lock, agent_tag_lock, family_coords, instances_root,
@@ -321,4 +324,44 @@ async fn distinct_aihs_never_alias_each_others_lockfiles() {
             Err(other) => panic!("{other:?}"),
         }
     }
+}
+
+/// `hold` with its open-file limits set to `soft`/`hard` (stdin closed:
+/// a holder that got its family releases at once).
+fn hold_with_file_limit(state: &std::path::Path, tags: usize, soft: u64, hard: u64) -> Finished {
+    use std::os::unix::process::CommandExt;
+    let names: Vec<String> = (0..tags).map(|i| format!("t{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut args = vec!["hold"];
+    let tag_args = tag_args(&names);
+    args.extend(tag_args.iter().map(String::as_str));
+    let mut command = locktop_command(state, &args);
+    // SAFETY: setrlimit(2) is async-signal-safe and touches only the child.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, soft, hard)
+                .map_err(std::io::Error::from)
+        });
+    }
+    finish(command)
+}
+
+/// Each held claim keeps two descriptors open: past the hard open-file
+/// limit, the SDK's opens would fail part-way and read as "busy" for
+/// every member after (nobody holds them). `hold` refuses up front, with
+/// one line, and takes nothing; under the hard limit it raises its soft
+/// limit and holds.
+#[test]
+fn hold_beyond_the_open_file_limit_is_refused_up_front_and_takes_nothing() {
+    let (tmp, state) = state_in_tempdir();
+    let refused = hold_with_file_limit(&state, 100, 100, 100);
+    assert_eq!(refused.code(), 2, "{refused:?}");
+    let lines = refused.stderr_lines();
+    assert_eq!(lines.len(), 1, "{refused:?}");
+    assert!(lines[0].contains("open files"), "{refused:?}");
+    assert_eq!(tree(tmp.path()), vec![PathBuf::from("state")]);
+
+    let held = hold_with_file_limit(&state, 100, 100, 1024);
+    assert_eq!(held.code(), 0, "{held:?}");
+    assert!(held.stdout.contains("\"held\":true"), "{held:?}");
 }
