@@ -17,43 +17,49 @@
 //! holders also release and exit on their own when this process dies
 //! (their stdin closes).
 //!
-//! # Where a passive snapshot's time goes (profiled 2026-11-30)
+//! # Where a passive snapshot's time goes (profiled 2026-11-30, stops 16-17)
 //!
 //! `strace -c` and `perf record -g` of `locktop snapshot --probe passive
 //! --json`, 10,000 tags of which 1,000 held by 20 `hold` processes, release
 //! build, 2 vCPUs:
 //!
-//! - **The SDK's `try_held` was 2.4-2.7x the floor by itself**: it probes
+//! - **The SDK's `try_held` was 2.3-2.7x the floor by itself**: it probes
 //!   both files of every claim before looking at either answer (2 opens,
-//!   4 flocks, 2 closes per free claim; 38,000 flocks for 10,000 keys),
-//!   and locktop added 2 `lstat`s and an `access` per key. Now
+//!   4 flocks, 2 closes per free claim; 38,000 flocks for 10,000 keys).
 //!   `liveness::shared_probe` answers a free gate (and a fully held
 //!   claim) itself, with the SDK's own shared-lock test and a
-//!   differential test against `try_held`: a free key costs an lstat, an
-//!   open, a flock and a close (flock 38,000 -> 11,000, openat 22,381 -> 13,381,
-//!   statx 24,315 -> 15,315, access 10,001 -> 0). Probing went from 50 ms
-//!   to 34-40 ms.
-//! - **The remaining lstat per key** (the regular-file check before any
-//!   open) stays: the scan's `readdir` type is older than the open, and
-//!   "a FIFO or a device at a lock path is never opened" is worth one
-//!   syscall per key.
-//! - **Two probe workers gain 1.18x where the floor's loop gains 1.7x**
-//!   (rows "split over 2 threads" and "the same probes in 1 task"): the
-//!   kernel side scales; what does not is locktop's per-key work in user
-//!   space (two path allocations per key, `gate_path` escaping, the async
-//!   probe around the syscalls) — not found further yet.
-//! - **Annotating 1,000 held keys takes 25-30 ms**, most of it reading
-//!   every holder's `/proc/<pid>/fdinfo/*` (2,000 files for 20 holders of
-//!   100 fds each) to verify the holder before naming it (a reused PID is
-//!   never shown), plus 2 lstats per held key; the `/proc/locks` read
-//!   itself is 2-3 ms for 2,000 locks.
+//!   differential test against `try_held`.
+//! - **Probing directory by directory** (`liveness::dir_probe`, stop 17):
+//!   each claim directory is opened once and every claim probed relative
+//!   to it (`openat`, no path built or walked per key), and the scan's
+//!   directory-entry type replaces the `lstat` per key (the scan lists a
+//!   claim only when its gate is a regular file). The old per-key path
+//!   (two path allocations, the escaping, an `lstat`, the async probe) is
+//!   why two workers gained only 1.18x: they now gain 1.3-1.4x, and the
+//!   probe phase went from 35-47 ms to 16-23 ms.
+//! - **A `/proc/locks` read mostly sleeps**: each `read()` of it takes the
+//!   kernel's file-lock rwsem for writing (`locks_start`:
+//!   `percpu_down_write`), which first waits for an RCU grace period.
+//!   Measured: a first read of 2,000 locks took 15 ms of wall time for
+//!   1.9 ms of CPU; reads right after it 1.2 ms. So the annotation now
+//!   reads it on a thread of its own while it `lstat`s the held claims'
+//!   files, and the engine does every read off its loop
+//!   (`engine::run::lookup`); the row below that times one read times a
+//!   warm one.
+//! - **Annotating 1,000 held keys** (18-23 ms) is mostly reading every
+//!   holder's `/proc/<pid>/fdinfo/*` (2,000 files for 20 holders of 100
+//!   fds each) to verify the holder before naming it (a reused PID is
+//!   never shown); it now runs on the machine's threads, each entry
+//!   opened relative to its directory.
 //! - **The scan** (readdir of 20,000 entries, unescaping, building keys)
-//!   is 15-18 ms.
+//!   is 14-18 ms on one thread; most entries are in one directory
+//!   (`tags`), so a walk split by directory would gain little.
 //!
-//! Measured: `--only-snapshot` runs went from 4.3-5.3x the floor to
-//! 3.3-3.9x; the three full runs at 28ff423 (README) measured
-//! 4.15-4.55x, and 1.30-1.42x the SDK's own probe loop (1.42-1.97x
-//! before). The 2x target is still missed.
+//! What is left against the 2x target is serial time, not CPU: the scan
+//! runs on one thread before any probe starts, and the holders' fdinfo is
+//! read only after the `/proc/locks` read's grace period (which must
+//! begin after the probes). Probing each directory as soon as it is
+//! scanned is the next step; it is not done.
 
 mod support;
 

@@ -13,8 +13,9 @@
 //! - bulk probes (initial scan, rescans, sweeps) are passive: thousands of
 //!   acquire probes would flood the inotify queue with their own echo;
 //! - the periodic sweep runs on its own task, so a kill is still seen at
-//!   once while it runs; its findings never overwrite a key that events
-//!   probed after it began;
+//!   once while it runs, and is merged [`sweep::MERGE_CHUNK`] keys per turn
+//!   of the loop, so a change waits for one chunk at most; its findings
+//!   never overwrite a key that events probed after it began;
 //! - `/proc/locks` is read off the loop ([`lookup`]), by at most one
 //!   lookup at a time, begun at most once per [`INDEX_MIN_INTERVAL`]
 //!   (the sweep's own read aside);
@@ -133,9 +134,12 @@ pub(super) struct Engine {
     next_sweep: Instant,
     /// Directories created recently, to scan again once their watch exists.
     new_dirs: Vec<(Instant, PathBuf)>,
-    /// `Some` while a background sweep runs: the keys events probed or
-    /// removed since it began (its findings about them are older).
+    /// `Some` while a background sweep runs or is merged: the keys events
+    /// probed or removed since it began (its findings about them are
+    /// older).
     sweep_touched: Option<HashSet<LockKey>>,
+    /// The background sweep's findings being merged, a chunk per turn.
+    merging: Option<sweep::Merge>,
     /// Bumped whenever the view is thrown away (root gone, polling), so a
     /// background sweep begun before cannot resurrect it.
     generation: u64,
@@ -184,6 +188,7 @@ impl Engine {
             recheck: HashSet::new(),
             new_dirs: Vec::new(),
             sweep_touched: None,
+            merging: None,
             generation: 0,
             sweep_results_tx,
             sweep_results,
@@ -378,10 +383,14 @@ impl Engine {
                     if let Some(Some(outcome)) = outcome
                         && outcome.generation == self.generation
                     {
-                        let newer = self.sweep_touched.take().unwrap_or_default();
                         items = outcome.len();
-                        self.apply_sweep(outcome, &newer);
+                        self.begin_merge(outcome);
                     }
+                    self.span("begin sweep merge", from, items);
+                }
+                () = std::future::ready(()), if self.merging.is_some() => {
+                    let from = self.clock();
+                    let items = self.merge_some(sweep::MERGE_CHUNK);
                     self.span("apply sweep", from, items);
                 }
                 _ = tokio::time::sleep_until(wake) => {
