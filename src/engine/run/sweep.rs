@@ -139,14 +139,14 @@ impl Engine {
     /// last, its problems and the `Synced` mark go out and the sweep is
     /// over. Returns how many keys it looked at.
     pub(super) fn merge_some(&mut self, most: usize) -> usize {
-        let Some(merge) = &mut self.merging else {
+        // Taken out while merging (`update` needs `self`), put back unless
+        // done: the findings are moved one by one, never copied whole.
+        let Some(mut merge) = self.merging.take() else {
             return 0;
         };
-        let at = merge.at;
-        let chunk: Vec<(LockKey, KeyState)> = merge.batch.by_ref().take(most).collect();
-        let done = merge.batch.len() == 0;
-        let items = chunk.len();
-        for (key, state) in chunk {
+        let mut items = 0;
+        for (key, state) in merge.batch.by_ref().take(most) {
+            items += 1;
             if self
                 .sweep_touched
                 .as_ref()
@@ -156,16 +156,18 @@ impl Engine {
             }
             self.trace(&key, Stage::Swept(state.liveness));
             self.lookups.touch(&key);
-            self.update(key, state, at);
+            self.update(key, state, merge.at);
         }
-        if done && let Some(merge) = self.merging.take() {
-            self.sweep_touched = None;
-            self.replace_problems(merge.problems);
-            self.send(Delta::Synced {
-                keys: merge.count,
-                at: merge.at,
-            });
+        if merge.batch.len() > 0 {
+            self.merging = Some(merge);
+            return items;
         }
+        self.sweep_touched = None;
+        self.replace_problems(merge.problems);
+        self.send(Delta::Synced {
+            keys: merge.count,
+            at: merge.at,
+        });
         items
     }
 }
