@@ -2,7 +2,7 @@
 //! JSON) and exit 0. Free keys only with `--all`.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -66,8 +66,20 @@ pub struct Snapshot {
     pub problems: Vec<ScanProblem>,
 }
 
-/// Takes a snapshot of `state_dir` (scan + probe in `mode` + holders).
+/// Takes a snapshot of `state_dir` (scan + probe in `mode` + holders): an
+/// error if the state dir is missing, empty if its locks dir is.
 pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot> {
+    crate::disk::state_dir::require_existing(state_dir)?;
+    let root = crate::locks::locks_root(state_dir);
+    if std::fs::symlink_metadata(&root).is_err_and(|error| error.kind() == ErrorKind::NotFound) {
+        // No agent has taken a lock under this state dir yet: nothing is
+        // held, which is an answer, not an error (`check` says "free",
+        // `watch` waits for the dir).
+        return Ok(Snapshot {
+            keys: Vec::new(),
+            problems: Vec::new(),
+        });
+    }
     let report = crate::disk::scan::scan_root(state_dir)
         .await
         .with_context(|| {

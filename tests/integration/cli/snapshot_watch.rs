@@ -194,6 +194,27 @@ fn snapshot_of_a_missing_state_dir_exits_2_with_one_line() {
     assert!(done.stdout.is_empty(), "{done:?}");
 }
 
+/// A state dir no agent has used yet (no `locks/` below it) holds
+/// nothing: an empty snapshot, exit 0 — as `check` calls its keys free —
+/// and nothing is created.
+#[test]
+fn snapshot_of_a_state_dir_without_a_locks_dir_is_empty_not_an_error() {
+    let _serial = serial_blocking();
+    let tmp = tempfile::tempdir().unwrap();
+    let table = run_locktop(tmp.path(), &["snapshot"]);
+    assert_eq!(table.code(), 0, "{table:?}");
+    assert!(table.stderr.is_empty(), "{table:?}");
+    let json = run_locktop(tmp.path(), &["snapshot", "--json", "--all"]);
+    assert_eq!(json.code(), 0, "{json:?}");
+    let document: Value = serde_json::from_str(json.stdout.trim()).expect("one JSON document");
+    assert_eq!(document["keys"], serde_json::json!([]), "{document}");
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "created something"
+    );
+}
+
 /// A `locktop watch --json` child and its stdout lines.
 pub(super) struct Watch {
     pub(super) child: Child,
