@@ -1,6 +1,8 @@
-//! `/proc/locks` lookups, off the loop. One read of `/proc/locks` (long
-//! with many locks, and slow on a loaded machine: 17–30 ms each with 1,000
-//! locks in the engine bench) and the work that needs it — naming held
+//! `/proc/locks` lookups, off the loop. One read of `/proc/locks` (it
+//! waits for an RCU grace period in the kernel before it reads a line:
+//! 17–30 ms each on a loaded machine with the engine bench's 2,000 locks,
+//! mostly asleep — see `liveness::annotate::annotate_reading`) and the
+//! work that needs it — naming held
 //! keys' holders (with their `/proc/<pid>/fdinfo` verification), and
 //! finding which opened claim files someone locked — run on a
 //! blocking-pool thread. The loop goes on taking changes meanwhile (a kill
