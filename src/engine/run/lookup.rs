@@ -13,7 +13,8 @@
 //!   [`INDEX_MIN_INTERVAL`](super::INDEX_MIN_INTERVAL);
 //! - a key probed, swept or removed after a lookup began keeps that newer
 //!   answer: the lookup's is dropped, and the key, still waiting, is
-//!   looked up by the next one;
+//!   looked up by the next one — unless the newer probe found the same
+//!   claim held and waits for its holders: then the lookup names them;
 //! - a held state still goes out with its holders, or with the reason it
 //!   has none ([`crate::liveness::HoldersNote`]), never as "held by
 //!   nobody" first: until its lookup answers it waits, unsent (or keeps
@@ -199,7 +200,7 @@ impl Engine {
         }
         let items = outcome.annotated.len() + outcome.locked.len();
         for (key, state, at) in outcome.annotated {
-            if touched.contains(&key) {
+            if touched.contains(&key) && !self.same_claim_still_waiting(&key, &state) {
                 continue;
             }
             self.recheck.remove(&key);
@@ -213,6 +214,25 @@ impl Engine {
             }
         }
         items
+    }
+
+    /// Whether a lookup's answer `state` for `key`, probed again since the
+    /// lookup began, still stands: the newer probe found it held too and
+    /// waits for its holders (deferred), and the claim is the same one
+    /// (its announce not rewritten since: the rule of
+    /// `keep_holders_if_same_claim`). Without this, a held key whose files
+    /// keep making events (waiters, watchers) was probed again during
+    /// every lookup, and no lookup ever named its holder: the chaos test
+    /// caught a 280 ms hold never reported.
+    fn same_claim_still_waiting(&self, key: &LockKey, state: &KeyState) -> bool {
+        state.liveness.is_held()
+            && state.liveness != Liveness::InFlight
+            && self
+                .deferred
+                .get(key)
+                .is_some_and(|(waiting, _)| waiting.liveness.is_held())
+            && state.since.is_some()
+            && state.since == key.held_since()
     }
 
     /// The held states waiting for a lookup (deferred, or sent with kept
@@ -352,6 +372,26 @@ mod tests {
             ]
         );
         assert_eq!(engine.states[&key].liveness, Liveness::Free);
+    }
+
+    /// A key probed held again while its lookup runs — the same claim, its
+    /// files busy with events — is named by that lookup, not left waiting
+    /// for one that no newer probe overtakes.
+    #[tokio::test]
+    async fn a_key_probed_held_again_during_its_lookup_is_named_by_it() {
+        let (_tmp, mut engine, mut deltas, key, _gate) = engine_with_a_claim();
+        engine.publish(observed(&key, Liveness::Live));
+        engine.publish(observed(&key, Liveness::Live));
+        assert!(engine.waiting());
+        let answer = next_answer(&mut engine).await;
+        engine.apply_lookup(answer);
+        let states = sent(&mut deltas, &key);
+        assert!(
+            matches!(&states[..], [state] if state.liveness == Liveness::Own
+                && !state.holders.is_empty()),
+            "{states:?}"
+        );
+        assert!(!engine.waiting());
     }
 
     /// One lookup at a time: a key found held while one runs waits for
