@@ -101,9 +101,7 @@ impl Engine {
             self.trace(&key, Stage::ProbeStart);
             let probed = self.prober.probe_without_waiting(&key, mode).await;
             self.stats.probes.fetch_add(1, Ordering::Relaxed);
-            if let Some(touched) = &mut self.sweep_touched {
-                touched.insert(key.clone());
-            }
+            self.sweep_touched.touch(&key);
             if mode.writes() {
                 self.echo_marks.insert(key.clone(), Fingerprint::of(&key));
             }
@@ -294,9 +292,7 @@ impl Engine {
         self.echo_marks.remove(key);
         self.in_flight_since.remove(key);
         self.lookups.touch(key);
-        if let Some(touched) = &mut self.sweep_touched {
-            touched.insert(key.clone());
-        }
+        self.sweep_touched.touch(key);
         self.pending.remove(key);
         self.deferred.remove(key);
         self.recheck.remove(key);

@@ -113,9 +113,8 @@ impl LookupJob {
 /// it began, and where answers arrive.
 #[derive(Default)]
 pub(super) struct Lookups {
-    /// `Some` while a lookup runs: the keys given a newer answer since it
-    /// began (its answer about them is older).
-    touched: Option<HashSet<LockKey>>,
+    /// While a lookup runs: the keys given a newer answer since it began.
+    touched: super::newer::Newer,
     /// When the last lookup began (the rate limit).
     last_start: Option<Instant>,
 }
@@ -123,14 +122,12 @@ pub(super) struct Lookups {
 impl Lookups {
     /// Whether a lookup runs now.
     pub(super) fn running(&self) -> bool {
-        self.touched.is_some()
+        self.touched.active()
     }
 
     /// Notes that `key` has an answer newer than a running lookup's.
     pub(super) fn touch(&mut self, key: &LockKey) {
-        if let Some(touched) = &mut self.touched {
-            touched.insert(key.clone());
-        }
+        self.touched.touch(key);
     }
 
     /// When the rate limit next allows a lookup to start (now, if it
@@ -155,7 +152,7 @@ impl Engine {
     /// claim files `opened`, on a blocking-pool thread; its outcome comes
     /// back through `lookup_results` ([`Self::apply_lookup`]).
     pub(super) fn start_lookup(&mut self, batch: Vec<Observed>, opened: Vec<PathBuf>) {
-        self.lookups.touched = Some(HashSet::new());
+        self.lookups.touched.begin();
         self.lookups.last_start = Some(Instant::now());
         let job = LookupJob {
             generation: self.generation,
@@ -194,7 +191,7 @@ impl Engine {
     /// since is settled as annotated; each opened file someone locked
     /// while the view does not show its key held is probed.
     pub(super) fn apply_lookup(&mut self, outcome: LookupOutcome) -> usize {
-        let touched = self.lookups.touched.take().unwrap_or_default();
+        let touched = self.lookups.touched.end();
         if outcome.generation != self.generation {
             return 0;
         }

@@ -25,6 +25,7 @@
 mod batch;
 mod echo;
 mod lookup;
+mod newer;
 mod opens;
 mod outbox;
 mod problems;
@@ -134,10 +135,9 @@ pub(super) struct Engine {
     next_sweep: Instant,
     /// Directories created recently, to scan again once their watch exists.
     new_dirs: Vec<(Instant, PathBuf)>,
-    /// `Some` while a background sweep runs or is merged: the keys events
-    /// probed or removed since it began (its findings about them are
-    /// older).
-    sweep_touched: Option<HashSet<LockKey>>,
+    /// While a background sweep runs or is merged: the keys events probed
+    /// or removed since it began (its findings about them are older).
+    sweep_touched: newer::Newer,
     /// The background sweep's findings being merged, a chunk per turn.
     merging: Option<sweep::Merge>,
     /// Bumped whenever the view is thrown away (root gone, polling), so a
@@ -187,7 +187,7 @@ impl Engine {
             deferred: HashMap::new(),
             recheck: HashSet::new(),
             new_dirs: Vec::new(),
-            sweep_touched: None,
+            sweep_touched: newer::Newer::default(),
             merging: None,
             generation: 0,
             sweep_results_tx,

@@ -35,7 +35,7 @@ impl Engine {
     /// view it would merge into is gone or newer than its findings.
     pub(super) fn disown_background_sweep(&mut self) {
         self.generation += 1;
-        self.sweep_touched = None;
+        self.sweep_touched.end();
         self.merging = None;
     }
 
@@ -71,10 +71,10 @@ impl Engine {
     /// handled while it runs; [`Self::apply_sweep`] merges its outcome.
     pub(super) fn start_background_sweep(&mut self) {
         self.next_sweep = Instant::now() + self.config.sweep_every;
-        if self.sweep_touched.is_some() {
+        if self.sweep_touched.active() {
             return;
         }
-        self.sweep_touched = Some(HashSet::new());
+        self.sweep_touched.begin();
         let tx = self.sweep_results_tx.clone();
         let job = self.sweep_job(Workers::OneThread);
         let runtime = tokio::runtime::Handle::current();
@@ -114,13 +114,10 @@ impl Engine {
             batch, problems, ..
         } = outcome;
         let on_disk: HashSet<&LockKey> = batch.iter().map(|(key, _)| key).collect();
-        let newer = self.sweep_touched.as_ref();
         let gone: Vec<LockKey> = self
             .states
             .keys()
-            .filter(|key| {
-                !on_disk.contains(key) && !newer.is_some_and(|newer| newer.contains(*key))
-            })
+            .filter(|key| !on_disk.contains(key) && !self.sweep_touched.contains(key))
             .cloned()
             .collect();
         drop(on_disk);
@@ -147,11 +144,7 @@ impl Engine {
         let mut items = 0;
         for (key, state) in merge.batch.by_ref().take(most) {
             items += 1;
-            if self
-                .sweep_touched
-                .as_ref()
-                .is_some_and(|newer| newer.contains(&key))
-            {
+            if self.sweep_touched.contains(&key) {
                 continue;
             }
             self.trace(&key, Stage::Swept(state.liveness));
@@ -162,7 +155,7 @@ impl Engine {
             self.merging = Some(merge);
             return items;
         }
-        self.sweep_touched = None;
+        self.sweep_touched.end();
         self.replace_problems(merge.problems);
         self.send(Delta::Synced {
             keys: merge.count,
@@ -315,7 +308,7 @@ mod tests {
             .iter()
             .map(|key| (key.clone(), KeyState::bare(Liveness::Free)))
             .collect();
-        engine.sweep_touched = Some(HashSet::new());
+        engine.sweep_touched.begin();
         engine.begin_merge(SweepOutcome {
             generation: engine.generation,
             batch,
@@ -326,7 +319,7 @@ mod tests {
         assert_eq!(engine.states.len(), MERGE_CHUNK);
         // An event's probe of a key not merged yet: its answer is newer.
         let late = keys[2_999].clone();
-        engine.sweep_touched.as_mut().unwrap().insert(late.clone());
+        engine.sweep_touched.touch(&late);
         engine.update(
             late.clone(),
             KeyState::bare(Liveness::Live),
@@ -340,7 +333,7 @@ mod tests {
         }
         assert_eq!(engine.states.len(), 3_000);
         assert_eq!(engine.states[&late].liveness, Liveness::Live);
-        assert!(engine.sweep_touched.is_none(), "the sweep is over");
+        assert!(!engine.sweep_touched.active(), "the sweep is over");
         let sent: Vec<Delta> = std::iter::from_fn(|| deltas.try_recv().ok()).collect();
         assert!(matches!(
             sent.last(),
