@@ -53,7 +53,14 @@ impl KeyKind {
 }
 
 /// One claim `(dir, key)` and its human name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Equality and hashing are the derived ones in meaning, made cheap for
+/// the maps every event and sweep goes through: the hash is the kind
+/// and the name only (the name ends with the key; a `Path` hashes
+/// component by component; keys that differ only in `dir` merely share
+/// a bucket), and equality compares the strings before `dir`, whose
+/// `Arc` is usually shared by every key of a directory.
+#[derive(Debug, Clone, PartialOrd, Ord)]
 pub struct LockKey {
     /// Instance, tag or other.
     pub kind: KeyKind,
@@ -64,6 +71,24 @@ pub struct LockKey {
     pub dir: Arc<Path>,
     /// The SDK's (unescaped) key.
     pub key: String,
+}
+
+impl PartialEq for LockKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.name == other.name
+            && self.key == other.key
+            && (Arc::ptr_eq(&self.dir, &other.dir) || self.dir == other.dir)
+    }
+}
+
+impl Eq for LockKey {}
+
+impl std::hash::Hash for LockKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.kind.hash(state);
+        self.name.hash(state);
+    }
 }
 
 impl LockKey {
@@ -198,6 +223,27 @@ impl DirNamer {
 mod tests {
     use super::*;
     use crate::locks::{agent_instance_lock, agent_tag_lock};
+
+    /// Equality means the same `(dir, key)` and name, whether or not the
+    /// `dir` is shared, and equal keys hash alike; a key of another state
+    /// dir with the same name is another key.
+    #[test]
+    fn equal_keys_are_the_same_claim_and_hash_alike() {
+        use std::hash::BuildHasher;
+        let hasher = std::collections::hash_map::RandomState::new();
+        let (dir, key) = agent_tag_lock(Path::new("/s"), "t");
+        let one = LockKey::from_coord(Path::new("/s"), &dir, &key);
+        let again = LockKey::from_coord(Path::new("/s"), &dir, &key);
+        assert!(!Arc::ptr_eq(&one.dir, &again.dir));
+        assert_eq!(one, again);
+        assert_eq!(hasher.hash_one(&one), hasher.hash_one(&again));
+        let (other_dir, key) = agent_tag_lock(Path::new("/other"), "t");
+        let elsewhere = LockKey::from_coord(Path::new("/other"), &other_dir, &key);
+        assert_eq!(elsewhere.name, one.name);
+        assert_ne!(elsewhere, one);
+        let (_, other_key) = agent_tag_lock(Path::new("/s"), "u");
+        assert_ne!(LockKey::from_coord(Path::new("/s"), &dir, &other_key), one);
+    }
 
     #[test]
     fn instance_coords_name_back_to_their_aih() {
