@@ -77,7 +77,7 @@ use locktop::disk::scan::scan_root;
 use locktop::engine::trace::Trace;
 use locktop::engine::{self, Delta, EngineConfig, EngineHandle, KeyState, Liveness};
 use locktop::liveness::annotate::annotate;
-use locktop::liveness::bulk::{probe_all, probe_all_unannotated};
+use locktop::liveness::bulk::{ReadLocks, probe_all, probe_all_unannotated, probe_tree_passive};
 use locktop::liveness::dir_probe::probe_passive;
 use locktop::liveness::probe::{ProbeMode, Prober};
 use locktop::locks::agent_tag_lock;
@@ -422,14 +422,27 @@ fn header(plan: &Plan, args: &[String], bin: &Path, tmp: &Path) {
 // ===========================================================================
 // 1. Full snapshot vs the floor and lslocks
 
-/// One full snapshot as `locktop snapshot` takes it: scan + probe in `mode`
-/// + holder PIDs (one `/proc/locks` read).
+/// One full snapshot as `locktop snapshot` takes it: scan, probes in
+/// `mode` and holder PIDs (one `/proc/locks` read). Passive: the walk and
+/// the probes at once, the read begun before them (`probe_tree_passive`).
 async fn snapshot(state: &Path, mode: ProbeMode) -> (Duration, Vec<(LockKey, KeyState)>) {
     let own = HashSet::from([std::process::id()]);
     let start = Instant::now();
-    let report = scan_root(state).await.expect("scan the fixture");
     let prober = Prober::new(Context::new(state.to_path_buf()));
-    let batch = probe_all(&prober, report.keys, mode, &own).await;
+    let batch = match mode {
+        ProbeMode::Passive => {
+            let read: ReadLocks =
+                Arc::new(|| locktop::liveness::proc_locks::LockIndex::read().unwrap_or_default());
+            probe_tree_passive(state, &prober, &own, nproc(), read)
+                .await
+                .expect("scan the fixture")
+                .batch
+        }
+        ProbeMode::Acquire => {
+            let report = scan_root(state).await.expect("scan the fixture");
+            probe_all(&prober, report.keys, mode, &own).await
+        }
+    };
     (start.elapsed(), batch)
 }
 
@@ -604,7 +617,7 @@ async fn section_snapshot(plan: &Plan, bin: &Path, state: &Path, targets: &mut T
     for (mode, t, c) in &results {
         say(format!(
             "   {:<58} {:>9}  {:>13}  {:>11}   ({} live, {} with PIDs, {} other)",
-            format!("locktop {} (scan_root + probe_all + PIDs)", mode.as_str()),
+            format!("locktop {} (scan, probes, PIDs)", mode.as_str()),
             fmt_dur(*t),
             per_key(*t),
             ratio(*t, floor),
@@ -1440,7 +1453,7 @@ async fn section_big(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets)
         String::new(),
     );
     row(
-        "locktop passive snapshot in-process (scan_root + probe_all)",
+        "locktop passive snapshot in-process (scan, probes, PIDs)",
         snap,
         String::new(),
     );

@@ -1,22 +1,16 @@
 //! `locktop snapshot`: scan + probe + holders once, then print a table (or
 //! JSON) and exit 0. Free keys only with `--all`.
 
-use std::collections::{HashMap, HashSet};
-use std::io::{ErrorKind, Write};
+use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use anyhow::Context as _;
-
-use crate::context::Context;
 use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::{KeyState, Liveness, ScanProblem};
-use crate::liveness::annotate::annotate_reading;
-use crate::liveness::bulk;
-use crate::liveness::probe::{ProbeMode, Prober};
-use crate::liveness::proc_locks::LockIndex;
-use crate::liveness::unlinked::{self, KnownInodes};
+use crate::liveness::probe::ProbeMode;
+use crate::liveness::snapshot::take;
 use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
 use crate::time_format;
 
@@ -56,50 +50,6 @@ struct JsonSnapshot<'a> {
     probe: &'static str,
     keys: Vec<JsonKey<'a>>,
     problems: &'a [ScanProblem],
-}
-
-/// A whole snapshot: keys (and problems) at one moment.
-pub struct Snapshot {
-    /// Every claim with its probed state, sorted by kind then name.
-    pub keys: Vec<(LockKey, KeyState)>,
-    /// Everything under the root that is not a claim.
-    pub problems: Vec<ScanProblem>,
-}
-
-/// Takes a snapshot of `state_dir` (scan + probe in `mode` + holders): an
-/// error if the state dir is missing, empty if its locks dir is.
-pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot> {
-    crate::disk::state_dir::require_existing(state_dir)?;
-    let root = crate::locks::locks_root(state_dir);
-    if std::fs::symlink_metadata(&root).is_err_and(|error| error.kind() == ErrorKind::NotFound) {
-        // No agent has taken a lock under this state dir yet: nothing is
-        // held, which is an answer, not an error (`check` says "free",
-        // `watch` waits for the dir).
-        return Ok(Snapshot {
-            keys: Vec::new(),
-            problems: Vec::new(),
-        });
-    }
-    let report = crate::disk::scan::scan_root(state_dir)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot read locks dir {}",
-                crate::locks::locks_root(state_dir).display()
-            )
-        })?;
-    let prober = Prober::new(Context::new(state_dir.to_path_buf()));
-    let own = HashSet::from([std::process::id()]);
-    let known = KnownInodes::new(report.claim_inodes);
-    let mut keys = bulk::probe_all_unannotated(&prober, report.keys, mode).await;
-    // One `/proc/locks` read names the holders and finds claim files held
-    // though unlinked, which no key leads to.
-    let index = annotate_reading(&mut keys, &own, &|| LockIndex::read().unwrap_or_default());
-    keys.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut problems = report.problems;
-    problems.extend(unlinked::find(state_dir, &index, &known));
-    problems.sort();
-    Ok(Snapshot { keys, problems })
 }
 
 /// Runs `locktop snapshot`.

@@ -42,12 +42,47 @@ pub fn scan_subtree(state_dir: &Path, dir: &Path) -> ScanReport {
     let mut report = ScanReport::default();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        scan_one_dir(state_dir, &dir, &mut report, &mut stack);
+        scan_one_dir(state_dir, &dir, &mut report, &mut stack, &mut |_| {});
     }
     report
 }
 
-fn scan_one_dir(state_dir: &Path, dir: &Path, report: &mut ScanReport, stack: &mut Vec<PathBuf>) {
+/// [`scan`], handing the keys to `feed` as they are read, `chunk` at a
+/// time (fewer at the end of a directory; never two directories' keys in
+/// one call), so that probes can start while the walk goes on; the
+/// report comes back with no keys.
+pub fn scan_feeding(
+    state_dir: &Path,
+    chunk: usize,
+    feed: &mut dyn FnMut(Vec<LockKey>),
+) -> std::io::Result<ScanReport> {
+    let root = locks_root(state_dir);
+    std::fs::read_dir(&root)?;
+    let mut report = ScanReport::default();
+    let mut stack = vec![root];
+    while let Some(dir) = stack.pop() {
+        let mut full = |keys: &mut Vec<LockKey>| {
+            if keys.len() >= chunk {
+                feed(std::mem::replace(keys, Vec::with_capacity(chunk)));
+            }
+        };
+        scan_one_dir(state_dir, &dir, &mut report, &mut stack, &mut full);
+        if !report.keys.is_empty() {
+            feed(std::mem::take(&mut report.keys));
+        }
+    }
+    Ok(report)
+}
+
+/// Reads one directory into `report` (its subdirectories onto `stack`),
+/// calling `pushed` after each key is added to `report.keys`.
+fn scan_one_dir(
+    state_dir: &Path,
+    dir: &Path,
+    report: &mut ScanReport,
+    stack: &mut Vec<PathBuf>,
+    pushed: &mut dyn FnMut(&mut Vec<LockKey>),
+) {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return,
@@ -84,6 +119,7 @@ fn scan_one_dir(state_dir: &Path, dir: &Path, report: &mut ScanReport, stack: &m
             Entry::Gate { stem, key } => {
                 gates.insert(stem);
                 report.keys.push(namer.key_owned(key));
+                pushed(&mut report.keys);
             }
             Entry::Announce { stem } => announces.push(stem),
             Entry::Skip => {}
@@ -294,6 +330,40 @@ mod tests {
                 ("sock.lock".into(), not_regular("a socket")),
             ]
         );
+    }
+
+    /// Fed a few at a time, the walk finds what [`scan`] finds: every
+    /// key once, no chunk larger than asked or spanning two directories,
+    /// the same problems and claim inodes.
+    #[test]
+    fn a_fed_scan_hands_over_every_key_in_small_chunks_of_one_directory() {
+        let state = tempfile::tempdir().unwrap();
+        let locks = state.path().join("locks");
+        for i in 0..7 {
+            touch(&locks.join(format!("agents/tags/t{i}.lock")));
+            touch(&locks.join(format!("agents/instances/a/i{i}.lock")));
+        }
+        touch(&locks.join("agents/instances/solo.lock"));
+        touch(&locks.join("agents/tags/stray.txt"));
+        let whole = scan(state.path()).unwrap();
+        let mut chunks = Vec::new();
+        let fed = scan_feeding(state.path(), 3, &mut |chunk| chunks.push(chunk)).unwrap();
+        assert!(fed.keys.is_empty());
+        for chunk in &chunks {
+            assert!((1..=3).contains(&chunk.len()), "{chunk:?}");
+            assert!(chunk.iter().all(|key| key.dir == chunk[0].dir), "{chunk:?}");
+        }
+        let mut fed_keys: Vec<LockKey> = chunks.into_iter().flatten().collect();
+        let mut keys = whole.keys.clone();
+        fed_keys.sort();
+        keys.sort();
+        assert_eq!(fed_keys, keys);
+        assert_eq!(fed.problems, whole.problems);
+        let sorted = |mut inodes: Vec<u64>| {
+            inodes.sort_unstable();
+            inodes
+        };
+        assert_eq!(sorted(fed.claim_inodes), sorted(whole.claim_inodes));
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! stalls every flock on the machine while it is read) — again (at most
 //! [`MAX_REREADS`] times) when a held claim's files show no holder in the
 //! first read: a line can slip between the pages of one read
-//! ([`LockIndex`]) — unless a shared-lock probe finds the claim released
+//! ([`LockIndex`]), and a read begun before the probes
+//! ([`annotate_after_early_read`]) cannot list a claim taken after it —
+//! unless a shared-lock probe finds the claim released
 //! meanwhile (then there is no holder to find); and once more before searching every process for
 //! whoever keeps a lock whose caller is gone, since a caller killed a
 //! moment ago is listed until its files are closed; a PID is
@@ -64,8 +66,49 @@ pub fn annotate_reading(
         let stats = stat_held(batch);
         (reading.join().unwrap_or_default(), stats)
     });
-    annotate_stated(batch, stats, &index, own_pids, &mut || read());
+    annotate_stated(
+        batch,
+        stats,
+        &index,
+        own_pids,
+        &mut || read(),
+        FirstRead::AfterProbes,
+    );
     index
+}
+
+/// [`annotate_reading`] for a first read (`early`) begun before the probes
+/// of `batch`, so that its wait passed while they ran (a snapshot starts
+/// it before its scan): a claim taken after that read began is not in
+/// it, so a held claim with no holder in it is read again (`read`) while
+/// it is still held, torn read or not; a PID it names is verified after
+/// the probes, as always. Returns `early`.
+pub fn annotate_after_early_read(
+    batch: &mut [(LockKey, KeyState)],
+    own_pids: &HashSet<u32>,
+    early: LockIndex,
+    read: &(dyn Fn() -> LockIndex + Sync),
+) -> LockIndex {
+    let stats = stat_held(batch);
+    annotate_stated(
+        batch,
+        stats,
+        &early,
+        own_pids,
+        &mut || read(),
+        FirstRead::BeforeProbes,
+    );
+    early
+}
+
+/// When the first `/proc/locks` read of an annotation was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FirstRead {
+    /// After every probe of the batch: it lists every claim they found
+    /// held, unless a line slipped between its pages (a torn read).
+    AfterProbes,
+    /// Begun before the probes: it may miss any claim taken since.
+    BeforeProbes,
 }
 
 /// [`annotate`] with an already-read index; `reread` reads `/proc/locks`
@@ -77,7 +120,14 @@ pub fn annotate_with(
     reread: &mut dyn FnMut() -> LockIndex,
 ) {
     let stats = stat_held(batch);
-    annotate_stated(batch, stats, index, own_pids, reread);
+    annotate_stated(
+        batch,
+        stats,
+        index,
+        own_pids,
+        reread,
+        FirstRead::AfterProbes,
+    );
 }
 
 /// The files of every held claim of `batch`, with the claim's place in
@@ -99,6 +149,7 @@ fn annotate_stated(
     index: &LockIndex,
     own_pids: &HashSet<u32>,
     reread: &mut dyn FnMut() -> LockIndex,
+    first_read: FirstRead,
 ) {
     let mut rereads: Vec<LockIndex> = Vec::new();
     let mut fresh_after_death: Option<LockIndex> = None;
@@ -108,7 +159,7 @@ fn annotate_stated(
     let look_for_shared = batch
         .first()
         .and_then(|(key, _)| std::fs::symlink_metadata(&key.dir).ok())
-        .is_some_and(|dir| index.has_shared_on(FileId::from_metadata(&dir)));
+        .is_some_and(|dir| index.has_shared_on(FileId::from_metadata(&dir), own_pids));
     if look_for_shared {
         let free = batch
             .iter()
@@ -138,12 +189,14 @@ fn annotate_stated(
             mut locks,
             held,
         } = claim;
-        // A held claim with no holder in a torn read: read again (at most
-        // MAX_REREADS times a call, shared by every key of the batch).
+        // A held claim with no holder in a read that may miss it (torn, or
+        // begun before the probes): read again (at most MAX_REREADS times
+        // a call, shared by every key of the batch).
         let mut next = 0;
         while held && locks.holders.is_empty() && next < MAX_REREADS {
             let last = if next == 0 { index } else { &rereads[next - 1] };
-            if !last.is_torn() || !still_held(key, gate.as_ref()) {
+            let early = next == 0 && first_read == FirstRead::BeforeProbes;
+            if !(last.is_torn() || early) || !still_held(key, gate.as_ref()) {
                 break;
             }
             if next == rereads.len() {
@@ -297,6 +350,39 @@ mod tests {
                 file
             })
             .collect()
+    }
+
+    /// A claim taken after the first read began (a snapshot starts it
+    /// before its walk) is named by a read made after: the early read is
+    /// not torn, yet cannot list it; the same read taken as made after
+    /// the probes names nobody.
+    #[test]
+    fn a_claim_taken_after_an_early_read_is_named_by_a_read_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tags = tmp.path().join("locks/agents/tags");
+        std::fs::create_dir_all(&tags).unwrap();
+        let key = LockKey::from_coord(tmp.path(), &tags, "late");
+        let early = LockIndex::read().unwrap();
+        let gate = std::fs::File::create(key.gate_path()).unwrap();
+        std::fs::write(key.announce_path(), b"1").unwrap();
+        gate.lock().unwrap();
+        let probed = || vec![(key.clone(), KeyState::bare(Liveness::Live))];
+        let me = std::process::id();
+        let read = || LockIndex::read().unwrap();
+
+        let mut batch = probed();
+        annotate_after_early_read(&mut batch, &HashSet::new(), early.clone(), &read);
+        let named: Vec<u32> = batch[0].1.holders.iter().map(|p| p.pid).collect();
+        assert_eq!(named, [me]);
+
+        if !early.is_torn() {
+            let mut batch = probed();
+            annotate_with(&mut batch, &early, &HashSet::new(), &mut || read());
+            assert!(
+                batch[0].1.holders.is_empty(),
+                "a read after the probes is trusted"
+            );
+        }
     }
 
     /// A claim probed held but released before its annotation (a holder

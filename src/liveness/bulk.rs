@@ -3,14 +3,71 @@
 //!
 //! Invariant: work is split over the runtime's worker threads in chunks
 //! (probes are short synchronous syscalls), results come back in input
-//! order, and `/proc/locks` is read once for the whole batch.
+//! order (except [`probe_tree_passive`]'s), and `/proc/locks` is read once
+//! for the whole batch (again only where [`crate::liveness::annotate`]
+//! says).
 
 use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
 
 use super::KeyState;
+use crate::disk::ScanReport;
 use crate::disk::key::LockKey;
-use crate::liveness::annotate::annotate;
+use crate::liveness::annotate::{annotate, annotate_after_early_read};
+use crate::liveness::dir_probe;
 use crate::liveness::probe::{ProbeMode, Prober};
+use crate::liveness::proc_locks::LockIndex;
+
+/// Reads `/proc/locks` (the caller's way: counted, or not).
+pub type ReadLocks = Arc<dyn Fn() -> LockIndex + Send + Sync>;
+
+/// What a passive probe of a whole locks root found.
+pub struct TreeProbe {
+    /// Every claim, probed and annotated, in no particular order.
+    pub batch: Vec<(LockKey, KeyState)>,
+    /// The scan's problems and claim inodes (its keys are in `batch`).
+    pub report: ScanReport,
+    /// The first `/proc/locks` read (which also shows claim files held
+    /// though unlinked: [`crate::liveness::unlinked`]).
+    pub index: LockIndex,
+}
+
+/// Scans `state_dir`'s locks root and probes every claim passively on
+/// `threads` threads while the walk goes on
+/// ([`dir_probe::scan_and_probe_passive`]), then names the holders. The
+/// `/proc/locks` read (`read`) begins before the scan, on a thread of its
+/// own, so that its wait for an RCU grace period (most of a first read's
+/// time: [`crate::liveness::annotate::annotate_reading`]) passes while
+/// the claims are walked and probed
+/// ([`annotate_after_early_read`] reads again for a claim it missed).
+/// An error only if the root could not be read.
+pub async fn probe_tree_passive(
+    state_dir: &Path,
+    prober: &Prober,
+    own_pids: &HashSet<u32>,
+    threads: usize,
+    read: ReadLocks,
+) -> std::io::Result<TreeProbe> {
+    let early = {
+        let read = read.clone();
+        std::thread::spawn(move || read())
+    };
+    let (report, mut batch) = dir_probe::scan_and_probe_passive(state_dir, prober, threads).await?;
+    let own_pids = own_pids.clone();
+    let (batch, index) = tokio::task::spawn_blocking(move || {
+        let early = early.join().unwrap_or_default();
+        let index = annotate_after_early_read(&mut batch, &own_pids, early, &*read);
+        (batch, index)
+    })
+    .await
+    .map_err(std::io::Error::other)?;
+    Ok(TreeProbe {
+        batch,
+        report,
+        index,
+    })
+}
 
 /// Probes every key (in `mode`) and annotates the held ones.
 pub async fn probe_all(

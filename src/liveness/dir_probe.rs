@@ -35,6 +35,7 @@ use super::KeyState;
 use super::probe::{ProbeMode, Prober, quick_answer};
 use super::shared_probe::{self, Quick};
 use crate::disk::key::LockKey;
+use crate::disk::scan::{self, ScanReport};
 use crate::locks::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, escape_into};
 
 /// Probes every key (each found by a scan, its gate a regular file: see
@@ -57,19 +58,97 @@ pub async fn probe_passive(
             (chunk, answers)
         }));
     }
-    let mut batch = Vec::with_capacity(total);
+    let mut answered = Vec::with_capacity(tasks.len());
     for task in tasks {
-        let (chunk, answers) = match task.await {
-            Ok(done) => done,
-            Err(error) => {
-                tracing::error!(%error, "probe task failed");
-                continue;
-            }
-        };
+        match task.await {
+            Ok(done) => answered.push(done),
+            Err(error) => tracing::error!(%error, "probe task failed"),
+        }
+    }
+    settle(prober, answered, total).await
+}
+
+/// How many keys the scan hands to a probe thread at a time in
+/// [`scan_and_probe_passive`]: small enough that probing starts early and
+/// the threads stay evenly busy, large enough that the hand-over costs
+/// nothing next to the probes.
+const FEED_CHUNK: usize = 256;
+
+/// The scan of `state_dir`'s locks root and a passive probe of every key
+/// it finds, at once: `threads` threads probe the keys the walk hands
+/// over ([`crate::disk::scan::scan_feeding`]) while it reads on, instead
+/// of waiting for the whole walk (on a 2-vCPU machine the walk of 20,000
+/// entries took 12–15 ms before the first probe). Results come back in
+/// no particular order, with no holder details, and the report with no
+/// keys; an error only if the root could not be read.
+pub async fn scan_and_probe_passive(
+    state_dir: &Path,
+    prober: &Prober,
+    threads: usize,
+) -> std::io::Result<(ScanReport, Vec<(LockKey, KeyState)>)> {
+    scan_and_probe_passive_in(state_dir, prober, threads, FEED_CHUNK).await
+}
+
+/// [`scan_and_probe_passive`], the walk handing over `chunk` keys at a
+/// time (tests use small chunks, so that a few keys make several).
+pub async fn scan_and_probe_passive_in(
+    state_dir: &Path,
+    prober: &Prober,
+    threads: usize,
+    chunk: usize,
+) -> std::io::Result<(ScanReport, Vec<(LockKey, KeyState)>)> {
+    let state_dir = state_dir.to_path_buf();
+    let (report, answered) = tokio::task::spawn_blocking(move || {
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<LockKey>>();
+        let rx = std::sync::Mutex::new(rx);
+        std::thread::scope(|scope| {
+            let probers: Vec<_> = (0..threads.max(1))
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut answered = Vec::new();
+                        // The lock is held only to take the next chunk.
+                        while let Ok(chunk) = rx
+                            .lock()
+                            .map_err(drop)
+                            .and_then(|rx| rx.recv().map_err(drop))
+                        {
+                            let answers = fast_answers(&chunk);
+                            answered.push((chunk, answers));
+                        }
+                        answered
+                    })
+                })
+                .collect();
+            let report = scan::scan_feeding(&state_dir, chunk, &mut |chunk| {
+                let _ = tx.send(chunk);
+            });
+            drop(tx);
+            let answered: Vec<_> = probers
+                .into_iter()
+                .flat_map(|prober| prober.join().unwrap_or_default())
+                .collect();
+            report.map(|report| (report, answered))
+        })
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    let total = answered.iter().map(|(chunk, _)| chunk.len()).sum();
+    Ok((report, settle(prober, answered, total).await))
+}
+
+/// States from the fast path's answers, chunk by chunk; a key it could
+/// not answer is probed by the single probe (which asks the SDK,
+/// bounded).
+async fn settle(
+    prober: &Prober,
+    answered: Vec<(Vec<LockKey>, Vec<Option<Quick>>)>,
+    total: usize,
+) -> Vec<(LockKey, KeyState)> {
+    let mut batch = Vec::with_capacity(total);
+    for (chunk, answers) in answered {
         for (key, answer) in chunk.into_iter().zip(answers) {
             let state = match answer.and_then(|quick| quick_answer(&key, quick)) {
                 Some(state) => state,
-                // The single probe asks the SDK (bounded).
                 None => prober.probe(&key, ProbeMode::Passive).await,
             };
             batch.push((key, state));

@@ -16,6 +16,7 @@ pub mod probe;
 pub mod proc_locks;
 pub mod process;
 pub mod shared_probe;
+pub mod snapshot;
 pub mod state;
 pub mod unlinked;
 pub mod verify;

@@ -10,7 +10,7 @@
 //! monitor's), but a lasting one (util-linux `flock -s`) blocks every
 //! agent's acquire and must be shown.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 /// A file identity as `/proc/locks` prints it: `major:minor:inode`.
@@ -174,11 +174,13 @@ impl LockIndex {
     }
 
     /// True when some file on the same device as `on` has a shared holder
-    /// (shared locks elsewhere on the machine say nothing about the locks
-    /// root).
-    pub fn has_shared_on(&self, on: FileId) -> bool {
+    /// other than `except` (shared locks elsewhere on the machine say
+    /// nothing about the locks root; this process's own probes hold
+    /// theirs for a moment, and a read made while they run lists them).
+    pub fn has_shared_on(&self, on: FileId, except: &HashSet<u32>) -> bool {
         self.files.iter().any(|(file, locks)| {
-            (file.major, file.minor) == (on.major, on.minor) && !locks.shared.is_empty()
+            (file.major, file.minor) == (on.major, on.minor)
+                && locks.shared.iter().any(|pid| !except.contains(pid))
         })
     }
 

@@ -13,7 +13,8 @@
 //! The directory-by-directory probe of snapshots and sweeps
 //! (`liveness::dir_probe`) must answer every key a scan lists exactly as
 //! the single probe `Prober::probe` does, on the same random states, many
-//! keys of several directories at once.
+//! keys of several directories at once — and so must the snapshot's walk
+//! and probes at once (`scan_and_probe_passive`).
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -24,7 +25,7 @@ use locktop::context::Context;
 use locktop::disk::key::LockKey;
 use locktop::disk::scan::scan_root;
 use locktop::engine::Liveness;
-use locktop::liveness::dir_probe::probe_passive;
+use locktop::liveness::dir_probe::{probe_passive, scan_and_probe_passive_in};
 use locktop::liveness::probe::{IN_FLIGHT_AFTER, ProbeMode, Prober, passive_state};
 use locktop::locks::{agent_instance_lock, agent_tag_lock};
 use nix::fcntl::{Flock, FlockArg};
@@ -167,6 +168,17 @@ proptest! {
             let single = runtime.block_on(prober.probe(key, ProbeMode::Passive));
             prop_assert_eq!(state, &single, "{:?}", key);
         }
+        // The walk and the probes at once (chunks of a few keys, so that
+        // even 40 keys are fed in pieces): the same keys, the same
+        // answers, in any order.
+        let (report, mut piped) = runtime
+            .block_on(scan_and_probe_passive_in(tmp.path(), &prober, 2, 3))
+            .unwrap();
+        prop_assert!(report.keys.is_empty(), "the keys are in the batch");
+        piped.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut by_dir = by_dir;
+        by_dir.sort_by(|a, b| a.0.cmp(&b.0));
+        prop_assert_eq!(piped, by_dir);
         drop(kept);
     }
 }
