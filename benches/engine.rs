@@ -83,7 +83,9 @@ use locktop::disk::scan::scan_root;
 use locktop::engine::trace::Trace;
 use locktop::engine::{self, Delta, EngineConfig, EngineHandle, KeyState, Liveness};
 use locktop::liveness::annotate::annotate;
-use locktop::liveness::bulk::{ReadLocks, probe_all, probe_all_unannotated, probe_tree_passive};
+use locktop::liveness::bulk::{
+    ReadLocks, TreeTimeline, probe_all, probe_all_unannotated, probe_tree_passive,
+};
 use locktop::liveness::dir_probe::probe_passive;
 use locktop::liveness::probe::{ProbeMode, Prober};
 use locktop::locks::agent_tag_lock;
@@ -432,24 +434,33 @@ fn header(plan: &Plan, args: &[String], bin: &Path, tmp: &Path) {
 /// `mode` and holder PIDs (one `/proc/locks` read). Passive: the walk and
 /// the probes at once, the read begun before them (`probe_tree_passive`).
 async fn snapshot(state: &Path, mode: ProbeMode) -> (Duration, Vec<(LockKey, KeyState)>) {
+    let (took, batch, _) = snapshot_timed(state, mode).await;
+    (took, batch)
+}
+
+/// [`snapshot`], with the passive one's timeline.
+async fn snapshot_timed(
+    state: &Path,
+    mode: ProbeMode,
+) -> (Duration, Vec<(LockKey, KeyState)>, Option<TreeTimeline>) {
     let own = HashSet::from([std::process::id()]);
     let start = Instant::now();
     let prober = Prober::new(Context::new(state.to_path_buf()));
-    let batch = match mode {
+    let (batch, timeline) = match mode {
         ProbeMode::Passive => {
             let read: ReadLocks =
                 Arc::new(|| locktop::liveness::proc_locks::LockIndex::read().unwrap_or_default());
-            probe_tree_passive(state, &prober, &own, nproc(), read)
+            let tree = probe_tree_passive(state, &prober, &own, nproc(), read)
                 .await
-                .expect("scan the fixture")
-                .batch
+                .expect("scan the fixture");
+            (tree.batch, Some(tree.timeline))
         }
         ProbeMode::Acquire => {
             let report = scan_root(state).await.expect("scan the fixture");
-            probe_all(&prober, report.keys, mode, &own).await
+            (probe_all(&prober, report.keys, mode, &own).await, None)
         }
     };
-    (start.elapsed(), batch)
+    (start.elapsed(), batch, timeline)
 }
 
 struct Counts {
@@ -505,6 +516,7 @@ async fn section_snapshot(plan: &Plan, bin: &Path, state: &Path, targets: &mut T
     let mut last: [Option<Counts>; 2] = Default::default();
     let (mut t_scan, mut t_probe, mut t_annotate) = (Vec::new(), Vec::new(), Vec::new());
     let mut t_probe_one = Vec::new();
+    let mut timelines = Vec::new();
     for round in 0..=runs {
         let keep = round > 0;
         let (t, busy) = floor_loop(&gates);
@@ -537,9 +549,10 @@ async fn section_snapshot(plan: &Plan, bin: &Path, state: &Path, targets: &mut T
         }
         assert_eq!(held, plan.held(), "try_held saw every held key");
         for (i, mode) in modes.iter().enumerate() {
-            let (t, batch) = snapshot(state, *mode).await;
+            let (t, batch, timeline) = snapshot_timed(state, *mode).await;
             if keep {
                 times[i].push(t);
+                timelines.extend(timeline);
             }
             last[i] = Some(counts(&batch));
         }
@@ -632,8 +645,18 @@ async fn section_snapshot(plan: &Plan, bin: &Path, state: &Path, targets: &mut T
             c.other
         ));
     }
+    let at = |part: fn(&TreeTimeline) -> Duration| {
+        fmt_dur(median(&timelines.iter().map(part).collect::<Vec<_>>()))
+    };
     say(format!(
-        "     passive breakdown: scan {} · probe {} (the same probes on 1 thread: {}) · annotate {} \
+        "     passive, as it runs (medians from its start): walk + probes done {} · the first \
+         /proc/locks read (begun at the start) done {} · holders named {}",
+        at(|t| t.probed),
+        at(|t| t.read),
+        at(|t| t.annotated),
+    ));
+    say(format!(
+        "     passive breakdown, each part alone: scan {} · probe {} (the same probes on 1 thread: {}) · annotate {} \
          (one /proc/locks read: {} for {} locked files)",
         fmt_dur(median(&t_scan)),
         fmt_dur(median(&t_probe)),

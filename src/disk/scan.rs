@@ -8,7 +8,13 @@
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs::FileType;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use nix::dir::{Dir, Type};
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 
 use super::{ScanProblem, ScanProblemKind};
 use crate::disk::key::{DirNamer, LockKey};
@@ -83,39 +89,54 @@ fn scan_one_dir(
     stack: &mut Vec<PathBuf>,
     pushed: &mut dyn FnMut(&mut Vec<LockKey>),
 ) {
-    let entries = match std::fs::read_dir(dir) {
+    // nix's `Dir` lends each entry's name and type from the kernel's
+    // buffer: `std::fs::read_dir` copies every name twice (the entry, then
+    // `file_name()`), 40,000 allocations for 10,000 claims.
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut entries = match Dir::open(dir, flags, Mode::empty()) {
         Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return,
-        Err(error) => {
+        Err(Errno::ENOENT) => return,
+        Err(errno) => {
             report.problems.push(ScanProblem {
                 path: dir.to_path_buf(),
-                kind: ScanProblemKind::Unreadable(error.to_string()),
+                kind: ScanProblemKind::Unreadable(std::io::Error::from(errno).to_string()),
             });
             return;
         }
     };
     let namer = DirNamer::new(state_dir, dir);
-    let mut gates: HashSet<String> = HashSet::new();
+    let mut gates: HashSet<String, foldhash::fast::RandomState> = HashSet::default();
     let mut announces: Vec<String> = Vec::new();
-    for entry in entries {
+    for entry in entries.iter() {
         let Ok(entry) = entry else { continue };
-        let Ok(file_type) = entry.file_type() else {
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
             continue;
+        }
+        let (problem, what) = match (entry.file_type(), name.to_str()) {
+            // The common cases, from the entry's type alone.
+            (Some(Type::File), Some(name)) => classify_regular(name),
+            (Some(Type::Directory), Some(name)) if !name.ends_with(GATE_SUFFIX) => {
+                (None, Entry::Walk)
+            }
+            // Anything else (and a filesystem that gives no type): as the
+            // entry's `lstat` says.
+            _ => match std::fs::symlink_metadata(dir.join(name)) {
+                Ok(meta) => classify(name, meta.file_type()),
+                Err(_) => continue,
+            },
         };
-        let (problem, what) = classify(&entry.file_name(), file_type);
         if matches!(what, Entry::Gate { .. } | Entry::Announce { .. }) {
-            report
-                .claim_inodes
-                .push(std::os::unix::fs::DirEntryExt::ino(&entry));
+            report.claim_inodes.push(entry.ino());
         }
         if let Some(kind) = problem {
             report.problems.push(ScanProblem {
-                path: entry.path(),
+                path: dir.join(name),
                 kind,
             });
         }
         match what {
-            Entry::Walk => stack.push(entry.path()),
+            Entry::Walk => stack.push(dir.join(name)),
             Entry::Gate { stem, key } => {
                 gates.insert(stem);
                 report.keys.push(namer.key_owned(key));
@@ -184,6 +205,12 @@ fn classify(name: &OsStr, file_type: FileType) -> (Option<ScanProblemKind>, Entr
     if file_type.is_dir() {
         return (None, Entry::Walk);
     }
+    classify_regular(name)
+}
+
+/// [`classify`] for a regular file (or, as before, anything that is not
+/// a directory, a symlink or a non-regular file named like a gate).
+fn classify_regular(name: &str) -> (Option<ScanProblemKind>, Entry) {
     if let Some(stem) = name.strip_suffix(ANNOUNCE_SUFFIX) {
         let stem = stem.to_string();
         return (None, Entry::Announce { stem });

@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::KeyState;
 use crate::disk::ScanReport;
@@ -31,6 +32,20 @@ pub struct TreeProbe {
     /// The first `/proc/locks` read (which also shows claim files held
     /// though unlinked: [`crate::liveness::unlinked`]).
     pub index: LockIndex,
+    /// When each part was done, from the start.
+    pub timeline: TreeTimeline,
+}
+
+/// When each part of [`probe_tree_passive`] was done, from its start
+/// (where the time goes; the bench prints it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TreeTimeline {
+    /// The first `/proc/locks` read (begun at the start).
+    pub read: Duration,
+    /// The walk and every probe.
+    pub probed: Duration,
+    /// The holders named: the end.
+    pub annotated: Duration,
 }
 
 /// Scans `state_dir`'s locks root and probes every claim passively on
@@ -49,16 +64,18 @@ pub async fn probe_tree_passive(
     threads: usize,
     read: ReadLocks,
 ) -> std::io::Result<TreeProbe> {
+    let start = Instant::now();
     let early = {
         let read = read.clone();
-        std::thread::spawn(move || read())
+        std::thread::spawn(move || (read(), start.elapsed()))
     };
     let (report, mut batch) = dir_probe::scan_and_probe_passive(state_dir, prober, threads).await?;
+    let probed = start.elapsed();
     let own_pids = own_pids.clone();
-    let (batch, index) = tokio::task::spawn_blocking(move || {
-        let early = early.join().unwrap_or_default();
+    let (batch, index, read) = tokio::task::spawn_blocking(move || {
+        let (early, read_at) = early.join().unwrap_or_default();
         let index = annotate_after_early_read(&mut batch, &own_pids, early, &*read);
-        (batch, index)
+        (batch, index, read_at)
     })
     .await
     .map_err(std::io::Error::other)?;
@@ -66,6 +83,11 @@ pub async fn probe_tree_passive(
         batch,
         report,
         index,
+        timeline: TreeTimeline {
+            read,
+            probed,
+            annotated: start.elapsed(),
+        },
     })
 }
 

@@ -106,7 +106,8 @@ pub async fn scan_and_probe_passive_in(
                 .map(|_| {
                     scope.spawn(|| {
                         let mut answered = Vec::new();
-                        // The lock is held only to take the next chunk.
+                        // One thread waits for the next chunk holding the
+                        // lock, the others for the lock.
                         while let Ok(chunk) = rx
                             .lock()
                             .map_err(drop)
@@ -125,7 +126,12 @@ pub async fn scan_and_probe_passive_in(
             drop(tx);
             let answered: Vec<_> = probers
                 .into_iter()
-                .flat_map(|prober| prober.join().unwrap_or_default())
+                .flat_map(|prober| {
+                    prober.join().unwrap_or_else(|_| {
+                        tracing::error!("a probe thread panicked; its keys are missing");
+                        Vec::new()
+                    })
+                })
                 .collect();
             report.map(|report| (report, answered))
         })

@@ -61,7 +61,7 @@ impl HeldFiles {
             ) else {
                 continue;
             };
-            if read_all(fd, &mut text).is_err() {
+            if read_fdinfo(fd, &mut text).is_err() {
                 continue;
             }
             files.extend(
@@ -95,17 +95,24 @@ impl HeldFiles {
     }
 }
 
-/// Reads the whole of `fd` into `text` (cleared first) with plain
-/// `read`s: `File::read_to_end` adds an `fstat` and an `lseek` per file to
-/// size its buffer, a third of the syscalls of reading 2,000 small
-/// fdinfo files.
-fn read_all(fd: std::os::fd::OwnedFd, text: &mut Vec<u8>) -> nix::Result<()> {
+/// Reads the whole of an fdinfo file into `text` (cleared first) with
+/// plain `read`s: `File::read_to_end` adds an `fstat` and an `lseek` per
+/// file to size its buffer, and a last `read` to see the end. An fdinfo
+/// file is one record made at once (`single_open` in the kernel's
+/// `fs/proc/fd.c`), which a `read` with room for it returns whole, so a
+/// read that does not fill the buffer was the end; a longer one (an epoll
+/// or inotify fd's) is read on until a `read` returns nothing.
+fn read_fdinfo(fd: std::os::fd::OwnedFd, text: &mut Vec<u8>) -> nix::Result<()> {
     text.clear();
     let mut chunk = [0u8; 4096];
     loop {
         match nix::unistd::read(&fd, &mut chunk) {
-            Ok(0) => return Ok(()),
-            Ok(got) => text.extend_from_slice(&chunk[..got]),
+            Ok(got) => {
+                text.extend_from_slice(&chunk[..got]);
+                if got < chunk.len() {
+                    return Ok(());
+                }
+            }
             Err(Errno::EINTR) => {}
             Err(error) => return Err(error),
         }
@@ -127,6 +134,27 @@ mod tests {
         // SAFETY: a valid open fd for the duration of the call.
         assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
         assert!(HeldFiles::of(std::process::id()).holds_any(&[id]));
+    }
+
+    /// An fdinfo longer than the buffer (an inotify fd with 200 watches:
+    /// one line each) is read whole, as a plain read of the file reads
+    /// it: a lock line after the first 4 KiB would not be lost.
+    #[test]
+    fn a_long_fdinfo_is_read_to_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let inotify = inotify::Inotify::init().unwrap();
+        for i in 0..200 {
+            let watched = dir.path().join(format!("w{i}"));
+            std::fs::create_dir(&watched).unwrap();
+            let mask = inotify::WatchMask::CREATE;
+            inotify.watches().add(&watched, mask).unwrap();
+        }
+        let path = format!("/proc/self/fdinfo/{}", inotify.as_raw_fd());
+        let fd = open(path.as_str(), OFlag::O_RDONLY, Mode::empty()).unwrap();
+        let mut text = Vec::new();
+        read_fdinfo(fd, &mut text).unwrap();
+        assert!(text.len() > 4096, "{} bytes: not long enough", text.len());
+        assert_eq!(text, std::fs::read(&path).unwrap());
     }
 
     #[test]
