@@ -45,11 +45,12 @@ pub fn scan(state_dir: &Path) -> std::io::Result<ScanReport> {
 /// Scans `dir` and everything below it (a subtree of the locks root).
 /// A missing `dir` yields an empty report.
 pub fn scan_subtree(state_dir: &Path, dir: &Path) -> ScanReport {
-    let mut report = ScanReport::default();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        scan_one_dir(state_dir, &dir, &mut report, &mut stack, &mut |_| {});
-    }
+    let mut keys = Vec::new();
+    let whole_dirs = usize::MAX;
+    let mut report = walk(state_dir, dir.to_path_buf(), whole_dirs, &mut |found| {
+        keys.extend(found)
+    });
+    report.keys = keys;
     report
 }
 
@@ -64,12 +65,23 @@ pub fn scan_feeding(
 ) -> std::io::Result<ScanReport> {
     let root = locks_root(state_dir);
     std::fs::read_dir(&root)?;
+    Ok(walk(state_dir, root, chunk, feed))
+}
+
+/// Walks `top` and everything below it, handing the keys to `feed` as in
+/// [`scan_feeding`]; the report comes back with no keys.
+fn walk(
+    state_dir: &Path,
+    top: PathBuf,
+    chunk: usize,
+    feed: &mut dyn FnMut(Vec<LockKey>),
+) -> ScanReport {
     let mut report = ScanReport::default();
-    let mut stack = vec![root];
+    let mut stack = vec![top];
     while let Some(dir) = stack.pop() {
         let mut full = |keys: &mut Vec<LockKey>| {
             if keys.len() >= chunk {
-                feed(std::mem::replace(keys, Vec::with_capacity(chunk)));
+                feed(std::mem::take(keys));
             }
         };
         scan_one_dir(state_dir, &dir, &mut report, &mut stack, &mut full);
@@ -77,7 +89,7 @@ pub fn scan_feeding(
             feed(std::mem::take(&mut report.keys));
         }
     }
-    Ok(report)
+    report
 }
 
 /// Reads one directory into `report` (its subdirectories onto `stack`),

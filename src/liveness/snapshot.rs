@@ -44,12 +44,7 @@ pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot>
             problems: Vec::new(),
         });
     }
-    let cannot_read = || {
-        format!(
-            "cannot read locks dir {}",
-            crate::locks::locks_root(state_dir).display()
-        )
-    };
+    let cannot_read = || format!("cannot read locks dir {}", root.display());
     let prober = Prober::new(Context::new(state_dir.to_path_buf()));
     let own = HashSet::from([std::process::id()]);
     // One `/proc/locks` read names the holders and finds claim files held
