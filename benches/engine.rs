@@ -447,6 +447,14 @@ async fn snapshot_timed(
     let start = Instant::now();
     let prober = Prober::new(Context::new(state.to_path_buf()));
     let (batch, timeline) = match mode {
+        ProbeMode::LockFree => {
+            let read: ReadLocks =
+                Arc::new(|| locktop::liveness::proc_locks::LockIndex::read().unwrap_or_default());
+            let tree = locktop::liveness::bulk::probe_tree_lock_free(state, &own, nproc(), read)
+                .await
+                .expect("scan the fixture");
+            (tree.batch, Some(tree.timeline))
+        }
         ProbeMode::Passive => {
             let read: ReadLocks =
                 Arc::new(|| locktop::liveness::proc_locks::LockIndex::read().unwrap_or_default());

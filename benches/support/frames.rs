@@ -50,6 +50,7 @@ fn keystroke_and_draw(keys: usize, samples: usize) -> (Duration, Duration, Durat
         AppConfig {
             state_dir: "/bench-state".into(),
             probe: ProbeMode::Acquire,
+            probe_fallback: None,
             read_only: false,
             theme: Theme::color(),
             materializing_after: locktop::model::MATERIALIZING_AFTER,

@@ -10,6 +10,8 @@ use super::family_args::FamilyArgsError;
 use super::{EXIT_BUSY, EXIT_ERROR, FamilyArgs};
 use crate::context::Context;
 use crate::disk::state_dir::StateDirError;
+use crate::liveness::lock_free::{self, ProbeChoice};
+use crate::liveness::probe::ProbeMode;
 use crate::locks::LocksError;
 use crate::operate::check;
 use crate::operate::check::CheckReport;
@@ -22,10 +24,35 @@ pub struct CheckArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// Only probe (shared-lock, never writes) instead of taking the family
-    /// for an instant.
-    #[arg(long)]
+    /// How members are probed: lock-free (default: /proc/locks, nothing
+    /// taken), passive (momentary shared locks) or acquire (the family
+    /// taken all-or-nothing for an instant, then released).
+    #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
+    probe: ProbeMode,
+    /// The same as `--probe passive` (kept for scripts).
+    #[arg(long, conflicts_with = "probe")]
     passive: bool,
+}
+
+impl CheckArgs {
+    /// The probe asked for (`--passive` is `--probe passive`).
+    fn requested_probe(&self) -> ProbeMode {
+        if self.passive {
+            ProbeMode::Passive
+        } else {
+            self.probe
+        }
+    }
+}
+
+/// The report as printed by `--json`: which probe ran (and why, if not
+/// the one asked for), then the report's fields.
+#[derive(serde::Serialize)]
+struct JsonReport<'a> {
+    #[serde(flatten)]
+    probe: &'a ProbeChoice,
+    #[serde(flatten)]
+    report: &'a CheckReport,
 }
 
 /// Runs `locktop check` on the resolved state dir (or the reason none
@@ -34,8 +61,8 @@ pub async fn run(
     state_dir: Result<PathBuf, StateDirError>,
     args: CheckArgs,
 ) -> anyhow::Result<ExitCode> {
-    let report = match checked(state_dir, &args).await {
-        Ok(report) => report,
+    let (report, probe) = match checked(state_dir, &args).await {
+        Ok(checked) => checked,
         Err(error) if args.json => {
             println!("{}", serde_json::to_string(&JsonFailure::from(&error))?);
             return Ok(ExitCode::from(EXIT_ERROR));
@@ -43,8 +70,15 @@ pub async fn run(
         Err(error) => return Err(error.into()),
     };
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        let json = JsonReport {
+            probe: &probe,
+            report: &report,
+        };
+        println!("{}", serde_json::to_string(&json)?);
     } else {
+        if let Some(why) = &probe.fallback {
+            eprintln!("locktop: probe {} ({why})", probe.runs.as_str());
+        }
         for line in check::report_lines(&report, SystemTime::now()) {
             println!("{line}");
         }
@@ -73,12 +107,14 @@ enum CheckFailed {
 async fn checked(
     state_dir: Result<PathBuf, StateDirError>,
     args: &CheckArgs,
-) -> Result<CheckReport, CheckFailed> {
+) -> Result<(CheckReport, ProbeChoice), CheckFailed> {
     let state_dir = state_dir?;
     crate::disk::state_dir::require_existing(&state_dir)?;
     let family = args.family.family()?;
+    let probe = lock_free::choose(args.requested_probe(), &state_dir);
     let context = Context::new(state_dir);
-    Ok(check::check_family(&context, &family, args.passive).await?)
+    let report = check::check_family(&context, &family, probe.runs).await?;
+    Ok((report, probe))
 }
 
 /// `check --json` when there is no report: `{"free":false,"error":{…}}`.

@@ -11,6 +11,7 @@ mod demo;
 mod docs;
 mod family_args;
 mod hold;
+pub mod placement;
 mod serve;
 mod snapshot;
 mod thresholds;
@@ -52,14 +53,16 @@ pub struct Cli {
 /// Options of the monitor (the TUI), for `locktop` and `locktop demo`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MonitorArgs {
-    /// How event-driven probes test liveness (--read-only: always passive).
-    #[arg(long, value_enum, default_value_t = ProbeMode::Acquire, conflicts_with = "read_only")]
+    /// How probes test liveness: lock-free (default: /proc/locks, no lock
+    /// taken), passive (momentary shared locks) or acquire (writes; not
+    /// with --read-only).
+    #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
     pub probe: ProbeMode,
     /// Seconds between safety-net sweeps (passive rescans of every key).
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     pub sweep: f64,
-    /// Write nothing and signal nothing: the probe is passive (a shared
-    /// lock, never an exclusive one), and test holders and K are disabled.
+    /// Write nothing and signal nothing: the probe is lock-free or passive
+    /// (never acquire), and test holders and K are disabled.
     #[arg(long)]
     pub read_only: bool,
     /// Write logs to this file (default: no log; nothing is ever logged to the screen).
@@ -71,21 +74,20 @@ pub struct MonitorArgs {
 }
 
 impl MonitorArgs {
-    /// The probe the monitor runs: passive whenever read-only, since an
-    /// acquire probe takes an exclusive lock and writes the lock files.
-    pub fn effective_probe(&self) -> ProbeMode {
-        if self.read_only {
-            ProbeMode::Passive
-        } else {
-            self.probe
+    /// The probe asked for, or a one-line error: `--read-only` refuses
+    /// `--probe acquire`, which takes an exclusive lock and writes.
+    pub fn requested_probe(&self) -> anyhow::Result<ProbeMode> {
+        if self.read_only && self.probe == ProbeMode::Acquire {
+            anyhow::bail!("--probe acquire takes locks and writes: not with --read-only");
         }
+        Ok(self.probe)
     }
 }
 
 impl Default for MonitorArgs {
     fn default() -> Self {
         Self {
-            probe: ProbeMode::Acquire,
+            probe: ProbeMode::LockFree,
             sweep: 10.0,
             read_only: false,
             log: None,
@@ -121,8 +123,14 @@ pub enum Command {
 }
 
 /// Parses the process arguments, runs, and maps the outcome to an exit code.
+/// An option given where it does not apply is refused before anything runs
+/// (one line, exit 2: see [`placement`]); clap's own errors exit as clap does.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match placement::parse_from(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(placement::Refused::Clap(error)) => error.exit(),
+        Err(placement::Refused::Misplaced(misplaced)) => return fail(&misplaced.into()),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -206,17 +214,19 @@ pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output =
 /// Opens the monitor on `state_dir` until the operator quits.
 pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyhow::Result<()> {
     let sweep_every = seconds("--sweep", args.sweep)?;
+    let probe = crate::liveness::lock_free::choose(args.requested_probe()?, &state_dir);
     let context = crate::context::Context::new(state_dir);
     crate::tui::run(
         context,
         crate::engine::EngineConfig {
-            probe: args.effective_probe(),
+            probe: probe.runs,
             sweep_every,
             idle_after: args.thresholds.idle_after()?,
             trace: None,
         },
         crate::tui::TuiOptions {
             read_only: args.read_only,
+            probe,
             log_file: args.log,
             materializing_after: args.thresholds.materializing_after()?,
         },

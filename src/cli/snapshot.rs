@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::{KeyState, Liveness, ScanProblem};
+use crate::liveness::lock_free::{self, ProbeChoice};
 use crate::liveness::probe::ProbeMode;
 use crate::liveness::snapshot::take;
 use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
@@ -23,8 +24,9 @@ pub struct SnapshotArgs {
     /// Include free (stale) keys.
     #[arg(long)]
     all: bool,
-    /// How to probe liveness.
-    #[arg(long, value_enum, default_value_t = ProbeMode::Acquire)]
+    /// How to probe liveness: lock-free (default: /proc/locks, no lock
+    /// taken), passive (momentary shared locks) or acquire (writes).
+    #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
     probe: ProbeMode,
 }
 
@@ -47,14 +49,19 @@ struct JsonKey<'a> {
 struct JsonSnapshot<'a> {
     state_dir: std::borrow::Cow<'a, str>,
     taken_at: String,
-    probe: &'static str,
+    #[serde(flatten)]
+    probe: &'a ProbeChoice,
     keys: Vec<JsonKey<'a>>,
     problems: &'a [ScanProblem],
 }
 
 /// Runs `locktop snapshot`.
 pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitCode> {
-    let snapshot = take(&state_dir, args.probe).await?;
+    let probe = lock_free::choose(args.probe, &state_dir);
+    if probe.fallback.is_some() && !args.json {
+        eprintln!("locktop: probe {}", probe.describe());
+    }
+    let snapshot = take(&state_dir, probe.runs).await?;
     let shown = snapshot
         .keys
         .iter()
@@ -65,7 +72,7 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
         write_json(
             &mut buffered,
             &state_dir,
-            args.probe,
+            &probe,
             shown,
             &snapshot.problems,
             MATERIALIZING_AFTER,
@@ -89,7 +96,7 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
 pub fn write_json<'a>(
     out: &mut impl Write,
     state_dir: &Path,
-    probe: ProbeMode,
+    probe: &ProbeChoice,
     keys: impl Iterator<Item = &'a (LockKey, KeyState)> + Clone,
     problems: &[ScanProblem],
     materializing: std::time::Duration,
@@ -113,7 +120,7 @@ pub fn write_json<'a>(
     let doc = JsonSnapshot {
         state_dir: state_dir.to_string_lossy(),
         taken_at: time_format::rfc3339(now),
-        probe: probe.as_str(),
+        probe,
         keys,
         problems,
     };

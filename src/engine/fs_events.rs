@@ -34,6 +34,12 @@ pub enum FsChange {
     /// A gate or announce file was created, written, closed after writing
     /// or removed: the claim may have changed state.
     Key(LockKey),
+    /// A gate or announce file opened for writing was closed: its holder
+    /// released it or died — or another monitor's probe ended. The kernel
+    /// queues this event BEFORE it removes the closed file's locks, so a
+    /// look right after it may still find the lock (see the engine's
+    /// close confirmation).
+    Closed(LockKey),
     /// A held key's file was opened. Every probe opens files, so this
     /// never starts a probe; it means a waiter may have arrived (a blocked
     /// `flock` opens the file and makes no other event).
@@ -193,7 +199,7 @@ pub fn subscribe(
             }],
         };
         for change in changes {
-            if let FsChange::Key(key) = &change {
+            if let FsChange::Key(key) | FsChange::Closed(key) = &change {
                 trace::note(&filter.trace, key, Stage::Read);
             }
             if let Err(TrySendError::Full(_)) = tx.try_send(change) {
@@ -237,6 +243,14 @@ pub fn classify(state_dir: &Path, event: notify::Event) -> Vec<FsChange> {
             .map(FsChange::Opened)
             .collect(),
         EventKind::Access(AccessKind::Read) => Vec::new(),
+        EventKind::Access(AccessKind::Close(_)) => event
+            .paths
+            .into_iter()
+            .map(|path| match claim_of(state_dir, &path) {
+                Some(key) => FsChange::Closed(key),
+                None => FsChange::Other(path),
+            })
+            .collect(),
         EventKind::Create(CreateKind::Folder) => {
             event.paths.into_iter().map(FsChange::DirCreated).collect()
         }
@@ -396,11 +410,11 @@ mod tests {
             state,
             event(modify, "/s/locks/agents/tags/my%20tag.live.lock"),
         );
-        assert_eq!(a, b);
-        let FsChange::Key(key) = &a[0] else {
-            panic!("{a:?}")
+        let (FsChange::Closed(closed), FsChange::Key(modified)) = (&a[0], &b[0]) else {
+            panic!("{a:?} {b:?}")
         };
-        assert_eq!(key.name, "my tag");
+        assert_eq!(closed, modified);
+        assert_eq!(closed.name, "my tag");
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub const IDLE_AFTER: Duration = Duration::from_secs(600);
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
-            probe: ProbeMode::Acquire,
+            probe: ProbeMode::LockFree,
             sweep_every: Duration::from_secs(10),
             idle_after: IDLE_AFTER,
             trace: None,

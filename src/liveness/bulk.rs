@@ -12,12 +12,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::KeyState;
+use super::{KeyState, Liveness};
 use crate::disk::ScanReport;
 use crate::disk::key::LockKey;
-use crate::liveness::annotate::{annotate, annotate_after_early_read};
+use crate::liveness::annotate::{annotate, annotate_after_early_read, annotate_with};
 use crate::liveness::dir_probe;
-use crate::liveness::probe::{ProbeMode, Prober};
+use crate::liveness::lock_free;
+use crate::liveness::probe::{IN_FLIGHT_AFTER, IN_FLIGHT_REREAD, ProbeMode, Prober};
 use crate::liveness::proc_locks::LockIndex;
 
 /// Reads `/proc/locks` (the caller's way: counted, or not).
@@ -91,6 +92,96 @@ pub async fn probe_tree_passive(
     })
 }
 
+/// The lock-free state of every key from one `index` (a merged read:
+/// [`LockIndex::read_merged`]), judged on up to `threads` threads (keys
+/// of one directory stay together as far as the split allows), in input
+/// order, no holder details. Claims found in flight are judged again from
+/// a fresh read (`read`) every [`IN_FLIGHT_REREAD`] until they settle or
+/// [`IN_FLIGHT_AFTER`] has passed (then they are in flight). Blocking:
+/// call it from a blocking-pool thread.
+pub fn judge_lock_free(
+    keys: Vec<LockKey>,
+    index: &LockIndex,
+    threads: usize,
+    read: &(dyn Fn() -> LockIndex + Sync),
+) -> Vec<(LockKey, KeyState)> {
+    let chunk_len = keys.len().div_ceil(threads.max(1)).max(1024);
+    let states: Vec<KeyState> = std::thread::scope(|scope| {
+        let judged: Vec<_> = keys
+            .chunks(chunk_len)
+            .map(|chunk| scope.spawn(move || lock_free::states(chunk, index)))
+            .collect();
+        judged
+            .into_iter()
+            .flat_map(|judging| judging.join().unwrap_or_default())
+            .collect()
+    });
+    let mut batch: Vec<(LockKey, KeyState)> = keys.into_iter().zip(states).collect();
+    settle_in_flight(&mut batch, read);
+    batch
+}
+
+/// Judges the claims of `batch` found in flight again from fresh reads,
+/// as [`judge_lock_free`] says.
+fn settle_in_flight(batch: &mut [(LockKey, KeyState)], read: &(dyn Fn() -> LockIndex + Sync)) {
+    let start = Instant::now();
+    loop {
+        let in_flight: Vec<usize> = (0..batch.len())
+            .filter(|&at| batch[at].1.liveness == Liveness::InFlight)
+            .collect();
+        if in_flight.is_empty() || start.elapsed() >= IN_FLIGHT_AFTER {
+            return;
+        }
+        std::thread::sleep(IN_FLIGHT_REREAD);
+        let index = LockIndex::read_merged(read);
+        for at in in_flight {
+            let (key, state) = &mut batch[at];
+            *state = lock_free::answer(key, &index).state(key);
+        }
+    }
+}
+
+/// Scans `state_dir`'s locks root and judges every claim lock-free, then
+/// names the holders, from one merged `/proc/locks` read (`read`) begun
+/// before the scan, on a thread of its own, so that its wait for an RCU
+/// grace period passes while the tree is walked. The snapshot is the
+/// moment of that read: a claim taken after it reads free, one released
+/// after it held. An error only if the root could not be read.
+pub async fn probe_tree_lock_free(
+    state_dir: &Path,
+    own_pids: &HashSet<u32>,
+    threads: usize,
+    read: ReadLocks,
+) -> std::io::Result<TreeProbe> {
+    let start = Instant::now();
+    let state_dir = state_dir.to_path_buf();
+    let own_pids = own_pids.clone();
+    tokio::task::spawn_blocking(move || {
+        let early = {
+            let read = read.clone();
+            std::thread::spawn(move || (LockIndex::read_merged(&*read), start.elapsed()))
+        };
+        let mut report = crate::disk::scan::scan(&state_dir)?;
+        let (index, read_at) = early.join().unwrap_or_default();
+        let keys = std::mem::take(&mut report.keys);
+        let mut batch = judge_lock_free(keys, &index, threads, &*read);
+        let probed = start.elapsed();
+        annotate_with(&mut batch, &index, &own_pids, &mut || read());
+        Ok(TreeProbe {
+            batch,
+            report,
+            index,
+            timeline: TreeTimeline {
+                read: read_at,
+                probed,
+                annotated: start.elapsed(),
+            },
+        })
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
 /// Probes every key (in `mode`) and annotates the held ones.
 pub async fn probe_all(
     prober: &Prober,
@@ -126,6 +217,15 @@ pub async fn probe_all_unannotated(
     mode: ProbeMode,
 ) -> Vec<(LockKey, KeyState)> {
     let workers = std::thread::available_parallelism().map_or(2, usize::from);
+    if mode == ProbeMode::LockFree {
+        let read = || LockIndex::read().unwrap_or_default();
+        return tokio::task::spawn_blocking(move || {
+            let index = LockIndex::read_merged(&read);
+            judge_lock_free(keys, &index, workers, &read)
+        })
+        .await
+        .unwrap_or_default();
+    }
     if mode == ProbeMode::Passive {
         return super::dir_probe::probe_passive(prober, keys, workers).await;
     }

@@ -12,6 +12,7 @@ pub mod bulk;
 pub mod cpu;
 pub mod dir_probe;
 pub mod fdinfo;
+pub mod lock_free;
 pub mod probe;
 pub mod proc_locks;
 pub mod process;
@@ -22,6 +23,7 @@ pub mod unlinked;
 pub mod verify;
 
 pub use cpu::CpuClock;
+pub use lock_free::ProbeChoice;
 pub use probe::{ProbeMode, Prober};
 pub use process::ProcessInfo;
 pub use state::{HoldersNote, KeyState, Liveness};

@@ -1,5 +1,10 @@
-//! The liveness of one claim, in one of two modes.
+//! The liveness of one claim, in one of three modes.
 //!
+//! - `lock-free` (the default): read from `/proc/locks`, matched to the
+//!   claim files' inodes ([`super::lock_free`]); takes no lock and opens
+//!   no claim file, so it can never make an agent's acquire fail. Batch
+//!   callers read `/proc/locks` once for many keys; [`Prober::probe`]
+//!   reads it once per call (a one-shot use, never a loop).
 //! - `acquire`: `locks::try_acquire` through the monitor's `Context`,
 //!   released at once. Writes (empty gate contents, the announce beacon),
 //!   so it echoes as inotify events; used only for keys that changed.
@@ -15,11 +20,18 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProbeMode {
-    /// Take and release the lock through `locks::try_acquire` (writes).
+    /// Read `/proc/locks` matched to the claims' inodes: no lock taken,
+    /// nothing opened or written (where it sees every holder: see
+    /// [`super::lock_free::choose`]).
     #[default]
-    Acquire,
-    /// Shared-lock probe answering as the SDK's `try_held` (never writes).
+    #[serde(rename = "lock-free")]
+    LockFree,
+    /// Shared-lock probe answering as the SDK's `try_held` (never writes,
+    /// but a momentary shared lock makes a racing agent's acquire fail).
     Passive,
+    /// Take and release the lock through `locks::try_acquire` (writes;
+    /// an exclusive lock for the probe's moment).
+    Acquire,
 }
 
 impl ProbeMode {
@@ -29,16 +41,23 @@ impl ProbeMode {
     pub fn writes(self) -> bool {
         match self {
             ProbeMode::Acquire => true,
-            ProbeMode::Passive => false,
+            ProbeMode::Passive | ProbeMode::LockFree => false,
         }
     }
 
     /// The word shown in the header.
     pub fn as_str(self) -> &'static str {
         match self {
+            ProbeMode::LockFree => "lock-free",
             ProbeMode::Acquire => "acquire",
             ProbeMode::Passive => "passive",
         }
+    }
+
+    /// True when a probe in this mode takes a flock on the claim (shared
+    /// or exclusive): an agent's non-blocking acquire racing it fails.
+    pub fn locks(self) -> bool {
+        self != ProbeMode::LockFree
     }
 }
 
@@ -92,6 +111,9 @@ impl Prober {
         mode: ProbeMode,
         patience: Patience,
     ) -> Option<KeyState> {
+        if mode == ProbeMode::LockFree {
+            return lock_free_with(key, patience).await;
+        }
         let gate = key.gate_path();
         let gate_len = match std::fs::symlink_metadata(&gate) {
             Err(error) => return Some(gate_unreadable(key, &error)),
@@ -142,6 +164,29 @@ impl Prober {
         state
     }
 }
+
+/// The lock-free answer for `key`: one `/proc/locks` read, again every
+/// [`IN_FLIGHT_REREAD`] while the claim is in flight, up to
+/// [`IN_FLIGHT_AFTER`] (with `Patience::None`: `None` at once).
+async fn lock_free_with(key: &LockKey, patience: Patience) -> Option<KeyState> {
+    let start = tokio::time::Instant::now();
+    loop {
+        let index = super::proc_locks::LockIndex::read().unwrap_or_default();
+        let state = super::lock_free::answer(key, &index).state(key);
+        if state.liveness != Liveness::InFlight || start.elapsed() >= IN_FLIGHT_AFTER {
+            return Some(state);
+        }
+        if patience == Patience::None {
+            return None;
+        }
+        tokio::time::sleep(IN_FLIGHT_REREAD).await;
+    }
+}
+
+/// How long a lock-free probe waits before it reads `/proc/locks` again
+/// for a claim in flight (each read delays every lock call on the
+/// machine a little: never a tight loop).
+pub const IN_FLIGHT_REREAD: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The passive answer for `key`: what the SDK's `try_held` says (held →
 /// `Live`, not held → `Free`), except that a claim still in flight after

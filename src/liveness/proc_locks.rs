@@ -112,6 +112,29 @@ impl LockIndex {
         Ok(index)
     }
 
+    /// [`Self::read`], and once more when the first read came in several
+    /// pieces, the two merged: a line that slipped between the pages of
+    /// one read is in the other unless its lock was taken or released in
+    /// between (then either answer was true at some moment of the two
+    /// reads). What a liveness read from `/proc/locks` alone needs
+    /// ([`super::lock_free`]): a missed line would read a held claim free.
+    pub fn read_merged(read: &dyn Fn() -> Self) -> Self {
+        let mut index = read();
+        if index.torn {
+            index.merge(read());
+        }
+        index
+    }
+
+    /// Adds every row of `other` (a second read) not listed yet; the
+    /// result is torn only if both were.
+    pub fn merge(&mut self, other: LockIndex) {
+        for (file, locks) in other.files {
+            self.files.entry(file).or_default().absorb(locks);
+        }
+        self.torn &= other.torn;
+    }
+
     /// True when the kernel handed the text out in several pieces, so a
     /// line may have slipped between them (never for a parsed text).
     pub fn is_torn(&self) -> bool {

@@ -1,8 +1,9 @@
 //! One snapshot of a whole state dir: scan + probe + holders, once — what
 //! `locktop snapshot` prints, and what the engine bench times.
 //!
-//! Invariants: as the probes' and the annotation's (a passive snapshot
-//! never writes and never takes an exclusive lock); nothing is created,
+//! Invariants: as the probes' and the annotation's (a lock-free snapshot
+//! takes no lock and opens no claim file; a passive one never writes and
+//! never takes an exclusive lock); nothing is created,
 //! not even a missing locks dir; keys come back sorted.
 
 use std::collections::HashSet;
@@ -50,9 +51,15 @@ pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot>
     // One `/proc/locks` read names the holders and finds claim files held
     // though unlinked, which no key leads to.
     let read: ReadLocks = Arc::new(|| LockIndex::read().unwrap_or_default());
+    let threads = std::thread::available_parallelism().map_or(2, usize::from);
     let (mut keys, report, index) = match mode {
+        ProbeMode::LockFree => {
+            let tree = bulk::probe_tree_lock_free(state_dir, &own, threads, read)
+                .await
+                .with_context(cannot_read)?;
+            (tree.batch, tree.report, tree.index)
+        }
         ProbeMode::Passive => {
-            let threads = std::thread::available_parallelism().map_or(2, usize::from);
             let tree = bulk::probe_tree_passive(state_dir, &prober, &own, threads, read)
                 .await
                 .with_context(cannot_read)?;

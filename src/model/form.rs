@@ -15,10 +15,11 @@ use crate::operate::test_holders::{HoldMode, HolderSpec, Placement};
 pub enum FormPurpose {
     /// Start a test holder of the family.
     Hold,
-    /// Run a family check; `passive` probes without taking anything.
+    /// Run a family check with `probe` (the monitor's: only `acquire`
+    /// takes the family, for an instant).
     Check {
-        /// True in read-only mode: shared-lock probes only, nothing taken.
-        passive: bool,
+        /// How the members are probed.
+        probe: crate::liveness::ProbeMode,
     },
 }
 
@@ -88,13 +89,13 @@ impl HolderForm {
 
     /// A check form filled with `family` (usually the selected key alone),
     /// the cursor at the end of the tags so more can be typed.
-    pub fn check(family: Family, passive: bool) -> Self {
+    pub fn check(family: Family, probe: crate::liveness::ProbeMode) -> Self {
         let (kind, aih, tags) = match family {
             Family::Group(tags) => (FamilyKind::Group, String::new(), tags),
             Family::Hierarchy { aih, tags } => (FamilyKind::Hierarchy, aih, tags),
         };
         Self {
-            purpose: FormPurpose::Check { passive },
+            purpose: FormPurpose::Check { probe },
             kind,
             aih,
             tags: tags.join(", "),
@@ -366,7 +367,10 @@ mod tests {
         assert_eq!(form.focus, FormField::Kind, "wraps");
         form.type_char('x'); // a choice takes no text
         assert_eq!(form.tags, "");
-        let check = HolderForm::check(Family::Group(vec!["t".into()]), true);
+        let check = HolderForm::check(
+            Family::Group(vec!["t".into()]),
+            crate::liveness::ProbeMode::Passive,
+        );
         assert_eq!(check.fields(), [FormField::Kind, FormField::Tags]);
         assert_eq!(check.tags, "t");
     }

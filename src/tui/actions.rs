@@ -15,6 +15,7 @@ use nix::sys::signal::Signal;
 
 use crate::disk::key::KeyKind;
 use crate::engine::EngineCommand;
+use crate::liveness::ProbeMode;
 use crate::liveness::verify::claim_files;
 use crate::locks::Family;
 use crate::model::{HolderForm, HolderRow, Lock, OwnPid, describe_family};
@@ -45,7 +46,7 @@ impl App {
             Action::Kill => self.open_kill(),
             Action::Check => match self.selected_family() {
                 Ok(family) => {
-                    let form = HolderForm::check(family, self.config.read_only);
+                    let form = HolderForm::check(family, self.check_probe(self.config.probe));
                     self.operator.overlay = Some(Overlay::Form(form));
                 }
                 Err(reason) => self.message = Some(reason),
@@ -117,23 +118,34 @@ impl App {
     }
 
     /// Starts a family check in the background and opens its report
-    /// dialog (filled in when the outcome arrives). Passive in read-only.
-    pub(crate) fn run_check(&mut self, family: Family, passive: bool) {
-        let passive = passive || self.config.read_only;
+    /// dialog (filled in when the outcome arrives). Never `acquire` in
+    /// read-only (it takes the family for an instant): passive instead.
+    pub(crate) fn run_check(&mut self, family: Family, probe: ProbeMode) {
+        let probe = self.check_probe(probe);
         let Some(ops) = self.operator.ops.as_mut() else {
             self.message = Some(format!("family checks {NO_OPS}"));
             return;
         };
-        let seq = ops.check(family.clone(), passive);
-        self.open_report(seq, &family, passive);
+        let seq = ops.check(family.clone(), probe);
+        self.open_report(seq, &family, probe);
+    }
+
+    /// The probe a family check runs when `probe` is asked for: never
+    /// `acquire` in read-only (it takes the family for an instant).
+    fn check_probe(&self, probe: ProbeMode) -> ProbeMode {
+        if self.config.read_only && probe == ProbeMode::Acquire {
+            ProbeMode::Passive
+        } else {
+            probe
+        }
     }
 
     /// Opens the (empty, "checking…") report dialog of check `seq`.
-    pub(crate) fn open_report(&mut self, seq: u64, family: &Family, passive: bool) {
+    pub(crate) fn open_report(&mut self, seq: u64, family: &Family, probe: ProbeMode) {
         self.operator.overlay = Some(Overlay::Report(ReportDialog {
             seq,
             family: describe_family(family),
-            passive,
+            probe,
             lines: None,
             scroll: 0,
             page: 1,

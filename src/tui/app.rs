@@ -32,6 +32,9 @@ pub struct AppConfig {
     pub state_dir: PathBuf,
     /// The engine's probe mode.
     pub probe: ProbeMode,
+    /// Why the probe is not the one asked for (the lock-free probe cannot
+    /// see every holder here), shown in the header.
+    pub probe_fallback: Option<String>,
     /// Whether actions that write are disabled.
     pub read_only: bool,
     /// Colours or NO_COLOR.

@@ -60,6 +60,8 @@ pub struct TuiOptions {
     /// Disable every action that takes, releases or signals anything
     /// (test holders, `K`); family checks become passive probes.
     pub read_only: bool,
+    /// The probe that runs, and why it is not the one asked for.
+    pub probe: crate::liveness::ProbeChoice,
     /// Where logs go (`--log FILE`); `None`: no logging at all.
     pub log_file: Option<PathBuf>,
     /// How long a spawn may hold tags without an AIH lock before it is a
@@ -85,6 +87,7 @@ pub async fn run(
     let config = AppConfig {
         state_dir: context.state_dir().to_path_buf(),
         probe: engine.probe,
+        probe_fallback: options.probe.fallback.clone(),
         read_only: options.read_only,
         theme: Theme::from_env(),
         materializing_after: options.materializing_after,

@@ -83,17 +83,17 @@ impl Ops {
         &mut self.holders
     }
 
-    /// Starts a family check in the background (all-or-nothing try and
-    /// immediate release, or shared-lock probes when `passive`); its
+    /// Starts a family check in the background (probed with `probe`: an
+    /// all-or-nothing try and immediate release only for `acquire`); its
     /// outcome arrives on [`OpsEvents::checks`] with the returned number.
     /// Must be called inside a tokio runtime.
-    pub fn check(&mut self, family: Family, passive: bool) -> u64 {
+    pub fn check(&mut self, family: Family, probe: crate::liveness::ProbeMode) -> u64 {
         let seq = self.next_check;
         self.next_check += 1;
         let context = self.context.clone();
         let checks = self.checks.clone();
         tokio::spawn(async move {
-            let result = check::check_family(&context, &family, passive).await;
+            let result = check::check_family(&context, &family, probe).await;
             let _ = checks.send(CheckOutcome { seq, result });
         });
         seq

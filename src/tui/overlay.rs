@@ -77,8 +77,8 @@ pub struct ReportDialog {
     pub seq: u64,
     /// The family, in one line.
     pub family: String,
-    /// Whether the check only probed (read-only).
-    pub passive: bool,
+    /// How the check probed the members.
+    pub probe: crate::liveness::ProbeMode,
     /// The report's lines; `None` while the check runs.
     pub lines: Option<Vec<String>>,
     /// First shown (wrapped) line.
@@ -166,10 +166,10 @@ impl App {
                     self.spawn_test_holder(spec);
                 }
             }
-            FormPurpose::Check { passive } => {
+            FormPurpose::Check { probe } => {
                 if let Ok(family) = form.family() {
                     self.operator.overlay = None;
-                    self.run_check(family, passive);
+                    self.run_check(family, probe);
                 }
             }
         }

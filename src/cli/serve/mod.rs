@@ -30,6 +30,7 @@ use axum::routing::get;
 
 use crate::context::Context;
 use crate::engine::{self, EngineConfig, EngineHandle, Liveness};
+use crate::liveness::lock_free::{self, ProbeChoice};
 use crate::liveness::probe::ProbeMode;
 use events::Subscribers;
 use metrics::Exporter;
@@ -49,8 +50,9 @@ pub struct ServeArgs {
     /// other hosts).
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
     listen: String,
-    /// How event-driven probes test liveness (passive: never writes).
-    #[arg(long, value_enum, default_value_t = ProbeMode::Passive)]
+    /// How probes test liveness: lock-free (default: /proc/locks, no lock
+    /// taken), passive (momentary shared locks) or acquire (writes).
+    #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
     probe: ProbeMode,
     /// Seconds between safety-net sweeps.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
@@ -65,7 +67,7 @@ struct Shared {
     exporter: Arc<Exporter>,
     subscribers: Subscribers,
     state_dir: PathBuf,
-    probe: ProbeMode,
+    probe: ProbeChoice,
 }
 
 /// Runs `locktop serve` until SIGINT/SIGTERM.
@@ -80,6 +82,10 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     let materializing = args.thresholds.materializing_after()?;
     let idle_after = args.thresholds.idle_after()?;
     let stop = super::stop_signal()?;
+    let probe = lock_free::choose(args.probe, &state_dir);
+    if probe.fallback.is_some() {
+        eprintln!("locktop serve: probe {}", probe.describe());
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -93,7 +99,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     let handle = engine::spawn_dedicated(
         Context::new(state_dir.clone()),
         EngineConfig {
-            probe: args.probe,
+            probe: probe.runs,
             sweep_every,
             idle_after,
             trace: None,
@@ -110,7 +116,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         view,
         subscribers: Subscribers::new(materializing),
         state_dir,
-        probe: args.probe,
+        probe,
     });
     let follower = tokio::spawn(follow(handle, shared.clone()));
     let app = router(shared.clone());
@@ -212,7 +218,7 @@ async fn snapshot(
     let written = crate::cli::snapshot::write_json(
         &mut body,
         &shared.state_dir,
-        shared.probe,
+        &shared.probe,
         keys.iter(),
         &problems,
         shared.exporter.materializing,

@@ -27,6 +27,7 @@ use tokio::sync::oneshot;
 
 use crate::context::Context;
 use crate::engine::{self, Delta, EngineConfig, EngineHandle};
+use crate::liveness::lock_free;
 use crate::liveness::probe::ProbeMode;
 use queue::KeyTo;
 use verdicts::Verdicts;
@@ -47,8 +48,9 @@ pub struct WatchArgs {
     /// Also print the initial state of every key (default: changes only).
     #[arg(long)]
     initial: bool,
-    /// How event-driven probes test liveness.
-    #[arg(long, value_enum, default_value_t = ProbeMode::Acquire)]
+    /// How probes test liveness: lock-free (default: /proc/locks, no lock
+    /// taken), passive (momentary shared locks) or acquire (writes).
+    #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
     probe: ProbeMode,
     /// Seconds between safety-net sweeps.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
@@ -69,10 +71,14 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
     let outbox = Arc::new(Outbox::default());
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let mut written = writer::spawn(outbox.clone(), args.json, stdout)?;
+    let probe = lock_free::choose(args.probe, &state_dir);
+    if probe.fallback.is_some() {
+        eprintln!("locktop watch: probe {}", probe.describe());
+    }
     let handle = engine::spawn(
         Context::new(state_dir),
         EngineConfig {
-            probe: args.probe,
+            probe: probe.runs,
             sweep_every,
             idle_after: args.thresholds.idle_after()?,
             trace: None,

@@ -18,6 +18,10 @@ use crate::engine::{Delta, WatcherHealth};
 use crate::liveness::probe::IN_FLIGHT_AFTER;
 use crate::liveness::{HoldersNote, KeyState, Liveness, ProbeMode};
 
+/// How many looks in a row a key found held right after a close may be
+/// held back ([`Engine::confirm_after_close`]).
+pub(super) const CLOSE_CONFIRMS: u8 = 3;
+
 impl Engine {
     pub(super) fn mark(&mut self, key: LockKey) {
         self.pending.insert(key);
@@ -70,9 +74,15 @@ impl Engine {
 
     /// Probes changed keys: in the engine's mode, but passively when the
     /// change is the engine's own echo (the files are as its last acquire
-    /// probe left them, see [`super::echo`]).
+    /// probe left them, see [`super::echo`]) or includes a close (someone
+    /// released, or another monitor's probe ended: an acquire probe then
+    /// would only write events for every other monitor). In the lock-free
+    /// mode the whole batch is judged from one `/proc/locks` read, off the
+    /// loop ([`Self::judge_lock_free`]).
     pub(super) async fn probe_batch(&mut self, keys: Vec<LockKey>) {
         let mut batch = Vec::with_capacity(keys.len());
+        let mut judge = Vec::new();
+        let lock_free = self.config.probe == ProbeMode::LockFree;
         for key in keys {
             let (gate, announce) = (key.gate_path(), key.announce_path());
             let is_file = std::fs::symlink_metadata(&gate).is_ok_and(|m| m.is_file());
@@ -89,11 +99,16 @@ impl Engine {
                 // Its gate came back: no longer an orphan.
                 self.recheck_problem(&announce);
             }
+            let closed = self.closed.remove(&key);
+            if lock_free {
+                judge.push((key, closed));
+                continue;
+            }
             let echo = self.echo_marks.get(&key) == Some(&Fingerprint::of(&key));
             if echo {
                 self.echo_rate.count();
             }
-            let mode = if echo {
+            let mode = if echo || closed {
                 ProbeMode::Passive
             } else {
                 self.config.probe
@@ -113,9 +128,15 @@ impl Engine {
                 continue;
             };
             self.trace(&key, Stage::Probed(state.liveness));
+            if self.confirm_after_close(&key, &state, closed) {
+                continue;
+            }
             batch.push((key, state));
         }
         self.watch_echo_rate();
+        if !judge.is_empty() {
+            self.judge_lock_free(judge);
+        }
         let at = SystemTime::now();
         let batch = batch
             .into_iter()
@@ -125,12 +146,45 @@ impl Engine {
         self.flush_problems();
     }
 
+    /// The close confirmation: true (and the key marked to be looked at
+    /// again) when `state` is held and the key's changes included a close
+    /// (`closed`) — the kernel queues the close event before it drops the
+    /// closed file's locks, so a look right after it can still find the
+    /// lock of a holder that just let go, or the momentary lock of
+    /// another monitor's probe. The held state is sent once a look made
+    /// with no close since agrees, or after [`CLOSE_CONFIRMS`] looks if
+    /// closes keep coming (then it stays held through all of them).
+    pub(super) fn confirm_after_close(
+        &mut self,
+        key: &LockKey,
+        state: &KeyState,
+        closed: bool,
+    ) -> bool {
+        if !state.liveness.is_held() || !closed {
+            self.confirming.remove(key);
+            return false;
+        }
+        let looks = self.confirming.entry(key.clone()).or_insert(0);
+        *looks += 1;
+        if *looks > CLOSE_CONFIRMS {
+            self.confirming.remove(key);
+            return false;
+        }
+        self.trace(key, Stage::Deferred);
+        self.mark(key.clone());
+        true
+    }
+
     /// A probe's answer, or `None` to look again: a claim found in flight
     /// (gate locked, announce not) is re-probed until it settles, and is
     /// `InFlight` once it has stayed so for [`IN_FLIGHT_AFTER`] since it
     /// was first found — what a probe waiting in place would answer, but
     /// without holding up every change behind it for that long.
-    fn settle_in_flight(&mut self, key: &LockKey, probed: Option<KeyState>) -> Option<KeyState> {
+    pub(super) fn settle_in_flight(
+        &mut self,
+        key: &LockKey,
+        probed: Option<KeyState>,
+    ) -> Option<KeyState> {
         if let Some(state) = probed {
             self.in_flight_since.remove(key);
             return Some(state);
@@ -294,6 +348,8 @@ impl Engine {
         self.lookups.touch(key);
         self.sweep_touched.touch(key);
         self.pending.remove(key);
+        self.closed.remove(key);
+        self.confirming.remove(key);
         self.deferred.remove(key);
         self.recheck.remove(key);
         if let Some(state) = self.states.remove(key) {

@@ -35,9 +35,17 @@ use crate::disk::LockKey;
 use crate::engine::EngineStats;
 use crate::engine::fs_events::claim_of;
 use crate::engine::trace::{self, Stage, Trace};
-use crate::liveness::annotate::annotate_reading;
+use crate::liveness::annotate::{annotate_reading, annotate_with};
+use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::{KeyState, Liveness};
+
+/// The shortest time between the starts of two lookups that judge
+/// changed keys lock-free (their read IS the probe, so it cannot wait
+/// [`INDEX_MIN_INTERVAL`](super::INDEX_MIN_INTERVAL)): each read makes
+/// every lock call on the machine wait while it runs, so under a steady
+/// churn reads are spaced, and the changes of the interval share one.
+pub const JUDGE_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// A probed state with the time it was observed.
 pub(super) type Observed = (LockKey, KeyState, SystemTime);
@@ -48,6 +56,9 @@ pub(super) struct LookupOutcome {
     generation: u64,
     /// The looked-up states, annotated (holders, waiters, shared locks).
     annotated: Vec<Observed>,
+    /// The keys judged lock-free from the lookup's read, annotated from
+    /// it, each with whether its changes included a close.
+    judged: Vec<(Observed, bool)>,
     /// The opened claim files that someone had locked.
     locked: Vec<PathBuf>,
 }
@@ -56,6 +67,9 @@ pub(super) struct LookupOutcome {
 struct LookupJob {
     generation: u64,
     batch: Vec<Observed>,
+    /// Keys to judge lock-free from this lookup's read (with whether
+    /// their changes included a close).
+    judge: Vec<(LockKey, bool)>,
     opened: Vec<PathBuf>,
     own_pids: HashSet<u32>,
     stats: Arc<EngineStats>,
@@ -69,6 +83,7 @@ impl LookupJob {
         let LookupJob {
             generation,
             batch,
+            judge,
             opened,
             own_pids,
             stats,
@@ -82,10 +97,29 @@ impl LookupJob {
             .into_iter()
             .map(|(key, state, at)| ((key, state), at))
             .unzip();
-        let index = annotate_reading(&mut pairs, &own_pids, &read);
+        let looked_up = pairs.len();
+        let (index, closes) = if judge.is_empty() {
+            (annotate_reading(&mut pairs, &own_pids, &read), Vec::new())
+        } else {
+            // The read is the probe: judged first, then annotated from
+            // the same read, with the states waiting for holders.
+            let index = LockIndex::read_merged(&read);
+            let (keys, closes): (Vec<LockKey>, Vec<bool>) = judge.into_iter().unzip();
+            let states = lock_free::states(&keys, &index);
+            pairs.extend(keys.into_iter().zip(states));
+            annotate_with(&mut pairs, &index, &own_pids, &mut || read());
+            (index, closes)
+        };
         for (key, _) in &pairs {
             trace::note(&trace, key, Stage::Indexed);
         }
+        let judged_at = SystemTime::now();
+        let judged = pairs
+            .split_off(looked_up)
+            .into_iter()
+            .zip(closes)
+            .map(|((key, state), closed)| ((key, state, judged_at), closed))
+            .collect();
         let annotated = pairs
             .into_iter()
             .zip(seen)
@@ -104,6 +138,7 @@ impl LookupJob {
         LookupOutcome {
             generation,
             annotated,
+            judged,
             locked,
         }
     }
@@ -140,10 +175,23 @@ impl Lookups {
     /// Whether a lookup may start at `now`: none runs, and the rate limit
     /// allows it.
     pub(super) fn may_start(&self, now: Instant) -> bool {
-        !self.running()
-            && self
-                .last_start
-                .is_none_or(|at| now >= at + super::INDEX_MIN_INTERVAL)
+        self.may_start_every(now, super::INDEX_MIN_INTERVAL)
+    }
+
+    /// Whether a lookup that judges changed keys lock-free may start at
+    /// `now`: none runs, and the last began [`JUDGE_MIN_INTERVAL`] ago.
+    pub(super) fn may_judge(&self, now: Instant) -> bool {
+        self.may_start_every(now, JUDGE_MIN_INTERVAL)
+    }
+
+    /// When a judging lookup may next start, if none runs.
+    pub(super) fn judge_ready_at(&self) -> Instant {
+        self.last_start
+            .map_or_else(Instant::now, |at| at + JUDGE_MIN_INTERVAL)
+    }
+
+    fn may_start_every(&self, now: Instant, interval: std::time::Duration) -> bool {
+        !self.running() && self.last_start.is_none_or(|at| now >= at + interval)
     }
 }
 
@@ -152,11 +200,24 @@ impl Engine {
     /// claim files `opened`, on a blocking-pool thread; its outcome comes
     /// back through `lookup_results` ([`Self::apply_lookup`]).
     pub(super) fn start_lookup(&mut self, batch: Vec<Observed>, opened: Vec<PathBuf>) {
+        self.start_lookup_judging(batch, Vec::new(), opened);
+    }
+
+    /// [`Self::start_lookup`], also judging the keys of `judge` lock-free
+    /// from the lookup's read (each with whether its changes included a
+    /// close).
+    fn start_lookup_judging(
+        &mut self,
+        batch: Vec<Observed>,
+        judge: Vec<(LockKey, bool)>,
+        opened: Vec<PathBuf>,
+    ) {
         self.lookups.touched.begin();
         self.lookups.last_start = Some(Instant::now());
         let job = LookupJob {
             generation: self.generation,
             batch,
+            judge,
             opened,
             own_pids: self.own_pids.clone(),
             stats: self.stats.clone(),
@@ -187,6 +248,66 @@ impl Engine {
         }
     }
 
+    /// Judges changed keys lock-free: one `/proc/locks` read, off the
+    /// loop, names their liveness and their holders at once (with the
+    /// held states that wait for a lookup). While a lookup runs, or
+    /// sooner than [`JUDGE_MIN_INTERVAL`] after the last one began, the
+    /// keys wait in the pending set: the next read takes them all.
+    pub(super) fn judge_lock_free(&mut self, keys: Vec<(LockKey, bool)>) {
+        let now = Instant::now();
+        if !self.lookups.may_judge(now) {
+            for (key, closed) in keys {
+                if closed {
+                    self.closed.insert(key.clone());
+                }
+                self.pending.insert(key);
+            }
+            // A running lookup's answer wakes the loop (see apply_lookup).
+            self.batch_due = (!self.lookups.running()).then(|| self.lookups.judge_ready_at());
+            return;
+        }
+        self.stats
+            .probes
+            .fetch_add(keys.len() as u64, Ordering::Relaxed);
+        for (key, _) in &keys {
+            self.trace(key, Stage::ProbeStart);
+            self.sweep_touched.touch(key);
+        }
+        let newer: HashSet<LockKey> = keys.iter().map(|(key, _)| key.clone()).collect();
+        let waiting = self.waiting_states(&newer);
+        self.start_lookup_judging(waiting, keys, Vec::new());
+    }
+
+    /// Settles the keys a lookup judged lock-free: a claim in flight is
+    /// looked at again (until [`crate::liveness::probe::IN_FLIGHT_AFTER`]),
+    /// a held one right after a close is confirmed first
+    /// ([`Self::confirm_after_close`]), the rest goes out annotated.
+    fn settle_judged(&mut self, judged: Vec<(Observed, bool)>, touched: &HashSet<LockKey>) {
+        for ((key, state, at), closed) in judged {
+            if touched.contains(&key) {
+                // Removed, or answered by a sweep, since the read began.
+                continue;
+            }
+            let probed = (state.liveness != Liveness::InFlight).then_some(state);
+            let Some(state) = self.settle_in_flight(&key, probed) else {
+                self.trace(&key, Stage::Probed(Liveness::InFlight));
+                self.mark(key);
+                continue;
+            };
+            self.trace(&key, Stage::Probed(state.liveness));
+            if self.confirm_after_close(&key, &state, closed) {
+                continue;
+            }
+            self.recheck.remove(&key);
+            self.settle(key, state, at, true);
+        }
+        if !self.pending.is_empty() {
+            // Changes that came while the read ran: the next read.
+            let due = self.lookups.judge_ready_at().max(Instant::now());
+            self.batch_due = Some(due);
+        }
+    }
+
     /// Merges a lookup's answer: each state whose key got no newer answer
     /// since is settled as annotated; each opened file someone locked
     /// while the view does not show its key held is probed.
@@ -195,7 +316,8 @@ impl Engine {
         if outcome.generation != self.generation {
             return 0;
         }
-        let items = outcome.annotated.len() + outcome.locked.len();
+        let items = outcome.annotated.len() + outcome.judged.len() + outcome.locked.len();
+        self.settle_judged(outcome.judged, &touched);
         for (key, state, at) in outcome.annotated {
             if touched.contains(&key) && !self.same_claim_still_waiting(&key, &state) {
                 continue;

@@ -115,6 +115,13 @@ pub(super) struct Engine {
     echo_rate: echo::EchoRate,
     /// Keys changed since the last batch.
     pending: HashSet<LockKey>,
+    /// Keys of `pending` whose changes include a close of a file opened
+    /// for writing (see [`batch`]'s close confirmation).
+    closed: HashSet<LockKey>,
+    /// Keys found held after a close, with how many looks confirmed it
+    /// so far: their held state is sent only once a look with no close
+    /// since agrees ([`batch::CLOSE_CONFIRMS`] at most).
+    confirming: HashMap<LockKey, u8>,
     /// Keys found in flight (gate locked, announce not), since when: they
     /// are probed again, not waited for.
     in_flight_since: HashMap<LockKey, Instant>,
@@ -179,6 +186,8 @@ impl Engine {
             echo_marks: HashMap::new(),
             echo_rate: echo::EchoRate::default(),
             pending: HashSet::new(),
+            closed: HashSet::new(),
+            confirming: HashMap::new(),
             in_flight_since: HashMap::new(),
             batch_due: None,
             lookups: lookup::Lookups::default(),
@@ -454,6 +463,11 @@ impl Engine {
         match change {
             FsChange::Key(key) => {
                 self.trace(&key, Stage::Dequeued);
+                self.mark(key);
+            }
+            FsChange::Closed(key) => {
+                self.trace(&key, Stage::Dequeued);
+                self.closed.insert(key.clone());
                 self.mark(key);
             }
             FsChange::DirCreated(dir) => {

@@ -1,4 +1,5 @@
-//! Sweeps: a rescan of the whole root with a passive probe of every key —
+//! Sweeps: a rescan of the whole root with a probe of every key (from
+//! one `/proc/locks` read in the lock-free mode, else passive) —
 //! inline for the initial sync, rescans and polling, on a thread of its
 //! own for the periodic safety net (whose findings never overwrite a key
 //! that events probed after it began).
@@ -7,9 +8,10 @@
 //! threads — its probes are thousands of synchronous syscalls, and two
 //! chunks of them once kept both workers (and so the engine loop, and the
 //! timer a probe in flight sleeps on) busy for 70+ ms; opens are muted
-//! while a sweep probes ([`crate::engine::fs_events::EventFilter::mute_opens`]):
+//! while a passive sweep probes ([`crate::engine::fs_events::EventFilter::mute_opens`]):
 //! its own 2 opens per key would otherwise come back as thousands of
-//! held-key rechecks and an opened-file look.
+//! held-key rechecks and an opened-file look (a lock-free sweep opens no
+//! claim file, so others' opens stay heard).
 
 use std::collections::HashSet;
 use std::hash::BuildHasher;
@@ -25,7 +27,7 @@ use crate::disk::{LockKey, ScanProblem};
 use crate::engine::fs_events::EventFilter;
 use crate::engine::trace::Stage;
 use crate::engine::{Delta, EngineStats};
-use crate::liveness::annotate::annotate_reading;
+use crate::liveness::annotate::{annotate_reading, annotate_with};
 use crate::liveness::proc_locks::LockIndex;
 use crate::liveness::unlinked::{self, KnownInodes};
 use crate::liveness::{KeyState, ProbeMode, Prober};
@@ -60,6 +62,8 @@ impl Engine {
         // its answer is newer (and passive, so after an overflow it cannot
         // start a storm of acquire probes of its own).
         self.pending.clear();
+        self.closed.clear();
+        self.confirming.clear();
         self.batch_due = None;
         self.forget_opened_files();
         let outcome = self.sweep_job(Workers::Runtime).run().await;
@@ -95,6 +99,7 @@ impl Engine {
             stats: self.stats.clone(),
             filter: self.filter.clone(),
             workers,
+            lock_free: self.config.probe == ProbeMode::LockFree,
         }
     }
 
@@ -262,6 +267,9 @@ struct SweepJob {
     stats: Arc<EngineStats>,
     filter: Arc<EventFilter>,
     workers: Workers,
+    /// Judge every claim from the sweep's `/proc/locks` read (no probe
+    /// opens a claim file) instead of probing passively.
+    lock_free: bool,
 }
 
 impl SweepJob {
@@ -277,8 +285,12 @@ impl SweepJob {
             stats,
             filter,
             workers,
+            lock_free,
         } = self;
         stats.sweeps.fetch_add(1, Ordering::Relaxed);
+        if lock_free {
+            return Self::run_lock_free(generation, state_dir, own_pids, stats, workers).await;
+        }
         let muted = filter.mute_opens();
         let mut report = match crate::disk::scan::scan_root(&state_dir).await {
             Ok(report) => report,
@@ -322,6 +334,55 @@ impl SweepJob {
             batch,
             problems,
         })
+    }
+}
+
+impl SweepJob {
+    /// The lock-free sweep: scan, one merged `/proc/locks` read, every
+    /// claim judged from it and annotated from it; nothing opened.
+    async fn run_lock_free(
+        generation: u64,
+        state_dir: PathBuf,
+        own_pids: HashSet<u32>,
+        stats: Arc<EngineStats>,
+        workers: Workers,
+    ) -> Option<SweepOutcome> {
+        let threads = match workers {
+            Workers::Runtime => std::thread::available_parallelism().map_or(2, usize::from),
+            Workers::OneThread => 1,
+        };
+        let read = {
+            let stats = stats.clone();
+            move || {
+                stats.index_reads.fetch_add(1, Ordering::Relaxed);
+                LockIndex::read().unwrap_or_default()
+            }
+        };
+        let job = move || {
+            let mut report = match crate::disk::scan::scan(&state_dir) {
+                Ok(report) => report,
+                Err(error) => {
+                    tracing::warn!(%error, "sweep could not scan the locks root");
+                    return None;
+                }
+            };
+            let keys = std::mem::take(&mut report.keys);
+            stats.probes.fetch_add(keys.len() as u64, Ordering::Relaxed);
+            let index = LockIndex::read_merged(&read);
+            let mut batch = bulk::judge_lock_free(keys, &index, threads, &read);
+            annotate_with(&mut batch, &index, &own_pids, &mut || read());
+            let known = KnownInodes::new(std::mem::take(&mut report.claim_inodes));
+            let mut problems = report.problems;
+            problems.extend(unlinked::find(&state_dir, &index, &known));
+            problems.sort();
+            Some(SweepOutcome {
+                generation,
+                found: FoundKeys::of(&batch),
+                batch,
+                problems,
+            })
+        };
+        tokio::task::spawn_blocking(job).await.ok().flatten()
     }
 }
 

@@ -1,10 +1,11 @@
 //! "Why is this stuck?": who holds each member of a family, since when,
 //! and what else those processes hold.
 //!
-//! Invariants: `/proc/locks` is read once per report (plus once for a
-//! passive probe's shared holders), the tree scanned once; the family check
-//! takes the members all-or-nothing and releases them at once (or, with
-//! `passive`, only probes them and never writes). A member a live process
+//! Invariants: `/proc/locks` is read once per report (plus once for the
+//! probe, unless it is `acquire`), the tree scanned once; the family check
+//! takes the members all-or-nothing and releases them at once only with
+//! the `acquire` probe — `lock-free` (the default) reads `/proc/locks` and
+//! takes nothing, `passive` takes momentary shared locks; neither writes. A member a live process
 //! holds through a file unlinked from its path (the SDK create race,
 //! [`crate::liveness::unlinked`]) is busy: it may look free on disk, but
 //! taking it would make a second holder.
@@ -24,7 +25,7 @@ use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::process::ProcessInfo;
 use crate::liveness::unlinked::{self, KnownInodes};
 use crate::liveness::verify::{HolderVerifier, claim_files};
-use crate::liveness::{KeyState, Liveness};
+use crate::liveness::{KeyState, Liveness, ProbeMode};
 use crate::locks::{self, Busy, Family, LocksError};
 use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
 
@@ -181,20 +182,31 @@ pub struct CheckReport {
     pub members: Vec<MemberReport>,
 }
 
-/// Tries `family` all-or-nothing and releases at once (or, if `passive`,
-/// probes each member with the SDK's shared-lock probe), then explains
-/// every busy member.
+/// How a check with `probe` learns whether members are taken, in words
+/// for its report (the TUI's form and dialog).
+pub fn probe_words(probe: ProbeMode) -> &'static str {
+    match probe {
+        ProbeMode::LockFree => "lock-free: read from /proc/locks, nothing taken or opened",
+        ProbeMode::Passive => "passive shared-lock probes (nothing taken)",
+        ProbeMode::Acquire => "all-or-nothing try, released at once",
+    }
+}
+
+/// Checks `family` with `probe`: `acquire` tries it all-or-nothing and
+/// releases at once; `lock-free` judges each member from one
+/// `/proc/locks` read; `passive` probes each with the SDK's shared-lock
+/// probe. Then explains every busy member.
 pub async fn check_family(
     context: &Context,
     family: &Family,
-    passive: bool,
+    probe: ProbeMode,
 ) -> Result<CheckReport, LocksError> {
     let coords = locks::family_coords(context.state_dir(), family)?;
     // Only probed, never taken: a family reached through a symlink (the
     // acquire would write wherever it points), and one with a member that
     // has no lock files yet (nobody can hold it; taking it would leave new,
     // never-deleted files behind — a typo must not create a stale key).
-    let passive = passive
+    let passive = probe != ProbeMode::Acquire
         || coords.iter().any(|(dir, key)| {
             crate::disk::confine::ensure_no_symlink_below_root(context.state_dir(), dir).is_err()
                 || std::fs::symlink_metadata(crate::locks::escape::gate_path(dir, key)).is_err()
@@ -212,7 +224,9 @@ pub async fn check_family(
             }
         }
     }
-    let busy: Busy = if passive {
+    let busy: Busy = if probe == ProbeMode::LockFree {
+        lock_free_busy(context, &coords).await
+    } else if passive {
         let unique = locks::dedup_coords(&coords);
         // The SDK's shared-lock probe cannot see a shared holder: ask
         // /proc/locks (once) for those.
@@ -259,6 +273,52 @@ pub async fn check_family(
     // /proc/locks read, one scan only when something is busy).
     let report = explain(context.state_dir(), &busy);
     Ok(report)
+}
+
+/// The busy members of `coords` judged lock-free: from one merged
+/// `/proc/locks` read (again while one is in flight, bounded), a member
+/// held or in flight, held by a verified shared lock, or whose
+/// in-process gate a task of this process holds.
+async fn lock_free_busy(context: &Context, coords: &[(PathBuf, String)]) -> Busy {
+    let unique = locks::dedup_coords(coords);
+    let state_dir = context.state_dir().to_path_buf();
+    let keys: Vec<LockKey> = unique
+        .iter()
+        .map(|(dir, key)| LockKey::from_coord(&state_dir, dir, key))
+        .collect();
+    let judged = tokio::task::spawn_blocking(move || {
+        let read = || LockIndex::read().unwrap_or_default();
+        let index = LockIndex::read_merged(&read);
+        let mut verifier = HolderVerifier::default();
+        let shared: Vec<bool> = keys
+            .iter()
+            .map(|key| !verified_holders(&mut verifier, &index, key).1.is_empty())
+            .collect();
+        let judged = crate::liveness::bulk::judge_lock_free(keys, &index, 1, &read);
+        judged
+            .into_iter()
+            .zip(shared)
+            .map(|((_, state), shared)| state.liveness.is_held() || shared)
+            .collect::<Vec<bool>>()
+    })
+    .await
+    .unwrap_or_default();
+    let map = context.agent_locks();
+    let busy = unique
+        .iter()
+        .enumerate()
+        .filter(|(at, (dir, key))| {
+            judged.get(*at).copied().unwrap_or(true)
+                || map
+                    .get(&(dir.clone(), key.clone()))
+                    .is_some_and(|mutex| mutex.try_lock().is_err())
+        })
+        .map(|(at, _)| at)
+        .collect();
+    Busy {
+        coords: unique,
+        busy,
+    }
 }
 
 /// Builds the report for an attempt: one `/proc/locks` read, one scan of

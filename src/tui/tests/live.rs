@@ -10,6 +10,7 @@ use crossterm::event::KeyCode;
 
 use crate::context::Context;
 use crate::engine::Liveness;
+use crate::liveness::ProbeMode;
 use crate::liveness::process::ProcessInfo;
 use crate::model::fixtures::*;
 use crate::model::{Model, Section};
@@ -263,7 +264,9 @@ async fn a_second_in_process_holder_of_a_held_tag_is_refused_with_who_holds_it()
     press(&mut app, KeyCode::Enter);
     until(&mut app, &mut events, |app| report_lines_of(app).is_some()).await;
     assert!(report_lines_of(&app).unwrap()[0].starts_with("busy"));
-    assert!(matches!(&app.operator.overlay, Some(Overlay::Report(r)) if r.passive));
+    assert!(
+        matches!(&app.operator.overlay, Some(Overlay::Report(r)) if r.probe == ProbeMode::Passive)
+    );
     press(&mut app, KeyCode::Esc);
     app.config.read_only = false;
 

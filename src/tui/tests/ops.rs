@@ -9,6 +9,7 @@ use ratatui::backend::TestBackend;
 
 use crate::context::Context;
 use crate::disk::KeyKind;
+use crate::liveness::ProbeMode;
 use crate::locks::{Family, LocksError};
 use crate::model::Section;
 use crate::model::fixtures::*;
@@ -292,7 +293,7 @@ fn report(members: usize) -> CheckReport {
 fn check_report_dialog_names_each_busy_member_its_holder_and_what_else_it_holds() {
     let mut app = demo_app();
     let family = Family::Group(vec!["deploy".into(), "review".into()]);
-    app.open_report(1, &family, false);
+    app.open_report(1, &family, ProbeMode::Acquire);
     assert!(text_of(&mut app).contains("checking…"));
     app.check_done(CheckOutcome {
         seq: 2,
@@ -319,7 +320,7 @@ fn check_report_dialog_names_each_busy_member_its_holder_and_what_else_it_holds(
 #[test]
 fn a_long_report_scrolls_and_its_last_line_stays_reachable() {
     let mut app = demo_app();
-    app.open_report(1, &Family::Group(vec!["deploy".into()]), true);
+    app.open_report(1, &Family::Group(vec!["deploy".into()]), ProbeMode::Passive);
     app.check_done(CheckOutcome {
         seq: 1,
         result: Ok(report(40)),
@@ -365,7 +366,7 @@ fn read_only_disables_n_r_and_k_says_so_and_makes_c_passive() {
     press(&mut app, KeyCode::Esc);
     select(&mut app, Section::Tags, "deploy");
     press(&mut app, KeyCode::Char('c'));
-    assert!(text_of(&mut app).contains("passive shared-lock probes (read-only: nothing is taken)"));
+    assert!(text_of(&mut app).contains("passive shared-lock probes (nothing taken)"));
 }
 
 #[test]
@@ -380,7 +381,7 @@ fn new_screens_draw_at_every_small_size_without_panicking() {
             press(app, KeyCode::Char('K'));
         },
         &|app| {
-            app.open_report(9, &Family::Group(vec!["deploy".into()]), false);
+            app.open_report(9, &Family::Group(vec!["deploy".into()]), ProbeMode::Acquire);
             app.check_done(CheckOutcome {
                 seq: 9,
                 result: Ok(report(30)),

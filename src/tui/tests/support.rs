@@ -16,6 +16,7 @@ pub(super) fn app_with(theme: Theme, model: Model, state_dir: &std::path::Path) 
     let config = AppConfig {
         state_dir: state_dir.to_path_buf(),
         probe: ProbeMode::Acquire,
+        probe_fallback: None,
         read_only: false,
         theme,
         materializing_after: crate::model::MATERIALIZING_AFTER,

@@ -176,12 +176,11 @@ fn draw_report(theme: &Theme, report: &ReportDialog, frame: &mut Frame, area: Re
     let popup = centered(area, 76, area.height.saturating_sub(2).max(8));
     let inner_width = usize::from(popup.width.saturating_sub(2));
     let height = usize::from(popup.height.saturating_sub(2));
-    let probe = if report.passive {
-        "probe: passive shared-lock probes (read-only: nothing taken)"
-    } else {
-        "probe: tried all-or-nothing, released at once"
-    };
-    let mut lines: Vec<Line<'static>> = wrap(probe, inner_width, 7)
+    let probe = format!(
+        "probe: {}",
+        crate::operate::check::probe_words(report.probe)
+    );
+    let mut lines: Vec<Line<'static>> = wrap(&probe, inner_width, 7)
         .into_iter()
         .map(|line| Line::from(Span::styled(line, theme.dim)))
         .collect();

@@ -35,12 +35,8 @@ pub fn draw(theme: &Theme, form: &HolderForm, frame: &mut Frame, area: Rect) {
             )));
         }
     }
-    if let FormPurpose::Check { passive } = form.purpose {
-        let probe = if passive {
-            "passive shared-lock probes (read-only: nothing is taken)"
-        } else {
-            "try all-or-nothing, release at once"
-        };
+    if let FormPurpose::Check { probe } = form.purpose {
+        let probe = crate::operate::check::probe_words(probe);
         lines.push(Line::from(vec![
             Span::styled(format!("{:LABEL$}", "  probe"), theme.dim),
             Span::raw(probe),

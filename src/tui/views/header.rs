@@ -47,6 +47,10 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
         Span::styled("locktop", theme.section),
         Span::styled(" · probe ", theme.dim),
         Span::raw(app.config.probe.as_str()),
+        match &app.config.probe_fallback {
+            Some(why) => Span::styled(format!(" (lock-free unavailable: {why})"), theme.in_flight),
+            None => Span::raw(""),
+        },
         Span::styled(" · ", theme.dim),
         health,
         Span::styled(" · ", theme.dim),

@@ -6,7 +6,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::{PROCESS_TIMEOUT, locktop_bin, state_in_tempdir, wait_with_timeout};
+use clap::CommandFactory;
+use locktop::cli::Cli;
+use locktop::cli::placement::{self, Refused};
+
+use crate::common::{
+    Finished, PROCESS_TIMEOUT, finish, locktop_bin, state_in_tempdir, wait_with_timeout,
+};
 
 /// `nobody`: an unprivileged user for the permission cases.
 const NOBODY: u32 = 65534;
@@ -109,18 +115,226 @@ fn an_invalid_objectiveai_state_is_one_line_and_exit_2_for_every_command() {
 
 #[test]
 fn completions_and_man_are_generated_from_the_clap_definitions() {
-    let (_tmp, state) = crate::common::state_in_tempdir();
+    let (tmp, _state) = crate::common::state_in_tempdir();
+    let run = |args: &[&str]| run_bare(tmp.path(), args);
     for shell in ["bash", "zsh", "fish"] {
-        let out = crate::common::run_locktop(&state, &["completions", shell]);
+        let out = run(&["completions", shell]);
         assert_eq!(out.code(), 0, "{shell}: {}", out.stderr);
         for word in ["snapshot", "watch", "state-dir", "read-only"] {
             assert!(out.stdout.contains(word), "{shell} completes {word}");
         }
     }
-    let man = crate::common::run_locktop(&state, &["man"]);
+    let man = run(&["man"]);
     assert_eq!(man.code(), 0, "{}", man.stderr);
     assert!(man.stdout.starts_with(".ie") || man.stdout.contains(".TH locktop 1"));
     assert!(man.stdout.contains("completions") && man.stdout.contains("snapshot"));
-    let wrong = crate::common::run_locktop(&state, &["completions", "tcsh"]);
+    let wrong = run(&["completions", "tcsh"]);
     assert_eq!(wrong.code(), 2, "an unknown shell is bad input");
+}
+
+/// `locktop <args…>` with no `--state-dir` added (`completions` and `man`
+/// refuse one): the state dir comes from `OBJECTIVEAI_DIR` (a temp dir).
+/// Every stdio piped, stdin closed at once, within [`PROCESS_TIMEOUT`].
+fn run_bare<S: AsRef<std::ffi::OsStr>>(objectiveai_dir: &Path, args: &[S]) -> Finished {
+    let mut command = Command::new(locktop_bin());
+    command
+        .args(args)
+        .env("OBJECTIVEAI_DIR", objectiveai_dir)
+        .env_remove("OBJECTIVEAI_STATE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    finish(command)
+}
+
+/// A value `arg` parses: its first possible value, `state` for a path
+/// option, else `2` (a number of seconds, or a file name never opened).
+fn a_value(arg: &clap::Arg, state: &Path) -> String {
+    if let Some(value) = arg.get_possible_values().first() {
+        return value.get_name().to_string();
+    }
+    if arg.get_id() == "state_dir" {
+        return state.display().to_string();
+    }
+    "2".to_string()
+}
+
+/// The fewest arguments `subcommand` parses with: its name and a value for
+/// each argument clap requires.
+fn minimal_invocation(subcommand: &clap::Command, state: &Path) -> Vec<String> {
+    let mut argv = vec![subcommand.get_name().to_string()];
+    for arg in subcommand
+        .get_arguments()
+        .filter(|arg| arg.is_required_set())
+    {
+        if let Some(long) = arg.get_long() {
+            argv.push(format!("--{long}"));
+        }
+        argv.push(a_value(arg, state));
+    }
+    argv
+}
+
+/// `locktop <argv…>` parsed in this process as `main` parses it.
+fn parse(argv: &[String]) -> Result<Cli, Refused> {
+    placement::parse_from(std::iter::once("locktop".to_string()).chain(argv.iter().cloned()))
+}
+
+/// The matrix, from clap's definition (a new subcommand or option is in it
+/// at once): every option of the top-level command, given before every
+/// subcommand, is refused (one line naming it and the subcommand, exit 2,
+/// before the subcommand starts: `watch`, `serve`, `wait`, `hold` would
+/// not end) — except `--state-dir` before a subcommand that reads a state
+/// dir, which applies to it. Without a subcommand (the monitor) every
+/// option applies; that is checked in process, the monitor needing a
+/// terminal.
+#[test]
+fn every_option_before_every_subcommand_applies_to_it_or_is_one_line_and_exit_2() {
+    let (tmp, state) = state_in_tempdir();
+    let definition = Cli::command();
+    let options: Vec<&clap::Arg> = definition
+        .get_arguments()
+        .filter(|arg| arg.get_long().is_some())
+        .collect();
+    for long in [
+        "state-dir",
+        "probe",
+        "sweep",
+        "read-only",
+        "log",
+        "idle-after",
+    ] {
+        assert!(
+            options.iter().any(|arg| arg.get_long() == Some(long)),
+            "--{long} is a top-level option"
+        );
+    }
+    let (mut refused, mut applied) = (0, 0);
+    for subcommand in definition.get_subcommands() {
+        let name = subcommand.get_name();
+        let invocation = minimal_invocation(subcommand, &state);
+        let command = match parse(&invocation) {
+            Ok(cli) => cli.command.expect("a subcommand"),
+            Err(Refused::Clap(error)) => panic!("{invocation:?} does not parse: {error}"),
+            Err(Refused::Misplaced(misplaced)) => panic!("{invocation:?}: {misplaced}"),
+        };
+        for option in &options {
+            let long = format!("--{}", option.get_long().expect("filtered"));
+            let mut argv = vec![long.clone()];
+            if option.get_action().takes_values() {
+                argv.push(a_value(option, &state));
+            }
+            argv.extend(invocation.iter().cloned());
+            if option.is_global_set() && command.reads_state_dir() {
+                assert!(parse(&argv).is_ok(), "{argv:?} applies");
+                applied += 1;
+                continue;
+            }
+            let out = run_bare(tmp.path(), &argv);
+            let what = format!("{argv:?}");
+            let named = format!("`{name}`");
+            assert!(out.stderr.contains(&named), "{what} names {named}: {out:?}");
+            assert!(out.stdout.is_empty(), "{what} ran: {out:?}");
+            assert_one_line_exit_2(&what, (out.code(), out.stderr), &long);
+            refused += 1;
+        }
+    }
+    assert!(
+        refused > 0 && applied > 0,
+        "{refused} refused, {applied} applied"
+    );
+    for option in &options {
+        let mut argv = vec![format!("--{}", option.get_long().expect("filtered"))];
+        if option.get_action().takes_values() {
+            argv.push(a_value(option, &state));
+        }
+        match parse(&argv) {
+            Ok(cli) => assert!(cli.command.is_none(), "{argv:?} is the monitor"),
+            Err(Refused::Clap(error)) => panic!("{argv:?} does not parse: {error}"),
+            Err(Refused::Misplaced(misplaced)) => panic!("{argv:?}: {misplaced}"),
+        }
+    }
+}
+
+/// The refusal says where the option goes: after the subcommand when it
+/// has one of that name, else that it has none.
+#[test]
+fn the_refusal_says_where_the_option_goes() {
+    let (tmp, state) = state_in_tempdir();
+    let state_arg = state.display().to_string();
+    let out = run_bare(tmp.path(), &["--probe", "passive", "snapshot"]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert_eq!(
+        out.stderr_lines(),
+        [
+            "locktop: --probe is an option of the monitor, not of `snapshot`; \
+          give it after the subcommand: locktop snapshot --probe …"
+        ]
+    );
+    // On an existing state dir: run, this `hold` would take a real lock.
+    let hold = [
+        "--read-only",
+        "hold",
+        "--tag",
+        "t",
+        "--state-dir",
+        state_arg.as_str(),
+    ];
+    let out = run_bare(tmp.path(), &hold);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert_eq!(
+        out.stderr_lines(),
+        [
+            "locktop: --read-only is an option of the monitor, not of `hold`, \
+          which has no --read-only (locktop hold --help)"
+        ]
+    );
+    assert!(!state.join("locks").exists(), "no lock taken");
+    let out = run_bare(tmp.path(), &["man", "--state-dir", "x"]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert_eq!(
+        out.stderr_lines(),
+        [
+            "locktop: --state-dir does not apply to `man`, which reads no state dir \
+          (locktop man --help)"
+        ]
+    );
+}
+
+/// Given after the subcommand, its own options still apply.
+#[test]
+fn options_after_the_subcommand_still_apply() {
+    let (tmp, state) = state_in_tempdir();
+    let state_arg = state.display().to_string();
+    let out = run_bare(
+        tmp.path(),
+        &[
+            "snapshot",
+            "--probe",
+            "passive",
+            "--state-dir",
+            state_arg.as_str(),
+        ],
+    );
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let demo = ["demo", "--sweep", "2", "--headless"].map(String::from);
+    assert!(
+        matches!(
+            parse(&demo),
+            Ok(Cli {
+                command: Some(locktop::cli::Command::Demo(_)),
+                ..
+            })
+        ),
+        "{demo:?} parses"
+    );
+    let watch = ["watch", "--sweep", "2", "--probe", "passive"].map(String::from);
+    assert!(matches!(
+        parse(&watch),
+        Ok(Cli {
+            command: Some(locktop::cli::Command::Watch(_)),
+            ..
+        })
+    ));
 }

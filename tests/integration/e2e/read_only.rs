@@ -2,7 +2,8 @@
 //! included, proved with `strace` on the real monitor in a real terminal
 //! while holders come and go: every file it opens under the state dir is
 //! opened read-only, it creates, removes and renames nothing there, and it
-//! never calls `flock(…, LOCK_EX…)`.
+//! never calls `flock(…, LOCK_EX…)` — and with the default lock-free
+//! probe it never calls `flock` at all, nor opens a claim file.
 
 use std::path::Path;
 use std::process::Command;
@@ -60,8 +61,9 @@ fn writes_in(trace: &str, state: &Path) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn read_only_monitor_writes_nothing_and_takes_no_exclusive_lock() {
+/// The monitor under `strace` with `args`, its header showing `probe`,
+/// while holders come and go: the trace.
+fn traced_monitor(args: &[&str], probe: &str) -> (String, std::path::PathBuf, tempfile::TempDir) {
     let strace = Command::new("strace").arg("-V").output();
     assert!(
         strace.is_ok_and(|out| out.status.success()),
@@ -83,9 +85,10 @@ fn read_only_monitor_writes_nothing_and_takes_no_exclusive_lock() {
         "-e",
         "trace=%file,flock,ftruncate",
     ];
-    let mut tui = Tui::spawn_under(&wrapper, &state, &["--read-only"], 120, 35);
-    tui.wait_for("the header says read-only and passive", |screen| {
-        screen.contains("READ-ONLY") && screen.contains("probe passive")
+    let mut tui = Tui::spawn_under(&wrapper, &state, args, 120, 35);
+    let header = format!("probe {probe}");
+    tui.wait_for("the header says read-only and the probe", |screen| {
+        screen.contains("READ-ONLY") && screen.contains(&header)
     });
     let early_pid = early.pid().to_string();
     tui.wait_for("the early holder", |screen| {
@@ -114,6 +117,34 @@ fn read_only_monitor_writes_nothing_and_takes_no_exclusive_lock() {
             .any(|line| line.contains(state.to_str().unwrap())),
         "the trace shows the monitor's file calls"
     );
+    (trace, state, tmp)
+}
+
+#[test]
+fn read_only_monitor_writes_nothing_and_takes_no_lock_at_all_by_default() {
+    let (trace, state, _tmp) = traced_monitor(&["--read-only"], "lock-free");
+    let writes = writes_in(&trace, &state);
+    assert!(
+        writes.is_empty(),
+        "--read-only wrote or locked:\n{}",
+        writes.join("\n")
+    );
+    let locks_or_claim_opens: Vec<&str> = trace
+        .lines()
+        .filter(|line| {
+            line.contains("flock(") || (line.contains("open") && line.contains(".lock\""))
+        })
+        .collect();
+    assert!(
+        locks_or_claim_opens.is_empty(),
+        "the lock-free monitor took a lock or opened a claim file:\n{}",
+        locks_or_claim_opens.join("\n")
+    );
+}
+
+#[test]
+fn read_only_monitor_writes_nothing_and_takes_no_exclusive_lock() {
+    let (trace, state, _tmp) = traced_monitor(&["--read-only", "--probe", "passive"], "passive");
     let writes = writes_in(&trace, &state);
     assert!(
         writes.is_empty(),

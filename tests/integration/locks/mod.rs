@@ -11,5 +11,6 @@ mod cross_process;
 mod escape_matches_sdk;
 mod family_order;
 mod in_process;
+mod lock_free_matches_sdk;
 mod shared_probe_matches_sdk;
 mod stress;

@@ -1,0 +1,376 @@
+//! The lock-free probe: a claim's liveness read from `/proc/locks` alone,
+//! matched to the claim files' inodes. It takes no lock and opens no
+//! claim file, so no agent's `try_acquire` can ever fail because of it,
+//! and no monitor (this one or another) sees an event of it.
+//!
+//! The answer is the SDK's `try_held`, computed from the kernel's table
+//! instead of by flock: `try_held` takes a non-blocking SHARED flock on
+//! each file, and that is refused exactly when another open file holds
+//! an exclusive flock on it — a non-waiting `FLOCK … WRITE` row of
+//! `/proc/locks` on the file's inode. So: gate unlocked (or missing) →
+//! free; gate and announce locked → held; gate locked and announce not →
+//! in flight (where `try_held` would spin). A differential test
+//! (`tests/integration/locks/shared_probe_matches_sdk.rs`) compares the
+//! two on random claim states, on ext4 and tmpfs.
+//!
+//! Complete only where `/proc/locks` lists every holder ([`choose`]):
+//! the kernel leaves out locks of processes outside the PID namespace of
+//! the `/proc` it is read from (and, in a nested namespace, any lock
+//! whose taker is gone), and the device numbers it prints must be the
+//! ones `stat` gives for the locks' files (not so on btrfs subvolumes).
+//! Elsewhere the monitor falls back to the passive probe and says why.
+//!
+//! Reading `/proc/locks` is not free for others: each `read()` takes the
+//! kernel's file-lock rwsem for writing, so other processes' lock calls
+//! wait (never fail) while it is read. Callers read it once per batch,
+//! never per key.
+//!
+//! Invariants: no claim file is opened, no lock taken, nothing written;
+//! a symlink is never followed (`lstat` only); `/proc/locks` is read by
+//! the caller, once for any number of claims.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use nix::NixPath;
+use nix::errno::Errno;
+use nix::fcntl::{AT_FDCWD, AtFlags, OFlag, open};
+use nix::sys::stat::{Mode, SFlag, fstatat};
+
+use super::probe::ProbeMode;
+use super::proc_locks::{FileId, LockIndex};
+use super::{KeyState, Liveness};
+use crate::disk::key::LockKey;
+use crate::locks::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, escape_into};
+
+/// What the kernel's table says of one claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// The gate is not exclusively locked, or missing: not held.
+    Free,
+    /// Gate and announce are both exclusively locked: held.
+    Held,
+    /// The gate is locked and the announce is not: an acquisition or a
+    /// release in flight (or a holder stopped in between).
+    InFlight,
+    /// The gate is not a regular file (never judged).
+    GateNotRegular,
+    /// The gate could not be `lstat`ed for another reason than absence.
+    GateUnreadable(Errno),
+    /// The gate is locked and the announce is not a regular file.
+    AnnounceNotRegular,
+}
+
+impl Answer {
+    /// The state this answer stands for (no holder details), as the
+    /// passive probe would phrase it.
+    pub fn state(self, key: &LockKey) -> KeyState {
+        let error = |message: String| KeyState {
+            error: Some(message),
+            ..KeyState::bare(Liveness::Error)
+        };
+        match self {
+            Answer::Free => KeyState::bare(Liveness::Free),
+            Answer::Held => KeyState::bare(Liveness::Live),
+            Answer::InFlight => KeyState::bare(Liveness::InFlight),
+            Answer::GateNotRegular => error(format!(
+                "gate {} is not a regular file",
+                key.gate_path().display()
+            )),
+            Answer::GateUnreadable(errno) => {
+                error(format!("gate {}: {errno}", key.gate_path().display()))
+            }
+            Answer::AnnounceNotRegular => error(format!(
+                "announce {} is not a regular file",
+                key.announce_path().display()
+            )),
+        }
+    }
+}
+
+/// Whether `file` is exclusively locked (a holder, not a waiter) in
+/// `index`: what the SDK's shared-lock test finds refused.
+fn locked(index: &LockIndex, file: FileId) -> bool {
+    index
+        .get(&file)
+        .is_some_and(|locks| !locks.holders.is_empty())
+}
+
+/// The answer for the claim whose files are `gate` and `announce` in
+/// `dir` (`AT_FDCWD` with full paths, or a directory descriptor with
+/// names).
+pub fn answer_at<P: ?Sized + NixPath>(
+    dir: BorrowedFd<'_>,
+    gate: &P,
+    announce: &P,
+    index: &LockIndex,
+) -> Answer {
+    let gate = match fstatat(dir, gate, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(stat) if is_regular(&stat) => file_id(&stat),
+        Ok(_) => return Answer::GateNotRegular,
+        Err(Errno::ENOENT) => return Answer::Free,
+        Err(errno) => return Answer::GateUnreadable(errno),
+    };
+    if !locked(index, gate) {
+        return Answer::Free;
+    }
+    match fstatat(dir, announce, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(stat) if !is_regular(&stat) => Answer::AnnounceNotRegular,
+        Ok(stat) if locked(index, file_id(&stat)) => Answer::Held,
+        _ => Answer::InFlight,
+    }
+}
+
+/// The answer for `key` (full paths).
+pub fn answer(key: &LockKey, index: &LockIndex) -> Answer {
+    answer_at(AT_FDCWD, &key.gate_path(), &key.announce_path(), index)
+}
+
+/// The state of every key from one `index`, in order (no holder details:
+/// [`crate::liveness::annotate`] adds them from the same index). Keys of
+/// one directory are judged relative to one descriptor of it.
+pub fn states(keys: &[LockKey], index: &LockIndex) -> Vec<KeyState> {
+    let mut open_dir: Option<(Arc<Path>, Option<OwnedFd>)> = None;
+    let (mut gate, mut announce) = (Vec::with_capacity(128), Vec::with_capacity(128));
+    keys.iter()
+        .map(|key| {
+            if open_dir.as_ref().is_none_or(|(dir, _)| *dir != key.dir) {
+                let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+                let fd = open(&*key.dir, flags, Mode::empty()).ok();
+                open_dir = Some((key.dir.clone(), fd));
+            }
+            let Some(dir) = open_dir.as_ref().and_then(|(_, fd)| fd.as_ref()) else {
+                // The directory is gone or unreadable: by full paths.
+                return answer(key, index).state(key);
+            };
+            gate.clear();
+            escape_into(&key.key, &mut gate);
+            announce.clear();
+            announce.extend_from_slice(&gate);
+            gate.extend_from_slice(GATE_SUFFIX.as_bytes());
+            announce.extend_from_slice(ANNOUNCE_SUFFIX.as_bytes());
+            answer_at(dir.as_fd(), &gate[..], &announce[..], index).state(key)
+        })
+        .collect()
+}
+
+fn is_regular(stat: &nix::sys::stat::FileStat) -> bool {
+    SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
+}
+
+fn file_id(stat: &nix::sys::stat::FileStat) -> FileId {
+    FileId {
+        major: libc::major(stat.st_dev),
+        minor: libc::minor(stat.st_dev),
+        inode: stat.st_ino,
+    }
+}
+
+/// The probe a monitor runs, and why it is not the one asked for.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ProbeChoice {
+    /// The mode asked for (`--probe`, or the default).
+    #[serde(skip)]
+    pub requested: ProbeMode,
+    /// The mode that runs.
+    #[serde(rename = "probe")]
+    pub runs: ProbeMode,
+    /// Why `runs` is not `requested` (`None` when it is).
+    #[serde(rename = "probe_fallback", skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+impl ProbeChoice {
+    /// The mode asked for runs as asked.
+    pub fn as_asked(mode: ProbeMode) -> Self {
+        Self {
+            requested: mode,
+            runs: mode,
+            fallback: None,
+        }
+    }
+
+    /// One phrase for a header or a status line: the mode, and the
+    /// reason of a fallback.
+    pub fn describe(&self) -> String {
+        match &self.fallback {
+            None => self.runs.as_str().to_string(),
+            Some(why) => format!(
+                "{} ({} unavailable: {why})",
+                self.runs.as_str(),
+                self.requested.as_str()
+            ),
+        }
+    }
+}
+
+/// The probe to run for `requested` on the locks under `state_dir`: the
+/// lock-free probe only where `/proc/locks` sees every holder
+/// ([`lock_free_blind_spot`]), else the passive probe, with the reason.
+pub fn choose(requested: ProbeMode, state_dir: &Path) -> ProbeChoice {
+    if requested != ProbeMode::LockFree {
+        return ProbeChoice::as_asked(requested);
+    }
+    match lock_free_blind_spot(state_dir) {
+        None => ProbeChoice::as_asked(requested),
+        Some(why) => ProbeChoice {
+            requested,
+            runs: ProbeMode::Passive,
+            fallback: Some(why),
+        },
+    }
+}
+
+/// Why `/proc/locks` may not list every holder of a lock under
+/// `state_dir`, or `None` when it lists them all:
+/// - it cannot be read;
+/// - this process is not in the initial PID namespace (the kernel lists
+///   only locks of processes visible from the `/proc` it is read from;
+///   `/proc/self/ns/pid` names the initial one by a fixed inode);
+/// - the device numbers `/proc/locks` prints for the locks' filesystem
+///   (its superblock's, as `/proc/self/mountinfo` shows them) differ
+///   from the ones `stat` gives its files (btrfs subvolumes).
+pub fn lock_free_blind_spot(state_dir: &Path) -> Option<String> {
+    if let Err(error) = std::fs::File::open("/proc/locks") {
+        return Some(format!("/proc/locks cannot be read: {error}"));
+    }
+    match std::fs::read_link("/proc/self/ns/pid") {
+        Ok(link) if link.as_os_str() == INITIAL_PID_NAMESPACE => {}
+        Ok(_) => {
+            return Some(
+                "a nested PID namespace: /proc/locks does not list holders outside it".into(),
+            );
+        }
+        Err(error) => return Some(format!("/proc/self/ns/pid cannot be read: {error}")),
+    }
+    let on = nearest_existing(state_dir)?;
+    match (stat_device(&on), mount_device(&on)) {
+        (Some(stat), Some(mount)) if stat != mount => Some(format!(
+            "{} reports device {}:{} but its locks are listed under {}:{} (btrfs?)",
+            on.display(),
+            stat.0,
+            stat.1,
+            mount.0,
+            mount.1
+        )),
+        _ => None,
+    }
+}
+
+/// `/proc/self/ns/pid` of a process in the initial PID namespace (its
+/// inode is fixed: `PROC_PID_INIT_INO`).
+const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
+
+fn nearest_existing(path: &Path) -> Option<std::path::PathBuf> {
+    let locks = crate::locks::locks_root(path);
+    locks
+        .ancestors()
+        .find(|dir| std::fs::symlink_metadata(dir).is_ok())
+        .map(Path::to_path_buf)
+}
+
+/// (major, minor) of `path`'s `st_dev`.
+fn stat_device(path: &Path) -> Option<(u32, u32)> {
+    let stat = nix::sys::stat::lstat(path).ok()?;
+    Some((libc::major(stat.st_dev), libc::minor(stat.st_dev)))
+}
+
+/// (major, minor) of the superblock `path` lives on, from the mount
+/// table line of its mount (`statx`'s mount id).
+fn mount_device(path: &Path) -> Option<(u32, u32)> {
+    let mount_id = mount_id(path)?;
+    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    table.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let id: u64 = fields.next()?.parse().ok()?;
+        let _parent = fields.next()?;
+        let (major, minor) = fields.next()?.split_once(':')?;
+        (id == mount_id).then_some((major.parse().ok()?, minor.parse().ok()?))
+    })
+}
+
+fn mount_id(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut out = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: `path` is a NUL-terminated string and `out` a buffer of the
+    // size statx(2) writes, both alive for the call.
+    let done = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_MNT_ID,
+            out.as_mut_ptr(),
+        )
+    };
+    if done != 0 {
+        return None;
+    }
+    // SAFETY: statx returned 0, so it filled the buffer.
+    let out = unsafe { out.assume_init() };
+    (out.stx_mask & libc::STATX_MNT_ID != 0).then_some(out.stx_mnt_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    fn flock(file: &std::fs::File, how: libc::c_int) {
+        // SAFETY: a valid open descriptor for the duration of the call.
+        assert_eq!(unsafe { libc::flock(file.as_raw_fd(), how) }, 0);
+    }
+
+    /// The four claim states the SDK knows, judged from one read each.
+    #[test]
+    fn free_held_and_in_flight_claims_read_as_the_kernel_lists_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let key = LockKey::from_coord(tmp.path(), tmp.path(), "k");
+        let read = || LockIndex::read().unwrap();
+        assert_eq!(answer(&key, &read()), Answer::Free, "no files");
+        let gate = std::fs::File::create(key.gate_path()).unwrap();
+        let announce = std::fs::File::create(key.announce_path()).unwrap();
+        assert_eq!(answer(&key, &read()), Answer::Free);
+        flock(&gate, libc::LOCK_EX);
+        assert_eq!(answer(&key, &read()), Answer::InFlight);
+        flock(&announce, libc::LOCK_EX);
+        assert_eq!(answer(&key, &read()), Answer::Held);
+        flock(&gate, libc::LOCK_UN);
+        assert_eq!(answer(&key, &read()), Answer::Free, "announce alone");
+        flock(&gate, libc::LOCK_SH);
+        assert_eq!(answer(&key, &read()), Answer::Free, "shared is no holder");
+    }
+
+    #[test]
+    fn a_symlink_at_the_gate_is_never_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let key = LockKey::from_coord(tmp.path(), tmp.path(), "k");
+        let target = tmp.path().join("elsewhere");
+        let held = std::fs::File::create(&target).unwrap();
+        flock(&held, libc::LOCK_EX);
+        std::os::unix::fs::symlink(&target, key.gate_path()).unwrap();
+        let index = LockIndex::read().unwrap();
+        assert_eq!(answer(&key, &index), Answer::GateNotRegular);
+        assert_eq!(
+            states(std::slice::from_ref(&key), &index)[0].liveness,
+            Liveness::Error
+        );
+    }
+
+    #[test]
+    fn this_machine_sees_every_holder_from_its_initial_namespace() {
+        // The test runs in the initial PID namespace on CI; elsewhere the
+        // blind spot must say which.
+        let tmp = tempfile::tempdir().unwrap();
+        let choice = choose(ProbeMode::LockFree, tmp.path());
+        let nested = std::fs::read_link("/proc/self/ns/pid")
+            .is_ok_and(|link| link.as_os_str() != INITIAL_PID_NAMESPACE);
+        assert_eq!(choice.fallback.is_some(), nested, "{choice:?}");
+        assert_eq!(
+            choose(ProbeMode::Passive, tmp.path()),
+            ProbeChoice::as_asked(ProbeMode::Passive)
+        );
+    }
+}
