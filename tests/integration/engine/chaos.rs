@@ -76,6 +76,11 @@ async fn chaos_with_the_acquire_probe_keeps_exclusion_and_converges() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn chaos_with_the_lock_free_probe_keeps_exclusion_and_converges() {
+    chaos(ProbeMode::LockFree).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn chaos_with_the_passive_probe_keeps_exclusion_and_converges() {
     chaos(ProbeMode::Passive).await;
 }

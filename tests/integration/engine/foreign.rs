@@ -53,7 +53,7 @@ fn plant_foreign_names(state: &Path, suffix: &str) -> BTreeSet<ScanProblem> {
 #[tokio::test(flavor = "multi_thread")]
 async fn foreign_names_are_listed_as_problems_and_the_engine_keeps_working() {
     let _serial = serial().await;
-    for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
+    for mode in [ProbeMode::LockFree, ProbeMode::Acquire, ProbeMode::Passive] {
         let (_tmp, state) = state_in_tempdir();
         let mut stale = hold(&state, &["--aih", "cli/daemon/x-1", "--tag", "real tag"]);
         blocking(|| stale.close_stdin());
@@ -189,7 +189,7 @@ async fn an_acquire_probe_never_writes_through_a_symlink_named_like_a_gate() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_symlink_named_like_a_gate_is_not_reported_as_a_claim() {
     let _serial = serial().await;
-    for mode in [ProbeMode::Passive, ProbeMode::Acquire] {
+    for mode in [ProbeMode::LockFree, ProbeMode::Passive, ProbeMode::Acquire] {
         let seen = symlink_gate_appears(mode).await;
         assert!(
             seen.claims.is_empty(),
@@ -206,7 +206,7 @@ async fn a_symlink_named_like_a_gate_is_not_reported_as_a_claim() {
 #[tokio::test(flavor = "multi_thread")]
 async fn problems_come_and_go_with_their_events_not_with_the_sweep() {
     let _serial = serial().await;
-    for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
+    for mode in [ProbeMode::LockFree, ProbeMode::Acquire, ProbeMode::Passive] {
         let (_tmp, state) = state_in_tempdir();
         let mut first = hold(&state, &["--group", "first"]);
         let mut engine = Engine::start(&state, mode, NO_SWEEP);

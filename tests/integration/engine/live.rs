@@ -19,7 +19,7 @@ use locktop::engine::{Delta, EngineCommand, Liveness, WatcherHealth};
 use locktop::liveness::probe::ProbeMode;
 use locktop::locks::{self, agent_instance_lock, agent_tag_lock};
 
-const MODES: [ProbeMode; 2] = [ProbeMode::Acquire, ProbeMode::Passive];
+const MODES: [ProbeMode; 3] = [ProbeMode::LockFree, ProbeMode::Acquire, ProbeMode::Passive];
 
 /// 1. After `Synced`, the keys reported `Live` (each with its holder's PID)
 ///    are exactly what the live holders hold, and the keys left by gone
@@ -248,6 +248,12 @@ async fn a_key_retaken_right_after_a_death_names_the_new_holder(mode: ProbeMode)
 async fn acquire_mode_names_the_new_holder_of_a_key_retaken_right_after_a_death() {
     let _serial = serial().await;
     a_key_retaken_right_after_a_death_names_the_new_holder(ProbeMode::Acquire).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_free_mode_names_the_new_holder_of_a_key_retaken_right_after_a_death() {
+    let _serial = serial().await;
+    a_key_retaken_right_after_a_death_names_the_new_holder(ProbeMode::LockFree).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

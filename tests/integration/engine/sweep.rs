@@ -27,7 +27,7 @@ fn flock_holder(state: &std::path::Path, tag_name: &str) -> FlockGroup {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_read_only_holder_is_seen_at_its_open_and_gone_at_its_exit_without_a_sweep() {
     let _serial = serial().await;
-    for mode in [ProbeMode::Passive, ProbeMode::Acquire] {
+    for mode in [ProbeMode::LockFree, ProbeMode::Passive, ProbeMode::Acquire] {
         let (_tmp, state) = state_in_tempdir();
         // Make the claim's files exist (a holder that came and went).
         drop(blocking(|| hold(&state, &["--tag", "ro"])));
@@ -126,7 +126,7 @@ async fn a_claim_stuck_mid_acquisition_reads_in_flight_in_both_modes() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
+    for mode in [ProbeMode::LockFree, ProbeMode::Acquire, ProbeMode::Passive] {
         // The SDK's try_held alone would spin forever here; the engine's
         // probe is bounded and says in-flight, with the gate's holder.
         let mut engine = Engine::start(&state, mode, Duration::from_secs(3600));
@@ -156,7 +156,7 @@ async fn a_claim_in_flight_is_probed_again_not_waited_for() {
     let (dir, key) = agent_tag_lock(&state, "stuck");
     let holder = gate_only_holder(&state, "stuck").wait_locked(&gate_path(&dir, &key));
     let stuck = LockKey::from_coord(&state, &dir, &key);
-    for mode in [ProbeMode::Acquire, ProbeMode::Passive] {
+    for mode in [ProbeMode::LockFree, ProbeMode::Acquire, ProbeMode::Passive] {
         let (mut engine, trace) = Engine::start_traced(&state, mode, NO_SWEEP);
         engine.synced().await;
         trace.take();
