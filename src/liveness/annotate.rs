@@ -44,7 +44,12 @@ pub fn annotate(batch: &mut [(LockKey, KeyState)], own_pids: &HashSet<u32>) {
     if batch.is_empty() {
         return;
     }
-    annotate_reading(batch, own_pids, &|| LockIndex::read().unwrap_or_default());
+    annotate_reading(
+        batch,
+        own_pids,
+        &|| LockIndex::read().unwrap_or_default(),
+        Recheck::SharedProbe,
+    );
 }
 
 /// [`annotate_with`], reading `/proc/locks` itself, on a thread of its
@@ -60,6 +65,7 @@ pub fn annotate_reading(
     batch: &mut [(LockKey, KeyState)],
     own_pids: &HashSet<u32>,
     read: &(dyn Fn() -> LockIndex + Sync),
+    recheck: Recheck,
 ) -> LockIndex {
     let (index, stats) = std::thread::scope(|scope| {
         let reading = scope.spawn(read);
@@ -73,6 +79,7 @@ pub fn annotate_reading(
         own_pids,
         &mut || read(),
         FirstRead::AfterProbes,
+        recheck,
     );
     index
 }
@@ -97,6 +104,7 @@ pub fn annotate_after_early_read(
         own_pids,
         &mut || read(),
         FirstRead::BeforeProbes,
+        Recheck::SharedProbe,
     );
     early
 }
@@ -112,12 +120,14 @@ enum FirstRead {
 }
 
 /// [`annotate`] with an already-read index; `reread` reads `/proc/locks`
-/// again (see the module doc for when: at most [`MAX_REREADS`] + 1 times).
+/// again (see the module doc for when: at most [`MAX_REREADS`] + 1 times;
+/// `recheck` says how a claim is found still held before that).
 pub fn annotate_with(
     batch: &mut [(LockKey, KeyState)],
     index: &LockIndex,
     own_pids: &HashSet<u32>,
     reread: &mut dyn FnMut() -> LockIndex,
+    recheck: Recheck,
 ) {
     let stats = stat_held(batch);
     annotate_stated(
@@ -127,6 +137,7 @@ pub fn annotate_with(
         own_pids,
         reread,
         FirstRead::AfterProbes,
+        recheck,
     );
 }
 
@@ -150,6 +161,7 @@ fn annotate_stated(
     own_pids: &HashSet<u32>,
     reread: &mut dyn FnMut() -> LockIndex,
     first_read: FirstRead,
+    recheck: Recheck,
 ) {
     let mut rereads: Vec<LockIndex> = Vec::new();
     let mut fresh_after_death: Option<LockIndex> = None;
@@ -196,7 +208,11 @@ fn annotate_stated(
         while held && locks.holders.is_empty() && next < MAX_REREADS {
             let last = if next == 0 { index } else { &rereads[next - 1] };
             let early = next == 0 && first_read == FirstRead::BeforeProbes;
-            if !(last.is_torn() || early) || !still_held(key, gate.as_ref()) {
+            let may_be_held = match recheck {
+                Recheck::SharedProbe => still_held(key, gate.as_ref()),
+                Recheck::ReadAgain => gate.as_ref().is_some_and(std::fs::Metadata::is_file),
+            };
+            if !(last.is_torn() || early) || !may_be_held {
                 break;
             }
             if next == rereads.len() {
@@ -260,8 +276,24 @@ fn annotate_stated(
             .into_iter()
             .map(|pid| verifier.process(pid).clone())
             .collect();
+        if state.holders.is_empty() {
+            // Held, and nobody to name: say why rather than "nobody".
+            state.holders_note = Some(crate::liveness::HoldersNote::NotVisible);
+        }
         state.waiters = waiters;
     }
+}
+
+/// How an annotation learns whether a held claim missing from a torn
+/// read is still held before it reads `/proc/locks` again for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recheck {
+    /// A shared-lock probe of its files (a momentary lock: never under
+    /// the lock-free probe).
+    SharedProbe,
+    /// No probe: read again while its gate is a regular file (what the
+    /// lock-free probe does; a read takes no lock).
+    ReadAgain,
 }
 
 /// One claim's files, `lstat`ed.
@@ -377,7 +409,13 @@ mod tests {
 
         if !early.is_torn() {
             let mut batch = probed();
-            annotate_with(&mut batch, &early, &HashSet::new(), &mut || read());
+            annotate_with(
+                &mut batch,
+                &early,
+                &HashSet::new(),
+                &mut || read(),
+                Recheck::SharedProbe,
+            );
             assert!(
                 batch[0].1.holders.is_empty(),
                 "a read after the probes is trusted"
@@ -403,10 +441,17 @@ mod tests {
         assert!(index.is_torn(), "100 locks fit in one read?");
         let mut batch = vec![(key, KeyState::bare(Liveness::Live))];
         let mut rereads = 0;
-        annotate_with(&mut batch, &index, &HashSet::new(), &mut || {
+        let mut reread = || {
             rereads += 1;
             LockIndex::read().unwrap()
-        });
+        };
+        annotate_with(
+            &mut batch,
+            &index,
+            &HashSet::new(),
+            &mut reread,
+            Recheck::SharedProbe,
+        );
         assert_eq!(rereads, 0, "read again for a claim nobody holds");
         assert!(batch[0].1.holders.is_empty());
     }
@@ -468,9 +513,13 @@ mod tests {
                 .iter()
                 .map(|key| (key.clone(), KeyState::bare(Liveness::Live)))
                 .collect();
-            annotate_with(&mut batch, &index, &HashSet::new(), &mut || {
-                LockIndex::read().unwrap()
-            });
+            annotate_with(
+                &mut batch,
+                &index,
+                &HashSet::new(),
+                &mut || LockIndex::read().unwrap(),
+                Recheck::SharedProbe,
+            );
             misses += batch.iter().filter(|(_, s)| s.holders.is_empty()).count();
         }
         stop.store(true, Ordering::Relaxed);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::{KeyState, Liveness};
 use crate::disk::ScanReport;
 use crate::disk::key::LockKey;
-use crate::liveness::annotate::{annotate, annotate_after_early_read, annotate_with};
+use crate::liveness::annotate::{Recheck, annotate, annotate_after_early_read, annotate_with};
 use crate::liveness::dir_probe;
 use crate::liveness::lock_free;
 use crate::liveness::probe::{IN_FLIGHT_AFTER, IN_FLIGHT_REREAD, ProbeMode, Prober};
@@ -166,7 +166,13 @@ pub async fn probe_tree_lock_free(
         let keys = std::mem::take(&mut report.keys);
         let mut batch = judge_lock_free(keys, &index, threads, &*read);
         let probed = start.elapsed();
-        annotate_with(&mut batch, &index, &own_pids, &mut || read());
+        annotate_with(
+            &mut batch,
+            &index,
+            &own_pids,
+            &mut || read(),
+            Recheck::ReadAgain,
+        );
         Ok(TreeProbe {
             batch,
             report,

@@ -17,7 +17,7 @@ use crate::context::Context;
 use crate::disk::key::LockKey;
 use crate::disk::problem::ScanProblem;
 use crate::liveness::KeyState;
-use crate::liveness::annotate::annotate_reading;
+use crate::liveness::annotate::{Recheck, annotate_reading};
 use crate::liveness::bulk::{self, ReadLocks};
 use crate::liveness::probe::{ProbeMode, Prober};
 use crate::liveness::proc_locks::LockIndex;
@@ -71,7 +71,7 @@ pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot>
                 .with_context(cannot_read)?;
             let keys = std::mem::take(&mut report.keys);
             let mut keys = bulk::probe_all_unannotated(&prober, keys, mode).await;
-            let index = annotate_reading(&mut keys, &own, &*read);
+            let index = annotate_reading(&mut keys, &own, &*read, Recheck::SharedProbe);
             (keys, report, index)
         }
     };

@@ -228,7 +228,13 @@ mod tests {
         // Re-reads are real: annotation reads again before it searches for
         // a gone caller's keeper (and the keeper still holds the lock).
         let mut reread = || LockIndex::read().unwrap_or_default();
-        annotate_with(&mut batch, &index, &HashSet::new(), &mut reread);
+        annotate_with(
+            &mut batch,
+            &index,
+            &HashSet::new(),
+            &mut reread,
+            crate::liveness::annotate::Recheck::SharedProbe,
+        );
         let holders = &batch[0].1.holders;
         assert!(
             !holders.iter().any(|p| p.pid == impostor.id()),

@@ -35,7 +35,7 @@ use crate::disk::LockKey;
 use crate::engine::EngineStats;
 use crate::engine::fs_events::claim_of;
 use crate::engine::trace::{self, Stage, Trace};
-use crate::liveness::annotate::{annotate_reading, annotate_with};
+use crate::liveness::annotate::{Recheck, annotate_reading, annotate_with};
 use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::{KeyState, Liveness};
@@ -70,6 +70,9 @@ struct LookupJob {
     /// Keys to judge lock-free from this lookup's read (with whether
     /// their changes included a close).
     judge: Vec<(LockKey, bool)>,
+    /// How a claim missing from a torn read is found still held: never
+    /// by a shared-lock probe when the engine runs lock-free.
+    recheck: Recheck,
     opened: Vec<PathBuf>,
     own_pids: HashSet<u32>,
     stats: Arc<EngineStats>,
@@ -84,6 +87,7 @@ impl LookupJob {
             generation,
             batch,
             judge,
+            recheck,
             opened,
             own_pids,
             stats,
@@ -99,7 +103,8 @@ impl LookupJob {
             .unzip();
         let looked_up = pairs.len();
         let (index, closes) = if judge.is_empty() {
-            (annotate_reading(&mut pairs, &own_pids, &read), Vec::new())
+            let index = annotate_reading(&mut pairs, &own_pids, &read, recheck);
+            (index, Vec::new())
         } else {
             // The read is the probe: judged first, then annotated from
             // the same read, with the states waiting for holders.
@@ -107,7 +112,7 @@ impl LookupJob {
             let (keys, closes): (Vec<LockKey>, Vec<bool>) = judge.into_iter().unzip();
             let states = lock_free::states(&keys, &index);
             pairs.extend(keys.into_iter().zip(states));
-            annotate_with(&mut pairs, &index, &own_pids, &mut || read());
+            annotate_with(&mut pairs, &index, &own_pids, &mut || read(), recheck);
             (index, closes)
         };
         for (key, _) in &pairs {
@@ -218,6 +223,11 @@ impl Engine {
             generation: self.generation,
             batch,
             judge,
+            recheck: if self.config.probe.locks() {
+                Recheck::SharedProbe
+            } else {
+                Recheck::ReadAgain
+            },
             opened,
             own_pids: self.own_pids.clone(),
             stats: self.stats.clone(),

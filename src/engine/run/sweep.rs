@@ -27,7 +27,7 @@ use crate::disk::{LockKey, ScanProblem};
 use crate::engine::fs_events::EventFilter;
 use crate::engine::trace::Stage;
 use crate::engine::{Delta, EngineStats};
-use crate::liveness::annotate::{annotate_reading, annotate_with};
+use crate::liveness::annotate::{Recheck, annotate_reading, annotate_with};
 use crate::liveness::proc_locks::LockIndex;
 use crate::liveness::unlinked::{self, KnownInodes};
 use crate::liveness::{KeyState, ProbeMode, Prober};
@@ -319,7 +319,7 @@ impl SweepJob {
             stats.index_reads.fetch_add(1, Ordering::Relaxed);
             LockIndex::read().unwrap_or_default()
         };
-        let index = annotate_reading(&mut batch, &own_pids, &read);
+        let index = annotate_reading(&mut batch, &own_pids, &read, Recheck::SharedProbe);
         let mut problems = report.problems;
         let unlinked_dir = state_dir.clone();
         problems.extend(
@@ -370,7 +370,13 @@ impl SweepJob {
             stats.probes.fetch_add(keys.len() as u64, Ordering::Relaxed);
             let index = LockIndex::read_merged(&read);
             let mut batch = bulk::judge_lock_free(keys, &index, threads, &read);
-            annotate_with(&mut batch, &index, &own_pids, &mut || read());
+            annotate_with(
+                &mut batch,
+                &index,
+                &own_pids,
+                &mut || read(),
+                Recheck::ReadAgain,
+            );
             let known = KnownInodes::new(std::mem::take(&mut report.claim_inodes));
             let mut problems = report.problems;
             problems.extend(unlinked::find(&state_dir, &index, &known));

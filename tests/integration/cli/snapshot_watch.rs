@@ -510,3 +510,74 @@ fn a_relative_state_dir_names_keys_found_by_events() {
         watch.seen.join("\n")
     );
 }
+
+/// In a nested PID namespace with its own `/proc` (`unshare -Urpf
+/// --mount-proc`), `/proc/locks` lists no lock of a process outside it:
+/// the lock-free probe would read every held key free. `snapshot` falls
+/// back to the passive probe, says why in its JSON (and on stderr for the
+/// table), and still reads the outside holder's tag held — with no PID,
+/// and the reason none is named.
+#[test]
+fn in_a_nested_pid_namespace_the_probe_falls_back_and_says_why() {
+    let (_tmp, state) = state_in_tempdir();
+    let holder = Holder::hold(&state, &["--tag", "outside"]);
+    let run = |json: bool| {
+        let mut command = Command::new("unshare");
+        command
+            .args(["-Urpf", "--mount-proc"])
+            .arg(locktop_bin())
+            .arg("--state-dir")
+            .arg(&state)
+            .arg("snapshot")
+            .args(json.then_some("--json"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        common::finish(command)
+    };
+    let out = run(true);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let doc: Value = serde_json::from_str(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["probe"], "passive", "{doc}");
+    let why = doc["probe_fallback"].as_str().unwrap_or_default();
+    assert!(why.contains("nested PID namespace"), "{doc}");
+    let tag = doc["keys"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|key| key["name"] == "outside")
+        .unwrap_or_else(|| panic!("the outside holder's tag is listed: {doc}"));
+    assert_eq!(tag["liveness"], "live", "{tag}");
+    assert_eq!(tag["holders_note"], "not_visible", "{tag}");
+
+    let table = run(false);
+    assert_eq!(table.code(), 0, "{}", table.stderr);
+    let lines: Vec<&str> = table.stderr.lines().collect();
+    assert!(
+        matches!(&lines[..], [line] if line.contains("passive") && line.contains("nested PID namespace")),
+        "one stderr line says which probe runs and why: {lines:?}"
+    );
+    drop(holder);
+}
+
+/// Outside any nested namespace the default is the lock-free probe, and
+/// the JSON says so with no fallback.
+#[test]
+fn snapshot_json_names_the_lock_free_probe_by_default() {
+    let (_tmp, state) = state_in_tempdir();
+    let holder = Holder::hold(&state, &["--tag", "seen"]);
+    let out = run_locktop(&state, &["snapshot", "--json"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let doc: Value = serde_json::from_str(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["probe"], "lock-free", "{doc}");
+    assert!(doc.get("probe_fallback").is_none(), "{doc}");
+    let pid = holder.pid();
+    let tag = doc["keys"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|key| key["name"] == "seen")
+        .unwrap_or_else(|| panic!("the tag is listed: {doc}"));
+    assert_eq!(tag["liveness"], "live", "{tag}");
+    assert_eq!(tag["holders"][0]["pid"], pid, "{tag}");
+}
