@@ -11,6 +11,9 @@
 //!   path in a few seconds and exits 0.
 //! - `-- --only-snapshot` / `-- --only-latency` / `-- --only-interference`
 //!   / `-- --only-verdicts`: the fixture and one section (1, 2, 5 or 6) alone.
+//!   Section 5 (interference) runs real `locktop watch --probe MODE`
+//!   monitors; a mode the binary does not know yet prints `skipped: mode
+//!   not supported by this binary` rows.
 //!
 //! Targets are printed as PASS/MISS; they never fail the run. Every child
 //! process is SIGKILLed on exit, panic included ([`support::Guarded`]);
@@ -90,6 +93,7 @@ use locktop::liveness::dir_probe::probe_passive;
 use locktop::liveness::probe::{ProbeMode, Prober};
 use locktop::locks::agent_tag_lock;
 
+use support::interference;
 use support::killpath::{KillPath, RawInotify};
 use support::*;
 
@@ -129,6 +133,16 @@ struct Plan {
     watch_settle: Duration,
     interference: Duration,
     interference_keys: usize,
+    /// Section 5 with real monitors: tries per tight-loop row.
+    tight_tries: usize,
+    /// Section 5 with real monitors: tries per relocation row.
+    relocation_tries: usize,
+    /// Section 5 with real monitors: the flock-latency window per row.
+    latency_window: Duration,
+    /// Section 5 with real monitors: quiet time once they are watching.
+    monitor_settle: Duration,
+    /// Section 5 with real monitors: how many of each mode, row by row.
+    monitor_counts: &'static [usize],
     /// Keystroke + draw samples in the frame section.
     frame_samples: usize,
     /// Samples per row of the verdicts section.
@@ -160,6 +174,11 @@ impl Plan {
             watch_settle: Duration::from_secs(1),
             interference: Duration::from_secs(3),
             interference_keys: 20,
+            tight_tries: 300,
+            relocation_tries: 40,
+            latency_window: Duration::from_secs(3),
+            monitor_settle: Duration::from_millis(300),
+            monitor_counts: &[1, 3],
             frame_samples: 200,
             verdict_samples: 30,
         }
@@ -189,6 +208,11 @@ impl Plan {
             watch_settle: Duration::from_millis(200),
             interference: Duration::from_millis(200),
             interference_keys: 10,
+            tight_tries: 5,
+            relocation_tries: 2,
+            latency_window: Duration::from_millis(50),
+            monitor_settle: Duration::from_millis(20),
+            monitor_counts: &[1, 2],
             frame_samples: 20,
             verdict_samples: 2,
         }
@@ -208,6 +232,10 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some(SPAWNER_CHILD) => return spawner_child(&args[2..]),
         Some(MEASURE_CHILD) => return measure_child(&args[2..]),
+        Some(interference::AGENT_CHILD) => return interference::agent_child(&args[2..]),
+        Some(interference::FLOCK_LATENCY_CHILD) => {
+            return interference::flock_latency_child(&args[2..]);
+        }
         _ => {}
     }
     let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--smoke");
@@ -299,7 +327,7 @@ async fn run(plan: &Plan, args: &[String]) {
     }
     if args.iter().any(|a| a == "--only-interference") {
         let t = Instant::now();
-        section_interference(plan, &state, &interference_tags).await;
+        section_interference(plan, &bin, &state, &interference_tags).await;
         took(t);
         return;
     }
@@ -374,7 +402,7 @@ async fn other_sections(
     section_big(plan, bin, tmp, targets).await;
     took(t);
     let t = Instant::now();
-    section_interference(plan, state, interference_tags).await;
+    section_interference(plan, bin, state, interference_tags).await;
     took(t);
     let t = Instant::now();
     support::frames::section_frames(plan.big_tags + plan.big_instances, plan.frame_samples);
@@ -1688,15 +1716,31 @@ fn finish_spawner(mut spawner: Spawner) -> (u64, u64) {
     )
 }
 
-async fn section_interference(plan: &Plan, state: &Path, tags: &[String]) {
+/// Section 5: how often a monitor makes an agent's `try_acquire` fail
+/// (every refusal counted should have succeeded: nobody else holds the
+/// tags). First an in-process engine (and back-to-back snapshots) against
+/// a spawner child on the main fixture; then real `locktop watch`
+/// monitors (0, 1, 3 of each probe mode) against an agent's tight loop and
+/// a relocation, and what they cost an unrelated process's flock calls
+/// ([`interference::section`]).
+async fn section_interference(plan: &Plan, bin: &Path, state: &Path, tags: &[String]) {
     let d = plan.interference;
     say(format!(
-        "\n5. INTERFERENCE  a spawner child loops objectiveai_sdk::lockfile::try_acquire + release over {} \
-         free tags (nobody holds them; a uniform 0–{} pause between attempts) for {} per row, while the monitor runs; \
-         every failed acquire should have succeeded",
+        "\n5. INTERFERENCE  how often monitors make an agent's objectiveai_sdk::lockfile::try_acquire fail \
+         (nobody else holds the tags: every refusal counted should have succeeded). First a spawner child loops \
+         try_acquire + release over {} free tags (a uniform 0–{} pause between attempts) for {} per row, while an \
+         in-process engine (or back-to-back snapshots) runs; then real `locktop watch` monitors (none, {} × \
+         {}) against (a) an agent's tight loop on one tag, (b) a relocation (wait_released, then one try), \
+         refused/tries, and (c) the flock latency of an unrelated process (p50/p99/p99.9/max, ratio to no monitor)",
         tags.len(),
         fmt_dur(Duration::from_micros(SPAWNER_PAUSE_MAX_US)),
-        fmt_dur(d)
+        fmt_dur(d),
+        plan.monitor_counts
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        interference::MODES.join("/"),
     ));
     let row = |what: &str, attempts: u64, failures: u64, extra: String| {
         say(format!(
@@ -1785,4 +1829,15 @@ async fn section_interference(plan: &Plan, state: &Path, tags: &[String]) {
             ),
         );
     }
+    let scratch = state
+        .parent()
+        .expect("the state dir is in the bench's tempdir");
+    let sizes = interference::Sizes {
+        tight_tries: plan.tight_tries,
+        relocation_tries: plan.relocation_tries,
+        latency_window: plan.latency_window,
+        settle: plan.monitor_settle,
+        monitor_counts: plan.monitor_counts,
+    };
+    interference::section(bin, scratch, &sizes).await;
 }

@@ -5,6 +5,10 @@
 
 /// Frame render time of the TUI at 100k keys.
 pub mod frames;
+/// Section 5's rows with real `locktop watch` monitors: refusals of an
+/// agent's tight loop and of a relocation, and an unrelated process's
+/// flock latency.
+pub mod interference;
 /// Where a kill's latency goes, stage by stage, beside raw inotify.
 pub mod killpath;
 pub mod verdicts;

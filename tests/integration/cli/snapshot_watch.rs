@@ -274,6 +274,20 @@ impl Watch {
         }
     }
 
+    /// Every line printed within `span` from now (none is waited for).
+    fn lines_within(&mut self, span: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + span;
+        let mut got = Vec::new();
+        while let Ok(line) = self
+            .lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            got.push(serde_json::from_str(&line).expect("JSON"));
+            self.seen.push(line);
+        }
+        got
+    }
+
     /// Waits for a `to` line for every name, each with `pids` (and `from`,
     /// when given).
     fn wait_each(&mut self, names: &BTreeSet<Name>, from: Option<&str>, to: &str, pids: &[u32]) {
@@ -580,4 +594,52 @@ fn snapshot_json_names_the_lock_free_probe_by_default() {
         .unwrap_or_else(|| panic!("the tag is listed: {doc}"));
     assert_eq!(tag["liveness"], "live", "{tag}");
     assert_eq!(tag["holders"][0]["pid"], pid, "{tag}");
+}
+
+/// Three monitors on one state dir, one per probe mode (`watch --json
+/// --probe lock-free|passive|acquire`): a holder comes and is SIGTERMed,
+/// and each monitor reports the tag live, then free — and after that,
+/// for 3 s, nothing more about it. Before the close confirmation, the
+/// acquire monitors' probe writes were taken by the others for an
+/// agent's: the freed tag flipped free ↔ live about 10 times a second.
+#[test]
+fn monitors_in_every_mode_never_feed_each_other() {
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    std::fs::create_dir_all(tags_dir(&state)).unwrap();
+    let mut monitors: Vec<(&str, Watch)> = ["lock-free", "passive", "acquire"]
+        .into_iter()
+        .map(|mode| (mode, Watch::start_with(&state, &["--probe", mode])))
+        .collect();
+    for (_, monitor) in &mut monitors {
+        monitor.wait_line("watching", |v| v["watcher"]["health"] == "watching");
+    }
+    let mut holder = Holder::hold(&state, &["--tag", "relocated"]);
+    let pid = holder.pid();
+    let is_tag = |v: &Value| v["kind"] == "tag" && v["name"] == "relocated";
+    for (mode, monitor) in &mut monitors {
+        let live = monitor.wait_line("the tag live", |v| is_tag(v) && v["to"] == "live");
+        assert_eq!(live["pids"], serde_json::json!([pid]), "{mode}: {live}");
+    }
+    holder.terminate();
+    for (_, monitor) in &mut monitors {
+        monitor.wait_line("the tag free", |v| is_tag(v) && v["to"] == "free");
+    }
+    // Every monitor's lines of the next 3 s (they run in parallel).
+    let after: Vec<(&str, Vec<Value>)> = std::thread::scope(|scope| {
+        let reading: Vec<_> = monitors
+            .iter_mut()
+            .map(|(mode, monitor)| {
+                scope.spawn(move || (*mode, monitor.lines_within(Duration::from_secs(3))))
+            })
+            .collect();
+        reading.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    for (mode, lines) in after {
+        let about_the_tag: Vec<&Value> = lines.iter().filter(|v| is_tag(v)).collect();
+        assert!(
+            about_the_tag.is_empty(),
+            "{mode}: the freed tag was reported again (phantom or flapping): {about_the_tag:?}"
+        );
+    }
 }

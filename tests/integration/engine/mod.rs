@@ -5,12 +5,14 @@
 //! ends in a correct rescan, the periodic sweep catches what no event
 //! reports (a claim file unlinked under a live holder included), and
 //! chaos (random holders, kills and stops) never breaks mutual exclusion
-//! nor the view's convergence to the truth.
+//! nor the view's convergence to the truth; and monitors in their default
+//! probe mode never refuse an agent's `try_acquire` (`interference`).
 
 mod chaos;
 mod echo;
 mod foreign;
 mod idle;
+mod interference;
 mod live;
 mod overflow;
 mod stalled;

@@ -1,0 +1,667 @@
+//! Section 5's rows with real monitors: `locktop watch --json --probe MODE`
+//! children of the binary under test, against an agent's own access
+//! pattern, in child processes of this bench (the SDK is reentrant
+//! in-process, so an in-process agent would never meet a monitor's lock):
+//!
+//! - **tight loop**: ONE tag nobody else holds; `try_acquire`, hold 1 ms,
+//!   release, try again at once (and the same with 3 ms pauses). Every
+//!   refused try is a monitor's flock in the agent's way;
+//! - **relocation**: a holder holds a tag; a second process waits for its
+//!   release with the SDK's `wait_released` (as a daemon relocating the
+//!   tag does) and, the moment it wakes, tries ONCE after 0–8 ms (spread
+//!   over the tries). A refused try is interference;
+//! - **flock latency**: what monitors cost a process that has nothing to
+//!   do with them: it takes and drops a flock on its own file (outside
+//!   the locks root, same filesystem) while a churn child acquires and
+//!   releases tags under the locks root, so the monitors keep working.
+//!   A `/proc/locks` read takes the kernel's file-lock rwsem for writing,
+//!   so every flock call on the machine can wait behind it.
+//!
+//! Each row set runs with no monitor (the baseline, in the same run), then
+//! 1 and 3 monitors of each mode (`lock-free`, `passive`, `acquire`). A
+//! mode the binary does not know (clap refuses `--probe MODE`) prints
+//! `skipped: mode not supported by this binary` instead of its rows.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+use locktop::locks::agent_tag_lock;
+
+use super::{Guarded, create_free_keys_sdk, fmt_dur, percentile, ratio, say, thousands};
+
+/// Argument that turns the bench binary into an agent child:
+/// `--agent-child STATE TAG`, driven by commands on its stdin (see
+/// [`agent_child`]).
+pub const AGENT_CHILD: &str = "--agent-child";
+/// Argument that turns the bench binary into the flock-latency child:
+/// `--flock-latency-child FILE MILLIS PAUSE_MICROS` (see
+/// [`flock_latency_child`]).
+pub const FLOCK_LATENCY_CHILD: &str = "--flock-latency-child";
+
+/// The probe modes, as `--probe` spells them; `lock-free` is the one meant
+/// to become the default.
+pub const MODES: [&str; 3] = ["lock-free", "passive", "acquire"];
+/// How long an agent holds the tag it took in the tight loop.
+const HOLD: Duration = Duration::from_millis(1);
+/// The pause between tries in the paced tight-loop variant.
+const PACED: Duration = Duration::from_millis(3);
+/// The relocation delays are spread over 0..=this.
+const MAX_DELAY: Duration = Duration::from_millis(8);
+/// How long the holder keeps the tag once the mover waits on it (the
+/// mover is then blocked in `wait_released`, and the monitors have
+/// probed the acquisition).
+const HOLD_BEFORE_RELEASE: Duration = Duration::from_millis(3);
+/// The pause between two flock pairs of the latency child: it measures
+/// waits, not CPU contention, so it mostly sleeps.
+const LATENCY_PAUSE: Duration = Duration::from_micros(100);
+/// Tags the churn child acquires and releases during the latency rows.
+const CHURN_TAGS: usize = 4;
+/// How long the monitors may take to print `watching`.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The sizes of these rows (full run or smoke).
+pub struct Sizes {
+    /// Tries of each tight-loop row.
+    pub tight_tries: usize,
+    /// Tries of each relocation row.
+    pub relocation_tries: usize,
+    /// How long each flock-latency row samples.
+    pub latency_window: Duration,
+    /// Quiet time after the monitors said `watching`, before a row set.
+    pub settle: Duration,
+    /// How many monitors of each mode run at once, row by row (growing:
+    /// each row adds monitors to those of the row before).
+    pub monitor_counts: &'static [usize],
+}
+
+// ---------------------------------------------------------------------------
+// The children
+
+/// The agent child: `--agent-child STATE TAG`. Reads one command per line
+/// on stdin and answers each with one line on stdout:
+///
+/// - `tight TRIES HOLD_MICROS PAUSE_MICROS`: `try_acquire` the tag, hold
+///   it, release it, pause, TRIES times; answers
+///   `{"tries":…,"refused":…}`;
+/// - `hold`: `wait_acquire` (a monitor's momentary lock only delays it);
+///   answers `held`;
+/// - `release`: releases what `hold` took; answers `released`;
+/// - `relocate DELAY_MICROS`: answers `waiting`, blocks in
+///   `wait_released`, sleeps DELAY, tries ONCE (released at once if it
+///   got it); answers `ok` or `refused`.
+///
+/// Exits at EOF on stdin.
+pub fn agent_child(args: &[String]) {
+    let state = PathBuf::from(&args[0]);
+    let (dir, key) = agent_tag_lock(&state, &args[1]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let micros =
+        |word: Option<&str>| Duration::from_micros(word.expect("arg").parse().expect("µs"));
+    runtime.block_on(async {
+        let mut held = None;
+        for line in std::io::stdin().lock().lines() {
+            let line = line.expect("stdin");
+            let mut words = line.split_whitespace();
+            let reply = match words.next() {
+                Some("tight") => {
+                    let tries: u64 = words.next().expect("tries").parse().expect("tries");
+                    let (hold, pause) = (micros(words.next()), micros(words.next()));
+                    let mut refused = 0u64;
+                    for _ in 0..tries {
+                        match objectiveai_sdk::lockfile::try_acquire(&dir, &key, "").await {
+                            Some(claim) => {
+                                std::thread::sleep(hold);
+                                claim.release().expect("release");
+                            }
+                            None => refused += 1,
+                        }
+                        if !pause.is_zero() {
+                            std::thread::sleep(pause);
+                        }
+                    }
+                    format!("{{\"tries\":{tries},\"refused\":{refused}}}")
+                }
+                Some("hold") => {
+                    let claim = objectiveai_sdk::lockfile::wait_acquire(&dir, &key, "")
+                        .await
+                        .expect("wait_acquire");
+                    held = Some(claim);
+                    "held".into()
+                }
+                Some("release") => {
+                    held.take()
+                        .expect("release without hold")
+                        .release()
+                        .expect("release");
+                    "released".into()
+                }
+                Some("relocate") => {
+                    let delay = micros(words.next());
+                    println!("waiting");
+                    objectiveai_sdk::lockfile::wait_released(&dir, &key)
+                        .await
+                        .expect("wait_released");
+                    std::thread::sleep(delay);
+                    match objectiveai_sdk::lockfile::try_acquire(&dir, &key, "").await {
+                        Some(claim) => {
+                            claim.release().expect("release");
+                            "ok".into()
+                        }
+                        None => "refused".into(),
+                    }
+                }
+                other => panic!("agent child: unknown command {other:?}"),
+            };
+            println!("{reply}");
+        }
+    });
+}
+
+/// The flock-latency child: `--flock-latency-child FILE MILLIS
+/// PAUSE_MICROS`. For MILLIS ms, times `flock(LOCK_EX)` + `flock(LOCK_UN)`
+/// on FILE (its own; nobody else locks it), pausing between pairs, and
+/// prints `{"pairs":…,"p50_ns":…,"p99_ns":…,"p999_ns":…,"max_ns":…}`.
+pub fn flock_latency_child(args: &[String]) {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&args[0])
+        .expect("latency file");
+    let window = Duration::from_millis(args[1].parse().expect("millis"));
+    let pause = Duration::from_micros(args[2].parse().expect("pause"));
+    let fd = file.as_raw_fd();
+    let mut samples = Vec::with_capacity(64 * 1024);
+    let deadline = Instant::now() + window;
+    while Instant::now() < deadline {
+        let start = Instant::now();
+        // SAFETY: `fd` is open for as long as `file` lives.
+        let locked = unsafe { libc::flock(fd, libc::LOCK_EX) };
+        // SAFETY: as above.
+        let unlocked = unsafe { libc::flock(fd, libc::LOCK_UN) };
+        samples.push(start.elapsed());
+        assert!(locked == 0 && unlocked == 0, "flock on the latency file");
+        std::thread::sleep(pause);
+    }
+    let ns = |p: f64| percentile(&samples, p).as_nanos();
+    println!(
+        "{{\"pairs\":{},\"p50_ns\":{},\"p99_ns\":{},\"p999_ns\":{},\"max_ns\":{}}}",
+        samples.len(),
+        ns(50.0),
+        ns(99.0),
+        ns(99.9),
+        ns(100.0)
+    );
+}
+
+/// An agent child, driven line by line (killed on drop).
+struct Agent {
+    process: Guarded,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Agent {
+    fn spawn(state: &Path, tag: &str) -> Self {
+        let mut child = Command::new(std::env::current_exe().expect("current_exe"))
+            .arg(AGENT_CHILD)
+            .arg(state)
+            .arg(tag)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn an agent child");
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        Self {
+            process: Guarded::new(child),
+            stdin,
+            stdout,
+        }
+    }
+
+    fn send(&mut self, command: &str) {
+        writeln!(self.stdin, "{command}").expect("write to the agent child");
+        self.stdin.flush().expect("flush the agent child");
+    }
+
+    fn reply(&mut self) -> String {
+        let mut line = String::new();
+        let read = self
+            .stdout
+            .read_line(&mut line)
+            .expect("agent child stdout");
+        assert!(
+            read > 0,
+            "agent child {} exited (see its stderr)",
+            self.process.pid()
+        );
+        line.trim().to_string()
+    }
+
+    fn ask(&mut self, command: &str) -> String {
+        self.send(command);
+        self.reply()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The monitors
+
+/// A `locktop watch --json --probe MODE` child that said `watching`; a
+/// thread drains its stdout for as long as it runs (so it never blocks on
+/// a full pipe). SIGKILLed and reaped on drop.
+struct Monitor {
+    process: Guarded,
+}
+
+impl Monitor {
+    /// Its CPU time so far (user + system, from `/proc/<pid>/stat`).
+    fn cpu(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.process.pid()))
+            .unwrap_or_default();
+        // After the command's closing parenthesis: state is field 3, utime
+        // and stime are fields 14 and 15.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+            .sum();
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        Duration::from_nanos(ticks * 1_000_000_000 / hz)
+    }
+}
+
+/// Starts `count` monitors at once and waits until each said `watching`.
+/// `None` when the binary does not know `mode` (clap's `invalid value`);
+/// panics on any other failure.
+fn start_monitors(bin: &Path, state: &Path, mode: &str, count: usize) -> Option<Vec<Monitor>> {
+    let mut pending = Vec::new();
+    for _ in 0..count {
+        let mut child = Command::new(bin)
+            .arg("--state-dir")
+            .arg(state)
+            .args(["watch", "--json", "--probe", mode])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn locktop watch");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let watching = serde_json::from_str::<serde_json::Value>(&line)
+                    .is_ok_and(|v| v["watcher"]["health"] == "watching");
+                if watching {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        let errors = std::thread::spawn(move || {
+            let mut stderr = stderr;
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+            text
+        });
+        pending.push((Guarded::new(child), rx, errors));
+    }
+    let deadline = Instant::now() + START_TIMEOUT;
+    let mut monitors = Vec::new();
+    for (mut process, watching, errors) in pending {
+        match watching.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(()) => monitors.push(Monitor { process }),
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = process.wait();
+                let text = errors.join().unwrap_or_default();
+                if text.contains("invalid value") {
+                    return None;
+                }
+                panic!("locktop watch --probe {mode} exited ({status}) before watching: {text}");
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("locktop watch --probe {mode} not watching after {START_TIMEOUT:?}")
+            }
+        }
+    }
+    Some(monitors)
+}
+
+// ---------------------------------------------------------------------------
+// The rows
+
+/// The tags of these rows (in a state dir of their own).
+struct Tags {
+    tight: String,
+    relocation: String,
+    churn: Vec<String>,
+}
+
+/// One tight-loop row: (tries, refused) without pause, then with
+/// [`PACED`] pauses.
+struct TightRow {
+    tight: (u64, u64),
+    paced: (u64, u64),
+}
+
+/// One relocation row: tries, and the delays of the refused ones.
+struct RelocationRow {
+    tries: usize,
+    refused_at: Vec<Duration>,
+}
+
+/// One flock-latency row: the latency child's figures, the churn's
+/// (tries, refused), and the monitors' CPU over the window as a share of
+/// one core.
+struct LatencyRow {
+    pairs: u64,
+    p50: Duration,
+    p99: Duration,
+    p999: Duration,
+    max: Duration,
+    churn: (u64, u64),
+    monitor_cpu: f64,
+}
+
+/// What one configuration (no monitor, or N monitors of a mode) gave.
+struct Rows {
+    label: String,
+    /// `None`: the binary does not know the mode.
+    measured: Option<(TightRow, RelocationRow, LatencyRow)>,
+}
+
+fn tight_row(state: &Path, tags: &Tags, sizes: &Sizes) -> TightRow {
+    let mut agent = Agent::spawn(state, &tags.tight);
+    let mut run = |pause: Duration| {
+        let reply = agent.ask(&format!(
+            "tight {} {} {}",
+            sizes.tight_tries,
+            HOLD.as_micros(),
+            pause.as_micros()
+        ));
+        let doc: serde_json::Value = serde_json::from_str(&reply).expect("tight JSON");
+        (
+            doc["tries"].as_u64().unwrap_or(0),
+            doc["refused"].as_u64().unwrap_or(0),
+        )
+    };
+    TightRow {
+        tight: run(Duration::ZERO),
+        paced: run(PACED),
+    }
+}
+
+/// The delay of relocation try `i` of `tries`: spread evenly over
+/// 0..=[`MAX_DELAY`].
+fn delay(i: usize, tries: usize) -> Duration {
+    if tries < 2 {
+        return Duration::ZERO;
+    }
+    MAX_DELAY.mul_f64(i as f64 / (tries - 1) as f64)
+}
+
+fn relocation_row(state: &Path, tags: &Tags, sizes: &Sizes) -> RelocationRow {
+    let mut holder = Agent::spawn(state, &tags.relocation);
+    let mut mover = Agent::spawn(state, &tags.relocation);
+    let mut refused_at = Vec::new();
+    for i in 0..sizes.relocation_tries {
+        assert_eq!(holder.ask("hold"), "held");
+        let wait = delay(i, sizes.relocation_tries);
+        assert_eq!(
+            mover.ask(&format!("relocate {}", wait.as_micros())),
+            "waiting"
+        );
+        std::thread::sleep(HOLD_BEFORE_RELEASE);
+        assert_eq!(holder.ask("release"), "released");
+        match mover.reply().as_str() {
+            "ok" => {}
+            "refused" => refused_at.push(wait),
+            other => panic!("mover said {other:?}"),
+        }
+    }
+    RelocationRow {
+        tries: sizes.relocation_tries,
+        refused_at,
+    }
+}
+
+fn latency_row(
+    state: &Path,
+    scratch: &Path,
+    tags: &Tags,
+    sizes: &Sizes,
+    monitors: &[Monitor],
+) -> LatencyRow {
+    let cpu = || monitors.iter().map(Monitor::cpu).sum::<Duration>();
+    // The churn runs before, during and after the window.
+    let lead =
+        (sizes.latency_window / 10).clamp(Duration::from_millis(20), Duration::from_millis(200));
+    let churn = crate::start_spawner(state, sizes.latency_window + 2 * lead, HOLD, &tags.churn);
+    std::thread::sleep(lead);
+    let (cpu0, start) = (cpu(), Instant::now());
+    let out = Command::new(std::env::current_exe().expect("current_exe"))
+        .arg(FLOCK_LATENCY_CHILD)
+        .arg(scratch.join("unrelated.flock"))
+        .arg(sizes.latency_window.as_millis().to_string())
+        .arg(LATENCY_PAUSE.as_micros().to_string())
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run the flock-latency child");
+    let monitor_cpu = (cpu() - cpu0).as_secs_f64() / start.elapsed().as_secs_f64();
+    let churn = crate::finish_spawner(churn);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let doc: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("flock-latency child said {text:?}: {e}"));
+    let ns = |field: &str| Duration::from_nanos(doc[field].as_u64().unwrap_or(0));
+    LatencyRow {
+        pairs: doc["pairs"].as_u64().unwrap_or(0),
+        p50: ns("p50_ns"),
+        p99: ns("p99_ns"),
+        p999: ns("p999_ns"),
+        max: ns("max_ns"),
+        churn,
+        monitor_cpu,
+    }
+}
+
+/// The three rows of one configuration (the `monitors` that run, if any).
+fn measure(
+    state: &Path,
+    scratch: &Path,
+    tags: &Tags,
+    sizes: &Sizes,
+    monitors: &[Monitor],
+) -> (TightRow, RelocationRow, LatencyRow) {
+    (
+        tight_row(state, tags, sizes),
+        relocation_row(state, tags, sizes),
+        latency_row(state, scratch, tags, sizes, monitors),
+    )
+}
+
+/// The rows with real monitors (section 5, after the in-process rows).
+/// `scratch` is a directory on the same filesystem as the state dirs; the
+/// monitors watch `scratch/state-interference`, made here with only the
+/// tags of these rows (so each monitor's start is quick; per-event probes
+/// do not depend on how many other keys there are).
+///
+/// Blocks the thread it runs on (as the rest of section 5 does): call it
+/// from the runtime's `block_on` thread, not from a worker.
+pub async fn section(bin: &Path, scratch: &Path, sizes: &Sizes) {
+    let state = scratch.join("state-interference");
+    let tags = Tags {
+        tight: "agent loop".into(),
+        relocation: "relocated tag".into(),
+        churn: (0..CHURN_TAGS).map(|i| format!("churn {i}")).collect(),
+    };
+    let mut all: Vec<String> = vec![tags.tight.clone(), tags.relocation.clone()];
+    all.extend(tags.churn.iter().cloned());
+    // The keys (and the locks root) exist before any monitor starts.
+    create_free_keys_sdk(&state, &all, &[]).await;
+
+    say(format!(
+        "   real monitors (`locktop watch --json --probe MODE` children of {}, each settled: its `watching` line, \
+         then {}) on a state dir of their own ({} tags); the agents are child processes (SDK calls):",
+        bin.display(),
+        fmt_dur(sizes.settle),
+        all.len()
+    ));
+    let mut results = vec![Rows {
+        label: "no monitor (baseline)".into(),
+        measured: Some(measure(&state, scratch, &tags, sizes, &[])),
+    }];
+    for mode in MODES {
+        let mut monitors = Vec::new();
+        for &count in sizes.monitor_counts {
+            let label = format!(
+                "{count} {mode} monitor{}",
+                if count == 1 { "" } else { "s" }
+            );
+            let measured = start_monitors(bin, &state, mode, count - monitors.len()).map(|more| {
+                monitors.extend(more);
+                std::thread::sleep(sizes.settle);
+                measure(&state, scratch, &tags, sizes, &monitors)
+            });
+            results.push(Rows { label, measured });
+        }
+        drop(monitors);
+    }
+    report(&results, sizes);
+}
+
+const SKIPPED: &str = "skipped: mode not supported by this binary";
+
+/// `  13/300 (4.3%)`.
+fn refused(tries: u64, refused: u64) -> String {
+    format!(
+        "{:>4}/{:<5} ({:.1}%)",
+        thousands(refused as usize),
+        thousands(tries as usize),
+        refused as f64 * 100.0 / tries.max(1) as f64
+    )
+}
+
+/// `1.23 µs` below 10 µs (a flock pair is about 1 µs), else [`fmt_dur`].
+fn fine(d: Duration) -> String {
+    if d < Duration::from_micros(10) {
+        format!("{:.2} µs", d.as_secs_f64() * 1e6)
+    } else {
+        fmt_dur(d)
+    }
+}
+
+fn report(results: &[Rows], sizes: &Sizes) {
+    let tries = sizes.tight_tries;
+    say(format!(
+        "   a. tight loop on one tag nobody else holds: try_acquire, hold {}, release, again at once, {} tries \
+         | the same with {} pauses — refused/tries",
+        fmt_dur(HOLD),
+        thousands(tries),
+        fmt_dur(PACED)
+    ));
+    for rows in results {
+        match &rows.measured {
+            Some((tight, _, _)) => say(format!(
+                "      {:<26} refused {}   with {} pauses: refused {}",
+                rows.label,
+                refused(tight.tight.0, tight.tight.1),
+                fmt_dur(PACED),
+                refused(tight.paced.0, tight.paced.1)
+            )),
+            None => say(format!("      {:<26} {SKIPPED}", rows.label)),
+        }
+    }
+    say(format!(
+        "   b. relocation: a holder releases a tag; a waiter blocked in wait_released wakes and tries ONCE after \
+         a delay spread over 0–{} ({} tries) — refused/tries, and the delays of the refused tries",
+        fmt_dur(MAX_DELAY),
+        thousands(sizes.relocation_tries)
+    ));
+    for rows in results {
+        match &rows.measured {
+            Some((_, relocation, _)) => {
+                let at: Vec<String> = relocation
+                    .refused_at
+                    .iter()
+                    .take(12)
+                    .map(|d| format!("{:.1}", d.as_secs_f64() * 1e3))
+                    .collect();
+                let more = relocation.refused_at.len().saturating_sub(at.len());
+                say(format!(
+                    "      {:<26} refused {}{}",
+                    rows.label,
+                    refused(relocation.tries as u64, relocation.refused_at.len() as u64),
+                    if at.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "   at {} ms{}",
+                            at.join(", "),
+                            if more > 0 {
+                                format!(" (+{more})")
+                            } else {
+                                String::new()
+                            }
+                        )
+                    }
+                ));
+            }
+            None => say(format!("      {:<26} {SKIPPED}", rows.label)),
+        }
+    }
+    say(format!(
+        "   c. what monitors cost an unrelated process: flock(LOCK_EX)+flock(LOCK_UN) on its own file (outside the \
+         locks root, same filesystem), {} apart, for {}, while a churn child acquires/releases {} tags (hold {}, \
+         0–1 ms pauses) under the locks root — per pair, and the ratio to the baseline; the monitors' CPU over the \
+         window",
+        fmt_dur(LATENCY_PAUSE),
+        fmt_dur(sizes.latency_window),
+        CHURN_TAGS,
+        fmt_dur(HOLD)
+    ));
+    let base = results
+        .first()
+        .and_then(|rows| rows.measured.as_ref())
+        .map(|(_, _, latency)| latency);
+    for (i, rows) in results.iter().enumerate() {
+        match &rows.measured {
+            Some((_, _, latency)) => {
+                // `1.49 ms (539×)`, the ratio column blank on the baseline.
+                let cell = |pick: fn(&LatencyRow) -> Duration| {
+                    let vs = match base {
+                        Some(base) if i > 0 => format!("({})", ratio(pick(latency), pick(base))),
+                        _ => String::new(),
+                    };
+                    format!("{:>8} {vs:<8}", fine(pick(latency)))
+                };
+                say(format!(
+                    "      {:<26} pairs {:>7}  p50 {}  p99 {}  p99.9 {}  max {}  churn refused {}  monitors' CPU {:>3.0}% of a core",
+                    rows.label,
+                    thousands(latency.pairs as usize),
+                    cell(|l| l.p50),
+                    cell(|l| l.p99),
+                    cell(|l| l.p999),
+                    cell(|l| l.max),
+                    refused(latency.churn.0, latency.churn.1),
+                    latency.monitor_cpu * 100.0
+                ));
+            }
+            None => say(format!("      {:<26} {SKIPPED}", rows.label)),
+        }
+    }
+}
