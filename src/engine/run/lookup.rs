@@ -47,6 +47,28 @@ use crate::liveness::{KeyState, Liveness};
 /// churn reads are spaced, and the changes of the interval share one.
 pub const JUDGE_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// The judging reads' share of time, as its inverse: the next judging
+/// lookup starts no sooner than this many times the CPU time the last
+/// read of `/proc/locks` took after the last one began (so a monitor
+/// keeps the kernel's file-lock rwsem for at most about a tenth of the
+/// time however many locks the machine holds: 2,000 locks cost about
+/// 1–2 ms a read, so reads are then 10–20 ms apart; a few dozen cost
+/// 0.1 ms, and [`JUDGE_MIN_INTERVAL`] applies).
+pub const JUDGE_READ_SHARE_INVERSE: u32 = 10;
+
+/// The CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu() -> std::time::Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec for the call to fill.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
 /// A probed state with the time it was observed.
 pub(super) type Observed = (LockKey, KeyState, SystemTime);
 
@@ -59,6 +81,8 @@ pub(super) struct LookupOutcome {
     /// The keys judged lock-free from the lookup's read, annotated from
     /// it, each with whether its changes included a close.
     judged: Vec<(Observed, bool)>,
+    /// The CPU time (this thread's) of the judging read, when it judged.
+    read_cpu: Option<std::time::Duration>,
     /// The opened claim files that someone had locked.
     locked: Vec<PathBuf>,
 }
@@ -102,13 +126,16 @@ impl LookupJob {
             .map(|(key, state, at)| ((key, state), at))
             .unzip();
         let looked_up = pairs.len();
+        let mut read_cpu = None;
         let (index, closes) = if judge.is_empty() {
             let index = annotate_reading(&mut pairs, &own_pids, &read, recheck);
             (index, Vec::new())
         } else {
             // The read is the probe: judged first, then annotated from
             // the same read, with the states waiting for holders.
+            let cpu = thread_cpu();
             let index = LockIndex::read_merged(&read);
+            read_cpu = Some(thread_cpu().saturating_sub(cpu));
             let (keys, closes): (Vec<LockKey>, Vec<bool>) = judge.into_iter().unzip();
             let states = lock_free::states(&keys, &index);
             pairs.extend(keys.into_iter().zip(states));
@@ -144,6 +171,7 @@ impl LookupJob {
             generation,
             annotated,
             judged,
+            read_cpu,
             locked,
         }
     }
@@ -157,6 +185,8 @@ pub(super) struct Lookups {
     touched: super::newer::Newer,
     /// When the last lookup began (the rate limit).
     last_start: Option<Instant>,
+    /// The CPU time of the last judging read (the judging rate limit).
+    last_read_cpu: std::time::Duration,
 }
 
 impl Lookups {
@@ -186,13 +216,19 @@ impl Lookups {
     /// Whether a lookup that judges changed keys lock-free may start at
     /// `now`: none runs, and the last began [`JUDGE_MIN_INTERVAL`] ago.
     pub(super) fn may_judge(&self, now: Instant) -> bool {
-        self.may_start_every(now, JUDGE_MIN_INTERVAL)
+        self.may_start_every(now, self.judge_interval())
     }
 
     /// When a judging lookup may next start, if none runs.
     pub(super) fn judge_ready_at(&self) -> Instant {
         self.last_start
-            .map_or_else(Instant::now, |at| at + JUDGE_MIN_INTERVAL)
+            .map_or_else(Instant::now, |at| at + self.judge_interval())
+    }
+
+    /// The time between two judging lookups' starts: see
+    /// [`JUDGE_READ_SHARE_INVERSE`].
+    fn judge_interval(&self) -> std::time::Duration {
+        JUDGE_MIN_INTERVAL.max(self.last_read_cpu * JUDGE_READ_SHARE_INVERSE)
     }
 
     fn may_start_every(&self, now: Instant, interval: std::time::Duration) -> bool {
@@ -327,6 +363,9 @@ impl Engine {
             return 0;
         }
         let items = outcome.annotated.len() + outcome.judged.len() + outcome.locked.len();
+        if let Some(cpu) = outcome.read_cpu {
+            self.lookups.last_read_cpu = cpu;
+        }
         self.settle_judged(outcome.judged, &touched);
         for (key, state, at) in outcome.annotated {
             if touched.contains(&key) && !self.same_claim_still_waiting(&key, &state) {
