@@ -3,7 +3,7 @@
 //! annotated from a `/proc/locks` read made after the probe, and only
 //! differences are sent.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
@@ -15,7 +15,9 @@ use super::{COALESCE, Engine};
 use crate::disk::LockKey;
 use crate::engine::trace::Stage;
 use crate::engine::{Delta, WatcherHealth};
+use crate::liveness::fdinfo::HeldFiles;
 use crate::liveness::probe::IN_FLIGHT_AFTER;
+use crate::liveness::verify::claim_files;
 use crate::liveness::{HoldersNote, KeyState, Liveness, ProbeMode};
 
 /// How many looks in a row a key found held right after a close may be
@@ -82,6 +84,7 @@ impl Engine {
     pub(super) async fn probe_batch(&mut self, keys: Vec<LockKey>) {
         let mut batch = Vec::with_capacity(keys.len());
         let mut judge = Vec::new();
+        let mut holders_now = HashMap::new();
         let lock_free = self.config.probe == ProbeMode::LockFree;
         for key in keys {
             let (gate, announce) = (key.gate_path(), key.announce_path());
@@ -100,7 +103,11 @@ impl Engine {
                 self.recheck_problem(&announce);
             }
             let closed = self.closed.remove(&key);
+            let written = self.written.remove(&key);
             if lock_free {
+                if closed && !written && self.let_go_settled(&key, &mut holders_now) {
+                    continue;
+                }
                 judge.push((key, closed));
                 continue;
             }
@@ -144,6 +151,56 @@ impl Engine {
             .collect();
         self.publish(batch);
         self.flush_problems();
+    }
+
+    /// The lock-free fast path for a key known held whose only changes
+    /// are closes (a holder letting go, or dying, closes its files;
+    /// another process's probe or a contender giving up closes theirs):
+    /// its verified holders' fdinfo says whether one still holds the
+    /// claim — then nothing changed — or none does — then it is free, and
+    /// is sent so at once, with no `/proc/locks` read (whose wait for an
+    /// RCU grace period is most of a lone kill's latency). A process
+    /// taking it next makes a write of its own, judged by a read. True
+    /// when settled; false (read it) when the key is not known held with
+    /// holders, or a holder's fdinfo cannot be read. The fd of a closed
+    /// file leaves its process's table before the close event is made,
+    /// so a holder that let go never shows the lock here, even while the
+    /// kernel still lists it in `/proc/locks`. `holders_now` keeps each
+    /// PID's fdinfo for the batch.
+    fn let_go_settled(&mut self, key: &LockKey, holders_now: &mut HashMap<u32, HeldFiles>) -> bool {
+        let Some(state) = self.states.get(key) else {
+            return false;
+        };
+        if !matches!(state.liveness, Liveness::Live | Liveness::Own) || state.holders.is_empty() {
+            return false;
+        }
+        let files = claim_files(key);
+        let mut still = false;
+        for holder in &state.holders {
+            let held = holders_now
+                .entry(holder.pid)
+                .or_insert_with(|| HeldFiles::of(holder.pid));
+            match held {
+                HeldFiles::Unreadable => return false,
+                HeldFiles::Gone => {}
+                HeldFiles::Known(_) => still |= held.holds_any(&files),
+            }
+        }
+        self.stats.probes.fetch_add(1, Ordering::Relaxed);
+        self.trace(key, Stage::ProbeStart);
+        self.sweep_touched.touch(key);
+        self.lookups.touch(key);
+        self.confirming.remove(key);
+        if !still {
+            self.trace(key, Stage::Probed(Liveness::Free));
+            self.settle(
+                key.clone(),
+                KeyState::bare(Liveness::Free),
+                SystemTime::now(),
+                false,
+            );
+        }
+        true
     }
 
     /// The close confirmation: true (and the key marked to be looked at
@@ -349,6 +406,7 @@ impl Engine {
         self.sweep_touched.touch(key);
         self.pending.remove(key);
         self.closed.remove(key);
+        self.written.remove(key);
         self.confirming.remove(key);
         self.deferred.remove(key);
         self.recheck.remove(key);

@@ -118,6 +118,9 @@ pub(super) struct Engine {
     /// Keys of `pending` whose changes include a close of a file opened
     /// for writing (see [`batch`]'s close confirmation).
     closed: HashSet<LockKey>,
+    /// Keys of `pending` whose changes include something else than a
+    /// close (a create, a write, a removal): someone may have taken them.
+    written: HashSet<LockKey>,
     /// Keys found held after a close, with how many looks confirmed it
     /// so far: their held state is sent only once a look with no close
     /// since agrees ([`batch::CLOSE_CONFIRMS`] at most).
@@ -187,6 +190,7 @@ impl Engine {
             echo_rate: echo::EchoRate::default(),
             pending: HashSet::new(),
             closed: HashSet::new(),
+            written: HashSet::new(),
             confirming: HashMap::new(),
             in_flight_since: HashMap::new(),
             batch_due: None,
@@ -463,6 +467,7 @@ impl Engine {
         match change {
             FsChange::Key(key) => {
                 self.trace(&key, Stage::Dequeued);
+                self.written.insert(key.clone());
                 self.mark(key);
             }
             FsChange::Closed(key) => {

@@ -63,6 +63,7 @@ impl Engine {
         // start a storm of acquire probes of its own).
         self.pending.clear();
         self.closed.clear();
+        self.written.clear();
         self.confirming.clear();
         self.batch_due = None;
         self.forget_opened_files();

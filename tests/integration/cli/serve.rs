@@ -210,7 +210,7 @@ fn every_endpoint_answers_from_the_live_view_and_a_scrape_probes_nothing() {
     let (status, snapshot) = get(&serve.url("/snapshot.json"));
     assert_eq!(status, 200);
     let doc: Value = serde_json::from_str(&snapshot).expect("snapshot JSON");
-    assert_eq!(doc["probe"], "passive", "serve probes passively by default");
+    assert_eq!(doc["probe"], "lock-free", "serve takes no lock by default");
     let tag = doc["keys"]
         .as_array()
         .expect("keys")

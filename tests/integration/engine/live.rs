@@ -673,3 +673,56 @@ async fn contenders_and_watchers_show_without_a_sweep() {
         }
     }
 }
+
+/// The lock-free engine frees a key whose known holder let go from that
+/// holder's fdinfo alone — no `/proc/locks` read between the kill and the
+/// `free` delta (a read waits for an RCU grace period in the kernel: most
+/// of a lone kill's latency) — and a holder that takes the key next is
+/// still named, from a read its own writes start.
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_free_mode_frees_a_let_go_key_without_reading_proc_locks() {
+    let _serial = serial().await;
+    let (_tmp, state) = state_with_locks_root();
+    let mut engine = Engine::start(&state, ProbeMode::LockFree, NO_SWEEP);
+    engine.synced().await;
+    let name = tag("let go");
+    let mut first = blocking(|| hold(&state, &["--tag", "let go"]));
+    let pid = first.pid();
+    engine
+        .wait_view("held by the first holder", |view| {
+            view.is(&name, Liveness::Live, &[pid])
+        })
+        .await;
+    engine.quiesce().await;
+    let reads = engine
+        .handle
+        .stats
+        .index_reads
+        .load(std::sync::atomic::Ordering::Relaxed);
+    blocking(|| first.kill());
+    engine
+        .wait_view("free", |view| view.liveness(&name) == Some(Liveness::Free))
+        .await;
+    let after = engine
+        .handle
+        .stats
+        .index_reads
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(after, reads, "the free answer read /proc/locks");
+    let second = blocking(|| hold(&state, &["--tag", "let go"]));
+    let pid = second.pid();
+    engine
+        .wait_view("held by the second holder", |view| {
+            view.is(&name, Liveness::Live, &[pid])
+        })
+        .await;
+    assert!(
+        engine
+            .handle
+            .stats
+            .index_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > after,
+        "a new holder is judged from a read"
+    );
+}
