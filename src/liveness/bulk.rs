@@ -106,17 +106,28 @@ pub fn judge_lock_free(
     read: &(dyn Fn() -> LockIndex + Sync),
 ) -> Vec<(LockKey, KeyState)> {
     let chunk_len = keys.len().div_ceil(threads.max(1)).max(1024);
-    let states: Vec<KeyState> = std::thread::scope(|scope| {
-        let judged: Vec<_> = keys
-            .chunks(chunk_len)
-            .map(|chunk| scope.spawn(move || lock_free::states(chunk, index)))
-            .collect();
-        judged
-            .into_iter()
-            .flat_map(|judging| judging.join().unwrap_or_default())
-            .collect()
-    });
-    let mut batch: Vec<(LockKey, KeyState)> = keys.into_iter().zip(states).collect();
+    let mut batch = if keys.len() <= chunk_len {
+        lock_free::judged(keys, index)
+    } else {
+        let mut keys = keys.into_iter();
+        let chunks: Vec<Vec<LockKey>> = std::iter::from_fn(|| {
+            let chunk: Vec<LockKey> = keys.by_ref().take(chunk_len).collect();
+            (!chunk.is_empty()).then_some(chunk)
+        })
+        .collect();
+        let total = chunks.iter().map(Vec::len).sum();
+        std::thread::scope(|scope| {
+            let judging: Vec<_> = chunks
+                .into_iter()
+                .map(|chunk| scope.spawn(move || lock_free::judged(chunk, index)))
+                .collect();
+            let mut batch = Vec::with_capacity(total);
+            for chunk in judging {
+                batch.append(&mut chunk.join().unwrap_or_default());
+            }
+            batch
+        })
+    };
     settle_in_flight(&mut batch, read);
     batch
 }
@@ -223,7 +234,7 @@ pub async fn probe_all_unannotated(
     mode: ProbeMode,
 ) -> Vec<(LockKey, KeyState)> {
     let workers = std::thread::available_parallelism().map_or(2, usize::from);
-    if mode == ProbeMode::LockFree {
+    if mode.reads_lock_table() {
         let read = || LockIndex::read().unwrap_or_default();
         return tokio::task::spawn_blocking(move || {
             let index = LockIndex::read_merged(&read);

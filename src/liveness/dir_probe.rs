@@ -24,7 +24,7 @@
 //! a regular file is never passed here; runs on blocking-pool threads,
 //! never on the runtime's workers.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -167,27 +167,44 @@ async fn settle(
 /// states are made as the results are gathered); `None` where the
 /// claim's directory could not be opened.
 fn fast_answers(keys: &[LockKey]) -> Vec<Option<Quick>> {
+    each_claim_at(keys.iter(), |_, at| {
+        let (dir, gate, announce) = at?;
+        Some(shared_probe::quick_at(dir, gate, announce))
+    })
+}
+
+/// `answer(key, Some((dir, gate, announce)))` for each key (borrowed or
+/// owned: an owned key is handed to `answer`, so a caller can pair it
+/// with its answer without a copy), in order:
+/// `dir` a descriptor of the key's directory (opened once for each run
+/// of keys of one directory), `gate` and `announce` its files' names in
+/// it (built in reused buffers, no path per key); `None` where the
+/// directory could not be opened. What every bulk probe of claims by
+/// directory shares.
+pub(super) fn each_claim_at<K: std::borrow::Borrow<LockKey>, T>(
+    keys: impl IntoIterator<Item = K>,
+    mut answer: impl FnMut(K, Option<(BorrowedFd<'_>, &[u8], &[u8])>) -> T,
+) -> Vec<T> {
     let mut open_dir: Option<(Arc<Path>, Option<OwnedFd>)> = None;
     let (mut gate, mut announce) = (Vec::with_capacity(128), Vec::with_capacity(128));
-    keys.iter()
-        .map(|key| {
+    keys.into_iter()
+        .map(|owned| {
+            let key: &LockKey = owned.borrow();
             if open_dir.as_ref().is_none_or(|(dir, _)| *dir != key.dir) {
                 let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
                 let fd = open(&*key.dir, flags, Mode::empty()).ok();
                 open_dir = Some((key.dir.clone(), fd));
             }
-            let dir = open_dir.as_ref().and_then(|(_, fd)| fd.as_ref())?;
+            let Some(dir) = open_dir.as_ref().and_then(|(_, fd)| fd.as_ref()) else {
+                return answer(owned, None);
+            };
             gate.clear();
             escape_into(&key.key, &mut gate);
             announce.clear();
             announce.extend_from_slice(&gate);
             gate.extend_from_slice(GATE_SUFFIX.as_bytes());
             announce.extend_from_slice(ANNOUNCE_SUFFIX.as_bytes());
-            Some(shared_probe::quick_at(
-                dir.as_fd(),
-                &gate[..],
-                &announce[..],
-            ))
+            answer(owned, Some((dir.as_fd(), &gate[..], &announce[..])))
         })
         .collect()
 }

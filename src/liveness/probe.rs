@@ -57,7 +57,14 @@ impl ProbeMode {
     /// True when a probe in this mode takes a flock on the claim (shared
     /// or exclusive): an agent's non-blocking acquire racing it fails.
     pub fn locks(self) -> bool {
-        self != ProbeMode::LockFree
+        !self.reads_lock_table()
+    }
+
+    /// True when this mode learns liveness from the kernel's lock table
+    /// (`/proc/locks`), one read for a whole batch of claims, instead of
+    /// a probe per claim: callers batch the keys and read once.
+    pub fn reads_lock_table(self) -> bool {
+        self == ProbeMode::LockFree
     }
 }
 

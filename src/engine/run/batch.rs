@@ -85,7 +85,7 @@ impl Engine {
         let mut batch = Vec::with_capacity(keys.len());
         let mut judge = Vec::new();
         let mut holders_now = HashMap::new();
-        let lock_free = self.config.probe == ProbeMode::LockFree;
+        let lock_free = self.config.probe.reads_lock_table();
         for key in keys {
             let (gate, announce) = (key.gate_path(), key.announce_path());
             let is_file = std::fs::symlink_metadata(&gate).is_ok_and(|m| m.is_file());
@@ -127,18 +127,9 @@ impl Engine {
             if mode.writes() {
                 self.echo_marks.insert(key.clone(), Fingerprint::of(&key));
             }
-            let Some(state) = self.settle_in_flight(&key, probed) else {
-                // In flight: looked at again after the coalescing window,
-                // while the rest of the batch goes on.
-                self.trace(&key, Stage::Probed(Liveness::InFlight));
-                self.mark(key);
-                continue;
-            };
-            self.trace(&key, Stage::Probed(state.liveness));
-            if self.confirm_after_close(&key, &state, closed) {
-                continue;
+            if let Some(state) = self.answered(&key, probed, closed) {
+                batch.push((key, state));
             }
-            batch.push((key, state));
         }
         self.watch_echo_rate();
         if !judge.is_empty() {
@@ -203,6 +194,26 @@ impl Engine {
         true
     }
 
+    /// A probe's answer for `key` (`None`: found in flight), or `None`
+    /// when the key is to be looked at again after the coalescing window
+    /// (marked), while the rest of the batch goes on: a claim in flight
+    /// until it settles ([`Self::settle_in_flight`]), a held one right
+    /// after a close until a look confirms it ([`Self::confirm_after_close`]).
+    pub(super) fn answered(
+        &mut self,
+        key: &LockKey,
+        probed: Option<KeyState>,
+        closed: bool,
+    ) -> Option<KeyState> {
+        let Some(state) = self.settle_in_flight(key, probed) else {
+            self.trace(key, Stage::Probed(Liveness::InFlight));
+            self.mark(key.clone());
+            return None;
+        };
+        self.trace(key, Stage::Probed(state.liveness));
+        (!self.confirm_after_close(key, &state, closed)).then_some(state)
+    }
+
     /// The close confirmation: true (and the key marked to be looked at
     /// again) when `state` is held and the key's changes included a close
     /// (`closed`) — the kernel queues the close event before it drops the
@@ -237,11 +248,7 @@ impl Engine {
     /// `InFlight` once it has stayed so for [`IN_FLIGHT_AFTER`] since it
     /// was first found — what a probe waiting in place would answer, but
     /// without holding up every change behind it for that long.
-    pub(super) fn settle_in_flight(
-        &mut self,
-        key: &LockKey,
-        probed: Option<KeyState>,
-    ) -> Option<KeyState> {
+    fn settle_in_flight(&mut self, key: &LockKey, probed: Option<KeyState>) -> Option<KeyState> {
         if let Some(state) = probed {
             self.in_flight_since.remove(key);
             return Some(state);

@@ -137,8 +137,7 @@ impl LookupJob {
             let index = LockIndex::read_merged(&read);
             read_cpu = Some(thread_cpu().saturating_sub(cpu));
             let (keys, closes): (Vec<LockKey>, Vec<bool>) = judge.into_iter().unzip();
-            let states = lock_free::states(&keys, &index);
-            pairs.extend(keys.into_iter().zip(states));
+            pairs.extend(lock_free::judged(keys, &index));
             annotate_with(&mut pairs, &index, &own_pids, &mut || read(), recheck);
             (index, closes)
         };
@@ -335,15 +334,9 @@ impl Engine {
                 continue;
             }
             let probed = (state.liveness != Liveness::InFlight).then_some(state);
-            let Some(state) = self.settle_in_flight(&key, probed) else {
-                self.trace(&key, Stage::Probed(Liveness::InFlight));
-                self.mark(key);
+            let Some(state) = self.answered(&key, probed, closed) else {
                 continue;
             };
-            self.trace(&key, Stage::Probed(state.liveness));
-            if self.confirm_after_close(&key, &state, closed) {
-                continue;
-            }
             self.recheck.remove(&key);
             self.settle(key, state, at, true);
         }

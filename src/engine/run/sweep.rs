@@ -27,7 +27,8 @@ use crate::disk::{LockKey, ScanProblem};
 use crate::engine::fs_events::EventFilter;
 use crate::engine::trace::Stage;
 use crate::engine::{Delta, EngineStats};
-use crate::liveness::annotate::{Recheck, annotate_reading, annotate_with};
+use crate::liveness::annotate::{Recheck, annotate_reading};
+use crate::liveness::bulk::ReadLocks;
 use crate::liveness::proc_locks::LockIndex;
 use crate::liveness::unlinked::{self, KnownInodes};
 use crate::liveness::{KeyState, ProbeMode, Prober};
@@ -100,7 +101,7 @@ impl Engine {
             stats: self.stats.clone(),
             filter: self.filter.clone(),
             workers,
-            lock_free: self.config.probe == ProbeMode::LockFree,
+            lock_free: self.config.probe.reads_lock_table(),
         }
     }
 
@@ -339,8 +340,10 @@ impl SweepJob {
 }
 
 impl SweepJob {
-    /// The lock-free sweep: scan, one merged `/proc/locks` read, every
-    /// claim judged from it and annotated from it; nothing opened.
+    /// The lock-free sweep: a snapshot's walk and judgement
+    /// ([`bulk::probe_tree_lock_free`]: one merged `/proc/locks` read,
+    /// begun before the walk, names liveness and holders; nothing
+    /// opened), then the claim files held though unlinked.
     async fn run_lock_free(
         generation: u64,
         state_dir: PathBuf,
@@ -352,44 +355,41 @@ impl SweepJob {
             Workers::Runtime => std::thread::available_parallelism().map_or(2, usize::from),
             Workers::OneThread => 1,
         };
-        let read = {
-            let stats = stats.clone();
-            move || {
-                stats.index_reads.fetch_add(1, Ordering::Relaxed);
-                LockIndex::read().unwrap_or_default()
+        let counted = stats.clone();
+        let read: ReadLocks = Arc::new(move || {
+            counted.index_reads.fetch_add(1, Ordering::Relaxed);
+            LockIndex::read().unwrap_or_default()
+        });
+        let tree = match bulk::probe_tree_lock_free(&state_dir, &own_pids, threads, read).await {
+            Ok(tree) => tree,
+            Err(error) => {
+                tracing::warn!(%error, "sweep could not scan the locks root");
+                return None;
             }
         };
-        let job = move || {
-            let mut report = match crate::disk::scan::scan(&state_dir) {
-                Ok(report) => report,
-                Err(error) => {
-                    tracing::warn!(%error, "sweep could not scan the locks root");
-                    return None;
-                }
-            };
-            let keys = std::mem::take(&mut report.keys);
-            stats.probes.fetch_add(keys.len() as u64, Ordering::Relaxed);
-            let index = LockIndex::read_merged(&read);
-            let mut batch = bulk::judge_lock_free(keys, &index, threads, &read);
-            annotate_with(
-                &mut batch,
-                &index,
-                &own_pids,
-                &mut || read(),
-                Recheck::ReadAgain,
-            );
-            let known = KnownInodes::new(std::mem::take(&mut report.claim_inodes));
-            let mut problems = report.problems;
-            problems.extend(unlinked::find(&state_dir, &index, &known));
-            problems.sort();
-            Some(SweepOutcome {
-                generation,
-                found: FoundKeys::of(&batch),
-                batch,
-                problems,
-            })
-        };
-        tokio::task::spawn_blocking(job).await.ok().flatten()
+        let bulk::TreeProbe {
+            batch,
+            mut report,
+            index,
+            ..
+        } = tree;
+        stats
+            .probes
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let known = KnownInodes::new(std::mem::take(&mut report.claim_inodes));
+        let mut problems = report.problems;
+        problems.extend(
+            tokio::task::spawn_blocking(move || unlinked::find(&state_dir, &index, &known))
+                .await
+                .unwrap_or_default(),
+        );
+        problems.sort();
+        Some(SweepOutcome {
+            generation,
+            found: FoundKeys::of(&batch),
+            batch,
+            problems,
+        })
     }
 }
 

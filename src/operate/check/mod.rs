@@ -224,7 +224,7 @@ pub async fn check_family(
             }
         }
     }
-    let busy: Busy = if probe == ProbeMode::LockFree {
+    let busy: Busy = if probe.reads_lock_table() {
         lock_free_busy(context, &coords).await
     } else if passive {
         let unique = locks::dedup_coords(&coords);

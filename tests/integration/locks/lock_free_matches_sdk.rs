@@ -12,72 +12,17 @@
 //! every file as it was and take no lock (the test's own locks are the
 //! only ones `/proc/locks` lists on the claims' files afterwards).
 
-use std::fs::File;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use locktop::disk::key::LockKey;
 use locktop::engine::Liveness;
 use locktop::liveness::bulk::judge_lock_free;
 use locktop::liveness::lock_free::answer;
-use locktop::liveness::probe::IN_FLIGHT_AFTER;
 use locktop::liveness::proc_locks::LockIndex;
 use locktop::locks::{agent_instance_lock, agent_tag_lock};
-use nix::fcntl::{Flock, FlockArg};
-use objectiveai_sdk::lockfile;
 use proptest::prelude::*;
 
-/// One lock file's state.
-#[derive(Debug, Clone, Copy)]
-enum FileState {
-    Missing,
-    Unlocked,
-    Exclusive,
-    Shared,
-}
-
-fn file_state() -> impl Strategy<Value = FileState> {
-    prop_oneof![
-        Just(FileState::Missing),
-        Just(FileState::Unlocked),
-        Just(FileState::Exclusive),
-        Just(FileState::Shared),
-    ]
-}
-
-/// Puts `state` at `path`; the returned guard keeps its lock.
-fn make(path: &Path, state: FileState) -> Option<Flock<File>> {
-    if matches!(state, FileState::Missing) {
-        return None;
-    }
-    std::fs::write(path, b"").unwrap();
-    let arg = match state {
-        FileState::Exclusive => FlockArg::LockExclusiveNonblock,
-        FileState::Shared => FlockArg::LockSharedNonblock,
-        _ => return None,
-    };
-    Some(Flock::lock(File::open(path).unwrap(), arg).unwrap())
-}
-
-/// Size, mtime and ctime of a file, if it exists.
-fn stamp(path: &Path) -> Option<(u64, i64, i64, i64, i64)> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    Some((
-        meta.len(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec(),
-    ))
-}
-
-async fn sdk_says(key: &LockKey) -> Liveness {
-    match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(&key.dir, &key.key)).await {
-        Ok(true) => Liveness::Live,
-        Ok(false) => Liveness::Free,
-        Err(_) => Liveness::InFlight,
-    }
-}
+use super::claim_states::{FileState, file_state, make, sdk_says, stamp};
 
 /// A tmpfs directory to test in: `/dev/shm` when it is one. Without it
 /// the tmpfs half is skipped with a line saying so — unless
@@ -117,8 +62,8 @@ fn check_states(root: &Path, states: &[(FileState, FileState)]) -> Result<(), Te
         };
         std::fs::create_dir_all(&dir).unwrap();
         let key = LockKey::from_coord(tmp.path(), &dir, &name);
-        kept.push(make(&key.gate_path(), *gate));
-        kept.push(make(&key.announce_path(), *announce));
+        kept.push(make(&key.gate_path(), *gate, b""));
+        kept.push(make(&key.announce_path(), *announce, b"1"));
         keys.push(key);
     }
     let stamps = |keys: &[LockKey]| -> Vec<_> {
@@ -166,8 +111,8 @@ fn judging_takes_no_lock_and_opens_no_claim_file() {
     let (dir, name) = agent_tag_lock(tmp.path(), "watched");
     std::fs::create_dir_all(&dir).unwrap();
     let key = LockKey::from_coord(tmp.path(), &dir, &name);
-    let _gate = make(&key.gate_path(), FileState::Exclusive);
-    let _announce = make(&key.announce_path(), FileState::Exclusive);
+    let _gate = make(&key.gate_path(), FileState::Exclusive, b"");
+    let _announce = make(&key.announce_path(), FileState::Exclusive, b"1");
     let index = LockIndex::read().unwrap();
     // Every open of a file in the claim's directory is an inotify event.
     let mut opens = inotify::Inotify::init().unwrap();

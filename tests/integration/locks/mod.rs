@@ -5,6 +5,7 @@
 //! once never give a key two owners, and the files on disk are named
 //! exactly as the SDK names them.
 
+mod claim_states;
 mod coords;
 mod create_race;
 mod cross_process;

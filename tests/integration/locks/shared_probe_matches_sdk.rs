@@ -1,5 +1,6 @@
 //! locktop's passive probe answers exactly as the SDK's `try_held` does
-//! (DESIGN.md §1 allows a probe of locktop's own only with this test).
+//! (a probe of locktop's own, in place of the SDK's, stands only on such
+//! a differential test).
 //!
 //! Random claim states — each of the gate and the announce missing, an
 //! unlocked file, held exclusively, or held shared (by another open file
@@ -17,7 +18,6 @@
 //! and probes at once (`scan_and_probe_passive`).
 
 use std::fs::File;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -26,63 +26,12 @@ use locktop::disk::key::LockKey;
 use locktop::disk::scan::scan_root;
 use locktop::engine::Liveness;
 use locktop::liveness::dir_probe::{probe_passive, scan_and_probe_passive_in};
-use locktop::liveness::probe::{IN_FLIGHT_AFTER, ProbeMode, Prober, passive_state};
+use locktop::liveness::probe::{ProbeMode, Prober, passive_state};
 use locktop::locks::{agent_instance_lock, agent_tag_lock};
 use nix::fcntl::{Flock, FlockArg};
-use objectiveai_sdk::lockfile;
 use proptest::prelude::*;
 
-/// One lock file's state.
-#[derive(Debug, Clone, Copy)]
-enum FileState {
-    Missing,
-    Unlocked,
-    Exclusive,
-    Shared,
-}
-
-fn file_state() -> impl Strategy<Value = FileState> {
-    prop_oneof![
-        Just(FileState::Missing),
-        Just(FileState::Unlocked),
-        Just(FileState::Exclusive),
-        Just(FileState::Shared),
-    ]
-}
-
-/// Puts `state` at `path`; the returned guard keeps its lock.
-fn make(path: &Path, state: FileState, content: &[u8]) -> Option<Flock<File>> {
-    if matches!(state, FileState::Missing) {
-        return None;
-    }
-    std::fs::write(path, content).unwrap();
-    let arg = match state {
-        FileState::Exclusive => FlockArg::LockExclusiveNonblock,
-        FileState::Shared => FlockArg::LockSharedNonblock,
-        _ => return None,
-    };
-    Some(Flock::lock(File::open(path).unwrap(), arg).unwrap())
-}
-
-/// Size, mtime and ctime of a file, if it exists.
-fn stamp(path: &Path) -> Option<(u64, i64, i64, i64, i64)> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    Some((
-        meta.len(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec(),
-    ))
-}
-
-async fn sdk_says(key: &LockKey) -> Liveness {
-    match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(&key.dir, &key.key)).await {
-        Ok(true) => Liveness::Live,
-        Ok(false) => Liveness::Free,
-        Err(_) => Liveness::InFlight,
-    }
-}
+use super::claim_states::{file_state, make, sdk_says, stamp};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
