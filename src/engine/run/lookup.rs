@@ -47,14 +47,21 @@ use crate::liveness::{KeyState, Liveness};
 /// churn reads are spaced, and the changes of the interval share one.
 pub const JUDGE_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// The judging reads' share of time, as its inverse: the next judging
-/// lookup starts no sooner than this many times the CPU time the last
-/// read of `/proc/locks` took after the last one began (so a monitor
-/// keeps the kernel's file-lock rwsem for at most about a tenth of the
-/// time however many locks the machine holds: 2,000 locks cost about
-/// 1–2 ms a read, so reads are then 10–20 ms apart; a few dozen cost
-/// 0.1 ms, and [`JUDGE_MIN_INTERVAL`] applies).
+/// The judging reads' share of time, as its inverse: over any stretch
+/// longer than [`JUDGE_BURST`], the judging reads' CPU time is at most
+/// 1/this of it (so a monitor keeps the kernel's file-lock rwsem for at
+/// most about a tenth of the time under a steady churn, however many
+/// locks the machine holds: 2,000 locks cost about 1–2 ms a read, so
+/// reads are then 10–20 ms apart; a few dozen cost 0.1 ms, and
+/// [`JUDGE_MIN_INTERVAL`] applies).
 pub const JUDGE_READ_SHARE_INVERSE: u32 = 10;
+
+/// How far ahead of its budget a judging read may start: a lone change
+/// after a quiet spell (a kill) is read at once, even when the last
+/// read was costly; only a steady stream of reads is held to the share.
+/// A bucket: each read adds its CPU time × [`JUDGE_READ_SHARE_INVERSE`],
+/// time drains it, and a read may start while it holds at most this.
+pub const JUDGE_BURST: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`).
 fn thread_cpu() -> std::time::Duration {
@@ -184,8 +191,9 @@ pub(super) struct Lookups {
     touched: super::newer::Newer,
     /// When the last lookup began (the rate limit).
     last_start: Option<Instant>,
-    /// The CPU time of the last judging read (the judging rate limit).
-    last_read_cpu: std::time::Duration,
+    /// When the judging reads' budget is spent down to nothing (the
+    /// bucket of [`JUDGE_BURST`]); `None` before the first.
+    budget_free_at: Option<Instant>,
 }
 
 impl Lookups {
@@ -215,19 +223,30 @@ impl Lookups {
     /// Whether a lookup that judges changed keys lock-free may start at
     /// `now`: none runs, and the last began [`JUDGE_MIN_INTERVAL`] ago.
     pub(super) fn may_judge(&self, now: Instant) -> bool {
-        self.may_start_every(now, self.judge_interval())
+        !self.running() && self.judge_allowed_at().is_none_or(|at| now >= at)
     }
 
     /// When a judging lookup may next start, if none runs.
     pub(super) fn judge_ready_at(&self) -> Instant {
-        self.last_start
-            .map_or_else(Instant::now, |at| at + self.judge_interval())
+        self.judge_allowed_at().unwrap_or_else(Instant::now)
     }
 
-    /// The time between two judging lookups' starts: see
-    /// [`JUDGE_READ_SHARE_INVERSE`].
-    fn judge_interval(&self) -> std::time::Duration {
-        JUDGE_MIN_INTERVAL.max(self.last_read_cpu * JUDGE_READ_SHARE_INVERSE)
+    /// The earliest time a judging read may start (if none runs):
+    /// [`JUDGE_MIN_INTERVAL`] after the last start, and once the budget
+    /// holds at most [`JUDGE_BURST`].
+    fn judge_allowed_at(&self) -> Option<Instant> {
+        let spaced = self.last_start.map(|at| at + JUDGE_MIN_INTERVAL);
+        let budget = self
+            .budget_free_at
+            .map(|free| free.checked_sub(JUDGE_BURST).unwrap_or(free));
+        spaced.max(budget)
+    }
+
+    /// Charges a judging read begun at the last start that took `cpu`.
+    fn charge(&mut self, cpu: std::time::Duration) {
+        let began = self.last_start.unwrap_or_else(Instant::now);
+        let from = self.budget_free_at.map_or(began, |free| free.max(began));
+        self.budget_free_at = Some(from + cpu * JUDGE_READ_SHARE_INVERSE);
     }
 
     fn may_start_every(&self, now: Instant, interval: std::time::Duration) -> bool {
@@ -357,7 +376,7 @@ impl Engine {
         }
         let items = outcome.annotated.len() + outcome.judged.len() + outcome.locked.len();
         if let Some(cpu) = outcome.read_cpu {
-            self.lookups.last_read_cpu = cpu;
+            self.lookups.charge(cpu);
         }
         self.settle_judged(outcome.judged, &touched);
         for (key, state, at) in outcome.annotated {
