@@ -1,6 +1,11 @@
 //! Walk `<state>/locks` into claims.
 //!
-//! Invariants: symlinks are never followed; nothing under the root is
+//! Invariants: symlinks are never followed — not even a directory
+//! swapped for a symlink between its create event and its scan: every
+//! directory below the root is opened component by component with
+//! `O_NOFOLLOW` from the root's descriptor ([`open_below_root`]); a
+//! directory whose read fails (`getdents` returning an error) ends its
+//! scan as a problem, never a retry; nothing under the root is
 //! silently dropped — every name that is not a well-formed gate or announce
 //! becomes a [`ScanProblem`]; an unreadable directory is a problem, not an
 //! error. Only a missing or unreadable locks root fails the scan.
@@ -11,9 +16,11 @@ use std::fs::FileType;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
 use nix::dir::{Dir, Type};
 use nix::errno::Errno;
-use nix::fcntl::OFlag;
+use nix::fcntl::{OFlag, open, openat};
 use nix::sys::stat::Mode;
 
 use super::{ScanProblem, ScanProblemKind};
@@ -77,14 +84,28 @@ fn walk(
     feed: &mut dyn FnMut(Vec<LockKey>),
 ) -> ScanReport {
     let mut report = ScanReport::default();
+    let root = locks_root(state_dir);
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let root_fd = match open(&root, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return report,
+        Err(errno) => {
+            report.problems.push(ScanProblem {
+                path: root,
+                kind: ScanProblemKind::Unreadable(std::io::Error::from(errno).to_string()),
+            });
+            return report;
+        }
+    };
     let mut stack = vec![top];
     while let Some(dir) = stack.pop() {
+        let opened = open_below_root(&root, root_fd.as_fd(), &dir);
         let mut full = |keys: &mut Vec<LockKey>| {
             if keys.len() >= chunk {
                 feed(std::mem::take(keys));
             }
         };
-        scan_one_dir(state_dir, &dir, &mut report, &mut stack, &mut full);
+        scan_one_dir(state_dir, &dir, opened, &mut report, &mut stack, &mut full);
         if !report.keys.is_empty() {
             feed(std::mem::take(&mut report.keys));
         }
@@ -92,11 +113,32 @@ fn walk(
     report
 }
 
-/// Reads one directory into `report` (its subdirectories onto `stack`),
-/// calling `pushed` after each key is added to `report.keys`.
+/// Opens `dir` — the locks root `root` (open as `root_fd`) or a
+/// directory below it — to read it, crossing no symlink below the root:
+/// each component below the root is opened from its parent's descriptor
+/// with `O_NOFOLLOW | O_DIRECTORY`, so a symlink anywhere on the way,
+/// swapped in at any moment, is refused (`ELOOP`), never followed. A
+/// `dir` not below the root is refused (`EXDEV`).
+pub fn open_below_root(root: &Path, root_fd: BorrowedFd<'_>, dir: &Path) -> nix::Result<OwnedFd> {
+    let relative = dir.strip_prefix(root).map_err(|_| Errno::EXDEV)?;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut at = root_fd.try_clone_to_owned().map_err(|_| Errno::EMFILE)?;
+    for component in relative.components() {
+        let std::path::Component::Normal(name) = component else {
+            return Err(Errno::EXDEV);
+        };
+        at = openat(at.as_fd(), name, flags, Mode::empty())?;
+    }
+    Ok(at)
+}
+
+/// Reads one directory (`opened`: [`open_below_root`]'s answer for it)
+/// into `report` (its subdirectories onto `stack`), calling `pushed`
+/// after each key is added to `report.keys`.
 fn scan_one_dir(
     state_dir: &Path,
     dir: &Path,
+    opened: nix::Result<OwnedFd>,
     report: &mut ScanReport,
     stack: &mut Vec<PathBuf>,
     pushed: &mut dyn FnMut(&mut Vec<LockKey>),
@@ -104,10 +146,17 @@ fn scan_one_dir(
     // nix's `Dir` lends each entry's name and type from the kernel's
     // buffer: `std::fs::read_dir` copies every name twice (the entry, then
     // `file_name()`), 40,000 allocations for 10,000 claims.
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let mut entries = match Dir::open(dir, flags, Mode::empty()) {
+    let mut entries = match opened.and_then(Dir::from_fd) {
         Ok(entries) => entries,
         Err(Errno::ENOENT) => return,
+        Err(Errno::ELOOP | Errno::ENOTDIR) => {
+            // Swapped for a symlink (or a file) since it was listed.
+            report.problems.push(ScanProblem {
+                path: dir.to_path_buf(),
+                kind: ScanProblemKind::Symlink,
+            });
+            return;
+        }
         Err(errno) => {
             report.problems.push(ScanProblem {
                 path: dir.to_path_buf(),
@@ -116,16 +165,60 @@ fn scan_one_dir(
             return;
         }
     };
+    read_entries(state_dir, dir, entries.iter(), report, stack, pushed);
+}
+
+/// One directory entry as the scan reads it: its name, its type when the
+/// filesystem gives one, its inode.
+trait ListedEntry {
+    fn name(&self) -> &std::ffi::CStr;
+    fn kind(&self) -> Option<Type>;
+    fn inode(&self) -> u64;
+}
+
+impl ListedEntry for nix::dir::Entry {
+    fn name(&self) -> &std::ffi::CStr {
+        self.file_name()
+    }
+    fn kind(&self) -> Option<Type> {
+        self.file_type()
+    }
+    fn inode(&self) -> u64 {
+        self.ino()
+    }
+}
+
+/// [`scan_one_dir`]'s reading of `dir`'s `entries`: a failed read ends
+/// it, as a problem (the next read would fail the same way, forever).
+fn read_entries<E: ListedEntry>(
+    state_dir: &Path,
+    dir: &Path,
+    entries: impl Iterator<Item = nix::Result<E>>,
+    report: &mut ScanReport,
+    stack: &mut Vec<PathBuf>,
+    pushed: &mut dyn FnMut(&mut Vec<LockKey>),
+) {
     let namer = DirNamer::new(state_dir, dir);
     let mut gates: HashSet<String, foldhash::fast::RandomState> = HashSet::default();
     let mut announces: Vec<String> = Vec::new();
-    for entry in entries.iter() {
-        let Ok(entry) = entry else { continue };
-        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(errno) => {
+                // getdents failed (EACCES, EIO: a FUSE or NFS error, a
+                // bind-mounted procfs dir): it would fail again, forever.
+                report.problems.push(ScanProblem {
+                    path: dir.to_path_buf(),
+                    kind: ScanProblemKind::Unreadable(std::io::Error::from(errno).to_string()),
+                });
+                break;
+            }
+        };
+        let name = OsStr::from_bytes(entry.name().to_bytes());
         if name == "." || name == ".." {
             continue;
         }
-        let (problem, what) = match (entry.file_type(), name.to_str()) {
+        let (problem, what) = match (entry.kind(), name.to_str()) {
             // The common cases, from the entry's type alone.
             (Some(Type::File), Some(name)) => classify_regular(name),
             (Some(Type::Directory), Some(name)) if !name.ends_with(GATE_SUFFIX) => {
@@ -139,7 +232,7 @@ fn scan_one_dir(
             },
         };
         if matches!(what, Entry::Gate { .. } | Entry::Announce { .. }) {
-            report.claim_inodes.push(entry.ino());
+            report.claim_inodes.push(entry.inode());
         }
         if let Some(kind) = problem {
             report.problems.push(ScanProblem {
@@ -413,6 +506,82 @@ mod tests {
             scan_subtree(state.path(), &state.path().join("nope"))
                 .keys
                 .is_empty()
+        );
+    }
+
+    /// A directory swapped for a symlink after its create event (`mkdir
+    /// B; rmdir B; ln -s /elsewhere B`): the scan of B, and of anything
+    /// below a symlinked component, lists none of the keys it points to
+    /// — another state dir's, or `/` — and reports the symlink.
+    #[test]
+    fn a_directory_swapped_for_a_symlink_is_never_followed() {
+        let state = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        touch(&elsewhere.path().join("deep/stolen.lock"));
+        touch(&elsewhere.path().join("deep/stolen.live.lock"));
+        touch(&elsewhere.path().join("taken.lock"));
+        let instances = state.path().join("locks/agents/instances");
+        fs::create_dir_all(&instances).unwrap();
+        let swapped = instances.join("b");
+        fs::create_dir(&swapped).unwrap();
+        fs::remove_dir(&swapped).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), &swapped).unwrap();
+
+        let report = scan_subtree(state.path(), &swapped);
+        assert!(report.keys.is_empty(), "followed: {:?}", report.keys);
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        assert_eq!(report.problems[0].kind, ScanProblemKind::Symlink);
+        let below = scan_subtree(state.path(), &swapped.join("deep"));
+        assert!(below.keys.is_empty(), "followed: {:?}", below.keys);
+        let whole = scan(state.path()).unwrap();
+        assert!(whole.keys.is_empty(), "followed: {:?}", whole.keys);
+    }
+
+    /// A directory whose read fails ends its scan as a problem: the
+    /// failing read is not retried forever (it was: 100 % CPU, on a
+    /// `getdents` that fails with EACCES or EIO — a bind-mounted procfs
+    /// directory, a FUSE or NFS error — whose every retry fails again).
+    /// glibc reads a failing `getdents` with ENOENT as the end, so the
+    /// failure is a directory whose every read fails with EIO.
+    #[test]
+    fn a_directory_whose_read_fails_is_a_problem_not_a_loop() {
+        struct Never;
+        impl ListedEntry for Never {
+            fn name(&self) -> &std::ffi::CStr {
+                c"never"
+            }
+            fn kind(&self) -> Option<Type> {
+                None
+            }
+            fn inode(&self) -> u64 {
+                0
+            }
+        }
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path().join("locks/agents/instances/failing");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let state_dir = state.path().to_path_buf();
+        std::thread::spawn(move || {
+            let (mut report, mut stack) = (ScanReport::default(), Vec::new());
+            let failing = std::iter::repeat_with(|| Err::<Never, _>(Errno::EIO));
+            read_entries(
+                &state_dir,
+                &dir,
+                failing,
+                &mut report,
+                &mut stack,
+                &mut |_| {},
+            );
+            let _ = tx.send(report);
+        });
+        let report = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the scan of an unreadable directory never ended");
+        assert!(report.keys.is_empty());
+        assert!(
+            matches!(&report.problems[..], [problem] if matches!(&problem.kind, ScanProblemKind::Unreadable(why) if why.contains("Input/output"))),
+            "{:?}",
+            report.problems
         );
     }
 }
