@@ -4,25 +4,32 @@
 //! `--acquire`, as a contender (the SDK's `wait_acquire`: an exclusive
 //! flock queued on the gate; taken, then released at once).
 //!
-//! Invariants: exactly one member (a family of one key), below the locks
-//! root, in an existing state dir; nothing is held after it exits;
-//! SIGINT/SIGTERM end the wait (exit 0 once released, 1 when stopped
-//! first, 2 on bad input).
+//! Invariants: exactly one key (`--tag T` or `--aih A`, nothing else is
+//! offered), below the locks root, in an existing state dir; a lock path
+//! that is not a regular file (a FIFO, a directory, a socket) is
+//! refused before anything is opened, as `check` refuses it — the SDK
+//! would block forever opening a FIFO, and a directory takes a flock;
+//! nothing is held after it exits; SIGINT/SIGTERM end the wait (exit 0
+//! once released, 1 when stopped first, 2 on bad input).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::context::Context;
-use crate::locks;
+use crate::locks::{self, Family};
 
-use super::{EXIT_BUSY, FamilyArgs};
+use super::EXIT_BUSY;
 
 /// Flags of `locktop wait`.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("key").required(true).args(["tag", "aih"])))]
 pub struct WaitArgs {
-    /// The key: `--tag T` or `--aih A` (one member only).
-    #[command(flatten)]
-    family: FamilyArgs,
+    /// The tag lock to wait on.
+    #[arg(long, value_name = "TAG")]
+    tag: Option<String>,
+    /// The instance lock of this agent_instance_hierarchy (a/b/c) to wait on.
+    #[arg(long, value_name = "AIH")]
+    aih: Option<String>,
     /// Contend: wait to take it (the SDK's `wait_acquire`), then release
     /// it at once. Default: wait until it is released (`wait_released`).
     #[arg(long)]
@@ -32,12 +39,22 @@ pub struct WaitArgs {
 /// Runs `locktop wait`.
 pub async fn run(state_dir: PathBuf, args: WaitArgs) -> anyhow::Result<ExitCode> {
     crate::disk::state_dir::require_existing(&state_dir)?;
-    let family = args.family.family()?;
+    let family = match (args.aih, args.tag) {
+        (Some(aih), _) => Family::Hierarchy {
+            aih,
+            tags: Vec::new(),
+        },
+        (None, Some(tag)) => Family::Group(vec![tag]),
+        (None, None) => anyhow::bail!("name the key: --tag TAG or --aih AIH"),
+    };
     let coords = locks::family_coords(&state_dir, &family)?;
     crate::disk::confine::ensure_coords_below_root(&state_dir, &coords)?;
     let [(dir, key)] = coords.as_slice() else {
         anyhow::bail!("wait takes one key: --tag TAG or --aih AIH alone");
     };
+    if locks::check_openable(dir, key).is_err() {
+        return Err(locks::unavailable(&state_dir, &family, dir, key).into());
+    }
     let stop = super::stop_signal()?;
     let context = Context::new(state_dir.clone());
     let waited = async {

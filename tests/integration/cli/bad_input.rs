@@ -160,12 +160,18 @@ fn a_value(arg: &clap::Arg, state: &Path) -> String {
 }
 
 /// The fewest arguments `subcommand` parses with: its name and a value for
-/// each argument clap requires.
+/// each argument clap requires, and for the first argument of each group
+/// it requires one of (`wait`'s `--tag` or `--aih`).
 fn minimal_invocation(subcommand: &clap::Command, state: &Path) -> Vec<String> {
     let mut argv = vec![subcommand.get_name().to_string()];
+    let group_firsts: Vec<&clap::Id> = subcommand
+        .get_groups()
+        .filter(|group| group.is_required_set())
+        .filter_map(|group| group.get_args().next())
+        .collect();
     for arg in subcommand
         .get_arguments()
-        .filter(|arg| arg.is_required_set())
+        .filter(|arg| arg.is_required_set() || group_firsts.contains(&arg.get_id()))
     {
         if let Some(long) = arg.get_long() {
             argv.push(format!("--{long}"));

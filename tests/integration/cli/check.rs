@@ -341,3 +341,42 @@ fn wait_contends_or_watches_and_check_says_contended() {
     let out = run_locktop(&state, &["check", "--tag", "queued"]);
     assert_eq!(out.code(), 0, "nothing kept: {out:?}");
 }
+
+/// `wait` refuses a lock path that is not a regular file, as `check`
+/// does, before it opens anything: it used to block forever opening a
+/// FIFO announce (the SDK's `wait_released` opens it without
+/// `O_NONBLOCK`), and to answer `{"released":true}` at once for a
+/// directory (a directory takes a flock). Its `--help` offers only the
+/// flags it takes.
+#[test]
+fn wait_refuses_a_fifo_or_a_directory_and_offers_only_its_own_flags() {
+    let (_tmp, state) = state_in_tempdir();
+    let tags = state.join("locks/agents/tags");
+    std::fs::create_dir_all(&tags).unwrap();
+    let mode = nix::sys::stat::Mode::S_IRWXU;
+    std::fs::write(tags.join("piped.lock"), b"").unwrap();
+    nix::unistd::mkfifo(&tags.join("piped.live.lock"), mode).unwrap();
+    std::fs::write(tags.join("dir.lock"), b"").unwrap();
+    std::fs::create_dir(tags.join("dir.live.lock")).unwrap();
+    for (tag, what) in [("piped", "is a FIFO"), ("dir", "is a directory")] {
+        for extra in [&[][..], &["--acquire"][..]] {
+            let mut args = vec!["wait", "--tag", tag];
+            args.extend_from_slice(extra);
+            let out = run_locktop(&state, &args);
+            assert_eq!(out.code(), 2, "{args:?}: {out:?}");
+            assert!(out.stdout.is_empty(), "{args:?}: {}", out.stdout);
+            assert_eq!(out.stderr_lines().len(), 1, "{args:?}: {}", out.stderr);
+            assert!(out.stderr.contains(what), "{args:?}: {}", out.stderr);
+        }
+    }
+    let help = run_locktop(&state, &["wait", "--help"]);
+    assert_eq!(help.code(), 0, "{help:?}");
+    assert!(
+        help.stdout.contains("--tag") && help.stdout.contains("--aih"),
+        "{}",
+        help.stdout
+    );
+    assert!(!help.stdout.contains("--group"), "{}", help.stdout);
+    let both = run_locktop(&state, &["wait", "--tag", "a", "--aih", "b/c"]);
+    assert_eq!(both.code(), 2, "one key at a time: {both:?}");
+}
