@@ -106,8 +106,13 @@ impl Collector for Exporter {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = SystemTime::now();
-        encode_keys(&mut encoder, &view)?;
-        encode_held(&mut encoder, &view, now, self.materializing)?;
+        if view.synced {
+            // Before the first full scan, the keys seen so far are not the
+            // keys on disk: no key gauge at all (absent, not 0 — a restart
+            // must not read as every agent gone).
+            encode_keys(&mut encoder, &view)?;
+            encode_held(&mut encoder, &view, now, self.materializing)?;
+        }
         encode_health(&mut encoder, &view)?;
         drop(view);
         encode_counters(&mut encoder, &self.stats)?;

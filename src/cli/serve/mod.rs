@@ -95,6 +95,14 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         "locktop serve: listening on http://{}",
         listener.local_addr().context("no local address")?
     );
+    let root = crate::locks::locks_root(&state_dir);
+    if !root.is_dir() {
+        // Likely a mistyped --state-dir: say so now, not only as a 503.
+        eprintln!(
+            "locktop serve: {} does not exist (yet): waiting for it; /healthz answers 503 until it appears",
+            root.display()
+        );
+    }
     // Its own thread: a hundred scrapers must not delay what it sees.
     let handle = engine::spawn_dedicated(
         Context::new(state_dir.clone()),
@@ -199,12 +207,26 @@ struct SnapshotQuery {
     all: bool,
 }
 
+/// How long a client is told to wait before asking again for a view
+/// that is not complete yet.
+const RETRY_AFTER_SECS: &str = "1";
+
 async fn snapshot(
     State(shared): State<Arc<Shared>>,
     Query(query): Query<SnapshotQuery>,
 ) -> Response {
     let (mut keys, problems) = {
         let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
+        if !view.synced {
+            // Before the first full scan the view is not the state dir's:
+            // an empty list would read as "nothing held".
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::RETRY_AFTER, RETRY_AFTER_SECS)],
+                "not ready: the first scan is not finished\n",
+            )
+                .into_response();
+        }
         let keys: Vec<_> = view
             .keys
             .iter()
@@ -260,5 +282,71 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
             format!("unhealthy: {reason}\n"),
         )
             .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::SystemTime;
+
+    use super::*;
+    use crate::disk::LockKey;
+    use crate::engine::{Delta, KeyState, WatcherHealth};
+
+    /// A server's shared state whose view has seen one held tag, and
+    /// (when `synced`) the end of the first full scan.
+    fn shared_with_one_held_tag(synced: bool) -> Arc<Shared> {
+        let mut view = LiveView::default();
+        let key = LockKey::from_coord(Path::new("/s"), Path::new("/s/locks/agents/tags"), "t");
+        let at = SystemTime::now();
+        view.apply(&Delta::Health(WatcherHealth::Watching));
+        view.apply(&Delta::Key {
+            key,
+            state: KeyState::bare(Liveness::Live),
+            previous: None,
+            at,
+        });
+        if synced {
+            view.apply(&Delta::Synced { keys: 1, at });
+        }
+        let view = Arc::new(RwLock::new(view));
+        let materializing = crate::operate::verdict::MATERIALIZING_AFTER;
+        Arc::new(Shared {
+            exporter: Arc::new(Exporter {
+                view: view.clone(),
+                stats: Arc::default(),
+                materializing,
+            }),
+            view,
+            subscribers: Subscribers::new(materializing),
+            state_dir: "/s".into(),
+            probe: ProbeChoice::as_asked(ProbeMode::LockFree),
+        })
+    }
+
+    /// Until the first full scan is done, the view is not the state
+    /// dir's: `/snapshot.json` answers 503 with `Retry-After` (not 200
+    /// with the keys seen so far, which read as "nothing held" at a
+    /// restart), and `/metrics` has no key series at all (absent, not
+    /// 0) — but still says the watcher is not healthy yet.
+    #[tokio::test]
+    async fn before_the_first_scan_no_answer_pretends_to_be_complete() {
+        let early = shared_with_one_held_tag(false);
+        let answer = snapshot(State(early.clone()), Query(SnapshotQuery { all: true })).await;
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(answer.headers().contains_key(header::RETRY_AFTER));
+        let scrape = early.exporter.render(metrics::Format::PrometheusText);
+        assert!(!scrape.contains("locktop_keys"), "{scrape}");
+        assert!(!scrape.contains("locktop_tag_held_seconds"), "{scrape}");
+        assert!(scrape.contains("locktop_watcher_healthy 0"), "{scrape}");
+
+        let ready = shared_with_one_held_tag(true);
+        let answer = snapshot(State(ready.clone()), Query(SnapshotQuery { all: true })).await;
+        assert_eq!(answer.status(), StatusCode::OK);
+        let scrape = ready.exporter.render(metrics::Format::PrometheusText);
+        assert!(scrape.contains("locktop_keys{"), "{scrape}");
+        assert!(scrape.contains("locktop_tag_held_seconds{"), "{scrape}");
+        assert!(scrape.contains("locktop_watcher_healthy 1"), "{scrape}");
     }
 }

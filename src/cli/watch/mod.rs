@@ -113,17 +113,30 @@ async fn drain(
 ) -> Option<std::io::Result<()>> {
     tokio::pin!(stop);
     let mut synced = args.initial;
+    let mut scanned = false;
     let mut clock = tokio::time::interval(VERDICT_CLOCK);
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             delta = handle.deltas.recv() => match delta {
-                Some(delta) => enqueue(outbox, delta, args.json, &mut synced, &mut verdicts),
+                Some(delta) => {
+                    let first_scan_done = !scanned && matches!(delta, Delta::Synced { .. });
+                    let show = Show { json: args.json, verdicts: scanned };
+                    enqueue(outbox, delta, show, &mut synced, &mut verdicts);
+                    if first_scan_done {
+                        scanned = true;
+                        if args.initial {
+                            // The verdicts of the initial state, now that
+                            // every holder's keys are known.
+                            push_verdicts(outbox, verdicts.current(), true, SystemTime::now());
+                        }
+                    }
+                }
                 None => return None,
             },
             _ = clock.tick() => {
                 let changes = verdicts.tick(SystemTime::now());
-                push_verdicts(outbox, changes, synced, SystemTime::now());
+                push_verdicts(outbox, changes, scanned, SystemTime::now());
             }
             () = &mut stop => return None,
             outcome = &mut *written => return Some(writer_outcome(outcome)),
@@ -131,20 +144,35 @@ async fn drain(
     }
 }
 
+/// What [`enqueue`] prints besides key changes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Show {
+    /// NDJSON, not text.
+    pub json: bool,
+    /// Verdict changes: only once the first full scan is over — before,
+    /// a holder's other keys may not have arrived yet, and a verdict
+    /// resting on half its keys is not one (a spawn's tag would read
+    /// `materializing too long` until its AIH lock arrived).
+    pub verdicts: bool,
+}
+
 /// Adds what `delta` prints to the outbox: key changes once the initial
 /// scan is over (or all of them with `--initial`), each followed by the
-/// verdict changes it caused, removals, health, and in text mode the end
-/// of each full scan. Verdicts are followed from the start, printed
-/// like key changes.
+/// verdict changes it caused (when `show` says), removals, health, and
+/// in text mode the end of each full scan. Verdicts are followed from
+/// the start, printed like key changes.
 pub(crate) fn enqueue(
     outbox: &Outbox,
     delta: Delta,
-    json: bool,
+    show: Show,
     synced: &mut bool,
     verdicts: &mut Verdicts,
 ) {
-    let changes = verdict_changes(&delta, verdicts);
-    push_delta(outbox, delta, json, synced, changes);
+    let mut changes = verdict_changes(&delta, verdicts);
+    if !show.verdicts {
+        changes.clear();
+    }
+    push_delta(outbox, delta, show.json, synced, changes);
 }
 
 /// Folds `delta` into `verdicts`; the keys whose verdict it changed.

@@ -77,6 +77,20 @@ impl Verdicts {
         changes
     }
 
+    /// The verdict of every held key that has one, as a change from none
+    /// (the initial state's verdicts), in key order.
+    pub fn current(&self) -> Vec<Change> {
+        let mut keys: Vec<&LockKey> = self.verdicts.keys().collect();
+        keys.sort();
+        keys.into_iter()
+            .map(|key| Change {
+                key: key.clone(),
+                from: None,
+                to: self.verdicts.get(key).cloned(),
+            })
+            .collect()
+    }
+
     /// Re-judges every held key at `now`; returns those that changed.
     pub fn tick(&mut self, now: SystemTime) -> Vec<Change> {
         let mut keys: Vec<LockKey> = self.held.keys().cloned().collect();

@@ -138,3 +138,30 @@ fn verdicts_of(
     }
     lines
 }
+
+/// `watch --initial` gives no verdict before its first full scan is
+/// over: an agent's tag, read before its AIH lock, used to be judged
+/// `materializing_too_long` (a spawn holding tags and no AIH lock) in 2
+/// runs of 3, and corrected a moment later. Its first verdict line is
+/// `agent_active`, and no other comes before it.
+#[test]
+fn watch_initial_judges_a_holder_once_all_its_keys_are_known() {
+    let (_tmp, state) = state_in_tempdir();
+    let agent = Holder::hold(&state, &["--aih", "cli/daemon/abc-1", "--tag", "relocated"]);
+    // Held for longer than the lowered threshold: a tag alone would be
+    // materializing too long.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for _ in 0..3 {
+        let mut watch = Watch::start_with(&state, &["--initial", "--materializing-after", "0.1"]);
+        let first = watch.wait_line("a verdict line for the tag", |line| {
+            line["key"]["name"] == "relocated" && line.get("verdict").is_some()
+        });
+        assert_eq!(
+            first["verdict"]["kind"],
+            "agent_active",
+            "the first verdict of an agent's tag: {first}\n{}",
+            watch.seen.join("\n")
+        );
+        assert_eq!(first["verdict"]["pid"], agent.pid(), "{first}");
+    }
+}

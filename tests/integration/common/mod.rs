@@ -487,3 +487,27 @@ pub fn state_in_tempdir() -> (tempfile::TempDir, PathBuf) {
     std::fs::create_dir(&state).expect("mkdir state");
     (tmp, state)
 }
+
+/// Whether `program` is on the `PATH`. When it is not, one line says
+/// what is skipped and how to get it (`install`), and the caller skips
+/// what needs it — except under `LOCKTOP_REQUIRE_ALL=1` (`.ci/run`, which
+/// installs everything), where a missing program fails the test: CI
+/// proves every guarantee.
+pub fn have_program(program: &str, install: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let found = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(program))
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+    });
+    if !found {
+        let line = format!("skipped: `{program}` is not installed ({install})");
+        assert!(
+            std::env::var_os("LOCKTOP_REQUIRE_ALL").is_none(),
+            "{line}, and LOCKTOP_REQUIRE_ALL is set"
+        );
+        eprintln!("{line}");
+    }
+    found
+}
