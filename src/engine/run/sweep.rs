@@ -322,20 +322,32 @@ impl SweepJob {
             LockIndex::read().unwrap_or_default()
         };
         let index = annotate_reading(&mut batch, &own_pids, &read, Recheck::SharedProbe);
-        let mut problems = report.problems;
-        let unlinked_dir = state_dir.clone();
-        problems.extend(
-            tokio::task::spawn_blocking(move || unlinked::find(&unlinked_dir, &index, &known))
-                .await
-                .unwrap_or_default(),
-        );
-        problems.sort();
-        Some(SweepOutcome {
-            generation,
-            found: FoundKeys::of(&batch),
-            batch,
-            problems,
-        })
+        Some(outcome(generation, batch, report.problems, state_dir, index, known).await)
+    }
+}
+
+/// A sweep's outcome: its claims, and its scan's problems with the claim
+/// files held though unlinked (from its `/proc/locks` read, `index`;
+/// `known`: the inodes of the claim files it found), sorted.
+async fn outcome(
+    generation: u64,
+    batch: Vec<(LockKey, KeyState)>,
+    mut problems: Vec<ScanProblem>,
+    state_dir: PathBuf,
+    index: LockIndex,
+    known: KnownInodes,
+) -> SweepOutcome {
+    problems.extend(
+        tokio::task::spawn_blocking(move || unlinked::find(&state_dir, &index, &known))
+            .await
+            .unwrap_or_default(),
+    );
+    problems.sort();
+    SweepOutcome {
+        generation,
+        found: FoundKeys::of(&batch),
+        batch,
+        problems,
     }
 }
 
@@ -377,19 +389,7 @@ impl SweepJob {
             .probes
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let known = KnownInodes::new(std::mem::take(&mut report.claim_inodes));
-        let mut problems = report.problems;
-        problems.extend(
-            tokio::task::spawn_blocking(move || unlinked::find(&state_dir, &index, &known))
-                .await
-                .unwrap_or_default(),
-        );
-        problems.sort();
-        Some(SweepOutcome {
-            generation,
-            found: FoundKeys::of(&batch),
-            batch,
-            problems,
-        })
+        Some(outcome(generation, batch, report.problems, state_dir, index, known).await)
     }
 }
 
