@@ -596,8 +596,8 @@ fn snapshot_json_names_the_lock_free_probe_by_default() {
     assert_eq!(tag["holders"][0]["pid"], pid, "{tag}");
 }
 
-/// Three monitors on one state dir, one per probe mode (`watch --json
-/// --probe lock-free|passive|acquire`): a holder comes and is SIGTERMed,
+/// Four monitors on one state dir, of every probe mode (`watch --json
+/// --probe lock-free|passive|acquire|acquire`): a holder comes and is SIGTERMed,
 /// and each monitor reports the tag live, then free — and after that,
 /// for 3 s, nothing more about it. Before the close confirmation, the
 /// acquire monitors' probe writes were taken by the others for an
@@ -607,7 +607,9 @@ fn monitors_in_every_mode_never_feed_each_other() {
     let _serial = serial_blocking();
     let (_tmp, state) = state_in_tempdir();
     std::fs::create_dir_all(tags_dir(&state)).unwrap();
-    let mut monitors: Vec<(&str, Watch)> = ["lock-free", "passive", "acquire"]
+    // Two acquire monitors: each one's probe writes are what the other
+    // used to take for an agent's (one alone has only its own echo).
+    let mut monitors: Vec<(&str, Watch)> = ["lock-free", "passive", "acquire", "acquire"]
         .into_iter()
         .map(|mode| (mode, Watch::start_with(&state, &["--probe", mode])))
         .collect();
