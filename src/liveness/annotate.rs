@@ -277,8 +277,24 @@ fn annotate_stated(
             .map(|pid| verifier.process(pid).clone())
             .collect();
         if state.holders.is_empty() {
-            // Held, and nobody to name: say why rather than "nobody".
-            state.holders_note = Some(crate::liveness::HoldersNote::NotVisible);
+            // Held, and nobody to name: say why rather than "nobody". No
+            // read made after the probe lists a lock on the claim's files:
+            // it was let go in between (its holder just exited); a lock
+            // listed with no verified holder: a holder locktop cannot see.
+            // With the lock-free probe (`ReadAgain`) the reads list every
+            // holder; otherwise (a nested PID namespace hides holders from
+            // them) only a probe that still finds it held tells hidden
+            // from gone.
+            let let_go = !named
+                && match recheck {
+                    Recheck::ReadAgain => true,
+                    Recheck::SharedProbe => !still_held(key, gate.as_ref()),
+                };
+            state.holders_note = Some(if let_go {
+                crate::liveness::HoldersNote::ReleasedBeforeLookup
+            } else {
+                crate::liveness::HoldersNote::NotVisible
+            });
         }
         state.waiters = waiters;
     }
@@ -454,6 +470,33 @@ mod tests {
         );
         assert_eq!(rereads, 0, "read again for a claim nobody holds");
         assert!(batch[0].1.holders.is_empty());
+    }
+
+    /// A claim probed held whose holder let go before the read (nothing
+    /// lists a lock on its files any more) says it was released before
+    /// its holder could be looked up — not that its holder is invisible,
+    /// which sent operators looking for a process in another namespace.
+    #[test]
+    fn a_claim_let_go_before_the_read_says_so_not_that_its_holder_is_hidden() {
+        let tmp = tempfile::tempdir().unwrap();
+        let key = LockKey::from_coord(tmp.path(), tmp.path(), "let-go");
+        std::fs::write(key.gate_path(), b"").unwrap();
+        std::fs::write(key.announce_path(), b"1").unwrap();
+        let mut batch = vec![(key, KeyState::bare(Liveness::Live))];
+        let index = LockIndex::read().unwrap();
+        annotate_with(
+            &mut batch,
+            &index,
+            &HashSet::new(),
+            &mut || LockIndex::read().unwrap(),
+            Recheck::ReadAgain,
+        );
+        let state = &batch[0].1;
+        assert!(state.holders.is_empty());
+        assert_eq!(
+            state.holders_note,
+            Some(crate::liveness::HoldersNote::ReleasedBeforeLookup)
+        );
     }
 
     /// `/proc/locks` longer than a page, with locks coming and going ahead

@@ -312,7 +312,7 @@ impl Engine {
         if annotated {
             self.deferred.remove(&key);
             if state.holders.is_empty() {
-                state.holders_note = Some(HoldersNote::NotVisible);
+                state.holders_note.get_or_insert(HoldersNote::NotVisible);
             }
             return self.update(key, state, at);
         }
