@@ -276,6 +276,7 @@ fn annotate_stated(
             .into_iter()
             .map(|pid| verifier.process(pid).clone())
             .collect();
+        state.since = super::state::held_since_by(state.since, &state.holders);
         if state.holders.is_empty() {
             // Held, and nobody to name: say why rather than "nobody". No
             // read made after the probe lists a lock on the claim's files:

@@ -347,7 +347,22 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
             let held_unlinked = unlinked_holders(&unlinked, &key);
             let holders = if busy {
                 let (exclusive, shared) = verified_holders(&mut verifier, &index, &key);
-                let since = key.held_since();
+                // Held since the announce was written — unless the claim is
+                // in flight (gate locked, announce not: its announce is an
+                // earlier holder's), and never before the holder started.
+                let in_flight = matches!(
+                    crate::liveness::lock_free::answer(&key, &index),
+                    crate::liveness::lock_free::Answer::InFlight
+                );
+                let named: Vec<ProcessInfo> = exclusive
+                    .iter()
+                    .map(|&pid| verifier.process(pid).clone())
+                    .collect();
+                let since = if in_flight {
+                    None
+                } else {
+                    crate::liveness::state::held_since_by(key.held_since(), &named)
+                };
                 let tagged = exclusive.into_iter().map(|pid| (pid, false));
                 tagged
                     .chain(shared.into_iter().map(|pid| (pid, true)))

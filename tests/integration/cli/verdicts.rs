@@ -165,3 +165,79 @@ fn watch_initial_judges_a_holder_once_all_its_keys_are_known() {
         assert_eq!(first["verdict"]["pid"], agent.pid(), "{first}");
     }
 }
+
+/// An age comes from facts about this holder (issue: `check` on a key
+/// whose gate was just taken said "held by pid N for 5m00s …
+/// materializing too long … SIGTERM it", from an earlier holder's
+/// announce): a claim in flight has no age, and a held claim's age never
+/// exceeds its holder's own.
+#[test]
+fn check_never_gives_a_holder_an_age_older_than_itself() {
+    let (_tmp, state) = state_in_tempdir();
+    drop(Holder::hold(&state, &["--tag", "aged"])); // the tag's files
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "aged");
+    let gate = locktop::locks::escape::gate_path(&dir, &key);
+    let announce = locktop::locks::escape::announce_path(&dir, &key);
+    let ten_minutes_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+    let age_announce = || {
+        std::fs::File::options()
+            .write(true)
+            .open(&announce)
+            .and_then(|file| file.set_modified(ten_minutes_ago))
+            .expect("age the announce");
+    };
+    // A keeper shell that takes `locks` (through util-linux flock(1)) and
+    // sleeps; the claim is in flight with the gate alone, held with both.
+    let keep = |locks: &str| {
+        let mut keeper = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "exec 3<>\"$1\" 4<>\"$2\" && {locks} && echo ready && exec sleep 60"
+            ))
+            .arg("sh")
+            .arg(&gate)
+            .arg(&announce)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let mut ready = String::new();
+        std::io::BufReader::new(keeper.stdout.take().expect("stdout"))
+            .read_line(&mut ready)
+            .expect("ready");
+        assert_eq!(ready.trim(), "ready");
+        keeper
+    };
+    let check = || {
+        let out = run_locktop(&state, &["check", "--json", "--tag", "aged"]);
+        assert_eq!(out.code(), 1, "busy: {out:?}");
+        let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+        assert_ne!(
+            doc["members"][0]["verdict"]["kind"], "materializing_too_long",
+            "a verdict on an earlier holder's age: {doc}"
+        );
+        doc
+    };
+    // In flight: the gate alone, taken by util-linux flock(1) through a
+    // shell that keeps it; the announce is an earlier holder's.
+    let mut keeper = keep("flock -x 3");
+    age_announce();
+    let doc = check();
+    assert!(
+        doc["members"][0]["holders"][0]["since"].is_null(),
+        "in flight, no age: {doc}"
+    );
+    let _ = keeper.kill();
+    let _ = keeper.wait();
+    // Held by an agent that started a moment ago, under an announce ten
+    // minutes old: its age is at most its own.
+    let agent = Holder::hold(&state, &["--tag", "aged"]);
+    age_announce();
+    let doc = check();
+    let holder = &doc["members"][0]["holders"][0];
+    assert_eq!(holder["process"]["pid"], agent.pid(), "{doc}");
+    let since = holder["since"].as_str().expect("held: an age");
+    let started = holder["process"]["started"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a start time: {doc}"));
+    assert!(since >= started, "older than its holder: {doc}");
+}
