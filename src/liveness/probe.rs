@@ -172,22 +172,24 @@ impl Prober {
     }
 }
 
-/// The lock-free answer for `key`: one `/proc/locks` read, again every
-/// [`IN_FLIGHT_REREAD`] while the claim is in flight, up to
-/// [`IN_FLIGHT_AFTER`] (with `Patience::None`: `None` at once).
+/// The lock-free answer for `key`, as the bulk judgement gives it (one
+/// merged `/proc/locks` read; with `Patience::Bounded`, read again while
+/// the claim is in flight, up to [`IN_FLIGHT_AFTER`]); with
+/// `Patience::None`, `None` at once for a claim in flight.
 async fn lock_free_with(key: &LockKey, patience: Patience) -> Option<KeyState> {
-    let start = tokio::time::Instant::now();
-    loop {
-        let index = super::proc_locks::LockIndex::read().unwrap_or_default();
-        let state = super::lock_free::answer(key, &index).state(key);
-        if state.liveness != Liveness::InFlight || start.elapsed() >= IN_FLIGHT_AFTER {
-            return Some(state);
+    let key = key.clone();
+    let judged = tokio::task::spawn_blocking(move || {
+        let read = || super::proc_locks::LockIndex::read().unwrap_or_default();
+        let index = super::proc_locks::LockIndex::read_merged(&read);
+        match patience {
+            Patience::Bounded => super::bulk::judge_lock_free(vec![key], &index, 1, &read),
+            Patience::None => super::lock_free::judged(vec![key], &index),
         }
-        if patience == Patience::None {
-            return None;
-        }
-        tokio::time::sleep(IN_FLIGHT_REREAD).await;
-    }
+    })
+    .await
+    .ok()?;
+    let (_, state) = judged.into_iter().next()?;
+    (state.liveness != Liveness::InFlight || patience == Patience::Bounded).then_some(state)
 }
 
 /// How long a lock-free probe waits before it reads `/proc/locks` again

@@ -217,11 +217,15 @@ impl Lookups {
     /// Whether a lookup may start at `now`: none runs, and the rate limit
     /// allows it.
     pub(super) fn may_start(&self, now: Instant) -> bool {
-        self.may_start_every(now, super::INDEX_MIN_INTERVAL)
+        !self.running()
+            && self
+                .last_start
+                .is_none_or(|at| now >= at + super::INDEX_MIN_INTERVAL)
     }
 
     /// Whether a lookup that judges changed keys lock-free may start at
-    /// `now`: none runs, and the last began [`JUDGE_MIN_INTERVAL`] ago.
+    /// `now`: none runs, the last began [`JUDGE_MIN_INTERVAL`] ago, and
+    /// the read budget allows it ([`JUDGE_BURST`]).
     pub(super) fn may_judge(&self, now: Instant) -> bool {
         !self.running() && self.judge_allowed_at().is_none_or(|at| now >= at)
     }
@@ -247,10 +251,6 @@ impl Lookups {
         let began = self.last_start.unwrap_or_else(Instant::now);
         let from = self.budget_free_at.map_or(began, |free| free.max(began));
         self.budget_free_at = Some(from + cpu * JUDGE_READ_SHARE_INVERSE);
-    }
-
-    fn may_start_every(&self, now: Instant, interval: std::time::Duration) -> bool {
-        !self.running() && self.last_start.is_none_or(|at| now >= at + interval)
     }
 }
 
@@ -314,9 +314,9 @@ impl Engine {
 
     /// Judges changed keys lock-free: one `/proc/locks` read, off the
     /// loop, names their liveness and their holders at once (with the
-    /// held states that wait for a lookup). While a lookup runs, or
-    /// sooner than [`JUDGE_MIN_INTERVAL`] after the last one began, the
-    /// keys wait in the pending set: the next read takes them all.
+    /// held states that wait for a lookup). While a lookup runs, or while
+    /// [`Lookups::may_judge`] says the reads' spacing or budget forbid
+    /// one, the keys wait in the pending set: the next read takes them all.
     pub(super) fn judge_lock_free(&mut self, keys: Vec<(LockKey, bool)>) {
         let now = Instant::now();
         if !self.lookups.may_judge(now) {

@@ -9,21 +9,19 @@ use std::process::{Command, Stdio};
 use super::snapshot_watch::Watch;
 use crate::common::{Holder, run_locktop, state_in_tempdir};
 
-#[test]
-fn a_lock_kept_after_its_taker_died_names_the_true_holder_as_an_orphaned_child() {
-    let (_tmp, state) = state_in_tempdir();
-    drop(Holder::hold(&state, &["--tag", "kept"])); // the tag's files
-    let (dir, key) = locktop::locks::agent_tag_lock(&state, "kept");
-    let gate = locktop::locks::escape::gate_path(&dir, &key);
-    let announce = locktop::locks::escape::announce_path(&dir, &key);
-    // util-linux flock(1) takes each lock and exits: /proc/locks names it,
-    // gone; the shell (then `sleep`) keeps the locked files open.
+/// A shell holding `gate` on fd 3 and `announce` on fd 4 that runs
+/// `locks` (util-linux flock(1) on those fds: it takes each lock and
+/// exits, so /proc/locks names a gone PID while the shell, then `sleep`,
+/// keeps the locked files open), once they are taken.
+fn keeper(gate: &std::path::Path, announce: &std::path::Path, locks: &str) -> std::process::Child {
     let mut keeper = Command::new("sh")
         .arg("-c")
-        .arg("exec 3<>\"$1\" 4<>\"$2\" && flock -x 3 && flock -x 4 && echo ready && exec sleep 60")
+        .arg(format!(
+            "exec 3<>\"$1\" 4<>\"$2\" && {locks} && echo ready && exec sleep 60"
+        ))
         .arg("sh")
-        .arg(&gate)
-        .arg(&announce)
+        .arg(gate)
+        .arg(announce)
         .stdout(Stdio::piped())
         .spawn()
         .expect("sh");
@@ -32,6 +30,17 @@ fn a_lock_kept_after_its_taker_died_names_the_true_holder_as_an_orphaned_child()
         .read_line(&mut ready)
         .expect("ready");
     assert_eq!(ready.trim(), "ready");
+    keeper
+}
+
+#[test]
+fn a_lock_kept_after_its_taker_died_names_the_true_holder_as_an_orphaned_child() {
+    let (_tmp, state) = state_in_tempdir();
+    drop(Holder::hold(&state, &["--tag", "kept"])); // the tag's files
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "kept");
+    let gate = locktop::locks::escape::gate_path(&dir, &key);
+    let announce = locktop::locks::escape::announce_path(&dir, &key);
+    let mut keeper = keeper(&gate, &announce, "flock -x 3 && flock -x 4");
 
     let out = run_locktop(&state, &["snapshot", "--json", "--probe", "passive"]);
     assert_eq!(out.code(), 0, "{out:?}");
@@ -188,25 +197,6 @@ fn check_never_gives_a_holder_an_age_older_than_itself() {
     };
     // A keeper shell that takes `locks` (through util-linux flock(1)) and
     // sleeps; the claim is in flight with the gate alone, held with both.
-    let keep = |locks: &str| {
-        let mut keeper = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "exec 3<>\"$1\" 4<>\"$2\" && {locks} && echo ready && exec sleep 60"
-            ))
-            .arg("sh")
-            .arg(&gate)
-            .arg(&announce)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("sh");
-        let mut ready = String::new();
-        std::io::BufReader::new(keeper.stdout.take().expect("stdout"))
-            .read_line(&mut ready)
-            .expect("ready");
-        assert_eq!(ready.trim(), "ready");
-        keeper
-    };
     let check = || {
         let out = run_locktop(&state, &["check", "--json", "--tag", "aged"]);
         assert_eq!(out.code(), 1, "busy: {out:?}");
@@ -219,7 +209,7 @@ fn check_never_gives_a_holder_an_age_older_than_itself() {
     };
     // In flight: the gate alone, taken by util-linux flock(1) through a
     // shell that keeps it; the announce is an earlier holder's.
-    let mut keeper = keep("flock -x 3");
+    let mut keeper = keeper(&gate, &announce, "flock -x 3");
     age_announce();
     let doc = check();
     assert!(
