@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::{KeyState, Liveness, ScanProblem};
+use crate::liveness::ProcessInfo;
 use crate::liveness::lock_free::{self, ProbeChoice};
 use crate::liveness::probe::ProbeMode;
 use crate::liveness::snapshot::take;
@@ -166,13 +167,13 @@ fn write_table<'a>(
         let pid = state
             .holders
             .first()
-            .map_or_else(|| "-".to_string(), |p| p.pid.to_string());
+            .map_or_else(|| "-".to_string(), ProcessInfo::pid_text);
         let age = state
             .since
             .map_or_else(|| "-".to_string(), |since| time_format::age(since, now));
         let command = match (&state.error, state.holders.first()) {
             (Some(error), _) => error.clone(),
-            (None, Some(process)) => process.command().to_string(),
+            (None, Some(process)) => format!("{}{}", process.command(), process.holder_mark()),
             (None, None) => String::new(),
         };
         writeln!(

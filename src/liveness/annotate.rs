@@ -234,13 +234,10 @@ fn annotate_stated(
                 .into_iter()
                 .filter(|pid| !own_pids.contains(pid))
                 .collect();
-            let shared = verifier.holders(shared, &files, None);
+            let shared = verifier.shared_holders(&shared, &files);
             if !shared.is_empty() {
                 state.liveness = Liveness::Shared;
-                state.holders = shared
-                    .into_iter()
-                    .map(|pid| verifier.process(pid).clone())
-                    .collect();
+                state.holders = shared;
                 state.waiters = waiters;
             }
             continue;
@@ -249,33 +246,25 @@ fn annotate_stated(
             state.since = announce.as_ref().and_then(held_since);
         }
         let named = !holders.is_empty();
-        let mut holders = verifier.holders(holders, &files, state.since);
-        // No live caller: each PID the read names is gone, or was proved
-        // not to hold the claim (reused since — even as a thread of some
-        // other process, whose fds `/proc/<tid>` shows).
-        let mut callers_gone = named && holders.iter().all(|&pid| !verifier.process(pid).alive);
-        if callers_gone {
-            // A caller killed a moment ago can still be listed by a read
-            // made before its files were closed: read again (once a call)
-            // before the costly search of every process.
-            let fresh = fresh_after_death.get_or_insert_with(&mut *reread);
-            callers_gone = !fresh.union(files.iter().copied()).holders.is_empty();
-        }
-        if callers_gone {
-            // The lock outlived the process that took it: whoever keeps
-            // it now (a forked child) comes first, the gone caller after.
-            let mut keepers = verifier.true_holders(&files);
-            keepers.retain(|pid| !holders.contains(pid));
-            keepers.append(&mut holders);
-            holders = keepers;
-        }
-        if state.liveness == Liveness::Live && holders.iter().any(|pid| own_pids.contains(pid)) {
+        // A caller killed a moment ago can still be listed by a read made
+        // before its files were closed: read again (once a call) before
+        // the search for whoever keeps a lock whose taker is gone.
+        let mut fresh = || {
+            fresh_after_death
+                .get_or_insert_with(&mut *reread)
+                .union(files.iter().copied())
+                .holders
+        };
+        let resolved = verifier.resolve(&holders, &files, state.since, &mut fresh);
+        if state.liveness == Liveness::Live
+            && resolved
+                .holders
+                .iter()
+                .any(|holder| holder.alive && own_pids.contains(&holder.pid))
+        {
             state.liveness = Liveness::Own;
         }
-        state.holders = holders
-            .into_iter()
-            .map(|pid| verifier.process(pid).clone())
-            .collect();
+        state.holders = resolved.holders;
         state.since = super::state::held_since_by(state.since, &state.holders);
         if state.holders.is_empty() {
             // Held, and nobody to name: say why rather than "nobody". No
@@ -286,11 +275,12 @@ fn annotate_stated(
             // holder; otherwise (a nested PID namespace hides holders from
             // them) only a probe that still finds it held tells hidden
             // from gone.
-            let let_go = !named
-                && match recheck {
-                    Recheck::ReadAgain => true,
-                    Recheck::SharedProbe => !still_held(key, gate.as_ref()),
-                };
+            let let_go = resolved.released
+                || !named
+                    && match recheck {
+                        Recheck::ReadAgain => true,
+                        Recheck::SharedProbe => !still_held(key, gate.as_ref()),
+                    };
             state.holders_note = Some(if let_go {
                 crate::liveness::HoldersNote::ReleasedBeforeLookup
             } else {

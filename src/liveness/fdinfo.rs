@@ -9,11 +9,13 @@
 //! Invariants: only held `FLOCK` locks count (exclusive or shared: which
 //! kind a PID holds is `/proc/locks`' to say); reading is per process
 //! (one pass over its fds), done only for PIDs `/proc/locks` already named
-//! for a held key, once per batch.
+//! for a held key, once per batch — except [`keepers_of`], the search for
+//! whoever keeps a lock whose caller is gone, which `stat`s every
+//! process's fds and reads the fdinfo of those open on the claim only.
 
 use std::collections::HashSet;
 use std::io::ErrorKind;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 
 use nix::errno::Errno;
@@ -64,35 +66,85 @@ impl HeldFiles {
             if read_fdinfo(fd, &mut text).is_err() {
                 continue;
             }
-            files.extend(
-                text.split(|&b| b == b'\n')
-                    .filter_map(|line| line.strip_prefix(b"lock:"))
-                    .filter_map(|row| parse_row(std::str::from_utf8(row).ok()?.trim_start()))
-                    .filter(|row| !row.waiting)
-                    .map(|row| row.file),
-            );
+            files.extend(held_rows(&text));
         }
         HeldFiles::Known(files)
-    }
-
-    /// Every readable process's held files, from one pass over `/proc`
-    /// (costly: only for a lock whose `flock()` caller is gone, once per
-    /// batch, never per key in a loop).
-    pub fn of_every_process() -> Vec<(u32, HeldFiles)> {
-        let Ok(all) = procfs::process::all_processes() else {
-            return Vec::new();
-        };
-        all.flatten()
-            .filter_map(|process| u32::try_from(process.pid).ok())
-            .map(|pid| (pid, HeldFiles::of(pid)))
-            .filter(|(_, held)| matches!(held, HeldFiles::Known(files) if !files.is_empty()))
-            .collect()
     }
 
     /// True when the process is proved to hold one of `files`.
     pub fn holds_any(&self, files: &[FileId]) -> bool {
         matches!(self, HeldFiles::Known(held) if files.iter().any(|f| held.contains(f)))
     }
+}
+
+/// The processes that hold a flock on one of `files` through an fd of
+/// their own, whoever called `flock()`: the keepers of a lock whose caller
+/// is gone (a forked child kept the file description). Bounded by what it
+/// reads: every process's fds are `stat`ed through their `/proc/<pid>/fd`
+/// links (one `fstatat` each), and only an fd open on one of `files` has
+/// its fdinfo read — so locks held elsewhere on the machine (thousands of
+/// them) cost a `stat` per fd, not a read and a parse each. Processes
+/// whose fds may not be read are skipped: nothing is proved of them.
+pub fn keepers_of(files: &[FileId]) -> Vec<u32> {
+    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut keepers: Vec<u32> = proc_dir
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| keeps_any(pid, files))
+        .collect();
+    keepers.sort_unstable();
+    keepers
+}
+
+/// True when one of `pid`'s fds is open on one of `files` and its fdinfo
+/// shows a held flock on that file.
+fn keeps_any(pid: u32, files: &[FileId]) -> bool {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Ok(mut fds) = nix::dir::Dir::open(format!("/proc/{pid}/fd").as_str(), flags, Mode::empty())
+    else {
+        return false;
+    };
+    let dir = fds.as_raw_fd();
+    let mut text = Vec::new();
+    for entry in fds.iter().flatten() {
+        let name = entry.file_name();
+        if name.to_bytes().starts_with(b".") {
+            continue;
+        }
+        // SAFETY: `dir` is the directory being iterated, open for the loop.
+        let dir = unsafe { std::os::fd::BorrowedFd::borrow_raw(dir) };
+        // Follows the fd's magic link to the open file itself.
+        let Ok(stat) = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::empty()) else {
+            continue;
+        };
+        let id = FileId::from_stat(&stat);
+        if !files.contains(&id) {
+            continue;
+        }
+        let path = format!("/proc/{pid}/fdinfo/{}", name.to_string_lossy());
+        let Ok(fd) = open(
+            path.as_str(),
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) else {
+            continue;
+        };
+        if read_fdinfo(fd, &mut text).is_ok() && held_rows(&text).any(|file| file == id) {
+            return true;
+        }
+    }
+    false
+}
+
+/// The files of the held (not waiting) flocks an fdinfo text lists.
+fn held_rows(text: &[u8]) -> impl Iterator<Item = FileId> + '_ {
+    text.split(|&b| b == b'\n')
+        .filter_map(|line| line.strip_prefix(b"lock:"))
+        .filter_map(|row| parse_row(std::str::from_utf8(row).ok()?.trim_start()))
+        .filter(|row| !row.waiting)
+        .map(|row| row.file)
 }
 
 /// Reads the whole of an fdinfo file into `text` (cleared first) with

@@ -105,7 +105,7 @@ pub fn answer_at<P: ?Sized + NixPath>(
     index: &LockIndex,
 ) -> Answer {
     let gate = match fstatat(dir, gate, AtFlags::AT_SYMLINK_NOFOLLOW) {
-        Ok(stat) if is_regular(&stat) => file_id(&stat),
+        Ok(stat) if is_regular(&stat) => FileId::from_stat(&stat),
         Ok(_) => return Answer::GateNotRegular,
         Err(Errno::ENOENT) => return Answer::Free,
         Err(errno) => return Answer::GateUnreadable(errno),
@@ -115,7 +115,7 @@ pub fn answer_at<P: ?Sized + NixPath>(
     }
     match fstatat(dir, announce, AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(stat) if !is_regular(&stat) => Answer::AnnounceNotRegular,
-        Ok(stat) if locked(index, file_id(&stat)) => Answer::Held,
+        Ok(stat) if locked(index, FileId::from_stat(&stat)) => Answer::Held,
         _ => Answer::InFlight,
     }
 }
@@ -143,14 +143,6 @@ pub fn judged(keys: Vec<LockKey>, index: &LockIndex) -> Vec<(LockKey, KeyState)>
 
 fn is_regular(stat: &nix::sys::stat::FileStat) -> bool {
     SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
-}
-
-fn file_id(stat: &nix::sys::stat::FileStat) -> FileId {
-    FileId {
-        major: libc::major(stat.st_dev),
-        minor: libc::minor(stat.st_dev),
-        inode: stat.st_ino,
-    }
 }
 
 /// The probe a monitor runs, and why it is not the one asked for.

@@ -32,6 +32,15 @@ impl FileId {
         Ok(Self::from_metadata(&meta))
     }
 
+    /// The identity from a `stat` made through `nix`.
+    pub fn from_stat(stat: &nix::sys::stat::FileStat) -> Self {
+        Self {
+            major: libc::major(stat.st_dev),
+            minor: libc::minor(stat.st_dev),
+            inode: stat.st_ino,
+        }
+    }
+
     /// The identity from already-read metadata.
     pub fn from_metadata(meta: &std::fs::Metadata) -> Self {
         use std::os::unix::fs::MetadataExt;

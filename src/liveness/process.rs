@@ -7,14 +7,30 @@
 
 use std::time::{Duration, SystemTime};
 
+/// How far a process's start time, as read here, may lie after a file
+/// time the process itself wrote (its claim's announce mtime) and still
+/// count as "started before it": start times are precise to a clock tick
+/// (10 ms, see [`boot_time`]), file times to the kernel's coarse clock (a
+/// few ms). A process that started later than that cannot have written it.
+pub const START_TIME_SLACK: Duration = Duration::from_millis(50);
+
 /// One process as seen right now.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessInfo {
     /// The PID.
     pub pid: u32,
-    /// False when `/proc/<pid>` is missing: the PID in `/proc/locks` is
-    /// stale (a forked child may still hold the fd).
+    /// False when the process is gone: `/proc/<pid>` is missing, or the
+    /// PID now belongs to another process (which is not described here).
+    /// A gone holder is the PID `/proc/locks` still names for a lock that
+    /// outlived the process that took it (a forked child keeps the fd).
     pub alive: bool,
+    /// True for a holder whose hold could not be verified: its fdinfo may
+    /// not be read (another user's process, to a monitor without
+    /// privileges), so only `/proc/locks` names it and its start time
+    /// does not rule it out. It may be a PID reused since; locktop never
+    /// signals it. Never set on a verified holder.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified: bool,
     /// The command line, shell-quoted so it can be pasted (`--tag
     /// 'research: v2.1'`); `None` if unreadable or empty, e.g. a kernel
     /// thread or a zombie.
@@ -118,6 +134,7 @@ impl ProcessInfo {
         Self {
             pid,
             alive: true,
+            unverified: false,
             cmdline,
             started,
             state: stat.as_ref().map(|stat| ProcState::from_char(stat.state)),
@@ -136,7 +153,10 @@ impl ProcessInfo {
         }
     }
 
-    fn gone(pid: u32) -> Self {
+    /// A process known only to be gone (or to have had its PID reused):
+    /// nothing is read from `/proc/<pid>`, which may describe another
+    /// process now.
+    pub fn gone(pid: u32) -> Self {
         Self {
             alive: false,
             ..Self::unread(pid)
@@ -148,6 +168,7 @@ impl ProcessInfo {
         Self {
             pid,
             alive: true,
+            unverified: false,
             cmdline: None,
             started: None,
             state: None,
@@ -189,6 +210,27 @@ impl ProcessInfo {
         self.alive && self.ppid == Some(1)
     }
 
+    /// What a screen adds after a holder's command: nothing for a verified
+    /// holder, that a gone taker's PID is stale, that an unverified one is
+    /// unverified.
+    pub fn holder_mark(&self) -> &'static str {
+        match (self.alive, self.unverified) {
+            (false, _) => " (stale PID)",
+            (true, true) => " (unverified: its open files may not be read by this user)",
+            (true, false) => "",
+        }
+    }
+
+    /// The PID as a holder column shows it: `1234`, or `1234?` when the
+    /// hold is unverified.
+    pub fn pid_text(&self) -> String {
+        if self.unverified {
+            format!("{}?", self.pid)
+        } else {
+            self.pid.to_string()
+        }
+    }
+
     /// The command line, or a placeholder saying why there is none.
     pub fn command(&self) -> &str {
         match (&self.cmdline, self.alive) {
@@ -216,12 +258,33 @@ fn systemd_unit(cgroup: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// When the process of `stat` started (whole-second boot time + ticks).
+/// When the process of `stat` started: its start in clock ticks since
+/// boot, placed on the wall clock by [`boot_time`] (precise to a tick, 10
+/// ms, where `/proc/stat`'s whole-second `btime` would be up to a second
+/// early).
 fn start_time(stat: &procfs::process::Stat) -> Option<SystemTime> {
-    let boot = procfs::boot_time_secs().ok()?;
     let ticks = procfs::ticks_per_second().max(1);
-    let since_boot = Duration::from_millis(stat.starttime * 1000 / ticks);
-    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(boot) + since_boot)
+    let since_boot = Duration::from_nanos(stat.starttime.checked_mul(1_000_000_000)? / ticks);
+    Some(boot_time()? + since_boot)
+}
+
+/// The wall-clock time of boot, to the nanosecond: the realtime clock
+/// minus the boot-time clock, read back to back. Both advance together
+/// (NTP slews them alike, suspend counts in both), so the difference
+/// moves only when the wall clock is stepped; it is read once per process
+/// so that start times compare equal from read to read.
+fn boot_time() -> Option<SystemTime> {
+    static BOOT: std::sync::OnceLock<Option<SystemTime>> = std::sync::OnceLock::new();
+    *BOOT.get_or_init(|| {
+        use nix::time::{ClockId, clock_gettime};
+        let since_boot = clock_gettime(ClockId::CLOCK_BOOTTIME).ok()?;
+        let now = SystemTime::now();
+        let since_boot = Duration::new(
+            u64::try_from(since_boot.tv_sec()).ok()?,
+            u32::try_from(since_boot.tv_nsec()).ok()?,
+        );
+        now.checked_sub(since_boot)
+    })
 }
 
 #[cfg(test)]
@@ -235,6 +298,29 @@ mod tests {
         assert!(me.cmdline.is_some());
         let started = me.started.expect("start time");
         assert!(started <= SystemTime::now());
+    }
+
+    /// Start times are precise to a clock tick, not to the second a
+    /// whole-second boot time would give: a PID reused half a second after
+    /// a claim was taken must read as started after it.
+    #[test]
+    fn a_start_time_is_precise_to_a_tick() {
+        for _ in 0..5 {
+            let before = SystemTime::now();
+            let mut child = std::process::Command::new("sleep")
+                .arg("5")
+                .spawn()
+                .unwrap();
+            let after = SystemTime::now();
+            let started = ProcessInfo::of(child.id()).started.expect("start time");
+            let _ = child.kill();
+            let _ = child.wait();
+            let tick = Duration::from_millis(20);
+            assert!(
+                started + tick >= before && started <= after + tick,
+                "started {started:?}, spawned between {before:?} and {after:?}"
+            );
+        }
     }
 
     #[test]

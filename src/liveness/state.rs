@@ -5,7 +5,7 @@
 
 use std::time::SystemTime;
 
-use super::process::ProcessInfo;
+use super::process::{ProcessInfo, START_TIME_SLACK};
 
 /// The liveness of one claim, as a probe saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -119,7 +119,7 @@ impl HoldersNote {
 /// "Held since" for a claim whose announce was last written at
 /// `announce` and whose holders are `holders` (the first alive one is
 /// the one named): never earlier than that holder's own start (beyond
-/// the start time's one-second slack) — an announce written by an
+/// [`START_TIME_SLACK`]) — an announce written by an
 /// earlier holder must not give this one an age it cannot have.
 pub fn held_since_by(announce: Option<SystemTime>, holders: &[ProcessInfo]) -> Option<SystemTime> {
     let started = holders
@@ -127,16 +127,12 @@ pub fn held_since_by(announce: Option<SystemTime>, holders: &[ProcessInfo]) -> O
         .find(|holder| holder.alive)
         .and_then(|holder| holder.started);
     match (announce, started) {
-        // Start times are derived from a whole-second boot time: within
-        // that slack the announce is this holder's own write.
-        (Some(since), Some(started)) if started > since + START_SLACK => Some(started),
+        // Within the start time's precision the announce is this
+        // holder's own write.
+        (Some(since), Some(started)) if started > since + START_TIME_SLACK => Some(started),
         (since, _) => since,
     }
 }
-
-/// How far a holder's start time, as `/proc` gives it, may lie after the
-/// moment it wrote its announce (see [`held_since_by`]).
-const START_SLACK: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl KeyState {
     /// A holder of this held claim that cannot run until someone else acts

@@ -45,6 +45,7 @@ pub fn process(pid: u32, command: &str) -> ProcessInfo {
     ProcessInfo {
         pid,
         alive: true,
+        unverified: false,
         cmdline: Some(command.to_string()),
         started: Some(t(0)),
         state: Some(ProcState::Sleeping),

@@ -120,6 +120,7 @@ mod tests {
             holders: vec![ProcessInfo {
                 pid: 7,
                 alive: true,
+                unverified: false,
                 cmdline: Some("agent --tag 'x y'".into()),
                 started: Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_500)),
                 state: Some(crate::liveness::process::ProcState::Stopped),

@@ -4,7 +4,8 @@
 //! Invariants: a real holder is signalled only through a [`Target`]: a
 //! pidfd opened BEFORE checking that the process is the one the operator
 //! was shown (same start time) and that it holds the lock (its fdinfo shows
-//! it, see [`crate::liveness::verify`]) — so the signal reaches that very
+//! it, see [`crate::liveness::verify`]; a holder whose fdinfo may not be
+//! read is never verified) — so the signal reaches that very
 //! process or nobody, even if its PID is reused in between. PID ≤ 1 and
 //! this process are never targets.
 
@@ -17,7 +18,7 @@ use nix::unistd::Pid;
 
 use crate::liveness::ProcessInfo;
 use crate::liveness::proc_locks::FileId;
-use crate::liveness::verify::HolderVerifier;
+use crate::liveness::verify::{Hold, HolderVerifier};
 
 /// Why a signal was not sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,6 +43,13 @@ pub enum SignalError {
     /// The process runs but is not proved to hold the lock (a reused PID).
     #[error("pid {0} does not hold the lock (its PID was reused?); nothing sent")]
     NotAHolder(u32),
+    /// Its open files may not be read by this user, so its hold cannot be
+    /// verified: never signalled.
+    #[error(
+        "pid {0}'s open files may not be read by this user: its hold is unverified; nothing \
+         sent (run locktop as root or as its user)"
+    )]
+    Unverified(u32),
     /// This target was never bound to a process (see [`Target::detached`]).
     #[error("pid {0} is not bound to a process here; nothing sent")]
     Detached(u32),
@@ -91,7 +99,7 @@ impl Target {
 /// Binds `shown` for signalling: refuses PID ≤ 1 and this process, opens a
 /// pidfd, then checks the process is the one shown (same start time) and
 /// holds one of `files` (a claim's gate or announce; `since`, the claim's
-/// announce mtime, decides where fdinfo may not be read).
+/// announce mtime, tells a reused PID) as its fdinfo shows.
 pub fn verify_target(
     shown: &ProcessInfo,
     files: &[FileId],
@@ -116,13 +124,14 @@ pub fn verify_target(
             command: now.command().to_string(),
         });
     }
-    match HolderVerifier::default().holds(pid, files, since) {
-        Some(true) => Ok(Target {
+    match HolderVerifier::default().hold(pid, files, since) {
+        Hold::Verified => Ok(Target {
             process: shown.clone(),
             pidfd: Some(Arc::new(pidfd)),
         }),
-        Some(false) => Err(SignalError::NotAHolder(pid)),
-        None => Err(SignalError::Exited(pid)),
+        Hold::Unverified => Err(SignalError::Unverified(pid)),
+        Hold::Reused | Hold::LetGo => Err(SignalError::NotAHolder(pid)),
+        Hold::Gone => Err(SignalError::Exited(pid)),
     }
 }
 

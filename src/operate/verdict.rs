@@ -13,8 +13,12 @@
 //! key gets the first that applies, the one that most needs someone to
 //! act, in this order:
 //!
+//! 0. `unverified holder` — the holder `/proc/locks` names cannot be
+//!    verified (its open files may not be read by this user): nothing is
+//!    said about that PID beyond it, since it may have been reused;
 //! 1. `stopped` — the holder cannot run at all until SIGCONT or a kill;
-//! 2. `orphaned child` — the process that took the lock is gone;
+//! 2. `orphaned child` — the process that took the lock is gone (and
+//!    whoever keeps it is named when this user may see it);
 //! 3. `materializing too long` — a spawn that never claimed its agent;
 //! 4. `idle` — the holder has used no CPU for longer than `--idle-after`
 //!    (a fact; that it is stuck is only a guess, and said as one);
@@ -57,6 +61,13 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Verdict {
+    /// `/proc/locks` names its holder, but this user may not read that
+    /// process's open files: it may be a PID reused since the lock was
+    /// taken, so no fact about it is presented as the holder's.
+    UnverifiedHolder {
+        /// The PID `/proc/locks` names.
+        pid: u32,
+    },
     /// Its holder is stopped (a signal or a debugger): it will hold until
     /// SIGCONT or a kill.
     Stopped {
@@ -66,8 +77,8 @@ pub enum Verdict {
     /// The process that took the lock is gone; a process that shares its
     /// open file (a forked child) keeps it.
     OrphanedChild {
-        /// The process that keeps the lock.
-        pid: u32,
+        /// The process that keeps the lock, when this user may see it.
+        pid: Option<u32>,
         /// The gone process that took it.
         taken_by: u32,
     },
@@ -130,6 +141,7 @@ impl Verdict {
         match self {
             Verdict::Stopped { .. } => "stopped",
             Verdict::OrphanedChild { .. } => "orphaned_child",
+            Verdict::UnverifiedHolder { .. } => "unverified_holder",
             Verdict::MaterializingTooLong { .. } => "materializing_too_long",
             Verdict::Idle { .. } => "idle",
             Verdict::Contended { .. } => "contended",
@@ -144,9 +156,25 @@ impl Verdict {
             Verdict::Stopped { pid } => format!(
                 "stopped: pid {pid} holds its locks until SIGCONT or a kill — `kill -CONT {pid}`"
             ),
-            Verdict::OrphanedChild { pid, taken_by } => format!(
+            Verdict::UnverifiedHolder { pid } => format!(
+                "unverified holder: /proc/locks names pid {pid}, whose open files this user \
+                 may not read — it may be a PID reused since; run locktop as root (or as its \
+                 user) to verify it before acting"
+            ),
+            Verdict::OrphanedChild {
+                pid: Some(pid),
+                taken_by,
+            } => format!(
                 "orphaned child: pid {taken_by}, which took the lock, is gone; pid {pid} \
                  (sharing its file) keeps it — SIGTERM pid {pid} with K if it should not"
+            ),
+            Verdict::OrphanedChild {
+                pid: None,
+                taken_by,
+            } => format!(
+                "orphaned child: pid {taken_by}, which took the lock, is gone; a process \
+                 sharing its file keeps it, which this user may not see — run locktop as \
+                 root to name it"
             ),
             Verdict::MaterializingTooLong { pid, since } => format!(
                 "materializing too long: pid {pid} has held tags without an AIH lock for {} — \
@@ -218,15 +246,18 @@ pub fn judge(
     if !state.liveness.is_held() {
         return None;
     }
+    // Holders are listed holding first, then the gone processes that
+    // took the lock: the first alive one is the holder.
+    let holder = state.holders.iter().find(|holder| holder.alive);
+    if let Some(holder) = holder.filter(|holder| holder.unverified) {
+        return Some(Verdict::UnverifiedHolder { pid: holder.pid });
+    }
     if let Some(halted) = state.halted_holder() {
         return Some(Verdict::Stopped { pid: halted.pid });
     }
-    let holder = state.holders.first();
-    if let Some(holder) = holder.filter(|holder| holder.alive)
-        && let Some(gone) = state.holders.iter().find(|h| !h.alive)
-    {
+    if let Some(gone) = state.holders.iter().find(|h| !h.alive) {
         return Some(Verdict::OrphanedChild {
-            pid: holder.pid,
+            pid: holder.map(|holder| holder.pid),
             taken_by: gone.pid,
         });
     }

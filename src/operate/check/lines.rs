@@ -54,10 +54,11 @@ pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
                 "held by"
             };
             lines.push(format!(
-                "  busy  {label} {how} pid {} {} — {}",
+                "  busy  {label} {how} pid {} {} — {}{}",
                 holder.process.pid,
                 held_for,
-                holder.process.command()
+                holder.process.command(),
+                holder.process.holder_mark()
             ));
             if !holder.also_holds.is_empty() {
                 lines.push(format!(

@@ -14,7 +14,6 @@ mod lines;
 
 pub use lines::report_lines;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -24,7 +23,7 @@ use crate::disk::{ClaimFile, KeyKind, LockKey, ScanProblem, ScanProblemKind, Sca
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::process::ProcessInfo;
 use crate::liveness::unlinked::{self, KnownInodes};
-use crate::liveness::verify::{HolderVerifier, claim_files};
+use crate::liveness::verify::{Hold, HolderVerifier, claim_files};
 use crate::liveness::{KeyState, Liveness, ProbeMode};
 use crate::locks::{self, Busy, Family, LocksError};
 use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
@@ -56,31 +55,38 @@ pub fn describe_busy(state_dir: &Path, busy: &Busy) -> Vec<BusyMember> {
             let (dir, key) = &busy.coords[i];
             let key = LockKey::from_coord(state_dir, dir, key);
             let (holders, shared) = verified_holders(&mut verifier, &index, &key);
-            let mut process = |pid| verifier.process(pid).clone();
             BusyMember {
                 kind: key.kind,
                 name: key.name,
-                holders: holders.into_iter().map(&mut process).collect(),
-                shared: shared.into_iter().map(&mut process).collect(),
+                holders,
+                shared,
             }
         })
         .collect()
 }
 
-/// The verified exclusive holders of `key` among the PIDs `/proc/locks`
-/// names, and its verified SHARED holders (never this process: its own
-/// probes are momentary shared locks).
+/// The exclusive holders of `key` ([`HolderVerifier::resolve`]: whoever
+/// keeps a lock whose taker is gone first, the gone taker after), and its
+/// SHARED holders (never this process: its own probes are momentary
+/// shared locks), from `index` and, where its callers are gone, a read
+/// made now.
 fn verified_holders(
     verifier: &mut HolderVerifier,
     index: &LockIndex,
     key: &LockKey,
-) -> (Vec<u32>, Vec<u32>) {
+) -> (Vec<ProcessInfo>, Vec<ProcessInfo>) {
     let files = claim_files(key);
     let locks = index.union(files.iter().copied());
-    let holders = verifier.holders(locks.holders, &files, key.held_since());
+    let mut fresh = || {
+        LockIndex::read()
+            .unwrap_or_default()
+            .union(files.iter().copied())
+            .holders
+    };
+    let resolved = verifier.resolve(&locks.holders, &files, key.held_since(), &mut fresh);
     let me = std::process::id();
-    let shared = locks.shared.into_iter().filter(|&pid| pid != me).collect();
-    (holders, verifier.holders(shared, &files, None))
+    let shared: Vec<u32> = locks.shared.into_iter().filter(|&pid| pid != me).collect();
+    (resolved.holders, verifier.shared_holders(&shared, &files))
 }
 
 impl BusyMember {
@@ -95,7 +101,7 @@ pub fn busy_line(member: &BusyMember) -> String {
     let list = |processes: &[ProcessInfo]| -> String {
         let named: Vec<String> = processes
             .iter()
-            .map(|p| format!("pid {} ({})", p.pid, p.command()))
+            .map(|p| format!("pid {} ({}){}", p.pid, p.command(), p.holder_mark()))
             .collect();
         named.join(", ")
     };
@@ -122,6 +128,9 @@ pub struct HolderReport {
     pub since: Option<SystemTime>,
     /// The other keys this PID holds (its family as seen from the locks).
     pub also_holds: Vec<String>,
+    /// What it is, from every key it holds (this one included).
+    #[serde(skip)]
+    pub role: Role,
     /// It holds the member SHARED: not an SDK holder, but it blocks every
     /// acquire.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -331,10 +340,10 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
         &index,
         &KnownInodes::new(report.claim_inodes.clone()),
     );
-    let held_by = if attempt.busy.is_empty() {
-        HashMap::new()
+    let held = if attempt.busy.is_empty() {
+        Vec::new()
     } else {
-        keys_by_holder(&report, &index)
+        held_keys(&report, &index)
     };
     let mut verifier = HolderVerifier::default();
     let members: Vec<MemberReport> = attempt
@@ -354,23 +363,32 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
                     crate::liveness::lock_free::answer(&key, &index),
                     crate::liveness::lock_free::Answer::InFlight
                 );
-                let named: Vec<ProcessInfo> = exclusive
-                    .iter()
-                    .map(|&pid| verifier.process(pid).clone())
-                    .collect();
                 let since = if in_flight {
                     None
                 } else {
-                    crate::liveness::state::held_since_by(key.held_since(), &named)
+                    crate::liveness::state::held_since_by(key.held_since(), &exclusive)
                 };
-                let tagged = exclusive.into_iter().map(|pid| (pid, false));
+                let tagged = exclusive.into_iter().map(|process| (process, false));
                 tagged
-                    .chain(shared.into_iter().map(|pid| (pid, true)))
-                    .map(|(pid, shared)| HolderReport {
-                        also_holds: also_holds(&mut verifier, &held_by, pid, &key),
-                        process: verifier.process(pid).clone(),
-                        since: if shared { None } else { since },
-                        shared,
+                    .chain(shared.into_iter().map(|process| (process, true)))
+                    .map(|(process, shared)| {
+                        let others = also_holds(&mut verifier, &held, &process, &key);
+                        let mine = std::iter::once((key.kind, key.name.as_str()));
+                        let kinds = others.iter().map(|(kind, name)| (*kind, name.as_str()));
+                        HolderReport {
+                            role: Role::from_kinds(kinds.chain(mine)),
+                            also_holds: others
+                                .iter()
+                                .map(|(kind, name)| crate::disk::key::label(*kind, name))
+                                .collect(),
+                            since: if shared || !process.alive {
+                                None
+                            } else {
+                                since
+                            },
+                            process,
+                            shared,
+                        }
                     })
                     .collect()
             } else {
@@ -389,7 +407,7 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
             };
             let (contenders, watchers) =
                 (processes(&locks.waiters), processes(&locks.shared_waiters));
-            let verdict = member_verdict(&holders, locks.waiters, &held_by);
+            let verdict = member_verdict(&holders, locks.waiters);
             MemberReport {
                 kind: key.kind,
                 name: key.name,
@@ -429,13 +447,9 @@ fn unlinked_holders(found: &[ScanProblem], key: &LockKey) -> Vec<UnlinkedHolder>
 }
 
 /// The verdict on a busy member held by `holders` (exclusive first) with
-/// `waiters` (contenders) queued on it, its holder's role read from every
-/// key that PID holds.
-fn member_verdict(
-    holders: &[HolderReport],
-    waiters: Vec<u32>,
-    held_by: &HashMap<u32, Vec<LockKey>>,
-) -> Option<Verdict> {
+/// `waiters` (contenders) queued on it, its holder's role read from the
+/// other keys it holds.
+fn member_verdict(holders: &[HolderReport], waiters: Vec<u32>) -> Option<Verdict> {
     let exclusive: Vec<&HolderReport> = holders.iter().filter(|h| !h.shared).collect();
     let state = KeyState {
         holders: exclusive.iter().map(|h| h.process.clone()).collect(),
@@ -444,47 +458,64 @@ fn member_verdict(
         ..KeyState::bare(Liveness::Live)
     };
     let role = |pid| {
-        let keys = held_by.get(&pid).into_iter().flatten();
-        Role::from_kinds(keys.map(|key| (key.kind, key.name.as_str())))
+        let holder = exclusive.iter().find(|h| h.process.pid == pid);
+        holder.map_or(Role::Other, |holder| holder.role.clone())
     };
     judge(&state, role, SystemTime::now(), MATERIALIZING_AFTER)
 }
 
-/// The other keys `pid` holds (verified), as labels.
+/// The other keys `holder` holds, by kind and name: those its fdinfo
+/// shows it holding (whoever called `flock()` — a keeper too), or, where
+/// that may not be read, those `/proc/locks` names it for. None for a
+/// gone taker: it holds nothing now.
 fn also_holds(
     verifier: &mut HolderVerifier,
-    held_by: &HashMap<u32, Vec<LockKey>>,
-    pid: u32,
+    held: &[HeldKey],
+    holder: &ProcessInfo,
     key: &LockKey,
-) -> Vec<String> {
-    held_by
-        .get(&pid)
-        .into_iter()
-        .flatten()
-        .filter(|other| *other != key)
-        .filter(|other| {
-            let files = claim_files(other);
-            verifier.holds(pid, &files, other.held_since()) != Some(false)
-        })
-        .map(LockKey::label)
+) -> Vec<(KeyKind, String)> {
+    if !holder.alive {
+        return Vec::new();
+    }
+    held.iter()
+        .filter(|other| other.key != *key)
+        .filter(
+            |other| match verifier.hold(holder.pid, &other.files, other.key.held_since()) {
+                Hold::Verified => true,
+                Hold::Unverified => other.named.contains(&holder.pid),
+                _ => false,
+            },
+        )
+        .map(|other| (other.key.kind, other.key.name.clone()))
         .collect()
 }
 
-/// Every claim of `report` (a scan) grouped by the PIDs holding its gate.
-pub fn keys_by_holder(report: &ScanReport, index: &LockIndex) -> HashMap<u32, Vec<LockKey>> {
-    let mut by_pid: HashMap<u32, Vec<LockKey>> = HashMap::new();
-    for key in &report.keys {
-        let Ok(id) = FileId::of(&key.gate_path()) else {
-            continue;
-        };
-        if let Some(locks) = index.get(&id) {
-            for pid in &locks.holders {
-                by_pid.entry(*pid).or_default().push(key.clone());
-            }
-        }
-    }
-    for keys in by_pid.values_mut() {
-        keys.sort();
-    }
-    by_pid
+/// A claim of the tree that `/proc/locks` lists as held.
+pub struct HeldKey {
+    /// The claim.
+    pub key: LockKey,
+    /// Its gate and announce, as `/proc/locks` identifies them.
+    pub files: Vec<FileId>,
+    /// The PIDs `/proc/locks` names as its holders (callers of `flock()`).
+    pub named: Vec<u32>,
+}
+
+/// Every claim of `report` (a scan) that `index` lists as exclusively
+/// held, sorted.
+pub fn held_keys(report: &ScanReport, index: &LockIndex) -> Vec<HeldKey> {
+    let mut held: Vec<HeldKey> = report
+        .keys
+        .iter()
+        .filter_map(|key| {
+            let files = claim_files(key);
+            let named = index.union(files.iter().copied()).holders;
+            (!named.is_empty()).then(|| HeldKey {
+                key: key.clone(),
+                files,
+                named,
+            })
+        })
+        .collect();
+    held.sort_by(|a, b| a.key.cmp(&b.key));
+    held
 }

@@ -139,6 +139,11 @@ fn a_reused_pid_is_not_signalled() {
 /// never hit.
 #[test]
 fn a_pid_reused_between_the_dialog_and_the_confirmation_is_never_signalled() {
+    if !crate::liveness::verify::testing::may_reuse_pids(
+        "tui::tests::live::a_pid_reused_between_the_dialog_and_the_confirmation_is_never_signalled",
+    ) {
+        return;
+    }
     let (mut child, mut app, _state) = victim(false);
     let pid = child.id();
     press(&mut app, KeyCode::Char('K'));

@@ -253,6 +253,9 @@ fn report(members: usize) -> CheckReport {
                 process: process(1201, HOLD),
                 since: Some(t(12)),
                 also_holds: vec![r#"instance "cli/daemon/abc""#.into()],
+                role: crate::operate::verdict::Role::Agent {
+                    aih: "cli/daemon/abc".into(),
+                },
                 shared: false,
             }],
             verdict: None,

@@ -61,6 +61,7 @@ fn row_cells(app: &App, row: &BlockingRow, room: usize, wide: bool) -> Vec<Cell<
         Some(Verdict::OrphanedChild { .. }) => Span::styled("↯ orphan", theme.error),
         Some(Verdict::MaterializingTooLong { .. }) => Span::styled("◔ spawn", theme.error),
         Some(Verdict::Idle { .. }) => Span::styled("◌ idle", theme.error),
+        Some(Verdict::UnverifiedHolder { .. }) => Span::styled("? unverified", theme.dim),
         _ => state_span(&theme, lock.liveness()),
     };
     if !wide {
@@ -73,7 +74,7 @@ fn row_cells(app: &App, row: &BlockingRow, room: usize, wide: bool) -> Vec<Cell<
         .first()
         .map_or_else(String::new, |process| {
             if !wide {
-                return process.pid.to_string();
+                return process.pid_text();
             }
             let role = match data.role_of(process.pid) {
                 Role::Agent { .. } => "agent",
@@ -81,7 +82,7 @@ fn row_cells(app: &App, row: &BlockingRow, room: usize, wide: bool) -> Vec<Cell<
                 Role::Other => "",
             };
             let state = process.state.map_or("", |state| state.as_str());
-            format!("{} {role} {state}", process.pid)
+            format!("{} {role} {state}", process.pid_text())
         });
     let mut cells = vec![
         Cell::from(state),

@@ -157,7 +157,7 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
         ));
     }
     for holder in &lock.state.holders {
-        let gone = if holder.alive { "" } else { " (stale PID)" };
+        let gone = holder.holder_mark();
         lines.push(field(
             &theme,
             "holder",

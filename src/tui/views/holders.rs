@@ -35,11 +35,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
             let cells: Vec<Cell> = match *row {
                 HolderRow::Process { group } => {
                     let group = &groups[group];
-                    let gone = if group.process.alive {
-                        ""
-                    } else {
-                        " (stale PID)"
-                    };
+                    let gone = group.process.holder_mark();
                     let keys = format!("{}  ", plural(group.keys.len(), "key"));
                     let command = fit(
                         group.process.command(),

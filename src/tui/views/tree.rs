@@ -90,6 +90,7 @@ fn mark_suspect(theme: &Theme, cells: &mut [Cell<'_>], verdict: Option<&Verdict>
         Some(Verdict::MaterializingTooLong { .. }) => "◔ spawn",
         Some(Verdict::OrphanedChild { .. }) => "↯ orphan",
         Some(Verdict::Idle { .. }) => "◌ idle",
+        Some(Verdict::UnverifiedHolder { .. }) => "? unverified",
         _ => return,
     };
     let label = if wide {
@@ -158,7 +159,7 @@ impl RowText<'_> {
             let label = fit(&node.label, room(lead + width(&hidden)));
             name.push(Span::styled(label, theme.liveness(lock.liveness())));
             if let Some(first) = lock.state.holders.first() {
-                pid = first.pid.to_string();
+                pid = first.pid_text();
                 if lock.state.holders.len() > 1 {
                     pid.push_str(&format!("+{}", lock.state.holders.len() - 1));
                 }

@@ -28,10 +28,10 @@ fn binary_for_anyone() -> (tempfile::TempDir, PathBuf) {
     (dir, bin)
 }
 
-/// Runs `bin --state-dir STATE args…` as `uid` (stdin closed, no TTY);
-/// returns the exit code and stderr.
+/// Runs `bin --state-dir STATE args…` as user and group `ids` (stdin
+/// closed, no TTY); returns the exit code and stderr.
 fn run_as(
-    uid: u32,
+    (uid, gid): (u32, u32),
     bin: &Path,
     state: &Path,
     args: &[&str],
@@ -47,7 +47,7 @@ fn run_as(
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::uid(&mut command, uid);
-    std::os::unix::process::CommandExt::gid(&mut command, uid);
+    std::os::unix::process::CommandExt::gid(&mut command, gid);
     let mut child = command.spawn().expect("spawn");
     let status = wait_with_timeout(&mut child, PROCESS_TIMEOUT).unwrap_or_else(|| {
         let _ = child.kill();
@@ -69,13 +69,20 @@ fn assert_one_line_exit_2(what: &str, (code, stderr): (i32, String), needle: &st
 
 #[test]
 fn a_state_dir_the_user_may_not_read_is_one_line_and_exit_2_for_every_command() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(euid, 0, "this test runs as root, to drop to nobody");
+    // Root reads everything: as root, the monitor runs as nobody on a
+    // state dir only root may read; as anyone else, as itself on a state
+    // dir nobody may read.
+    // SAFETY: geteuid and getegid have no preconditions.
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let (ids, mode) = if euid == 0 {
+        ((NOBODY, NOBODY), 0o700)
+    } else {
+        ((euid, egid), 0o000)
+    };
     let (_bin_dir, bin) = binary_for_anyone();
     let (tmp, state) = state_in_tempdir();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(mode)).expect("chmod");
     for args in [
         &["snapshot"][..],
         &["snapshot", "--json"][..],
@@ -84,9 +91,11 @@ fn a_state_dir_the_user_may_not_read_is_one_line_and_exit_2_for_every_command() 
         &["check", "--tag", "x"][..],
         &["hold", "--tag", "x"][..],
     ] {
-        let outcome = run_as(NOBODY, &bin, &state, args, &[]);
+        let outcome = run_as(ids, &bin, &state, args, &[]);
         assert_one_line_exit_2(&format!("{args:?}"), outcome, "ermission denied");
     }
+    // So that the temporary directory can be removed.
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
 #[test]
