@@ -3,7 +3,7 @@
 //! user where permissions matter (root ignores file modes).
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use clap::CommandFactory;
@@ -11,22 +11,9 @@ use locktop::cli::Cli;
 use locktop::cli::placement::{self, Refused};
 
 use crate::common::{
-    Finished, PROCESS_TIMEOUT, finish, locktop_bin, state_in_tempdir, wait_with_timeout,
+    Finished, NOBODY, PROCESS_TIMEOUT, binary_for_anyone, finish, locktop_bin, state_in_tempdir,
+    wait_with_timeout,
 };
-
-/// `nobody`: an unprivileged user for the permission cases.
-const NOBODY: u32 = 65534;
-
-/// A copy of the binary any user may run (the build dir may sit below a
-/// directory only root may enter), in a temp dir kept by the caller.
-fn binary_for_anyone() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let bin = dir.path().join("locktop");
-    std::fs::copy(locktop_bin(), &bin).expect("copy the binary");
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    (dir, bin)
-}
 
 /// Runs `bin --state-dir STATE args…` as user and group `ids` (stdin
 /// closed, no TTY); returns the exit code and stderr.

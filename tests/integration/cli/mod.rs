@@ -7,4 +7,5 @@ mod check;
 mod serve;
 mod snapshot_watch;
 mod unlinked;
+mod unprivileged;
 mod verdicts;

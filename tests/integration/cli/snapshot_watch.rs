@@ -275,7 +275,7 @@ impl Watch {
     }
 
     /// Every line printed within `span` from now (none is waited for).
-    fn lines_within(&mut self, span: Duration) -> Vec<Value> {
+    pub(super) fn lines_within(&mut self, span: Duration) -> Vec<Value> {
         let deadline = Instant::now() + span;
         let mut got = Vec::new();
         while let Ok(line) = self

@@ -7,17 +7,32 @@ use std::io::BufRead;
 use std::process::{Command, Stdio};
 
 use super::snapshot_watch::Watch;
-use crate::common::{Holder, run_locktop, state_in_tempdir};
+use crate::common::{Holder, run_locktop, sleep_with_pid, state_in_tempdir};
 
 /// A shell holding `gate` on fd 3 and `announce` on fd 4 that runs
 /// `locks` (util-linux flock(1) on those fds: it takes each lock and
 /// exits, so /proc/locks names a gone PID while the shell, then `sleep`,
 /// keeps the locked files open), once they are taken.
 fn keeper(gate: &std::path::Path, announce: &std::path::Path, locks: &str) -> std::process::Child {
+    keeper_naming(gate, announce, locks).0
+}
+
+/// [`keeper`] with `locks` a list of fds, each taken by its own flock(1),
+/// whose (gone) PIDs come back with the shell.
+fn keeper_naming(
+    gate: &std::path::Path,
+    announce: &std::path::Path,
+    locks: &str,
+) -> (std::process::Child, Vec<u32>) {
+    let locks: Vec<String> = locks
+        .split(" && ")
+        .map(|flock| format!("{{ {flock} & p=$!; wait $p; }} && pids=\"$pids $p\""))
+        .collect();
     let mut keeper = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "exec 3<>\"$1\" 4<>\"$2\" && {locks} && echo ready && exec sleep 60"
+            "pids=; exec 3<>\"$1\" 4<>\"$2\" && {} && echo ready$pids && exec sleep 60",
+            locks.join(" && ")
         ))
         .arg("sh")
         .arg(gate)
@@ -29,8 +44,10 @@ fn keeper(gate: &std::path::Path, announce: &std::path::Path, locks: &str) -> st
     std::io::BufReader::new(keeper.stdout.take().expect("stdout"))
         .read_line(&mut ready)
         .expect("ready");
-    assert_eq!(ready.trim(), "ready");
-    keeper
+    let mut words = ready.split_whitespace();
+    assert_eq!(words.next(), Some("ready"), "{ready}");
+    let callers = words.map(|pid| pid.parse().expect("a PID")).collect();
+    (keeper, callers)
 }
 
 #[test]
@@ -230,4 +247,85 @@ fn check_never_gives_a_holder_an_age_older_than_itself() {
         .as_str()
         .unwrap_or_else(|| panic!("a start time: {doc}"));
     assert!(since >= started, "older than its holder: {doc}");
+}
+
+/// A lock kept by a forked child after its taker died is the same story
+/// in every view: `check` names the keeper, not the gone flock(1) callers
+/// (it named them, and advised waiting for an "agent"), and the verdict
+/// stays `orphaned_child` once the taker's PID belongs to another process
+/// — in `snapshot`, in a `watch` started before the reuse and in one
+/// started after (they switched to `agent_active` on the new process).
+#[test]
+fn an_orphaned_lock_is_its_keepers_in_every_view_and_after_pid_reuse() {
+    let (_tmp, state) = state_in_tempdir();
+    drop(Holder::hold(&state, &["--tag", "kept"])); // the tag's files
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "kept");
+    let gate = locktop::locks::escape::gate_path(&dir, &key);
+    let announce = locktop::locks::escape::announce_path(&dir, &key);
+    let (mut keeper, callers) = keeper_naming(&gate, &announce, "flock -x 3 && flock -x 4");
+    // Taken a while ago: a process started since cannot be its taker.
+    let a_minute_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(&announce)
+        .and_then(|file| file.set_modified(a_minute_ago))
+        .expect("age the announce");
+    let orphaned = |verdict: &serde_json::Value| {
+        verdict["kind"] == "orphaned_child" && verdict["pid"] == keeper.id()
+    };
+
+    let out = run_locktop(&state, &["check", "--json", "--tag", "kept"]);
+    assert_eq!(out.code(), 1, "busy: {out:?}");
+    let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    let member = &doc["members"][0];
+    assert_eq!(member["holders"][0]["process"]["pid"], keeper.id(), "{doc}");
+    assert!(orphaned(&member["verdict"]), "{doc}");
+
+    let mut before = Watch::start_with(&state, &["--initial"]);
+    before.wait_line("the orphan's verdict", |line| {
+        line["key"]["name"] == "kept" && orphaned(&line["verdict"])
+    });
+
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        let line = "skipped the PID-reuse half: needs root (a reuse as /proc/locks names it \
+                    happens in the initial PID namespace)";
+        assert!(std::env::var_os("LOCKTOP_REQUIRE_ALL").is_none(), "{line}");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
+        let _ = keeper.kill();
+        let _ = keeper.wait();
+        return;
+    }
+    let mut impostor = sleep_with_pid(callers[0]);
+    // A look at the claim (a close of its gate) makes the running watch
+    // look up its holders again.
+    drop(std::fs::File::open(&gate).expect("open the gate"));
+    let after_reuse = before.lines_within(std::time::Duration::from_millis(1500));
+    assert!(
+        after_reuse
+            .iter()
+            .filter(|line| line["key"]["name"] == "kept" && line.get("verdict").is_some())
+            .all(|line| orphaned(&line["verdict"])),
+        "the running watch changed its verdict after the reuse: {after_reuse:?}"
+    );
+    let out = run_locktop(&state, &["snapshot", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    let kept = &doc["keys"][0];
+    assert!(orphaned(&kept["verdict"]), "{doc}");
+    let holders = kept["holders"].as_array().expect("holders");
+    assert!(
+        holders
+            .iter()
+            .filter(|holder| holder["pid"] == impostor.id())
+            .all(|holder| holder["alive"] == false && holder["cmdline"].is_null()),
+        "the new process behind the taker's PID is never described: {doc}"
+    );
+    let mut after = Watch::start_with(&state, &["--initial"]);
+    after.wait_line("the orphan's verdict after the reuse", |line| {
+        line["key"]["name"] == "kept" && orphaned(&line["verdict"])
+    });
+    for child in [&mut keeper, &mut impostor] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

@@ -512,3 +512,42 @@ pub fn have_program(program: &str, install: &str) -> bool {
     }
     found
 }
+
+/// Spawns `sleep 60` under PID `pid` (root only: through
+/// `/proc/sys/kernel/ns_last_pid`), retrying while other forks take the
+/// PID first: a PID reused by an unrelated process.
+pub fn sleep_with_pid(pid: u32) -> Child {
+    for _ in 0..500 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string())
+            .expect("writing ns_last_pid (PID reuse needs root)");
+        let mut child = Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("spawn sleep");
+        if child.id() == pid {
+            return child;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("could not spawn a process with pid {pid}");
+}
+
+/// `nobody`: an unprivileged user for the permission cases.
+pub const NOBODY: u32 = 65534;
+
+/// A copy of the binary any user may run (the build dir may sit below a
+/// directory only root may enter), in a temp dir kept by the caller.
+pub fn binary_for_anyone() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let bin = dir.path().join("locktop");
+    std::fs::copy(locktop_bin(), &bin).expect("copy the binary");
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    (dir, bin)
+}

@@ -1,0 +1,186 @@
+//! A monitor run by an unprivileged user, watching agents another user
+//! (root) runs — what an operator who is not root sees. Where it may not
+//! read a holder's open files it cannot verify the holder: that holder is
+//! marked unverified (in JSON and on screen) and nothing else is said of
+//! its PID; shared locks still show, from `/proc/locks`; an orphaned lock
+//! whose keeper it cannot see is said so, never "agent active" on the
+//! dead taker.
+//!
+//! Root drops the monitor to `nobody`; run by anyone else, these tests
+//! skip with one line (failed under `LOCKTOP_REQUIRE_ALL`, as `.ci/run`
+//! sets, which runs as root).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::common::{Holder, NOBODY, binary_for_anyone, finish, state_in_tempdir};
+
+/// True when root (the tests drop to nobody); otherwise one line says
+/// the test is skipped.
+fn root_or_skip(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    let line = format!("skipped {test}: needs root, to run holders nobody's monitor may not read");
+    assert!(std::env::var_os("LOCKTOP_REQUIRE_ALL").is_none(), "{line}");
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
+    false
+}
+
+/// A state dir (held by root) that anyone may read.
+fn readable_state() -> (tempfile::TempDir, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let (tmp, state) = state_in_tempdir();
+    for dir in [tmp.path(), &state] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    (tmp, state)
+}
+
+/// `snapshot --json --all` as nobody: the document.
+fn snapshot_as_nobody(bin: &Path, state: &Path) -> Value {
+    let mut command = Command::new(bin);
+    command
+        .arg("--state-dir")
+        .arg(state)
+        .args(["snapshot", "--json", "--all"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::uid(&mut command, NOBODY);
+    std::os::unix::process::CommandExt::gid(&mut command, NOBODY);
+    let out = finish(command);
+    assert_eq!(out.code(), 0, "{out:?}");
+    serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+fn key<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .find(|key| key["name"] == name)
+        .unwrap_or_else(|| panic!("no key {name}: {doc}"))
+}
+
+/// An agent root runs: nobody sees it held, its PID marked unverified and
+/// the verdict saying so — not "agent active", which would present a PID
+/// it cannot tell from a reused one as the holder.
+#[test]
+fn a_holder_nobody_may_read_is_marked_unverified() {
+    if !root_or_skip("a_holder_nobody_may_read_is_marked_unverified") {
+        return;
+    }
+    let (_bin_dir, bin) = binary_for_anyone();
+    let (_tmp, state) = readable_state();
+    let agent = Holder::hold(&state, &["--aih", "cli/daemon/u1", "--tag", "deploy"]);
+    let doc = snapshot_as_nobody(&bin, &state);
+    let deploy = key(&doc, "deploy");
+    assert_eq!(deploy["liveness"], "live", "{doc}");
+    assert_eq!(deploy["holders"][0]["pid"], agent.pid(), "{doc}");
+    assert_eq!(deploy["holders"][0]["unverified"], true, "{doc}");
+    assert_eq!(deploy["verdict"]["kind"], "unverified_holder", "{doc}");
+    // As root, the same holder is verified.
+    let out = crate::common::run_locktop(&state, &["snapshot", "--json"]);
+    let doc: Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    let deploy = key(&doc, "deploy");
+    assert!(deploy["holders"][0].get("unverified").is_none(), "{doc}");
+    assert_eq!(deploy["verdict"]["kind"], "agent_active", "{doc}");
+}
+
+/// A `flock -s` by root blocks every agent's acquire: nobody sees the key
+/// shared, with root's PID marked unverified (it read free: the shared
+/// holder was dropped as unproven).
+#[test]
+fn a_shared_lock_nobody_may_verify_still_shows() {
+    if !root_or_skip("a_shared_lock_nobody_may_verify_still_shows") {
+        return;
+    }
+    let (_bin_dir, bin) = binary_for_anyone();
+    let (_tmp, state) = readable_state();
+    drop(Holder::hold(&state, &["--tag", "sh"])); // the tag's files
+    let (dir, name) = locktop::locks::agent_tag_lock(&state, "sh");
+    let gate = locktop::locks::escape::gate_path(&dir, &name);
+    let mut shared = Command::new("flock")
+        .arg("-s")
+        .arg(&gate)
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("flock -s");
+    let id = locktop::liveness::proc_locks::FileId::of(&gate).expect("gate");
+    let deadline = std::time::Instant::now() + crate::common::PROCESS_TIMEOUT;
+    while locktop::liveness::proc_locks::LockIndex::read()
+        .expect("/proc/locks")
+        .get(&id)
+        .is_none_or(|locks| locks.shared.is_empty())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "flock -s never locked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let doc = snapshot_as_nobody(&bin, &state);
+    let sh = key(&doc, "sh");
+    assert_eq!(sh["liveness"], "shared", "{doc}");
+    assert_eq!(sh["holders"][0]["pid"], shared.id(), "{doc}");
+    assert_eq!(sh["holders"][0]["unverified"], true, "{doc}");
+    let _ = shared.kill();
+    let _ = shared.wait();
+}
+
+/// A lock root's forked child keeps after its taker died: nobody cannot
+/// see the keeper, and says so — the verdict is `orphaned_child` with no
+/// keeper named, never `agent_active` on the dead taker.
+#[test]
+fn an_orphan_whose_keeper_nobody_may_see_is_said_so() {
+    if !root_or_skip("an_orphan_whose_keeper_nobody_may_see_is_said_so") {
+        return;
+    }
+    let (_bin_dir, bin) = binary_for_anyone();
+    let (_tmp, state) = readable_state();
+    drop(Holder::hold(&state, &["--aih", "cli/daemon/o1"])); // its files
+    let (dir, name) = locktop::locks::agent_instance_lock(&state, "cli/daemon/o1");
+    let gate = locktop::locks::escape::gate_path(&dir, &name);
+    let announce = locktop::locks::escape::announce_path(&dir, &name);
+    let mut keeper = locktop_test_keeper(&gate, &announce);
+    let doc = snapshot_as_nobody(&bin, &state);
+    let kept = key(&doc, "cli/daemon/o1");
+    assert_eq!(kept["liveness"], "live", "{doc}");
+    assert_eq!(kept["verdict"]["kind"], "orphaned_child", "{doc}");
+    assert!(kept["verdict"]["pid"].is_null(), "{doc}");
+    assert!(
+        kept["holders"]
+            .as_array()
+            .expect("holders")
+            .iter()
+            .all(|holder| holder["alive"] == false),
+        "only the gone takers: {doc}"
+    );
+    let _ = keeper.kill();
+    let _ = keeper.wait();
+}
+
+/// A shell that takes `gate` and `announce` through util-linux flock(1)
+/// (each PID gone at once) and keeps them open, as `sleep`.
+fn locktop_test_keeper(gate: &Path, announce: &Path) -> std::process::Child {
+    use std::io::BufRead;
+    let mut keeper = Command::new("sh")
+        .arg("-c")
+        .arg("exec 3<>\"$1\" 4<>\"$2\" && flock -x 3 && flock -x 4 && echo ready && exec sleep 60")
+        .arg("sh")
+        .arg(gate)
+        .arg(announce)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let mut ready = String::new();
+    std::io::BufReader::new(keeper.stdout.take().expect("stdout"))
+        .read_line(&mut ready)
+        .expect("ready");
+    assert_eq!(ready.trim(), "ready");
+    keeper
+}
