@@ -67,6 +67,7 @@ pub fn annotate_reading(
     read: &(dyn Fn() -> LockIndex + Sync),
     recheck: Recheck,
 ) -> LockIndex {
+    decide_shared_afresh(batch);
     let (index, stats) = std::thread::scope(|scope| {
         let reading = scope.spawn(read);
         let stats = stat_held(batch);
@@ -96,6 +97,7 @@ pub fn annotate_after_early_read(
     early: LockIndex,
     read: &(dyn Fn() -> LockIndex + Sync),
 ) -> LockIndex {
+    decide_shared_afresh(batch);
     let stats = stat_held(batch);
     annotate_stated(
         batch,
@@ -129,6 +131,7 @@ pub fn annotate_with(
     reread: &mut dyn FnMut() -> LockIndex,
     recheck: Recheck,
 ) {
+    decide_shared_afresh(batch);
     let stats = stat_held(batch);
     annotate_stated(
         batch,
@@ -139,6 +142,18 @@ pub fn annotate_with(
         FirstRead::AfterProbes,
         recheck,
     );
+}
+
+/// A state already `Shared` (a recheck of a key shown so) is decided
+/// afresh from this read: no probe calls a shared lock held, so it is
+/// free unless a shared holder is found again — never an exclusive hold
+/// with no holder.
+fn decide_shared_afresh(batch: &mut [(LockKey, KeyState)]) {
+    for (_, state) in batch.iter_mut() {
+        if state.liveness == Liveness::Shared {
+            state.liveness = Liveness::Free;
+        }
+    }
 }
 
 /// The files of every held claim of `batch`, with the claim's place in
@@ -234,7 +249,17 @@ fn annotate_stated(
                 .into_iter()
                 .filter(|pid| !own_pids.contains(pid))
                 .collect();
-            let shared = verifier.shared_holders(&shared, &files);
+            let mut fresh = || {
+                let again = fresh_after_death
+                    .get_or_insert_with(&mut *reread)
+                    .union(files.iter().copied())
+                    .shared;
+                again
+                    .into_iter()
+                    .filter(|pid| !own_pids.contains(pid))
+                    .collect()
+            };
+            let shared = verifier.shared_holders(&shared, &files, &mut fresh);
             if !shared.is_empty() {
                 state.liveness = Liveness::Shared;
                 state.holders = shared;

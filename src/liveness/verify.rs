@@ -156,14 +156,18 @@ impl HolderVerifier {
     }
 
     /// The SHARED holders of a claim made of `files` among `pids` (from
-    /// `/proc/locks`, which needs no privilege): verified, or marked
-    /// unverified where fdinfo may not be read; gone callers as gone.
-    pub fn shared_holders(&mut self, pids: &[u32], files: &[FileId]) -> Vec<ProcessInfo> {
-        let holds: Vec<(u32, Hold)> = pids
-            .iter()
-            .map(|&pid| (pid, self.hold(pid, files, None)))
-            .collect();
-        self.listed(&holds)
+    /// `/proc/locks`, which needs no privilege), resolved as
+    /// [`Self::resolve`] resolves exclusive ones (`fresh` names the shared
+    /// holders a read made now lists): verified, or marked unverified
+    /// where fdinfo may not be read; a caller gone with its lock released
+    /// is no holder, one whose lock outlived it is listed after its keeper.
+    pub fn shared_holders(
+        &mut self,
+        pids: &[u32],
+        files: &[FileId],
+        fresh: &mut dyn FnMut() -> Vec<u32>,
+    ) -> Vec<ProcessInfo> {
+        self.resolve(pids, files, None, fresh).holders
     }
 
     /// `holds` as listed: holding first (unverified ones marked), then the

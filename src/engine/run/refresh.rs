@@ -5,7 +5,9 @@
 //! Invariants: only holders of held keys are read, each PID once per
 //! refresh; with no held key nothing is read and no timer is armed; a
 //! holder whose state changed is sent as a changed key (a `Delta`), like
-//! any other change; a key whose holder is found gone is probed again — a
+//! any other change; a key whose holder is found gone is probed again,
+//! and not sent until the probe answers (a state whose holder is gone is a
+//! claim about the lock only a look at the lock may make) — a
 //! holder that locked through a read-only descriptor (util-linux
 //! `flock(1)`) releases with no event inotify reports, so its exit is
 //! the only sign. The same read gives the holder's CPU time, kept per
@@ -19,6 +21,7 @@ use tokio::time::Instant;
 
 use super::Engine;
 use crate::liveness::ProcessInfo;
+use crate::liveness::process::ProcState;
 
 /// How often held keys' holders are re-read.
 pub const HOLDER_REFRESH: Duration = Duration::from_secs(1);
@@ -59,11 +62,25 @@ impl Engine {
                         .clone()
                 })
                 .collect();
-            let gone = |pid: u32, alive: bool| {
-                !alive && state.holders.iter().any(|h| h.pid == pid && h.alive)
+            // Gone, or a zombie (an exited process not reaped yet: its
+            // files, and so its locks, are closed).
+            let ended =
+                |holder: &ProcessInfo| !holder.alive || holder.state == Some(ProcState::Zombie);
+            let was_running = |pid: u32| {
+                state
+                    .holders
+                    .iter()
+                    .any(|h| h.pid == pid && h.alive && h.state != Some(ProcState::Zombie))
             };
-            if holders.iter().any(|holder| gone(holder.pid, holder.alive)) {
+            if holders
+                .iter()
+                .any(|holder| ended(holder) && was_running(holder.pid))
+            {
+                // Not sent as is: a holder gone with its key still shown
+                // held would read as an orphaned lock for as long as the
+                // probe takes. The probe says what became of the key.
                 exited.push(key.clone());
+                continue;
             }
             self.cpu.stamp(&mut holders, now, self.config.idle_after);
             if holders != state.holders {

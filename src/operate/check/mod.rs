@@ -85,8 +85,18 @@ fn verified_holders(
     };
     let resolved = verifier.resolve(&locks.holders, &files, key.held_since(), &mut fresh);
     let me = std::process::id();
-    let shared: Vec<u32> = locks.shared.into_iter().filter(|&pid| pid != me).collect();
-    (resolved.holders, verifier.shared_holders(&shared, &files))
+    let not_me =
+        |pids: Vec<u32>| -> Vec<u32> { pids.into_iter().filter(|&pid| pid != me).collect() };
+    let mut fresh = || {
+        not_me(
+            LockIndex::read()
+                .unwrap_or_default()
+                .union(files.iter().copied())
+                .shared,
+        )
+    };
+    let shared = verifier.shared_holders(&not_me(locks.shared), &files, &mut fresh);
+    (resolved.holders, shared)
 }
 
 impl BusyMember {

@@ -645,3 +645,76 @@ fn monitors_in_every_mode_never_feed_each_other() {
         );
     }
 }
+
+/// A shared lock (util-linux `flock -s`) watched by monitors of every
+/// probe mode, each with a 2 s sweep: each says `shared` with the
+/// holder's PID once and `free` once it exits — nothing between and
+/// nothing after. Seen before: the default monitor flapping `shared` ↔
+/// `shared` with no PID (`released_before_lookup`) while a passive
+/// monitor's probes came and went, and every monitor flashing
+/// `orphaned_child` on the exited `flock` for as long as its probe took.
+#[test]
+fn a_shared_holder_reads_shared_for_its_whole_life_in_every_mode() {
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    drop(Holder::hold(&state, &["--tag", "sh"])); // the tag's files
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "sh");
+    let gate = locktop::locks::escape::gate_path(&dir, &key);
+    let mut monitors: Vec<(&str, Watch)> = ["lock-free", "passive", "acquire"]
+        .into_iter()
+        .map(|mode| {
+            let watch = Watch::start_with(&state, &["--probe", mode, "--sweep", "2"]);
+            (mode, watch)
+        })
+        .collect();
+    for (_, monitor) in &mut monitors {
+        monitor.wait_line("watching", |v| v["watcher"]["health"] == "watching");
+    }
+    let mut shared = std::process::Command::new("flock")
+        .arg("-s")
+        .arg(&gate)
+        .args(["sleep", "4"])
+        .spawn()
+        .expect("flock -s");
+    let pid = shared.id();
+    let is_tag = |v: &Value| v["kind"] == "tag" && v["name"] == "sh";
+    let lines: Vec<(&str, Vec<Value>)> = std::thread::scope(|scope| {
+        let reading: Vec<_> = monitors
+            .iter_mut()
+            .map(|(mode, monitor)| {
+                scope.spawn(move || (*mode, monitor.lines_within(Duration::from_secs(7))))
+            })
+            .collect();
+        reading.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let _ = shared.wait();
+    for (mode, lines) in lines {
+        let about: Vec<(String, Value, Option<Value>)> = lines
+            .iter()
+            .filter(|v| is_tag(v) || v["key"]["name"] == "sh")
+            .map(|v| {
+                let to = v["to"].as_str().map_or("verdict", |to| to).to_string();
+                (to, v["pids"].clone(), v.get("verdict").cloned())
+            })
+            .collect();
+        let states: Vec<(&str, &Value)> = about
+            .iter()
+            .filter(|(to, _, _)| to != "verdict")
+            .map(|(to, pids, _)| (to.as_str(), pids))
+            .collect();
+        assert_eq!(
+            states,
+            vec![
+                ("shared", &serde_json::json!([pid])),
+                ("free", &serde_json::json!([]))
+            ],
+            "{mode}: {lines:?}"
+        );
+        assert!(
+            about.iter().all(|(_, _, verdict)| verdict
+                .as_ref()
+                .is_none_or(|v| v.is_null() || v["kind"] != "orphaned_child")),
+            "{mode}: an exited holder read as an orphan: {lines:?}"
+        );
+    }
+}
