@@ -24,6 +24,34 @@ use crate::liveness::{HoldersNote, KeyState, Liveness, ProbeMode};
 /// held back ([`Engine::confirm_after_close`]).
 pub(super) const CLOSE_CONFIRMS: u8 = 3;
 
+/// A key held back after a close ([`Engine::confirm_after_close`]).
+#[derive(Debug)]
+pub(super) struct Confirming {
+    /// Looks that found it held so far.
+    looks: u8,
+    /// The held state the last of them found.
+    state: KeyState,
+}
+
+/// True when one of `holders` (alive, verified) still shows a flock on
+/// one of `files` in its fdinfo (read once per PID per batch, kept in
+/// `holders_now`): it holds the claim now.
+fn holds_still(
+    holders: &[crate::liveness::ProcessInfo],
+    files: &[crate::liveness::proc_locks::FileId],
+    holders_now: &mut HashMap<u32, HeldFiles>,
+) -> bool {
+    holders
+        .iter()
+        .filter(|holder| holder.alive && !holder.unverified)
+        .any(|holder| {
+            holders_now
+                .entry(holder.pid)
+                .or_insert_with(|| HeldFiles::of(holder.pid))
+                .holds_any(files)
+        })
+}
+
 impl Engine {
     pub(super) fn mark(&mut self, key: LockKey) {
         self.pending.insert(key);
@@ -105,10 +133,12 @@ impl Engine {
             let closed = self.closed.remove(&key);
             let written = self.written.remove(&key);
             if lock_free {
-                if closed && !written && self.let_go_settled(&key, &mut holders_now) {
-                    continue;
+                let settled = !written
+                    && (self.confirmed_by_holder(&key, &mut holders_now)
+                        || closed && self.held_as_shown(&key, &mut holders_now));
+                if !settled {
+                    judge.push((key, closed));
                 }
-                judge.push((key, closed));
                 continue;
             }
             let echo = self.echo_marks.get(&key) == Some(&Fingerprint::of(&key));
@@ -144,53 +174,69 @@ impl Engine {
         self.flush_problems();
     }
 
-    /// The lock-free fast path for a key known held whose only changes
+    /// The lock-free fast path for a key shown held whose only changes
     /// are closes (a holder letting go, or dying, closes its files;
     /// another process's probe or a contender giving up closes theirs):
-    /// its verified holders' fdinfo says whether one still holds the
-    /// claim — then nothing changed — or none does — then it is free, and
-    /// is sent so at once, with no `/proc/locks` read (whose wait for an
-    /// RCU grace period is most of a lone kill's latency). A process
-    /// taking it next makes a write of its own, judged by a read. True
-    /// when settled; false (read it) when the key is not known held with
-    /// holders, or a holder's fdinfo cannot be read. The fd of a closed
-    /// file leaves its process's table before the close event is made,
-    /// so a holder that let go never shows the lock here, even while the
-    /// kernel still lists it in `/proc/locks`. `holders_now` keeps each
-    /// PID's fdinfo for the batch.
-    fn let_go_settled(&mut self, key: &LockKey, holders_now: &mut HashMap<u32, HeldFiles>) -> bool {
+    /// when one of its verified holders' fdinfo still shows the lock, it
+    /// is still held by that holder — nothing changed, and no
+    /// `/proc/locks` read is needed. True then. False (read it) otherwise:
+    /// the holder that let go may have a successor already (a contender
+    /// blocked in `wait_acquire` takes the lock the moment it is dropped,
+    /// with no event until it writes), which only a read names. The fd of
+    /// a closed file leaves its process's table before the close event is
+    /// made, so a holder that let go never shows the lock here, even while
+    /// the kernel still lists it in `/proc/locks`. `holders_now` keeps
+    /// each PID's fdinfo for the batch.
+    fn held_as_shown(&mut self, key: &LockKey, holders_now: &mut HashMap<u32, HeldFiles>) -> bool {
         let Some(state) = self.states.get(key) else {
             return false;
         };
-        if !matches!(state.liveness, Liveness::Live | Liveness::Own) || state.holders.is_empty() {
+        if !matches!(state.liveness, Liveness::Live | Liveness::Own) {
             return false;
         }
-        let files = claim_files(key);
-        let mut still = false;
-        for holder in &state.holders {
-            let held = holders_now
-                .entry(holder.pid)
-                .or_insert_with(|| HeldFiles::of(holder.pid));
-            match held {
-                HeldFiles::Unreadable => return false,
-                HeldFiles::Gone => {}
-                HeldFiles::Known(_) => still |= held.holds_any(&files),
-            }
+        let liveness = state.liveness;
+        if !holds_still(&state.holders, &claim_files(key), holders_now) {
+            return false;
         }
         self.stats.probes.fetch_add(1, Ordering::Relaxed);
         self.trace(key, Stage::ProbeStart);
+        self.trace(key, Stage::Probed(liveness));
+        self.sweep_touched.touch(key);
+        true
+    }
+
+    /// The lock-free confirmation of a key held back after a close
+    /// ([`Self::confirm_after_close`]), looked at again (a coalescing
+    /// window later, closes since or not): when a verified holder of the
+    /// held state found then still shows the lock in its fdinfo, that
+    /// look agrees — it held the claim then and holds it now, longer than
+    /// another monitor's momentary probe does, and a holder that let go
+    /// before the close event never shows it (its fd left its table
+    /// first). The state is sent with no `/proc/locks` read: a read can
+    /// cost a hundred milliseconds on a machine with thousands of locks,
+    /// and with closes coming all the time (every contender's failed
+    /// try makes one) a hold shorter than a few of them was never named.
+    /// True when sent.
+    fn confirmed_by_holder(
+        &mut self,
+        key: &LockKey,
+        holders_now: &mut HashMap<u32, HeldFiles>,
+    ) -> bool {
+        let Some(confirming) = self.confirming.get(key) else {
+            return false;
+        };
+        if !holds_still(&confirming.state.holders, &claim_files(key), holders_now) {
+            return false;
+        }
+        let Some(Confirming { state, .. }) = self.confirming.remove(key) else {
+            return false;
+        };
+        self.stats.probes.fetch_add(1, Ordering::Relaxed);
+        self.trace(key, Stage::ProbeStart);
+        self.trace(key, Stage::Probed(state.liveness));
         self.sweep_touched.touch(key);
         self.lookups.touch(key);
-        self.confirming.remove(key);
-        if !still {
-            self.trace(key, Stage::Probed(Liveness::Free));
-            self.settle(
-                key.clone(),
-                KeyState::bare(Liveness::Free),
-                SystemTime::now(),
-                false,
-            );
-        }
+        self.settle(key.clone(), state, SystemTime::now(), true);
         true
     }
 
@@ -232,9 +278,16 @@ impl Engine {
             self.confirming.remove(key);
             return false;
         }
-        let looks = self.confirming.entry(key.clone()).or_insert(0);
-        *looks += 1;
-        if *looks > CLOSE_CONFIRMS {
+        let confirming = self
+            .confirming
+            .entry(key.clone())
+            .or_insert_with(|| Confirming {
+                looks: 0,
+                state: state.clone(),
+            });
+        confirming.looks += 1;
+        confirming.state = state.clone();
+        if confirming.looks > CLOSE_CONFIRMS {
             self.confirming.remove(key);
             return false;
         }

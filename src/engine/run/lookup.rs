@@ -360,8 +360,19 @@ impl Engine {
             self.settle(key, state, at, true);
         }
         if !self.pending.is_empty() {
-            // Changes that came while the read ran: the next read.
-            let due = self.lookups.judge_ready_at().max(Instant::now());
+            // Changes that came while the read ran: the next read — but a
+            // key held back to confirm is looked at after the coalescing
+            // window, from its holder's fdinfo, with no read to wait for.
+            let now = Instant::now();
+            let confirming = self
+                .pending
+                .iter()
+                .any(|key| self.confirming.contains_key(key));
+            let due = if confirming {
+                now + super::COALESCE
+            } else {
+                self.lookups.judge_ready_at().max(now)
+            };
             self.batch_due = Some(due);
         }
     }

@@ -122,9 +122,9 @@ pub(super) struct Engine {
     /// close (a create, a write, a removal): someone may have taken them.
     written: HashSet<LockKey>,
     /// Keys found held after a close, with how many looks confirmed it
-    /// so far: their held state is sent only once a look with no close
-    /// since agrees ([`batch::CLOSE_CONFIRMS`] at most).
-    confirming: HashMap<LockKey, u8>,
+    /// so far and the held state found last: it is sent only once a look
+    /// with no close since agrees ([`batch::CLOSE_CONFIRMS`] at most).
+    confirming: HashMap<LockKey, batch::Confirming>,
     /// Keys found in flight (gate locked, announce not), since when: they
     /// are probed again, not waited for.
     in_flight_since: HashMap<LockKey, Instant>,
