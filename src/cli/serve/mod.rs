@@ -5,8 +5,8 @@
 //!
 //! Invariants: no endpoint takes, releases or signals anything, nor
 //! probes: every answer is read from the view the engine's deltas built
-//! ([`view`]); the probe is passive unless `--probe acquire` is asked for
-//! (a daemon never writes to what it watches by default); it binds
+//! ([`view`]); the probe is lock-free unless another is asked for (a
+//! daemon takes no lock and writes nothing by default); it binds
 //! loopback by default; a bad `--listen` or a busy port is one line and
 //! exit 2; SIGINT/SIGTERM end it cleanly (open `/events` streams get
 //! their pending lines for at most [`SHUTDOWN_GRACE`]).
