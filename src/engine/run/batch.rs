@@ -470,6 +470,7 @@ impl Engine {
         self.confirming.remove(key);
         self.deferred.remove(key);
         self.recheck.remove(key);
+        self.opened_held.remove(key);
         if let Some(state) = self.states.remove(key) {
             self.send(Delta::Removed {
                 key: key.clone(),

@@ -302,6 +302,9 @@ impl Engine {
         }
         let opened = if self.opens_due.is_some_and(|due| due <= now) {
             self.opens_due = None;
+            let held = std::mem::take(&mut self.opened_held);
+            self.recheck
+                .extend(held.into_iter().filter(|key| self.held.contains(key)));
             self.filter.take_opened().into_iter().collect()
         } else {
             Vec::new()

@@ -142,6 +142,10 @@ pub(super) struct Engine {
     /// Held keys sent with the holders of the same claim, to confirm at
     /// the next read.
     recheck: HashSet<LockKey>,
+    /// Held keys whose files were opened (a contender or a watcher may be
+    /// arriving): rechecked once the opens settled ([`opens::OPEN_SETTLE`]),
+    /// so that the look finds the `flock` the open came before.
+    opened_held: HashSet<LockKey>,
     next_sweep: Instant,
     /// Directories created recently, to scan again once their watch exists.
     new_dirs: Vec<(Instant, PathBuf)>,
@@ -199,6 +203,7 @@ impl Engine {
             lookup_results,
             deferred: HashMap::new(),
             recheck: HashSet::new(),
+            opened_held: HashSet::new(),
             new_dirs: Vec::new(),
             sweep_touched: newer::Newer::default(),
             merging: None,
@@ -498,9 +503,13 @@ impl Engine {
             FsChange::Other(path) => self.recheck_problem(&path),
             FsChange::Opened(key) => {
                 // No probe: only a /proc/locks re-read (rate-limited) for a
-                // held key, where a new waiter would show.
+                // held key, where a new waiter would show — once the open
+                // settled: read at once, it could come between the open
+                // and the blocked flock, and nothing else would tell.
                 if self.held.contains(&key) {
-                    self.recheck.insert(key);
+                    self.opened_held.insert(key);
+                    self.opens_due
+                        .get_or_insert(Instant::now() + opens::OPEN_SETTLE);
                 }
             }
             FsChange::OthersOpened => {

@@ -28,5 +28,6 @@ impl Engine {
     pub(super) fn forget_opened_files(&mut self) {
         self.opens_due = None;
         self.filter.take_opened();
+        self.opened_held.clear();
     }
 }

@@ -660,11 +660,15 @@ async fn contenders_and_watchers_show_without_a_sweep() {
         let mut watcher = spawn_flock("-s", locktop::locks::escape::announce_path(&dir, &key));
         let (contender_pid, watcher_pid) = (contender.id(), watcher.id());
         engine
-            .wait_view("the contender and the watcher", |view| {
-                view.get(&wanted).is_some_and(|state| {
-                    state.waiters.contains(&contender_pid) && state.watchers.contains(&watcher_pid)
-                })
-            })
+            .wait_view(
+                &format!("{mode:?}: the contender and the watcher"),
+                |view| {
+                    view.get(&wanted).is_some_and(|state| {
+                        state.waiters.contains(&contender_pid)
+                            && state.watchers.contains(&watcher_pid)
+                    })
+                },
+            )
             .await;
         assert_eq!(engine.sweeps(), sweeps, "{mode:?}: seen without a sweep");
         blocking(|| holder.kill());
