@@ -12,6 +12,7 @@
 //! their pending lines for at most [`SHUTDOWN_GRACE`]).
 
 mod events;
+mod listen;
 mod metrics;
 mod view;
 
@@ -46,10 +47,17 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// Flags of `locktop serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Address to listen on, IP:PORT (use 0.0.0.0:9742 to be scraped from
-    /// other hosts).
+    /// Address to listen on, IP:PORT. On loopback (the default) every
+    /// endpoint answers; on any other address only /metrics and /healthz
+    /// do — /snapshot.json and /events carry holders' command lines and
+    /// PIDs — unless --expose-holders-without-auth.
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
     listen: String,
+    /// Answer /snapshot.json and /events (holders' full command lines and
+    /// PIDs) on a non-loopback --listen address, to anyone who can reach
+    /// it: no authentication, no encryption.
+    #[arg(long)]
+    expose_holders_without_auth: bool,
     /// How probes test liveness: lock-free (default: /proc/locks, no lock
     /// taken), passive (momentary shared locks) or acquire (writes).
     #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
@@ -68,6 +76,30 @@ struct Shared {
     subscribers: Subscribers,
     state_dir: PathBuf,
     probe: ProbeChoice,
+    exposure: Exposure,
+}
+
+/// What `serve` answers, by who can reach it. Invariant: holders'
+/// command lines and PIDs (`/snapshot.json`, `/events`) are answered on
+/// loopback, or elsewhere only when the operator said so by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exposure {
+    /// Every endpoint.
+    Everything,
+    /// `/metrics`, `/healthz` and `/` only: a non-loopback address.
+    MetricsOnly,
+}
+
+impl Exposure {
+    /// The exposure of a server on `addr`, `--expose-holders-without-auth`
+    /// given or not.
+    fn of(addr: &SocketAddr, expose_holders: bool) -> Self {
+        if addr.ip().is_loopback() || expose_holders {
+            Exposure::Everything
+        } else {
+            Exposure::MetricsOnly
+        }
+    }
 }
 
 /// Runs `locktop serve` until SIGINT/SIGTERM.
@@ -86,6 +118,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     if probe.fallback.is_some() {
         eprintln!("locktop serve: probe {}", probe.describe());
     }
+    let exposure = Exposure::of(&addr, args.expose_holders_without_auth);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -95,6 +128,19 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         "locktop serve: listening on http://{}",
         listener.local_addr().context("no local address")?
     );
+    if exposure == Exposure::MetricsOnly {
+        eprintln!(
+            "locktop serve: {addr} is not loopback: only /metrics and /healthz answer; \
+             /snapshot.json and /events (holders' command lines and PIDs) are refused — \
+             listen on loopback behind an authenticating proxy, or pass \
+             --expose-holders-without-auth"
+        );
+    } else if !addr.ip().is_loopback() {
+        eprintln!(
+            "locktop serve: {addr} is not loopback and --expose-holders-without-auth is set: \
+             anyone who can reach it reads every holder's command line, unencrypted"
+        );
+    }
     let root = crate::locks::locks_root(&state_dir);
     if !root.is_dir() {
         // Likely a mistyped --state-dir: say so now, not only as a 503.
@@ -125,33 +171,21 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         subscribers: Subscribers::new(materializing),
         state_dir,
         probe,
+        exposure,
     });
     let follower = tokio::spawn(follow(handle, shared.clone()));
     let app = router(shared.clone());
     let closing = shared.clone();
-    let (shutting_down, shutdown_begun) = tokio::sync::oneshot::channel();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        stop.await;
-        closing.subscribers.close_all();
-        let _ = shutting_down.send(());
-    });
-    let mut served = tokio::spawn(async move { server.await });
-    let finished = |outcome: Result<std::io::Result<()>, tokio::task::JoinError>| {
-        outcome
-            .context("the server task failed")?
-            .context("the server failed")
-    };
-    // Once shutdown has begun, streams still sending their last lines get
-    // at most SHUTDOWN_GRACE.
-    let outcome = tokio::select! {
-        outcome = &mut served => finished(outcome),
-        _ = shutdown_begun => match tokio::time::timeout(SHUTDOWN_GRACE, &mut served).await {
-            Ok(outcome) => finished(outcome),
-            Err(_) => Ok(()),
-        },
-    };
+    listen::serve(
+        listener,
+        app,
+        stop,
+        move || closing.subscribers.close_all(),
+        SHUTDOWN_GRACE,
+    )
+    .await;
     follower.abort();
-    outcome.map(|()| ExitCode::SUCCESS)
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Applies the engine's deltas to the view and the `/events` streams;
@@ -183,7 +217,29 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/snapshot.json", get(snapshot))
         .route("/events", get(events))
         .route("/healthz", get(healthz))
+        .fallback(not_found)
         .with_state(shared)
+}
+
+async fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "not found: locktop serve answers /metrics, /snapshot.json, /events, /healthz (see /)\n",
+    )
+        .into_response()
+}
+
+/// The answer for holders' details on a server that does not expose
+/// them (see [`Exposure`]), or `None` when it does.
+fn refused_holders(shared: &Shared) -> Option<Response> {
+    (shared.exposure == Exposure::MetricsOnly).then(|| {
+        (
+            StatusCode::FORBIDDEN,
+            "forbidden: this server listens beyond loopback without authentication; holders' \
+             command lines and PIDs are not served here (see `locktop serve --help`)\n",
+        )
+            .into_response()
+    })
 }
 
 async fn index() -> &'static str {
@@ -215,6 +271,9 @@ async fn snapshot(
     State(shared): State<Arc<Shared>>,
     Query(query): Query<SnapshotQuery>,
 ) -> Response {
+    if let Some(refused) = refused_holders(&shared) {
+        return refused;
+    }
     let (mut keys, problems) = {
         let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
         if !view.synced {
@@ -252,6 +311,9 @@ async fn snapshot(
 }
 
 async fn events(State(shared): State<Arc<Shared>>) -> Response {
+    if let Some(refused) = refused_holders(&shared) {
+        return refused;
+    }
     match shared.subscribers.subscribe() {
         Some(outbox) => (
             [(header::CONTENT_TYPE, "application/x-ndjson")],
@@ -322,6 +384,7 @@ mod tests {
             subscribers: Subscribers::new(materializing),
             state_dir: "/s".into(),
             probe: ProbeChoice::as_asked(ProbeMode::LockFree),
+            exposure: Exposure::Everything,
         })
     }
 

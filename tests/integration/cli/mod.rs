@@ -5,6 +5,7 @@
 mod bad_input;
 mod check;
 mod serve;
+mod serve_exposed;
 mod snapshot_watch;
 mod unlinked;
 mod unprivileged;
