@@ -7,9 +7,10 @@
 //! request's headers, at most [`MAX_HEADER_BYTES`] of them in at most
 //! [`MAX_HEADERS`] fields (over that: `431`, or the connection closed),
 //! so a slow or endless client cannot hold a connection, nor a scrape,
-//! hostage; a handler's panic ends its own connection only (hyper runs
-//! each on a task of its own); at shutdown, connections get
-//! [`super::SHUTDOWN_GRACE`] to finish.
+//! hostage — with TLS, the handshake has the same time; a handler's
+//! panic ends its own connection only (hyper runs each on a task of its
+//! own); at shutdown, connections get [`super::SHUTDOWN_GRACE`] to
+//! finish.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -35,15 +36,18 @@ pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// The most header fields a request may have.
 pub const MAX_HEADERS: usize = 64;
 
-/// Serves `router` on `listener` until `stop` resolves, then gives open
-/// connections `grace` to end (after `closing` ran: it ends the streams).
+/// Serves `router` on `listener` (over TLS with `tls`) until `stop`
+/// resolves, then gives open connections `grace` to end (after `closing`
+/// ran: it ends the streams).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    tls: Option<Arc<rustls::ServerConfig>>,
     stop: impl Future<Output = ()>,
     closing: impl FnOnce(),
     grace: Duration,
 ) {
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
@@ -71,12 +75,29 @@ pub async fn serve(
                     drop(stream);
                     continue;
                 };
-                let connection = http.serve_connection(TokioIo::new(stream), service.clone());
-                let connection = graceful.watch(connection);
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                    drop(permit);
-                });
+                let (http, service) = (http.clone(), service.clone());
+                match tls.clone() {
+                    None => {
+                        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+                        tokio::spawn(async move {
+                            let _ = connection.await;
+                            drop(permit);
+                        });
+                    }
+                    Some(acceptor) => {
+                        let watcher = graceful.watcher();
+                        tokio::spawn(async move {
+                            // The handshake has the headers' time: a client
+                            // that stalls in it is dropped like a slow one.
+                            let handshake = tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream));
+                            if let Ok(Ok(stream)) = handshake.await {
+                                let connection = http.serve_connection(TokioIo::new(stream), service);
+                                let _ = watcher.watch(connection).await;
+                            }
+                            drop(permit);
+                        });
+                    }
+                }
             }
             () = &mut stop => break,
         }

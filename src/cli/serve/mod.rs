@@ -11,10 +11,12 @@
 //! exit 2; SIGINT/SIGTERM end it cleanly (open `/events` streams get
 //! their pending lines for at most [`SHUTDOWN_GRACE`]).
 
+mod auth;
 mod events;
 mod listen;
 mod metrics;
 mod view;
+mod web_config;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -58,6 +60,13 @@ pub struct ServeArgs {
     /// it: no authentication, no encryption.
     #[arg(long)]
     expose_holders_without_auth: bool,
+    /// TLS and basic authentication, in the exporter web-config format
+    /// (node_exporter's --web.config.file: tls_server_config with
+    /// cert_file, key_file, client_auth_type, client_ca_file, min_version;
+    /// basic_auth_users with bcrypt hashes). With authentication every
+    /// endpoint answers on any address.
+    #[arg(long, value_name = "FILE")]
+    web_config: Option<PathBuf>,
     /// How probes test liveness: lock-free (default: /proc/locks, no lock
     /// taken), passive (momentary shared locks) or acquire (writes).
     #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
@@ -118,14 +127,27 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     if probe.fallback.is_some() {
         eprintln!("locktop serve: probe {}", probe.describe());
     }
-    let exposure = Exposure::of(&addr, args.expose_holders_without_auth);
+    let web = args
+        .web_config
+        .as_deref()
+        .map(web_config::load)
+        .transpose()?;
+    let authenticated = web
+        .as_ref()
+        .is_some_and(web_config::WebConfig::authenticates);
+    let exposure = Exposure::of(&addr, args.expose_holders_without_auth || authenticated);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     // The bound address (a port of 0 picks a free one), for people and
     // scripts: the one line serve writes unless something goes wrong.
+    let scheme = if web.as_ref().is_some_and(|web| web.tls.is_some()) {
+        "https"
+    } else {
+        "http"
+    };
     eprintln!(
-        "locktop serve: listening on http://{}",
+        "locktop serve: listening on {scheme}://{}",
         listener.local_addr().context("no local address")?
     );
     if exposure == Exposure::MetricsOnly {
@@ -135,7 +157,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
              listen on loopback behind an authenticating proxy, or pass \
              --expose-holders-without-auth"
         );
-    } else if !addr.ip().is_loopback() {
+    } else if !addr.ip().is_loopback() && !authenticated {
         eprintln!(
             "locktop serve: {addr} is not loopback and --expose-holders-without-auth is set: \
              anyone who can reach it reads every holder's command line, unencrypted"
@@ -174,11 +196,17 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         exposure,
     });
     let follower = tokio::spawn(follow(handle, shared.clone()));
-    let app = router(shared.clone());
+    let mut app = router(shared.clone());
+    let (tls, users) = web.map_or((None, None), |web| (web.tls, web.users));
+    if let Some(users) = users {
+        let gate = auth::Gate::new(users);
+        app = app.layer(axum::middleware::from_fn_with_state(gate, auth::require));
+    }
     let closing = shared.clone();
     listen::serve(
         listener,
         app,
+        tls,
         stop,
         move || closing.subscribers.close_all(),
         SHUTDOWN_GRACE,

@@ -6,6 +6,7 @@ mod bad_input;
 mod check;
 mod serve;
 mod serve_exposed;
+mod serve_tls;
 mod snapshot_watch;
 mod unlinked;
 mod unprivileged;

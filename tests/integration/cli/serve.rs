@@ -111,7 +111,8 @@ fn counter(scrape: &str, name: &str) -> u64 {
 
 /// `promtool check metrics` on a scrape: (success, its output).
 /// Where `prometheus` and `promtool` come from.
-const PROMETHEUS_PACKAGE: &str = "Debian's prometheus package: apt-get install prometheus";
+pub(super) const PROMETHEUS_PACKAGE: &str =
+    "Debian's prometheus package: apt-get install prometheus";
 
 fn promtool_check_metrics(scrape: &str) -> (bool, String) {
     let mut child = Command::new("promtool")
@@ -286,7 +287,7 @@ fn a_bad_listen_address_or_a_busy_port_is_one_line_and_exit_2() {
 }
 
 /// A real Prometheus, scraping every second on loopback.
-struct Prometheus {
+pub(super) struct Prometheus {
     child: Child,
     base: String,
     _data: tempfile::TempDir,
@@ -294,6 +295,12 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(target: &str, interval: Duration) -> Self {
+        Self::start_with(target, interval, "")
+    }
+
+    /// [`Self::start`], the scrape job given `job` too (YAML lines
+    /// indented for the job: `scheme`, `tls_config`, `basic_auth`).
+    pub(super) fn start_with(target: &str, interval: Duration, job: &str) -> Self {
         let data = tempfile::tempdir().expect("tempdir");
         let config = data.path().join("prometheus.yml");
         let secs = interval.as_secs();
@@ -301,7 +308,7 @@ impl Prometheus {
             &config,
             format!(
                 "global:\n  scrape_interval: {secs}s\n  scrape_timeout: {secs}s\n\
-                 scrape_configs:\n  - job_name: locktop\n    static_configs:\n      - targets: ['{target}']\n"
+                 scrape_configs:\n  - job_name: locktop\n{job}    static_configs:\n      - targets: ['{target}']\n"
             ),
         )
         .expect("write config");
@@ -327,7 +334,7 @@ impl Prometheus {
 
     /// The result vector of an instant query (empty on any error: the
     /// server may still be starting).
-    fn query(&self, promql: &str) -> Vec<Value> {
+    pub(super) fn query(&self, promql: &str) -> Vec<Value> {
         let url = format!("{}/api/v1/query", self.base);
         let Ok(mut response) = agent().get(&url).query("query", promql).call() else {
             return Vec::new();

@@ -1,0 +1,305 @@
+//! `locktop serve --web-config FILE`: TLS and basic authentication in the
+//! exporter web-config format, with certificates the tests make (rcgen):
+//! a real Prometheus scrapes it over HTTPS with basic auth; requests
+//! without credentials or with a wrong password get 401; plain HTTP to
+//! the TLS port fails; an unusable file is one line and exit 2 at start.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+
+use super::serve::{PROMETHEUS_PACKAGE, Prometheus};
+use crate::common::{self, Holder, serial_blocking, state_in_tempdir};
+
+const USER: &str = "prometheus";
+const PASSWORD: &str = "s3cret passw0rd";
+
+/// A test CA, a server certificate it signed for 127.0.0.1, and the
+/// files of a web config using them, in a temporary directory.
+struct Pki {
+    dir: tempfile::TempDir,
+    ca_pem: String,
+}
+
+impl Pki {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "locktop test CA");
+        let ca_key = rcgen::KeyPair::generate().expect("CA key");
+        let ca = ca_params.self_signed(&ca_key).expect("CA cert");
+        let server = |not_after: Option<(i32, u8, u8)>| {
+            let mut params =
+                rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+            params
+                .subject_alt_names
+                .push(rcgen::SanType::IpAddress("127.0.0.1".parse().expect("IP")));
+            if let Some((year, month, day)) = not_after {
+                params.not_before = rcgen::date_time_ymd(year - 1, month, day);
+                params.not_after = rcgen::date_time_ymd(year, month, day);
+            }
+            let key = rcgen::KeyPair::generate().expect("key");
+            let cert = params.signed_by(&key, &ca, &ca_key).expect("signed");
+            (cert.pem(), key.serialize_pem())
+        };
+        let (cert, key) = server(None);
+        let (expired, expired_key) = server(Some((2021, 1, 1)));
+        let (_, other_key) = server(None);
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).expect("write");
+        };
+        write("ca.crt", &ca.pem());
+        write("server.crt", &cert);
+        write("server.key", &key);
+        write("expired.crt", &expired);
+        write("expired.key", &expired_key);
+        write("other.key", &other_key);
+        Self {
+            dir,
+            ca_pem: ca.pem(),
+        }
+    }
+
+    /// A web config named `name`: TLS with `cert`/`key`, basic auth of
+    /// [`USER`] with `hash`; returns its path.
+    fn config(&self, name: &str, cert: &str, key: &str, hash: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n\
+                 basic_auth_users:\n  {USER}: '{hash}'\n"
+            ),
+        )
+        .expect("write the web config");
+        path
+    }
+
+    fn good_config(&self) -> PathBuf {
+        let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
+        self.config("web.yml", "server.crt", "server.key", &hash)
+    }
+
+    /// An HTTPS client trusting the test CA.
+    fn agent(&self) -> ureq::Agent {
+        let ca = ureq::tls::Certificate::from_pem(self.ca_pem.as_bytes()).expect("CA PEM");
+        let tls = ureq::tls::TlsConfig::builder()
+            .root_certs(ureq::tls::RootCerts::new_with_certs(&[ca]))
+            .build();
+        ureq::Agent::config_builder()
+            .tls_config(tls)
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build()
+            .into()
+    }
+}
+
+/// `serve --listen ADDR --web-config FILE`, its base URL on loopback.
+struct Tls {
+    child: Child,
+    base: String,
+}
+
+impl Tls {
+    fn start(state: &Path, listen: &str, config: &Path) -> Self {
+        let config = config.to_str().expect("UTF-8 path");
+        let mut child = common::locktop_command(
+            state,
+            &["serve", "--listen", listen, "--web-config", config],
+        )
+        .spawn()
+        .expect("spawn serve");
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().expect("stderr"))
+            .read_line(&mut line)
+            .expect("serve's first line");
+        let bound = line
+            .trim()
+            .strip_prefix("locktop serve: listening on https://")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let port = bound.rsplit_once(':').expect("IP:PORT").1.to_string();
+        Self {
+            child,
+            base: format!("127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Tls {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn basic(user: &str, password: &str) -> String {
+    let pair = format!("{user}:{password}");
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    )
+}
+
+/// (status, body) of a GET with `authorization`, if any.
+fn get(agent: &ureq::Agent, url: &str, authorization: Option<&str>) -> (u16, String) {
+    let mut request = agent.get(url);
+    if let Some(value) = authorization {
+        request = request.header("Authorization", value);
+    }
+    let mut response = request.call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = response.status().as_u16();
+    let body = response.body_mut().read_to_string().unwrap_or_default();
+    (status, body)
+}
+
+/// Over TLS with basic auth, on a non-loopback address: no credentials
+/// or a wrong password is 401 (with a challenge), the right ones open
+/// every endpoint — authentication is what lets holders' details out
+/// beyond loopback — and plain HTTP to the TLS port gets nothing.
+#[test]
+fn tls_and_basic_auth_guard_every_endpoint() {
+    let pki = Pki::new();
+    let (_tmp, state) = state_in_tempdir();
+    let holder = Holder::hold(&state, &["--tag", "over tls"]);
+    let serve = Tls::start(&state, "0.0.0.0:0", &pki.good_config());
+    let agent = pki.agent();
+    let url = |path: &str| format!("https://{}{path}", serve.base);
+    for path in ["/metrics", "/healthz", "/snapshot.json", "/events", "/"] {
+        assert_eq!(
+            get(&agent, &url(path), None).0,
+            401,
+            "{path} without credentials"
+        );
+        let wrong = basic(USER, "not the password");
+        assert_eq!(
+            get(&agent, &url(path), Some(&wrong)).0,
+            401,
+            "{path} wrong password"
+        );
+        let nobody = basic("mallory", PASSWORD);
+        assert_eq!(
+            get(&agent, &url(path), Some(&nobody)).0,
+            401,
+            "{path} unknown user"
+        );
+    }
+    let right = basic(USER, PASSWORD);
+    let deadline = Instant::now() + common::PROCESS_TIMEOUT;
+    loop {
+        let (status, body) = get(&agent, &url("/snapshot.json"), Some(&right));
+        if status == 200 && body.contains(&format!("\"pid\":{}", holder.pid())) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{status}: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, metrics) = get(&agent, &url("/metrics"), Some(&right));
+    assert_eq!(status, 200);
+    assert!(metrics.contains("tag=\"over tls\""), "{metrics}");
+    let plain: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into();
+    let answered = plain
+        .get(&format!("http://{}/metrics", serve.base))
+        .header("Authorization", &right)
+        .call()
+        .ok()
+        .map(|response| response.status().as_u16());
+    assert!(
+        answered.is_none_or(|status| status != 200),
+        "plain HTTP got {answered:?}"
+    );
+}
+
+/// A web config that cannot be used stops `serve` at start, one line and
+/// exit 2: unreadable, an unknown field, a key that is not the
+/// certificate's, an expired certificate, a hash that is not bcrypt.
+#[test]
+fn an_unusable_web_config_is_one_line_and_exit_2() {
+    let pki = Pki::new();
+    let (_tmp, state) = state_in_tempdir();
+    let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
+    let unknown = pki.dir.path().join("unknown.yml");
+    std::fs::write(&unknown, "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n").expect("write");
+    let cases = [
+        (pki.dir.path().join("missing.yml"), "cannot read"),
+        (unknown, "cipher_suites"),
+        (
+            pki.config("wrong-key.yml", "server.crt", "other.key", &hash),
+            "usable pair",
+        ),
+        (
+            pki.config("expired.yml", "expired.crt", "expired.key", &hash),
+            "expired",
+        ),
+        (
+            pki.config("plain.yml", "server.crt", "server.key", "hunter2"),
+            "not bcrypt",
+        ),
+    ];
+    for (config, needle) in cases {
+        let config_arg = config.to_str().expect("UTF-8");
+        let out = common::run_locktop(
+            &state,
+            &[
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--web-config",
+                config_arg,
+            ],
+        );
+        assert_eq!(out.code(), 2, "{config:?}: {out:?}");
+        let lines = out.stderr_lines();
+        assert_eq!(lines.len(), 1, "{config:?}: one line: {lines:?}");
+        assert!(lines[0].contains(needle), "{config:?}: {lines:?}");
+        assert!(!lines[0].contains("panicked"), "{lines:?}");
+    }
+}
+
+/// A real Prometheus scrapes `serve` over HTTPS with basic auth — its own
+/// scrape config (`scheme: https`, `tls_config`, `basic_auth`), unchanged
+/// — and sees a held tag.
+#[test]
+fn a_real_prometheus_scrapes_over_https_with_basic_auth() {
+    if !common::have_program("prometheus", PROMETHEUS_PACKAGE) {
+        return;
+    }
+    let _serial = serial_blocking();
+    let pki = Pki::new();
+    let (_tmp, state) = state_in_tempdir();
+    let holder = Holder::hold(&state, &["--tag", "scraped over tls"]);
+    let serve = Tls::start(&state, "127.0.0.1:0", &pki.good_config());
+    let job = format!(
+        "    scheme: https\n    tls_config:\n      ca_file: {}\n    basic_auth:\n      \
+         username: {USER}\n      password: '{PASSWORD}'\n",
+        pki.dir.path().join("ca.crt").display()
+    );
+    let prometheus = Prometheus::start_with(&serve.base, Duration::from_secs(1), &job);
+    let query = r#"locktop_tag_held_seconds{tag="scraped over tls"}"#;
+    let pid = holder.pid().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let result = prometheus.query(query);
+        if result
+            .iter()
+            .any(|series| series["metric"]["pid"] == pid.as_str())
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never saw the held tag over HTTPS: {result:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
