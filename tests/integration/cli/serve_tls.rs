@@ -22,6 +22,8 @@ const PASSWORD: &str = "s3cret passw0rd";
 struct Pki {
     dir: tempfile::TempDir,
     ca_pem: String,
+    /// A client certificate the CA signed, and its key (PEM).
+    client: (String, String),
 }
 
 impl Pki {
@@ -51,6 +53,7 @@ impl Pki {
         let (cert, key) = server(None);
         let (expired, expired_key) = server(Some((2021, 1, 1)));
         let (_, other_key) = server(None);
+        let client = server(None);
         let write = |name: &str, text: &str| {
             std::fs::write(dir.path().join(name), text).expect("write");
         };
@@ -63,6 +66,7 @@ impl Pki {
         Self {
             dir,
             ca_pem: ca.pem(),
+            client,
         }
     }
 
@@ -88,9 +92,21 @@ impl Pki {
 
     /// An HTTPS client trusting the test CA.
     fn agent(&self) -> ureq::Agent {
+        self.agent_with(None)
+    }
+
+    /// [`Self::agent`], presenting the CA's client certificate when
+    /// `with_cert`.
+    fn agent_with(&self, with_cert: Option<()>) -> ureq::Agent {
         let ca = ureq::tls::Certificate::from_pem(self.ca_pem.as_bytes()).expect("CA PEM");
+        let client = with_cert.map(|()| {
+            let cert = ureq::tls::Certificate::from_pem(self.client.0.as_bytes()).expect("PEM");
+            let key = ureq::tls::PrivateKey::from_pem(self.client.1.as_bytes()).expect("key");
+            ureq::tls::ClientCert::new_with_certs(&[cert], key)
+        });
         let tls = ureq::tls::TlsConfig::builder()
             .root_certs(ureq::tls::RootCerts::new_with_certs(&[ca]))
+            .client_cert(client)
             .build();
         ureq::Agent::config_builder()
             .tls_config(tls)
@@ -116,10 +132,11 @@ impl Tls {
         )
         .spawn()
         .expect("spawn serve");
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
         let mut line = String::new();
-        BufReader::new(child.stderr.take().expect("stderr"))
-            .read_line(&mut line)
-            .expect("serve's first line");
+        stderr.read_line(&mut line).expect("serve's first line");
+        // Read on: a serve whose stderr nobody reads would fail to write.
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
         let bound = line
             .trim()
             .strip_prefix("locktop serve: listening on https://")
@@ -220,6 +237,41 @@ fn tls_and_basic_auth_guard_every_endpoint() {
     );
 }
 
+/// With `client_auth_type: RequireAndVerifyClientCert` a client without
+/// a certificate the CA signed gets no answer at all, one with it gets
+/// every endpoint — a client certificate authenticates, so holders'
+/// details are served beyond loopback too.
+#[test]
+fn a_required_client_certificate_authenticates() {
+    let pki = Pki::new();
+    let (_tmp, state) = state_in_tempdir();
+    let holder = Holder::hold(&state, &["--tag", "by certificate"]);
+    let config = pki.dir.path().join("mtls.yml");
+    std::fs::write(
+        &config,
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+         client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n",
+    )
+    .expect("write");
+    let serve = Tls::start(&state, "0.0.0.0:0", &config);
+    let url = format!("https://{}/snapshot.json", serve.base);
+    let refused = pki.agent().get(&url).call();
+    assert!(
+        refused.is_err(),
+        "answered without a client certificate: {refused:?}"
+    );
+    let agent = pki.agent_with(Some(()));
+    let deadline = Instant::now() + common::PROCESS_TIMEOUT;
+    loop {
+        let (status, body) = get(&agent, &url, None);
+        if status == 200 && body.contains(&format!("\"pid\":{}", holder.pid())) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{status}: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A web config that cannot be used stops `serve` at start, one line and
 /// exit 2: unreadable, an unknown field, a key that is not the
 /// certificate's, an expired certificate, a hash that is not bcrypt.
@@ -302,4 +354,33 @@ fn a_real_prometheus_scrapes_over_https_with_basic_auth() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The shipped example web config is usable as it is: next to a
+/// certificate and key under the names it uses, `serve` starts with it
+/// over TLS and admits its documented password.
+#[test]
+fn the_shipped_web_config_is_usable() {
+    let pki = Pki::new();
+    let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/serve/web-config.yml");
+    let config = pki.dir.path().join("web-config.yml");
+    std::fs::copy(&example, &config).expect("copy the example");
+    std::fs::copy(
+        pki.dir.path().join("server.crt"),
+        pki.dir.path().join("tls.crt"),
+    )
+    .expect("cert");
+    std::fs::copy(
+        pki.dir.path().join("server.key"),
+        pki.dir.path().join("tls.key"),
+    )
+    .expect("key");
+    let (_tmp, state) = state_in_tempdir();
+    let serve = Tls::start(&state, "127.0.0.1:0", &config);
+    let url = format!("https://{}/metrics", serve.base);
+    assert_eq!(
+        get(&pki.agent(), &url, Some(&basic(USER, "change me"))).0,
+        200
+    );
+    assert_eq!(get(&pki.agent(), &url, None).0, 401);
 }
