@@ -8,13 +8,18 @@
 //! at 10,000 keys. Also the series count of a scrape, which must not
 //! grow with keys, and serve's peak RSS. Last, SIGKILL of a holder → its
 //! `free` line on `/events`, without and with 100 threads scraping (10/s
-//! each): the engine must keep up while it is scraped.
+//! each): the engine must keep up while it is scraped. And at 10,000 keys
+//! (2,000 in the smoke pass) the cost of TLS and basic auth: `/metrics`
+//! from a `serve --web-config` (a CA and certificate made by rcgen, a
+//! bcrypt password) against the same scrape in clear, in turns, over
+//! kept-alive connections as Prometheus scrapes.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use locktop::locks::agent_tag_lock;
 use locktop::locks::escape::{announce_path, gate_path};
 
@@ -298,6 +303,9 @@ fn measure(keys: usize, samples: usize) {
         .find_map(|line| line.strip_prefix("VmHWM:"))
         .map(|v| v.trim().to_string())
         .unwrap_or_default();
+    if keys <= 10_000 {
+        tls_cost(&state, &serve, &metrics, keys, samples);
+    }
     let verdict = if keys == 10_000 {
         if s99 <= TARGET_10K {
             "  PASS (p99 ≤ 10 ms)"
@@ -313,5 +321,103 @@ fn measure(keys: usize, samples: usize) {
          = {:.2}× / {:.2}× the floor · {series} series · serve peak RSS {peak}{verdict}",
         s50.as_secs_f64() / f50.as_secs_f64(),
         s99.as_secs_f64() / f99.as_secs_f64(),
+    );
+}
+
+/// `/metrics` over TLS with basic auth against the same scrape in clear
+/// (`plain`), in turns: p50 / p99 of each and their ratio.
+fn tls_cost(state: &Path, plain: &Serve, plain_url: &str, keys: usize, samples: usize) {
+    let pki = tempfile::tempdir().expect("tempdir");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let ca = ca_params.self_signed(&ca_key).expect("CA");
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("cert");
+    params
+        .subject_alt_names
+        .push(rcgen::SanType::IpAddress("127.0.0.1".parse().expect("IP")));
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = params.signed_by(&key, &ca, &ca_key).expect("signed");
+    std::fs::write(pki.path().join("tls.crt"), cert.pem()).expect("cert");
+    std::fs::write(pki.path().join("tls.key"), key.serialize_pem()).expect("key");
+    let hash = bcrypt::hash("bench", 10).expect("bcrypt");
+    let config = pki.path().join("web.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n\
+             basic_auth_users:\n  bench: '{hash}'\n"
+        ),
+    )
+    .expect("web config");
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--sweep",
+        "3600",
+        "--web-config",
+        config.to_str().expect("UTF-8"),
+    ];
+    let (child, line) = spawn_first_line(state, &args, true);
+    let base = line
+        .trim()
+        .strip_prefix("locktop serve: listening on ")
+        .expect("listening line")
+        .to_string();
+    let secure = Serve(child, base);
+    let ca_cert = ureq::tls::Certificate::from_pem(ca.pem().as_bytes()).expect("CA PEM");
+    let tls = ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::new_with_certs(&[ca_cert]))
+        .build();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .tls_config(tls)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let url = format!("{}/metrics", secure.1);
+    let login = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("bench:bench")
+    );
+    let scrape = |agent: &ureq::Agent| {
+        let start = Instant::now();
+        let body = agent
+            .get(&url)
+            .header("Authorization", &login)
+            .header("Accept", "application/openmetrics-text;version=1.0.0")
+            .call()
+            .expect("GET over TLS")
+            .body_mut()
+            .read_to_string()
+            .expect("body");
+        (start.elapsed(), body)
+    };
+    let all_free = format!(r#"locktop_keys{{kind="tag",liveness="free"}} {keys}"#);
+    let waited = Instant::now();
+    while !scrape(&agent).1.contains(&all_free) {
+        assert!(
+            waited.elapsed() < Duration::from_secs(300),
+            "the TLS serve never synced"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let clear = self::agent();
+    let (mut over_tls, mut in_clear) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        over_tls.push(scrape(&agent).0);
+        in_clear.push(get(&clear, plain_url, true).0);
+    }
+    let _ = plain;
+    over_tls.sort();
+    in_clear.sort();
+    let (t50, t99) = (percentile(&over_tls, 0.5), percentile(&over_tls, 0.99));
+    let (c50, c99) = (percentile(&in_clear, 0.5), percentile(&in_clear, 0.99));
+    println!(
+        "{keys:>7} keys, TLS + basic auth (kept-alive, credentials verified once): /metrics \
+         p50 {t50:.2?} p99 {t99:.2?} · in clear p50 {c50:.2?} p99 {c99:.2?} (same run, in turns) \
+         = {:.2}× / {:.2}×",
+        t50.as_secs_f64() / c50.as_secs_f64(),
+        t99.as_secs_f64() / c99.as_secs_f64(),
     );
 }
