@@ -202,8 +202,11 @@ fn slow_clients_that_never_finish_their_headers_do_not_stop_a_scrape() {
         let closed = stream.read_to_end(&mut rest).is_ok();
         assert!(closed, "a slow client was kept past its header timeout");
     }
+    // Bounded: 200 half-open requests cost the server little (a debug
+    // build serves its first scrapes in ~20 MB).
     let peak = common::proc::peak_rss_kib(serve.child.id());
     println!("serve's peak RSS: {peak} KiB");
+    assert!(peak < 100 * 1024, "serve's peak RSS {peak} KiB");
 }
 
 /// Arbitrary bytes, and requests made of arbitrary methods, paths and
