@@ -11,12 +11,13 @@
 //! unless a shared-lock probe finds the claim released
 //! meanwhile (then there is no holder to find); and once more before searching every process for
 //! whoever keeps a lock whose caller is gone, since a caller killed a
-//! moment ago is listed until its files are closed; a PID is
-//! shown as a holder only once verified — its fdinfo shows the lock
-//! ([`super::fdinfo::HeldFiles`]), or, where fdinfo may not be read, it started before
-//! the claim was taken — so a reused PID is never named. A PID that is
-//! gone stays listed as gone (`alive: false`): the lock outlived the
-//! process that took it.
+//! moment ago is listed until its files are closed. Holders are resolved
+//! by [`super::verify::HolderVerifier::resolve`], for every view alike: a
+//! PID is shown as a holder once its fdinfo shows the lock
+//! ([`super::fdinfo::HeldFiles`]) — or, where fdinfo may not be read,
+//! marked unverified — so a reused PID is never named; the process that
+//! took a lock and is gone stays listed as gone (`alive: false`), after
+//! whoever keeps the lock.
 
 use std::collections::HashSet;
 
