@@ -1,4 +1,5 @@
-//! The engine benchmark (DESIGN.md §6): builds its own fixtures in a
+//! The engine benchmark (what the README's Performance section reports):
+//! builds its own fixtures in a
 //! tempdir — keys created through the SDK, a share of them held by real
 //! `locktop hold` child processes — and prints every figure as an absolute
 //! number AND as a ratio to a baseline measured in the same run.
@@ -415,10 +416,7 @@ fn took(start: Instant) {
 }
 
 fn header(plan: &Plan, args: &[String], bin: &Path, tmp: &Path) {
-    say(format!(
-        "locktop engine benchmark — {} run (DESIGN.md §6)",
-        plan.name
-    ));
+    say(format!("locktop engine benchmark — {} run", plan.name));
     say(format!(
         "command:  {}   [argv; `cargo bench --bench engine` passes --bench → full run, \
          without it (cargo test --all-targets) or with --smoke → smoke run]",

@@ -1,4 +1,5 @@
-//! Frame render time at 100k keys (DESIGN.md §6): the TUI's model fed by
+//! Frame render time at 100k keys (a README Performance row): the TUI's
+//! model fed by
 //! engine deltas, drawn on ratatui's `TestBackend` at 80×24, one keystroke
 //! (↓) plus one full draw per sample — against the same loop on a 100-key
 //! model in the same run.

@@ -3,8 +3,9 @@
 //!
 //! Why our own parser: the `procfs` crate drops the `->` marker, so it
 //! cannot tell holders from blocked waiters. Why an index: reading
-//! `/proc/locks` takes a global kernel lock that stalls every flock on the
-//! machine (DESIGN.md §4b) — read it once per batch, never per key.
+//! `/proc/locks` takes the kernel's file-lock semaphore for writing, once
+//! per page of it (each `read()` returns at most a page), and stalls every
+//! flock on the machine meanwhile — read it once per batch, never per key.
 //! Invariant: exclusive (`WRITE`) `FLOCK` rows are holders; shared (`READ`)
 //! rows are kept apart — mostly momentary probes (ours or another
 //! monitor's), but a lasting one (util-linux `flock -s`) blocks every

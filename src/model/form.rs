@@ -3,7 +3,9 @@
 //!
 //! Invariants: [`HolderForm::family`] is the only way out of the form and
 //! it validates every member with the `locks` rules (`validate_aih`,
-//! `validate_tag`, DESIGN.md §2), so nothing typed here can become a path
+//! `validate_tag`: an AIH has no empty, `.` or `..` segment, no NUL and
+//! no leading `/`; a tag is escaped whole into one file name), so nothing
+//! typed here can become a path
 //! outside `<state>/locks`; the message the form shows is exactly the
 //! error `family` returns. Pure: no terminal, no I/O.
 

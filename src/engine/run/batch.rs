@@ -1,7 +1,11 @@
-//! Event-driven probing: changed keys are gathered for [`COALESCE`],
-//! probed once (acquire mode unless the key is in its echo window), then
-//! annotated from a `/proc/locks` read made after the probe, and only
-//! differences are sent.
+//! Event-driven probing: changed keys are gathered for [`COALESCE`], then
+//! answered in the engine's mode — lock-free: all judged from one
+//! `/proc/locks` read off the loop, except a key whose holder's fdinfo
+//! shows it still holds it (kept, or confirmed after a close); passive or
+//! acquire: probed one by one, passively when the change is the engine's
+//! own echo or includes a close. Held states are annotated from a
+//! `/proc/locks` read made after the probe, and only differences are
+//! sent.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
