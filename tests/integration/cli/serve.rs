@@ -20,32 +20,61 @@ use crate::common::{
 /// How long an endpoint may take to show a change. A correctness bound.
 const SHOW_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// A running `locktop serve` child; dropping it kills it.
-struct Serve {
-    child: Child,
-    base: String,
+/// A running `locktop serve` child; dropping it kills it. Its stderr is
+/// read on to the end (a serve whose stderr nobody reads would fail to
+/// write its next line), the lines kept.
+pub(super) struct Serve {
+    pub(super) child: Child,
+    /// `http(s)://127.0.0.1:PORT`: where it answers, on loopback.
+    pub(super) base: String,
+    /// `127.0.0.1:PORT`.
+    pub(super) address: String,
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Serve {
     /// `serve --listen 127.0.0.1:0 <args>`; waits for its "listening on" line.
     fn start(state: &Path, args: &[&str]) -> Self {
-        let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+        Self::start_on(state, "127.0.0.1:0", args)
+    }
+
+    /// `serve --listen LISTEN <args>` (a port of 0); waits for its
+    /// "listening on" line.
+    pub(super) fn start_on(state: &Path, listen: &str, args: &[&str]) -> Self {
+        let mut all = vec!["serve", "--listen", listen];
         all.extend_from_slice(args);
         let mut child = common::locktop_command(state, &all)
             .spawn()
             .expect("spawn serve");
-        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-        let mut line = String::new();
-        stderr.read_line(&mut line).expect("serve's first line");
-        let base = line
-            .trim()
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let first = lines.next().expect("serve's first line").expect("stderr");
+        let bound = first
             .strip_prefix("locktop serve: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        Self { child, base }
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+        let (scheme, at) = bound.split_once("://").expect("a URL");
+        let port = at.rsplit_once(':').expect("IP:PORT").1;
+        let address = format!("127.0.0.1:{port}");
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(vec![first.clone()]));
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().expect("stderr lines").push(line);
+            }
+        });
+        Self {
+            child,
+            base: format!("{scheme}://{address}"),
+            address,
+            stderr,
+        }
     }
 
-    fn url(&self, path: &str) -> String {
+    /// Every stderr line so far.
+    pub(super) fn stderr(&self) -> String {
+        self.stderr.lock().expect("stderr lines").join("\n")
+    }
+
+    pub(super) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
@@ -334,6 +363,23 @@ impl Prometheus {
 
     /// The result vector of an instant query (empty on any error: the
     /// server may still be starting).
+    /// The result of `query` once one of its series has the label `pid`;
+    /// panics after a minute.
+    pub(super) fn wait_for_pid(&self, query: &str, pid: &str) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let result = self.query(query);
+            if result.iter().any(|series| series["metric"]["pid"] == pid) {
+                return result;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Prometheus never saw {query} with pid {pid}: {result:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     pub(super) fn query(&self, promql: &str) -> Vec<Value> {
         let url = format!("{}/api/v1/query", self.base);
         let Ok(mut response) = agent().get(&url).query("query", promql).call() else {
@@ -371,28 +417,14 @@ fn a_real_prometheus_sees_a_held_tag_and_sees_it_go_within_two_scrapes() {
     drop(Holder::hold(&state, &["--tag", "seed"]));
     let serve = Serve::start(&state, &[]);
     let interval = Duration::from_secs(1);
-    let prometheus = Prometheus::start(serve.base.trim_start_matches("http://"), interval);
+    let prometheus = Prometheus::start(&serve.address, interval);
 
     let mut holder = Holder::hold(&state, &["--group", "prom tag"]);
     let pid = holder.pid().to_string();
     let query = r#"locktop_tag_held_seconds{tag="prom tag"}"#;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let result = prometheus.query(query);
-        if result
-            .iter()
-            .any(|series| series["metric"]["pid"] == pid.as_str())
-        {
-            assert_eq!(result[0]["metric"]["role"], "materializing", "{result:?}");
-            assert_eq!(result[0]["metric"]["job"], "locktop", "{result:?}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Prometheus never saw the held tag: {result:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let result = prometheus.wait_for_pid(query, &pid);
+    assert_eq!(result[0]["metric"]["role"], "materializing", "{result:?}");
+    assert_eq!(result[0]["metric"]["job"], "locktop", "{result:?}");
 
     holder.kill();
     let killed = Instant::now();

@@ -3,84 +3,30 @@
 //! endless clients cannot hold a scrape hostage; an unknown path or
 //! method is a plain 404/405; and nothing a client sends panics it.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::Child;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
+use super::serve::Serve;
 use crate::common::{self, Holder, state_in_tempdir};
 
 /// How long the server gives a client to send its headers (the
 /// server's `HEADER_READ_TIMEOUT`).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A `serve` child on `listen`, its base URL on loopback and every
-/// stderr line it writes; killed on drop.
-struct Exposed {
-    child: Child,
-    base: String,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Exposed {
-    fn start(state: &Path, listen: &str, args: &[&str]) -> Self {
-        let mut all = vec!["serve", "--listen", listen];
-        all.extend_from_slice(args);
-        let mut child = common::locktop_command(state, &all)
-            .spawn()
-            .expect("spawn serve");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let first = lines.next().expect("a first line").expect("stderr");
-        let bound = first
-            .strip_prefix("locktop serve: listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
-        let port = bound.rsplit_once(':').expect("IP:PORT").1;
-        let stderr = Arc::new(Mutex::new(vec![first.clone()]));
-        let sink = stderr.clone();
-        // Read on: a serve whose stderr nobody reads would fail to write.
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                sink.lock().expect("stderr lines").push(line);
-            }
-        });
-        Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            stderr,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().expect("stderr lines").join("\n")
-    }
-
-    /// Waits until `/metrics` lists the tag `name` as held.
-    fn wait_held(&self, name: &str) {
-        let deadline = Instant::now() + common::PROCESS_TIMEOUT;
-        let needle = format!("tag=\"{name}\"");
-        while !get(&self.url("/metrics")).1.contains(&needle) {
-            assert!(
-                Instant::now() < deadline,
-                "the tag never showed in /metrics"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Exposed {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// Waits until `/metrics` of `serve` lists the tag `name` as held.
+fn wait_held(serve: &Serve, name: &str) {
+    let deadline = Instant::now() + common::PROCESS_TIMEOUT;
+    let needle = format!("tag=\"{name}\"");
+    while !get(&serve.url("/metrics")).1.contains(&needle) {
+        assert!(
+            Instant::now() < deadline,
+            "the tag never showed in /metrics"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -115,8 +61,8 @@ fn beyond_loopback_no_endpoint_answers_a_holders_command_line() {
     let (_tmp, state) = state_in_tempdir();
     let secret = "agent-with-a-token-4f2a9e";
     let _holder = Holder::hold_as(&state, &["--tag", "exposed"], Some(secret));
-    let serve = Exposed::start(&state, "0.0.0.0:0", &[]);
-    serve.wait_held("exposed");
+    let serve = Serve::start_on(&state, "0.0.0.0:0", &[]);
+    wait_held(&serve, "exposed");
     for path in [
         "/",
         "/metrics",
@@ -145,8 +91,8 @@ fn beyond_loopback_no_endpoint_answers_a_holders_command_line() {
     );
     drop(serve);
 
-    let open = Exposed::start(&state, "0.0.0.0:0", &["--expose-holders-without-auth"]);
-    open.wait_held("exposed");
+    let open = Serve::start_on(&state, "0.0.0.0:0", &["--expose-holders-without-auth"]);
+    wait_held(&open, "exposed");
     let (status, body) = get(&open.url("/snapshot.json"));
     assert_eq!(status, 200, "{body}");
     assert!(
@@ -159,7 +105,7 @@ fn beyond_loopback_no_endpoint_answers_a_holders_command_line() {
 #[test]
 fn an_unknown_path_is_404_and_a_wrong_method_405() {
     let (_tmp, state) = state_in_tempdir();
-    let serve = Exposed::start(&state, "127.0.0.1:0", &[]);
+    let serve = Serve::start_on(&state, "127.0.0.1:0", &[]);
     let (status, body) = get(&serve.url("/no/such/thing"));
     assert_eq!(status, 404, "{body}");
     assert!(body.starts_with("not found"), "{body}");
@@ -173,8 +119,8 @@ fn an_unknown_path_is_404_and_a_wrong_method_405() {
 #[test]
 fn slow_clients_that_never_finish_their_headers_do_not_stop_a_scrape() {
     let (_tmp, state) = state_in_tempdir();
-    let serve = Exposed::start(&state, "127.0.0.1:0", &[]);
-    let address = serve.base.trim_start_matches("http://").to_string();
+    let serve = Serve::start_on(&state, "127.0.0.1:0", &[]);
+    let address = serve.address.clone();
     let mut slow: Vec<TcpStream> = (0..200)
         .map(|_| {
             let mut stream = TcpStream::connect(&address).expect("connect");
@@ -216,8 +162,8 @@ fn slow_clients_that_never_finish_their_headers_do_not_stop_a_scrape() {
 fn nothing_a_client_sends_panics_the_server() {
     let (_tmp, state) = state_in_tempdir();
     std::fs::create_dir_all(state.join("locks/agents")).expect("the locks dir");
-    let serve = Exposed::start(&state, "127.0.0.1:0", &[]);
-    let address = serve.base.trim_start_matches("http://").to_string();
+    let serve = Serve::start_on(&state, "127.0.0.1:0", &[]);
+    let address = serve.address.clone();
     let line = "[A-Z]{0,8} /[ -~]{0,64} HTTP/1\\.[01]";
     let header = "[!-9;-~]{1,16}: [ -~]{0,64}";
     let requests = prop_oneof![

@@ -4,14 +4,12 @@
 //! without credentials or with a wrong password get 401; plain HTTP to
 //! the TLS port fails; an unusable file is one line and exit 2 at start.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
-use super::serve::{PROMETHEUS_PACKAGE, Prometheus};
+use super::serve::{PROMETHEUS_PACKAGE, Prometheus, Serve};
 use crate::common::{self, Holder, serial_blocking, state_in_tempdir};
 
 const USER: &str = "prometheus";
@@ -117,43 +115,12 @@ impl Pki {
     }
 }
 
-/// `serve --listen ADDR --web-config FILE`, its base URL on loopback.
-struct Tls {
-    child: Child,
-    base: String,
-}
-
-impl Tls {
-    fn start(state: &Path, listen: &str, config: &Path) -> Self {
-        let config = config.to_str().expect("UTF-8 path");
-        let mut child = common::locktop_command(
-            state,
-            &["serve", "--listen", listen, "--web-config", config],
-        )
-        .spawn()
-        .expect("spawn serve");
-        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-        let mut line = String::new();
-        stderr.read_line(&mut line).expect("serve's first line");
-        // Read on: a serve whose stderr nobody reads would fail to write.
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-        let bound = line
-            .trim()
-            .strip_prefix("locktop serve: listening on https://")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        let port = bound.rsplit_once(':').expect("IP:PORT").1.to_string();
-        Self {
-            child,
-            base: format!("127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for Tls {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `serve --listen ADDR --web-config FILE`.
+fn start_tls(state: &Path, listen: &str, config: &Path) -> Serve {
+    let config = config.to_str().expect("UTF-8 path");
+    let serve = Serve::start_on(state, listen, &["--web-config", config]);
+    assert!(serve.base.starts_with("https://"), "{}", serve.base);
+    serve
 }
 
 fn basic(user: &str, password: &str) -> String {
@@ -185,9 +152,9 @@ fn tls_and_basic_auth_guard_every_endpoint() {
     let pki = Pki::new();
     let (_tmp, state) = state_in_tempdir();
     let holder = Holder::hold(&state, &["--tag", "over tls"]);
-    let serve = Tls::start(&state, "0.0.0.0:0", &pki.good_config());
+    let serve = start_tls(&state, "0.0.0.0:0", &pki.good_config());
     let agent = pki.agent();
-    let url = |path: &str| format!("https://{}{path}", serve.base);
+    let url = |path: &str| format!("https://{}{path}", serve.address);
     for path in ["/metrics", "/healthz", "/snapshot.json", "/events", "/"] {
         assert_eq!(
             get(&agent, &url(path), None).0,
@@ -226,7 +193,7 @@ fn tls_and_basic_auth_guard_every_endpoint() {
         .build()
         .into();
     let answered = plain
-        .get(&format!("http://{}/metrics", serve.base))
+        .get(&format!("http://{}/metrics", serve.address))
         .header("Authorization", &right)
         .call()
         .ok()
@@ -253,8 +220,8 @@ fn a_required_client_certificate_authenticates() {
          client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n",
     )
     .expect("write");
-    let serve = Tls::start(&state, "0.0.0.0:0", &config);
-    let url = format!("https://{}/snapshot.json", serve.base);
+    let serve = start_tls(&state, "0.0.0.0:0", &config);
+    let url = format!("https://{}/snapshot.json", serve.address);
     let refused = pki.agent().get(&url).call();
     assert!(
         refused.is_err(),
@@ -330,30 +297,15 @@ fn a_real_prometheus_scrapes_over_https_with_basic_auth() {
     let pki = Pki::new();
     let (_tmp, state) = state_in_tempdir();
     let holder = Holder::hold(&state, &["--tag", "scraped over tls"]);
-    let serve = Tls::start(&state, "127.0.0.1:0", &pki.good_config());
+    let serve = start_tls(&state, "127.0.0.1:0", &pki.good_config());
     let job = format!(
         "    scheme: https\n    tls_config:\n      ca_file: {}\n    basic_auth:\n      \
          username: {USER}\n      password: '{PASSWORD}'\n",
         pki.dir.path().join("ca.crt").display()
     );
-    let prometheus = Prometheus::start_with(&serve.base, Duration::from_secs(1), &job);
+    let prometheus = Prometheus::start_with(&serve.address, Duration::from_secs(1), &job);
     let query = r#"locktop_tag_held_seconds{tag="scraped over tls"}"#;
-    let pid = holder.pid().to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let result = prometheus.query(query);
-        if result
-            .iter()
-            .any(|series| series["metric"]["pid"] == pid.as_str())
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Prometheus never saw the held tag over HTTPS: {result:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    prometheus.wait_for_pid(query, &holder.pid().to_string());
 }
 
 /// The shipped example web config is usable as it is: next to a
@@ -376,8 +328,8 @@ fn the_shipped_web_config_is_usable() {
     )
     .expect("key");
     let (_tmp, state) = state_in_tempdir();
-    let serve = Tls::start(&state, "127.0.0.1:0", &config);
-    let url = format!("https://{}/metrics", serve.base);
+    let serve = start_tls(&state, "127.0.0.1:0", &config);
+    let url = format!("https://{}/metrics", serve.address);
     assert_eq!(
         get(&pki.agent(), &url, Some(&basic(USER, "change me"))).0,
         200

@@ -15,19 +15,16 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::common::{Holder, NOBODY, binary_for_anyone, finish, state_in_tempdir};
+use crate::common::flock::keeper;
+use crate::common::{Holder, NOBODY, binary_for_anyone, finish, skip_unless, state_in_tempdir};
 
 /// True when root (the tests drop to nobody); otherwise one line says
 /// the test is skipped.
 fn root_or_skip(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
+    let root = unsafe { libc::geteuid() } == 0;
     let line = format!("skipped {test}: needs root, to run holders nobody's monitor may not read");
-    assert!(std::env::var_os("LOCKTOP_REQUIRE_ALL").is_none(), "{line}");
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
-    false
+    skip_unless(root, &line)
 }
 
 /// A state dir (held by root) that anyone may read.
@@ -146,7 +143,7 @@ fn an_orphan_whose_keeper_nobody_may_see_is_said_so() {
     let (dir, name) = locktop::locks::agent_instance_lock(&state, "cli/daemon/o1");
     let gate = locktop::locks::escape::gate_path(&dir, &name);
     let announce = locktop::locks::escape::announce_path(&dir, &name);
-    let mut keeper = locktop_test_keeper(&gate, &announce);
+    let mut keeper = keeper(&gate, &announce, "flock -x 3 && flock -x 4");
     let doc = snapshot_as_nobody(&bin, &state);
     let kept = key(&doc, "cli/daemon/o1");
     assert_eq!(kept["liveness"], "live", "{doc}");
@@ -162,25 +159,4 @@ fn an_orphan_whose_keeper_nobody_may_see_is_said_so() {
     );
     let _ = keeper.kill();
     let _ = keeper.wait();
-}
-
-/// A shell that takes `gate` and `announce` through util-linux flock(1)
-/// (each PID gone at once) and keeps them open, as `sleep`.
-fn locktop_test_keeper(gate: &Path, announce: &Path) -> std::process::Child {
-    use std::io::BufRead;
-    let mut keeper = Command::new("sh")
-        .arg("-c")
-        .arg("exec 3<>\"$1\" 4<>\"$2\" && flock -x 3 && flock -x 4 && echo ready && exec sleep 60")
-        .arg("sh")
-        .arg(gate)
-        .arg(announce)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("sh");
-    let mut ready = String::new();
-    std::io::BufReader::new(keeper.stdout.take().expect("stdout"))
-        .read_line(&mut ready)
-        .expect("ready");
-    assert_eq!(ready.trim(), "ready");
-    keeper
 }

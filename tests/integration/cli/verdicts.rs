@@ -3,52 +3,9 @@
 //! died is named by its true holder, as an orphaned child; `watch` says
 //! when a verdict changes.
 
-use std::io::BufRead;
-use std::process::{Command, Stdio};
-
 use super::snapshot_watch::Watch;
-use crate::common::{Holder, run_locktop, sleep_with_pid, state_in_tempdir};
-
-/// A shell holding `gate` on fd 3 and `announce` on fd 4 that runs
-/// `locks` (util-linux flock(1) on those fds: it takes each lock and
-/// exits, so /proc/locks names a gone PID while the shell, then `sleep`,
-/// keeps the locked files open), once they are taken.
-fn keeper(gate: &std::path::Path, announce: &std::path::Path, locks: &str) -> std::process::Child {
-    keeper_naming(gate, announce, locks).0
-}
-
-/// [`keeper`] with `locks` a list of fds, each taken by its own flock(1),
-/// whose (gone) PIDs come back with the shell.
-fn keeper_naming(
-    gate: &std::path::Path,
-    announce: &std::path::Path,
-    locks: &str,
-) -> (std::process::Child, Vec<u32>) {
-    let locks: Vec<String> = locks
-        .split(" && ")
-        .map(|flock| format!("{{ {flock} & p=$!; wait $p; }} && pids=\"$pids $p\""))
-        .collect();
-    let mut keeper = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "pids=; exec 3<>\"$1\" 4<>\"$2\" && {} && echo ready$pids && exec sleep 60",
-            locks.join(" && ")
-        ))
-        .arg("sh")
-        .arg(gate)
-        .arg(announce)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("sh");
-    let mut ready = String::new();
-    std::io::BufReader::new(keeper.stdout.take().expect("stdout"))
-        .read_line(&mut ready)
-        .expect("ready");
-    let mut words = ready.split_whitespace();
-    assert_eq!(words.next(), Some("ready"), "{ready}");
-    let callers = words.map(|pid| pid.parse().expect("a PID")).collect();
-    (keeper, callers)
-}
+use crate::common::flock::{keeper, keeper_naming};
+use crate::common::{Holder, run_locktop, skip_unless, sleep_with_pid, state_in_tempdir};
 
 #[test]
 fn a_lock_kept_after_its_taker_died_names_the_true_holder_as_an_orphaned_child() {
@@ -287,11 +244,10 @@ fn an_orphaned_lock_is_its_keepers_in_every_view_and_after_pid_reuse() {
     });
 
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        let line = "skipped the PID-reuse half: needs root (a reuse as /proc/locks names it \
-                    happens in the initial PID namespace)";
-        assert!(std::env::var_os("LOCKTOP_REQUIRE_ALL").is_none(), "{line}");
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
+    let root = unsafe { libc::geteuid() } == 0;
+    let why = "skipped the PID-reuse half: needs root (a reuse as /proc/locks names it \
+               happens in the initial PID namespace)";
+    if !skip_unless(root, why) {
         let _ = keeper.kill();
         let _ = keeper.wait();
         return;

@@ -1,6 +1,9 @@
-//! Holders that lock through read-only descriptors, as util-linux
-//! `flock(1)` does (no write, so no IN_CLOSE_WRITE when they let go).
+//! Holders made with util-linux `flock(1)`: locks through read-only
+//! descriptors (no write, so no IN_CLOSE_WRITE when they let go), and
+//! shells that keep a lock whose `flock(1)` caller is gone (a lock that
+//! outlived the process that took it).
 
+use std::io::BufRead;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -69,4 +72,41 @@ pub fn flock_chain(files: &[PathBuf]) -> FlockGroup {
         .spawn()
         .map(FlockGroup)
         .expect("util-linux flock(1) is needed by this test")
+}
+
+/// A shell holding `gate` on fd 3 and `announce` on fd 4 that runs
+/// `locks` (util-linux flock(1) on those fds: it takes each lock and
+/// exits, so /proc/locks names a gone PID while the shell, then `sleep`,
+/// keeps the locked files open), once they are taken.
+pub fn keeper(gate: &Path, announce: &Path, locks: &str) -> Child {
+    keeper_naming(gate, announce, locks).0
+}
+
+/// [`keeper`] with `locks` a list of fds, each taken by its own flock(1),
+/// whose (gone) PIDs come back with the shell.
+pub fn keeper_naming(gate: &Path, announce: &Path, locks: &str) -> (Child, Vec<u32>) {
+    let locks: Vec<String> = locks
+        .split(" && ")
+        .map(|flock| format!("{{ {flock} & p=$!; wait $p; }} && pids=\"$pids $p\""))
+        .collect();
+    let mut keeper = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "pids=; exec 3<>\"$1\" 4<>\"$2\" && {} && echo ready$pids && exec sleep 60",
+            locks.join(" && ")
+        ))
+        .arg("sh")
+        .arg(gate)
+        .arg(announce)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let mut ready = String::new();
+    std::io::BufReader::new(keeper.stdout.take().expect("stdout"))
+        .read_line(&mut ready)
+        .expect("ready");
+    let mut words = ready.split_whitespace();
+    assert_eq!(words.next(), Some("ready"), "{ready}");
+    let callers = words.map(|pid| pid.parse().expect("a PID")).collect();
+    (keeper, callers)
 }
