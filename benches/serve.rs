@@ -219,7 +219,14 @@ fn spawn_first_line(state: &Path, args: &[&str], from_stderr: bool) -> (Child, S
 }
 
 fn start(state: &Path) -> Serve {
-    let args = ["serve", "--listen", "127.0.0.1:0", "--sweep", "3600"];
+    start_with(state, &[])
+}
+
+/// `serve` on a free loopback port, no periodic sweep, with `extra`
+/// arguments.
+fn start_with(state: &Path, extra: &[&str]) -> Serve {
+    let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--sweep", "3600"];
+    args.extend_from_slice(extra);
     let (child, line) = spawn_first_line(state, &args, true);
     let base = line
         .trim()
@@ -350,22 +357,7 @@ fn tls_cost(state: &Path, plain: &Serve, plain_url: &str, keys: usize, samples: 
         ),
     )
     .expect("web config");
-    let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--sweep",
-        "3600",
-        "--web-config",
-        config.to_str().expect("UTF-8"),
-    ];
-    let (child, line) = spawn_first_line(state, &args, true);
-    let base = line
-        .trim()
-        .strip_prefix("locktop serve: listening on ")
-        .expect("listening line")
-        .to_string();
-    let secure = Serve(child, base);
+    let secure = start_with(state, &["--web-config", config.to_str().expect("UTF-8")]);
     let ca_cert = ureq::tls::Certificate::from_pem(ca.pem().as_bytes()).expect("CA PEM");
     let tls = ureq::tls::TlsConfig::builder()
         .root_certs(ureq::tls::RootCerts::new_with_certs(&[ca_cert]))

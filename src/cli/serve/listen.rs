@@ -75,16 +75,17 @@ pub async fn serve(
                     drop(stream);
                     continue;
                 };
-                let (http, service) = (http.clone(), service.clone());
                 match tls.clone() {
                     None => {
-                        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+                        let connection = http.serve_connection(TokioIo::new(stream), service.clone());
+                        let connection = graceful.watch(connection);
                         tokio::spawn(async move {
                             let _ = connection.await;
                             drop(permit);
                         });
                     }
                     Some(acceptor) => {
+                        let (http, service) = (http.clone(), service.clone());
                         let watcher = graceful.watcher();
                         tokio::spawn(async move {
                             // The handshake has the headers' time: a client

@@ -202,11 +202,18 @@ impl Engine {
         if !holds_still(&state.holders, &claim_files(key), holders_now) {
             return false;
         }
+        self.looked_by_fdinfo(key, liveness);
+        true
+    }
+
+    /// Counts and traces a look at `key` answered from a holder's fdinfo
+    /// (`liveness`), no `/proc/locks` read: a probe like any other for the
+    /// stats, the trace and the sweep merge.
+    fn looked_by_fdinfo(&mut self, key: &LockKey, liveness: Liveness) {
         self.stats.probes.fetch_add(1, Ordering::Relaxed);
         self.trace(key, Stage::ProbeStart);
         self.trace(key, Stage::Probed(liveness));
         self.sweep_touched.touch(key);
-        true
     }
 
     /// The lock-free confirmation of a key held back after a close
@@ -235,10 +242,7 @@ impl Engine {
         let Some(Confirming { state, .. }) = self.confirming.remove(key) else {
             return false;
         };
-        self.stats.probes.fetch_add(1, Ordering::Relaxed);
-        self.trace(key, Stage::ProbeStart);
-        self.trace(key, Stage::Probed(state.liveness));
-        self.sweep_touched.touch(key);
+        self.looked_by_fdinfo(key, state.liveness);
         self.lookups.touch(key);
         self.settle(key.clone(), state, SystemTime::now(), true);
         true
