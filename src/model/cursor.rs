@@ -50,6 +50,78 @@ impl ListCursor {
     }
 }
 
+/// A list cursor anchored on the selected row's identity `K` (a key, a
+/// PID, an id), so the selection stays on the same thing while rows are
+/// inserted, removed or re-sorted around it.
+///
+/// Invariant: after [`KeyedCursor::follow`] with the list's current keys,
+/// the cursor's index is the anchored key's row; only when that key is no
+/// longer a row does the index stay where it was (clamped), and the row
+/// there becomes the anchor.
+#[derive(Debug, Clone)]
+pub struct KeyedCursor<K> {
+    cursor: ListCursor,
+    key: Option<K>,
+}
+
+impl<K> Default for KeyedCursor<K> {
+    fn default() -> Self {
+        Self {
+            cursor: ListCursor::default(),
+            key: None,
+        }
+    }
+}
+
+impl<K: PartialEq + Clone> KeyedCursor<K> {
+    /// The index and scroll, as of the last follow or select.
+    pub fn cursor(&self) -> &ListCursor {
+        &self.cursor
+    }
+
+    /// The anchored identity, if any row was ever selected.
+    pub fn key(&self) -> Option<&K> {
+        self.key.as_ref()
+    }
+
+    /// Puts the cursor back on its key among `keys` (the rows' identities,
+    /// in display order); see the type's invariant for a key that is gone.
+    pub fn follow(&mut self, keys: &[K]) {
+        let found = self
+            .key
+            .as_ref()
+            .and_then(|key| keys.iter().position(|k| k == key));
+        match found {
+            Some(index) => self.cursor.select(index, keys.len()),
+            None => self.key = keys.get(self.cursor.selected(keys.len())).cloned(),
+        }
+    }
+
+    /// Selects row `index` (clamped) of the rows whose identities are
+    /// `keys`, and anchors on it.
+    pub fn select(&mut self, index: usize, keys: &[K]) {
+        self.cursor.select(index, keys.len());
+        self.key = keys.get(self.cursor.selected(keys.len())).cloned();
+    }
+
+    /// Selects the row whose identity is `key`; false (nothing changes)
+    /// when it is not a row.
+    pub fn select_key(&mut self, key: &K, keys: &[K]) -> bool {
+        match keys.iter().position(|k| k == key) {
+            Some(index) => {
+                self.select(index, keys);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Records the first visible row the last frame showed.
+    pub fn set_offset(&mut self, offset: usize) {
+        self.cursor.set_offset(offset);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +146,20 @@ mod tests {
         assert_eq!(cursor.scrolled(10, 100), 3, "still visible: no move");
         cursor.select(1, 100);
         assert_eq!(cursor.scrolled(10, 100), 1);
+    }
+
+    #[test]
+    fn a_keyed_cursor_stays_on_its_key_and_falls_back_to_the_same_row() {
+        let mut cursor = KeyedCursor::default();
+        cursor.select(1, &["a", "c", "d"]);
+        cursor.follow(&["a", "b", "c", "d"]);
+        assert_eq!(cursor.cursor().selected(4), 2, "a row inserted above");
+        cursor.follow(&["d", "c", "b", "a"]);
+        assert_eq!(cursor.cursor().selected(4), 1, "re-sorted");
+        cursor.follow(&["d", "b", "a"]);
+        assert_eq!(cursor.key(), Some(&"b"), "gone: the row now at its index");
+        cursor.follow(&["x"]);
+        assert_eq!((cursor.cursor().selected(1), cursor.key()), (0, Some(&"x")));
     }
 
     proptest! {

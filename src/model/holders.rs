@@ -88,6 +88,24 @@ pub fn holder_groups(data: &Data, settings: &ViewSettings) -> Vec<HolderGroup> {
     groups
 }
 
+/// Each row's identity (see [`super::HolderIdentity`]), in row order.
+pub fn holder_identities(
+    data: &Data,
+    groups: &[HolderGroup],
+    rows: &[HolderRow],
+) -> Vec<super::HolderIdentity> {
+    rows.iter()
+        .map(|row| match *row {
+            HolderRow::Process { group } => (groups[group].pid, None),
+            HolderRow::Key { group, node } => {
+                let node_ref = data.tree.node(node);
+                let key = (node_ref.section, node_ref.path.clone());
+                (groups[group].pid, Some(key))
+            }
+        })
+        .collect()
+}
+
 /// The rows of the holders pane: each process, then its keys.
 pub fn holder_rows(groups: &[HolderGroup]) -> Vec<HolderRow> {
     let mut rows = Vec::new();

@@ -38,7 +38,7 @@ use std::time::SystemTime;
 
 pub use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict};
 pub use blocking::BlockingRow;
-pub use cursor::ListCursor;
+pub use cursor::{KeyedCursor, ListCursor};
 pub use data::{Counts, Data};
 pub use events::{EVENT_LOG_CAPACITY, Event, EventKind, EventLog};
 pub use form::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
@@ -51,6 +51,14 @@ use crate::engine::Delta;
 
 /// Answers whether a PID is still a running process.
 pub type PidAlive = Box<dyn Fn(u32) -> bool + Send + Sync>;
+
+/// A key's identity across changes: its section and path (node ids are
+/// reused once pruned).
+pub type KeyIdentity = (Section, String);
+
+/// A holders-pane row's identity: the holder's PID, and the key for a
+/// key row (`None` for the process line).
+pub type HolderIdentity = (u32, Option<KeyIdentity>);
 
 /// The whole UI state, minus the terminal.
 pub struct Model {
@@ -65,9 +73,11 @@ pub struct Model {
     selected: Option<(Section, String)>,
     tree_cursor: ListCursor,
     holders_cache: Option<(u64, String, Vec<HolderGroup>, Vec<HolderRow>)>,
-    holders_cursor: ListCursor,
+    holders_cursor: KeyedCursor<HolderIdentity>,
     events_cursor: ListCursor,
-    blocking_cursor: ListCursor,
+    /// The selected event's sequence number (see [`Model::events_selected`]).
+    event_anchor: Option<u64>,
+    blocking_cursor: KeyedCursor<KeyIdentity>,
 }
 
 impl Default for Model {
@@ -91,26 +101,18 @@ impl Model {
             selected: None,
             tree_cursor: ListCursor::default(),
             holders_cache: None,
-            holders_cursor: ListCursor::default(),
+            holders_cursor: KeyedCursor::default(),
             events_cursor: ListCursor::default(),
-            blocking_cursor: ListCursor::default(),
+            event_anchor: None,
+            blocking_cursor: KeyedCursor::default(),
         }
     }
 
     /// Folds one delta into the data (also while paused).
     pub fn apply(&mut self, delta: Delta) {
-        let events_before = self.data.events.total();
         self.data.apply(delta, &*self.pid_alive);
         if self.frozen.is_some() {
             self.changes_while_paused += 1;
-            return;
-        }
-        // Keep a scrolled event log on the same event as new ones arrive.
-        let new_events = (self.data.events.total() - events_before) as usize;
-        let len = self.data.events.len();
-        let selected = self.events_cursor.selected(len);
-        if selected > 0 {
-            self.events_cursor.select(selected + new_events, len);
         }
     }
 
@@ -184,7 +186,7 @@ impl Model {
         if self.settings.filter != filter {
             self.settings.filter = filter.to_string();
             self.flat_version = None;
-            self.holders_cursor = ListCursor::default();
+            self.holders_cursor = KeyedCursor::default();
             if !filter.is_empty() {
                 self.select_first_match();
             }
@@ -246,6 +248,8 @@ impl Model {
         if !fresh {
             let groups = holders::holder_groups(self.data(), &self.settings);
             let rows = holders::holder_rows(&groups);
+            let keys = holders::holder_identities(self.data(), &groups, &rows);
+            self.holders_cursor.follow(&keys);
             self.holders_cache = Some((version, self.settings.filter.clone(), groups, rows));
         }
     }
@@ -401,21 +405,26 @@ impl Model {
         (self.data(), groups, rows)
     }
 
-    /// The holders pane's cursor.
+    /// The holders pane's cursor (on the selected row's identity since
+    /// the last refresh).
     pub fn holders_cursor(&self) -> &ListCursor {
-        &self.holders_cursor
+        self.holders_cursor.cursor()
     }
 
     /// Index of the selected holders row (clamped to the rows).
     pub fn holders_selected(&self) -> usize {
-        self.holders_cursor.selected(self.holders().1.len())
+        self.holders_cursor
+            .cursor()
+            .selected(self.holders().1.len())
     }
 
-    /// Moves the holders selection to `index` (clamped).
+    /// Moves the holders selection to `index` (clamped) and anchors it on
+    /// that row's process or key.
     pub fn select_holder_row(&mut self, index: usize) {
         self.refresh();
-        let len = self.holders().1.len();
-        self.holders_cursor.select(index, len);
+        let (data, groups, rows) = self.holders_with_data();
+        let keys = holders::holder_identities(data, groups, rows);
+        self.holders_cursor.select(index, &keys);
     }
 
     /// The event log of the shown data, newest first.
@@ -423,30 +432,51 @@ impl Model {
         &self.data().events
     }
 
-    /// The event log's cursor (0 = newest).
-    pub fn events_cursor(&self) -> &ListCursor {
-        &self.events_cursor
+    /// The event log's cursor (0 = newest), on the selected event.
+    pub fn events_cursor(&self) -> ListCursor {
+        let mut cursor = self.events_cursor;
+        cursor.select(self.events_selected(), self.events().len());
+        cursor
     }
 
-    /// Index of the selected event (0 = newest).
+    /// Index of the selected event (0 = newest): the anchored event's row
+    /// while it is in the log, whatever arrived since (events are only
+    /// added at the front and dropped from the back, so the `n`-th event
+    /// ever logged is at `total - 1 - n`); else the last index, clamped.
     pub fn events_selected(&self) -> usize {
-        self.events_cursor.selected(self.events().len())
+        let log = self.events();
+        let (total, len) = (log.total(), log.len() as u64);
+        match self.event_anchor {
+            Some(seq) if seq < total && total - seq <= len => (total - 1 - seq) as usize,
+            _ => self.events_cursor.selected(log.len()),
+        }
     }
 
-    /// Moves the event selection to `index` (clamped).
+    /// Moves the event selection to `index` (clamped) and anchors it on
+    /// that event.
     pub fn select_event(&mut self, index: usize) {
         let len = self.events().len();
         self.events_cursor.select(index, len);
+        let index = self.events_cursor.selected(len) as u64;
+        let total = self.events().total();
+        self.event_anchor = (len > 0).then(|| total - 1 - index);
     }
 
     /// The blocking view's cursor.
     pub fn blocking_cursor(&self) -> &ListCursor {
-        &self.blocking_cursor
+        self.blocking_cursor.cursor()
     }
 
-    /// Selects row `index` (clamped to `len` rows) of the blocking view.
-    pub fn select_blocking(&mut self, index: usize, len: usize) {
-        self.blocking_cursor.select(index, len);
+    /// Keeps the blocking view's selection on its key among `keys` (the
+    /// rows' identities, in order).
+    pub fn follow_blocking(&mut self, keys: &[KeyIdentity]) {
+        self.blocking_cursor.follow(keys);
+    }
+
+    /// Selects row `index` (clamped) of the blocking view whose rows'
+    /// identities are `keys`.
+    pub fn select_blocking(&mut self, index: usize, keys: &[KeyIdentity]) {
+        self.blocking_cursor.select(index, keys);
     }
 
     /// Records where the last frame scrolled the blocking view.
@@ -467,6 +497,12 @@ impl Model {
     /// Records where the last frame scrolled the event log.
     pub fn set_events_offset(&mut self, offset: usize) {
         self.events_cursor.set_offset(offset);
+    }
+
+    /// A key's identity across changes.
+    pub fn identity(&self, id: NodeId) -> KeyIdentity {
+        let node = self.data().tree.node(id);
+        (node.section, node.path.clone())
     }
 
     /// Other held keys of the holders of `id` ("its family as seen from

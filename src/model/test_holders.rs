@@ -10,7 +10,7 @@
 
 use std::time::SystemTime;
 
-use super::ListCursor;
+use super::{KeyedCursor, ListCursor};
 use crate::operate::test_holders::{HolderId, HolderSpec, HolderStatus, HolderUpdate, Placement};
 
 /// One test holder as the UI knows it.
@@ -47,7 +47,7 @@ pub enum OwnPid {
 #[derive(Debug, Clone, Default)]
 pub struct TestHolders {
     list: Vec<TestHolder>,
-    cursor: ListCursor,
+    cursor: KeyedCursor<HolderId>,
 }
 
 impl TestHolders {
@@ -63,6 +63,11 @@ impl TestHolders {
             changed: at,
             own_announced: false,
         });
+        self.cursor.follow(&self.ids());
+    }
+
+    fn ids(&self) -> Vec<HolderId> {
+        self.list.iter().map(|h| h.id).collect()
     }
 
     /// Folds one update in. Returns the own-PID change it implies (for a
@@ -104,7 +109,7 @@ impl TestHolders {
 
     /// The list's cursor.
     pub fn cursor(&self) -> &ListCursor {
-        &self.cursor
+        self.cursor.cursor()
     }
 
     /// Records where the last frame scrolled the list.
@@ -112,9 +117,9 @@ impl TestHolders {
         self.cursor.set_offset(offset);
     }
 
-    /// Index of the selected row (clamped).
+    /// Index of the selected row (clamped): the anchored holder's row.
     pub fn selected(&self) -> usize {
-        self.cursor.selected(self.list.len())
+        self.cursor.cursor().selected(self.list.len())
     }
 
     /// The selected holder.
@@ -124,7 +129,7 @@ impl TestHolders {
 
     /// Selects row `index` (clamped).
     pub fn select(&mut self, index: usize) {
-        self.cursor.select(index, self.list.len());
+        self.cursor.select(index, &self.ids());
     }
 
     /// Removes holder `id` from the list if it is over (failed or exited);
@@ -135,8 +140,7 @@ impl TestHolders {
         self.list.retain(|h| h.id != id || !h.status.is_over());
         let removed = self.list.len() < before;
         if removed {
-            let selected = self.selected();
-            self.select(selected);
+            self.cursor.follow(&self.ids());
         }
         removed
     }

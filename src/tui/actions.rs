@@ -18,7 +18,7 @@ use crate::engine::EngineCommand;
 use crate::liveness::ProbeMode;
 use crate::liveness::verify::claim_files;
 use crate::locks::Family;
-use crate::model::{HolderForm, HolderRow, Lock, OwnPid, describe_family};
+use crate::model::{HolderForm, Lock, OwnPid, describe_family};
 use crate::operate::check::report_lines;
 use crate::operate::signal::{SignalError, refuse_pid, signal_target};
 use crate::operate::test_holders::{HolderSpec, HolderStatus, HolderUpdate, Placement, StopError};
@@ -64,22 +64,9 @@ impl App {
                 None => Err(hints::no_test_holder()),
             };
         }
-        let node = match self.pane {
-            Pane::Tree => self.model.selected_node(),
-            Pane::Blocking => self.blocking_selected(),
-            Pane::Holders => {
-                let index = self.model.holders_selected();
-                match self.model.holders().1.get(index) {
-                    Some(HolderRow::Key { node, .. }) => Some(*node),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        let key = node.and_then(|id| self.model.data().lock(id).map(|lock| lock.key.clone()));
-        let Some(key) = key else {
+        let Some(key) = self.selected_key() else {
             return Err(
-                "c checks a key: select an instance or a tag (1 Tree, 2 Holders) or a test holder (4)".into(),
+                "c checks a key: select an instance or a tag (1 Tree, 2 Holders, 3 Events, 5 Blocking) or a test holder (4)".into(),
             );
         };
         match key.kind {
@@ -195,32 +182,11 @@ impl App {
     /// `K`: on a test holder, confirm a SIGKILL; on a held key or a holder
     /// process, open the signal dialog.
     fn open_kill(&mut self) {
-        let process = match self.pane {
-            Pane::TestHolders => return self.open_kill_test_holder(),
-            Pane::Tree | Pane::Blocking => {
-                let node = match self.pane {
-                    Pane::Blocking => self.blocking_selected(),
-                    _ => self.model.selected_node(),
-                };
-                node.and_then(|id| {
-                    let lock = self.model.data().lock(id)?;
-                    let held = lock.liveness().is_held();
-                    held.then(|| lock.state.holders.first().cloned()).flatten()
-                })
-            }
-            Pane::Holders => {
-                let index = self.model.holders_selected();
-                let (groups, rows) = self.model.holders();
-                match rows.get(index) {
-                    Some(HolderRow::Process { group } | HolderRow::Key { group, .. }) => {
-                        groups.get(*group).map(|g| g.process.clone())
-                    }
-                    None => None,
-                }
-            }
-            Pane::Events => None,
-        };
-        let Some(process) = process else {
+        if self.pane == Pane::TestHolders {
+            return self.open_kill_test_holder();
+        }
+        let from = self.selected_key().map(|key| key.label());
+        let Some(process) = self.selected_holder() else {
             self.message = Some(hints::signal_where());
             return;
         };
@@ -245,11 +211,13 @@ impl App {
         let target = (self.operator.verify)(&process, &files, since);
         self.operator.overlay = Some(Overlay::Signal(Box::new(SignalDialog {
             process,
+            from,
             target,
             holds,
             stage: SignalStage::Confirm,
             error: None,
             exited: false,
+            continued: false,
         })));
     }
 
@@ -304,6 +272,16 @@ impl App {
         self.send_signal(Signal::SIGKILL, SignalStage::KillSent);
     }
 
+    /// SIGCONT to a stopped holder, so a pending SIGTERM is handled (the
+    /// dialog stays at its stage).
+    pub(crate) fn send_cont(&mut self) {
+        let stage = match self.operator.overlay.as_ref() {
+            Some(Overlay::Signal(dialog)) => dialog.stage,
+            _ => return,
+        };
+        self.send_signal(Signal::SIGCONT, stage);
+    }
+
     fn send_signal(&mut self, signal: Signal, next: SignalStage) {
         if self.config.read_only {
             return;
@@ -324,6 +302,10 @@ impl App {
                 );
                 dialog.stage = next;
                 dialog.error = None;
+                if signal == Signal::SIGCONT {
+                    dialog.continued = true;
+                    return;
+                }
                 let (pid, started) = (dialog.process.pid, dialog.process.started);
                 self.model.note_signalled(pid, started);
             }
@@ -331,8 +313,23 @@ impl App {
         }
     }
 
-    /// Notes whether a signalled holder has exited (on the clock tick).
+    /// Notes whether a signalled holder has exited, and its latest
+    /// scheduler state as the engine saw it (on the clock tick).
     pub(crate) fn watch_signalled(&mut self) {
+        let Some(Overlay::Signal(dialog)) = self.operator.overlay.as_ref() else {
+            return;
+        };
+        let seen = self.latest_state_of(&dialog.process);
+        if let Some(Overlay::Signal(dialog)) = self.operator.overlay.as_mut()
+            && seen.is_some()
+            && seen != dialog.process.state
+        {
+            dialog.process.state = seen;
+            if seen != Some(crate::liveness::process::ProcState::Stopped) {
+                dialog.continued = false;
+            }
+            self.mark_dirty();
+        }
         let Some(Overlay::Signal(dialog)) = self.operator.overlay.as_ref() else {
             return;
         };
@@ -345,6 +342,21 @@ impl App {
                 self.mark_dirty();
             }
         }
+    }
+
+    /// The scheduler state the engine last reported for `process` (same
+    /// PID and start time), from any key it holds.
+    fn latest_state_of(
+        &self,
+        process: &crate::liveness::process::ProcessInfo,
+    ) -> Option<crate::liveness::process::ProcState> {
+        let data = self.model.live_data();
+        let ids = data.by_pid.get(&process.pid)?;
+        ids.iter()
+            .filter_map(|&id| data.lock(id))
+            .flat_map(|lock| &lock.state.holders)
+            .find(|p| p.pid == process.pid && p.started == process.started)
+            .and_then(|p| p.state)
     }
 
     /// Folds in a test holder's progress; tells the engine which child

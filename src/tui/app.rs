@@ -200,7 +200,7 @@ impl App {
     /// changed, draws from a read-only app, then keeps what the frame laid
     /// out (hits, page, scroll) for the next input.
     pub fn draw(&mut self, frame: &mut Frame) {
-        self.model.refresh();
+        self.follow_selections();
         let drawn = views::draw(self, frame);
         self.laid_out(drawn);
     }
@@ -223,7 +223,7 @@ impl App {
     /// Performs one action.
     pub fn perform(&mut self, action: Action) {
         self.dirty = true;
-        self.model.refresh();
+        self.follow_selections();
         if !matches!(action, Action::DetailsUp | Action::DetailsDown) {
             self.details_scroll = 0;
         }

@@ -14,11 +14,10 @@ use std::io;
 use crossterm::clipboard::CopyToClipboard;
 use ratatui::backend::{CrosstermBackend, TestBackend};
 
-use crate::model::HolderRow;
-
-use super::action::{Action, Pane};
+use super::action::Action;
 use super::app::App;
 use super::keymap::key_of;
+use super::selection::Selected;
 
 /// A backend that can put text on the terminal's clipboard.
 pub trait Clipboard {
@@ -67,48 +66,29 @@ impl App {
     /// The selection's PID, command line and path, those that exist.
     fn copy_pieces(&mut self) -> Vec<(&'static str, String)> {
         let (mut pid, mut command, mut path) = (None, None, None);
-        let node = match self.pane {
-            Pane::Tree => self.model.selected_node(),
-            Pane::Blocking => self.blocking_selected(),
-            Pane::Holders => {
-                let index = self.model.holders_selected();
-                let (groups, rows) = self.model.holders();
-                match rows.get(index) {
-                    Some(HolderRow::Key { node, .. }) => Some(*node),
-                    Some(HolderRow::Process { group }) => {
-                        let process = groups.get(*group).map(|g| g.process.clone());
-                        pid = process.as_ref().map(|p| p.pid);
-                        command = process.and_then(|p| p.cmdline);
-                        None
-                    }
-                    None => None,
-                }
+        let holder = self.selected_holder();
+        match self.selected() {
+            Selected::Node(id) | Selected::HeldKey { node: id, .. } => {
+                let node = self.model.data().tree.node(id);
+                path = Some(match &node.lock {
+                    Some(lock) => lock.key.gate_path().display().to_string(),
+                    None => node.path.clone(),
+                });
             }
-            Pane::Events => {
-                let event = self.model.events().get(self.model.events_selected());
+            Selected::Event(index) => {
+                let event = self.model.events().get(index);
                 pid = event.and_then(|e| e.pid);
                 command = event.and_then(|e| e.command.clone());
                 path = event.map(|e| e.key.gate_path().display().to_string());
-                None
             }
-            Pane::TestHolders => {
-                pid = self
-                    .operator
-                    .test_holders
-                    .selected_holder()
-                    .and_then(|h| h.pid);
-                None
+            Selected::TestHolder(id) => {
+                pid = self.operator.test_holders.get(id).and_then(|h| h.pid)
             }
-        };
-        if let Some(id) = node {
-            let node = self.model.data().tree.node(id);
-            path = Some(match &node.lock {
-                Some(lock) => lock.key.gate_path().display().to_string(),
-                None => node.path.clone(),
-            });
-            let holder = node.lock.as_ref().and_then(|l| l.state.holders.first());
-            pid = holder.map(|p| p.pid);
-            command = holder.and_then(|p| p.cmdline.clone());
+            Selected::Process { .. } | Selected::Nothing => {}
+        }
+        if let Some(holder) = holder {
+            pid = Some(holder.pid);
+            command = holder.cmdline;
         }
         let mut pieces = Vec::new();
         pieces.extend(pid.map(|pid| ("PID", pid.to_string())));

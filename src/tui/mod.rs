@@ -31,6 +31,7 @@ mod operator;
 mod ops;
 mod overlay;
 mod panes;
+mod selection;
 mod terminal;
 mod theme;
 mod views;

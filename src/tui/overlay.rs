@@ -45,6 +45,8 @@ pub enum SignalStage {
 pub struct SignalDialog {
     /// The process as the operator was shown it.
     pub process: ProcessInfo,
+    /// The selected key it was opened from (`None` from a process line).
+    pub from: Option<String>,
     /// The process bound for signalling when the dialog opened (a pidfd,
     /// verified to hold the lock), or why it could not be: then nothing
     /// can be sent from this dialog.
@@ -57,6 +59,19 @@ pub struct SignalDialog {
     pub error: Option<String>,
     /// Seen gone since a signal was sent.
     pub exited: bool,
+    /// SIGCONT was sent from this dialog (to a stopped process).
+    pub continued: bool,
+}
+
+impl SignalDialog {
+    /// True while the process is stopped by a signal (`T`), as last seen,
+    /// and not continued from here: a SIGTERM stays pending until it runs
+    /// again, so the dialog offers SIGCONT.
+    pub fn stopped(&self) -> bool {
+        self.process.state == Some(crate::liveness::process::ProcState::Stopped)
+            && !self.continued
+            && !self.exited
+    }
 }
 
 /// The confirmation before SIGKILLing a child test holder.
@@ -115,6 +130,11 @@ impl App {
                 (_, KeyCode::Esc | KeyCode::Char('n' | 'q')) => self.operator.overlay = None,
                 (SignalStage::Confirm, KeyCode::Char('y') | KeyCode::Enter) => self.send_term(),
                 (SignalStage::TermSent, KeyCode::Char('K')) => self.send_kill(),
+                (SignalStage::Confirm | SignalStage::TermSent, KeyCode::Char('c'))
+                    if dialog.stopped() =>
+                {
+                    self.send_cont()
+                }
                 (SignalStage::TermSent | SignalStage::KillSent, KeyCode::Enter) => {
                     self.operator.overlay = None
                 }

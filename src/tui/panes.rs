@@ -1,19 +1,21 @@
 //! Where each pane keeps its list: its length, its selection, its scroll,
 //! and what Enter does on it.
 //!
-//! Invariant: this is the one place that reaches into a pane's state by
-//! matching on [`Pane`] (the views dispatch on it in `views/mod.rs` and
-//! `views/details.rs`); adding a pane adds one arm to each function here.
+//! Invariant: this is the one place that reaches into a pane's cursor by
+//! matching on [`Pane`]; what the cursor selects is answered by
+//! [`super::selection`], and the views dispatch on the pane to draw it.
+//! Adding a pane adds one arm to each function here and there.
 
-use crate::model::{BlockingRow, HolderRow, NodeId, Section, Sort};
+use crate::model::{BlockingRow, KeyIdentity, NodeId, Section, Sort};
 
 use super::action::Pane;
 use super::app::App;
+use super::selection::Selected;
 
 impl App {
     /// Index of the selected row in the current pane.
     pub fn selected_index(&mut self) -> usize {
-        self.model.refresh();
+        self.follow_selections();
         match self.pane {
             Pane::Tree => self.model.selected_row(),
             Pane::Holders => self.model.holders_selected(),
@@ -46,45 +48,31 @@ impl App {
             Pane::Events => self.model.select_event(index),
             Pane::TestHolders => self.operator.test_holders.select(index),
             Pane::Blocking => {
-                let len = self.blocking_rows().len();
-                self.model.select_blocking(index, len);
+                let keys = self.blocking_identities();
+                self.model.select_blocking(index, &keys);
             }
         }
     }
-    /// Enter: toggles a tree node; on a holder's key, shows it in the tree.
+    /// Enter: toggles a tree node; on a key elsewhere (a holder's, an
+    /// event's, a blocking row's, a test holder's first), shows it in the
+    /// tree.
     pub(crate) fn toggle(&mut self) {
-        match self.pane {
-            Pane::Tree => self.model.toggle(),
-            Pane::Holders => {
-                let index = self.model.holders_selected();
-                let row = self.model.holders().1.get(index).copied();
-                if let Some(HolderRow::Key { node, .. }) = row {
-                    let tree = &self.model.data().tree;
-                    let node = tree.node(node);
-                    let (section, path) = (node.section, node.path.clone());
-                    self.reveal(section, &path);
-                }
+        match self.selected() {
+            Selected::Node(_) if self.pane == Pane::Tree => self.model.toggle(),
+            Selected::Node(node) | Selected::HeldKey { node, .. } => {
+                let (section, path) = self.model.identity(node);
+                self.reveal(section, &path);
             }
-            Pane::Events => {
-                let event = self.model.events().get(self.model.events_selected());
+            Selected::Event(index) => {
+                let event = self.model.events().get(index);
                 if let Some(event) = event {
                     let (section, path) = (Section::of(event.key.kind), event.key.name.clone());
                     self.reveal(section, &path);
                 }
             }
-            Pane::Blocking => {
-                if let Some(id) = self.blocking_selected() {
-                    let node = self.model.data().tree.node(id);
-                    let (section, path) = (node.section, node.path.clone());
-                    self.reveal(section, &path);
-                }
-            }
-            Pane::TestHolders => {
-                let family = self
-                    .operator
-                    .test_holders
-                    .selected_holder()
-                    .map(|h| &h.spec.family);
+            Selected::Process { .. } | Selected::Nothing => {}
+            Selected::TestHolder(id) => {
+                let family = self.operator.test_holders.get(id).map(|h| &h.spec.family);
                 let first = match family {
                     Some(crate::locks::Family::Hierarchy { aih, .. }) => {
                         Some((Section::Instances, aih.clone()))
@@ -157,13 +145,21 @@ impl App {
         };
         let sort = self.model.settings().sort.next(urgency);
         self.model.set_sort(sort);
-        self.select_index(0);
+        self.follow_selections();
     }
 
-    /// The key selected in the blocking view.
+    /// The key selected in the blocking view (as of the last follow).
     pub(crate) fn blocking_selected(&self) -> Option<NodeId> {
         let rows = self.blocking_rows();
         let index = self.model.blocking_cursor().selected(rows.len());
         rows.get(index).map(|row| row.node)
+    }
+
+    /// The blocking view's rows' identities, in order.
+    pub(crate) fn blocking_identities(&self) -> Vec<KeyIdentity> {
+        let rows = self.blocking_rows();
+        rows.iter()
+            .map(|row| self.model.identity(row.node))
+            .collect()
     }
 }

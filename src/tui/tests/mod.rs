@@ -10,4 +10,5 @@ mod main_loop;
 mod operator_keys;
 mod ops;
 mod screens;
+mod selection;
 mod support;

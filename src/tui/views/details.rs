@@ -16,13 +16,14 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use crate::disk::LockKey;
 use crate::locks::instances_root;
-use crate::model::{EventKind, HolderRow, Lock, Node, NodeId};
+use crate::model::{EventKind, Lock, Node, NodeId};
 use crate::time_format;
 
 use super::super::action::{Action, Pane};
 use super::super::app::App;
 use super::super::fit::visible;
 use super::super::keymap::key_of;
+use super::super::selection::Selected;
 use super::super::theme::Theme;
 use super::{clock_text, field, plural, state_span, text};
 
@@ -69,19 +70,24 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> u16 {
 
 /// The lines about the selection of the current pane.
 fn selection_lines(app: &App) -> Vec<Line<'static>> {
-    match app.pane {
-        Pane::Tree => match app.model.selected_node() {
-            Some(id) => node_lines(app, id),
-            None => Vec::new(),
-        },
-        Pane::Holders => holder_lines(app),
-        Pane::Events => event_lines(app),
-        Pane::Blocking => match app.blocking_selected() {
-            Some(id) => node_lines(app, id),
-            None => Vec::new(),
-        },
-        Pane::TestHolders => super::test_holders::detail_lines(app),
+    match app.selected() {
+        Selected::Node(id) | Selected::HeldKey { node: id, .. } => node_lines(app, id),
+        Selected::Process { pid } => process_lines(app, pid),
+        Selected::Event(index) => event_lines(app, index),
+        Selected::TestHolder(_) => super::test_holders::detail_lines(app),
+        Selected::Nothing => empty_lines(app),
     }
+}
+
+/// What an empty pane's details say.
+fn empty_lines(app: &App) -> Vec<Line<'static>> {
+    let notice = match app.pane {
+        Pane::Holders => "no live holder",
+        Pane::Events => "no transition seen yet (keys found by the first scan are not events)",
+        Pane::TestHolders => return super::test_holders::detail_lines(app),
+        Pane::Tree | Pane::Blocking => return Vec::new(),
+    };
+    vec![Line::from(Span::styled(notice, app.config.theme.dim))]
 }
 
 fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
@@ -279,71 +285,51 @@ fn lock_path_lines(theme: &Theme, key: &LockKey) -> Vec<Line<'static>> {
     ]
 }
 
-fn holder_lines(app: &App) -> Vec<Line<'static>> {
-    let index = app.model.holders_selected();
-    let (groups, rows) = app.model.holders();
-    let row = rows.get(index).copied();
-    let group = match row {
-        Some(HolderRow::Process { group }) => groups.get(group).cloned(),
-        _ => None,
+fn process_lines(app: &App, pid: u32) -> Vec<Line<'static>> {
+    let (groups, _) = app.model.holders();
+    let Some(group) = groups.iter().find(|group| group.pid == pid) else {
+        return Vec::new();
     };
-    let Some(row) = row else {
-        return vec![Line::from(Span::styled(
-            "no live holder",
-            app.config.theme.dim,
-        ))];
-    };
-    match row {
-        HolderRow::Key { node, .. } => node_lines(app, node),
-        HolderRow::Process { .. } => {
-            let Some(group) = group else {
-                return Vec::new();
-            };
-            let theme = app.config.theme;
-            let now = app.model.now();
-            let mut lines = vec![
-                field(
-                    &theme,
-                    "pid",
-                    vec![Span::styled(group.pid.to_string(), theme.key)],
-                ),
-                field(
-                    &theme,
-                    "command",
-                    vec![text(group.process.command().to_string())],
-                ),
-            ];
-            if let Some(started) = group.process.started {
-                let started = format!(
-                    "{} ({} ago)",
-                    time_format::rfc3339(started),
-                    time_format::age(started, now)
-                );
-                lines.push(field(&theme, "started", vec![text(started)]));
-            }
-            let oldest = group
-                .oldest
-                .map_or("?".into(), |t| time_format::age(t, now));
-            lines.push(field(
-                &theme,
-                "holds",
-                vec![text(format!(
-                    "{}, oldest for {oldest}",
-                    plural(group.keys.len(), "key")
-                ))],
-            ));
-            lines
-        }
+    let theme = app.config.theme;
+    let now = app.model.now();
+    let mut lines = vec![
+        field(
+            &theme,
+            "pid",
+            vec![Span::styled(group.pid.to_string(), theme.key)],
+        ),
+        field(
+            &theme,
+            "command",
+            vec![text(group.process.command().to_string())],
+        ),
+    ];
+    if let Some(started) = group.process.started {
+        let started = format!(
+            "{} ({} ago)",
+            time_format::rfc3339(started),
+            time_format::age(started, now)
+        );
+        lines.push(field(&theme, "started", vec![text(started)]));
     }
+    let oldest = group
+        .oldest
+        .map_or("?".into(), |t| time_format::age(t, now));
+    lines.push(field(
+        &theme,
+        "holds",
+        vec![text(format!(
+            "{}, oldest for {oldest}",
+            plural(group.keys.len(), "key")
+        ))],
+    ));
+    lines
 }
 
-fn event_lines(app: &App) -> Vec<Line<'static>> {
+fn event_lines(app: &App, index: usize) -> Vec<Line<'static>> {
     let theme = app.config.theme;
-    let Some(event) = app.model.events().get(app.model.events_selected()) else {
-        return vec![Line::from(Span::styled(
-            "no transition seen yet (keys found by the first scan are not events)",
-            theme.dim,
-        ))];
+    let Some(event) = app.model.events().get(index) else {
+        return Vec::new();
     };
     let mut lines = vec![
         field(

@@ -90,12 +90,23 @@ fn draw_signal(theme: &Theme, dialog: &SignalDialog, frame: &mut Frame, area: Re
     let process = &dialog.process;
     let pid = process.pid;
     let width = inner_width(area, 72);
-    let mut lines = vec![field(
+    let mut lines = Vec::new();
+    if let Some(from) = &dialog.from {
+        lines.extend(long_field(theme, "selected", from, width));
+    }
+    lines.push(field(
         theme,
         "pid",
         vec![Span::styled(pid.to_string(), theme.key)],
-    )];
+    ));
     lines.extend(long_field(theme, "command", process.command(), width));
+    if let Some(state) = process.state {
+        lines.push(field(
+            theme,
+            "state",
+            vec![text(state.as_str().to_string())],
+        ));
+    }
     if let Some(started) = process.started {
         lines.push(field(
             theme,
@@ -107,8 +118,13 @@ fn draw_signal(theme: &Theme, dialog: &SignalDialog, frame: &mut Frame, area: Re
         lines.extend(long_field(theme, "holds", &dialog.holds.join(", "), width));
     }
     lines.push(Line::default());
+    let stopped = dialog.stopped();
     let gone = if dialog.exited {
         "; it has exited"
+    } else if stopped {
+        "; it is stopped, so SIGTERM stays pending until it runs again"
+    } else if dialog.continued {
+        "; SIGCONT sent: it runs again and can handle the signal"
     } else {
         "; it is still running"
     };
@@ -116,6 +132,12 @@ fn draw_signal(theme: &Theme, dialog: &SignalDialog, frame: &mut Frame, area: Re
         (Err(error), SignalStage::Confirm) => {
             (format!("✖ cannot be signalled: {error}"), " Esc close ")
         }
+        (_, SignalStage::Confirm) if stopped => (
+            format!(
+                "Send SIGTERM to {pid}? It is stopped (T): SIGTERM stays pending until it continues. c sends SIGCONT."
+            ),
+            " y send SIGTERM · c send SIGCONT · n or Esc cancel ",
+        ),
         (_, SignalStage::Confirm) => (
             format!("Send SIGTERM to {pid}? It may exit and release its locks."),
             " y send SIGTERM · n or Esc cancel ",
@@ -123,6 +145,12 @@ fn draw_signal(theme: &Theme, dialog: &SignalDialog, frame: &mut Frame, area: Re
         (_, SignalStage::TermSent) if dialog.exited => {
             (format!("sent SIGTERM to {pid}{gone}."), " Esc close ")
         }
+        (_, SignalStage::TermSent) if stopped => (
+            format!(
+                "sent SIGTERM to {pid}{gone}. c sends SIGCONT; K sends SIGKILL (works on a stopped process)."
+            ),
+            " c send SIGCONT · K send SIGKILL · Esc close ",
+        ),
         (_, SignalStage::TermSent) => (
             format!("sent SIGTERM to {pid}{gone}. K sends SIGKILL (cannot be caught)."),
             " K send SIGKILL · Esc close ",

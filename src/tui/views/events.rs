@@ -36,7 +36,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     if log.is_empty() {
         return list::empty(frame, area, &theme, "no acquire or release seen yet");
     }
-    let layout = ListFrame::new(area, app.model.events_cursor(), log.len());
+    let layout = ListFrame::new(area, &app.model.events_cursor(), log.len());
     let room = fill_width(area.width, &FIXED).saturating_sub(9);
     let rows: Vec<TableRow> = log
         .iter()

@@ -1,0 +1,119 @@
+//! The one answer to "what is selected?": `K`, `y`, `c`, Enter and the
+//! details pane all ask [`App::selected`], so they act on what the
+//! operator sees highlighted, in every pane.
+//!
+//! Invariants: a selection is an identity (a key's `(section, path)`, a
+//! holder's PID, an event's sequence number, a test holder's id), kept by
+//! each pane's cursor across inserts, removals and re-sorts (see
+//! [`crate::model::KeyedCursor`]); [`App::follow_selections`] puts every
+//! cursor back on its identity and runs before each draw and each action,
+//! so the row drawn highlighted and the thing acted on are the same.
+
+use crate::disk::LockKey;
+use crate::liveness::process::ProcessInfo;
+use crate::model::{HolderRow, NodeId};
+use crate::operate::test_holders::HolderId;
+
+use super::action::Pane;
+use super::app::App;
+
+/// What the current pane has selected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Selected {
+    /// Nothing: the pane's list is empty.
+    Nothing,
+    /// A node of the tree (a key, a directory, a section, a problem), or a
+    /// key of the blocking view.
+    Node(NodeId),
+    /// A key row of the holders pane: `node`, as held by `pid`.
+    HeldKey {
+        /// The key's node.
+        node: NodeId,
+        /// The holder whose group the row is in.
+        pid: u32,
+    },
+    /// A process line of the holders pane.
+    Process {
+        /// Its PID.
+        pid: u32,
+    },
+    /// The `index`-th newest logged event.
+    Event(usize),
+    /// A test holder started from this monitor.
+    TestHolder(HolderId),
+}
+
+impl App {
+    /// Puts every pane's cursor back on its identity (rows may have moved
+    /// since the last draw or action).
+    pub(crate) fn follow_selections(&mut self) {
+        self.model.refresh();
+        let keys = self.blocking_identities();
+        self.model.follow_blocking(&keys);
+    }
+
+    /// What the current pane has selected, as of the last
+    /// [`App::follow_selections`].
+    pub(crate) fn selected(&self) -> Selected {
+        let found = match self.pane {
+            Pane::Tree => self.model.selected_node().map(Selected::Node),
+            Pane::Blocking => self.blocking_selected().map(Selected::Node),
+            Pane::Holders => {
+                let (groups, rows) = self.model.holders();
+                rows.get(self.model.holders_selected())
+                    .map(|row| match *row {
+                        HolderRow::Process { group } => Selected::Process {
+                            pid: groups[group].pid,
+                        },
+                        HolderRow::Key { group, node } => Selected::HeldKey {
+                            node,
+                            pid: groups[group].pid,
+                        },
+                    })
+            }
+            Pane::Events => {
+                let index = self.model.events_selected();
+                (index < self.model.events().len()).then_some(Selected::Event(index))
+            }
+            Pane::TestHolders => self
+                .operator
+                .test_holders
+                .selected_holder()
+                .map(|holder| Selected::TestHolder(holder.id)),
+        };
+        found.unwrap_or(Selected::Nothing)
+    }
+
+    /// The lock key the selection is about: a key row, or an event's key.
+    pub(crate) fn selected_key(&self) -> Option<LockKey> {
+        match self.selected() {
+            Selected::Node(node) | Selected::HeldKey { node, .. } => {
+                self.model.data().lock(node).map(|lock| lock.key.clone())
+            }
+            Selected::Event(index) => self.model.events().get(index).map(|e| e.key.clone()),
+            _ => None,
+        }
+    }
+
+    /// The holder process the selection points at: a held key's holder
+    /// (the row's own holder in the holders pane), or a holder's process
+    /// line. `None` on a free key, an event or a test holder.
+    pub(crate) fn selected_holder(&self) -> Option<ProcessInfo> {
+        let data = self.model.data();
+        match self.selected() {
+            Selected::Node(node) => {
+                let lock = data.lock(node)?;
+                let held = lock.liveness().is_held();
+                held.then(|| lock.state.holders.first().cloned()).flatten()
+            }
+            Selected::HeldKey { pid, .. } | Selected::Process { pid } => {
+                let (groups, _) = self.model.holders();
+                groups
+                    .iter()
+                    .find(|group| group.pid == pid)
+                    .map(|group| group.process.clone())
+            }
+            _ => None,
+        }
+    }
+}
