@@ -1,17 +1,34 @@
 //! The blocking view's rows (pg_activity's running / waiting / blocking is
-//! the model): every held key, those that need someone to act first
-//! (suspects), then those someone waits on (contended), then the rest;
-//! the oldest hold first within each.
+//! the model), and the answer to "what is stuck?": every held key, those
+//! someone waits on whose holder needs someone to act first, then the
+//! other keys someone waits on (contended), then the other suspects, then
+//! the rest; the oldest hold first within each. Keys held by this
+//! monitor's own test holders come after every other key: the operator
+//! made them, they are not news.
 //!
 //! Invariant: derived from the data and the clock alone, per draw; its
 //! size is the number of held keys (few), never the number of keys.
 
 use std::time::{Duration, SystemTime};
 
+use crate::engine::Liveness;
 use crate::operate::verdict::Verdict;
 
 use super::data::Data;
 use super::tree::NodeId;
+
+/// How badly a held key needs someone, most urgent first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Urgency {
+    /// Someone waits on it, and its holder is a suspect.
+    StuckOnSuspect,
+    /// Someone waits on it (contenders or watchers).
+    WaitedOn,
+    /// Its holder is a suspect; nobody waits yet.
+    Suspect,
+    /// Held, nothing known to be wrong.
+    Held,
+}
 
 /// One held key in the blocking view.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,36 +39,85 @@ pub struct BlockingRow {
     pub verdict: Option<Verdict>,
     /// Processes blocked on it: contenders and watchers.
     pub waiting: usize,
+    /// How urgent it is.
+    pub urgency: Urgency,
+    /// Held by this monitor's own test holder.
+    pub own: bool,
+}
+
+impl BlockingRow {
+    /// True when it needs attention and is not the operator's own.
+    pub fn needs_attention(&self) -> bool {
+        !self.own && self.urgency < Urgency::Held
+    }
+}
+
+/// What the header counts: suspects and keys waited on, apart from the
+/// operator's own test holders.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Attention {
+    /// Keys with a suspect verdict, own keys excluded.
+    pub suspects: usize,
+    /// Keys someone waits on, own keys excluded.
+    pub waited_on: usize,
+    /// Own test holders' keys with a suspect verdict.
+    pub own_suspects: usize,
+}
+
+impl Attention {
+    /// Counts `rows`.
+    pub fn of(rows: &[BlockingRow]) -> Self {
+        let mut attention = Attention::default();
+        for row in rows {
+            let suspect = row.verdict.as_ref().is_some_and(Verdict::is_suspect);
+            match row.own {
+                true => attention.own_suspects += usize::from(suspect),
+                false => {
+                    attention.suspects += usize::from(suspect);
+                    attention.waited_on += usize::from(row.waiting > 0);
+                }
+            }
+        }
+        attention
+    }
 }
 
 impl Data {
-    /// Every held key, in the blocking view's order.
+    /// Every held key, in the blocking view's order (the most urgent
+    /// first: see the module doc).
     pub fn blocking_rows(&self, now: SystemTime, materializing: Duration) -> Vec<BlockingRow> {
         let mut ids: Vec<NodeId> = self.by_pid.values().flatten().copied().collect();
         ids.sort_unstable();
         ids.dedup();
-        let mut rows: Vec<(u8, Option<SystemTime>, BlockingRow)> = ids
+        let mut rows: Vec<(Option<SystemTime>, BlockingRow)> = ids
             .into_iter()
             .filter_map(|node| {
                 let lock = self.lock(node)?;
                 let verdict = self.verdict(lock, now, materializing);
                 let waiting = lock.state.waiters.len() + lock.state.watchers.len();
-                let rank = match (&verdict, waiting) {
-                    (Some(verdict), _) if verdict.is_suspect() => 0,
-                    (_, 1..) => 1,
-                    _ => 2,
+                let suspect = verdict.as_ref().is_some_and(Verdict::is_suspect);
+                let urgency = match (suspect, waiting > 0) {
+                    (true, true) => Urgency::StuckOnSuspect,
+                    (false, true) => Urgency::WaitedOn,
+                    (true, false) => Urgency::Suspect,
+                    (false, false) => Urgency::Held,
                 };
                 let row = BlockingRow {
                     node,
                     verdict,
                     waiting,
+                    urgency,
+                    own: lock.liveness() == Liveness::Own,
                 };
-                Some((rank, lock.state.since, row))
+                Some((lock.state.since, row))
             })
             .collect();
-        rows.sort_by(|a, b| {
-            (a.0, a.1.is_none(), a.1, a.2.node).cmp(&(b.0, b.1.is_none(), b.1, b.2.node))
+        rows.sort_by(|(a_since, a), (b_since, b)| {
+            let key = |since: &Option<SystemTime>, row: &BlockingRow| {
+                (row.own, row.urgency, since.is_none(), *since, row.node)
+            };
+            key(a_since, a).cmp(&key(b_since, b))
         });
-        rows.into_iter().map(|(_, _, row)| row).collect()
+        rows.into_iter().map(|(_, row)| row).collect()
     }
 }

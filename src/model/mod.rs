@@ -37,7 +37,7 @@ mod tests;
 use std::time::SystemTime;
 
 pub use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict};
-pub use blocking::BlockingRow;
+pub use blocking::{Attention, BlockingRow, Urgency};
 pub use cursor::{KeyedCursor, ListCursor};
 pub use data::{Counts, Data};
 pub use events::{EVENT_LOG_CAPACITY, Event, EventKind, EventLog};
@@ -71,6 +71,9 @@ pub struct Model {
     flat: Flat,
     flat_version: Option<u64>,
     selected: Option<(Section, String)>,
+    /// Tree selections made through [`Model::select_row`] (by anyone),
+    /// not counting the fallback when the selected key is gone.
+    selections: u64,
     tree_cursor: ListCursor,
     holders_cache: Option<(u64, String, Vec<HolderGroup>, Vec<HolderRow>)>,
     holders_cursor: KeyedCursor<HolderIdentity>,
@@ -99,6 +102,7 @@ impl Model {
             flat: Flat::default(),
             flat_version: None,
             selected: None,
+            selections: 0,
             tree_cursor: ListCursor::default(),
             holders_cache: None,
             holders_cursor: KeyedCursor::default(),
@@ -237,7 +241,7 @@ impl Model {
         let len = self.flat.rows.len();
         match found {
             Some(index) => self.tree_cursor.select(index, len),
-            None => self.select_row(self.tree_cursor.selected(len)),
+            None => self.place_row(self.tree_cursor.selected(len)),
         }
     }
 
@@ -300,8 +304,19 @@ impl Model {
         self.selected.as_ref()
     }
 
+    /// How many tree selections were made so far (a change means someone
+    /// moved the selection since the count was read).
+    pub fn selections(&self) -> u64 {
+        self.selections
+    }
+
     /// Selects row `index` (clamped).
     pub fn select_row(&mut self, index: usize) {
+        self.selections += 1;
+        self.place_row(index);
+    }
+
+    fn place_row(&mut self, index: usize) {
         self.refresh();
         let len = self.flat.rows.len();
         self.tree_cursor.select(index, len);

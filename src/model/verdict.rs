@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use crate::operate::verdict::{Role, Verdict, judge};
 
 use super::data::Data;
-use super::tree::{Lock, NodeId};
+use super::tree::Lock;
 
 impl Data {
     /// The role of `pid`, from the locks it holds.
@@ -28,18 +28,5 @@ impl Data {
         materializing: Duration,
     ) -> Option<Verdict> {
         judge(&lock.state, |pid| self.role_of(pid), now, materializing)
-    }
-
-    /// Every held key with a suspect verdict.
-    pub fn suspects(&self, now: SystemTime, materializing: Duration) -> Vec<(NodeId, Verdict)> {
-        let mut ids: Vec<NodeId> = self.by_pid.values().flatten().copied().collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids.into_iter()
-            .filter_map(|id| {
-                let verdict = self.verdict(self.lock(id)?, now, materializing)?;
-                verdict.is_suspect().then_some((id, verdict))
-            })
-            .collect()
     }
 }

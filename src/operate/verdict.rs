@@ -166,7 +166,7 @@ impl Verdict {
                 taken_by,
             } => format!(
                 "orphaned child: pid {taken_by}, which took the lock, is gone; pid {pid} \
-                 (sharing its file) keeps it — SIGTERM pid {pid} with K if it should not"
+                 (sharing its file) keeps it — SIGTERM pid {pid} if it should not"
             ),
             Verdict::OrphanedChild {
                 pid: None,
@@ -182,7 +182,7 @@ impl Verdict {
                 age(*since)
             ),
             Verdict::Idle { pid, since } => format!(
-                "idle: pid {pid} has used no CPU for {} — SIGTERM it with K if it should not \
+                "idle: pid {pid} has used no CPU for {} — SIGTERM it if it should not \
                  hold the key (that it waits on something that will not come is a guess: only \
                  its CPU time is known)",
                 age(*since)
@@ -202,7 +202,7 @@ impl Verdict {
                 let waiters: Vec<String> = waiters.iter().map(u32::to_string).collect();
                 format!(
                     "contended: pid {} waits to take it from {holder}{held} — wait for the \
-                     holder to end, or SIGTERM it with K",
+                     holder to end, or SIGTERM it",
                     waiters.join(", ")
                 )
             }

@@ -69,6 +69,10 @@ pub struct App {
     pub(crate) clipboard: Option<String>,
     /// `y` presses on the current selection (any other action resets).
     pub(crate) copy_press: usize,
+    /// While the tree's selection follows the most urgent key: the
+    /// model's selection count when it last moved it. `None` once the
+    /// operator acted or selected anything.
+    pub(crate) following_urgent: Option<u64>,
     quit: bool,
     dirty: bool,
 }
@@ -91,6 +95,7 @@ impl App {
             unknown_key_hinted: false,
             clipboard: None,
             copy_press: 0,
+            following_urgent: Some(0),
             quit: false,
             dirty: true,
         }
@@ -223,6 +228,7 @@ impl App {
     /// Performs one action.
     pub fn perform(&mut self, action: Action) {
         self.dirty = true;
+        self.following_urgent = None;
         self.follow_selections();
         if !matches!(action, Action::DetailsUp | Action::DetailsDown) {
             self.details_scroll = 0;

@@ -132,6 +132,19 @@ impl App {
         rows
     }
 
+    /// The most urgent key that needs attention (own test holders'
+    /// keys excluded), whatever the blocking view's sort.
+    pub(crate) fn most_urgent(&self) -> Option<BlockingRow> {
+        let data = self.model.data();
+        let rows = data.blocking_rows(self.model.now(), self.config.materializing_after);
+        rows.into_iter().find(BlockingRow::needs_attention)
+    }
+
+    /// Whether the header has a line naming the most urgent key.
+    pub(crate) fn attention_shown(&self) -> bool {
+        self.most_urgent().is_some()
+    }
+
     /// `s`: the next order of the holders or blocking view; elsewhere it
     /// says where it works.
     pub(crate) fn cycle_sort(&mut self) {

@@ -8,6 +8,7 @@
 //! [`crate::model::KeyedCursor`]); [`App::follow_selections`] puts every
 //! cursor back on its identity and runs before each draw and each action,
 //! so the row drawn highlighted and the thing acted on are the same.
+//! Until the operator acts, the tree follows the most urgent key.
 
 use crate::disk::LockKey;
 use crate::liveness::process::ProcessInfo;
@@ -48,8 +49,29 @@ impl App {
     /// since the last draw or action).
     pub(crate) fn follow_selections(&mut self) {
         self.model.refresh();
+        self.follow_most_urgent();
         let keys = self.blocking_identities();
         self.model.follow_blocking(&keys);
+    }
+
+    /// Until the operator acts (a key, a click) or anything selects a row,
+    /// the tree's selection — and so the details pane — is on the most
+    /// urgent key, so the first screen answers "what is stuck?".
+    fn follow_most_urgent(&mut self) {
+        let Some(seen) = self.following_urgent else {
+            return;
+        };
+        if self.model.selections() != seen {
+            self.following_urgent = None;
+            return;
+        }
+        let Some(urgent) = self.most_urgent() else {
+            return;
+        };
+        if self.model.selected_node() != Some(urgent.node) {
+            self.model.select_node(urgent.node);
+            self.following_urgent = Some(self.model.selections());
+        }
     }
 
     /// What the current pane has selected, as of the last

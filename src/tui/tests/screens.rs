@@ -215,10 +215,13 @@ fn mouse_click_selects_the_row_under_it_and_the_wheel_scrolls() {
             modifiers: KeyModifiers::NONE,
         })
     };
+    // The first screen is scrolled to the most urgent key: a click
+    // selects the row under it, wherever the list starts.
+    let offset = app.hits().offset;
     app.handle_event(click(list.y + 3, MouseEventKind::Down(MouseButton::Left)));
-    assert_eq!(app.selected_index(), 3);
+    assert_eq!(app.selected_index(), offset + 3);
     app.handle_event(click(list.y, MouseEventKind::ScrollDown));
-    assert_eq!(app.selected_index(), 6);
+    assert_eq!(app.selected_index(), offset + 6);
     let tabs = app.hits().tab_spans;
     let tab_bar = app.hits().tabs.y;
     app.handle_event(Event::Mouse(MouseEvent {
@@ -362,27 +365,41 @@ fn a_spawn_holding_tags_without_an_aih_past_the_threshold_is_a_suspect() {
 }
 
 #[test]
-fn the_blocking_pane_lists_suspects_first_and_enter_shows_the_key_in_the_tree() {
+fn the_blocking_pane_lists_what_someone_waits_on_first_then_suspects_and_enter_shows_the_key() {
     let mut model = demo_model();
     let mut stopped = held(Liveness::Live, 4000, "agent --tag stuck", t(300));
     stopped.holders[0].state = Some(crate::liveness::process::ProcState::Stopped);
     model.apply(key_delta(tag("stuck"), stopped, None, t(500)));
+    let mut wedged = held(Liveness::Live, 4001, "agent --tag wedged", t(400));
+    wedged.holders[0].state = Some(crate::liveness::process::ProcState::Stopped);
+    wedged.waiters = vec![4002];
+    model.apply(key_delta(tag("wedged"), wedged, None, t(500)));
     let mut app = app_with(Theme::monochrome(), model, STATE.as_ref());
     press(&mut app, KeyCode::Char('5'));
     let screen = render(&mut app, 100, 30).backend().to_string();
-    let first = screen
+    let rows: Vec<&str> = screen
         .lines()
         .skip_while(|line| !(line.contains("STATE") && line.contains("WAITING")))
-        .nth(1)
-        .unwrap_or_default();
+        .skip(1)
+        .take(3)
+        .collect();
+    let expected = [
+        ("wedged", "‖ stopped"),
+        ("deploy", "◈ contended"),
+        ("stuck", "‖ stopped"),
+    ];
+    for (row, (key, marker)) in rows.iter().zip(expected) {
+        assert!(
+            row.contains(key) && row.contains(marker),
+            "stuck on a suspect, then waited on, then suspects: {screen}"
+        );
+    }
     assert!(
-        first.contains("stuck") && first.contains("‖ stopped"),
-        "suspect first: {screen}"
+        screen.contains("stuck: tag wedged — ‖ stopped: 1 waiting"),
+        "the header names the worst: {screen}"
     );
-    assert!(
-        screen.contains("4000") && screen.contains("stopped"),
-        "{screen}"
-    );
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Down);
     press(&mut app, KeyCode::Enter);
     assert_eq!(app.pane(), Pane::Tree);
     let id = app.model().selected_node().expect("a selection");

@@ -11,7 +11,7 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::text::Span;
 use ratatui::widgets::{Cell, Row as TableRow, Table};
 
-use crate::model::{BlockingRow, Role, Verdict};
+use crate::model::{BlockingRow, Role};
 
 use super::super::app::App;
 use super::super::fit::fit;
@@ -23,7 +23,7 @@ const FIXED: [u16; 4] = [11, 20, 6, 9];
 const WIDE: u16 = 60;
 /// The narrow layout's fixed columns: state glyph, PID, age.
 const NARROW_FIXED: [u16; 3] = [1, 7, 6];
-use super::{age_text, state_span};
+use super::{age_text, narrow_state, state_span, verdict_marker};
 
 /// Draws the blocking pane into `area`; returns where its rows went.
 pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
@@ -56,18 +56,9 @@ fn row_cells(app: &App, row: &BlockingRow, room: usize, wide: bool) -> Vec<Cell<
     let Some(lock) = data.lock(row.node) else {
         return Vec::new();
     };
-    let mut state = match &row.verdict {
-        Some(Verdict::Stopped { .. }) => Span::styled("‖ stopped", theme.error),
-        Some(Verdict::OrphanedChild { .. }) => Span::styled("↯ orphan", theme.error),
-        Some(Verdict::MaterializingTooLong { .. }) => Span::styled("◔ spawn", theme.error),
-        Some(Verdict::Idle { .. }) => Span::styled("◌ idle", theme.error),
-        Some(Verdict::UnverifiedHolder { .. }) => Span::styled("? unverified", theme.dim),
-        _ => state_span(&theme, lock.liveness()),
-    };
-    if !wide {
-        let glyph: String = state.content.chars().take(1).collect();
-        state = Span::styled(glyph, state.style);
-    }
+    let marker = row.verdict.as_ref().and_then(|v| verdict_marker(&theme, v));
+    let state = marker.unwrap_or_else(|| state_span(&theme, lock.liveness()));
+    let state = narrow_state(state, wide);
     let holder = lock
         .state
         .holders

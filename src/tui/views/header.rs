@@ -9,15 +9,16 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::engine::{Liveness, WatcherHealth};
-use crate::model::RECENTLY_FREED;
+use crate::model::{Attention, BlockingRow, RECENTLY_FREED, Role};
 
 use super::super::action::{Action, Pane};
 use super::super::app::App;
 use super::super::fit::visible;
 use super::super::keymap::key_of;
-use super::state_span;
+use super::{state_span, verdict_marker};
 
-/// Two lines: markers, title, state dir, probe, health; then counts.
+/// Two lines: markers, title, state dir, probe, health; then counts;
+/// and, when the area has a third line, the most urgent key.
 pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
     let theme = app.config.theme;
     let data = app.model.data();
@@ -60,12 +61,21 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
 
     let counts = data.counts;
     let mut second = Vec::new();
-    let suspects = data
-        .suspects(app.model.now(), app.config.materializing_after)
-        .len();
-    if suspects > 0 {
-        // First: the one thing on this line that needs someone to act.
-        second.push(Span::styled(format!("{suspects} ⚠ suspect"), theme.error));
+    let rows = data.blocking_rows(app.model.now(), app.config.materializing_after);
+    let attention = Attention::of(&rows);
+    // First: what needs someone to act.
+    if attention.suspects > 0 {
+        second.push(Span::styled(
+            format!("{} ⚠ suspect", attention.suspects),
+            theme.error,
+        ));
+        second.push(Span::raw("  "));
+    }
+    if attention.waited_on > 0 {
+        second.push(Span::styled(
+            format!("{} ◈ waited on", attention.waited_on),
+            theme.in_flight,
+        ));
         second.push(Span::raw("  "));
     }
     let mut count = |liveness: Liveness, n: usize, always: bool| {
@@ -87,8 +97,60 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
         second.push(Span::raw(format!("  {} ", counts.problems)));
         second.push(Span::styled("⚠ problems", theme.error));
     }
-    let lines = vec![Line::from(first), Line::from(second)];
+    if attention.own_suspects > 0 {
+        second.push(Span::styled(
+            format!("  {} suspect of own test holders", attention.own_suspects),
+            theme.dim,
+        ));
+    }
+    let mut lines = vec![Line::from(first), Line::from(second)];
+    if area.height > 2
+        && let Some(row) = rows.iter().find(|row| row.needs_attention())
+    {
+        lines.push(attention_line(app, row));
+    }
     frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// The header's third line: the most urgent key, named — `stuck` when
+/// someone waits on it, `suspect` otherwise — with its verdict's marker,
+/// what it is, how long it is held and by whom.
+fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
+    let theme = app.config.theme;
+    let (data, now) = (app.model.data(), app.model.now());
+    let Some(lock) = data.lock(row.node) else {
+        return Line::default();
+    };
+    let word = if row.waiting > 0 { "stuck" } else { "suspect" };
+    let mut spans = vec![Span::styled(format!("{word}: "), theme.error)];
+    spans.push(Span::styled(
+        format!("{} {}", lock.key.kind.as_str(), visible(&lock.key.name)),
+        theme.section,
+    ));
+    spans.push(Span::raw(" — "));
+    if let Some(marker) = row.verdict.as_ref().and_then(|v| verdict_marker(&theme, v)) {
+        spans.push(marker);
+        spans.push(Span::raw(": "));
+    }
+    let mut what = Vec::new();
+    if row.waiting > 0 {
+        what.push(format!("{} waiting", row.waiting));
+    }
+    let mut held = String::from("held");
+    if let Some(since) = lock.state.since {
+        held.push_str(&format!(" {}", crate::time_format::age(since, now)));
+    }
+    if let Some(holder) = lock.state.holders.first() {
+        let role = match data.role_of(holder.pid) {
+            Role::Agent { aih } => format!(" (agent {})", visible(&aih)),
+            Role::Materializing => " (spawn)".into(),
+            Role::Other => String::new(),
+        };
+        held.push_str(&format!(" by pid {}{role}", holder.pid_text()));
+    }
+    what.push(held);
+    spans.push(Span::raw(what.join(", ")));
+    Line::from(spans)
 }
 
 /// The tab bar, with the filter and the free-key toggle on the right;

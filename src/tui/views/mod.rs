@@ -29,6 +29,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{HighlightSpacing, Paragraph, Table, TableState, Wrap};
 
 use crate::engine::Liveness;
+use crate::operate::verdict::Verdict;
 use crate::time_format;
 
 use super::action::Pane;
@@ -41,6 +42,9 @@ pub use dialog::ReportArea;
 pub const MIN_WIDTH: u16 = 30;
 /// Lowest terminal that gets the full screen.
 pub const MIN_HEIGHT: u16 = 7;
+/// Lowest terminal whose header names the most urgent key on a line of
+/// its own (below it, the counts still say how many need attention).
+const ATTENTION_LINE_FROM: u16 = 12;
 
 /// Where the last frame put things, for mouse hits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -78,8 +82,9 @@ pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
         frame.render_widget(notice, area);
         return Drawn::default();
     }
+    let header_lines = 2 + u16::from(area.height >= ATTENTION_LINE_FROM && app.attention_shown());
     let [top, tabs, body, footer] = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(header_lines),
         Constraint::Length(1),
         Constraint::Fill(1),
         Constraint::Length(1),
@@ -192,6 +197,33 @@ pub(crate) fn render_table(
 }
 
 /// `● live`-style span of a liveness.
+/// The glyph and word a held key's row shows for a verdict that needs
+/// attention (not colour alone), in its style; `None` for a key that is
+/// simply held. The one place these markers are chosen: the tree, the
+/// blocking view, the header and the help legend all use it.
+pub(crate) fn verdict_marker(theme: &Theme, verdict: &Verdict) -> Option<Span<'static>> {
+    let (label, style) = match verdict {
+        Verdict::Stopped { .. } => ("‖ stopped", theme.error),
+        Verdict::OrphanedChild { .. } => ("↯ orphan", theme.error),
+        Verdict::MaterializingTooLong { .. } => ("◔ spawn", theme.error),
+        Verdict::Idle { .. } => ("◌ idle", theme.error),
+        Verdict::Contended { .. } => ("◈ contended", theme.in_flight),
+        Verdict::UnverifiedHolder { .. } => ("? unverified", theme.dim),
+        Verdict::AgentActive { .. } => return None,
+    };
+    Some(Span::styled(label, style))
+}
+
+/// The glyph of a `glyph word` state span when the list is narrow; the
+/// span as it is when wide.
+pub(crate) fn narrow_state(span: Span<'static>, wide: bool) -> Span<'static> {
+    if wide {
+        return span;
+    }
+    let glyph: String = span.content.chars().take_while(|&c| c != ' ').collect();
+    Span::styled(glyph, span.style)
+}
+
 pub(crate) fn state_span(theme: &Theme, liveness: Liveness) -> Span<'static> {
     let (glyph, word) = state_label(liveness);
     Span::styled(format!("{glyph} {word}"), theme.liveness(liveness))

@@ -20,7 +20,7 @@ use super::super::app::App;
 use super::super::fit::{fit, visible, width};
 use super::super::theme::Theme;
 use super::list::{ListArea, ListFrame, fill_width};
-use super::{age_text, plural, state_span};
+use super::{age_text, narrow_state, plural, state_span, verdict_marker};
 
 /// Narrowest list that shows the state as glyph and word, and the age.
 pub const WIDE: u16 = 50;
@@ -82,24 +82,14 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     layout.render(frame, area, table, columns.titles, &theme)
 }
 
-/// A suspect's state cell gets its own glyph and word (not colour alone);
-/// glyph only when narrow.
+/// A key that needs attention gets its verdict's glyph and word in its
+/// state cell (not colour alone); glyph only when narrow.
 fn mark_suspect(theme: &Theme, cells: &mut [Cell<'_>], verdict: Option<&Verdict>, wide: bool) {
-    let label = match verdict {
-        Some(Verdict::Stopped { .. }) => "‖ stopped",
-        Some(Verdict::MaterializingTooLong { .. }) => "◔ spawn",
-        Some(Verdict::OrphanedChild { .. }) => "↯ orphan",
-        Some(Verdict::Idle { .. }) => "◌ idle",
-        Some(Verdict::UnverifiedHolder { .. }) => "? unverified",
-        _ => return,
-    };
-    let label = if wide {
-        label
-    } else {
-        &label[..label.find(' ').unwrap_or(label.len())]
+    let Some(marker) = verdict.and_then(|verdict| verdict_marker(theme, verdict)) else {
+        return;
     };
     if let Some(state) = cells.first_mut() {
-        *state = Cell::from(Span::styled(label.to_string(), theme.error));
+        *state = Cell::from(narrow_state(marker, wide));
     }
 }
 
@@ -183,15 +173,6 @@ impl RowText<'_> {
         }
         cells
     }
-}
-
-/// The glyph of a `glyph word` state span when the list is narrow.
-fn narrow_state(span: Span<'static>, wide: bool) -> Span<'static> {
-    if wide {
-        return span;
-    }
-    let glyph: String = span.content.chars().take_while(|&c| c != ' ').collect();
-    Span::styled(glyph, span.style)
 }
 
 fn section_count(section: Section, tally: SectionTally) -> String {
