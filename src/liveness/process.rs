@@ -276,15 +276,31 @@ fn start_time(stat: &procfs::process::Stat) -> Option<SystemTime> {
 fn boot_time() -> Option<SystemTime> {
     static BOOT: std::sync::OnceLock<Option<SystemTime>> = std::sync::OnceLock::new();
     *BOOT.get_or_init(|| {
-        use nix::time::{ClockId, clock_gettime};
-        let since_boot = clock_gettime(ClockId::CLOCK_BOOTTIME).ok()?;
-        let now = SystemTime::now();
-        let since_boot = Duration::new(
-            u64::try_from(since_boot.tv_sec()).ok()?,
-            u32::try_from(since_boot.tv_nsec()).ok()?,
-        );
-        now.checked_sub(since_boot)
+        // The two clocks are read one after the other; a thread preempted
+        // between the reads would put the boot (and every start time) late
+        // by as long as it waited. So read the wall clock on both sides,
+        // a few times, and keep the tightest pair's midpoint.
+        (0..8)
+            .filter_map(|_| {
+                let before = SystemTime::now();
+                let since_boot = since_boot()?;
+                let after = SystemTime::now();
+                let window = after.duration_since(before).ok()?;
+                Some((window, (before + window / 2).checked_sub(since_boot)?))
+            })
+            .min_by_key(|&(window, _)| window)
+            .map(|(_, boot)| boot)
     })
+}
+
+/// `CLOCK_BOOTTIME` now: the clock `/proc/<pid>/stat`'s start times count.
+fn since_boot() -> Option<Duration> {
+    use nix::time::{ClockId, clock_gettime};
+    let since_boot = clock_gettime(ClockId::CLOCK_BOOTTIME).ok()?;
+    Some(Duration::new(
+        u64::try_from(since_boot.tv_sec()).ok()?,
+        u32::try_from(since_boot.tv_nsec()).ok()?,
+    ))
 }
 
 #[cfg(test)]

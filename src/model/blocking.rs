@@ -1,8 +1,9 @@
 //! The blocking view's rows (pg_activity's running / waiting / blocking is
 //! the model), and the answer to "what is stuck?": every held key, those
 //! someone waits on whose holder needs someone to act first, then the
-//! other keys someone waits on (contended), then the other suspects, then
-//! the rest; the oldest hold first within each. Keys held by this
+//! other keys contenders wait to take (contended), then those watchers
+//! wait to see released, then the other suspects, then the rest; the
+//! oldest hold first within each. Keys held by this
 //! monitor's own test holders come after every other key: the operator
 //! made them, they are not news.
 //!
@@ -22,8 +23,10 @@ use super::tree::NodeId;
 pub enum Urgency {
     /// Someone waits on it, and its holder is a suspect.
     StuckOnSuspect,
-    /// Someone waits on it (contenders or watchers).
-    WaitedOn,
+    /// Contenders wait to take it (the SDK's `wait_acquire`).
+    Contended,
+    /// Watchers wait for it to be released (`wait_released`).
+    Watched,
     /// Its holder is a suspect; nobody waits yet.
     Suspect,
     /// Held, nothing known to be wrong.
@@ -96,11 +99,12 @@ impl Data {
                 let verdict = self.verdict(lock, now, materializing);
                 let waiting = lock.state.waiters.len() + lock.state.watchers.len();
                 let suspect = verdict.as_ref().is_some_and(Verdict::is_suspect);
-                let urgency = match (suspect, waiting > 0) {
-                    (true, true) => Urgency::StuckOnSuspect,
-                    (false, true) => Urgency::WaitedOn,
-                    (true, false) => Urgency::Suspect,
-                    (false, false) => Urgency::Held,
+                let urgency = match (suspect, &lock.state) {
+                    (true, _) if waiting > 0 => Urgency::StuckOnSuspect,
+                    (_, state) if !state.waiters.is_empty() => Urgency::Contended,
+                    (_, state) if !state.watchers.is_empty() => Urgency::Watched,
+                    (true, _) => Urgency::Suspect,
+                    (false, _) => Urgency::Held,
                 };
                 let row = BlockingRow {
                     node,

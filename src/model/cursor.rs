@@ -57,7 +57,8 @@ impl ListCursor {
 /// Invariant: after [`KeyedCursor::follow`] with the list's current keys,
 /// the cursor's index is the anchored key's row; only when that key is no
 /// longer a row does the index stay where it was (clamped), and the row
-/// there becomes the anchor.
+/// there becomes the anchor. Until a row is selected there is no anchor:
+/// the selection is the first row of the list as it is now.
 #[derive(Debug, Clone)]
 pub struct KeyedCursor<K> {
     cursor: ListCursor,
@@ -93,6 +94,9 @@ impl<K: PartialEq + Clone> KeyedCursor<K> {
             .and_then(|key| keys.iter().position(|k| k == key));
         match found {
             Some(index) => self.cursor.select(index, keys.len()),
+            // Never selected: the first row, whatever it is now (the most
+            // urgent, in a list ordered by urgency).
+            None if self.key.is_none() => {}
             None => self.key = keys.get(self.cursor.selected(keys.len())).cloned(),
         }
     }

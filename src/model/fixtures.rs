@@ -167,7 +167,7 @@ pub fn demo_deltas() -> Vec<Delta> {
         instance("cli/daemon/new"),
         free(),
         Some(Liveness::Live),
-        t(550),
+        t(595),
     ));
     deltas.push(key_delta(
         tag("review"),

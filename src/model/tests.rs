@@ -181,7 +181,7 @@ fn free_keys_are_hidden_until_toggled_except_recently_freed_ones() {
     assert!(!rows.iter().any(|r| r.trim() == "my tag: v1.0"));
     assert!(
         rows.iter().any(|r| r.trim() == "new"),
-        "freed 50 s ago: shown"
+        "freed 5 s ago: shown"
     );
     assert!(
         rows.iter().any(|r| r.trim() == "w1"),

@@ -19,8 +19,10 @@ use super::data::Data;
 use super::tree::{Node, NodeId, Section};
 
 /// How long a key seen going from held to free stays visible while free
-/// keys are hidden, so an operator sees the row turn free.
-pub const RECENTLY_FREED: Duration = Duration::from_secs(60);
+/// keys are hidden, so an operator sees the row turn free. Short: on a
+/// busy host every spawned agent frees a key, and a minute of them
+/// buried the held keys (the Events pane keeps the history).
+pub const RECENTLY_FREED: Duration = Duration::from_secs(10);
 
 /// One row of the tree pane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

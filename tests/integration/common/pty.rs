@@ -16,9 +16,16 @@ pub const SCREEN_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long the monitor may take to exit.
 pub const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The first line of `screen` that contains `name`, if any.
+/// The first list row of `screen` that contains `name`, if any: below
+/// the header and the tab bar (the header may name a key too), and left of
+/// the details pane's border (its lines name the selected key).
 pub fn row_of<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
-    screen.lines().find(|line| line.contains(name))
+    let tab_bar = screen.lines().position(|line| line.contains(" 1 Tree "))?;
+    screen
+        .lines()
+        .skip(tab_bar + 1)
+        .map(|line| line.split('│').next().unwrap_or(line))
+        .find(|line| line.contains(name))
 }
 
 struct Shared {

@@ -25,6 +25,14 @@ fn suspects_in_header(screen: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// True for a tree or blocking row of a held key (plainly live, or
+/// marked by its verdict).
+fn held_row(line: &str) -> bool {
+    ["● live", "◈ contended", "‖ stopped", "◌ idle"]
+        .iter()
+        .any(|marker| line.contains(marker))
+}
+
 /// Waits until no key under `state` is held (a passive snapshot); panics
 /// naming those still held after [`EXIT_TIMEOUT`].
 fn wait_nothing_held(state: &std::path::Path) {
@@ -81,7 +89,7 @@ fn demo_shows_the_swarm_and_quitting_cleans_up() {
     let screen = tui.wait_for("the stuck tag held", |screen| {
         screen
             .lines()
-            .any(|line| line.contains("research: v2.1") && line.contains("live"))
+            .any(|line| line.contains("research: v2.1") && held_row(line))
     });
     assert!(screen.contains("cli/"), "{screen}");
     // The stopped agent (its AIH and tag), the orphaned child's tag and
@@ -111,10 +119,13 @@ fn demo_shows_the_swarm_and_quitting_cleans_up() {
             .is_some_and(|row| row.contains("◔ spawn")),
         "{blocking}"
     );
-    // Down the blocking pane, one of the rows is the stuck tag, whose
-    // details say it is contended.
-    let mut contended = false;
+    // The stuck tag (first, or down the blocking pane) has details that
+    // say it is contended.
+    let mut contended = tui.screen().contains("contended: pid");
     for _ in 0..12 {
+        if contended {
+            break;
+        }
         tui.send(b"j");
         std::thread::sleep(Duration::from_millis(300));
         if tui.screen().contains("contended: pid") {
@@ -145,12 +156,50 @@ fn demo_shows_the_swarm_and_quitting_cleans_up() {
 }
 
 #[test]
+fn the_first_screen_names_the_stuck_tag_and_shows_every_verdict_without_a_key() {
+    let state = tempfile::tempdir().unwrap();
+    let mut tui = Tui::spawn(state.path(), &["demo"], 120, 35);
+    let screen = tui.wait_for(
+        "the stuck tag named and every verdict on screen",
+        |screen| {
+            let header = screen.lines().nth(2).unwrap_or_default();
+            header.starts_with("stuck: tag research: v2.1 — ◈ contended: 1 waiting")
+                && crate::common::pty::row_of(screen, "research: v2.1")
+                    .is_some_and(|row| row.contains("◈ contended"))
+                && ["‖ stopped", "↯ orphan", "◔ spawn"]
+                    .iter()
+                    .all(|marker| screen.contains(marker))
+        },
+    );
+    assert!(
+        screen.contains("│tag      research: v2.1"),
+        "the details are on the stuck tag:\n{screen}"
+    );
+    tui.send(b"q");
+    assert_eq!(tui.wait_exit(EXIT_TIMEOUT), Some(0));
+    wait_nothing_held(state.path());
+
+    // At 80×24 the most urgent key is named, and its row is in view.
+    let state = tempfile::tempdir().unwrap();
+    let mut tui = Tui::spawn(state.path(), &["demo"], 80, 24);
+    tui.wait_for("the stuck tag named and in view at 80×24", |screen| {
+        let header = screen.lines().nth(2).unwrap_or_default();
+        header.starts_with("stuck: tag research: v2.1")
+            && crate::common::pty::row_of(screen, "research: v2.1")
+                .is_some_and(|row| row.contains("◈"))
+    });
+    tui.send(b"q");
+    assert_eq!(tui.wait_exit(EXIT_TIMEOUT), Some(0));
+    wait_nothing_held(state.path());
+}
+
+#[test]
 fn demo_without_state_dir_removes_its_temp_dir() {
     let mut tui = Tui::spawn_plain(&["demo"], 120, 30);
     let screen = tui.wait_for("the stuck tag held", |screen| {
         screen
             .lines()
-            .any(|line| line.contains("research: v2.1") && line.contains("live"))
+            .any(|line| line.contains("research: v2.1") && held_row(line))
     });
     let dir = demo_dir(&screen);
     assert!(dir.exists(), "{dir:?} exists while the demo runs");
@@ -166,7 +215,7 @@ fn sigkill_of_the_monitor_leaves_no_holder_behind() {
     tui.wait_for("the stuck tag held", |screen| {
         screen
             .lines()
-            .any(|line| line.contains("research: v2.1") && line.contains("live"))
+            .any(|line| line.contains("research: v2.1") && held_row(line))
     });
     let swarm = children_of(tui.pid());
     assert!(!swarm.is_empty());
