@@ -8,12 +8,12 @@
 //! asked through the function the caller passes).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::{Delta, KeyState, Liveness, ScanProblem, WatcherHealth};
 
-use super::events::{Event, EventLog, classify};
+use super::events::{Event, EventKind, EventLog, classify};
 use super::tree::{Lock, NodeId, Section, Tree};
 
 /// Keys per state, as the header shows them.
@@ -92,6 +92,12 @@ pub struct Data {
     pub version: u64,
     /// When the engine last reported a key's change (`None`: none yet).
     pub last_change: Option<SystemTime>,
+    /// Holders (before and after) of the keys changed since the last
+    /// [`Data::log_verdicts`]: the keys whose verdicts may have changed.
+    touched: BTreeSet<u32>,
+    /// Whether the verdicts as of the initial scan were noted yet (they
+    /// are not events).
+    verdicts_noted: bool,
 }
 
 impl Default for Data {
@@ -106,6 +112,8 @@ impl Default for Data {
             synced: false,
             version: 0,
             last_change: None,
+            touched: BTreeSet::new(),
+            verdicts_noted: false,
         }
     }
 }
@@ -144,6 +152,9 @@ impl Data {
     ) {
         let id = self.tree.ensure_key(&key);
         let old = self.tree.lock_mut(id).take();
+        let holders = old.iter().flat_map(|old| &old.state.holders);
+        self.touched
+            .extend(holders.chain(&state.holders).map(|p| p.pid));
         if let Some(old) = &old {
             self.counts.bump(old.key.kind, &old.state, false);
             self.unindex(id, &old.state);
@@ -169,6 +180,10 @@ impl Data {
                 command: holder.and_then(|p| p.cmdline),
             });
         }
+        let flagged = match state.liveness.is_held() {
+            true => old.as_ref().and_then(|old| old.flagged),
+            false => None,
+        };
         let freed_at = match state.liveness {
             Liveness::Free if previous.is_some_and(Liveness::is_held) => Some(at),
             Liveness::Free => old.and_then(|old| old.freed_at),
@@ -181,7 +196,81 @@ impl Data {
             state,
             changed_at: at,
             freed_at,
+            flagged,
         });
+    }
+
+    /// Logs each held key whose verdict started or stopped needing
+    /// attention (see [`crate::model::Verdict::is_logged`]) since the last
+    /// call, as of `now`: every held key when `everything` (the clock
+    /// moved), else only the keys of the holders changed since. Nothing
+    /// before the initial scan is synced; then one silent pass notes what
+    /// was already so (not an event). Returns whether anything was
+    /// logged. Its cost is the number of keys judged (held keys at most).
+    pub fn log_verdicts(
+        &mut self,
+        now: SystemTime,
+        materializing: Duration,
+        everything: bool,
+    ) -> bool {
+        if !self.synced {
+            return false;
+        }
+        let log = std::mem::replace(&mut self.verdicts_noted, true);
+        let touched = std::mem::take(&mut self.touched);
+        let mut ids: Vec<NodeId> = match everything || !log {
+            true => self.by_pid.values().flatten().copied().collect(),
+            false => touched
+                .iter()
+                .filter_map(|pid| self.by_pid.get(pid))
+                .flatten()
+                .copied()
+                .collect(),
+        };
+        ids.sort_unstable();
+        ids.dedup();
+        let mut logged = false;
+        for id in ids {
+            let Some(lock) = self.lock(id) else { continue };
+            let verdict = self
+                .verdict(lock, now, materializing)
+                .filter(super::Verdict::is_logged);
+            let word = verdict.as_ref().map(super::Verdict::word);
+            if word == lock.flagged {
+                continue;
+            }
+            let kind = match (word, lock.flagged) {
+                (Some(word), _) => EventKind::Flagged(word),
+                (None, Some(previous)) => EventKind::Cleared(previous),
+                (None, None) => continue,
+            };
+            let pid = verdict.as_ref().and_then(super::Verdict::pid);
+            let pid = pid.or_else(|| lock.state.holders.first().map(|p| p.pid));
+            let command = lock
+                .state
+                .holders
+                .iter()
+                .find(|p| Some(p.pid) == pid)
+                .and_then(|p| p.cmdline.clone());
+            let event = Event {
+                at: now,
+                kind,
+                key: lock.key.clone(),
+                pid,
+                command,
+            };
+            if let Some(lock) = self.tree.lock_mut(id).as_mut() {
+                lock.flagged = word;
+            }
+            if log {
+                self.events.push(event);
+                logged = true;
+            }
+        }
+        if logged {
+            self.version += 1;
+        }
+        logged
     }
 
     fn remove_key(&mut self, key: &LockKey) {

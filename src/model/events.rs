@@ -1,4 +1,6 @@
-//! The event log: acquire / release / exit transitions, newest first.
+//! The event log: acquire / release / exit transitions, and the start and
+//! end of verdicts that need attention (stopped, contended, orphaned…),
+//! newest first.
 //!
 //! Invariants: only transitions are logged (a key first seen during the
 //! initial scan is not an "acquire"); the log never holds more than
@@ -37,17 +39,24 @@ pub enum EventKind {
     /// It became free and no holder PID was ever visible for it (outside
     /// this PID namespace, or gone before it was looked up).
     Freed,
+    /// A held key's verdict became one that needs attention (its word).
+    Flagged(&'static str),
+    /// A held key's verdict that needed attention ended (its word); the
+    /// key is still held.
+    Cleared(&'static str),
 }
 
 impl EventKind {
-    /// The word shown in the log.
-    pub fn as_str(self) -> &'static str {
+    /// The words shown in the log.
+    pub fn text(self) -> std::borrow::Cow<'static, str> {
         match self {
-            EventKind::Acquired => "acquired",
-            EventKind::Released => "released",
-            EventKind::HolderExited => "holder exited",
-            EventKind::KilledByLocktop => "killed by locktop",
-            EventKind::Freed => "freed",
+            EventKind::Acquired => "acquired".into(),
+            EventKind::Released => "released".into(),
+            EventKind::HolderExited => "holder exited".into(),
+            EventKind::KilledByLocktop => "killed by locktop".into(),
+            EventKind::Freed => "freed".into(),
+            EventKind::Flagged(word) => word.into(),
+            EventKind::Cleared(word) => format!("not {word}").into(),
         }
     }
 }

@@ -68,6 +68,8 @@ pub struct Model {
     settings: ViewSettings,
     now: SystemTime,
     pid_alive: PidAlive,
+    /// `--materializing-after`, for the verdicts the event log records.
+    materializing: std::time::Duration,
     flat: Flat,
     flat_version: Option<u64>,
     selected: Option<(Section, String)>,
@@ -99,6 +101,7 @@ impl Model {
             settings: ViewSettings::default(),
             now: SystemTime::UNIX_EPOCH,
             pid_alive,
+            materializing: MATERIALIZING_AFTER,
             flat: Flat::default(),
             flat_version: None,
             selected: None,
@@ -114,7 +117,13 @@ impl Model {
 
     /// Folds one delta into the data (also while paused).
     pub fn apply(&mut self, delta: Delta) {
+        let at = match &delta {
+            Delta::Key { at, .. } | Delta::Removed { at, .. } => Some(*at),
+            _ => None,
+        };
         self.data.apply(delta, &*self.pid_alive);
+        let at = at.unwrap_or(self.now).max(self.now);
+        self.data.log_verdicts(at, self.materializing, false);
         if self.frozen.is_some() {
             self.changes_while_paused += 1;
         }
@@ -149,11 +158,22 @@ impl Model {
     /// recently freed key aged out).
     pub fn set_now(&mut self, now: SystemTime) -> bool {
         self.now = now;
+        // Time alone turns some verdicts (a spawn materializing too long).
+        if self.data.log_verdicts(now, self.materializing, true) {
+            self.flat_version = None;
+            return true;
+        }
         if self.flat.expires.is_some_and(|at| at <= now) {
             self.flat_version = None;
             return true;
         }
         false
+    }
+
+    /// Sets `--materializing-after` (the verdicts the event log records
+    /// depend on it).
+    pub fn set_materializing(&mut self, materializing: std::time::Duration) {
+        self.materializing = materializing;
     }
 
     /// The view settings.

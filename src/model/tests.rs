@@ -262,11 +262,11 @@ fn a_freed_key_says_released_holder_exited_killed_by_locktop_or_freed() {
         model.apply(key_delta(key.clone(), state, None, t(1)));
         model.apply(key_delta(key, free(), Some(Liveness::Live), t(2)));
     }
-    let words: Vec<&str> = model
+    let words: Vec<String> = model
         .events()
         .iter()
         .filter(|e| e.kind != EventKind::Acquired)
-        .map(|e| e.kind.as_str())
+        .map(|e| e.kind.text().into_owned())
         .collect();
     assert_eq!(
         words,
@@ -378,4 +378,95 @@ fn other_keys_held_by_the_same_pid_are_its_family() {
     assert_eq!(names, ["deploy"]);
     model.refresh();
     let _ = model.rows();
+}
+
+#[test]
+fn verdict_changes_are_logged_and_what_the_first_scan_found_is_not() {
+    use crate::liveness::process::ProcState;
+    let words = |model: &Model| -> Vec<String> {
+        let events = model.events().iter();
+        events
+            .map(|e| format!("{} {}", e.kind.text(), e.key.name))
+            .collect()
+    };
+    let mut model = Model::new(Box::new(|_| true));
+    model.set_materializing(std::time::Duration::from_secs(30));
+    let mut stopped = held(Liveness::Live, 10, "agent", t(0));
+    stopped.holders[0].state = Some(ProcState::Stopped);
+    model.apply(key_delta(tag("found"), stopped.clone(), None, t(0)));
+    model.apply(Delta::Synced { keys: 1, at: t(1) });
+    model.set_now(t(2));
+    assert_eq!(
+        words(&model),
+        Vec::<String>::new(),
+        "found so: not an event"
+    );
+
+    // Stopped, then continued: both logged, with the holder's PID.
+    model.apply(key_delta(
+        instance("a/20"),
+        held(Liveness::Live, 20, "agent", t(3)),
+        None,
+        t(3),
+    ));
+    model.apply(key_delta(
+        tag("agent"),
+        held(Liveness::Live, 20, "agent", t(3)),
+        None,
+        t(3),
+    ));
+    let mut state = held(Liveness::Live, 20, "agent", t(3));
+    state.holders[0].state = Some(ProcState::Stopped);
+    model.apply(key_delta(
+        tag("agent"),
+        state.clone(),
+        Some(Liveness::Live),
+        t(4),
+    ));
+    state.holders[0].state = Some(ProcState::Running);
+    model.apply(key_delta(
+        tag("agent"),
+        state.clone(),
+        Some(Liveness::Live),
+        t(5),
+    ));
+    // A contender comes, and goes.
+    state.waiters = vec![30];
+    model.apply(key_delta(
+        tag("agent"),
+        state.clone(),
+        Some(Liveness::Live),
+        t(6),
+    ));
+    state.waiters.clear();
+    model.apply(key_delta(tag("agent"), state, Some(Liveness::Live), t(7)));
+    // Time alone: a spawn (tags, no AIH) past --materializing-after.
+    model.apply(key_delta(
+        tag("spawn"),
+        held(Liveness::Live, 40, "spawn", t(8)),
+        None,
+        t(8),
+    ));
+    model.set_now(t(20));
+    assert!(!words(&model).iter().any(|w| w.contains("materializing")));
+    assert!(model.set_now(t(40)), "the clock turned a verdict: redraw");
+    assert_eq!(
+        words(&model),
+        [
+            "materializing too long spawn",
+            "acquired spawn",
+            "not contended agent",
+            "contended agent",
+            "not stopped agent",
+            "stopped agent",
+            "acquired agent",
+            "acquired a/20",
+        ]
+    );
+    assert_eq!(model.events().get(0).and_then(|e| e.pid), Some(40));
+    assert_eq!(model.events().get(5).and_then(|e| e.pid), Some(20));
+    // Freed: the release is the event, the verdict ends silently.
+    model.apply(key_delta(tag("spawn"), free(), Some(Liveness::Live), t(41)));
+    assert_eq!(words(&model)[0], "released spawn");
+    assert_eq!(words(&model)[1], "materializing too long spawn");
 }

@@ -74,6 +74,9 @@ pub struct Lock {
     /// When it went from held to free during this session (`None` if it
     /// was never seen held, or is held now).
     pub freed_at: Option<SystemTime>,
+    /// The word of its verdict that needs attention, as last logged (see
+    /// `Data::log_verdicts`); `None` when free.
+    pub flagged: Option<&'static str>,
 }
 
 impl Lock {

@@ -136,6 +136,38 @@ impl Verdict {
         )
     }
 
+    /// The words a person reads for it (its `kind`, spaced).
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::Stopped { .. } => "stopped",
+            Verdict::OrphanedChild { .. } => "orphaned child",
+            Verdict::UnverifiedHolder { .. } => "unverified holder",
+            Verdict::MaterializingTooLong { .. } => "materializing too long",
+            Verdict::Idle { .. } => "idle",
+            Verdict::Contended { .. } => "contended",
+            Verdict::AgentActive { .. } => "agent active",
+        }
+    }
+
+    /// The process it is about: the holder (or the keeper of an orphaned
+    /// lock), when one can be named.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Verdict::Stopped { pid }
+            | Verdict::UnverifiedHolder { pid }
+            | Verdict::MaterializingTooLong { pid, .. }
+            | Verdict::Idle { pid, .. }
+            | Verdict::AgentActive { pid, .. } => Some(*pid),
+            Verdict::OrphanedChild { pid, .. } | Verdict::Contended { pid, .. } => *pid,
+        }
+    }
+
+    /// True for what the Events pane logs when it starts or ends: the
+    /// suspects, and a key someone waits to take.
+    pub fn is_logged(&self) -> bool {
+        self.is_suspect() || matches!(self, Verdict::Contended { .. })
+    }
+
     /// The word `watch --json` and JSON use for it (its `kind`).
     pub fn kind(&self) -> &'static str {
         match self {

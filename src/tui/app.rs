@@ -79,7 +79,8 @@ pub struct App {
 
 impl App {
     /// A UI on `model` (usually empty; deltas fill it).
-    pub fn new(config: AppConfig, model: Model) -> Self {
+    pub fn new(config: AppConfig, mut model: Model) -> Self {
+        model.set_materializing(config.materializing_after);
         Self {
             model,
             config,

@@ -97,8 +97,8 @@ fn k_then_y_sends_sigterm_to_a_real_holder() {
         .lock(app.model().selected_node().unwrap());
     let key = key.unwrap().key.clone();
     app.apply(key_delta(key, free(), Some(Liveness::Live), t(602)));
-    let logged = app.model().events().get(0).map(|e| e.kind.as_str());
-    assert_eq!(logged, Some("killed by locktop"));
+    let logged = app.model().events().get(0).map(|e| e.kind.text());
+    assert_eq!(logged.as_deref(), Some("killed by locktop"));
 }
 
 #[test]

@@ -335,7 +335,7 @@ fn event_lines(app: &App, index: usize) -> Vec<Line<'static>> {
         field(
             &theme,
             "event",
-            vec![Span::styled(event.kind.as_str(), theme.section)],
+            vec![Span::styled(event.kind.text(), theme.section)],
         ),
         field(&theme, "at", vec![text(time_format::rfc3339(event.at))]),
         field(
@@ -350,6 +350,8 @@ fn event_lines(app: &App, index: usize) -> Vec<Line<'static>> {
         EventKind::HolderExited => "free, and its holder's PID was gone (why, locktop cannot tell)",
         EventKind::KilledByLocktop => "free, and its holder, which locktop signalled (K), is gone",
         EventKind::Freed => "free; no holder PID was ever visible for it",
+        EventKind::Flagged(_) => "still held, and now needs attention: the key's details say why",
+        EventKind::Cleared(_) => "still held; what needed attention is over",
     };
     lines.push(field(
         &theme,

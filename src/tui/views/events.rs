@@ -1,6 +1,8 @@
 //! The event log pane: acquired / released / holder exited / killed by
-//! locktop / freed, newest first, with time (UTC), PID and key. Invariant: only the rows in the
-//! viewport become text.
+//! locktop / freed, and verdicts that start or stop needing attention
+//! (⚠ stopped, ◈ contended, ✓ not stopped…), newest first, with time
+//! (UTC), PID and key. Invariant: only the rows in the viewport become
+//! text.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
@@ -25,8 +27,11 @@ fn kind_span(theme: &Theme, kind: EventKind) -> Span<'static> {
         EventKind::Released | EventKind::Freed => ("▽", theme.free),
         EventKind::HolderExited => ("○", theme.free),
         EventKind::KilledByLocktop => ("✖", theme.error),
+        EventKind::Flagged("contended") => ("◈", theme.in_flight),
+        EventKind::Flagged(_) => ("⚠", theme.error),
+        EventKind::Cleared(_) => ("✓", theme.dim),
     };
-    Span::styled(format!("{glyph} {}", kind.as_str()), style)
+    Span::styled(format!("{glyph} {}", kind.text()), style)
 }
 
 /// Draws the event log into `area`; returns where its rows went.
