@@ -104,6 +104,9 @@ pub enum Action {
     Check,
     /// Copy the selection's PID, command line or path (OSC 52).
     Copy,
+    /// Clear and redraw the whole screen (after something else wrote on
+    /// the terminal).
+    Redraw,
 }
 
 impl Action {

@@ -67,6 +67,10 @@ pub struct App {
     pub(crate) unknown_key_hinted: bool,
     /// Text waiting to be put on the clipboard by the event loop.
     pub(crate) clipboard: Option<String>,
+    /// The terminal is to be cleared before the next frame (Ctrl-L).
+    pub(crate) clear_screen: bool,
+    /// Lines the help overlay is scrolled by (clamped at draw).
+    pub(crate) help_scroll: u16,
     /// `y` presses on the current selection (any other action resets).
     pub(crate) copy_press: usize,
     /// While the tree's selection follows the most urgent key: the
@@ -95,6 +99,8 @@ impl App {
             details_scroll: 0,
             unknown_key_hinted: false,
             clipboard: None,
+            clear_screen: false,
+            help_scroll: 0,
             copy_press: 0,
             following_urgent: Some(0),
             quit: false,
@@ -160,6 +166,11 @@ impl App {
         self.quit = true;
     }
 
+    /// True once after Ctrl-L: clear the terminal before the next frame.
+    pub fn take_clear_screen(&mut self) -> bool {
+        std::mem::take(&mut self.clear_screen)
+    }
+
     /// True once since the last call if anything changed (then draw).
     pub fn take_dirty(&mut self) -> bool {
         std::mem::take(&mut self.dirty)
@@ -213,6 +224,7 @@ impl App {
 
     fn laid_out(&mut self, drawn: Drawn) {
         self.hits = drawn.hits;
+        self.help_scroll = self.help_scroll.min(drawn.help_max);
         self.details_scroll = self.details_scroll.min(drawn.details_max);
         if let Some(page) = drawn.page {
             self.page = page;
@@ -241,7 +253,11 @@ impl App {
             Action::DetailsUp => self.details_scroll = self.details_scroll.saturating_sub(1),
             Action::DetailsDown => self.details_scroll = self.details_scroll.saturating_add(1),
             Action::Quit => self.quit = true,
-            Action::ToggleHelp => self.help = !self.help,
+            Action::ToggleHelp => {
+                self.help = !self.help;
+                self.help_scroll = 0;
+            }
+            Action::Redraw => self.clear_screen = true,
             Action::Escape => {
                 if self.help {
                     self.help = false;

@@ -140,6 +140,10 @@ where
                 app.set_message(format!("cannot write to the clipboard: {error}"));
             }
         }
+        if app.take_clear_screen() {
+            terminal.clear().context("cannot clear the screen")?;
+            app.mark_dirty();
+        }
         if app.take_dirty() {
             terminal
                 .draw(|frame| app.draw(frame))

@@ -42,6 +42,10 @@ impl App {
             self.type_filter(key);
             return;
         }
+        // A message answers the key before; the next key clears it.
+        if self.message.take().is_some() {
+            self.mark_dirty();
+        }
         let Some(action) = keymap::action_for(key, self.config.read_only) else {
             match keymap::binding_for(key) {
                 Some(binding) => self.set_message(format!(
@@ -56,10 +60,29 @@ impl App {
             }
             return;
         };
-        if self.help && !matches!(action, Action::ToggleHelp | Action::Escape | Action::Quit) {
-            return;
+        if self.help {
+            return self.help_key(action);
         }
         self.perform(action);
+    }
+
+    /// A key while the help is open: it scrolls, closes, quits or
+    /// redraws; anything else waits for the help to close.
+    fn help_key(&mut self, action: Action) {
+        let scroll = &mut self.help_scroll;
+        match action {
+            Action::Up => *scroll = scroll.saturating_sub(1),
+            Action::Down => *scroll = scroll.saturating_add(1),
+            Action::PageUp => *scroll = scroll.saturating_sub(5),
+            Action::PageDown => *scroll = scroll.saturating_add(5),
+            Action::Top => *scroll = 0,
+            Action::Bottom => *scroll = u16::MAX,
+            Action::ToggleHelp | Action::Escape | Action::Quit | Action::Redraw => {
+                return self.perform(action);
+            }
+            _ => return,
+        }
+        self.mark_dirty();
     }
 
     fn type_filter(&mut self, key: KeyEvent) {

@@ -91,6 +91,7 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(Char('?'), NONE), (F(1), NONE)], "? F1", Action::ToggleHelp, "show or hide this help", Group::General, Some("help")),
     bind(&[(Char('p'), NONE), (Char(' '), NONE)], "p Space", Action::TogglePause, "pause the view (data kept)", Group::General, Some("pause")),
     bind(&[(Esc, NONE)], "Esc", Action::Escape, "close help / clear filter", Group::General, None),
+    bind(&[(Char('l'), CTRL)], "^L", Action::Redraw, "redraw the screen", Group::General, None),
     bind(&[(Char('k'), NONE), (Up, NONE)], "k ↑", Action::Up, "select the row above", Group::Navigate, None),
     bind(&[(Char('j'), NONE), (Down, NONE)], "j ↓", Action::Down, "select the row below", Group::Navigate, None),
     bind(&[(Char('h'), NONE), (Left, NONE)], "h ←", Action::Collapse, "collapse, or go to parent", Group::Navigate, None),

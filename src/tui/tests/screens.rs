@@ -429,3 +429,78 @@ fn an_idle_holder_is_a_suspect_and_a_contended_key_says_who_waits() {
     press(&mut app, KeyCode::Char('5'));
     insta::assert_snapshot!(render(&mut app, 100, 30).backend());
 }
+
+#[test]
+fn the_help_legend_names_every_marker_and_scrolls_on_a_small_terminal() {
+    use crate::model::Verdict;
+    let theme = Theme::color();
+    let legend: String = crate::tui::views::help::legend_lines(&theme)
+        .iter()
+        .map(|line| line.to_string() + "\n")
+        .collect();
+    let verdicts = [
+        Verdict::Stopped { pid: 1 },
+        Verdict::OrphanedChild {
+            pid: None,
+            taken_by: 1,
+        },
+        Verdict::MaterializingTooLong {
+            pid: 1,
+            since: t(0),
+        },
+        Verdict::Idle {
+            pid: 1,
+            since: t(0),
+        },
+        Verdict::Contended {
+            pid: None,
+            aih: None,
+            since: None,
+            waiters: vec![2],
+        },
+        Verdict::UnverifiedHolder { pid: 1 },
+    ];
+    for verdict in verdicts {
+        let marker = crate::tui::views::verdict_marker(&theme, &verdict).unwrap();
+        assert!(
+            legend.contains(marker.content.as_ref()),
+            "{marker} missing:\n{legend}"
+        );
+    }
+    for mark in ["◑ shared", "+2", "1234?"] {
+        assert!(legend.contains(mark), "{mark} missing:\n{legend}");
+    }
+
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('?'));
+    let top = render(&mut app, 40, 10).backend().to_string();
+    assert!(top.contains("↑↓ 0/"), "{top}");
+    press(&mut app, KeyCode::Char('G'));
+    let bottom = render(&mut app, 40, 10).backend().to_string();
+    assert!(
+        bottom.contains("unverified: maybe reused"),
+        "the end is reachable:\n{bottom}"
+    );
+    assert!(app.help, "keys scroll, they do not close the help");
+    press(&mut app, KeyCode::Esc);
+    assert!(!app.help);
+}
+
+#[test]
+fn a_footer_message_goes_with_the_next_key_and_ctrl_l_redraws() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('y'));
+    assert!(app.message().is_some_and(|m| m.starts_with("copied")));
+    press(&mut app, KeyCode::Char('j'));
+    assert_eq!(app.message(), None, "the next key clears it");
+    press(&mut app, KeyCode::Char('Z'));
+    assert!(app.message().is_some(), "an unknown key says so once");
+    press(&mut app, KeyCode::Char('j'));
+    assert_eq!(app.message(), None);
+    app.handle_key(crossterm::event::KeyEvent::new(
+        KeyCode::Char('l'),
+        crossterm::event::KeyModifiers::CONTROL,
+    ));
+    assert_eq!(app.message(), None, "Ctrl-L is no unknown key");
+    assert!(app.take_clear_screen(), "Ctrl-L clears and redraws");
+}

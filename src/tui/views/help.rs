@@ -2,6 +2,8 @@
 //! heading per group, one line per binding, in two columns when the
 //! terminal is wide enough. Bindings disabled by read-only mode are listed
 //! as such: marked `✗` and dimmed, with the group heading saying why.
+//! A legend says what every glyph on screen means; what does not fit
+//! scrolls (↑↓), and the title says so.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -12,8 +14,9 @@ use super::super::app::App;
 use super::super::keymap::{BINDINGS, Group};
 use super::super::theme::Theme;
 
-/// Draws the overlay centred in `area`.
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
+/// Draws the overlay centred in `area`, scrolled by the app's help
+/// scroll (clamped); returns the largest useful scroll (0: it all fits).
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> u16 {
     let theme = app.config.theme;
     let read_only = app.config.read_only;
     let mut left = group_lines(&theme, Group::General, read_only);
@@ -29,10 +32,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         )));
     }
     right.push(Line::default());
-    right.push(Line::from(Span::styled("States", theme.section)));
-    for state in ["● live  ◆ own  ○ free", "◐ in-flight  ✖ error  □ dir"] {
-        right.push(Line::from(Span::styled(format!("  {state}"), theme.dim)));
-    }
+    right.extend(legend_lines(&theme));
     let two_columns = area.width >= 78;
     let (width, rows) = if two_columns {
         (76, left.len().max(right.len()))
@@ -47,9 +47,18 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         width,
         height,
     };
+    let max_scroll = (rows as u16).saturating_sub(height.saturating_sub(2));
+    let scroll = app.help_scroll.min(max_scroll);
+    let mut title = vec![Span::styled(" Help · ? or Esc closes ", theme.section)];
+    if max_scroll > 0 {
+        title.push(Span::styled(
+            format!("↑↓ {scroll}/{max_scroll} "),
+            theme.dim,
+        ));
+    }
     let block = Block::bordered()
         .border_style(theme.dim)
-        .title(Span::styled(" Help · ? or Esc closes ", theme.section));
+        .title(Line::from(title));
     let inner = block.inner(popup);
     frame.render_widget(Clear, popup);
     frame.render_widget(block, popup);
@@ -57,12 +66,33 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         let [a, b] = Layout::horizontal([Constraint::Length(38), Constraint::Fill(1)])
             .spacing(1)
             .areas(inner);
-        frame.render_widget(Paragraph::new(left), a);
-        frame.render_widget(Paragraph::new(right), b);
+        frame.render_widget(Paragraph::new(left).scroll((scroll, 0)), a);
+        frame.render_widget(Paragraph::new(right).scroll((scroll, 0)), b);
     } else {
         left.extend(right);
-        frame.render_widget(Paragraph::new(left), inner);
+        frame.render_widget(Paragraph::new(left).scroll((scroll, 0)), inner);
     }
+    max_scroll
+}
+
+/// What the glyphs on screen mean: states, the verdicts that need
+/// attention (a test checks every marker of `verdict_marker` is here),
+/// and the PID column's marks.
+pub(crate) fn legend_lines(theme: &Theme) -> Vec<Line<'static>> {
+    let dim = |text: &str| Line::from(Span::styled(format!("  {text}"), theme.dim));
+    vec![
+        Line::from(Span::styled("States", theme.section)),
+        dim("● live  ◆ own  ○ free  ◑ shared"),
+        dim("◐ in-flight  ✖ error  □ dir"),
+        Line::from(Span::styled("Needs attention", theme.section)),
+        dim("‖ stopped  ↯ orphan (kept by a child)"),
+        dim("◔ spawn (materializing too long)"),
+        dim("◌ idle  ◈ contended (someone waits)"),
+        dim("? unverified holder"),
+        Line::from(Span::styled("PID column", theme.section)),
+        dim("1234+2   1234 and 2 more share it"),
+        dim("1234?    unverified: maybe reused"),
+    ]
 }
 
 fn group_lines(theme: &Theme, group: Group, read_only: bool) -> Vec<Line<'static>> {

@@ -14,7 +14,7 @@ mod events;
 mod footer;
 mod form;
 mod header;
-mod help;
+pub(crate) mod help;
 mod holders;
 mod list;
 mod test_holders;
@@ -72,6 +72,8 @@ pub struct Drawn {
     pub report: Option<ReportArea>,
     /// The largest useful scroll of the details pane (0: it all fits).
     pub details_max: u16,
+    /// The largest useful scroll of the help overlay (0: closed or fits).
+    pub help_max: u16,
 }
 
 /// Draws the whole screen and returns what it laid out.
@@ -102,9 +104,11 @@ pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
     };
     let details_max = side.map_or(0, |side| details::draw(app, frame, side));
     footer::draw(app, frame, footer);
-    if app.help {
-        help::draw(app, frame, area);
-    }
+    let help_max = if app.help {
+        help::draw(app, frame, area)
+    } else {
+        0
+    };
     let report = dialog::draw(app, frame, area);
     Drawn {
         hits: HitMap {
@@ -116,6 +120,7 @@ pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
         page: Some(list.page),
         report,
         details_max,
+        help_max,
     }
 }
 
