@@ -80,6 +80,9 @@ pub struct Model {
     holders_cache: Option<(u64, String, Vec<HolderGroup>, Vec<HolderRow>)>,
     holders_cursor: KeyedCursor<HolderIdentity>,
     events_cursor: ListCursor,
+    /// The log indexes the events pane shows (those the filter passes),
+    /// for the data version and filter they were derived for.
+    events_cache: Option<(u64, String, Vec<usize>)>,
     /// The selected event's sequence number (see [`Model::events_selected`]).
     event_anchor: Option<u64>,
     blocking_cursor: KeyedCursor<KeyIdentity>,
@@ -110,6 +113,7 @@ impl Model {
             holders_cache: None,
             holders_cursor: KeyedCursor::default(),
             events_cursor: ListCursor::default(),
+            events_cache: None,
             event_anchor: None,
             blocking_cursor: KeyedCursor::default(),
         }
@@ -247,6 +251,7 @@ impl Model {
     /// did). Every getter of rows reads what this derived.
     pub fn refresh(&mut self) {
         self.refresh_holders();
+        self.refresh_events();
         let version = self.data().version;
         if self.flat_version == Some(version) {
             return;
@@ -278,6 +283,20 @@ impl Model {
         }
     }
 
+    fn refresh_events(&mut self) {
+        let version = self.data().version;
+        let fresh = matches!(&self.events_cache,
+            Some((v, filter, _)) if *v == version && *filter == self.settings.filter);
+        if !fresh {
+            let settings = &self.settings;
+            let rows = (self.data().events.iter().enumerate())
+                .filter(|(_, event)| settings.matches_key(&event.key.name, event.pid.into_iter()))
+                .map(|(index, _)| index)
+                .collect();
+            self.events_cache = Some((version, self.settings.filter.clone(), rows));
+        }
+    }
+
     /// True when the rows derived by the last [`Model::refresh`] are current.
     pub fn is_fresh(&self) -> bool {
         let version = self.data().version;
@@ -288,7 +307,10 @@ impl Model {
 
     fn assert_fresh(&self) {
         debug_assert!(
-            self.is_fresh(),
+            self.is_fresh()
+                && self.events_cache.as_ref().is_some_and(|(v, f, _)| {
+                    *v == self.data().version && *f == self.settings.filter
+                }),
             "read the model's rows before Model::refresh()"
         );
     }
@@ -467,34 +489,56 @@ impl Model {
         &self.data().events
     }
 
-    /// The event log's cursor (0 = newest), on the selected event.
+    /// The events pane's rows: indexes into [`Model::events`] of the
+    /// events the filter passes, newest first.
+    pub fn event_rows(&self) -> &[usize] {
+        self.assert_fresh();
+        let (_, _, rows) = self.events_cache.as_ref().expect("filled by refresh");
+        rows
+    }
+
+    /// The event log's cursor (0 = newest row), on the selected event.
     pub fn events_cursor(&self) -> ListCursor {
         let mut cursor = self.events_cursor;
-        cursor.select(self.events_selected(), self.events().len());
+        cursor.select(self.events_selected(), self.event_rows().len());
         cursor
     }
 
-    /// Index of the selected event (0 = newest): the anchored event's row
-    /// while it is in the log, whatever arrived since (events are only
-    /// added at the front and dropped from the back, so the `n`-th event
-    /// ever logged is at `total - 1 - n`); else the last index, clamped.
+    /// The row of the selected event (0 = newest): the anchored event's
+    /// row while the log has it and the filter passes it, whatever arrived
+    /// since (events are only added at the front and dropped from the
+    /// back, so the `n`-th event ever logged is at index `total - 1 - n`);
+    /// else the last row, clamped.
     pub fn events_selected(&self) -> usize {
-        let log = self.events();
+        let (log, rows) = (self.events(), self.event_rows());
         let (total, len) = (log.total(), log.len() as u64);
-        match self.event_anchor {
-            Some(seq) if seq < total && total - seq <= len => (total - 1 - seq) as usize,
-            _ => self.events_cursor.selected(log.len()),
+        let anchored = match self.event_anchor {
+            Some(seq) if seq < total && total - seq <= len => Some((total - 1 - seq) as usize),
+            _ => None,
+        };
+        match anchored.and_then(|index| rows.binary_search(&index).ok()) {
+            Some(row) => row,
+            None => self.events_cursor.selected(rows.len()),
         }
     }
 
-    /// Moves the event selection to `index` (clamped) and anchors it on
-    /// that event.
+    /// The log index of the selected event, if any row is shown.
+    pub fn selected_event(&self) -> Option<usize> {
+        self.event_rows().get(self.events_selected()).copied()
+    }
+
+    /// Moves the event selection to row `index` (clamped) and anchors it
+    /// on that event.
     pub fn select_event(&mut self, index: usize) {
-        let len = self.events().len();
+        self.refresh();
+        let len = self.event_rows().len();
         self.events_cursor.select(index, len);
-        let index = self.events_cursor.selected(len) as u64;
+        let row = self.events_cursor.selected(len);
         let total = self.events().total();
-        self.event_anchor = (len > 0).then(|| total - 1 - index);
+        self.event_anchor = self
+            .event_rows()
+            .get(row)
+            .map(|&index| total - 1 - index as u64);
     }
 
     /// The blocking view's cursor.

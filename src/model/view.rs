@@ -123,6 +123,15 @@ impl ViewSettings {
     fn matches_text(&self, haystack: &str) -> bool {
         contains_ignore_ascii_case(haystack, &self.filter)
     }
+
+    /// Whether a key named `name`, involving processes `pids`, passes the
+    /// filter (a substring of the name or of a PID; all pass when empty):
+    /// the one rule every pane the filter applies to uses.
+    pub fn matches_key(&self, name: &str, mut pids: impl Iterator<Item = u32>) -> bool {
+        self.filter.is_empty()
+            || self.matches_text(name)
+            || pids.any(|pid| self.matches_text(&pid.to_string()))
+    }
 }
 
 /// `needle` in `haystack`, ASCII case-insensitive, without allocating.

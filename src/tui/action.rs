@@ -75,6 +75,10 @@ pub enum Action {
     PageDown,
     /// Start typing the incremental filter.
     StartFilter,
+    /// The next row the filter matches (wrapping).
+    NextMatch,
+    /// The previous row the filter matches (wrapping).
+    PrevMatch,
     /// Close the overlay, or clear the filter.
     Escape,
     /// Scroll the details pane one line up.

@@ -277,6 +277,8 @@ impl App {
             Action::Expand if self.pane == Pane::Tree => self.model.expand(),
             Action::Toggle => self.toggle(),
             Action::Collapse | Action::Expand => {}
+            Action::NextMatch => self.next_match(true),
+            Action::PrevMatch => self.next_match(false),
             Action::StartFilter => {
                 self.filter_input = Some(self.model.settings().filter.clone());
             }

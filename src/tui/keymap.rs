@@ -104,6 +104,8 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(Char('['), NONE)], "[", Action::DetailsUp, "scroll the details up", Group::Navigate, None),
     bind(&[(Char(']'), NONE)], "]", Action::DetailsDown, "scroll the details down", Group::Navigate, None),
     bind(&[(Char('/'), NONE), (F(3), NONE)], "/ F3", Action::StartFilter, "filter: AIH, tag or PID", Group::View, Some("filter")),
+    bind(&[(Char('.'), NONE)], ".", Action::NextMatch, "next match of the filter", Group::View, None),
+    bind(&[(Char(','), NONE)], ",", Action::PrevMatch, "previous match", Group::View, None),
     bind(&[(Char('a'), NONE)], "a", Action::ToggleFree, "free keys (recent: 10 s)", Group::View, Some("free")),
     bind(&[(Char('s'), NONE)], "s", Action::CycleSort, "sort 2 5: age, PID, name", Group::View, None),
     bind(&[(Tab, NONE)], "Tab", Action::NextPane, "next pane", Group::View, Some("pane")),

@@ -8,7 +8,7 @@
 
 use crate::model::{BlockingRow, KeyIdentity, NodeId, Section, Sort};
 
-use super::action::Pane;
+use super::action::{Action, Pane};
 use super::app::App;
 use super::selection::Selected;
 
@@ -33,7 +33,7 @@ impl App {
         match self.pane {
             Pane::Tree => self.model.rows().len(),
             Pane::Holders => self.model.holders().1.len(),
-            Pane::Events => self.model.events().len(),
+            Pane::Events => self.model.event_rows().len(),
             Pane::TestHolders => self.operator.test_holders.list().len(),
             Pane::Blocking => self.blocking_rows().len(),
         }
@@ -88,6 +88,45 @@ impl App {
             }
         }
     }
+    /// `.` / `,`: the next (or previous) row the filter matches, wrapping.
+    /// In the tree that skips the sections and directories shown only for
+    /// their descendants; elsewhere every filtered row matches.
+    pub(crate) fn next_match(&mut self, forward: bool) {
+        if self.model.settings().filter.is_empty() {
+            self.message = Some(format!(
+                "no filter: {} sets one",
+                super::keymap::key_of(Action::StartFilter)
+            ));
+            return;
+        }
+        if self.pane == Pane::TestHolders {
+            self.message = Some("the filter does not apply to test holders".into());
+            return;
+        }
+        let len = self.row_count();
+        if len == 0 {
+            return;
+        }
+        let from = self.selected_index();
+        let matches = |app: &Self, index: usize| match app.pane {
+            Pane::Tree => {
+                let (data, now) = (app.model.data(), app.model.now());
+                let node = data.tree.node(app.model.rows()[index].node);
+                app.model.settings().shows(node, now)
+            }
+            _ => true,
+        };
+        let step = |i: usize| match forward {
+            true => (i + 1) % len,
+            false => (i + len - 1) % len,
+        };
+        let mut index = step(from);
+        while index != from && !matches(self, index) {
+            index = step(index);
+        }
+        self.select_index(index);
+    }
+
     /// Switches to the tree and selects `(section, path)` if it is a row.
     fn reveal(&mut self, section: Section, path: &str) {
         let id = self.model.data().tree.find(section, path);
@@ -118,6 +157,13 @@ impl App {
         let materializing = self.config.materializing_after;
         let data = self.model.data();
         let mut rows = data.blocking_rows(self.model.now(), materializing);
+        let settings = self.model.settings();
+        rows.retain(|row| {
+            data.lock(row.node).is_some_and(|lock| {
+                let pids = lock.state.holders.iter().map(|p| p.pid);
+                settings.matches_key(&lock.key.name, pids)
+            })
+        });
         let lock = |row: &BlockingRow| data.lock(row.node);
         match self.model.settings().sort {
             Sort::Urgency => {}

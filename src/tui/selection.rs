@@ -93,10 +93,7 @@ impl App {
                         },
                     })
             }
-            Pane::Events => {
-                let index = self.model.events_selected();
-                (index < self.model.events().len()).then_some(Selected::Event(index))
-            }
+            Pane::Events => self.model.selected_event().map(Selected::Event),
             Pane::TestHolders => self
                 .operator
                 .test_holders

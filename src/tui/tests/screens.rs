@@ -11,7 +11,7 @@ use crate::engine::Liveness;
 use crate::model::fixtures::*;
 use crate::model::{Model, Section};
 
-use super::support::{app_with, demo_app, press, render, select, type_text};
+use super::support::{app_with, demo_app, press, render, select, text_of, type_text};
 use crate::tui::*;
 
 #[test]
@@ -503,4 +503,64 @@ fn a_footer_message_goes_with_the_next_key_and_ctrl_l_redraws() {
     ));
     assert_eq!(app.message(), None, "Ctrl-L is no unknown key");
     assert!(app.take_clear_screen(), "Ctrl-L clears and redraws");
+}
+
+#[test]
+fn a_filter_applies_in_every_pane_that_shows_it_and_dot_comma_step_through_matches() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('/'));
+    type_text(&mut app, "1500");
+    press(&mut app, KeyCode::Enter);
+    // Events: only those of PID 1500 (its acquire and release).
+    press(&mut app, KeyCode::Char('3'));
+    let events = text_of(&mut app);
+    assert!(events.contains("/1500"), "{events}");
+    assert_eq!(app.model().event_rows().len(), 2, "{events}");
+    assert!(!events.contains("review"), "{events}");
+    // Blocking: no held key of 1500; it says so.
+    press(&mut app, KeyCode::Char('5'));
+    let blocking = text_of(&mut app);
+    assert!(
+        blocking.contains("no held key matches the filter"),
+        "{blocking}"
+    );
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('/'));
+    type_text(&mut app, "1201");
+    press(&mut app, KeyCode::Enter);
+    let blocking = text_of(&mut app);
+    assert!(blocking.contains("deploy"), "{blocking}");
+    assert_eq!(
+        app.blocking_rows().len(),
+        2,
+        "cli/daemon/abc and deploy:\n{blocking}"
+    );
+    // Test holders are not filtered: the tab bar does not claim it.
+    press(&mut app, KeyCode::Char('4'));
+    assert!(!text_of(&mut app).contains("/1201"));
+    press(&mut app, KeyCode::Char('.'));
+    assert_eq!(
+        app.message(),
+        Some("the filter does not apply to test holders")
+    );
+    // The tree: . and , go from match to match, past the directories.
+    press(&mut app, KeyCode::Char('1'));
+    let mut seen = Vec::new();
+    for _ in 0..8 {
+        press(&mut app, KeyCode::Char('.'));
+        let id = app.model().selected_node().unwrap();
+        let node = app.model().data().tree.node(id);
+        assert!(
+            node.lock.is_some() || node.problem.is_some(),
+            "{}",
+            node.path
+        );
+        seen.push(node.path.clone());
+    }
+    assert!(seen.contains(&"deploy".to_string()), "{seen:?}");
+    assert!(seen.contains(&"cli/daemon/abc".to_string()), "{seen:?}");
+    let here = app.model().selected_node();
+    press(&mut app, KeyCode::Char('.'));
+    press(&mut app, KeyCode::Char(','));
+    assert_eq!(app.model().selected_node(), here, ", undoes .");
 }

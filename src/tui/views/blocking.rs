@@ -30,7 +30,11 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     let theme = app.config.theme;
     let rows = app.blocking_rows();
     if rows.is_empty() {
-        return list::empty(frame, area, &theme, "no key is held: nothing blocks anyone");
+        let notice = match app.model.settings().filter.is_empty() {
+            true => "no key is held: nothing blocks anyone",
+            false => "no held key matches the filter",
+        };
+        return list::empty(frame, area, &theme, notice);
     }
     let layout = ListFrame::new(area, app.model.blocking_cursor(), rows.len());
     let wide = area.width >= WIDE;

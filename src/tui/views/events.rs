@@ -38,15 +38,18 @@ fn kind_span(theme: &Theme, kind: EventKind) -> Span<'static> {
 pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     let theme = app.config.theme;
     let log = app.model.events();
+    let shown = app.model.event_rows();
     if log.is_empty() {
         return list::empty(frame, area, &theme, "no acquire or release seen yet");
     }
-    let layout = ListFrame::new(area, &app.model.events_cursor(), log.len());
+    if shown.is_empty() {
+        return list::empty(frame, area, &theme, "no event matches the filter");
+    }
+    let layout = ListFrame::new(area, &app.model.events_cursor(), shown.len());
     let room = fill_width(area.width, &FIXED).saturating_sub(9);
-    let rows: Vec<TableRow> = log
+    let rows: Vec<TableRow> = shown[layout.window.clone()]
         .iter()
-        .skip(layout.window.start)
-        .take(layout.window.len())
+        .filter_map(|&index| log.get(index))
         .map(|event| {
             // No PID: the holder was not visible (outside this PID
             // namespace, or gone before it was looked up).

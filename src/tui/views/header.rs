@@ -174,7 +174,8 @@ pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane:
         spans.push(Span::raw(" "));
     }
     let settings = app.model.settings();
-    if !settings.filter.is_empty() && app.filter_input.is_none() {
+    // Shown only where it applies (test holders are not filtered).
+    if !settings.filter.is_empty() && app.filter_input.is_none() && app.pane != Pane::TestHolders {
         spans.push(Span::styled("· filter ", theme.dim));
         spans.push(Span::styled(
             format!("/{}", visible(&settings.filter)),
