@@ -80,7 +80,13 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
         )
         .and_then(|()| buffered.flush())
     } else {
-        write_table(&mut out, shown, &snapshot.problems)
+        use std::io::IsTerminal;
+        let width = std::io::stdout()
+            .is_terminal()
+            .then(|| crossterm::terminal::size().ok())
+            .flatten()
+            .map(|(columns, _)| usize::from(columns));
+        write_table(&mut out, shown, &snapshot.problems, width)
     };
     match written {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
@@ -150,16 +156,34 @@ pub fn role(roles: &HashMap<u32, Vec<(KeyKind, &str)>>, pid: u32) -> Role {
     Role::from_kinds(roles.get(&pid).into_iter().flatten().copied())
 }
 
+/// The table: one line per key with its verdict (what needs attention
+/// is visible without JSON); on a terminal each line is cut to its width
+/// (a long name shortened in the middle, the command line at its end),
+/// piped it is whole.
 fn write_table<'a>(
     out: &mut impl Write,
-    keys: impl Iterator<Item = &'a (LockKey, KeyState)>,
+    keys: impl Iterator<Item = &'a (LockKey, KeyState)> + Clone,
     problems: &[ScanProblem],
+    width: Option<usize>,
 ) -> std::io::Result<()> {
     let now = SystemTime::now();
+    let roles = roles(keys.clone().map(|(key, state)| (key, state)));
+    let fixed = format!(
+        "{:<10} {:<8} {:>7} {:>6}  {:<10} ",
+        "STATE", "KIND", "PID", "AGE", "VERDICT"
+    );
+    // The name's column: 40 wide, less on a narrow terminal (it keeps at
+    // least half of what is left; the command gets the rest).
+    let room = width.map(|w| w.saturating_sub(fixed.chars().count()));
+    let name_width = room.map_or(40, |room| 40.min(room / 2).max(8));
+    let cut = |line: String| match width {
+        Some(width) => crate::tui::fit::cut_end(&line, width),
+        None => line,
+    };
     writeln!(
         out,
-        "{:<10} {:<8} {:>7} {:>6}  {:<40} COMMAND",
-        "STATE", "KIND", "PID", "AGE", "NAME"
+        "{}",
+        cut(format!("{fixed} {:<name_width$} COMMAND", "NAME"))
     )?;
     let mut count = 0;
     for (key, state) in keys {
@@ -171,21 +195,28 @@ fn write_table<'a>(
         let age = state
             .since
             .map_or_else(|| "-".to_string(), |since| time_format::age(since, now));
+        let verdict = judge(state, |pid| role(&roles, pid), now, MATERIALIZING_AFTER)
+            .map_or("-", |verdict| verdict.short_word());
         let command = match (&state.error, state.holders.first()) {
             (Some(error), _) => error.clone(),
             (None, Some(process)) => format!("{}{}", process.command(), process.holder_mark()),
             (None, None) => String::new(),
         };
-        writeln!(
-            out,
-            "{:<10} {:<8} {:>7} {:>6}  {:<40} {}",
+        let name = match width {
+            Some(_) => crate::tui::fit::fit(&key.name, name_width),
+            None => key.name.clone(),
+        };
+        let line = format!(
+            "{:<10} {:<8} {:>7} {:>6}  {:<10}  {:<name_width$} {}",
             state.liveness.as_str(),
             key.kind.as_str(),
             pid,
             age,
-            key.name,
+            verdict,
+            name,
             command
-        )?;
+        );
+        writeln!(out, "{}", cut(line))?;
     }
     if count == 0 {
         writeln!(out, "(no live keys; --all shows free ones)")?;

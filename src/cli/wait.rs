@@ -10,7 +10,10 @@
 //! refused before anything is opened, as `check` refuses it — the SDK
 //! would block forever opening a FIFO, and a directory takes a flock;
 //! nothing is held after it exits; SIGINT/SIGTERM end the wait (exit 0
-//! once released, 1 when stopped first, 2 on bad input).
+//! once released, 1 when stopped first, 2 on bad input). What it waits
+//! on is said on stderr when the wait begins (from `/proc/locks`, which
+//! takes no lock), and stdout says how it ended — a key that was free
+//! when asked is `{"outcome":"free"}` at once, never "released".
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,6 +58,25 @@ pub async fn run(state_dir: PathBuf, args: WaitArgs) -> anyhow::Result<ExitCode>
     if locks::check_openable(dir, key).is_err() {
         return Err(locks::unavailable(&state_dir, &family, dir, key).into());
     }
+    let lock_key = crate::disk::LockKey::from_coord(&state_dir, dir, key);
+    let (held, holders) = held_now(&lock_key);
+    let name = lock_key.label();
+    let started = std::time::Instant::now();
+    match (held, args.acquire) {
+        (false, false) => {
+            println!(r#"{{"outcome":"free","waited_s":0.0}}"#);
+            return Ok(ExitCode::SUCCESS);
+        }
+        (false, true) => eprintln!("locktop: taking {name} (free now), then releasing it"),
+        (true, acquire) => {
+            let what = if acquire {
+                "to take"
+            } else {
+                "until it is released:"
+            };
+            eprintln!("locktop: waiting {what} {name} — held now{holders}");
+        }
+    }
     let stop = super::stop_signal()?;
     let context = Context::new(state_dir.clone());
     let waited = async {
@@ -69,9 +91,30 @@ pub async fn run(state_dir: PathBuf, args: WaitArgs) -> anyhow::Result<ExitCode>
     tokio::select! {
         outcome = waited => {
             outcome?;
-            println!(r#"{{"released":true}}"#);
+            let word = if args.acquire { "taken" } else { "released" };
+            let waited = started.elapsed().as_secs_f64();
+            println!(r#"{{"outcome":"{word}","waited_s":{waited:.3}}}"#);
             Ok(ExitCode::SUCCESS)
         }
         () = stop => Ok(ExitCode::from(EXIT_BUSY)),
     }
+}
+
+/// Whether `key` is held (or being taken or released) now, as
+/// `/proc/locks` says, and " (/proc/locks names pid …)" when it names
+/// holders — PIDs as the kernel's table lists them, not verified.
+fn held_now(key: &crate::disk::LockKey) -> (bool, String) {
+    use crate::liveness::lock_free::{Answer, answer};
+    use crate::liveness::proc_locks::LockIndex;
+    let Ok(index) = LockIndex::read() else {
+        return (true, String::new());
+    };
+    let held = !matches!(answer(key, &index), Answer::Free);
+    let pids = index.claim(&key.gate_path(), &key.announce_path()).holders;
+    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+    let named = match pids.as_slice() {
+        [] => String::new(),
+        pids => format!(" (/proc/locks names pid {})", pids.join(", ")),
+    };
+    (held, named)
 }

@@ -149,6 +149,21 @@ impl Verdict {
         }
     }
 
+    /// One short word for a table column or a row marker (at most 10
+    /// columns): stopped, orphan, spawn, idle, contended, unverified,
+    /// agent.
+    pub fn short_word(&self) -> &'static str {
+        match self {
+            Verdict::Stopped { .. } => "stopped",
+            Verdict::OrphanedChild { .. } => "orphan",
+            Verdict::UnverifiedHolder { .. } => "unverified",
+            Verdict::MaterializingTooLong { .. } => "spawn",
+            Verdict::Idle { .. } => "idle",
+            Verdict::Contended { .. } => "contended",
+            Verdict::AgentActive { .. } => "agent",
+        }
+    }
+
     /// The process it is about: the holder (or the keeper of an orphaned
     /// lock), when one can be named.
     pub fn pid(&self) -> Option<u32> {

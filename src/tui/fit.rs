@@ -61,6 +61,20 @@ pub fn middle(text: &str, width: usize) -> Cow<'_, str> {
     Cow::Owned(shortened)
 }
 
+/// `text` cut to at most `width` columns, its end replaced by `…` when
+/// it does not fit (a table line on a terminal: the last column gives).
+pub fn cut_end(text: &str, width: usize) -> String {
+    if text.width() <= width {
+        return text.to_string();
+    }
+    let (head, _) = take_columns(text.chars(), width.saturating_sub(1));
+    let mut cut: String = head.into_iter().collect();
+    if width > 0 {
+        cut.push(ELLIPSIS);
+    }
+    cut
+}
+
 /// [`visible`], then [`middle`]: how every name is put in a column.
 pub fn fit(text: &str, width: usize) -> String {
     middle(&visible(text), width).into_owned()

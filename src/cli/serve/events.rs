@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::cli::watch::verdicts::Verdicts;
 use crate::cli::watch::writer::Outbox;
-use crate::cli::watch::{format, push_delta, push_verdicts, verdict_changes};
+use crate::cli::watch::{fold, format, push_delta, push_verdicts};
 use crate::engine::Delta;
 
 /// The most `/events` streams served at once.
@@ -62,15 +62,32 @@ impl Subscribers {
     /// Folds a delta, and the verdict changes it caused, into every open
     /// stream's queue.
     pub fn publish(&self, delta: &Delta) {
-        let changes = {
+        let folded = {
             let mut verdicts = self.verdicts.lock().unwrap_or_else(PoisonError::into_inner);
-            verdict_changes(delta, &mut verdicts)
+            fold(delta, &mut verdicts)
         };
         let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         for outbox in list.iter().filter_map(Weak::upgrade) {
             // Streams start after the initial scan: every change counts.
             let mut synced = true;
-            push_delta(&outbox, delta.clone(), true, &mut synced, changes.clone());
+            push_delta(&outbox, delta.clone(), true, &mut synced, folded.clone());
+        }
+    }
+
+    /// Once no delta came for a moment: the verdicts of the other keys
+    /// the last deltas' holders hold (see `Verdicts::settle`).
+    pub fn settle(&self, now: std::time::SystemTime) {
+        let changes = self
+            .verdicts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .settle(now);
+        if changes.is_empty() {
+            return;
+        }
+        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        for outbox in list.iter().filter_map(Weak::upgrade) {
+            push_verdicts(&outbox, changes.clone(), true, now);
         }
     }
 

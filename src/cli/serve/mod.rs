@@ -220,6 +220,8 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
 /// once a second, judges held keys again against the clock (a verdict
 /// that comes with time alone, as `watch` does).
 async fn follow(mut handle: EngineHandle, shared: Arc<Shared>) {
+    use crate::cli::watch::{settled, verdicts::SETTLE_AFTER};
+    let mut settle_at = None;
     let mut clock = tokio::time::interval(Duration::from_secs(1));
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -232,6 +234,11 @@ async fn follow(mut handle: EngineHandle, shared: Arc<Shared>) {
                     .unwrap_or_else(PoisonError::into_inner)
                     .apply(&delta);
                 shared.subscribers.publish(&delta);
+                settle_at = Some(tokio::time::Instant::now() + SETTLE_AFTER);
+            }
+            () = settled(settle_at) => {
+                settle_at = None;
+                shared.subscribers.settle(std::time::SystemTime::now());
             }
             _ = clock.tick() => shared.subscribers.tick(std::time::SystemTime::now()),
         }

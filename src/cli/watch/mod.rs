@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::oneshot;
 
 use crate::context::Context;
-use crate::engine::{self, Delta, EngineConfig, EngineHandle};
+use crate::engine::{self, Delta, EngineConfig, EngineHandle, KeyState};
 use crate::liveness::lock_free;
 use crate::liveness::probe::ProbeMode;
 use queue::KeyTo;
@@ -114,6 +114,7 @@ async fn drain(
     tokio::pin!(stop);
     let mut synced = args.initial;
     let mut scanned = false;
+    let mut settle_at = None;
     let mut clock = tokio::time::interval(VERDICT_CLOCK);
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -123,8 +124,11 @@ async fn drain(
                     let first_scan_done = !scanned && matches!(delta, Delta::Synced { .. });
                     let show = Show { json: args.json, verdicts: scanned };
                     enqueue(outbox, delta, show, &mut synced, &mut verdicts);
+                    settle_at = Some(tokio::time::Instant::now() + verdicts::SETTLE_AFTER);
                     if first_scan_done {
                         scanned = true;
+                        // Every key is in: judge the keys left unsettled.
+                        verdicts.settle(SystemTime::now());
                         if args.initial {
                             // The verdicts of the initial state, now that
                             // every holder's keys are known.
@@ -134,6 +138,13 @@ async fn drain(
                 }
                 None => return None,
             },
+            () = settled(settle_at) => {
+                // The deltas that came together are in: judge the other
+                // keys of the holders they touched.
+                settle_at = None;
+                let changes = verdicts.settle(SystemTime::now());
+                push_verdicts(outbox, changes, scanned, SystemTime::now());
+            }
             _ = clock.tick() => {
                 let changes = verdicts.tick(SystemTime::now());
                 push_verdicts(outbox, changes, scanned, SystemTime::now());
@@ -168,19 +179,48 @@ pub(crate) fn enqueue(
     synced: &mut bool,
     verdicts: &mut Verdicts,
 ) {
-    let mut changes = verdict_changes(&delta, verdicts);
+    let mut folded = fold(&delta, verdicts);
     if !show.verdicts {
-        changes.clear();
+        folded.changes.clear();
     }
-    push_delta(outbox, delta, show.json, synced, changes);
+    push_delta(outbox, delta, show.json, synced, folded);
 }
 
-/// Folds `delta` into `verdicts`; the keys whose verdict it changed.
-pub(crate) fn verdict_changes(delta: &Delta, verdicts: &mut Verdicts) -> Vec<verdicts::Change> {
+/// What a delta means for the lines.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Folded {
+    /// Its key line would say what the last one said (the same liveness,
+    /// holders, error): another monitor's probe, a holder refresh. No
+    /// line for a change that is not one.
+    pub repeat: bool,
+    /// The verdict changes it caused (its own key's; the others come
+    /// with [`Verdicts::settle`]).
+    pub changes: Vec<verdicts::Change>,
+}
+
+/// Folds `delta` into `verdicts`: whether its line repeats the last one,
+/// and the verdict changes it caused.
+pub(crate) fn fold(delta: &Delta, verdicts: &mut Verdicts) -> Folded {
     match delta {
-        Delta::Key { key, state, at, .. } => verdicts.apply(key, Some(state), *at),
-        Delta::Removed { key, at, .. } => verdicts.apply(key, None, *at),
-        _ => Vec::new(),
+        Delta::Key {
+            key,
+            state,
+            previous,
+            at,
+        } => {
+            let before = match verdicts.held_state(key) {
+                Some(old) => KeyTo::state(old),
+                None => KeyTo::state(&KeyState::bare(previous.unwrap_or(state.liveness))),
+            };
+            let repeat = *previous == Some(state.liveness) && before == KeyTo::state(state);
+            let changes = verdicts.apply(key, Some(state), *at);
+            Folded { repeat, changes }
+        }
+        Delta::Removed { key, at, .. } => Folded {
+            repeat: false,
+            changes: verdicts.apply(key, None, *at),
+        },
+        _ => Folded::default(),
     }
 }
 
@@ -191,8 +231,9 @@ pub(crate) fn push_delta(
     delta: Delta,
     json: bool,
     synced: &mut bool,
-    changes: Vec<verdicts::Change>,
+    folded: Folded,
 ) {
+    let Folded { repeat, changes } = folded;
     match delta {
         Delta::Key {
             key,
@@ -200,7 +241,7 @@ pub(crate) fn push_delta(
             previous,
             at,
         } => {
-            if *synced {
+            if *synced && !repeat {
                 let to = KeyTo::state(&state);
                 outbox.push(|queue| queue.push_key(key, previous, to, at));
             }
@@ -220,6 +261,15 @@ pub(crate) fn push_delta(
             }
         }
         Delta::Problems(_) => {}
+    }
+}
+
+/// Resolves at `at` (never, when `None`): when the keys a burst of
+/// deltas left unsettled are judged.
+pub(crate) async fn settled(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -252,5 +302,36 @@ fn exit_code(outcome: std::io::Result<()>) -> anyhow::Result<ExitCode> {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(error) => Err(error.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Liveness;
+    use crate::model::fixtures::{free, held, key_delta, t, tag};
+
+    #[test]
+    fn a_delta_that_changes_nothing_a_line_shows_is_a_repeat() {
+        let mut verdicts = Verdicts::new(Duration::from_secs(30));
+        let live = |pid| held(Liveness::Live, pid, "agent", t(0));
+        let mut repeat = |state, previous| {
+            fold(&key_delta(tag("t"), state, previous, t(1)), &mut verdicts).repeat
+        };
+        assert!(!repeat(live(7), None), "first seen");
+        assert!(!repeat(live(7), Some(Liveness::Free)), "taken");
+        assert!(
+            repeat(live(7), Some(Liveness::Live)),
+            "the same holder again"
+        );
+        let mut stopped = live(7);
+        stopped.holders[0].state = Some(crate::liveness::process::ProcState::Stopped);
+        assert!(
+            repeat(stopped, Some(Liveness::Live)),
+            "no line shows the process state"
+        );
+        assert!(!repeat(live(8), Some(Liveness::Live)), "another holder");
+        assert!(!repeat(free(), Some(Liveness::Live)), "released");
+        assert!(repeat(free(), Some(Liveness::Free)), "free again");
     }
 }

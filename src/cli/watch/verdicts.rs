@@ -4,11 +4,15 @@
 //!
 //! Invariants: it holds only held keys' states (few), the PIDs holding
 //! them and each key's last verdict; a change of one key re-judges that
-//! key and every key its holders (before and after) hold — a holder's
-//! role comes from all of them; [`Verdicts::tick`] re-judges every held
-//! key against the clock (`materializing too long` starts without any
-//! delta). A verdict "changes" when any of it differs (kind, holder,
-//! waiters, since).
+//! key at once, and every other key its holders (before and after) hold
+//! — a holder's role comes from all of them — once no delta came for
+//! [`SETTLE_AFTER`] ([`Verdicts::settle`]): a holder releasing its family
+//! frees its keys one after the other, and the keys still held in
+//! between would read a role it is only dropping (a tag's `contended`
+//! naming no agent, just before the tag goes free); [`Verdicts::tick`]
+//! re-judges every held key against the clock (`materializing too long`
+//! starts without any delta). A verdict "changes" when any of it differs
+//! (kind, holder, waiters, since).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, SystemTime};
@@ -16,6 +20,12 @@ use std::time::{Duration, SystemTime};
 use crate::disk::LockKey;
 use crate::engine::KeyState;
 use crate::operate::verdict::{Role, Verdict, judge};
+
+/// How long after the last delta the keys it left unsettled are judged
+/// (see the module doc): a family's keys are freed within microseconds
+/// of each other, but the engine sends their deltas one by one, and a
+/// reader as fast as `watch` sees the channel empty in between.
+pub const SETTLE_AFTER: Duration = Duration::from_millis(50);
 
 /// One key whose verdict changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +45,8 @@ pub struct Verdicts {
     held: HashMap<LockKey, KeyState>,
     by_pid: HashMap<u32, BTreeSet<LockKey>>,
     verdicts: HashMap<LockKey, Verdict>,
+    /// Keys whose holders' other keys changed: re-judged by `settle`.
+    unsettled: BTreeSet<LockKey>,
 }
 
 impl Verdicts {
@@ -45,11 +57,18 @@ impl Verdicts {
             held: HashMap::new(),
             by_pid: HashMap::new(),
             verdicts: HashMap::new(),
+            unsettled: BTreeSet::new(),
         }
     }
 
+    /// The state `key` had as of the last delta, when it was held.
+    pub fn held_state(&self, key: &LockKey) -> Option<&KeyState> {
+        self.held.get(key)
+    }
+
     /// Folds in `key`'s new state (`None`: its files are gone); returns
-    /// the keys whose verdict changed, `key` first.
+    /// `key`'s verdict change, if any. The other keys of its holders wait
+    /// for [`Verdicts::settle`].
     pub fn apply(
         &mut self,
         key: &LockKey,
@@ -68,13 +87,19 @@ impl Verdicts {
             }
             self.held.insert(key.clone(), state.clone());
         }
-        let mut changes: Vec<Change> = Vec::new();
-        if let Some(change) = self.rejudge(key, now) {
-            changes.push(change);
-        }
         touched.remove(key);
-        changes.extend(touched.iter().filter_map(|other| self.rejudge(other, now)));
-        changes
+        self.unsettled.remove(key);
+        self.unsettled.extend(touched);
+        self.rejudge(key, now).into_iter().collect()
+    }
+
+    /// Re-judges the keys whose holders' other keys changed since the
+    /// last call (see the module doc); returns those that changed.
+    pub fn settle(&mut self, now: SystemTime) -> Vec<Change> {
+        let keys = std::mem::take(&mut self.unsettled);
+        keys.iter()
+            .filter_map(|key| self.rejudge(key, now))
+            .collect()
     }
 
     /// The verdict of every held key that has one, as a change from none
@@ -93,6 +118,7 @@ impl Verdicts {
 
     /// Re-judges every held key at `now`; returns those that changed.
     pub fn tick(&mut self, now: SystemTime) -> Vec<Change> {
+        self.unsettled.clear();
         let mut keys: Vec<LockKey> = self.held.keys().cloned().collect();
         keys.sort();
         keys.iter()
@@ -159,7 +185,8 @@ mod tests {
         // It claims its AIH: the tag's verdict changes with no delta of
         // the tag's own.
         let agent = held(Liveness::Live, 7, "spawn", t(31));
-        let changes = verdicts.apply(&instance("cli/a/b"), Some(&agent), t(33));
+        let mut changes = verdicts.apply(&instance("cli/a/b"), Some(&agent), t(33));
+        changes.extend(verdicts.settle(t(33)));
         let kinds: Vec<_> = changes
             .iter()
             .map(|c| {
@@ -177,6 +204,29 @@ mod tests {
                 ("t", Some("materializing_too_long"), Some("agent_active")),
             ]
         );
+    }
+
+    /// A holder releasing its family frees its AIH lock, then its tag: in
+    /// between, the tag (still held, contended) would name no agent. The
+    /// deltas come together, so the tag is judged again only once they
+    /// are in — by then it is free, and no such line is told.
+    #[test]
+    fn a_family_released_key_by_key_tells_no_role_it_is_only_dropping() {
+        let mut verdicts = Verdicts::new(LIMIT);
+        let agent = held(Liveness::Live, 7, "agent", t(0));
+        let contended = KeyState {
+            waiters: vec![9],
+            ..agent.clone()
+        };
+        verdicts.apply(&instance("cli/a/b"), Some(&agent), t(1));
+        verdicts.apply(&tag("t"), Some(&contended), t(1));
+        verdicts.settle(t(1));
+        let aih = verdicts.apply(&instance("cli/a/b"), Some(&free()), t(2));
+        assert_eq!(aih.len(), 1, "the AIH lock's own change only: {aih:?}");
+        let tag_freed = verdicts.apply(&tag("t"), Some(&free()), t(2));
+        assert_eq!(tag_freed[0].from, Some("contended"));
+        assert_eq!(tag_freed[0].to, None);
+        assert_eq!(verdicts.settle(t(2)), vec![], "nothing in between");
     }
 
     #[test]

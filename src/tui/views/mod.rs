@@ -207,15 +207,16 @@ pub(crate) fn render_table(
 /// simply held. The one place these markers are chosen: the tree, the
 /// blocking view, the header and the help legend all use it.
 pub(crate) fn verdict_marker(theme: &Theme, verdict: &Verdict) -> Option<Span<'static>> {
-    let (label, style) = match verdict {
-        Verdict::Stopped { .. } => ("‖ stopped", theme.error),
-        Verdict::OrphanedChild { .. } => ("↯ orphan", theme.error),
-        Verdict::MaterializingTooLong { .. } => ("◔ spawn", theme.error),
-        Verdict::Idle { .. } => ("◌ idle", theme.error),
-        Verdict::Contended { .. } => ("◈ contended", theme.in_flight),
-        Verdict::UnverifiedHolder { .. } => ("? unverified", theme.dim),
+    let (glyph, style) = match verdict {
+        Verdict::Stopped { .. } => ("‖", theme.error),
+        Verdict::OrphanedChild { .. } => ("↯", theme.error),
+        Verdict::MaterializingTooLong { .. } => ("◔", theme.error),
+        Verdict::Idle { .. } => ("◌", theme.error),
+        Verdict::Contended { .. } => ("◈", theme.in_flight),
+        Verdict::UnverifiedHolder { .. } => ("?", theme.dim),
         Verdict::AgentActive { .. } => return None,
     };
+    let label = format!("{glyph} {}", verdict.short_word());
     Some(Span::styled(label, style))
 }
 

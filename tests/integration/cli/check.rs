@@ -288,6 +288,8 @@ fn wait_contends_or_watches_and_check_says_contended() {
         let mut args = vec!["wait", "--tag", "queued"];
         args.extend_from_slice(extra);
         crate::common::locktop_command(&state, &args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawn wait")
     };
@@ -330,16 +332,43 @@ fn wait_contends_or_watches_and_check_says_contended() {
     assert_eq!(verdict["aih"], "cli/daemon/held-1", "{verdict}");
     assert_eq!(verdict["pid"], holder.pid(), "{verdict}");
     holder.terminate();
-    for child in [&mut contender, &mut watcher] {
+    for (child, outcome, said) in [
+        (&mut contender, "taken", "waiting to take tag"),
+        (
+            &mut watcher,
+            "released",
+            "waiting until it is released: tag",
+        ),
+    ] {
         let status = crate::common::wait_with_timeout(child, Duration::from_secs(10));
         assert_eq!(
             status.and_then(|s| s.code()),
             Some(0),
             "a waiter did not end"
         );
+        let read = |pipe: &mut dyn std::io::Read| {
+            let mut text = String::new();
+            pipe.read_to_string(&mut text).unwrap();
+            text
+        };
+        let (stdout, stderr) = (
+            read(child.stdout.as_mut().unwrap()),
+            read(child.stderr.as_mut().unwrap()),
+        );
+        let doc: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
+        assert_eq!(doc["outcome"], outcome, "{stdout}");
+        assert!(
+            stderr.contains(said) && stderr.contains("held now"),
+            "it says what it waits on while it waits: {stderr}"
+        );
     }
     let out = run_locktop(&state, &["check", "--tag", "queued"]);
     assert_eq!(out.code(), 0, "nothing kept: {out:?}");
+    // A key that is free when asked: at once, and not "released".
+    let free = run_locktop(&state, &["wait", "--tag", "never-held"]);
+    assert_eq!(free.code(), 0, "{free:?}");
+    let doc: serde_json::Value = serde_json::from_str(free.stdout.trim()).expect("JSON");
+    assert_eq!(doc["outcome"], "free", "{}", free.stdout);
 }
 
 /// `wait` refuses a lock path that is not a regular file, as `check`

@@ -718,3 +718,46 @@ fn a_shared_holder_reads_shared_for_its_whole_life_in_every_mode() {
         );
     }
 }
+
+/// `snapshot`'s table names each held key's verdict (a suspect is visible
+/// without JSON), piped it prints lines whole, and on a terminal it cuts
+/// every line to the terminal's width.
+#[test]
+fn the_snapshot_table_names_verdicts_and_fits_the_terminal() {
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    let long = "cli/daemon/an-agent-whose-instance-name-is-far-too-long-for-any-table";
+    let holder = Holder::hold(&state, &["--aih", long, "--tag", "stuck"]);
+    let pid = Pid::from_raw(holder.pid() as i32);
+    signal::kill(pid, Signal::SIGSTOP).expect("SIGSTOP");
+    let table = run_locktop(&state, &["snapshot"]);
+    let mut tui = crate::common::pty::Tui::spawn(&state, &["snapshot"], 60, 20);
+    assert_eq!(tui.wait_exit(Duration::from_secs(15)), Some(0));
+    let (tty, raw) = (
+        tui.screen(),
+        String::from_utf8_lossy(&tui.raw()).into_owned(),
+    );
+    signal::kill(pid, Signal::SIGCONT).expect("SIGCONT");
+    assert_eq!(table.code(), 0, "{table:?}");
+    let header = table.stdout.lines().next().unwrap_or_default();
+    assert!(header.contains("VERDICT"), "{}", table.stdout);
+    let stuck = table.stdout.lines().find(|l| l.contains("stuck"));
+    assert!(
+        stuck.is_some_and(|line| line.contains("stopped")),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains(long),
+        "piped: whole lines\n{}",
+        table.stdout
+    );
+    assert!(tty.contains("VERDICT") && tty.contains("stopped"), "{tty}");
+    assert!(tty.contains('…'), "cut on a 60-column terminal:\n{tty}");
+    assert!(!raw.contains(long), "{raw}");
+    assert!(
+        raw.lines()
+            .all(|line| line.trim_end().chars().count() <= 60),
+        "{raw}"
+    );
+}

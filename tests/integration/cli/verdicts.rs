@@ -285,3 +285,79 @@ fn an_orphaned_lock_is_its_keepers_in_every_view_and_after_pid_reuse() {
         let _ = child.wait();
     }
 }
+
+/// No line for a change that is not one: other monitors' probes
+/// (`snapshot --probe passive`, `check`) open the claim files and made
+/// `watch` print `live → live` lines with the same PIDs; and a holder
+/// releasing its family (AIH lock, then tag) made the contended tag read
+/// `contended` with no agent (`aih: null`) just before it went free.
+/// Watches in the lock-free and the passive mode, side by side.
+#[test]
+fn watch_prints_no_line_for_a_change_that_is_not_one() {
+    use nix::sys::signal::{Signal, kill};
+    use std::time::Duration;
+    let _serial = crate::common::serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    let agent = Holder::hold(&state, &["--aih", "cli/daemon/quiet", "--tag", "queued"]);
+    let mut watches: Vec<Watch> = ["lock-free", "passive", "acquire"]
+        .iter()
+        .map(|mode| Watch::start_with(&state, &["--probe", mode]))
+        .collect();
+    for watch in &mut watches {
+        watch.wait_line("the initial scan", |v| v["watcher"]["health"] == "watching");
+    }
+    let mut contender =
+        crate::common::locktop_command(&state, &["wait", "--acquire", "--tag", "queued"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn a contender");
+    for watch in &mut watches {
+        watch.wait_line("the tag contended", |v| {
+            v["key"]["name"] == "queued" && v["verdict"]["kind"] == "contended"
+        });
+    }
+    for _ in 0..3 {
+        for args in [
+            &["snapshot", "--probe", "passive"][..],
+            &["check", "--tag", "queued"][..],
+            &["check", "--aih", "cli/daemon/quiet"][..],
+            &["check", "--probe", "acquire", "--tag", "queued"][..],
+            &["snapshot", "--probe", "acquire"][..],
+        ] {
+            let _ = run_locktop(&state, args);
+        }
+    }
+    for watch in &mut watches {
+        let probed = watch.lines_within(Duration::from_secs(2));
+        let repeats: Vec<_> = probed
+            .iter()
+            .filter(|v| v.get("to").is_some() && v["from"] == v["to"])
+            .collect();
+        assert!(repeats.is_empty(), "lines that change nothing: {repeats:?}");
+    }
+
+    kill(
+        nix::unistd::Pid::from_raw(agent.pid() as i32),
+        Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let status = crate::common::wait_with_timeout(&mut contender, Duration::from_secs(10));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "the contender took it"
+    );
+    for watch in &mut watches {
+        let released = watch.lines_within(Duration::from_secs(2));
+        let agentless: Vec<_> = released
+            .iter()
+            .filter(|v| v["verdict"]["kind"] == "contended" && v["verdict"]["aih"].is_null())
+            .collect();
+        assert!(
+            agentless.is_empty(),
+            "a contended line naming no agent on release: {agentless:?}\n{}",
+            watch.seen.join("\n")
+        );
+    }
+}
