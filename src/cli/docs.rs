@@ -8,6 +8,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::CommandFactory;
+use roff::{Roff, bold, roman};
 
 /// Arguments of `completions`.
 #[derive(Debug, clap::Args)]
@@ -42,11 +43,117 @@ pub fn completions(args: &CompletionsArgs) -> anyhow::Result<ExitCode> {
     print(&script)
 }
 
-/// Writes the man page (roff) to stdout.
+/// Writes the man page (roff) to stdout: clap_mangen's title, name,
+/// synopsis, description and options, then sections of locktop's own —
+/// every subcommand with its options on this one page (clap_mangen would
+/// point to `locktop-NAME(1)` pages that are never generated), the
+/// monitor's keys (from the key map, like its help), exit status,
+/// environment and files.
 pub fn man() -> anyhow::Result<ExitCode> {
+    let command = super::Cli::command();
+    let man = clap_mangen::Man::new(command.clone());
     let mut page = Vec::new();
-    clap_mangen::Man::new(super::Cli::command()).render(&mut page)?;
+    man.render_title(&mut page)?;
+    man.render_name_section(&mut page)?;
+    man.render_synopsis_section(&mut page)?;
+    man.render_description_section(&mut page)?;
+    man.render_options_section(&mut page)?;
+    subcommands_section(&command, &mut page)?;
+    page.extend(own_sections().render().into_bytes());
+    man.render_version_section(&mut page)?;
     print(&page)
+}
+
+/// Every subcommand on this page: `locktop NAME`, what it does, its own
+/// options (as clap_mangen renders a command's options, under a
+/// subsection instead of a section).
+fn subcommands_section(command: &clap::Command, page: &mut Vec<u8>) -> std::io::Result<()> {
+    page.extend(
+        Roff::new()
+            .control("SH", ["COMMANDS"])
+            .render()
+            .into_bytes(),
+    );
+    for sub in command.get_subcommands().filter(|sub| !sub.is_hide_set()) {
+        if sub.get_name() == "help" {
+            continue;
+        }
+        let mut head = Roff::new();
+        head.control("SS", [format!("locktop {}", sub.get_name()).as_str()]);
+        if let Some(about) = sub.get_about() {
+            head.text([roman(about.to_string())]);
+        }
+        page.extend(head.render().into_bytes());
+        let mut options = Vec::new();
+        clap_mangen::Man::new(sub.clone()).render_options_section(&mut options)?;
+        let options = String::from_utf8_lossy(&options);
+        page.extend(options.replacen(".SH OPTIONS\n", "", 1).into_bytes());
+    }
+    Ok(())
+}
+
+/// KEYS, EXIT STATUS, ENVIRONMENT and FILES.
+fn own_sections() -> Roff {
+    let mut roff = Roff::new();
+    roff.control("SH", ["KEYS"]);
+    roff.text([roman(
+        "In the monitor (the same list as its ? help, from one key map):",
+    )]);
+    for binding in crate::tui::keymap::BINDINGS {
+        roff.control("TP", []);
+        roff.text([bold(binding.shown)]);
+        roff.text([roman(binding.description)]);
+    }
+    roff.control("SH", ["EXIT STATUS"]);
+    for (code, meaning) in [
+        (
+            "0",
+            "done: the monitor quit, a snapshot was printed, a family is free (check), a key was released or taken (wait), a holder released",
+        ),
+        (
+            "1",
+            "busy: a member of the family is held (check, hold), or a wait was interrupted",
+        ),
+        (
+            "2",
+            "bad input or an error: a state dir that is missing or not a directory, a flag the command does not take, a lock path that is not a regular file, a busy or refused --listen address",
+        ),
+    ] {
+        roff.control("TP", []);
+        roff.text([bold(code)]);
+        roff.text([roman(meaning)]);
+    }
+    roff.control("SH", ["ENVIRONMENT"]);
+    for (name, meaning) in [
+        (
+            "OBJECTIVEAI_DIR",
+            "the ObjectiveAI directory (default ~/.objectiveai); the state dir is $OBJECTIVEAI_DIR/state/$OBJECTIVEAI_STATE unless --state-dir is given",
+        ),
+        ("OBJECTIVEAI_STATE", "the state's name (default: default)"),
+        (
+            "HOME",
+            "where ~/.objectiveai is, when OBJECTIVEAI_DIR is not set",
+        ),
+        (
+            "NO_COLOR",
+            "when set (to anything), the monitor draws without colour; every state keeps its glyph and word",
+        ),
+        (
+            "TERM",
+            "TERM=dumb is refused by the monitor (use snapshot or watch)",
+        ),
+    ] {
+        roff.control("TP", []);
+        roff.text([bold(name)]);
+        roff.text([roman(meaning)]);
+    }
+    roff.control("SH", ["FILES"]);
+    roff.control("TP", []);
+    roff.text([bold("<state>/locks")]);
+    roff.text([roman(
+        "the lock files locktop watches: agents/instances/<AIH>.lock and .live.lock per agent instance, agents/tags/<tag>.lock and .live.lock per tag. locktop writes nowhere else, and with the default lock-free probe (or --read-only) nowhere at all.",
+    )]);
+    roff
 }
 
 /// Writes `bytes` to stdout; a reader that stopped early (`| head`) is

@@ -35,7 +35,19 @@ pub const EXIT_ERROR: u8 = 2;
 
 /// locktop — a live monitor for ObjectiveAI agent locks.
 #[derive(Debug, Parser)]
-#[command(name = "locktop", version, about, long_about = None)]
+#[command(
+    name = "locktop",
+    version,
+    about = "a live monitor for ObjectiveAI agent locks",
+    long_about = "a live monitor for ObjectiveAI agent locks. Without a command it opens \
+        the monitor on the state dir: a live tree of agent instance hierarchies and tag \
+        locks, who holds each (PID, command line, since when), what needs attention \
+        (a stopped or orphaned holder, a spawn materializing too long, an idle holder, \
+        a contended key), and test holders of any family. By default it observes \
+        without taking any lock (it reads /proc/locks). The commands print the same \
+        facts for scripts (snapshot, watch, check, wait), serve them to Prometheus \
+        (serve), or hold a family (hold). Linux only."
+)]
 pub struct Cli {
     /// The ObjectiveAI state dir (default: $OBJECTIVEAI_DIR/state/$OBJECTIVEAI_STATE,
     /// i.e. ~/.objectiveai/state/default).

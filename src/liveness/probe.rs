@@ -21,8 +21,8 @@
 #[serde(rename_all = "snake_case")]
 pub enum ProbeMode {
     /// Read `/proc/locks` matched to the claims' inodes: no lock taken,
-    /// nothing opened or written (where it sees every holder: see
-    /// [`super::lock_free::choose`]).
+    /// nothing opened or written (where /proc/locks sees every holder;
+    /// elsewhere locktop says so and probes passively).
     #[default]
     #[serde(rename = "lock-free")]
     LockFree,

@@ -26,7 +26,7 @@ mod event_loop;
 pub mod fit;
 mod hints;
 mod input;
-mod keymap;
+pub(crate) mod keymap;
 mod operator;
 mod ops;
 mod overlay;

@@ -124,6 +124,39 @@ fn completions_and_man_are_generated_from_the_clap_definitions() {
     assert_eq!(man.code(), 0, "{}", man.stderr);
     assert!(man.stdout.starts_with(".ie") || man.stdout.contains(".TH locktop 1"));
     assert!(man.stdout.contains("completions") && man.stdout.contains("snapshot"));
+    // One page: no reference to locktop-NAME(1) pages that do not exist;
+    // the name once; the sections a reader looks for.
+    assert!(
+        !man.stdout.contains("locktop\\-snapshot(1)"),
+        "{}",
+        man.stdout
+    );
+    assert!(
+        man.stdout
+            .contains("locktop \\- a live monitor for ObjectiveAI agent locks\n"),
+        "{}",
+        man.stdout
+    );
+    for section in [
+        "COMMANDS",
+        "KEYS",
+        "\"EXIT STATUS\"",
+        "ENVIRONMENT",
+        "FILES",
+    ] {
+        assert!(man.stdout.contains(&format!(".SH {section}")), "{section}");
+    }
+    for (heading, detail) in [
+        ("\"locktop snapshot\"", "\\-\\-json"),
+        ("KEYS", "redraw the screen"),
+        ("ENVIRONMENT", "OBJECTIVEAI_STATE"),
+    ] {
+        let after = man.stdout.split_once(heading).map(|(_, after)| after);
+        assert!(
+            after.is_some_and(|a| a.contains(detail)),
+            "{heading}: {detail}"
+        );
+    }
     let wrong = run(&["completions", "tcsh"]);
     assert_eq!(wrong.code(), 2, "an unknown shell is bad input");
 }
