@@ -13,7 +13,7 @@
 //!   act: they are meant to be few, and their count is there too);
 //! - fixed-size health, counters and build info.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
@@ -193,7 +193,12 @@ fn encode_held(
     let mut roots: BTreeMap<String, u64> = BTreeMap::new();
     let mut waiters = [0u64; 2];
     let mut suspects = Vec::new();
-    let mut suspect_counts: HashMap<String, u64> = HashMap::new();
+    // Every suspect verdict has a series, 0 when no key has it: a panel
+    // or an alert reads 0, not "no data", when all is well.
+    let mut suspect_counts: BTreeMap<String, u64> = SUSPECT_KINDS
+        .iter()
+        .map(|kind| (kind.to_string(), 0))
+        .collect();
     for &(key, state) in &held {
         let pid = state.holders.first().map(|p| p.pid);
         waiters[0] += state.waiters.len() as u64;
@@ -354,11 +359,16 @@ fn role_word(role: &Role) -> &'static str {
 
 /// The verdict's own JSON `kind` (the word `snapshot --json` prints).
 fn verdict_word(verdict: &crate::operate::verdict::Verdict) -> String {
-    serde_json::to_value(verdict)
-        .ok()
-        .and_then(|value| value["kind"].as_str().map(str::to_string))
-        .unwrap_or_else(|| "unknown".into())
+    verdict.kind().to_string()
 }
+
+/// The `verdict` label values of `locktop_suspects`, each always present.
+const SUSPECT_KINDS: [&str; 4] = [
+    "stopped",
+    "orphaned_child",
+    "materializing_too_long",
+    "idle",
+];
 
 /// The health's own JSON `health` word (as `watch --json` prints it).
 fn health_word(health: &WatcherHealth) -> &'static str {

@@ -380,6 +380,20 @@ impl Prometheus {
         }
     }
 
+    /// The API's `status` for `promql` ("success", or "error" for a query
+    /// it cannot run).
+    fn query_status(&self, promql: &str) -> String {
+        let url = format!("{}/api/v1/query", self.base);
+        let body = match agent().get(&url).query("query", promql).call() {
+            Ok(mut response) => response.body_mut().read_to_string().unwrap_or_default(),
+            Err(error) => return format!("{error}"),
+        };
+        serde_json::from_str::<Value>(&body)
+            .ok()
+            .and_then(|doc| doc["status"].as_str().map(str::to_string))
+            .unwrap_or(body)
+    }
+
     pub(super) fn query(&self, promql: &str) -> Vec<Value> {
         let url = format!("{}/api/v1/query", self.base);
         let Ok(mut response) = agent().get(&url).query("query", promql).call() else {
@@ -443,6 +457,87 @@ fn a_real_prometheus_sees_a_held_tag_and_sees_it_go_within_two_scrapes() {
     }
     let mut serve = serve;
     assert_eq!(serve.terminate().code(), Some(0));
+}
+
+/// The shipped dashboard, read as Grafana would: every query runs on a
+/// real Prometheus scraping `serve`; when all is well (a live agent, no
+/// suspect, nobody waiting) the suspect and waiter panels read 0, not
+/// "no data"; every aggregation keeps `instance` (several hosts on one
+/// dashboard); suspect keys have a table; "Watcher healthy" maps 1 and 0
+/// to words.
+#[test]
+fn the_dashboard_queries_run_on_a_real_prometheus_and_read_0_when_all_is_well() {
+    let dashboard: Value = {
+        let path =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/grafana/locktop-dashboard.json");
+        serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON")
+    };
+    let panels = dashboard["panels"].as_array().expect("panels").clone();
+    let panel = |title: &str| {
+        panels
+            .iter()
+            .find(|p| p["title"].as_str().is_some_and(|t| t.starts_with(title)))
+            .unwrap_or_else(|| panic!("no panel {title}"))
+            .clone()
+    };
+    let exprs = |panel: &Value| -> Vec<String> {
+        panel["targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["expr"].as_str().map(str::to_string))
+            .collect()
+    };
+    let table = panel("Suspect keys:");
+    assert_eq!(table["type"], "table");
+    assert!(exprs(&table)[0].starts_with("locktop_suspect{"), "{table}");
+    let healthy = panel("Watcher healthy");
+    let mapping = &healthy["fieldConfig"]["defaults"]["mappings"][0]["options"];
+    assert_eq!(mapping["1"]["text"], "healthy", "{healthy}");
+    assert_eq!(mapping["0"]["text"], "degraded", "{healthy}");
+    for panel in &panels {
+        for expr in exprs(panel) {
+            if let Some((_, by)) = expr.split_once("by (") {
+                assert!(by.starts_with("instance"), "{expr} sums instance away");
+            }
+        }
+    }
+    if !crate::common::have_program("prometheus", PROMETHEUS_PACKAGE) {
+        return;
+    }
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    let _agent = Holder::hold(&state, &["--aih", "cli/daemon/well", "--tag", "well"]);
+    let serve = Serve::start(&state, &[]);
+    let prometheus = Prometheus::start(&serve.address, Duration::from_secs(1));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while prometheus.query("locktop_live_agents").is_empty() {
+        assert!(Instant::now() < deadline, "Prometheus never scraped serve");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for panel in &panels {
+        for expr in exprs(panel) {
+            let promql = expr.replace("$instance", ".*");
+            let status = prometheus.query_status(&promql);
+            assert_eq!(status, "success", "{promql}");
+        }
+    }
+    for title in [
+        "Suspect keys now",
+        "Suspect keys by verdict",
+        "Waiting processes now",
+        "Waiters:",
+    ] {
+        let promql = exprs(&panel(title))[0].replace("$instance", ".*");
+        let result = prometheus.query(&promql);
+        assert!(
+            !result.is_empty(),
+            "{title}: no data when all is well ({promql})"
+        );
+        for series in &result {
+            assert_eq!(series["value"][1], "0", "{title}: {series}");
+        }
+    }
 }
 
 /// The shipped rules pass `promtool check rules`, and their unit tests
