@@ -1,9 +1,14 @@
 //! `locktop demo`: a temporary state dir, a simulated swarm of holders, and
-//! the monitor on it. Quitting stops the swarm and removes the temp dir
-//! (`--state-dir` keeps it); if this process is SIGKILLed the swarm dies
-//! with it (parent-death signal + stdin EOF).
+//! the monitor on it. Quitting stops the swarm and removes the temp dir;
+//! if this process is SIGKILLed the swarm dies with it (parent-death
+//! signal + stdin EOF).
+//!
+//! Invariant: the demo never writes into a state dir that has anything in
+//! it — its simulated locks would sit beside (and look like) real agents'
+//! — so `--state-dir DIR` must name an empty or new directory, and
+//! quitting removes what the demo put there (the directory stays).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::operate::demo::Swarm;
@@ -34,7 +39,10 @@ pub async fn run(state_dir: Option<PathBuf>, mut args: DemoArgs) -> anyhow::Resu
         .materializing_after
         .get_or_insert(DEMO_MATERIALIZING_AFTER);
     let (temp, state_dir) = match state_dir {
-        Some(dir) => (None, dir),
+        Some(dir) => {
+            require_empty_or_new(&dir)?;
+            (None, dir)
+        }
         None => {
             let temp = tempfile::Builder::new().prefix("locktop-demo-").tempdir()?;
             let dir = temp.path().to_path_buf();
@@ -47,9 +55,49 @@ pub async fn run(state_dir: Option<PathBuf>, mut args: DemoArgs) -> anyhow::Resu
         super::stop_signal()?.await;
         Ok(())
     } else {
-        super::open_monitor(state_dir, args.monitor).await
+        super::open_monitor(state_dir.clone(), args.monitor).await
     };
     swarm.stop().await;
-    drop(temp);
+    match temp {
+        Some(temp) => drop(temp),
+        None => remove_contents(&state_dir),
+    }
     outcome.map(|()| ExitCode::SUCCESS)
+}
+
+/// Refuses a `--state-dir` that has anything in it (a real ObjectiveAI
+/// state dir, most likely).
+fn require_empty_or_new(dir: &Path) -> anyhow::Result<()> {
+    let empty = match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => true,
+        Err(error) => anyhow::bail!("demo --state-dir {}: {error}", dir.display()),
+    };
+    anyhow::ensure!(
+        empty,
+        "demo --state-dir {}: not empty — the demo fills a state dir with simulated agents' \
+         locks; give it an empty or new directory (or no --state-dir: a temporary one)",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// Removes what the demo put in `dir` (empty or new when it began).
+fn remove_contents(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let removed = match entry.file_type() {
+            Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+        if let Err(error) = removed {
+            eprintln!(
+                "locktop: demo: could not remove {}: {error}",
+                path.display()
+            );
+        }
+    }
 }

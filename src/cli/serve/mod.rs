@@ -115,7 +115,9 @@ impl Exposure {
 pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let addr: SocketAddr = args.listen.parse().map_err(|_| {
         anyhow::anyhow!(
-            "--listen: {:?} is not an IP:PORT address (e.g. {DEFAULT_LISTEN})",
+            "--listen: {:?} is not an IP:PORT address: {DEFAULT_LISTEN} (this host only), \
+             127.0.0.1:0 (any free port, named on stderr) or 0.0.0.0:9742 (every interface: \
+             see --web-config)",
             args.listen
         )
     })?;

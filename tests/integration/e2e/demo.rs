@@ -152,7 +152,30 @@ fn demo_shows_the_swarm_and_quitting_cleans_up() {
         "swarm members survived"
     );
     assert!(unused.path().exists(), "an explicit --state-dir is kept");
+    assert_eq!(
+        std::fs::read_dir(unused.path()).unwrap().count(),
+        0,
+        "what the demo put there is removed"
+    );
     wait_nothing_held(unused.path());
+}
+
+/// The demo never writes into a state dir that has something in it: its
+/// simulated locks would sit beside real agents' (one line, exit 2,
+/// nothing written).
+#[test]
+fn demo_refuses_a_state_dir_that_is_not_empty() {
+    let (_tmp, state) = crate::common::state_in_tempdir();
+    std::fs::write(state.join("real-agent-data"), b"x").unwrap();
+    let out = crate::common::run_locktop(&state, &["demo", "--headless"]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert_eq!(out.stderr_lines().len(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("not empty"), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_dir(&state).unwrap().count(),
+        1,
+        "nothing written"
+    );
 }
 
 #[test]
