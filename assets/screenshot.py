@@ -8,6 +8,7 @@ This is how assets/locktop.png was made (see the README).
 import sys
 
 import pyte
+import pyte.graphics
 from PIL import Image, ImageDraw, ImageFont
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"
@@ -19,16 +20,27 @@ NAMED = {
     "black": (40, 40, 48), "red": (229, 83, 75), "green": (108, 203, 95),
     "brown": (229, 192, 75), "yellow": (229, 192, 75), "blue": (97, 161, 240),
     "magenta": (198, 120, 221), "cyan": (86, 196, 206), "white": (220, 220, 220),
-    "brightblack": (110, 110, 120), "brightred": (255, 110, 100),
+    "brightblack": (78, 80, 90), "brightred": (255, 110, 100),
     "brightgreen": (140, 230, 120), "brightyellow": (255, 220, 110),
     "brightblue": (130, 180, 255), "brightmagenta": (220, 150, 240),
     "brightcyan": (120, 220, 230), "brightwhite": (255, 255, 255),
 }
 
 
+# tmux re-emits the 16 ANSI colours as 256-colour indexes 0-15, which
+# pyte names by xterm's hex values: map them back to the palette above.
+PALETTE_16 = dict(zip(
+    pyte.graphics.FG_BG_256[:16],
+    ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white",
+     "brightblack", "brightred", "brightgreen", "brightyellow", "brightblue",
+     "brightmagenta", "brightcyan", "brightwhite"],
+))
+
+
 def color(value, default):
     if value == "default":
         return default
+    value = PALETTE_16.get(value, value)
     if value in NAMED:
         return NAMED[value]
     try:
