@@ -2,8 +2,9 @@
 //!
 //! Library face: [`locks`] (the seed's lock module) and [`context`]. The
 //! rest serves the `locktop` binary. Modules are declared in the order
-//! data flows, and each uses only the ones above it (`tui` and `cli` sit
-//! at the top):
+//! data flows, and each uses only the ones declared before it (`context`
+//! and `locks` are one layer); `tests/integration/layering.rs` fails on
+//! any import against this order, in code and tests alike:
 //!
 //! | module | job |
 //! |---|---|
@@ -19,14 +20,13 @@
 //!
 //! Data flows one way: filesystem events → probes → model → view.
 
-pub mod context;
-pub mod locks;
-pub mod time_format;
-
 pub mod cli;
+pub mod context;
 pub mod disk;
 pub mod engine;
 pub mod liveness;
+pub mod locks;
 pub mod model;
 pub mod operate;
+pub mod time_format;
 pub mod tui;

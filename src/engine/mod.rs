@@ -8,6 +8,8 @@
 //! [`ScanProblem`]).
 
 pub mod delta;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod fs_events;
 mod run;
 pub mod trace;

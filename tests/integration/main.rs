@@ -13,3 +13,5 @@ mod engine;
 mod cli;
 
 mod e2e;
+
+mod layering;

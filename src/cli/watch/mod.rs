@@ -309,7 +309,7 @@ fn exit_code(outcome: std::io::Result<()>) -> anyhow::Result<ExitCode> {
 mod tests {
     use super::*;
     use crate::engine::Liveness;
-    use crate::model::fixtures::{free, held, key_delta, t, tag};
+    use crate::engine::fixtures::{free, held, key_delta, t, tag};
 
     #[test]
     fn a_delta_that_changes_nothing_a_line_shows_is_a_repeat() {

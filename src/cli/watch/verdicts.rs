@@ -163,8 +163,8 @@ impl Verdicts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::fixtures::{free, held, instance, t, tag};
     use crate::liveness::Liveness;
-    use crate::model::fixtures::{free, held, instance, t, tag};
 
     const LIMIT: Duration = Duration::from_secs(30);
 

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use super::*;
+use crate::engine::fixtures::{held, t};
 use crate::liveness::Liveness;
 use crate::liveness::process::ProcState;
-use crate::model::fixtures::{held, t};
 
 const SPAWN_LIMIT: Duration = Duration::from_secs(30);
 
@@ -167,4 +167,31 @@ fn every_kind_is_spelled_as_json_spells_it() {
         let json = serde_json::to_value(&verdict).unwrap();
         assert_eq!(json["kind"], verdict.kind());
     }
+}
+
+/// A lock kept by a forked child after its taker died: the holders list
+/// the keeper first (alive), then the gone taker — as annotation lists
+/// them. The verdict names both; without a visible keeper, only the
+/// taker.
+#[test]
+fn a_lock_kept_after_its_taker_died_is_an_orphaned_child_named_by_its_keeper() {
+    let mut state = held(Liveness::Live, 50, "sh -c 'flock …'", t(0));
+    let mut gone = crate::engine::fixtures::process(40, "agent");
+    gone.alive = false;
+    state.holders.push(gone);
+    assert_eq!(
+        judge(&state, agent, t(60), SPAWN_LIMIT),
+        Some(Verdict::OrphanedChild {
+            pid: Some(50),
+            taken_by: 40
+        })
+    );
+    state.holders.remove(0);
+    assert_eq!(
+        judge(&state, agent, t(60), SPAWN_LIMIT),
+        Some(Verdict::OrphanedChild {
+            pid: None,
+            taken_by: 40
+        })
+    );
 }
