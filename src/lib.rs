@@ -20,13 +20,23 @@
 //!
 //! Data flows one way: filesystem events → probes → model → view.
 
-pub mod cli;
+// One declaration per layer, each apart from the next: rustfmt would sort
+// a contiguous group alphabetically, and this order is the layering.
 pub mod context;
-pub mod disk;
-pub mod engine;
-pub mod liveness;
 pub mod locks;
-pub mod model;
-pub mod operate;
+
 pub mod time_format;
+
+pub mod disk;
+
+pub mod liveness;
+
+pub mod engine;
+
+pub mod operate;
+
+pub mod model;
+
 pub mod tui;
+
+pub mod cli;

@@ -28,6 +28,10 @@ use crate::liveness::probe::ProbeMode;
 
 pub use family_args::FamilyArgs;
 
+/// `--sweep`'s default, in seconds: the engine's own
+/// ([`crate::engine::SWEEP_EVERY`]), for every command that takes it.
+pub const SWEEP_SECS: f64 = crate::engine::SWEEP_EVERY.as_secs_f64();
+
 /// Exit code for "a member was busy".
 pub const EXIT_BUSY: u8 = 1;
 /// Exit code for bad input and every other error.
@@ -71,7 +75,7 @@ pub struct MonitorArgs {
     #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
     pub probe: ProbeMode,
     /// Seconds between safety-net sweeps (passive rescans of every key).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    #[arg(long, default_value_t = SWEEP_SECS, value_name = "SECS")]
     pub sweep: f64,
     /// Write nothing and signal nothing: the probe is lock-free or passive
     /// (never acquire), and test holders and K are disabled.
@@ -100,7 +104,7 @@ impl Default for MonitorArgs {
     fn default() -> Self {
         Self {
             probe: ProbeMode::LockFree,
-            sweep: 10.0,
+            sweep: SWEEP_SECS,
             read_only: false,
             log: None,
             thresholds: thresholds::ThresholdArgs::default(),

@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use crate::operate::verdict::MATERIALIZING_AFTER;
 
+/// `--idle-after`'s default, in seconds: the engine's own.
+const IDLE_SECS: f64 = crate::engine::IDLE_AFTER.as_secs_f64();
+
 /// How long before a holder is a suspect.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ThresholdArgs {
@@ -16,7 +19,7 @@ pub struct ThresholdArgs {
     pub materializing_after: Option<f64>,
     /// Seconds a holder may use no CPU at all before it is shown as a
     /// suspect ("idle"; seen by the once-a-second look at holders).
-    #[arg(long, default_value_t = 600.0, value_name = "SECS")]
+    #[arg(long, default_value_t = IDLE_SECS, value_name = "SECS")]
     pub idle_after: f64,
 }
 
@@ -24,7 +27,7 @@ impl Default for ThresholdArgs {
     fn default() -> Self {
         Self {
             materializing_after: None,
-            idle_after: 600.0,
+            idle_after: IDLE_SECS,
         }
     }
 }

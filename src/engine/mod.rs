@@ -10,6 +10,7 @@
 pub mod delta;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod fold;
 pub mod fs_events;
 mod run;
 pub mod trace;
@@ -45,6 +46,9 @@ pub struct EngineConfig {
     pub trace: Option<Arc<trace::Trace>>,
 }
 
+/// The default of [`EngineConfig::sweep_every`] (`--sweep`).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
+
 /// The default of [`EngineConfig::idle_after`] (`--idle-after`).
 pub const IDLE_AFTER: Duration = Duration::from_secs(600);
 
@@ -52,7 +56,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             probe: ProbeMode::LockFree,
-            sweep_every: Duration::from_secs(10),
+            sweep_every: SWEEP_EVERY,
             idle_after: IDLE_AFTER,
             trace: None,
         }

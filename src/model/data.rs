@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use crate::disk::key::{KeyKind, LockKey};
-use crate::engine::{Delta, KeyState, Liveness, ScanProblem, WatcherHealth};
+use crate::engine::fold::{Folder, WatcherView, fold};
+use crate::engine::{Delta, KeyState, Liveness};
 
 use super::events::{Event, EventKind, EventLog, classify};
 use super::tree::{Lock, NodeId, Section, Tree};
@@ -71,7 +72,7 @@ impl Counts {
 }
 
 /// Everything known, as of the last applied delta.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Data {
     /// The node arena.
     pub tree: Tree,
@@ -81,17 +82,12 @@ pub struct Data {
     pub by_pid: BTreeMap<u32, BTreeSet<NodeId>>,
     /// Transitions, newest first.
     pub events: EventLog,
-    /// The watcher's health.
-    pub health: WatcherHealth,
-    /// The current scan problems.
-    pub problems: Vec<ScanProblem>,
-    /// Whether a full scan has finished (until then, keys are discovered,
-    /// not acquired).
-    pub synced: bool,
+    /// What the deltas said of the watcher: health, scan problems, full
+    /// scans finished (until one has, keys are discovered, not acquired),
+    /// the last key change.
+    pub watcher: WatcherView,
     /// Bumped on every change.
     pub version: u64,
-    /// When the engine last reported a key's change (`None`: none yet).
-    pub last_change: Option<SystemTime>,
     /// Holders (before and after) of the keys changed since the last
     /// [`Data::log_verdicts`]: the keys whose verdicts may have changed.
     touched: BTreeSet<u32>,
@@ -100,46 +96,19 @@ pub struct Data {
     verdicts_noted: bool,
 }
 
-impl Default for Data {
-    fn default() -> Self {
-        Self {
-            tree: Tree::new(),
-            counts: Counts::default(),
-            by_pid: BTreeMap::new(),
-            events: EventLog::default(),
-            health: WatcherHealth::Starting,
-            problems: Vec::new(),
-            synced: false,
-            version: 0,
-            last_change: None,
-            touched: BTreeSet::new(),
-            verdicts_noted: false,
-        }
-    }
-}
-
 impl Data {
-    /// Folds one delta in. `pid_alive` tells a death from a release.
+    /// Folds one delta in, by the engine's one rule
+    /// ([`crate::engine::fold::fold`]). `pid_alive` tells a death from a
+    /// release.
     pub fn apply(&mut self, delta: Delta, pid_alive: &dyn Fn(u32) -> bool) {
         self.version += 1;
-        match delta {
-            Delta::Key {
-                key,
-                state,
-                previous,
-                at,
-            } => {
-                self.last_change = Some(at);
-                self.apply_key(key, state, previous, at, pid_alive)
-            }
-            Delta::Removed { key, at, .. } => {
-                self.last_change = Some(at);
-                self.remove_key(&key)
-            }
-            Delta::Health(health) => self.health = health,
-            Delta::Problems(problems) => self.set_problems(problems),
-            Delta::Synced { .. } => self.synced = true,
-        }
+        fold(
+            &mut Folding {
+                data: self,
+                pid_alive,
+            },
+            delta,
+        );
     }
 
     fn apply_key(
@@ -159,11 +128,10 @@ impl Data {
             self.counts.bump(old.key.kind, &old.state, false);
             self.unindex(id, &old.state);
         }
-        let previous = previous.or(old.as_ref().map(Lock::liveness));
         let last_holder = old
             .as_ref()
             .and_then(|old| old.state.holders.first().cloned());
-        let event = classify(previous, state.liveness, !self.synced, || {
+        let event = classify(previous, state.liveness, !self.watcher.synced(), || {
             let holders = old.as_ref().map_or(&[][..], |old| &old.state.holders);
             super::events::ended(holders, &self.events, pid_alive)
         });
@@ -213,7 +181,7 @@ impl Data {
         materializing: Duration,
         everything: bool,
     ) -> bool {
-        if !self.synced {
+        if !self.watcher.synced() {
             return false;
         }
         let log = std::mem::replace(&mut self.verdicts_noted, true);
@@ -284,7 +252,7 @@ impl Data {
         self.tree.prune(id);
     }
 
-    fn set_problems(&mut self, problems: Vec<ScanProblem>) {
+    fn problems_replaced(&mut self) {
         let root = self.tree.root(Section::Problems);
         let old: Vec<NodeId> = self.tree.node(root).children.values().copied().collect();
         for id in old {
@@ -292,7 +260,7 @@ impl Data {
             self.tree.prune(id);
         }
         let mut by_path: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for problem in &problems {
+        for problem in &self.watcher.problems {
             by_path
                 .entry(problem.path.display().to_string())
                 .or_default()
@@ -302,8 +270,7 @@ impl Data {
             let id = self.tree.ensure_problem(&path);
             self.tree.set_problem(id, Some(descriptions.join("; ")));
         }
-        self.counts.problems = problems.len();
-        self.problems = problems;
+        self.counts.problems = self.watcher.problems.len();
     }
 
     fn index(&mut self, id: NodeId, state: &KeyState) {
@@ -328,5 +295,36 @@ impl Data {
     /// The lock at `id`, if the node holds one.
     pub fn lock(&self, id: NodeId) -> Option<&Lock> {
         self.tree.node(id).lock.as_ref()
+    }
+}
+
+/// The model's data while it folds one delta: the states live in its tree
+/// (with counts, the PID index and the event log kept beside them).
+struct Folding<'a> {
+    data: &'a mut Data,
+    pid_alive: &'a dyn Fn(u32) -> bool,
+}
+
+impl Folder for Folding<'_> {
+    fn watcher_mut(&mut self) -> &mut WatcherView {
+        &mut self.data.watcher
+    }
+
+    fn liveness_of(&self, key: &LockKey) -> Option<Liveness> {
+        let id = self.data.tree.find(Section::of(key.kind), &key.name)?;
+        self.data.lock(id).map(Lock::liveness)
+    }
+
+    fn put(&mut self, key: LockKey, state: KeyState, previous: Option<Liveness>, at: SystemTime) {
+        self.data
+            .apply_key(key, state, previous, at, self.pid_alive);
+    }
+
+    fn remove(&mut self, key: &LockKey, _: SystemTime) {
+        self.data.remove_key(key);
+    }
+
+    fn problems_replaced(&mut self) {
+        self.data.problems_replaced();
     }
 }

@@ -106,7 +106,7 @@ impl Collector for Exporter {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = SystemTime::now();
-        if view.synced {
+        if view.watcher.synced() {
             // Before the first full scan, the keys seen so far are not the
             // keys on disk: no key gauge at all (absent, not 0 — a restart
             // must not read as every agent gone).
@@ -162,7 +162,7 @@ fn encode_keys(encoder: &mut DescriptorEncoder, view: &LiveView) -> Result<(), s
         encoder,
         "locktop_problems",
         "Paths under the locks root that are not claims (foreign files, symlinks, FIFOs…).",
-        view.problems.len() as f64,
+        view.watcher.problems.len() as f64,
     )
 }
 
@@ -294,7 +294,7 @@ fn encode_held(
 }
 
 fn encode_health(encoder: &mut DescriptorEncoder, view: &LiveView) -> Result<(), std::fmt::Error> {
-    let current = view.health.as_ref().map_or("starting", health_word);
+    let current = health_word(&view.watcher.health);
     gauges(
         encoder,
         "locktop_watcher_health",

@@ -72,7 +72,7 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
     probe: ProbeMode,
     /// Seconds between safety-net sweeps.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    #[arg(long, default_value_t = super::SWEEP_SECS, value_name = "SECS")]
     sweep: f64,
     #[command(flatten)]
     thresholds: super::thresholds::ThresholdArgs,
@@ -313,7 +313,7 @@ async fn snapshot(
     }
     let (mut keys, problems) = {
         let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
-        if !view.synced {
+        if !view.watcher.synced() {
             // Before the first full scan the view is not the state dir's:
             // an empty list would read as "nothing held".
             return (
@@ -329,7 +329,7 @@ async fn snapshot(
             .filter(|(_, state)| query.all || state.liveness != Liveness::Free)
             .map(|(key, state)| (key.clone(), state.clone()))
             .collect();
-        (keys, view.problems.clone())
+        (keys, view.watcher.problems.clone())
     };
     keys.sort_by(|a, b| a.0.cmp(&b.0));
     let mut body = Vec::new();

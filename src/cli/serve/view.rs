@@ -1,5 +1,6 @@
-//! What `serve` knows: the engine's view, folded from its deltas, with
-//! the tallies a scrape needs kept up to date as deltas arrive.
+//! What `serve` knows: the engine's view, folded from its deltas by the
+//! engine's one rule ([`crate::engine::fold`]), with the tallies a scrape
+//! needs kept up to date as deltas arrive.
 //!
 //! Invariants: the view is exactly what applying every delta in order
 //! gives (as any consumer of the engine); the per-(kind, liveness) counts
@@ -7,9 +8,11 @@
 //! only the held ones, which are few.
 
 use std::collections::{HashMap, HashSet};
+use std::time::SystemTime;
 
 use crate::disk::{KeyKind, LockKey};
-use crate::engine::{Delta, KeyState, Liveness, ScanProblem, WatcherHealth};
+use crate::engine::fold::{Folder, WatcherView, fold};
+use crate::engine::{Delta, KeyState, Liveness, WatcherHealth};
 
 /// The engine's current view, plus tallies.
 #[derive(Debug, Default)]
@@ -20,31 +23,37 @@ pub struct LiveView {
     pub held: HashSet<LockKey>,
     /// How many keys of each kind are in each liveness.
     pub counts: HashMap<(KeyKind, Liveness), u64>,
-    /// The watcher's health (`None` before the engine said anything).
-    pub health: Option<WatcherHealth>,
-    /// The current problems under the locks root.
-    pub problems: Vec<ScanProblem>,
-    /// True once the first full scan is reported.
-    pub synced: bool,
+    /// What the deltas said of the watcher: health, problems, scans.
+    pub watcher: WatcherView,
+}
+
+impl Folder for LiveView {
+    fn watcher_mut(&mut self) -> &mut WatcherView {
+        &mut self.watcher
+    }
+
+    fn liveness_of(&self, key: &LockKey) -> Option<Liveness> {
+        self.keys.get(key).map(|state| state.liveness)
+    }
+
+    fn put(&mut self, key: LockKey, state: KeyState, _: Option<Liveness>, _: SystemTime) {
+        self.forget(&key);
+        *self.counts.entry((key.kind, state.liveness)).or_default() += 1;
+        if state.liveness.is_held() {
+            self.held.insert(key.clone());
+        }
+        self.keys.insert(key, state);
+    }
+
+    fn remove(&mut self, key: &LockKey, _: SystemTime) {
+        self.forget(key);
+    }
 }
 
 impl LiveView {
     /// Folds one delta in.
     pub fn apply(&mut self, delta: &Delta) {
-        match delta {
-            Delta::Key { key, state, .. } => {
-                self.forget(key);
-                *self.counts.entry((key.kind, state.liveness)).or_default() += 1;
-                if state.liveness.is_held() {
-                    self.held.insert(key.clone());
-                }
-                self.keys.insert(key.clone(), state.clone());
-            }
-            Delta::Removed { key, .. } => self.forget(key),
-            Delta::Health(health) => self.health = Some(health.clone()),
-            Delta::Problems(problems) => self.problems = problems.clone(),
-            Delta::Synced { .. } => self.synced = true,
-        }
+        fold(self, delta.clone());
     }
 
     fn forget(&mut self, key: &LockKey) {
@@ -64,11 +73,10 @@ impl LiveView {
 
     /// True while the watcher is healthy enough to trust the view.
     pub fn healthy(&self) -> Result<(), String> {
-        match &self.health {
-            Some(WatcherHealth::Watching) if self.synced => Ok(()),
-            Some(WatcherHealth::Watching) => Err("first scan not finished".into()),
-            Some(health) => Err(health.describe()),
-            None => Err("starting".into()),
+        match &self.watcher.health {
+            WatcherHealth::Watching if self.watcher.synced() => Ok(()),
+            WatcherHealth::Watching => Err("first scan not finished".into()),
+            health => Err(health.describe()),
         }
     }
 }
@@ -76,7 +84,6 @@ impl LiveView {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-    use std::time::SystemTime;
 
     use super::*;
 

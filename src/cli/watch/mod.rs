@@ -53,7 +53,7 @@ pub struct WatchArgs {
     #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
     probe: ProbeMode,
     /// Seconds between safety-net sweeps.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    #[arg(long, default_value_t = super::SWEEP_SECS, value_name = "SECS")]
     sweep: f64,
     /// When holders become suspects (verdict lines).
     #[command(flatten)]

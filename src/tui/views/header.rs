@@ -32,7 +32,7 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
         first.push(Span::styled(" READ-ONLY ", theme.marker));
         first.push(Span::raw(" "));
     }
-    let health_style = match data.health {
+    let health_style = match data.watcher.health {
         WatcherHealth::Watching => theme.live,
         WatcherHealth::Starting => theme.dim,
         _ => theme.in_flight,
@@ -40,7 +40,7 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
     let health = if app.engine_stopped {
         Span::styled("engine stopped", theme.error)
     } else {
-        Span::styled(data.health.describe(), health_style)
+        Span::styled(data.watcher.health.describe(), health_style)
     };
     // Shortest and most important first: a long state dir (last) is what
     // a narrow terminal cuts off, never the probe mode or the health.
@@ -225,7 +225,7 @@ fn clock_spans(app: &App) -> Vec<Span<'static>> {
     let now = super::clock_text(app.model.now());
     let minute = format!("{}Z", now.get(..5).unwrap_or(&now));
     let mut spans = vec![Span::raw(minute)];
-    if let Some(at) = app.model.data().last_change {
+    if let Some(at) = app.model.data().watcher.last_change {
         spans.push(Span::styled(" · last change ", theme.dim));
         spans.push(Span::raw(super::clock_text(at)));
     }

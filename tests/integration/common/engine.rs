@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use locktop::context::Context;
 use locktop::disk::key::LockKey;
+use locktop::engine::fold::Fold;
 use locktop::engine::{
     self, Delta, EngineConfig, EngineHandle, KeyState, Liveness, ScanProblem, WatcherHealth,
 };
@@ -70,37 +71,36 @@ pub fn hold<S: AsRef<str>>(state_dir: &Path, args: &[S]) -> Holder {
     blocking(|| Holder::hold(state_dir, args))
 }
 
-/// What a consumer knows after applying every delta so far.
+/// What a consumer knows after applying every delta so far: the
+/// engine's one fold ([`Fold`]), read by claim name.
 #[derive(Debug, Default)]
 pub struct View {
-    /// Every claim the engine reported and has not removed.
-    pub keys: HashMap<LockKey, KeyState>,
-    /// The last health.
-    pub health: Option<WatcherHealth>,
-    /// The last problem list.
-    pub problems: Vec<ScanProblem>,
-    /// How many `Synced` deltas arrived.
-    pub synced: usize,
+    fold: Fold,
 }
 
 impl View {
     fn apply(&mut self, delta: &Delta) {
-        match delta {
-            Delta::Key { key, state, .. } => {
-                self.keys.insert(key.clone(), state.clone());
-            }
-            Delta::Removed { key, .. } => {
-                self.keys.remove(key);
-            }
-            Delta::Health(health) => self.health = Some(health.clone()),
-            Delta::Problems(problems) => self.problems = problems.clone(),
-            Delta::Synced { .. } => self.synced += 1,
-        }
+        self.fold.apply(delta.clone());
+    }
+
+    /// Every claim the engine reported and has not removed.
+    pub fn keys(&self) -> &HashMap<LockKey, KeyState> {
+        self.fold.keys()
+    }
+
+    /// The last health.
+    pub fn health(&self) -> &WatcherHealth {
+        &self.fold.watcher().health
+    }
+
+    /// The last problem list.
+    pub fn problems(&self) -> &[ScanProblem] {
+        &self.fold.watcher().problems
     }
 
     /// The state of the claim named `name`, if reported.
     pub fn get(&self, name: &Name) -> Option<&KeyState> {
-        self.keys
+        self.keys()
             .iter()
             .find(|(key, _)| &name_of(key) == name)
             .map(|(_, state)| state)
@@ -121,7 +121,7 @@ impl View {
 
     /// Every reported claim: name → (liveness, holder PIDs).
     pub fn summary(&self) -> BTreeMap<Name, (Liveness, Vec<u32>)> {
-        self.keys
+        self.keys()
             .iter()
             .map(|(key, state)| {
                 let pids = state.holders.iter().map(|p| p.pid).collect();
@@ -239,7 +239,7 @@ impl Engine {
                 panic!(
                     "the view never showed {what} within {DELTA_TIMEOUT:?}; view:\n{:#?}\nhealth: {:?}\nlast deltas:\n{}",
                     self.view.summary(),
-                    self.view.health,
+                    self.view.health(),
                     self.tail()
                 );
             }

@@ -40,7 +40,7 @@ async fn no_probe_loop_on_the_monitors_own_echo(mode: ProbeMode) {
 
     let mut engine = Engine::start(&state, mode, NO_SWEEP);
     engine.synced().await;
-    assert_eq!(engine.view.keys.len(), STALE_KEYS + 3);
+    assert_eq!(engine.view.keys().len(), STALE_KEYS + 3);
 
     // Real changes: a holder arrives (new directory + key, and a stale
     // key re-taken), one leaves, one dies.

@@ -62,7 +62,7 @@ async fn foreign_names_are_listed_as_problems_and_the_engine_keeps_working() {
 
         let mut engine = Engine::start(&state, mode, NO_SWEEP);
         engine.synced().await;
-        let problems: BTreeSet<ScanProblem> = engine.view.problems.iter().cloned().collect();
+        let problems: BTreeSet<ScanProblem> = engine.view.problems().iter().cloned().collect();
         assert_eq!(problems, expected, "{mode:?}");
         let mut names: Vec<_> = engine.view.summary().into_iter().collect();
         names.sort();
@@ -102,7 +102,7 @@ async fn foreign_names_are_listed_as_problems_and_the_engine_keeps_working() {
             .send(EngineCommand::Rescan)
             .expect("engine running");
         engine.synced().await;
-        let problems: BTreeSet<ScanProblem> = engine.view.problems.iter().cloned().collect();
+        let problems: BTreeSet<ScanProblem> = engine.view.problems().iter().cloned().collect();
         assert_eq!(problems, expected, "{mode:?}: after a rescan");
         assert!(
             names
@@ -230,7 +230,7 @@ async fn problems_come_and_go_with_their_events_not_with_the_sweep() {
         ]);
         engine
             .wait_view("every new problem listed", |view| {
-                view.problems.iter().cloned().collect::<BTreeSet<_>>() == expected
+                view.problems().iter().cloned().collect::<BTreeSet<_>>() == expected
             })
             .await;
 
@@ -245,7 +245,7 @@ async fn problems_come_and_go_with_their_events_not_with_the_sweep() {
             }
         }
         engine
-            .wait_view("every problem gone", |view| view.problems.is_empty())
+            .wait_view("every problem gone", |view| view.problems().is_empty())
             .await;
         assert_eq!(engine.sweeps(), sweeps, "{mode:?}: no sweep ran");
         assert!(

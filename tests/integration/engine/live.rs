@@ -39,13 +39,13 @@ async fn synced_view_equals_what_real_holders_hold_and_stale_keys_are_free() {
             "{mode:?}: the synced view differs from the holders' ground truth"
         );
         assert!(
-            engine.view.problems.is_empty(),
+            engine.view.problems().is_empty(),
             "{mode:?}: a tree written only by the SDK has no problems: {:?}",
-            engine.view.problems
+            engine.view.problems()
         );
         let live_states = engine
             .view
-            .keys
+            .keys()
             .values()
             .filter(|state| state.liveness == Liveness::Live);
         for state in live_states {
@@ -288,7 +288,7 @@ async fn the_locks_root_may_be_missing_deleted_and_recreated() {
     let pid = first.pid();
     engine
         .wait_view("the first holder live, watching", |view| {
-            view.health == Some(WatcherHealth::Watching)
+            *view.health() == WatcherHealth::Watching
                 && names.iter().all(|n| view.is(n, Liveness::Live, &[pid]))
         })
         .await;
@@ -304,8 +304,7 @@ async fn the_locks_root_may_be_missing_deleted_and_recreated() {
     std::fs::remove_dir_all(&root).expect("rm -rf locks");
     engine
         .wait_view("every key removed, waiting for the root again", |view| {
-            view.keys.is_empty()
-                && matches!(view.health, Some(WatcherHealth::WaitingForRoot { .. }))
+            view.keys().is_empty() && matches!(view.health(), WatcherHealth::WaitingForRoot { .. })
         })
         .await;
     let removed: std::collections::BTreeSet<Name> = engine
@@ -326,7 +325,7 @@ async fn the_locks_root_may_be_missing_deleted_and_recreated() {
     let mut second = hold(&state, &["--group", "after rm"]);
     engine
         .wait_view("the re-created root watched", |view| {
-            view.health == Some(WatcherHealth::Watching)
+            *view.health() == WatcherHealth::Watching
                 && view.liveness(&tag("after rm")) == Some(Liveness::Live)
         })
         .await;

@@ -166,7 +166,7 @@ async fn a_real_queue_overflow_is_reported_rescanned_and_the_view_stays_correct(
     let steady_names = held_names(&steady);
     engine
         .wait_view("the ground truth after the burst", |view| {
-            view.health == Some(WatcherHealth::Watching)
+            *view.health() == WatcherHealth::Watching
                 && arriving_names
                     .iter()
                     .all(|n| view.is(n, Liveness::Live, &[arriving_pid]))
@@ -234,7 +234,7 @@ async fn directories_created_while_events_were_lost_are_watched_after_the_rescan
     }
     let burst = burst.wait_overflow(&mut engine).await;
     burst.finish(&mut engine).await;
-    assert_eq!(engine.view.health, Some(WatcherHealth::Watching));
+    assert_eq!(*engine.view.health(), WatcherHealth::Watching);
     let sweeps = engine.sweeps();
 
     for i in 0..DIRS {

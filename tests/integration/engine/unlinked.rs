@@ -24,7 +24,7 @@ const SWEEP: Duration = Duration::from_millis(400);
 
 /// The `held_unlinked` problems of the view: (path, pid, kind, name, file).
 fn unlinked(view: &View) -> Vec<(PathBuf, u32, KeyKind, String, ClaimFile)> {
-    view.problems
+    view.problems()
         .iter()
         .filter_map(|problem| match &problem.kind {
             ScanProblemKind::HeldUnlinked(held) => Some((
@@ -88,7 +88,7 @@ async fn an_unlinked_gate_its_holder_keeps_is_reported_until_the_holder_exits() 
     );
     let described = engine
         .view
-        .problems
+        .problems()
         .iter()
         .find(|p| matches!(p.kind, ScanProblemKind::HeldUnlinked(_)))
         .unwrap()
@@ -165,7 +165,7 @@ async fn a_lock_on_an_unlinked_file_that_is_no_claim_file_is_not_reported() {
         unlinked(&engine.view),
         expected,
         "{:#?}",
-        engine.view.problems
+        engine.view.problems()
     );
     drop(flocks);
 }
