@@ -24,7 +24,7 @@ mod data;
 mod events;
 pub mod form;
 mod holders;
-pub mod test_holders;
+pub mod test_holder_list;
 mod tree;
 mod verdict;
 mod view;
@@ -43,7 +43,7 @@ pub use data::{Counts, Data};
 pub use events::{EVENT_LOG_CAPACITY, Event, EventKind, EventLog};
 pub use form::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
 pub use holders::{HolderGroup, HolderRow};
-pub use test_holders::{OwnPid, TestHolder, TestHolders};
+pub use test_holder_list::{OwnPid, TestHolder, TestHolders};
 pub use tree::{Lock, Node, NodeId, Section, Tree};
 pub use view::{Flat, RECENTLY_FREED, Row, SectionTally, Sort, ViewSettings};
 

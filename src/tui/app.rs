@@ -19,8 +19,8 @@ use crate::liveness::probe::ProbeMode;
 use crate::model::Model;
 
 use super::action::{Action, Pane};
+use super::handles::Ops;
 use super::operator::Operator;
-use super::ops::Ops;
 use super::overlay::Overlay;
 use super::theme::Theme;
 use super::views::{self, Drawn, HitMap};

@@ -30,7 +30,7 @@ use crate::engine::{Delta, EngineHandle};
 use crate::operate::test_holders::HolderUpdate;
 
 use super::app::App;
-use super::ops::OpsEvents;
+use super::handles::OpsEvents;
 use super::terminal::{TerminalGuard, install_panic_hook};
 
 /// How long one burst of deltas may be applied before a frame is drawn.

@@ -19,16 +19,16 @@
 //! `terminal`, `theme`.
 
 mod action;
-mod actions;
 mod app;
 mod clipboard;
 mod event_loop;
 pub mod fit;
+mod handles;
 mod hints;
 mod input;
 pub(crate) mod keymap;
 mod operator;
-mod ops;
+mod operator_actions;
 mod overlay;
 mod panes;
 mod selection;
@@ -47,9 +47,9 @@ pub use action::{Action, Pane};
 pub use app::{App, AppConfig};
 pub use clipboard::Clipboard;
 pub use event_loop::{RELEASE_GRACE, Sources, run_main_loop};
+pub use handles::{CheckOutcome, Ops, OpsEvents};
 pub use keymap::{BINDINGS, Binding, Group, action_for, binding_for};
 pub use operator::Operator;
-pub use ops::{CheckOutcome, Ops, OpsEvents};
 pub use overlay::{KillTestHolder, Overlay, ReportDialog, SignalDialog, SignalStage};
 pub use terminal::{TerminalGuard, install_panic_hook, restore};
 pub use theme::{Theme, state_label};

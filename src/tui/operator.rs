@@ -12,7 +12,7 @@ use crate::liveness::proc_locks::FileId;
 use crate::model::TestHolders;
 use crate::operate::signal::{SignalError, Target, verify_target};
 
-use super::ops::Ops;
+use super::handles::Ops;
 use super::overlay::Overlay;
 
 /// Binds a shown holder for signalling (see [`verify_target`]): the

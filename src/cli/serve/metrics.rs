@@ -26,10 +26,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use super::view::LiveView;
-use crate::cli::snapshot::{role, roles};
 use crate::disk::{KeyKind, LockKey};
 use crate::engine::{EngineStats, KeyState, Liveness, WatcherHealth};
-use crate::operate::verdict::{Role, judge};
+use crate::operate::verdict::{RoleIndex, judge};
 
 /// Every health state, for the `locktop_watcher_health` state set.
 const HEALTH_STATES: [&str; 6] = [
@@ -186,8 +185,8 @@ fn encode_held(
     materializing: Duration,
 ) -> Result<(), std::fmt::Error> {
     let held: Vec<(&LockKey, &KeyState)> = view.held().collect();
-    let by_pid = roles(held.iter().copied());
-    let role_of = |pid: u32| role(&by_pid, pid);
+    let roles = RoleIndex::of(held.iter().copied());
+    let role_of = |pid: u32| roles.role(pid);
     let mut tags = Vec::new();
     let mut tag_waiters = Vec::new();
     let mut roots: BTreeMap<String, u64> = BTreeMap::new();
@@ -208,7 +207,7 @@ fn encode_held(
                 .since
                 .and_then(|since| now.duration_since(since).ok())
                 .map_or(0.0, |held_for| held_for.as_secs_f64());
-            let role = pid.map_or("unknown", |pid| role_word(&role_of(pid)));
+            let role = pid.map_or("unknown", |pid| role_of(pid).word());
             let pid = pid.map_or_else(|| "unknown".to_string(), |pid| pid.to_string());
             tags.push((
                 vec![
@@ -347,14 +346,6 @@ fn encode_counters(
         counter.encode(metric)?;
     }
     Ok(())
-}
-
-fn role_word(role: &Role) -> &'static str {
-    match role {
-        Role::Agent { .. } => "agent",
-        Role::Materializing => "materializing",
-        Role::Other => "other",
-    }
 }
 
 /// The verdict's own JSON `kind` (the word `snapshot --json` prints).

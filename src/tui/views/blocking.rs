@@ -11,7 +11,7 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::text::Span;
 use ratatui::widgets::{Cell, Row as TableRow, Table};
 
-use crate::model::{BlockingRow, Role};
+use crate::model::BlockingRow;
 
 use super::super::app::App;
 use super::super::fit::fit;
@@ -71,11 +71,7 @@ fn row_cells(app: &App, row: &BlockingRow, room: usize, wide: bool) -> Vec<Cell<
             if !wide {
                 return process.pid_text();
             }
-            let role = match data.role_of(process.pid) {
-                Role::Agent { .. } => "agent",
-                Role::Materializing => "spawn",
-                Role::Other => "",
-            };
+            let role = data.role_of(process.pid).column_word();
             let state = process.state.map_or("", |state| state.as_str());
             format!("{} {role} {state}", process.pid_text())
         });

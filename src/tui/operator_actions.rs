@@ -25,8 +25,8 @@ use crate::operate::test_holders::{HolderSpec, HolderStatus, HolderUpdate, Place
 
 use super::action::{Action, Pane};
 use super::app::App;
+use super::handles::CheckOutcome;
 use super::hints;
-use super::ops::CheckOutcome;
 use super::overlay::{KillTestHolder, Overlay, ReportDialog, SignalDialog, SignalStage};
 
 /// Said when an action needs the live monitor's handles (tests, or the
@@ -49,7 +49,7 @@ impl App {
                     let form = HolderForm::check(family, self.check_probe(self.config.probe));
                     self.operator.overlay = Some(Overlay::Form(form));
                 }
-                Err(reason) => self.message = Some(reason),
+                Err(why) => self.message = Some(why.to_string()),
             },
             _ => {}
         }
@@ -57,28 +57,21 @@ impl App {
 
     /// The selected key as a family of one (an instance is a hierarchy
     /// without tags, a tag a group of one), or a test holder's family.
-    fn selected_family(&mut self) -> Result<Family, String> {
+    fn selected_family(&mut self) -> Result<Family, NotCheckable> {
         if self.pane == Pane::TestHolders {
             return match self.operator.test_holders.selected_holder() {
                 Some(holder) => Ok(holder.spec.family.clone()),
-                None => Err(hints::no_test_holder()),
+                None => Err(NotCheckable::NoTestHolder),
             };
         }
-        let Some(key) = self.selected_key() else {
-            return Err(
-                "c checks a key: select an instance or a tag (1 Tree, 2 Holders, 3 Events, 5 Blocking) or a test holder (4)".into(),
-            );
-        };
+        let key = self.selected_key().ok_or(NotCheckable::NoKey)?;
         match key.kind {
             KeyKind::Instance => Ok(Family::Hierarchy {
                 aih: key.name,
                 tags: Vec::new(),
             }),
             KeyKind::Tag => Ok(Family::Group(vec![key.name])),
-            KeyKind::Other => Err(format!(
-                "{} is not an agent lock: c checks instances and tags",
-                key.name
-            )),
+            KeyKind::Other => Err(NotCheckable::NotAnAgentLock(key.name)),
         }
     }
 
@@ -412,4 +405,20 @@ fn signal_error_text(error: &SignalError) -> String {
         }
         other => other.to_string(),
     }
+}
+
+/// Why `c` has no family to check.
+#[derive(Debug, thiserror::Error)]
+enum NotCheckable {
+    /// The pane has no key selected.
+    #[error(
+        "c checks a key: select an instance or a tag (1 Tree, 2 Holders, 3 Events, 5 Blocking) or a test holder (4)"
+    )]
+    NoKey,
+    /// The test holders pane is empty.
+    #[error("{}", hints::no_test_holder())]
+    NoTestHolder,
+    /// The key is neither an instance nor a tag lock.
+    #[error("{0} is not an agent lock: c checks instances and tags")]
+    NotAnAgentLock(String),
 }

@@ -1,0 +1,135 @@
+//! What the engine does with one filesystem change, a newly created
+//! directory, and an operator's command (own PIDs).
+//!
+//! Invariant: a change only marks keys pending (or rescans a new
+//! directory); probing waits for the batch (see [`super::batch`]).
+
+use super::*;
+
+impl Engine {
+    /// Handles one change; `Some` ends the watch phase.
+    pub(super) async fn on_change(&mut self, change: FsChange) -> Option<PhaseEnd> {
+        self.stats.events.fetch_add(1, Ordering::Relaxed);
+        match change {
+            FsChange::Key(key) => {
+                self.trace(&key, Stage::Dequeued);
+                self.written.insert(key.clone());
+                self.mark(key);
+            }
+            FsChange::Closed(key) => {
+                self.trace(&key, Stage::Dequeued);
+                self.closed.insert(key.clone());
+                self.mark(key);
+            }
+            FsChange::DirCreated(dir) => {
+                self.recheck_problem(&dir);
+                self.scan_new_dir(dir.clone()).await;
+                self.new_dirs.push((Instant::now() + NEW_DIR_RESCAN, dir));
+            }
+            FsChange::DirRemoved(dir) => {
+                if !self.root.is_dir() {
+                    return Some(PhaseEnd::RootGone);
+                }
+                let gone: Vec<LockKey> = self
+                    .states
+                    .keys()
+                    .filter(|key| key.dir.starts_with(&dir))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    self.remove(&key);
+                }
+                self.forget_problems_under(&dir);
+            }
+            FsChange::Other(path) => self.recheck_problem(&path),
+            FsChange::Opened(key) => {
+                // No probe: only a /proc/locks re-read (rate-limited) for a
+                // held key, where a new waiter would show — once the open
+                // settled: read at once, it could come between the open
+                // and the blocked flock, and nothing else would tell.
+                if self.held.contains(&key) {
+                    self.opened_held.insert(key);
+                    self.opens_due
+                        .get_or_insert(Instant::now() + opens::OPEN_SETTLE);
+                }
+            }
+            FsChange::OthersOpened => {
+                self.opens_due
+                    .get_or_insert(Instant::now() + opens::OPEN_SETTLE);
+            }
+            FsChange::Rescan => {
+                self.set_health(WatcherHealth::Rescanning {
+                    reason: "inotify queue overflowed; events were lost".into(),
+                });
+                return Some(PhaseEnd::Rewatch);
+            }
+            FsChange::LostInQueue => {
+                self.set_health(WatcherHealth::Rescanning {
+                    reason: "events came faster than they could be handled; some were lost".into(),
+                });
+                return Some(PhaseEnd::Rewatch);
+            }
+            FsChange::WatchLimit(error) => {
+                self.set_health(WatcherHealth::Polling {
+                    reason: format!("inotify watch limit reached ({error})"),
+                });
+                return Some(PhaseEnd::Poll);
+            }
+            FsChange::Error(error) => tracing::warn!(%error, "watcher error"),
+        }
+        None
+    }
+
+    /// Marks every claim under a new directory as changed.
+    pub(super) async fn scan_new_dir(&mut self, dir: PathBuf) {
+        let state_dir = self.state_dir.clone();
+        let report = tokio::task::spawn_blocking(move || scan::scan_subtree(&state_dir, &dir))
+            .await
+            .unwrap_or_default();
+        self.add_problems(report.problems);
+        for key in report.keys {
+            if !self.states.contains_key(&key) {
+                self.mark(key);
+            }
+        }
+    }
+
+    pub(super) async fn command(&mut self, command: EngineCommand) {
+        match command {
+            EngineCommand::Reprobe(keys) => self.probe_batch(keys).await,
+            EngineCommand::Rescan => self.full_sweep().await,
+            EngineCommand::AddOwnPid(pid) => {
+                self.own_pids.insert(pid);
+                self.reclassify_own();
+            }
+            EngineCommand::RemoveOwnPid(pid) => {
+                self.own_pids.remove(&pid);
+                self.reclassify_own();
+            }
+        }
+    }
+
+    /// Live ↔ own for keys whose holders' ownership changed.
+    pub(super) fn reclassify_own(&mut self) {
+        let me = std::process::id();
+        let changed: Vec<(LockKey, KeyState)> = self
+            .states
+            .iter()
+            .filter(|(_, state)| matches!(state.liveness, Liveness::Live | Liveness::Own))
+            .filter(|(_, state)| !state.holders.iter().any(|p| p.pid == me))
+            .filter_map(|(key, state)| {
+                let own = state.holders.iter().any(|p| self.own_pids.contains(&p.pid));
+                let liveness = if own { Liveness::Own } else { Liveness::Live };
+                (liveness != state.liveness && !state.holders.is_empty()).then(|| {
+                    let mut state = state.clone();
+                    state.liveness = liveness;
+                    (key.clone(), state)
+                })
+            })
+            .collect();
+        let at = SystemTime::now();
+        for (key, state) in changed {
+            self.update(key, state, at);
+        }
+    }
+}

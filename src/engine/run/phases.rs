@@ -1,0 +1,181 @@
+//! The engine's phases: waiting for the locks root to exist, watching it
+//! with inotify (the event phase), and polling it when inotify cannot
+//! (the poll phase); and when the loop wakes next.
+//!
+//! Invariant: a phase ends only by a [`PhaseEnd`] the loop in
+//! [`super::Engine::run`] acts on; every degradation it meets is a
+//! visible [`WatcherHealth`].
+
+use super::*;
+
+impl Engine {
+    /// Waits until the locks root exists, watching its nearest existing
+    /// ancestor. False if the engine was stopped meanwhile.
+    pub(super) async fn wait_for_root(
+        &mut self,
+        commands: &mut UnboundedReceiver<EngineCommand>,
+    ) -> bool {
+        loop {
+            let ancestor = nearest_existing_ancestor(&self.root);
+            self.set_health(WatcherHealth::WaitingForRoot {
+                ancestor: ancestor.clone(),
+            });
+            let (tx, mut rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
+            let filter = self.filter.clone();
+            let _watcher = fs_events::subscribe(&self.state_dir, &ancestor, false, filter, tx).ok();
+            loop {
+                self.flush_outbox();
+                tokio::select! {
+                    _ = rx.recv() => {}
+                    _ = tokio::time::sleep(ROOT_RECHECK) => {}
+                    command = commands.recv() => match command {
+                        None => return false,
+                        Some(command) => self.command(command).await,
+                    },
+                }
+                if self.root.is_dir() {
+                    return true;
+                }
+                if nearest_existing_ancestor(&self.root) != ancestor {
+                    break;
+                }
+            }
+        }
+    }
+
+    pub(super) async fn event_phase(
+        &mut self,
+        mut changes: mpsc::Receiver<FsChange>,
+        commands: &mut UnboundedReceiver<EngineCommand>,
+    ) -> PhaseEnd {
+        loop {
+            let wake = self.next_wake();
+            let consumer = self.deltas.clone();
+            tokio::select! {
+                room = consumer.reserve(), if !self.outbox.is_empty() => {
+                    let from = self.clock();
+                    if let (Ok(room), Some(delta)) = (room, self.outbox.pop()) {
+                        room.send(delta);
+                    }
+                    self.flush_outbox();
+                    self.span("flush outbox", from, 1);
+                }
+                change = changes.recv() => {
+                    let from = self.clock();
+                    let Some(change) = change else { return PhaseEnd::RootGone };
+                    let mut batch = vec![change];
+                    while let Ok(more) = changes.try_recv() {
+                        batch.push(more);
+                    }
+                    if self.filter.take_lost() {
+                        // The engine fell behind the watcher: what did not
+                        // fit is lost, as in an inotify overflow.
+                        batch.push(FsChange::LostInQueue);
+                    }
+                    let items = batch.len();
+                    for change in batch {
+                        match self.on_change(change).await {
+                            None => {}
+                            Some(PhaseEnd::Poll) => {
+                                drop(changes);
+                                self.full_sweep().await;
+                                return self.poll_phase(commands).await;
+                            }
+                            Some(end) => return end,
+                        }
+                    }
+                    self.flush_problems();
+                    self.span("take changes", from, items);
+                }
+                command = commands.recv() => match command {
+                    None => return PhaseEnd::Stop,
+                    Some(command) => self.command(command).await,
+                },
+                Some(outcome) = self.lookup_results.recv() => {
+                    let from = self.clock();
+                    let items = self.apply_lookup(outcome);
+                    self.span("apply lookup", from, items);
+                }
+                outcome = self.sweep_results.recv() => {
+                    let from = self.clock();
+                    let mut items = 0;
+                    if let Some(Some(outcome)) = outcome
+                        && outcome.generation == self.generation
+                    {
+                        items = outcome.len();
+                        self.begin_merge(outcome);
+                    }
+                    self.span("begin sweep merge", from, items);
+                }
+                () = std::future::ready(()), if self.merging.is_some() => {
+                    let from = self.clock();
+                    let items = self.merge_some(sweep::MERGE_CHUNK);
+                    self.span("apply sweep", from, items);
+                }
+                _ = tokio::time::sleep_until(wake) => {
+                    if !self.root.is_dir() {
+                        return PhaseEnd::RootGone;
+                    }
+                    self.on_timers().await;
+                }
+            }
+        }
+    }
+
+    pub(super) async fn poll_phase(
+        &mut self,
+        commands: &mut UnboundedReceiver<EngineCommand>,
+    ) -> PhaseEnd {
+        loop {
+            self.flush_outbox();
+            tokio::select! {
+                command = commands.recv() => match command {
+                    None => return PhaseEnd::Stop,
+                    Some(command) => self.command(command).await,
+                },
+                _ = tokio::time::sleep(POLL_EVERY.min(self.config.sweep_every)) => {
+                    if !self.root.is_dir() {
+                        return PhaseEnd::RootGone;
+                    }
+                    self.full_sweep().await;
+                }
+            }
+        }
+    }
+
+    pub(super) fn next_wake(&self) -> Instant {
+        let mut wake = self.next_sweep;
+        if let Some(due) = self.holder_refresh_due() {
+            wake = wake.min(due);
+        }
+        if matches!(self.health, Some(WatcherHealth::SelfInflicted { .. })) {
+            // Quiet now? The next second's count takes the alarm back.
+            wake = wake.min(Instant::now() + Duration::from_secs(1));
+        }
+        if let Some(due) = self.batch_due {
+            wake = wake.min(due);
+        }
+        if let Some((due, _)) = self.new_dirs.first() {
+            wake = wake.min(*due);
+        }
+        // While a lookup runs, its answer wakes the loop.
+        if !self.lookups.running() {
+            if let Some(due) = self.opens_due {
+                wake = wake.min(due.max(self.lookups.ready_at()));
+            }
+            if self.waiting() {
+                wake = wake.min(self.lookups.ready_at());
+            }
+        }
+        wake
+    }
+}
+
+/// The nearest directory above `path` that exists (`/` at worst).
+fn nearest_existing_ancestor(path: &Path) -> PathBuf {
+    path.ancestors()
+        .skip(1)
+        .find(|dir| dir.is_dir())
+        .unwrap_or(Path::new("/"))
+        .to_path_buf()
+}
