@@ -100,9 +100,7 @@ fn own_sections() -> Roff {
         "In the monitor (the same list as its ? help, from one key map):",
     )]);
     for binding in crate::tui::keymap::BINDINGS {
-        roff.control("TP", []);
-        roff.text([bold(binding.shown)]);
-        roff.text([roman(binding.description)]);
+        term(&mut roff, binding.shown, binding.description);
     }
     roff.control("SH", ["EXIT STATUS"]);
     for (code, meaning) in [
@@ -119,9 +117,7 @@ fn own_sections() -> Roff {
             "bad input or an error: a state dir that is missing or not a directory, a flag the command does not take, a lock path that is not a regular file, a busy or refused --listen address",
         ),
     ] {
-        roff.control("TP", []);
-        roff.text([bold(code)]);
-        roff.text([roman(meaning)]);
+        term(&mut roff, code, meaning);
     }
     roff.control("SH", ["ENVIRONMENT"]);
     for (name, meaning) in [
@@ -143,16 +139,14 @@ fn own_sections() -> Roff {
             "TERM=dumb is refused by the monitor (use snapshot or watch)",
         ),
     ] {
-        roff.control("TP", []);
-        roff.text([bold(name)]);
-        roff.text([roman(meaning)]);
+        term(&mut roff, name, meaning);
     }
     roff.control("SH", ["FILES"]);
-    roff.control("TP", []);
-    roff.text([bold("<state>/locks")]);
-    roff.text([roman(
+    term(
+        &mut roff,
+        "<state>/locks",
         "the lock files locktop watches: agents/instances/<AIH>.lock and .live.lock per agent instance, agents/tags/<tag>.lock and .live.lock per tag. locktop writes nowhere else, and with the default lock-free probe (or --read-only) nowhere at all.",
-    )]);
+    );
     roff
 }
 
@@ -164,4 +158,11 @@ fn print(bytes: &[u8]) -> anyhow::Result<ExitCode> {
         Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(error.into()),
         _ => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// One tagged paragraph: `name` in bold, `meaning` below it.
+fn term(roff: &mut Roff, name: &str, meaning: &str) {
+    roff.control("TP", []);
+    roff.text([bold(name)]);
+    roff.text([roman(meaning)]);
 }

@@ -11,9 +11,10 @@
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use crate::cli::watch::verdicts::Change;
 use crate::cli::watch::verdicts::Verdicts;
 use crate::cli::watch::writer::Outbox;
-use crate::cli::watch::{fold, format, push_delta, push_verdicts};
+use crate::cli::watch::{format, lines_of, push_delta, push_verdicts};
 use crate::engine::Delta;
 
 /// The most `/events` streams served at once.
@@ -62,42 +63,39 @@ impl Subscribers {
     /// Folds a delta, and the verdict changes it caused, into every open
     /// stream's queue.
     pub fn publish(&self, delta: &Delta) {
-        let folded = {
+        let lines = {
             let mut verdicts = self.verdicts.lock().unwrap_or_else(PoisonError::into_inner);
-            fold(delta, &mut verdicts)
+            lines_of(delta, &mut verdicts)
         };
         let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         for outbox in list.iter().filter_map(Weak::upgrade) {
             // Streams start after the initial scan: every change counts.
             let mut synced = true;
-            push_delta(&outbox, delta.clone(), true, &mut synced, folded.clone());
+            push_delta(&outbox, delta.clone(), true, &mut synced, lines.clone());
         }
     }
 
     /// Once no delta came for a moment: the verdicts of the other keys
     /// the last deltas' holders hold (see `Verdicts::settle`).
     pub fn settle(&self, now: std::time::SystemTime) {
-        let changes = self
-            .verdicts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .settle(now);
-        if changes.is_empty() {
-            return;
-        }
-        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
-        for outbox in list.iter().filter_map(Weak::upgrade) {
-            push_verdicts(&outbox, changes.clone(), true, now);
-        }
+        self.judge_again(now, Verdicts::settle);
     }
 
     /// Judges held keys again against the clock; sends what changed.
     pub fn tick(&self, now: std::time::SystemTime) {
-        let changes = self
-            .verdicts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .tick(now);
+        self.judge_again(now, Verdicts::tick);
+    }
+
+    /// Sends every stream the verdict changes `judge` finds at `now`.
+    fn judge_again(
+        &self,
+        now: std::time::SystemTime,
+        judge: impl FnOnce(&mut Verdicts, std::time::SystemTime) -> Vec<Change>,
+    ) {
+        let changes = judge(
+            &mut self.verdicts.lock().unwrap_or_else(PoisonError::into_inner),
+            now,
+        );
         if changes.is_empty() {
             return;
         }

@@ -179,16 +179,16 @@ pub(crate) fn enqueue(
     synced: &mut bool,
     verdicts: &mut Verdicts,
 ) {
-    let mut folded = fold(&delta, verdicts);
+    let mut lines = lines_of(&delta, verdicts);
     if !show.verdicts {
-        folded.changes.clear();
+        lines.changes.clear();
     }
-    push_delta(outbox, delta, show.json, synced, folded);
+    push_delta(outbox, delta, show.json, synced, lines);
 }
 
 /// What a delta means for the lines.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Folded {
+pub(crate) struct DeltaLines {
     /// Its key line would say what the last one said (the same liveness,
     /// holders, error): another monitor's probe, a holder refresh. No
     /// line for a change that is not one.
@@ -200,7 +200,7 @@ pub(crate) struct Folded {
 
 /// Folds `delta` into `verdicts`: whether its line repeats the last one,
 /// and the verdict changes it caused.
-pub(crate) fn fold(delta: &Delta, verdicts: &mut Verdicts) -> Folded {
+pub(crate) fn lines_of(delta: &Delta, verdicts: &mut Verdicts) -> DeltaLines {
     match delta {
         Delta::Key {
             key,
@@ -214,13 +214,13 @@ pub(crate) fn fold(delta: &Delta, verdicts: &mut Verdicts) -> Folded {
             };
             let repeat = *previous == Some(state.liveness) && before == KeyTo::state(state);
             let changes = verdicts.apply(key, Some(state), *at);
-            Folded { repeat, changes }
+            DeltaLines { repeat, changes }
         }
-        Delta::Removed { key, at, .. } => Folded {
+        Delta::Removed { key, at, .. } => DeltaLines {
             repeat: false,
             changes: verdicts.apply(key, None, *at),
         },
-        _ => Folded::default(),
+        _ => DeltaLines::default(),
     }
 }
 
@@ -231,9 +231,9 @@ pub(crate) fn push_delta(
     delta: Delta,
     json: bool,
     synced: &mut bool,
-    folded: Folded,
+    lines: DeltaLines,
 ) {
-    let Folded { repeat, changes } = folded;
+    let DeltaLines { repeat, changes } = lines;
     match delta {
         Delta::Key {
             key,
@@ -316,7 +316,7 @@ mod tests {
         let mut verdicts = Verdicts::new(Duration::from_secs(30));
         let live = |pid| held(Liveness::Live, pid, "agent", t(0));
         let mut repeat = |state, previous| {
-            fold(&key_delta(tag("t"), state, previous, t(1)), &mut verdicts).repeat
+            lines_of(&key_delta(tag("t"), state, previous, t(1)), &mut verdicts).repeat
         };
         assert!(!repeat(live(7), None), "first seen");
         assert!(!repeat(live(7), Some(Liveness::Free)), "taken");
