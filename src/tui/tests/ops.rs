@@ -398,7 +398,7 @@ fn new_screens_draw_at_every_small_size_without_panicking() {
     ];
     for open in opens {
         open(&mut app);
-        for width in (1..=130).step_by(9) {
+        for width in (1..=130).step_by(super::support::size_step(9)) {
             for height in 1..=26 {
                 let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
                 terminal.draw(|frame| app.draw(frame)).unwrap();

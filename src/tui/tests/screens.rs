@@ -11,7 +11,7 @@ use crate::engine::Liveness;
 use crate::model::fixtures::*;
 use crate::model::{Model, Section};
 
-use super::support::{app_with, demo_app, press, render, select, text_of, type_text};
+use super::support::{app_with, demo_app, press, render, select, size_step, text_of, type_text};
 use crate::tui::*;
 
 #[test]
@@ -160,7 +160,7 @@ fn every_screen_draws_at_every_small_size_without_panicking() {
         for (width, height) in [(80, 24), (40, 10), (20, 5), (1, 1), (0, 0), (200, 3)] {
             render(&mut app, width, height);
         }
-        for width in (1..=130).step_by(7) {
+        for width in (1..=130).step_by(size_step(7)) {
             for height in 1..=26 {
                 render(&mut app, width, height);
             }

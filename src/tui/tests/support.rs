@@ -71,3 +71,10 @@ pub(super) fn select(app: &mut App, section: Section, path: &str) {
     let id = model.data().tree.find(section, path).unwrap();
     assert!(model.select_node(id), "{path} is a row");
 }
+
+/// The step of a sweep over terminal widths: `full`, or four times it in
+/// the quick tier (`LOCKTOP_QUICK=1`; CI never sets it).
+pub(super) fn size_step(full: usize) -> usize {
+    let quick = std::env::var_os("LOCKTOP_QUICK").is_some_and(|v| v != "0");
+    if quick { full * 4 } else { full }
+}

@@ -423,6 +423,9 @@ fn free_port() -> u16 {
 
 #[test]
 fn a_real_prometheus_sees_a_held_tag_and_sees_it_go_within_two_scrapes() {
+    if !crate::common::soak("a real prometheus sees a held tag and sees it go within two scrapes") {
+        return;
+    }
     if !crate::common::have_program("prometheus", PROMETHEUS_PACKAGE) {
         return;
     }
@@ -502,7 +505,9 @@ fn the_dashboard_queries_run_on_a_real_prometheus_and_read_0_when_all_is_well() 
             }
         }
     }
-    if !crate::common::have_program("prometheus", PROMETHEUS_PACKAGE) {
+    if !crate::common::soak("the dashboard's queries on a real Prometheus")
+        || !crate::common::have_program("prometheus", PROMETHEUS_PACKAGE)
+    {
         return;
     }
     let _serial = serial_blocking();
@@ -570,7 +575,12 @@ fn the_shipped_alert_rules_check_and_pass_their_tests() {
 #[test]
 fn the_dashboard_and_rules_only_use_metrics_serve_exports() {
     let (_tmp, state) = state_in_tempdir();
+    drop(Holder::hold(&state, &["--tag", "seed"])); // the locks dir
     let serve = Serve::start(&state, &[]);
+    // Before the first scan is over serve exports no key metric (its view
+    // is not complete yet): scrape once it is healthy. (This test failed
+    // now and then when its scrape came first.)
+    wait_body(&serve.url("/healthz"), "ok", |body| body.starts_with("ok"));
     let scrape = get(&serve.url("/metrics")).1;
     let exported: Vec<String> = scrape
         .lines()
@@ -612,6 +622,9 @@ const LOAD_FOR: Duration = Duration::from_secs(10);
 /// the metrics), and `serve`'s memory stays bounded.
 #[test]
 fn a_hundred_concurrent_scrapers_get_answers_and_the_engine_keeps_up() {
+    if !crate::common::soak("a hundred concurrent scrapers get answers and the engine keeps up") {
+        return;
+    }
     let _serial = serial_blocking();
     let (_tmp, state) = state_in_tempdir();
     let tags = crate::common::engine::tags_dir(&state);

@@ -290,6 +290,9 @@ fn an_unusable_web_config_is_one_line_and_exit_2() {
 /// — and sees a held tag.
 #[test]
 fn a_real_prometheus_scrapes_over_https_with_basic_auth() {
+    if !crate::common::soak("a real prometheus scrapes over https with basic auth") {
+        return;
+    }
     if !common::have_program("prometheus", PROMETHEUS_PACKAGE) {
         return;
     }

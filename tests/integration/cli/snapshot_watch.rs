@@ -463,6 +463,11 @@ fn snapshot_json_spells_in_flight_as_watch_does() {
 /// arriving and leaving.
 #[test]
 fn watch_polls_when_the_inotify_watch_budget_is_spent_and_still_sees_holders() {
+    if !crate::common::soak(
+        "watch polls when the inotify watch budget is spent and still sees holders",
+    ) {
+        return;
+    }
     let _serial = serial_blocking();
     let (_tmp, state) = state_in_tempdir();
     for i in 0..6 {
@@ -604,6 +609,9 @@ fn snapshot_json_names_the_lock_free_probe_by_default() {
 /// agent's: the freed tag flipped free ↔ live about 10 times a second.
 #[test]
 fn monitors_in_every_mode_never_feed_each_other() {
+    if !crate::common::soak("monitors in every mode never feed each other") {
+        return;
+    }
     let _serial = serial_blocking();
     let (_tmp, state) = state_in_tempdir();
     std::fs::create_dir_all(tags_dir(&state)).unwrap();
@@ -655,6 +663,9 @@ fn monitors_in_every_mode_never_feed_each_other() {
 /// `orphaned_child` on the exited `flock` for as long as its probe took.
 #[test]
 fn a_shared_holder_reads_shared_for_its_whole_life_in_every_mode() {
+    if !crate::common::soak("a shared holder reads shared for its whole life in every mode") {
+        return;
+    }
     let _serial = serial_blocking();
     let (_tmp, state) = state_in_tempdir();
     drop(Holder::hold(&state, &["--tag", "sh"])); // the tag's files

@@ -523,6 +523,31 @@ pub fn skip_unless(ok: bool, line: &str) -> bool {
     ok
 }
 
+/// False, with one line saying what is skipped, under `LOCKTOP_QUICK=1`
+/// (the quick tier: `LOCKTOP_QUICK=1 cargo test --all-targets`); true
+/// otherwise. For the soak runs — seconds of churn, load or a differential
+/// sweep — whose guarantees the whole suite (and CI, which never sets it)
+/// proves; under `LOCKTOP_REQUIRE_ALL=1` a quick tier is refused.
+pub fn soak(what: &str) -> bool {
+    let quick = std::env::var_os("LOCKTOP_QUICK").is_some_and(|v| v != "0");
+    skip_unless(
+        !quick,
+        &format!("skipped in the quick tier (LOCKTOP_QUICK): {what}"),
+    )
+}
+
+/// `full` cases (proptest cases, race trials), or a tenth of them (at
+/// least 8) in the quick tier (`LOCKTOP_QUICK=1`): a differential sweep
+/// that still runs, only shorter.
+pub fn cases(full: u32) -> u32 {
+    let quick = std::env::var_os("LOCKTOP_QUICK").is_some_and(|v| v != "0");
+    if quick {
+        (full / 10).max(8).min(full)
+    } else {
+        full
+    }
+}
+
 /// Spawns `sleep 60` under PID `pid` (root only: through
 /// `/proc/sys/kernel/ns_last_pid`), retrying while other forks take the
 /// PID first: a PID reused by an unrelated process.

@@ -89,16 +89,25 @@ fn locks_elsewhere_child() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chaos_with_the_acquire_probe_keeps_exclusion_and_converges() {
+    if !crate::common::soak("chaos with the acquire probe keeps exclusion and converges") {
+        return;
+    }
     chaos(ProbeMode::Acquire).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chaos_with_the_lock_free_probe_keeps_exclusion_and_converges() {
+    if !crate::common::soak("chaos with the lock free probe keeps exclusion and converges") {
+        return;
+    }
     chaos(ProbeMode::LockFree).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chaos_with_the_passive_probe_keeps_exclusion_and_converges() {
+    if !crate::common::soak("chaos with the passive probe keeps exclusion and converges") {
+        return;
+    }
     chaos(ProbeMode::Passive).await;
 }
 

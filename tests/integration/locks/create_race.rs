@@ -35,7 +35,7 @@ fn a_first_acquisition_never_unlinks_the_gate_an_agent_has_locked() {
         .unwrap();
     let context = Context::new(state.clone());
     let mut unlinked = Vec::new();
-    for trial in 0..TRIALS {
+    for trial in 0..crate::common::cases(TRIALS as u32) as usize {
         let (dir, key) = agent_tag_lock(&state, &format!("race-{trial}"));
         std::fs::create_dir_all(&dir).unwrap();
         let gate = locks::escape::gate_path(&dir, &key);

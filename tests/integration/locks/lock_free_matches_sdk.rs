@@ -88,7 +88,7 @@ fn check_states(root: &Path, states: &[(FileState, FileState)]) -> Result<(), Te
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::common::cases(128), ..ProptestConfig::default() })]
 
     #[test]
     fn the_lock_free_probe_answers_as_try_held_on_ext4_and_tmpfs(

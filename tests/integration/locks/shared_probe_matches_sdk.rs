@@ -34,7 +34,7 @@ use proptest::prelude::*;
 use super::claim_states::{file_state, make, sdk_says, stamp};
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::common::cases(256), ..ProptestConfig::default() })]
 
     #[test]
     fn the_passive_probe_answers_as_try_held_on_every_state(
@@ -72,7 +72,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::common::cases(64), ..ProptestConfig::default() })]
 
     /// Many claims of several directories (tags, and instances at two
     /// depths), each in a random state, probed at once directory by
