@@ -102,51 +102,16 @@ fn own_sections() -> Roff {
     for binding in crate::tui::keymap::BINDINGS {
         term(&mut roff, binding.shown, binding.description);
     }
-    roff.control("SH", ["EXIT STATUS"]);
-    for (code, meaning) in [
-        (
-            "0",
-            "done: the monitor quit, a snapshot was printed, a family is free (check), a key was released or taken (wait), a holder released",
-        ),
-        (
-            "1",
-            "busy: a member of the family is held (check, hold), or a wait was interrupted",
-        ),
-        (
-            "2",
-            "bad input or an error: a state dir that is missing or not a directory, a flag the command does not take, a lock path that is not a regular file, a busy or refused --listen address",
-        ),
+    for (title, terms) in [
+        ("EXIT STATUS", &EXIT_STATUS[..]),
+        ("ENVIRONMENT", &ENVIRONMENT[..]),
+        ("FILES", &FILES[..]),
     ] {
-        term(&mut roff, code, meaning);
+        roff.control("SH", [title]);
+        for (name, meaning) in terms {
+            term(&mut roff, name, meaning);
+        }
     }
-    roff.control("SH", ["ENVIRONMENT"]);
-    for (name, meaning) in [
-        (
-            "OBJECTIVEAI_DIR",
-            "the ObjectiveAI directory (default ~/.objectiveai); the state dir is $OBJECTIVEAI_DIR/state/$OBJECTIVEAI_STATE unless --state-dir is given",
-        ),
-        ("OBJECTIVEAI_STATE", "the state's name (default: default)"),
-        (
-            "HOME",
-            "where ~/.objectiveai is, when OBJECTIVEAI_DIR is not set",
-        ),
-        (
-            "NO_COLOR",
-            "when set (to anything), the monitor draws without colour; every state keeps its glyph and word",
-        ),
-        (
-            "TERM",
-            "TERM=dumb is refused by the monitor (use snapshot or watch)",
-        ),
-    ] {
-        term(&mut roff, name, meaning);
-    }
-    roff.control("SH", ["FILES"]);
-    term(
-        &mut roff,
-        "<state>/locks",
-        "the lock files locktop watches: agents/instances/<AIH>.lock and .live.lock per agent instance, agents/tags/<tag>.lock and .live.lock per tag. locktop writes nowhere else, and with the default lock-free probe (or --read-only) nowhere at all.",
-    );
     roff
 }
 
@@ -166,3 +131,46 @@ fn term(roff: &mut Roff, name: &str, meaning: &str) {
     roff.text([bold(name)]);
     roff.text([roman(meaning)]);
 }
+
+/// The man page's EXIT STATUS: code, meaning.
+const EXIT_STATUS: [(&str, &str); 3] = [
+    (
+        "0",
+        "done: the monitor quit, a snapshot was printed, a family is free (check), a key was released or taken (wait), a holder released",
+    ),
+    (
+        "1",
+        "busy: a member of the family is held (check, hold), or a wait was interrupted",
+    ),
+    (
+        "2",
+        "bad input or an error: a state dir that is missing or not a directory, a flag the command does not take, a lock path that is not a regular file, a busy or refused --listen address",
+    ),
+];
+
+/// The man page's ENVIRONMENT: variable, meaning.
+const ENVIRONMENT: [(&str, &str); 5] = [
+    (
+        "OBJECTIVEAI_DIR",
+        "the ObjectiveAI directory (default ~/.objectiveai); the state dir is $OBJECTIVEAI_DIR/state/$OBJECTIVEAI_STATE unless --state-dir is given",
+    ),
+    ("OBJECTIVEAI_STATE", "the state's name (default: default)"),
+    (
+        "HOME",
+        "where ~/.objectiveai is, when OBJECTIVEAI_DIR is not set",
+    ),
+    (
+        "NO_COLOR",
+        "when set (to anything), the monitor draws without colour; every state keeps its glyph and word",
+    ),
+    (
+        "TERM",
+        "TERM=dumb is refused by the monitor (use snapshot or watch)",
+    ),
+];
+
+/// The man page's FILES: path, meaning.
+const FILES: [(&str, &str); 1] = [(
+    "<state>/locks",
+    "the lock files locktop watches: agents/instances/<AIH>.lock and .live.lock per agent instance, agents/tags/<tag>.lock and .live.lock per tag. locktop writes nowhere else, and with the default lock-free probe (or --read-only) nowhere at all.",
+)];

@@ -408,5 +408,45 @@ fn idle(state: &KeyState) -> Option<Verdict> {
     })
 }
 
+/// One verdict of every kind, for tests that must cover them all (a
+/// `match` here fails to compile when a kind is added).
+#[cfg(test)]
+pub(crate) fn one_of_each() -> Vec<Verdict> {
+    let since = SystemTime::UNIX_EPOCH;
+    let all = vec![
+        Verdict::UnverifiedHolder { pid: 1 },
+        Verdict::Stopped { pid: 1 },
+        Verdict::OrphanedChild {
+            pid: None,
+            taken_by: 1,
+        },
+        Verdict::MaterializingTooLong { pid: 1, since },
+        Verdict::Idle { pid: 1, since },
+        Verdict::Contended {
+            pid: None,
+            aih: None,
+            since: None,
+            waiters: vec![2],
+        },
+        Verdict::AgentActive {
+            pid: 1,
+            aih: "a/b".into(),
+            since: None,
+        },
+    ];
+    for verdict in &all {
+        match verdict {
+            Verdict::UnverifiedHolder { .. }
+            | Verdict::Stopped { .. }
+            | Verdict::OrphanedChild { .. }
+            | Verdict::MaterializingTooLong { .. }
+            | Verdict::Idle { .. }
+            | Verdict::Contended { .. }
+            | Verdict::AgentActive { .. } => {}
+        }
+    }
+    all
+}
+
 #[cfg(test)]
 mod tests;

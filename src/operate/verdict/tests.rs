@@ -150,20 +150,7 @@ fn a_held_key_nobody_can_name_is_contended_only_when_someone_waits() {
 
 #[test]
 fn every_kind_is_spelled_as_json_spells_it() {
-    let verdicts = [
-        Verdict::Stopped { pid: 1 },
-        Verdict::Idle {
-            pid: 1,
-            since: t(0),
-        },
-        Verdict::Contended {
-            pid: None,
-            aih: None,
-            since: None,
-            waiters: vec![],
-        },
-    ];
-    for verdict in verdicts {
+    for verdict in super::one_of_each() {
         let json = serde_json::to_value(&verdict).unwrap();
         assert_eq!(json["kind"], verdict.kind());
     }

@@ -432,35 +432,15 @@ fn an_idle_holder_is_a_suspect_and_a_contended_key_says_who_waits() {
 
 #[test]
 fn the_help_legend_names_every_marker_and_scrolls_on_a_small_terminal() {
-    use crate::model::Verdict;
     let theme = Theme::color();
     let legend: String = crate::tui::views::help::legend_lines(&theme)
         .iter()
         .map(|line| line.to_string() + "\n")
         .collect();
-    let verdicts = [
-        Verdict::Stopped { pid: 1 },
-        Verdict::OrphanedChild {
-            pid: None,
-            taken_by: 1,
-        },
-        Verdict::MaterializingTooLong {
-            pid: 1,
-            since: t(0),
-        },
-        Verdict::Idle {
-            pid: 1,
-            since: t(0),
-        },
-        Verdict::Contended {
-            pid: None,
-            aih: None,
-            since: None,
-            waiters: vec![2],
-        },
-        Verdict::UnverifiedHolder { pid: 1 },
-    ];
-    for verdict in verdicts {
+    let needing_attention = crate::operate::verdict::one_of_each()
+        .into_iter()
+        .filter(|verdict| verdict.kind() != "agent_active");
+    for verdict in needing_attention {
         let marker = crate::tui::views::verdict_marker(&theme, &verdict).unwrap();
         assert!(
             legend.contains(marker.content.as_ref()),
