@@ -5,8 +5,11 @@
 //!
 //! Invariant: the demo never writes into a state dir that has anything in
 //! it — its simulated locks would sit beside (and look like) real agents'
-//! — so `--state-dir DIR` must name an empty or new directory, and
-//! quitting removes what the demo put there (the directory stays).
+//! — so `--state-dir DIR` must name an empty or new directory, and never
+//! the state dir ObjectiveAI itself would use. On quit it removes its
+//! `locks/` there (the directory stays), unless a file under it is still
+//! locked by a process that outlived the swarm: then it removes nothing
+//! and says so.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -41,6 +44,13 @@ pub async fn run(state_dir: Option<PathBuf>, mut args: DemoArgs) -> anyhow::Resu
     let (temp, state_dir) = match state_dir {
         Some(dir) => {
             require_empty_or_new(&dir)?;
+            if crate::disk::state_dir::resolve(None).is_ok_and(|real| real == dir) {
+                anyhow::bail!(
+                    "demo --state-dir {}: the state dir ObjectiveAI uses here — the demo's \
+                     simulated agents would look like real ones; give it another directory",
+                    dir.display()
+                );
+            }
             (None, dir)
         }
         None => {
@@ -60,7 +70,7 @@ pub async fn run(state_dir: Option<PathBuf>, mut args: DemoArgs) -> anyhow::Resu
     swarm.stop().await;
     match temp {
         Some(temp) => drop(temp),
-        None => remove_contents(&state_dir),
+        None => remove_locks(&state_dir),
     }
     outcome.map(|()| ExitCode::SUCCESS)
 }
@@ -82,22 +92,59 @@ fn require_empty_or_new(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Removes what the demo put in `dir` (empty or new when it began).
-fn remove_contents(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+/// Removes the demo's `locks/` under `dir` (empty or new when it began),
+/// unless `/proc/locks` says a file under it is still locked by some
+/// process 3 s after the swarm stopped: a lock outlived the swarm, and its
+/// files are left as they are.
+fn remove_locks(dir: &Path) {
+    let locks = crate::locks::locks_root(dir);
+    if !locks.exists() {
         return;
+    }
+    // The orphaned child ends at its pipe's EOF, a moment after the swarm.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let mut held = still_locked_under(&locks);
+    while held.is_some() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        held = still_locked_under(&locks);
+    }
+    if let Some(held) = held {
+        eprintln!(
+            "locktop: demo: {} is still locked by a process; leaving {} as it is",
+            held.display(),
+            locks.display()
+        );
+        return;
+    }
+    if let Err(error) = std::fs::remove_dir_all(&locks) {
+        eprintln!(
+            "locktop: demo: could not remove {}: {error}",
+            locks.display()
+        );
+    }
+}
+
+/// A file under `root` that `/proc/locks` lists as locked, if any (when
+/// `/proc/locks` cannot be read, `root` itself: nothing is removed).
+fn still_locked_under(root: &Path) -> Option<PathBuf> {
+    use crate::liveness::proc_locks::{FileId, LockIndex};
+    let Ok(index) = LockIndex::read() else {
+        return Some(root.to_path_buf());
     };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let removed = match entry.file_type() {
-            Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
-            _ => std::fs::remove_file(&path),
-        };
-        if let Err(error) = removed {
-            eprintln!(
-                "locktop: demo: could not remove {}: {error}",
-                path.display()
-            );
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => dirs.push(path),
+                _ => {
+                    let locked = FileId::of(&path).is_ok_and(|file| index.get(&file).is_some());
+                    if locked {
+                        return Some(path);
+                    }
+                }
+            }
         }
     }
+    None
 }

@@ -1,7 +1,6 @@
 //! `locktop snapshot`: scan + probe + holders once, then print a table (or
 //! JSON) and exit 0. Free keys only with `--all`.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,8 +12,9 @@ use crate::liveness::ProcessInfo;
 use crate::liveness::lock_free::{self, ProbeChoice};
 use crate::liveness::probe::ProbeMode;
 use crate::liveness::snapshot::take;
-use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
+use crate::operate::verdict::{MATERIALIZING_AFTER, RoleIndex, Verdict, judge};
 use crate::time_format;
+use crate::tui::fit::visible;
 
 /// Flags of `locktop snapshot`.
 #[derive(Debug, clap::Args)]
@@ -112,7 +112,7 @@ pub fn write_json<'a>(
         .clone()
         .filter(|(_, state)| state.liveness.is_held())
         .collect();
-    let roles = roles(held.iter().map(|(key, state)| (key, state)));
+    let roles = RoleIndex::of(held.iter().map(|(key, state)| (key, state)));
     let now = SystemTime::now();
     let keys: Vec<JsonKey> = keys
         .map(|(key, state)| JsonKey {
@@ -121,7 +121,7 @@ pub fn write_json<'a>(
             dir: &key.dir,
             key: &key.key,
             state,
-            verdict: judge(state, |pid| role(&roles, pid), now, materializing),
+            verdict: judge(state, |pid| roles.role(pid), now, materializing),
         })
         .collect();
     let doc = JsonSnapshot {
@@ -135,27 +135,6 @@ pub fn write_json<'a>(
     writeln!(out)
 }
 
-/// The keys each held PID holds, by kind and name (roles come from them).
-pub fn roles<'a>(
-    keys: impl Iterator<Item = (&'a LockKey, &'a KeyState)>,
-) -> HashMap<u32, Vec<(KeyKind, &'a str)>> {
-    let mut by_pid: HashMap<u32, Vec<(KeyKind, &str)>> = HashMap::new();
-    for (key, state) in keys.filter(|(_, state)| state.liveness.is_held()) {
-        for holder in &state.holders {
-            by_pid
-                .entry(holder.pid)
-                .or_default()
-                .push((key.kind, &key.name));
-        }
-    }
-    by_pid
-}
-
-/// The role of `pid`, from what [`roles`] found it holds.
-pub fn role(roles: &HashMap<u32, Vec<(KeyKind, &str)>>, pid: u32) -> Role {
-    Role::from_kinds(roles.get(&pid).into_iter().flatten().copied())
-}
-
 /// The table: one line per key with its verdict (what needs attention
 /// is visible without JSON); on a terminal each line is cut to its width
 /// (a long name shortened in the middle, the command line at its end),
@@ -167,7 +146,7 @@ fn write_table<'a>(
     width: Option<usize>,
 ) -> std::io::Result<()> {
     let now = SystemTime::now();
-    let roles = roles(keys.clone().map(|(key, state)| (key, state)));
+    let roles = RoleIndex::of(keys.clone().map(|(key, state)| (key, state)));
     let fixed = format!(
         "{:<10} {:<8} {:>7} {:>6}  {:<10} ",
         "STATE", "KIND", "PID", "AGE", "VERDICT"
@@ -195,16 +174,19 @@ fn write_table<'a>(
         let age = state
             .since
             .map_or_else(|| "-".to_string(), |since| time_format::age(since, now));
-        let verdict = judge(state, |pid| role(&roles, pid), now, MATERIALIZING_AFTER)
+        let verdict = judge(state, |pid| roles.role(pid), now, MATERIALIZING_AFTER)
             .map_or("-", |verdict| verdict.short_word());
         let command = match (&state.error, state.holders.first()) {
             (Some(error), _) => error.clone(),
             (None, Some(process)) => format!("{}{}", process.command(), process.holder_mark()),
             (None, None) => String::new(),
         };
+        // Names and command lines are anyone's text: control characters
+        // are shown, never sent to the terminal.
+        let command = visible(&command).into_owned();
         let name = match width {
             Some(_) => crate::tui::fit::fit(&key.name, name_width),
-            None => key.name.clone(),
+            None => visible(&key.name).into_owned(),
         };
         let line = format!(
             "{:<10} {:<8} {:>7} {:>6}  {:<10}  {:<name_width$} {}",

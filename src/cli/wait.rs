@@ -59,22 +59,29 @@ pub async fn run(state_dir: PathBuf, args: WaitArgs) -> anyhow::Result<ExitCode>
         return Err(locks::unavailable(&state_dir, &family, dir, key).into());
     }
     let lock_key = crate::disk::LockKey::from_coord(&state_dir, dir, key);
-    let (held, holders) = held_now(&lock_key);
     let name = lock_key.label();
     let started = std::time::Instant::now();
-    match (held, args.acquire) {
-        (false, false) => {
+    match (seen_now(&state_dir, &lock_key), args.acquire) {
+        (Seen::Free, false) => {
             println!(r#"{{"outcome":"free","waited_s":0.0}}"#);
             return Ok(ExitCode::SUCCESS);
         }
-        (false, true) => eprintln!("locktop: taking {name} (free now), then releasing it"),
-        (true, acquire) => {
+        (Seen::Free, true) => eprintln!("locktop: taking {name} (free now), then releasing it"),
+        (Seen::Held(holders), acquire) => {
             let what = if acquire {
                 "to take"
             } else {
                 "until it is released:"
             };
             eprintln!("locktop: waiting {what} {name} — held now{holders}");
+        }
+        (Seen::Unknown(why), acquire) => {
+            let what = if acquire {
+                "to take"
+            } else {
+                "until it is released:"
+            };
+            eprintln!("locktop: waiting {what} {name} (whether it is held now, {why})");
         }
     }
     let stop = super::stop_signal()?;
@@ -100,21 +107,38 @@ pub async fn run(state_dir: PathBuf, args: WaitArgs) -> anyhow::Result<ExitCode>
     }
 }
 
-/// Whether `key` is held (or being taken or released) now, as
-/// `/proc/locks` says, and " (/proc/locks names pid …)" when it names
-/// holders — PIDs as the kernel's table lists them, not verified.
-fn held_now(key: &crate::disk::LockKey) -> (bool, String) {
-    use crate::liveness::lock_free::{Answer, answer};
+/// What `/proc/locks` says of a key when the wait begins.
+enum Seen {
+    /// Nobody holds it: there is nothing to wait for.
+    Free,
+    /// Held, or being taken or released; " (/proc/locks names pid …)"
+    /// when it names holders (PIDs as the kernel's table lists them, not
+    /// verified).
+    Held(String),
+    /// `/proc/locks` cannot tell here (why): the wait is the SDK's alone.
+    Unknown(String),
+}
+
+/// What `/proc/locks` says of `key` now — only where it sees every holder
+/// (the lock-free probe's own rule); elsewhere "free" could be a holder
+/// it cannot see, so nothing is concluded.
+fn seen_now(state_dir: &std::path::Path, key: &crate::disk::LockKey) -> Seen {
+    use crate::liveness::lock_free::{Answer, answer, lock_free_blind_spot};
     use crate::liveness::proc_locks::LockIndex;
-    let Ok(index) = LockIndex::read() else {
-        return (true, String::new());
+    if let Some(why) = lock_free_blind_spot(state_dir) {
+        return Seen::Unknown(format!("/proc/locks cannot tell here: {why}"));
+    }
+    let index = match LockIndex::read() {
+        Ok(index) => index,
+        Err(error) => return Seen::Unknown(format!("/proc/locks cannot be read: {error}")),
     };
-    let held = !matches!(answer(key, &index), Answer::Free);
+    if answer(key, &index) == Answer::Free {
+        return Seen::Free;
+    }
     let pids = index.claim(&key.gate_path(), &key.announce_path()).holders;
     let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
-    let named = match pids.as_slice() {
+    Seen::Held(match pids.as_slice() {
         [] => String::new(),
         pids => format!(" (/proc/locks names pid {})", pids.join(", ")),
-    };
-    (held, named)
+    })
 }

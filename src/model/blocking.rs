@@ -1,8 +1,9 @@
 //! The blocking view's rows (pg_activity's running / waiting / blocking is
 //! the model), and the answer to "what is stuck?": every held key, those
 //! someone waits on whose holder needs someone to act first, then the
-//! other keys contenders wait to take (contended), then those watchers
-//! wait to see released, then the other suspects, then the rest; the
+//! other keys contenders wait to take (contended: someone is blocked),
+//! then the other suspects, then those only watchers wait to see released
+//! (a daemon waiting for an agent to end: normal), then the rest; the
 //! oldest hold first within each. Keys held by this
 //! monitor's own test holders come after every other key: the operator
 //! made them, they are not news.
@@ -25,10 +26,10 @@ pub enum Urgency {
     StuckOnSuspect,
     /// Contenders wait to take it (the SDK's `wait_acquire`).
     Contended,
-    /// Watchers wait for it to be released (`wait_released`).
-    Watched,
     /// Its holder is a suspect; nobody waits yet.
     Suspect,
+    /// Only watchers wait for it to be released (`wait_released`).
+    Watched,
     /// Held, nothing known to be wrong.
     Held,
 }

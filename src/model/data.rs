@@ -207,11 +207,14 @@ impl Data {
             if word == lock.flagged {
                 continue;
             }
-            let kind = match (word, lock.flagged) {
-                (Some(word), _) => EventKind::Flagged(word),
-                (None, Some(previous)) => EventKind::Cleared(previous),
-                (None, None) => continue,
-            };
+            // One verdict giving way to another ends the first, then
+            // begins the second.
+            let kinds: Vec<EventKind> = lock
+                .flagged
+                .map(EventKind::Cleared)
+                .into_iter()
+                .chain(word.map(EventKind::Flagged))
+                .collect();
             let pid = verdict.as_ref().and_then(super::Verdict::pid);
             let pid = pid.or_else(|| lock.state.holders.first().map(|p| p.pid));
             let command = lock
@@ -220,19 +223,21 @@ impl Data {
                 .iter()
                 .find(|p| Some(p.pid) == pid)
                 .and_then(|p| p.cmdline.clone());
-            let event = Event {
-                at: now,
-                kind,
-                key: lock.key.clone(),
-                pid,
-                command,
-            };
+            let key = lock.key.clone();
             if let Some(lock) = self.tree.lock_mut(id).as_mut() {
                 lock.flagged = word;
             }
             if log {
-                self.events.push(event);
-                logged = true;
+                for kind in kinds {
+                    self.events.push(Event {
+                        at: now,
+                        kind,
+                        key: key.clone(),
+                        pid,
+                        command: command.clone(),
+                    });
+                    logged = true;
+                }
             }
         }
         if logged {
@@ -246,6 +251,7 @@ impl Data {
             return;
         };
         if let Some(old) = self.tree.lock_mut(id).take() {
+            self.touched.extend(old.state.holders.iter().map(|p| p.pid));
             self.counts.bump(old.key.kind, &old.state, false);
             self.unindex(id, &old.state);
         }

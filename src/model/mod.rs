@@ -535,10 +535,15 @@ impl Model {
         self.events_cursor.select(index, len);
         let row = self.events_cursor.selected(len);
         let total = self.events().total();
-        self.event_anchor = self
-            .event_rows()
-            .get(row)
-            .map(|&index| total - 1 - index as u64);
+        // The newest row follows the newest event (the log tails); any
+        // other row stays on its event as new ones arrive.
+        self.event_anchor = match row {
+            0 => None,
+            _ => self
+                .event_rows()
+                .get(row)
+                .map(|&index| total - 1 - index as u64),
+        };
     }
 
     /// The blocking view's cursor.

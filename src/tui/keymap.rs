@@ -114,7 +114,7 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(Char('2'), NONE)], "2", Action::Show(Pane::Holders), "holders: who holds what", Group::View, None),
     bind(&[(Char('3'), NONE)], "3", Action::Show(Pane::Events), "event log, newest first", Group::View, None),
     bind(&[(Char('4'), NONE)], "4", Action::Show(Pane::TestHolders), "your test holders", Group::View, None),
-    bind(&[(Char('5'), NONE)], "5", Action::Show(Pane::Blocking), "blocking: suspects first", Group::View, None),
+    bind(&[(Char('5'), NONE)], "5", Action::Show(Pane::Blocking), "blocking: urgent first", Group::View, None),
     bind(&[(Char('n'), NONE)], "n", Action::NewHolder, "hold a family (form)", Group::Act, Some("hold")),
     bind(&[(Char('r'), NONE)], "r", Action::Release, "release or remove holder", Group::Act, None),
     bind(&[(Char('K'), NONE), (F(9), NONE)], "K F9", Action::Kill, "signal a holder's PID", Group::Act, Some("signal")),

@@ -68,9 +68,7 @@ impl SignalDialog {
     /// and not continued from here: a SIGTERM stays pending until it runs
     /// again, so the dialog offers SIGCONT.
     pub fn stopped(&self) -> bool {
-        self.process.state == Some(crate::liveness::process::ProcState::Stopped)
-            && !self.continued
-            && !self.exited
+        self.process.state == Some(crate::liveness::process::ProcState::Stopped) && !self.exited
     }
 }
 

@@ -372,3 +372,16 @@ fn health_word(health: &WatcherHealth) -> &'static str {
         WatcherHealth::Polling { .. } => "polling",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every suspect verdict has its always-present `locktop_suspects`
+    /// series (a new suspect kind must be added to the fixed set).
+    #[test]
+    fn every_suspect_kind_has_a_series() {
+        for verdict in crate::operate::verdict::one_of_each() {
+            let listed = super::SUSPECT_KINDS.contains(&verdict.kind());
+            assert_eq!(listed, verdict.is_suspect(), "{}", verdict.kind());
+        }
+    }
+}

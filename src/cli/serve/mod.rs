@@ -242,7 +242,9 @@ async fn follow(mut handle: EngineHandle, shared: Arc<Shared>) {
                 settle_at = None;
                 shared.subscribers.settle(std::time::SystemTime::now());
             }
-            _ = clock.tick() => shared.subscribers.tick(std::time::SystemTime::now()),
+            _ = clock.tick(), if settle_at.is_none() => {
+                shared.subscribers.tick(std::time::SystemTime::now())
+            }
         }
     }
 }

@@ -145,7 +145,7 @@ async fn drain(
                 let changes = verdicts.settle(SystemTime::now());
                 push_verdicts(outbox, changes, scanned, SystemTime::now());
             }
-            _ = clock.tick() => {
+            _ = clock.tick(), if settle_at.is_none() => {
                 let changes = verdicts.tick(SystemTime::now());
                 push_verdicts(outbox, changes, scanned, SystemTime::now());
             }

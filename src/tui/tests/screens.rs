@@ -458,7 +458,7 @@ fn the_help_legend_names_every_marker_and_scrolls_on_a_small_terminal() {
     press(&mut app, KeyCode::Char('G'));
     let bottom = render(&mut app, 40, 10).backend().to_string();
     assert!(
-        bottom.contains("unverified: maybe reused"),
+        bottom.contains("scan problems"),
         "the end is reachable:\n{bottom}"
     );
     assert!(app.help, "keys scroll, they do not close the help");

@@ -121,10 +121,10 @@ fn draw_signal(theme: &Theme, dialog: &SignalDialog, frame: &mut Frame, area: Re
     let stopped = dialog.stopped();
     let gone = if dialog.exited {
         "; it has exited"
+    } else if stopped && dialog.continued {
+        "; SIGCONT sent, but it still read stopped at the last look (once a second)"
     } else if stopped {
         "; it is stopped, so SIGTERM stays pending until it runs again"
-    } else if dialog.continued {
-        "; SIGCONT sent: it runs again and can handle the signal"
     } else {
         "; it is still running"
     };

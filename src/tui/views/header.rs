@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::engine::{Liveness, WatcherHealth};
-use crate::model::{Attention, BlockingRow, RECENTLY_FREED, Role};
+use crate::model::{Attention, BlockingRow, RECENTLY_FREED, Role, Urgency};
 
 use super::super::action::{Action, Pane};
 use super::super::app::App;
@@ -121,7 +121,11 @@ fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
     let Some(lock) = data.lock(row.node) else {
         return Line::default();
     };
-    let word = if row.waiting > 0 { "stuck" } else { "suspect" };
+    let word = match row.urgency {
+        Urgency::StuckOnSuspect | Urgency::Contended => "stuck",
+        Urgency::Suspect => "suspect",
+        Urgency::Watched | Urgency::Held => "waited on",
+    };
     let mut spans = vec![Span::styled(format!("{word}: "), theme.error)];
     spans.push(Span::styled(
         format!("{} {}", lock.key.kind.as_str(), visible(&lock.key.name)),
@@ -140,7 +144,14 @@ fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
     if let Some(since) = lock.state.since {
         held.push_str(&format!(" {}", crate::time_format::age(since, now)));
     }
-    if let Some(holder) = lock.state.holders.first() {
+    // The process the verdict is about (an orphaned lock's keeper, not
+    // its gone taker), else the first holder.
+    let pid = row.verdict.as_ref().and_then(|v| v.pid());
+    let holder = match pid {
+        Some(pid) => lock.state.holders.iter().find(|p| p.pid == pid),
+        None => lock.state.holders.iter().find(|p| p.alive),
+    };
+    if let Some(holder) = holder {
         let role = match data.role_of(holder.pid) {
             Role::Agent { aih } => format!(" (agent {})", visible(&aih)),
             Role::Materializing => " (spawn)".into(),

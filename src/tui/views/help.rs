@@ -87,11 +87,18 @@ pub(crate) fn legend_lines(theme: &Theme) -> Vec<Line<'static>> {
         Line::from(Span::styled("Needs attention", theme.section)),
         dim("‖ stopped  ↯ orphan (kept by a child)"),
         dim("◔ spawn (materializing too long)"),
-        dim("◌ idle  ◈ contended (someone waits)"),
-        dim("? unverified holder"),
-        Line::from(Span::styled("PID column", theme.section)),
+        dim("◌ idle"),
+        dim("◈ contended (a contender waits to take it)"),
+        dim("header: N ⚠ suspect, N ◈ waited on"),
+        Line::from(Span::styled("Not verified", theme.section)),
+        dim("? unverified holder: maybe a reused PID"),
+        dim("1234?    the same, in the PID column"),
         dim("1234+2   1234 and 2 more share it"),
-        dim("1234?    unverified: maybe reused"),
+        Line::from(Span::styled("Events", theme.section)),
+        dim("▲ acquired  ▽ released / freed"),
+        dim("○ holder exited  ✖ killed by locktop"),
+        dim("⚠ a verdict began  ✓ it ended"),
+        dim("⚠ problems (header): scan problems"),
     ]
 }
 

@@ -201,11 +201,11 @@ pub(crate) fn render_table(
     frame.render_stateful_widget(table, area, &mut state);
 }
 
-/// `● live`-style span of a liveness.
 /// The glyph and word a held key's row shows for a verdict that needs
 /// attention (not colour alone), in its style; `None` for a key that is
 /// simply held. The one place these markers are chosen: the tree, the
-/// blocking view, the header and the help legend all use it.
+/// blocking view and the header use it, and the help's legend must list
+/// every one (a test checks).
 pub(crate) fn verdict_marker(theme: &Theme, verdict: &Verdict) -> Option<Span<'static>> {
     let (glyph, style) = match verdict {
         Verdict::Stopped { .. } => ("‖", theme.error),
@@ -230,6 +230,7 @@ pub(crate) fn narrow_state(span: Span<'static>, wide: bool) -> Span<'static> {
     Span::styled(glyph, span.style)
 }
 
+/// `● live`-style span of a liveness.
 pub(crate) fn state_span(theme: &Theme, liveness: Liveness) -> Span<'static> {
     let (glyph, word) = state_label(liveness);
     Span::styled(format!("{glyph} {word}"), theme.liveness(liveness))

@@ -524,7 +524,7 @@ pub fn skip_unless(ok: bool, line: &str) -> bool {
 }
 
 /// False, with one line saying what is skipped, under `LOCKTOP_QUICK=1`
-/// (the quick tier: `LOCKTOP_QUICK=1 cargo test --all-targets`); true
+/// (the quick tier: `LOCKTOP_QUICK=1 cargo test --lib --tests`); true
 /// otherwise. For the soak runs — seconds of churn, load or a differential
 /// sweep — whose guarantees the whole suite (and CI, which never sets it)
 /// proves; under `LOCKTOP_REQUIRE_ALL=1` a quick tier is refused.
@@ -541,6 +541,10 @@ pub fn soak(what: &str) -> bool {
 /// that still runs, only shorter.
 pub fn cases(full: u32) -> u32 {
     let quick = std::env::var_os("LOCKTOP_QUICK").is_some_and(|v| v != "0");
+    assert!(
+        !quick || std::env::var_os("LOCKTOP_REQUIRE_ALL").is_none(),
+        "LOCKTOP_QUICK shortens runs, and LOCKTOP_REQUIRE_ALL is set"
+    );
     if quick {
         (full / 10).max(8).min(full)
     } else {
