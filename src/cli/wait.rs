@@ -61,27 +61,20 @@ pub async fn run(state_dir: PathBuf, args: WaitArgs) -> anyhow::Result<ExitCode>
     let lock_key = crate::disk::LockKey::from_coord(&state_dir, dir, key);
     let name = lock_key.label();
     let started = std::time::Instant::now();
+    let what = if args.acquire {
+        "to take"
+    } else {
+        "until it is released:"
+    };
     match (seen_now(&state_dir, &lock_key), args.acquire) {
         (Seen::Free, false) => {
             println!(r#"{{"outcome":"free","waited_s":0.0}}"#);
             return Ok(ExitCode::SUCCESS);
         }
         (Seen::Free, true) => eprintln!("locktop: taking {name} (free now), then releasing it"),
-        (Seen::Held(holders), acquire) => {
-            let what = if acquire {
-                "to take"
-            } else {
-                "until it is released:"
-            };
-            eprintln!("locktop: waiting {what} {name} — held now{holders}");
-        }
-        (Seen::Unknown(why), acquire) => {
-            let what = if acquire {
-                "to take"
-            } else {
-                "until it is released:"
-            };
-            eprintln!("locktop: waiting {what} {name} (whether it is held now, {why})");
+        (Seen::Held(holders), _) => eprintln!("locktop: waiting {what} {name} — held now{holders}"),
+        (Seen::Unknown(why), _) => {
+            eprintln!("locktop: waiting {what} {name} (whether it is held now, {why})")
         }
     }
     let stop = super::stop_signal()?;

@@ -114,18 +114,6 @@ impl<K: PartialEq + Clone> KeyedCursor<K> {
         self.key = keys.get(self.cursor.selected(keys.len())).cloned();
     }
 
-    /// Selects the row whose identity is `key`; false (nothing changes)
-    /// when it is not a row.
-    pub fn select_key(&mut self, key: &K, keys: &[K]) -> bool {
-        match keys.iter().position(|k| k == key) {
-            Some(index) => {
-                self.select(index, keys);
-                true
-            }
-            None => false,
-        }
-    }
-
     /// Records the first visible row the last frame showed.
     pub fn set_offset(&mut self, offset: usize) {
         self.cursor.set_offset(offset);

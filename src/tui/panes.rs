@@ -186,11 +186,6 @@ impl App {
         rows.into_iter().find(BlockingRow::needs_attention)
     }
 
-    /// Whether the header has a line naming the most urgent key.
-    pub(crate) fn attention_shown(&self) -> bool {
-        self.most_urgent().is_some()
-    }
-
     /// `s`: the next order of the holders or blocking view; elsewhere it
     /// says where it works.
     pub(crate) fn cycle_sort(&mut self) {

@@ -18,8 +18,9 @@ use super::super::keymap::key_of;
 use super::{state_span, verdict_marker};
 
 /// Two lines: markers, title, state dir, probe, health; then counts;
-/// and, when the area has a third line, the most urgent key.
-pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
+/// and, when the area has a third line, the most urgent key. `rows`
+/// are the held keys by urgency (this frame's blocking rows).
+pub fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[BlockingRow]) {
     let theme = app.config.theme;
     let data = app.model.data();
     let mut first = Vec::new();
@@ -61,8 +62,7 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
 
     let counts = data.counts;
     let mut second = Vec::new();
-    let rows = data.blocking_rows(app.model.now(), app.config.materializing_after);
-    let attention = Attention::of(&rows);
+    let attention = Attention::of(rows);
     // First: what needs someone to act.
     if attention.suspects > 0 {
         second.push(Span::styled(

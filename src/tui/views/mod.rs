@@ -84,7 +84,12 @@ pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
         frame.render_widget(notice, area);
         return Drawn::default();
     }
-    let header_lines = 2 + u16::from(area.height >= ATTENTION_LINE_FROM && app.attention_shown());
+    // The held keys by urgency, once per frame: the header counts them and
+    // names the first that needs attention.
+    let data = app.model.data();
+    let rows = data.blocking_rows(app.model.now(), app.config.materializing_after);
+    let urgent = rows.iter().find(|row| row.needs_attention());
+    let header_lines = 2 + u16::from(area.height >= ATTENTION_LINE_FROM && urgent.is_some());
     let [top, tabs, body, footer] = Layout::vertical([
         Constraint::Length(header_lines),
         Constraint::Length(1),
@@ -92,7 +97,7 @@ pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
         Constraint::Length(1),
     ])
     .areas(area);
-    header::draw_header(app, frame, top);
+    header::draw_header(app, frame, top, &rows);
     let tab_spans = header::draw_tabs(app, frame, tabs);
     let (list, side) = split_body(body);
     let list = match app.pane {
