@@ -51,6 +51,10 @@ pub async fn run(state_dir: Option<PathBuf>, mut args: DemoArgs) -> anyhow::Resu
                     dir.display()
                 );
             }
+            // A new directory is made now: the swarm's holders refuse a
+            // state dir that does not exist (the first ones would fail).
+            std::fs::create_dir_all(&dir)
+                .map_err(|error| anyhow::anyhow!("demo --state-dir {}: {error}", dir.display()))?;
             (None, dir)
         }
         None => {

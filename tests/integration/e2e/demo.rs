@@ -254,3 +254,32 @@ fn sigkill_of_the_monitor_leaves_no_holder_behind() {
     );
     wait_nothing_held(state.path());
 }
+
+/// `demo --state-dir NEW` makes NEW before its swarm starts: the first
+/// holders (the stuck tag's among them) used to fail on a state dir that
+/// did not exist yet. SIGTERM ends it and leaves NEW empty.
+#[test]
+fn demo_in_a_new_directory_starts_its_whole_swarm_and_leaves_it_empty() {
+    let parent = tempfile::tempdir().unwrap();
+    let new = parent.path().join("new-state");
+    let mut demo = crate::common::locktop_command(&new, &["demo", "--headless"])
+        .spawn()
+        .expect("spawn demo");
+    let deadline = std::time::Instant::now() + EXIT_TIMEOUT;
+    loop {
+        let out = crate::common::run_locktop(&new, &["snapshot", "--json"]);
+        if out.stdout.contains("\"research: v2.1\"") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stuck tag never held: {}",
+            out.stdout
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    kill(Pid::from_raw(demo.id() as i32), Signal::SIGTERM).unwrap();
+    let status = crate::common::wait_with_timeout(&mut demo, EXIT_TIMEOUT);
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    assert_eq!(std::fs::read_dir(&new).unwrap().count(), 0, "left empty");
+}
