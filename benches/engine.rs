@@ -574,7 +574,7 @@ async fn section_snapshot(plan: &Plan, bin: &Path, state: &Path, targets: &mut T
         let start = Instant::now();
         let mut held = 0;
         for key in &report.keys {
-            if objectiveai_sdk::lockfile::try_held(&key.dir, &key.key).await {
+            if objectiveai_sdk::lockfile::try_held(&key.dir(), &key.key()).await {
                 held += 1;
             }
         }
@@ -1048,10 +1048,11 @@ async fn kill_latency(
         while live.len() < names.len() {
             match next_delta(&mut handle, deadline).await {
                 Some(Delta::Key { key, state, .. })
-                    if key.kind == KeyKind::Tag && names.contains(&key.name) =>
+                    if key.kind() == KeyKind::Tag
+                        && names.iter().any(|name| name == key.name()) =>
                 {
                     if state.liveness.is_held() && state.holders.iter().any(|p| p.pid == pid) {
-                        live.insert(key.name);
+                        live.insert(key.name().to_string());
                     }
                 }
                 Some(_) => {}
@@ -1080,18 +1081,19 @@ async fn kill_latency(
             match next_delta(&mut handle, deadline).await {
                 Some(Delta::Synced { .. }) => swept = true,
                 Some(Delta::Key { key, state, .. })
-                    if key.kind == KeyKind::Tag && names.contains(&key.name) =>
+                    if key.kind() == KeyKind::Tag
+                        && names.iter().any(|name| name == key.name()) =>
                 {
                     trace.push(format!(
                         "{} {} → {}",
                         fmt_dur(t0.elapsed()),
-                        key.name,
+                        key.name(),
                         state.liveness.as_str()
                     ));
                     if state.liveness == Liveness::Free {
                         first.get_or_insert_with(|| t0.elapsed());
-                        received.insert(key.name.clone(), Instant::now());
-                        free.insert(key.name);
+                        received.insert(key.name().to_string(), Instant::now());
+                        free.insert(key.name().to_string());
                     }
                 }
                 Some(_) => {}
@@ -1108,7 +1110,7 @@ async fn kill_latency(
             .collect();
         let last = victims
             .iter()
-            .filter_map(|key| Some((key, *received.get(&key.name)?)))
+            .filter_map(|key| Some((key, *received.get(key.name())?)))
             .max_by_key(|(_, at)| *at);
         if let Some((key, at)) = last {
             let mut path = KillPath::of(key, &stages.take(), &stages.take_spans(), t0, at);
@@ -1168,8 +1170,8 @@ async fn poll_latency(
             let _ = snap_tx.send(took);
             let seen: HashMap<String, Liveness> = batch
                 .into_iter()
-                .filter(|(key, _)| key.kind == KeyKind::Tag)
-                .map(|(key, state)| (key.name, state.liveness))
+                .filter(|(key, _)| key.kind() == KeyKind::Tag)
+                .map(|(key, state)| (key.name().to_string(), state.liveness))
                 .collect();
             if tx.send(Some((Instant::now(), Arc::new(seen)))).is_err() {
                 return;

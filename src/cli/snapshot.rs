@@ -116,10 +116,10 @@ pub fn write_json<'a>(
     let now = SystemTime::now();
     let keys: Vec<JsonKey> = keys
         .map(|(key, state)| JsonKey {
-            kind: key.kind,
-            name: &key.name,
-            dir: &key.dir,
-            key: &key.key,
+            kind: key.kind(),
+            name: &key.name(),
+            dir: &key.dir(),
+            key: &key.key(),
             state,
             verdict: judge(state, |pid| roles.role(pid), now, materializing),
         })
@@ -185,13 +185,13 @@ fn write_table<'a>(
         // are shown, never sent to the terminal.
         let command = visible(&command).into_owned();
         let name = match width {
-            Some(_) => crate::tui::fit::fit(&key.name, name_width),
-            None => visible(&key.name).into_owned(),
+            Some(_) => crate::tui::fit::fit(&key.name(), name_width),
+            None => visible(&key.name()).into_owned(),
         };
         let line = format!(
             "{:<10} {:<8} {:>7} {:>6}  {:<10}  {:<name_width$} {}",
             state.liveness.as_str(),
-            key.kind.as_str(),
+            key.kind().as_str(),
             pid,
             age,
             verdict,

@@ -54,39 +54,66 @@ impl KeyKind {
 
 /// One claim `(dir, key)` and its human name.
 ///
+/// Invariant: the name is the directory's prefix followed by the key
+/// (`a/b/` + `c`, `` + `tag`), so a key is two shared pointers: its name
+/// (one allocation, shared by every clone) and its [`ClaimDir`] (shared by
+/// every key of the directory). A million keys cost their names and
+/// nothing else per key.
+///
 /// Equality and hashing are the derived ones in meaning, made cheap for
-/// the maps every event and sweep goes through: the hash is the kind
-/// and the name only (the name ends with the key; a `Path` hashes
-/// component by component; keys that differ only in `dir` merely share
-/// a bucket), and equality compares the strings before `dir`, whose
-/// `Arc` is usually shared by every key of a directory.
-#[derive(Debug, Clone, PartialOrd, Ord)]
+/// the maps every event and sweep goes through: the hash is the kind and
+/// the name only (keys that differ only in `dir` merely share a bucket),
+/// and equality compares the names before the directories, which are
+/// usually the same `Arc`.
+#[derive(Debug, Clone)]
 pub struct LockKey {
-    /// Instance, tag or other.
-    pub kind: KeyKind,
-    /// AIH (`a/b/c`), tag name, or path under the locks root.
-    pub name: String,
-    /// The SDK's lock dir, shared by every key of that directory (a scan
-    /// of 100k keys keeps one copy per directory, not per key).
-    pub dir: Arc<Path>,
-    /// The SDK's (unescaped) key.
-    pub key: String,
+    /// AIH (`a/b/c`), tag name, or path under the locks root; ends with
+    /// the SDK's key.
+    name: Arc<str>,
+    /// The directory, its kind and the name's prefix.
+    dir: Arc<ClaimDir>,
+}
+
+/// What every key of one claim directory shares: the SDK's lock dir, the
+/// kind of its keys and how long the name's prefix is.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ClaimDir {
+    kind: KeyKind,
+    path: Box<Path>,
+    /// Bytes of a key's name before its SDK key.
+    prefix_len: usize,
 }
 
 impl PartialEq for LockKey {
     fn eq(&self, other: &Self) -> bool {
-        self.kind == other.kind
-            && self.name == other.name
-            && self.key == other.key
-            && (Arc::ptr_eq(&self.dir, &other.dir) || self.dir == other.dir)
+        self.name == other.name
+            && (Arc::ptr_eq(&self.dir, &other.dir)
+                || (self.dir.kind == other.dir.kind && self.dir.path == other.dir.path))
     }
 }
 
 impl Eq for LockKey {}
 
+impl PartialOrd for LockKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Kind, then name, then directory: the display order.
+impl Ord for LockKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.dir
+            .kind
+            .cmp(&other.dir.kind)
+            .then_with(|| self.name.cmp(&other.name))
+            .then_with(|| self.dir.path.cmp(&other.dir.path))
+    }
+}
+
 impl std::hash::Hash for LockKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.kind.hash(state);
+        self.dir.kind.hash(state);
         self.name.hash(state);
     }
 }
@@ -98,14 +125,39 @@ impl LockKey {
         DirNamer::new(state_dir, dir).key(key)
     }
 
+    /// Instance, tag or other.
+    pub fn kind(&self) -> KeyKind {
+        self.dir.kind
+    }
+
+    /// AIH (`a/b/c`), tag name, or path under the locks root.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The SDK's lock dir.
+    pub fn dir(&self) -> &Path {
+        &self.dir.path
+    }
+
+    /// The SDK's (unescaped) key.
+    pub fn key(&self) -> &str {
+        &self.name[self.dir.prefix_len..]
+    }
+
+    /// The directory this key shares with its siblings.
+    pub fn claim_dir(&self) -> &Arc<ClaimDir> {
+        &self.dir
+    }
+
     /// The gate file (`<dir>/<escape(key)>.lock`).
     pub fn gate_path(&self) -> PathBuf {
-        escape::gate_path(&self.dir, &self.key)
+        escape::gate_path(self.dir(), self.key())
     }
 
     /// The announce file (`<dir>/<escape(key)>.live.lock`).
     pub fn announce_path(&self) -> PathBuf {
-        escape::announce_path(&self.dir, &self.key)
+        escape::announce_path(self.dir(), self.key())
     }
 
     /// When the claim became held, as far as the disk tells: see
@@ -116,7 +168,19 @@ impl LockKey {
 
     /// `instance "a/b/c"` / `tag "x"` / `other "p/k"` — for messages.
     pub fn label(&self) -> String {
-        label(self.kind, &self.name)
+        label(self.kind(), self.name())
+    }
+}
+
+impl ClaimDir {
+    /// The SDK's lock dir.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The kind of every key in it.
+    pub fn kind(&self) -> KeyKind {
+        self.kind
     }
 }
 
@@ -164,13 +228,12 @@ pub fn held_since(announce: &std::fs::Metadata) -> Option<SystemTime> {
 }
 
 /// Names every claim of one directory: the kind, the name prefix and the
-/// shared dir are worked out once per directory, not once per key (a scan
-/// of 100k keys).
+/// shared [`ClaimDir`] are worked out once per directory, not once per key
+/// (a scan of a million keys).
 #[derive(Debug, Clone)]
 pub struct DirNamer {
-    kind: KeyKind,
     prefix: String,
-    dir: Arc<Path>,
+    dir: Arc<ClaimDir>,
 }
 
 impl DirNamer {
@@ -194,27 +257,23 @@ impl DirNamer {
             (KeyKind::Other, prefix)
         };
         Self {
-            kind,
+            dir: Arc::new(ClaimDir {
+                kind,
+                path: dir.into(),
+                prefix_len: prefix.len(),
+            }),
             prefix,
-            dir: Arc::from(dir),
         }
     }
 
     /// The claim `key` of this directory.
     pub fn key(&self, key: &str) -> LockKey {
-        self.key_owned(key.to_string())
-    }
-
-    /// [`Self::key`], keeping `key` (a scan's fresh copy) as it is.
-    pub fn key_owned(&self, key: String) -> LockKey {
         let mut name = String::with_capacity(self.prefix.len() + key.len());
         name.push_str(&self.prefix);
-        name.push_str(&key);
+        name.push_str(key);
         LockKey {
-            kind: self.kind,
-            name,
+            name: name.into(),
             dir: self.dir.clone(),
-            key,
         }
     }
 }
@@ -234,12 +293,12 @@ mod tests {
         let (dir, key) = agent_tag_lock(Path::new("/s"), "t");
         let one = LockKey::from_coord(Path::new("/s"), &dir, &key);
         let again = LockKey::from_coord(Path::new("/s"), &dir, &key);
-        assert!(!Arc::ptr_eq(&one.dir, &again.dir));
+        assert!(!Arc::ptr_eq(one.claim_dir(), again.claim_dir()));
         assert_eq!(one, again);
         assert_eq!(hasher.hash_one(&one), hasher.hash_one(&again));
         let (other_dir, key) = agent_tag_lock(Path::new("/other"), "t");
         let elsewhere = LockKey::from_coord(Path::new("/other"), &other_dir, &key);
-        assert_eq!(elsewhere.name, one.name);
+        assert_eq!(elsewhere.name(), one.name());
         assert_ne!(elsewhere, one);
         let (_, other_key) = agent_tag_lock(Path::new("/s"), "u");
         assert_ne!(LockKey::from_coord(Path::new("/s"), &dir, &other_key), one);
@@ -251,7 +310,7 @@ mod tests {
         for aih in ["a", "a/b", "cli/daemon/x-y", "a/b/c/d.e"] {
             let (dir, key) = agent_instance_lock(state, aih);
             let named = LockKey::from_coord(state, &dir, &key);
-            assert_eq!((named.kind, named.name.as_str()), (KeyKind::Instance, aih));
+            assert_eq!((named.kind(), named.name()), (KeyKind::Instance, aih));
         }
     }
 
@@ -260,8 +319,8 @@ mod tests {
         let state = Path::new("/s");
         let (dir, key) = agent_tag_lock(state, "my tag: v1.0");
         let named = LockKey::from_coord(state, &dir, &key);
-        assert_eq!(named.kind, KeyKind::Tag);
-        assert_eq!(named.name, "my tag: v1.0");
+        assert_eq!(named.kind(), KeyKind::Tag);
+        assert_eq!(named.name(), "my tag: v1.0");
         assert_eq!(
             named.gate_path(),
             Path::new("/s/locks/agents/tags/my%20tag%3A%20v1%2E0.lock")
@@ -273,7 +332,7 @@ mod tests {
         let state = Path::new("/s");
         let named = LockKey::from_coord(state, Path::new("/s/locks/plugins-daemon"), "p");
         assert_eq!(
-            (named.kind, named.name.as_str()),
+            (named.kind(), named.name()),
             (KeyKind::Other, "plugins-daemon/p")
         );
     }

@@ -244,7 +244,7 @@ fn read_entries<E: ListedEntry>(
             Entry::Walk => stack.push(dir.join(name)),
             Entry::Gate { stem, key } => {
                 gates.insert(stem);
-                report.keys.push(namer.key_owned(key));
+                report.keys.push(namer.key(&key));
                 pushed(&mut report.keys);
             }
             Entry::Announce { stem } => announces.push(stem),
@@ -376,7 +376,7 @@ mod tests {
         let mut names: Vec<_> = report
             .keys
             .iter()
-            .map(|k| (k.kind, k.name.clone()))
+            .map(|k| (k.kind(), k.name().to_string()))
             .collect();
         names.sort();
         names
@@ -444,7 +444,7 @@ mod tests {
         touch(&tags.join("ok.lock"));
         let _socket = std::os::unix::net::UnixListener::bind(tags.join("sock.lock")).unwrap();
         let report = scan(state.path()).unwrap();
-        let names: Vec<_> = report.keys.iter().map(|k| k.name.as_str()).collect();
+        let names: Vec<_> = report.keys.iter().map(|k| k.name()).collect();
         assert_eq!(names, ["ok"]);
         let mut problems: Vec<_> = report
             .problems
@@ -483,7 +483,10 @@ mod tests {
         assert!(fed.keys.is_empty());
         for chunk in &chunks {
             assert!((1..=3).contains(&chunk.len()), "{chunk:?}");
-            assert!(chunk.iter().all(|key| key.dir == chunk[0].dir), "{chunk:?}");
+            assert!(
+                chunk.iter().all(|key| key.dir() == chunk[0].dir()),
+                "{chunk:?}"
+            );
         }
         let mut fed_keys: Vec<LockKey> = chunks.into_iter().flatten().collect();
         let mut keys = whole.keys.clone();

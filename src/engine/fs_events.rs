@@ -317,7 +317,7 @@ mod tests {
     fn opens_are_told_apart_from_changes() {
         let kind = EventKind::Access(AccessKind::Open(AccessMode::Any));
         let opened = classify(Path::new("/s"), event(kind, "/s/locks/agents/tags/a.lock"));
-        assert!(matches!(opened.as_slice(), [FsChange::Opened(key)] if key.name == "a"));
+        assert!(matches!(opened.as_slice(), [FsChange::Opened(key)] if key.name() == "a"));
         let foreign = classify(Path::new("/s"), event(kind, "/s/locks/agents/tags/README"));
         assert!(foreign.is_empty(), "opens of other files are dropped");
     }
@@ -342,7 +342,7 @@ mod tests {
 
         let first = filter.opened(state, open_of(&[held.gate_path(), others[0].clone()]));
         assert_eq!(first.len(), 2, "{first:?}");
-        assert!(matches!(&first[0], FsChange::Opened(key) if key.name == "held"));
+        assert!(matches!(&first[0], FsChange::Opened(key) if key.name() == "held"));
         assert_eq!(first[1], FsChange::OthersOpened);
         let rest = filter.opened(state, open_of(&others));
         assert!(rest.is_empty(), "one wake-up per batch taken: {rest:?}");
@@ -414,7 +414,7 @@ mod tests {
             panic!("{a:?} {b:?}")
         };
         assert_eq!(closed, modified);
-        assert_eq!(closed.name, "my tag");
+        assert_eq!(closed.name(), "my tag");
     }
 
     #[test]
@@ -439,7 +439,7 @@ mod tests {
                 (crate::disk::KeyKind::Tag, tag.as_str(), crate::locks::agent_tag_lock(state, &tag)),
             ] {
                 let named = crate::disk::LockKey::from_coord(state, &dir, &key);
-                proptest::prop_assert_eq!((named.kind, named.name.as_str()), (kind, name));
+                proptest::prop_assert_eq!((named.kind(), named.name()), (kind, name));
                 for path in [named.gate_path(), named.announce_path()] {
                     let from_event = claim_of(state, &path);
                     proptest::prop_assert_eq!(from_event.as_ref(), Some(&named));

@@ -186,7 +186,7 @@ fn annotate_stated(
     // if the locks' own filesystem has one.
     let look_for_shared = batch
         .first()
-        .and_then(|(key, _)| std::fs::symlink_metadata(&key.dir).ok())
+        .and_then(|(key, _)| std::fs::symlink_metadata(&key.dir()).ok())
         .is_some_and(|dir| index.has_shared_on(FileId::from_metadata(&dir), own_pids));
     if look_for_shared {
         let free = batch
@@ -534,7 +534,7 @@ mod tests {
             let gate = std::fs::File::create(key.gate_path()).unwrap();
             gate.lock().unwrap();
             keep.push(gate);
-            keep.extend(locked(tmp.path(), &format!("after-{}-", key.name), 1));
+            keep.extend(locked(tmp.path(), &format!("after-{}-", key.name()), 1));
         }
         let stop = Arc::new(AtomicBool::new(false));
         let churners: Vec<_> = (0..2)

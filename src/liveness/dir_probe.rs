@@ -34,7 +34,7 @@ use nix::sys::stat::Mode;
 use super::KeyState;
 use super::probe::{ProbeMode, Prober, quick_answer};
 use super::shared_probe::{self, Quick};
-use crate::disk::key::LockKey;
+use crate::disk::key::{ClaimDir, LockKey};
 use crate::disk::scan::{self, ScanReport};
 use crate::locks::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, escape_into};
 
@@ -185,21 +185,23 @@ pub(super) fn each_claim_at<K: std::borrow::Borrow<LockKey>, T>(
     keys: impl IntoIterator<Item = K>,
     mut answer: impl FnMut(K, Option<(BorrowedFd<'_>, &[u8], &[u8])>) -> T,
 ) -> Vec<T> {
-    let mut open_dir: Option<(Arc<Path>, Option<OwnedFd>)> = None;
+    let mut open_dir: Option<(Arc<ClaimDir>, Option<OwnedFd>)> = None;
     let (mut gate, mut announce) = (Vec::with_capacity(128), Vec::with_capacity(128));
     keys.into_iter()
         .map(|owned| {
             let key: &LockKey = owned.borrow();
-            if open_dir.as_ref().is_none_or(|(dir, _)| *dir != key.dir) {
+            if open_dir.as_ref().is_none_or(|(dir, _)| {
+                !Arc::ptr_eq(dir, key.claim_dir()) && dir.path() != key.dir()
+            }) {
                 let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-                let fd = open(&*key.dir, flags, Mode::empty()).ok();
-                open_dir = Some((key.dir.clone(), fd));
+                let fd = open(key.dir(), flags, Mode::empty()).ok();
+                open_dir = Some((key.claim_dir().clone(), fd));
             }
             let Some(dir) = open_dir.as_ref().and_then(|(_, fd)| fd.as_ref()) else {
                 return answer(owned, None);
             };
             gate.clear();
-            escape_into(&key.key, &mut gate);
+            escape_into(&key.key(), &mut gate);
             announce.clear();
             announce.extend_from_slice(&gate);
             gate.extend_from_slice(GATE_SUFFIX.as_bytes());

@@ -125,8 +125,8 @@ fn held_by(
             kind: ScanProblemKind::HeldUnlinked(HeldUnlinked {
                 pid,
                 cmdline,
-                kind: key.kind,
-                name: key.name,
+                kind: key.kind(),
+                name: key.name().to_string(),
                 file,
             }),
         });
@@ -168,7 +168,7 @@ mod tests {
     fn parse(target: &[u8]) -> Option<(KeyKind, String, ClaimFile, PathBuf)> {
         let target = PathBuf::from(std::ffi::OsString::from_vec(target.to_vec()));
         unlinked_claim(Path::new("/s"), Path::new("/real/s/locks"), &target)
-            .map(|(key, file, at)| (key.kind, key.name, file, at))
+            .map(|(key, file, at)| (key.kind(), key.name().to_string(), file, at))
     }
 
     #[test]

@@ -125,7 +125,7 @@ impl Data {
         self.touched
             .extend(holders.chain(&state.holders).map(|p| p.pid));
         if let Some(old) = &old {
-            self.counts.bump(old.key.kind, &old.state, false);
+            self.counts.bump(old.key.kind(), &old.state, false);
             self.unindex(id, &old.state);
         }
         let last_holder = old
@@ -157,7 +157,7 @@ impl Data {
             Liveness::Free => old.and_then(|old| old.freed_at),
             _ => None,
         };
-        self.counts.bump(key.kind, &state, true);
+        self.counts.bump(key.kind(), &state, true);
         self.index(id, &state);
         *self.tree.lock_mut(id) = Some(Lock {
             key,
@@ -247,12 +247,12 @@ impl Data {
     }
 
     fn remove_key(&mut self, key: &LockKey) {
-        let Some(id) = self.tree.find(Section::of(key.kind), &key.name) else {
+        let Some(id) = self.tree.find(Section::of(key.kind()), &key.name()) else {
             return;
         };
         if let Some(old) = self.tree.lock_mut(id).take() {
             self.touched.extend(old.state.holders.iter().map(|p| p.pid));
-            self.counts.bump(old.key.kind, &old.state, false);
+            self.counts.bump(old.key.kind(), &old.state, false);
             self.unindex(id, &old.state);
         }
         self.tree.prune(id);
@@ -317,7 +317,7 @@ impl Folder for Folding<'_> {
     }
 
     fn liveness_of(&self, key: &LockKey) -> Option<Liveness> {
-        let id = self.data.tree.find(Section::of(key.kind), &key.name)?;
+        let id = self.data.tree.find(Section::of(key.kind()), &key.name())?;
         self.data.lock(id).map(Lock::liveness)
     }
 

@@ -222,7 +222,7 @@ fn events_log_acquire_release_and_death_but_not_the_initial_scan() {
     let kinds: Vec<(EventKind, String, Option<u32>)> = model
         .events()
         .iter()
-        .map(|e| (e.kind, e.key.name.clone(), e.pid))
+        .map(|e| (e.kind, e.key.name().to_string(), e.pid))
         .collect();
     assert_eq!(
         kinds,
@@ -386,7 +386,7 @@ fn verdict_changes_are_logged_and_what_the_first_scan_found_is_not() {
     let words = |model: &Model| -> Vec<String> {
         let events = model.events().iter();
         events
-            .map(|e| format!("{} {}", e.kind.text(), e.key.name))
+            .map(|e| format!("{} {}", e.kind.text(), e.key.name()))
             .collect()
     };
     let mut model = Model::new(Box::new(|_| true));

@@ -188,12 +188,12 @@ impl Tree {
 
     /// The node of `key`, creating it (and its directory ancestors).
     pub fn ensure_key(&mut self, key: &LockKey) -> NodeId {
-        let section = Section::of(key.kind);
+        let section = Section::of(key.kind());
         match section {
             Section::Instances => {
                 let mut at = self.root(section);
                 let mut path = String::new();
-                for segment in key.name.split('/') {
+                for segment in key.name().split('/') {
                     if !path.is_empty() {
                         path.push('/');
                     }
@@ -202,7 +202,7 @@ impl Tree {
                 }
                 at
             }
-            _ => self.ensure_child(self.root(section), &key.name, &key.name),
+            _ => self.ensure_child(self.root(section), &key.name(), &key.name()),
         }
     }
 

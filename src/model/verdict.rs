@@ -15,7 +15,7 @@ impl Data {
         Role::from_kinds(
             locks
                 .filter_map(|&id| self.lock(id))
-                .map(|lock| (lock.key.kind, lock.key.name.as_str())),
+                .map(|lock| (lock.key.kind(), lock.key.name())),
         )
     }
 

@@ -65,13 +65,13 @@ impl App {
             };
         }
         let key = self.selected_key().ok_or(NotCheckable::NoKey)?;
-        match key.kind {
+        match key.kind() {
             KeyKind::Instance => Ok(Family::Hierarchy {
-                aih: key.name,
+                aih: key.name().to_string(),
                 tags: Vec::new(),
             }),
-            KeyKind::Tag => Ok(Family::Group(vec![key.name])),
-            KeyKind::Other => Err(NotCheckable::NotAnAgentLock(key.name)),
+            KeyKind::Tag => Ok(Family::Group(vec![key.name().to_string()])),
+            KeyKind::Other => Err(NotCheckable::NotAnAgentLock(key.name().to_string())),
         }
     }
 

@@ -66,7 +66,8 @@ impl App {
             Selected::Event(index) => {
                 let event = self.model.events().get(index);
                 if let Some(event) = event {
-                    let (section, path) = (Section::of(event.key.kind), event.key.name.clone());
+                    let (section, path) =
+                        (Section::of(event.key.kind()), event.key.name().to_string());
                     self.reveal(section, &path);
                 }
             }
@@ -161,7 +162,7 @@ impl App {
         rows.retain(|row| {
             data.lock(row.node).is_some_and(|lock| {
                 let pids = lock.state.holders.iter().map(|p| p.pid);
-                settings.matches_key(&lock.key.name, pids)
+                settings.matches_key(&lock.key.name(), pids)
             })
         });
         let lock = |row: &BlockingRow| data.lock(row.node);
@@ -173,7 +174,7 @@ impl App {
             }),
             Sort::Pid => rows
                 .sort_by_key(|row| lock(row).and_then(|l| l.state.holders.first().map(|p| p.pid))),
-            Sort::Name => rows.sort_by_key(|row| lock(row).map(|l| l.key.name.clone())),
+            Sort::Name => rows.sort_by_key(|row| lock(row).map(|l| l.key.name().to_string())),
         }
         rows
     }

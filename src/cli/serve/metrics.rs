@@ -202,7 +202,7 @@ fn encode_held(
         let pid = state.holders.first().map(|p| p.pid);
         waiters[0] += state.waiters.len() as u64;
         waiters[1] += state.watchers.len() as u64;
-        if key.kind == KeyKind::Tag {
+        if key.kind() == KeyKind::Tag {
             let seconds = state
                 .since
                 .and_then(|since| now.duration_since(since).ok())
@@ -211,7 +211,7 @@ fn encode_held(
             let pid = pid.map_or_else(|| "unknown".to_string(), |pid| pid.to_string());
             tags.push((
                 vec![
-                    ("tag", key.name.clone()),
+                    ("tag", key.name().to_string()),
                     ("pid", pid),
                     ("role", role.into()),
                 ],
@@ -223,14 +223,14 @@ fn encode_held(
             ] {
                 if count > 0 {
                     tag_waiters.push((
-                        vec![("tag", key.name.clone()), ("kind", kind.into())],
+                        vec![("tag", key.name().to_string()), ("kind", kind.into())],
                         count as f64,
                     ));
                 }
             }
         }
-        if key.kind == KeyKind::Instance && state.liveness != Liveness::Own {
-            let root = key.name.split('/').next().unwrap_or_default().to_string();
+        if key.kind() == KeyKind::Instance && state.liveness != Liveness::Own {
+            let root = key.name().split('/').next().unwrap_or_default().to_string();
             *roots.entry(root).or_default() += 1;
         }
         let verdict = judge(state, role_of, now, materializing);
@@ -240,8 +240,8 @@ fn encode_held(
             suspects.push((
                 vec![
                     ("verdict", word),
-                    ("kind", key.kind.as_str().into()),
-                    ("key", key.name.clone()),
+                    ("kind", key.kind().as_str().into()),
+                    ("key", key.name().to_string()),
                 ],
                 1.0,
             ));

@@ -38,7 +38,7 @@ impl Folder for LiveView {
 
     fn put(&mut self, key: LockKey, state: KeyState, _: Option<Liveness>, _: SystemTime) {
         self.forget(&key);
-        *self.counts.entry((key.kind, state.liveness)).or_default() += 1;
+        *self.counts.entry((key.kind(), state.liveness)).or_default() += 1;
         if state.liveness.is_held() {
             self.held.insert(key.clone());
         }
@@ -58,7 +58,7 @@ impl LiveView {
 
     fn forget(&mut self, key: &LockKey) {
         if let Some(old) = self.keys.remove(key) {
-            let count = self.counts.entry((key.kind, old.liveness)).or_default();
+            let count = self.counts.entry((key.kind(), old.liveness)).or_default();
             *count = count.saturating_sub(1);
             self.held.remove(key);
         }
@@ -113,7 +113,7 @@ mod tests {
                 view.apply(&delta);
                 let mut expected: HashMap<(KeyKind, Liveness), u64> = HashMap::new();
                 for (key, state) in &view.keys {
-                    *expected.entry((key.kind, state.liveness)).or_default() += 1;
+                    *expected.entry((key.kind(), state.liveness)).or_default() += 1;
                 }
                 view.counts.retain(|_, count| *count > 0);
                 proptest::prop_assert_eq!(&view.counts, &expected);

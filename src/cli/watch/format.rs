@@ -36,8 +36,8 @@ fn json_line(line: &Line) -> Option<String> {
         } => {
             let mut value = serde_json::json!({
             "time": time,
-            "kind": key.kind,
-            "name": key.name,
+            "kind": key.kind(),
+            "name": key.name(),
             "from": from.map(|l| l.as_str()),
             "to": liveness.as_str(),
             "pids": pids,
@@ -54,15 +54,15 @@ fn json_line(line: &Line) -> Option<String> {
             to: KeyTo::Removed,
         } => serde_json::json!({
             "time": time,
-            "kind": key.kind,
-            "name": key.name,
+            "kind": key.kind(),
+            "name": key.name(),
             "from": from.map(|l| l.as_str()),
             "to": "removed",
             "pids": [],
         }),
         Report::Verdict { key, from, to } => serde_json::json!({
             "time": time,
-            "key": {"kind": key.kind, "name": key.name},
+            "key": {"kind": key.kind(), "name": key.name()},
             "verdict_from": from,
             "verdict": to,
         }),
@@ -89,10 +89,10 @@ fn text_line(line: &Line) -> String {
             let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
             format!(
                 "{time} {:<8} {:<9} → {:<9} {:<40} {}",
-                key.kind.as_str(),
+                key.kind().as_str(),
                 from.map_or("new", |l| l.as_str()),
                 liveness.as_str(),
-                key.name,
+                key.name(),
                 if pids.is_empty() {
                     String::new()
                 } else {
@@ -106,17 +106,17 @@ fn text_line(line: &Line) -> String {
             to: KeyTo::Removed,
         } => format!(
             "{time} {:<8} {:<9} → {:<9} {}",
-            key.kind.as_str(),
+            key.kind().as_str(),
             from.map_or("new", |l| l.as_str()),
             "removed",
-            key.name
+            key.name()
         ),
         Report::Verdict { key, from, to } => format!(
             "{time} {:<8} verdict {} → {} {} — {}",
-            key.kind.as_str(),
+            key.kind().as_str(),
             from.unwrap_or("none"),
             to.as_ref().map_or("none", |verdict| verdict.kind()),
-            key.name,
+            key.name(),
             to.as_ref()
                 .map_or("no verdict".to_string(), |verdict| verdict
                     .describe(line.at)),
@@ -135,23 +135,16 @@ fn text_line(line: &Line) -> String {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-    use std::sync::Arc;
     use std::time::{Duration, SystemTime};
 
     use super::*;
     use crate::disk::LockKey;
-    use crate::disk::key::KeyKind;
     use crate::engine::{Liveness, WatcherHealth};
 
     fn key_line(to: KeyTo, folded: u64) -> Line {
         Line {
             report: Report::Key {
-                key: LockKey {
-                    kind: KeyKind::Tag,
-                    name: "t".into(),
-                    dir: Arc::from(Path::new("/s/locks/agents/tags")),
-                    key: "t".into(),
-                },
+                key: LockKey::from_coord(Path::new("/s"), Path::new("/s/locks/agents/tags"), "t"),
                 from: Some(Liveness::Free),
                 to,
             },

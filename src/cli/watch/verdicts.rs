@@ -140,7 +140,7 @@ impl Verdicts {
 
     fn role_of(&self, pid: u32) -> Role {
         let keys = self.by_pid.get(&pid).into_iter().flatten();
-        Role::from_kinds(keys.map(|key| (key.kind, key.name.as_str())))
+        Role::from_kinds(keys.map(|key| (key.kind(), key.name())))
     }
 
     fn rejudge(&mut self, key: &LockKey, now: SystemTime) -> Option<Change> {
@@ -189,13 +189,7 @@ mod tests {
         changes.extend(verdicts.settle(t(33)));
         let kinds: Vec<_> = changes
             .iter()
-            .map(|c| {
-                (
-                    c.key.name.as_str(),
-                    c.from,
-                    c.to.as_ref().map(Verdict::kind),
-                )
-            })
+            .map(|c| (c.key.name(), c.from, c.to.as_ref().map(Verdict::kind)))
             .collect();
         assert_eq!(
             kinds,

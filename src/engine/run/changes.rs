@@ -33,7 +33,7 @@ impl Engine {
                 let gone: Vec<LockKey> = self
                     .states
                     .keys()
-                    .filter(|key| key.dir.starts_with(&dir))
+                    .filter(|key| key.dir().starts_with(&dir))
                     .cloned()
                     .collect();
                 for key in gone {

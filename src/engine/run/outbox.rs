@@ -270,8 +270,8 @@ mod tests {
                 ..
             } = delta
             {
-                assert_eq!(heard.get(&key.name).copied(), previous);
-                heard.insert(key.name, state.liveness);
+                assert_eq!(heard.get(key.name()).copied(), previous);
+                heard.insert(key.name().to_string(), state.liveness);
             }
         }
         assert_eq!(heard, last, "the folded queue ends at the truth");
@@ -309,11 +309,11 @@ mod tests {
             for delta in drain(&mut outbox) {
                 match delta {
                     Delta::Key { key, state, previous, .. } => {
-                        proptest::prop_assert_eq!(heard.get(&key.name).copied(), previous);
-                        heard.insert(key.name.clone(), state.liveness);
+                        proptest::prop_assert_eq!(heard.get(key.name()).copied(), previous);
+                        heard.insert(key.name().to_string(), state.liveness);
                     }
                     Delta::Removed { key, previous, .. } => {
-                        proptest::prop_assert_eq!(heard.remove(&key.name), Some(previous));
+                        proptest::prop_assert_eq!(heard.remove(key.name()), Some(previous));
                     }
                     _ => {}
                 }

@@ -237,7 +237,7 @@ impl FoundKeys {
 
     fn hash(seed: &foldhash::quality::RandomState, key: &LockKey) -> u64 {
         use std::os::unix::ffi::OsStrExt;
-        seed.hash_one((key.dir.as_os_str().as_bytes(), key.key.as_bytes()))
+        seed.hash_one((key.dir().as_os_str().as_bytes(), key.key().as_bytes()))
     }
 }
 

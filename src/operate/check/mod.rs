@@ -56,8 +56,8 @@ pub fn describe_busy(state_dir: &Path, busy: &Busy) -> Vec<BusyMember> {
             let key = LockKey::from_coord(state_dir, dir, key);
             let (holders, shared) = verified_holders(&mut verifier, &index, &key);
             BusyMember {
-                kind: key.kind,
-                name: key.name,
+                kind: key.kind(),
+                name: key.name().to_string(),
                 holders,
                 shared,
             }
@@ -256,8 +256,8 @@ pub async fn check_family(
             let key = LockKey::from_coord(context.state_dir(), dir, key);
             if locks::is_taken(
                 context.agent_locks(),
-                &key.dir,
-                &key.key,
+                &key.dir(),
+                &key.key(),
                 locks::IN_FLIGHT_AFTER,
             )
             .await
@@ -383,7 +383,7 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
                     .chain(shared.into_iter().map(|process| (process, true)))
                     .map(|(process, shared)| {
                         let others = also_holds(&mut verifier, &held, &process, &key);
-                        let mine = std::iter::once((key.kind, key.name.as_str()));
+                        let mine = std::iter::once((key.kind(), key.name()));
                         let kinds = others.iter().map(|(kind, name)| (*kind, name.as_str()));
                         HolderReport {
                             role: Role::from_kinds(kinds.chain(mine)),
@@ -419,8 +419,8 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
                 (processes(&locks.waiters), processes(&locks.shared_waiters));
             let verdict = member_verdict(&holders, locks.waiters);
             MemberReport {
-                kind: key.kind,
-                name: key.name,
+                kind: key.kind(),
+                name: key.name().to_string(),
                 busy: busy || !held_unlinked.is_empty(),
                 holders,
                 verdict,
@@ -443,7 +443,7 @@ fn unlinked_holders(found: &[ScanProblem], key: &LockKey) -> Vec<UnlinkedHolder>
         .iter()
         .filter_map(|problem| match &problem.kind {
             ScanProblemKind::HeldUnlinked(held)
-                if (held.kind, &held.name) == (key.kind, &key.name) =>
+                if (held.kind, &held.name) == (key.kind(), &key.name().to_string()) =>
             {
                 Some(UnlinkedHolder {
                     process: ProcessInfo::of(held.pid),
@@ -496,7 +496,7 @@ fn also_holds(
                 _ => false,
             },
         )
-        .map(|other| (other.key.kind, other.key.name.clone()))
+        .map(|other| (other.key.kind(), other.key.name().to_string()))
         .collect()
 }
 

@@ -60,7 +60,7 @@ fn s_sorts_the_blocking_view_from_suspects_first_to_name() {
     let keys: Vec<String> = app
         .blocking_rows()
         .iter()
-        .filter_map(|row| data.lock(row.node).map(|lock| lock.key.name.clone()))
+        .filter_map(|row| data.lock(row.node).map(|lock| lock.key.name().to_string()))
         .collect();
     assert!(keys.len() > 3, "{keys:?}");
     let mut sorted = keys.clone();

@@ -104,7 +104,7 @@ fn row_of(app: &App, name: &str) -> usize {
     let data = app.model().data();
     app.blocking_rows()
         .iter()
-        .position(|row| data.lock(row.node).is_some_and(|l| l.key.name == name))
+        .position(|row| data.lock(row.node).is_some_and(|l| l.key.name() == name))
         .expect("a blocking row")
 }
 

@@ -141,8 +141,8 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
     let now = app.model.now();
     let key = &lock.key;
     let mut lines = vec![Line::from(vec![
-        Span::styled(format!("{:<9}", key.kind.as_str()), theme.dim),
-        Span::styled(key.name.clone(), theme.section),
+        Span::styled(format!("{:<9}", key.kind().as_str()), theme.dim),
+        Span::styled(key.name().to_string(), theme.section),
     ])];
     let mut state = vec![state_span(&theme, lock.liveness())];
     if let Some(since) = lock.state.since {
@@ -247,7 +247,7 @@ fn family_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
             .iter()
             .map(|&other| {
                 let node = model.data().tree.node(other);
-                let kind = node.lock.as_ref().map_or("", |l| l.key.kind.as_str());
+                let kind = node.lock.as_ref().map_or("", |l| l.key.kind().as_str());
                 format!("{kind} {}", node.path)
             })
             .collect();
@@ -267,9 +267,9 @@ fn lock_path_lines(theme: &Theme, key: &LockKey) -> Vec<Line<'static>> {
             theme,
             "dir",
             vec![
-                text(key.dir.display().to_string()),
+                text(key.dir().display().to_string()),
                 Span::styled("  key ", theme.dim),
-                text(key.key.clone()),
+                text(key.key().to_string()),
             ],
         ),
         field(
@@ -340,8 +340,8 @@ fn event_lines(app: &App, index: usize) -> Vec<Line<'static>> {
         field(&theme, "at", vec![text(time_format::rfc3339(event.at))]),
         field(
             &theme,
-            event.key.kind.as_str(),
-            vec![text(event.key.name.clone())],
+            event.key.kind().as_str(),
+            vec![text(event.key.name().to_string())],
         ),
     ];
     let meaning = match event.kind {

@@ -61,7 +61,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
                             state_span(&theme, lock.liveness()),
                         ])),
                         Cell::from(Line::from(vec![
-                            Span::styled(format!("{:<9}", lock.key.kind.as_str()), theme.dim),
+                            Span::styled(format!("{:<9}", lock.key.kind().as_str()), theme.dim),
                             Span::styled(
                                 fit(&node.path, room.saturating_sub(9)),
                                 theme.liveness(lock.liveness()),

@@ -42,7 +42,7 @@ pub fn tag(tag: &str) -> Name {
 
 /// The name of a key as the engine reports it.
 pub fn name_of(key: &LockKey) -> Name {
-    (key.kind.as_str().to_string(), key.name.clone())
+    (key.kind().as_str().to_string(), key.name().to_string())
 }
 
 /// The claims a holder printed in its `held` line (`instance a/b`,

@@ -159,7 +159,7 @@ async fn symlink_gate_appears(mode: ProbeMode) -> SymlinkGate {
         claims: engine
             .log
             .iter()
-            .filter(|d| matches!(d, Delta::Key { key, .. } if key.name == "evil"))
+            .filter(|d| matches!(d, Delta::Key { key, .. } if key.name() == "evil"))
             .cloned()
             .collect(),
         announce_created: tags_dir(&state).join("evil.live.lock").exists(),

@@ -440,7 +440,7 @@ async fn a_held_key_never_flickers_to_no_holder_on_the_probes_echo() {
         let settle = tokio::time::Instant::now() + std::time::Duration::from_millis(400);
         while let Some(delta) = engine.recv_until(settle).await {
             if let Delta::Key { key, state, .. } = &delta
-                && key.name == name
+                && key.name() == name
             {
                 assert!(
                     state.liveness == Liveness::Live && state.holders.iter().any(|p| p.pid == pid),

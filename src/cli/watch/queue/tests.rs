@@ -5,13 +5,11 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use proptest::prelude::*;
 
 use super::*;
-use crate::disk::key::KeyKind;
 
 impl Queue {
     fn new() -> Self {
@@ -30,12 +28,11 @@ impl Queue {
 }
 
 fn key(i: usize) -> LockKey {
-    LockKey {
-        kind: KeyKind::Tag,
-        name: format!("k{i}"),
-        dir: Arc::from(Path::new("/state/locks/agents/tags")),
-        key: format!("k{i}"),
-    }
+    LockKey::from_coord(
+        Path::new("/state"),
+        Path::new("/state/locks/agents/tags"),
+        &format!("k{i}"),
+    )
 }
 
 fn at(n: u64) -> SystemTime {
