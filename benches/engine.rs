@@ -491,10 +491,12 @@ async fn snapshot_timed(
         }
         ProbeMode::Acquire => {
             let report = scan_root(state).await.expect("scan the fixture");
-            (probe_all(&prober, report.keys, mode, &own).await, None)
+            let batch = probe_all(&prober, report.keys, mode, &own).await;
+            (locktop::liveness::probed::Probed::of(batch), None)
         }
     };
-    (start.elapsed(), batch, timeline)
+    // Timed as a snapshot is (split); handed back as a plain list.
+    (start.elapsed(), batch.into_states(), timeline)
 }
 
 struct Counts {

@@ -47,13 +47,23 @@ struct JsonKey<'a> {
 
 /// The JSON document (schema in the README).
 #[derive(serde::Serialize)]
-struct JsonSnapshot<'a> {
+struct JsonSnapshot<'a, K> {
     state_dir: std::borrow::Cow<'a, str>,
     taken_at: String,
     #[serde(flatten)]
     probe: &'a ProbeChoice,
-    keys: Vec<JsonKey<'a>>,
+    keys: K,
     problems: &'a [ScanProblem],
+}
+
+/// The keys of a [`JsonSnapshot`], written one by one as the iterator
+/// yields them: a million keys are never a million values in memory.
+struct JsonKeys<I>(I);
+
+impl<'a, I: Iterator<Item = JsonKey<'a>> + Clone> serde::Serialize for JsonKeys<I> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.clone())
+    }
 }
 
 /// Runs `locktop snapshot`.
@@ -65,7 +75,7 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
     let snapshot = take(&state_dir, probe.runs).await?;
     let shown = snapshot
         .keys
-        .iter()
+        .iter_sorted()
         .filter(|(_, state)| args.all || state.liveness != Liveness::Free);
     let mut out = std::io::stdout().lock();
     let written = if args.json {
@@ -104,26 +114,20 @@ pub fn write_json<'a>(
     out: &mut impl Write,
     state_dir: &Path,
     probe: &ProbeChoice,
-    keys: impl Iterator<Item = &'a (LockKey, KeyState)> + Clone,
+    keys: impl Iterator<Item = (&'a LockKey, &'a KeyState)> + Clone,
     problems: &[ScanProblem],
     materializing: std::time::Duration,
 ) -> std::io::Result<()> {
-    let held: Vec<&(LockKey, KeyState)> = keys
-        .clone()
-        .filter(|(_, state)| state.liveness.is_held())
-        .collect();
-    let roles = RoleIndex::of(held.iter().map(|(key, state)| (key, state)));
+    let roles = RoleIndex::of(keys.clone().filter(|(_, state)| state.liveness.is_held()));
     let now = SystemTime::now();
-    let keys: Vec<JsonKey> = keys
-        .map(|(key, state)| JsonKey {
-            kind: key.kind(),
-            name: &key.name(),
-            dir: &key.dir(),
-            key: &key.key(),
-            state,
-            verdict: judge(state, |pid| roles.role(pid), now, materializing),
-        })
-        .collect();
+    let keys = JsonKeys(keys.map(|(key, state)| JsonKey {
+        kind: key.kind(),
+        name: key.name(),
+        dir: key.dir(),
+        key: key.key(),
+        state,
+        verdict: judge(state, |pid| roles.role(pid), now, materializing),
+    }));
     let doc = JsonSnapshot {
         state_dir: state_dir.to_string_lossy(),
         taken_at: time_format::rfc3339(now),
@@ -141,12 +145,12 @@ pub fn write_json<'a>(
 /// piped it is whole.
 fn write_table<'a>(
     out: &mut impl Write,
-    keys: impl Iterator<Item = &'a (LockKey, KeyState)> + Clone,
+    keys: impl Iterator<Item = (&'a LockKey, &'a KeyState)> + Clone,
     problems: &[ScanProblem],
     width: Option<usize>,
 ) -> std::io::Result<()> {
     let now = SystemTime::now();
-    let roles = RoleIndex::of(keys.clone().map(|(key, state)| (key, state)));
+    let roles = RoleIndex::of(keys.clone().filter(|(_, state)| state.liveness.is_held()));
     let fixed = format!(
         "{:<10} {:<8} {:>7} {:>6}  {:<10} ",
         "STATE", "KIND", "PID", "AGE", "VERDICT"

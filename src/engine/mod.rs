@@ -13,6 +13,7 @@ pub(crate) mod fixtures;
 pub mod fold;
 pub mod fs_events;
 mod run;
+pub mod store;
 pub mod trace;
 
 use std::sync::Arc;

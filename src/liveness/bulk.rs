@@ -18,16 +18,17 @@ use crate::disk::key::LockKey;
 use crate::liveness::annotate::{Recheck, annotate, annotate_after_early_read, annotate_with};
 use crate::liveness::dir_probe;
 use crate::liveness::lock_free;
+use crate::liveness::probed::Probed;
 use crate::liveness::probe::{IN_FLIGHT_AFTER, IN_FLIGHT_REREAD, ProbeMode, Prober};
-use crate::liveness::proc_locks::LockIndex;
+use crate::liveness::proc_locks::{FileId, LockIndex};
 
 /// Reads `/proc/locks` (the caller's way: counted, or not).
 pub type ReadLocks = Arc<dyn Fn() -> LockIndex + Send + Sync>;
 
-/// What a passive probe of a whole locks root found.
+/// What a probe of a whole locks root found.
 pub struct TreeProbe {
     /// Every claim, probed and annotated, in no particular order.
-    pub batch: Vec<(LockKey, KeyState)>,
+    pub batch: Probed,
     /// The scan's problems and claim inodes (its keys are in `batch`).
     pub report: ScanReport,
     /// The first `/proc/locks` read (which also shows claim files held
@@ -76,7 +77,7 @@ pub async fn probe_tree_passive(
     let (batch, index, read) = tokio::task::spawn_blocking(move || {
         let (early, read_at) = early.join().unwrap_or_default();
         let index = annotate_after_early_read(&mut batch, &own_pids, early, &*read);
-        (batch, index, read_at)
+        (Probed::of(batch), index, read_at)
     })
     .await
     .map_err(std::io::Error::other)?;
@@ -105,31 +106,61 @@ pub fn judge_lock_free(
     threads: usize,
     read: &(dyn Fn() -> LockIndex + Sync),
 ) -> Vec<(LockKey, KeyState)> {
-    let chunk_len = keys.len().div_ceil(threads.max(1)).max(1024);
-    let mut batch = if keys.len() <= chunk_len {
-        lock_free::judged(keys, index)
-    } else {
-        let mut keys = keys.into_iter();
-        let chunks: Vec<Vec<LockKey>> = std::iter::from_fn(|| {
-            let chunk: Vec<LockKey> = keys.by_ref().take(chunk_len).collect();
-            (!chunk.is_empty()).then_some(chunk)
-        })
-        .collect();
-        let total = chunks.iter().map(Vec::len).sum();
-        std::thread::scope(|scope| {
-            let judging: Vec<_> = chunks
-                .into_iter()
-                .map(|chunk| scope.spawn(move || lock_free::judged(chunk, index)))
-                .collect();
-            let mut batch = Vec::with_capacity(total);
-            for chunk in judging {
-                batch.append(&mut chunk.join().unwrap_or_default());
-            }
-            batch
-        })
-    };
+    let mut batch = Vec::with_capacity(keys.len());
+    for mut chunk in in_chunks(keys, threads, |chunk| lock_free::judged(chunk, index)) {
+        batch.append(&mut chunk);
+    }
     settle_in_flight(&mut batch, read);
     batch
+}
+
+/// [`judge_lock_free`], split ([`Probed`]: a bare free key is its key
+/// alone) and in no particular order: what the whole-tree probes use.
+pub fn judge_lock_free_split(
+    keys: Vec<LockKey>,
+    index: &LockIndex,
+    threads: usize,
+    shared_possible: bool,
+    read: &(dyn Fn() -> LockIndex + Sync),
+) -> Probed {
+    let mut probed = Probed::default();
+    let judge = |chunk| lock_free::judged_split(chunk, index, shared_possible);
+    for mut chunk in in_chunks(keys, threads, judge) {
+        probed.append(&mut chunk);
+    }
+    settle_in_flight(&mut probed.rest, read);
+    probed
+}
+
+/// `judge` of `keys` split into up to `threads` runs of at least 1,024
+/// (keys of one directory stay together as far as the split allows),
+/// one thread each; the answers in input order.
+fn in_chunks<T: Send + Default>(
+    keys: Vec<LockKey>,
+    threads: usize,
+    judge: impl Fn(Vec<LockKey>) -> T + Sync,
+) -> Vec<T> {
+    let chunk_len = keys.len().div_ceil(threads.max(1)).max(1024);
+    if keys.len() <= chunk_len {
+        return vec![judge(keys)];
+    }
+    let mut keys = keys.into_iter();
+    let chunks: Vec<Vec<LockKey>> = std::iter::from_fn(|| {
+        let chunk: Vec<LockKey> = keys.by_ref().take(chunk_len).collect();
+        (!chunk.is_empty()).then_some(chunk)
+    })
+    .collect();
+    let judge = &judge;
+    std::thread::scope(|scope| {
+        let judging: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| scope.spawn(move || judge(chunk)))
+            .collect();
+        judging
+            .into_iter()
+            .map(|chunk| chunk.join().unwrap_or_default())
+            .collect()
+    })
 }
 
 /// Judges the claims of `batch` found in flight again from fresh reads,
@@ -175,10 +206,13 @@ pub async fn probe_tree_lock_free(
         let mut report = crate::disk::scan::scan(&state_dir)?;
         let (index, read_at) = early.join().unwrap_or_default();
         let keys = std::mem::take(&mut report.keys);
-        let mut batch = judge_lock_free(keys, &index, threads, &*read);
+        // As the annotation decides whether to look at free claims.
+        let shared_possible = std::fs::symlink_metadata(crate::locks::locks_root(&state_dir))
+            .is_ok_and(|root| index.has_shared_on(FileId::from_metadata(&root), &own_pids));
+        let mut batch = judge_lock_free_split(keys, &index, threads, shared_possible, &*read);
         let probed = start.elapsed();
         annotate_with(
-            &mut batch,
+            &mut batch.rest,
             &index,
             &own_pids,
             &mut || read(),

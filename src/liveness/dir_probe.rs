@@ -171,6 +171,7 @@ fn fast_answers(keys: &[LockKey]) -> Vec<Option<Quick>> {
         let (dir, gate, announce) = at?;
         Some(shared_probe::quick_at(dir, gate, announce))
     })
+    .collect()
 }
 
 /// `answer(key, Some((dir, gate, announce)))` for each key (borrowed or
@@ -179,16 +180,15 @@ fn fast_answers(keys: &[LockKey]) -> Vec<Option<Quick>> {
 /// `dir` a descriptor of the key's directory (opened once for each run
 /// of keys of one directory), `gate` and `announce` its files' names in
 /// it (built in reused buffers, no path per key); `None` where the
-/// directory could not be opened. What every bulk probe of claims by
-/// directory shares.
+/// directory could not be opened. Lazy: nothing is collected. What every
+/// bulk probe of claims by directory shares.
 pub(super) fn each_claim_at<K: std::borrow::Borrow<LockKey>, T>(
     keys: impl IntoIterator<Item = K>,
     mut answer: impl FnMut(K, Option<(BorrowedFd<'_>, &[u8], &[u8])>) -> T,
-) -> Vec<T> {
+) -> impl Iterator<Item = T> {
     let mut open_dir: Option<(Arc<ClaimDir>, Option<OwnedFd>)> = None;
     let (mut gate, mut announce) = (Vec::with_capacity(128), Vec::with_capacity(128));
-    keys.into_iter()
-        .map(|owned| {
+    keys.into_iter().map(move |owned| {
             let key: &LockKey = owned.borrow();
             if open_dir.as_ref().is_none_or(|(dir, _)| {
                 !Arc::ptr_eq(dir, key.claim_dir()) && dir.path() != key.dir()
@@ -208,5 +208,4 @@ pub(super) fn each_claim_at<K: std::borrow::Borrow<LockKey>, T>(
             announce.extend_from_slice(ANNOUNCE_SUFFIX.as_bytes());
             answer(owned, Some((dir.as_fd(), &gate[..], &announce[..])))
         })
-        .collect()
 }

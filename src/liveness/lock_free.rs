@@ -38,6 +38,7 @@ use nix::fcntl::{AT_FDCWD, AtFlags};
 use nix::sys::stat::{SFlag, fstatat};
 
 use super::probe::ProbeMode;
+use super::probed::Probed;
 use super::proc_locks::{FileId, LockIndex};
 use super::{KeyState, Liveness};
 use crate::disk::key::LockKey;
@@ -131,6 +132,49 @@ pub fn answer(key: &LockKey, index: &LockIndex) -> Answer {
 /// of it; each key moves into its pair (no copy of a key, no second
 /// array: what a sweep of 100,000 keys keeps at its peak).
 pub fn judged(keys: Vec<LockKey>, index: &LockIndex) -> Vec<(LockKey, KeyState)> {
+    judging(keys, index).collect()
+}
+
+/// [`judged`], split ([`Probed`]): a bare free key is kept as its key
+/// alone (a million stale keys cost their keys, not their states).
+/// With `shared_possible` (someone holds a shared lock on the claims'
+/// filesystem), a free claim either of whose files has a row in `index`
+/// is kept with its state, for the annotation to name (a shared holder
+/// turns it [`Liveness::Shared`]).
+pub fn judged_split(keys: Vec<LockKey>, index: &LockIndex, shared_possible: bool) -> Probed {
+    let mut probed = Probed::default();
+    let judging = super::dir_probe::each_claim_at(keys, |key, at| {
+        let (answer, rows) = match at {
+            Some((dir, gate, announce)) => {
+                let answer = answer_at(dir, gate, announce, index);
+                let rows = shared_possible
+                    && answer == Answer::Free
+                    && [gate, announce].into_iter().any(|file| has_rows(dir, file, index));
+                (answer, rows)
+            }
+            None => (answer(&key, index), shared_possible),
+        };
+        (answer.state(&key), key, rows)
+    });
+    for (state, key, rows) in judging {
+        if rows {
+            probed.rest.push((key, state));
+        } else {
+            probed.push(key, state);
+        }
+    }
+    probed
+}
+
+/// Whether the file `name` in `dir` has any row (holder or waiter) in
+/// `index`.
+fn has_rows(dir: BorrowedFd<'_>, name: &[u8], index: &LockIndex) -> bool {
+    fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+        .is_ok_and(|stat| index.get(&FileId::from_stat(&stat)).is_some())
+}
+
+/// [`judged`]'s answers, one at a time.
+fn judging(keys: Vec<LockKey>, index: &LockIndex) -> impl Iterator<Item = (LockKey, KeyState)> {
     super::dir_probe::each_claim_at(keys, |key, at| {
         let state = match at {
             Some((dir, gate, announce)) => answer_at(dir, gate, announce, index).state(&key),

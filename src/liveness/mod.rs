@@ -14,6 +14,7 @@ pub mod dir_probe;
 pub mod fdinfo;
 pub mod lock_free;
 pub mod probe;
+pub mod probed;
 pub mod proc_locks;
 pub mod process;
 pub mod shared_probe;

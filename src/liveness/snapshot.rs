@@ -14,9 +14,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::context::Context;
-use crate::disk::key::LockKey;
 use crate::disk::problem::ScanProblem;
-use crate::liveness::KeyState;
+use crate::liveness::probed::Probed;
 use crate::liveness::annotate::{Recheck, annotate_reading};
 use crate::liveness::bulk::{self, ReadLocks};
 use crate::liveness::probe::{ProbeMode, Prober};
@@ -25,8 +24,9 @@ use crate::liveness::unlinked::{self, KnownInodes};
 
 /// A whole snapshot: keys (and problems) at one moment.
 pub struct Snapshot {
-    /// Every claim with its probed state, sorted by kind then name.
-    pub keys: Vec<(LockKey, KeyState)>,
+    /// Every claim with its probed state, both halves sorted by kind
+    /// then name ([`Probed::iter_sorted`] lists them in that order).
+    pub keys: Probed,
     /// Everything under the root that is not a claim.
     pub problems: Vec<ScanProblem>,
 }
@@ -41,7 +41,7 @@ pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot>
         // held, which is an answer, not an error (`check` says "free",
         // `watch` waits for the dir).
         return Ok(Snapshot {
-            keys: Vec::new(),
+            keys: Probed::default(),
             problems: Vec::new(),
         });
     }
@@ -72,11 +72,11 @@ pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot>
             let keys = std::mem::take(&mut report.keys);
             let mut keys = bulk::probe_all_unannotated(&prober, keys, mode).await;
             let index = annotate_reading(&mut keys, &own, &*read, Recheck::SharedProbe);
-            (keys, report, index)
+            (Probed::of(keys), report, index)
         }
     };
     let known = KnownInodes::new(report.claim_inodes);
-    keys.sort_by(|a, b| a.0.cmp(&b.0));
+    keys.sort();
     let mut problems = report.problems;
     problems.extend(unlinked::find(state_dir, &index, &known));
     problems.sort();

@@ -134,7 +134,32 @@ pub fn held_since_by(announce: Option<SystemTime>, holders: &[ProcessInfo]) -> O
     }
 }
 
+/// [`KeyState::FREE`], for references.
+static FREE_STATE: KeyState = KeyState::FREE;
+
 impl KeyState {
+    /// A free claim with nothing more to say — what almost every key on
+    /// a long-running host is. It owns no allocation.
+    pub const FREE: KeyState = KeyState {
+        liveness: Liveness::Free,
+        error: None,
+        holders: Vec::new(),
+        waiters: Vec::new(),
+        watchers: Vec::new(),
+        since: None,
+        holders_note: None,
+    };
+
+    /// [`Self::FREE`] as a `'static` reference.
+    pub fn free_ref() -> &'static KeyState {
+        &FREE_STATE
+    }
+
+    /// True for exactly [`Self::FREE`]: a state that is only its key's.
+    pub fn is_bare_free(&self) -> bool {
+        *self == Self::FREE
+    }
+
     /// A holder of this held claim that cannot run until someone else acts
     /// (stopped by a signal or a debugger): it will not let go by itself.
     pub fn halted_holder(&self) -> Option<&ProcessInfo> {

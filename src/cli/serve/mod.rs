@@ -339,7 +339,7 @@ async fn snapshot(
         &mut body,
         &shared.state_dir,
         &shared.probe,
-        keys.iter(),
+        keys.iter().map(|(key, state)| (key, state)),
         &problems,
         shared.exporter.materializing,
     );

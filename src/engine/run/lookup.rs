@@ -565,7 +565,7 @@ mod tests {
                 (Liveness::Free, None)
             ]
         );
-        assert_eq!(engine.states[&key].liveness, Liveness::Free);
+        assert_eq!(engine.states.get(&key).unwrap().liveness, Liveness::Free);
     }
 
     /// A key probed held again while its lookup runs — the same claim, its

@@ -90,7 +90,7 @@ pub(super) struct Engine {
     prober: Prober,
     config: EngineConfig,
     own_pids: HashSet<u32>,
-    states: HashMap<LockKey, KeyState>,
+    states: crate::engine::store::KeyStore,
     /// The keys of `states` that are held (whose holders the clock
     /// refreshes).
     held: HashSet<LockKey>,
@@ -180,7 +180,7 @@ impl Engine {
             next_sweep: Instant::now() + config.sweep_every,
             config,
             own_pids: HashSet::from([std::process::id()]),
-            states: HashMap::new(),
+            states: Default::default(),
             held: HashSet::new(),
             filter,
             opens_due: None,

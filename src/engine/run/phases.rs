@@ -107,7 +107,7 @@ impl Engine {
                     }
                     self.span("begin sweep merge", from, items);
                 }
-                () = std::future::ready(()), if self.merging.is_some() => {
+                () = std::future::ready(()), if self.may_merge() => {
                     let from = self.clock();
                     let items = self.merge_some(sweep::MERGE_CHUNK);
                     self.span("apply sweep", from, items);
@@ -128,11 +128,16 @@ impl Engine {
     ) -> PhaseEnd {
         loop {
             self.flush_outbox();
+            let consumer = self.deltas.clone();
             tokio::select! {
                 command = commands.recv() => match command {
                     None => return PhaseEnd::Stop,
                     Some(command) => self.command(command).await,
                 },
+                _ = consumer.reserve(), if !self.outbox.is_empty() => {}
+                () = std::future::ready(()), if self.may_merge() => {
+                    self.merge_some(sweep::MERGE_CHUNK);
+                }
                 _ = tokio::time::sleep(POLL_EVERY.min(self.config.sweep_every)) => {
                     if !self.root.is_dir() {
                         return PhaseEnd::RootGone;

@@ -31,6 +31,7 @@ use crate::liveness::annotate::{Recheck, annotate_reading};
 use crate::liveness::bulk::ReadLocks;
 use crate::liveness::proc_locks::LockIndex;
 use crate::liveness::unlinked::{self, KnownInodes};
+use crate::liveness::probed::Probed;
 use crate::liveness::{KeyState, ProbeMode, Prober};
 use crate::liveness::{bulk, dir_probe};
 
@@ -54,8 +55,12 @@ impl Engine {
         self.replace_problems(Vec::new());
     }
 
-    /// Rescans the root and passively probes every claim, inline (the
-    /// initial sync, rescans, polling): events wait until it is done.
+    /// Rescans the root and probes every claim, inline (the initial sync,
+    /// rescans, polling): events wait until the scan is done. Its findings
+    /// are then merged like a periodic sweep's, a chunk per turn of the
+    /// loop and only as fast as the consumer takes the deltas (so a
+    /// million keys never wait in the outbox), held keys first; events
+    /// heard meanwhile are newer and win.
     pub(super) async fn full_sweep(&mut self) {
         self.next_sweep = Instant::now() + self.config.sweep_every;
         self.disown_background_sweep();
@@ -70,12 +75,19 @@ impl Engine {
         self.forget_opened_files();
         let outcome = self.sweep_job(Workers::Runtime).run().await;
         if let Some(outcome) = outcome {
-            self.apply_sweep(outcome);
+            self.sweep_touched.begin();
+            self.begin_merge(outcome);
         }
     }
 
+    /// Whether the next chunk of a sweep's findings may be merged: one is
+    /// being merged, and the consumer took every delta sent so far.
+    pub(super) fn may_merge(&self) -> bool {
+        self.merging.is_some() && self.outbox.is_empty()
+    }
+
     /// Starts the periodic sweep on its own task, so events keep being
-    /// handled while it runs; [`Self::apply_sweep`] merges its outcome.
+    /// handled while it runs; [`Self::begin_merge`] merges its outcome.
     pub(super) fn start_background_sweep(&mut self) {
         self.next_sweep = Instant::now() + self.config.sweep_every;
         if self.sweep_touched.active() {
@@ -105,13 +117,6 @@ impl Engine {
         }
     }
 
-    /// Merges a sweep's findings at once (the inline sweeps: the loop
-    /// waits for them anyway).
-    pub(super) fn apply_sweep(&mut self, outcome: SweepOutcome) {
-        self.begin_merge(outcome);
-        self.merge_some(usize::MAX);
-    }
-
     /// Begins merging a sweep's findings: the keys it did not find on disk
     /// are removed at once; the others are merged by [`Self::merge_some`],
     /// a chunk per turn of the loop. A key events probed or removed since
@@ -134,9 +139,13 @@ impl Engine {
         for key in gone {
             self.remove(&key);
         }
+        // One table for every key found: no growth (two tables at once)
+        // while a million are merged.
+        self.states
+            .reserve(batch.len().saturating_sub(self.states.len()));
         self.merging = Some(Merge {
             count: batch.len(),
-            batch: batch.into_iter(),
+            batch: Box::new(batch.into_iter_rest_first()),
             problems,
             at: SystemTime::now(),
         });
@@ -183,7 +192,9 @@ pub(super) const MERGE_CHUNK: usize = 1_024;
 
 /// A sweep's findings being merged, a chunk per turn of the loop.
 pub(super) struct Merge {
-    batch: std::vec::IntoIter<(LockKey, KeyState)>,
+    /// Held (and otherwise noteworthy) keys first: they are what a view
+    /// needs before the million free ones.
+    batch: Box<dyn ExactSizeIterator<Item = (LockKey, KeyState)> + Send>,
     /// How many keys the sweep found.
     count: usize,
     problems: Vec<ScanProblem>,
@@ -197,7 +208,7 @@ pub(super) struct SweepOutcome {
     /// The engine's generation when the sweep began (see
     /// [`Engine::forget_everything`]).
     pub(super) generation: u64,
-    batch: Vec<(LockKey, KeyState)>,
+    batch: Probed,
     /// The keys of `batch`, for the gone-key pass on the loop.
     found: FoundKeys,
     problems: Vec<ScanProblem>,
@@ -222,11 +233,11 @@ pub(super) struct FoundKeys {
 
 impl FoundKeys {
     /// The set of `batch`'s keys.
-    pub(super) fn of(batch: &[(LockKey, KeyState)]) -> Self {
+    pub(super) fn of(batch: &Probed) -> Self {
         let seed = foldhash::quality::RandomState::default();
         let mut hashes =
             HashSet::with_capacity_and_hasher(batch.len(), foldhash::fast::RandomState::default());
-        hashes.extend(batch.iter().map(|(key, _)| Self::hash(&seed, key)));
+        hashes.extend(batch.keys().map(|key| Self::hash(&seed, key)));
         Self { seed, hashes }
     }
 
@@ -311,6 +322,8 @@ impl SweepJob {
             }
             Workers::OneThread => dir_probe::probe_passive(&prober, report.keys, 1).await,
         };
+        // (A passive sweep holds every state until annotated; the
+        // lock-free one, the default, never does.)
         // Opens from here on are not the sweep's: the read below sees what
         // the sweep's own opens could have revealed.
         drop(muted);
@@ -322,6 +335,7 @@ impl SweepJob {
             LockIndex::read().unwrap_or_default()
         };
         let index = annotate_reading(&mut batch, &own_pids, &read, Recheck::SharedProbe);
+        let batch = Probed::of(batch);
         Some(outcome(generation, batch, report.problems, state_dir, index, known).await)
     }
 }
@@ -331,7 +345,7 @@ impl SweepJob {
 /// `known`: the inodes of the claim files it found), sorted.
 async fn outcome(
     generation: u64,
-    batch: Vec<(LockKey, KeyState)>,
+    batch: Probed,
     mut problems: Vec<ScanProblem>,
     state_dir: PathBuf,
     index: LockIndex,
@@ -436,6 +450,7 @@ mod tests {
         engine.sweep_touched.begin();
         engine.sweep_touched.touch(&probed);
         while deltas.try_recv().is_ok() {}
+        let batch = Probed::of(batch);
         engine.begin_merge(SweepOutcome {
             generation: engine.generation,
             found: FoundKeys::of(&batch),
@@ -472,7 +487,7 @@ mod tests {
             engine.merge_some(MERGE_CHUNK);
         }
         assert_eq!(engine.states.len(), 3_001);
-        assert_eq!(engine.states[&late].liveness, Liveness::Live);
+        assert_eq!(engine.states.get(&late).unwrap().liveness, Liveness::Live);
         assert!(!engine.sweep_touched.active(), "the sweep is over");
         let sent: Vec<Delta> = std::iter::from_fn(|| deltas.try_recv().ok()).collect();
         assert!(matches!(
