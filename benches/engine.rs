@@ -476,9 +476,10 @@ async fn snapshot_timed(
         ProbeMode::LockFree => {
             let read: ReadLocks =
                 Arc::new(|| locktop::liveness::proc_locks::LockIndex::read().unwrap_or_default());
-            let tree = locktop::liveness::bulk::probe_tree_lock_free(state, &own, nproc(), read)
-                .await
-                .expect("scan the fixture");
+            let tree =
+                locktop::liveness::bulk::probe_tree_lock_free(state, &own, nproc(), read, None)
+                    .await
+                    .expect("scan the fixture");
             (tree.batch, Some(tree.timeline))
         }
         ProbeMode::Passive => {
@@ -576,7 +577,7 @@ async fn section_snapshot(plan: &Plan, bin: &Path, state: &Path, targets: &mut T
         let start = Instant::now();
         let mut held = 0;
         for key in &report.keys {
-            if objectiveai_sdk::lockfile::try_held(&key.dir(), &key.key()).await {
+            if objectiveai_sdk::lockfile::try_held(key.dir(), key.key()).await {
                 held += 1;
             }
         }

@@ -189,8 +189,8 @@ fn write_table<'a>(
         // are shown, never sent to the terminal.
         let command = visible(&command).into_owned();
         let name = match width {
-            Some(_) => crate::tui::fit::fit(&key.name(), name_width),
-            None => visible(&key.name()).into_owned(),
+            Some(_) => crate::tui::fit::fit(key.name(), name_width),
+            None => visible(key.name()).into_owned(),
         };
         let line = format!(
             "{:<10} {:<8} {:>7} {:>6}  {:<10}  {:<name_width$} {}",

@@ -28,6 +28,11 @@ use crate::disk::key::{DirNamer, LockKey};
 use crate::locks::escape::{ANNOUNCE_SUFFIX, GATE_SUFFIX, unescape};
 use crate::locks::locks_root;
 
+/// Called with each directory just before the walk reads it: the engine
+/// adds its inotify watch there, so whatever is created in it afterwards
+/// is heard, and whatever was created before is read.
+pub type OnDir = std::sync::Arc<dyn Fn(&Path) + Send + Sync>;
+
 /// Every claim and every problem found under a directory.
 #[derive(Debug, Default, Clone)]
 pub struct ScanReport {
@@ -43,20 +48,24 @@ pub struct ScanReport {
 
 /// Scans the whole locks root of `state_dir`. Fails only if the root itself
 /// cannot be read (e.g. it does not exist).
-pub fn scan(state_dir: &Path) -> std::io::Result<ScanReport> {
+pub fn scan(state_dir: &Path, on_dir: Option<&OnDir>) -> std::io::Result<ScanReport> {
     let root = locks_root(state_dir);
     std::fs::read_dir(&root)?;
-    Ok(scan_subtree(state_dir, &root))
+    Ok(scan_subtree(state_dir, &root, on_dir))
 }
 
 /// Scans `dir` and everything below it (a subtree of the locks root).
 /// A missing `dir` yields an empty report.
-pub fn scan_subtree(state_dir: &Path, dir: &Path) -> ScanReport {
+pub fn scan_subtree(state_dir: &Path, dir: &Path, on_dir: Option<&OnDir>) -> ScanReport {
     let mut keys = Vec::new();
     let whole_dirs = usize::MAX;
-    let mut report = walk(state_dir, dir.to_path_buf(), whole_dirs, &mut |found| {
-        keys.extend(found)
-    });
+    let mut report = walk(
+        state_dir,
+        dir.to_path_buf(),
+        whole_dirs,
+        on_dir,
+        &mut |found| keys.extend(found),
+    );
     report.keys = keys;
     report
 }
@@ -68,11 +77,12 @@ pub fn scan_subtree(state_dir: &Path, dir: &Path) -> ScanReport {
 pub fn scan_feeding(
     state_dir: &Path,
     chunk: usize,
+    on_dir: Option<&OnDir>,
     feed: &mut dyn FnMut(Vec<LockKey>),
 ) -> std::io::Result<ScanReport> {
     let root = locks_root(state_dir);
     std::fs::read_dir(&root)?;
-    Ok(walk(state_dir, root, chunk, feed))
+    Ok(walk(state_dir, root, chunk, on_dir, feed))
 }
 
 /// Walks `top` and everything below it, handing the keys to `feed` as in
@@ -81,6 +91,7 @@ fn walk(
     state_dir: &Path,
     top: PathBuf,
     chunk: usize,
+    on_dir: Option<&OnDir>,
     feed: &mut dyn FnMut(Vec<LockKey>),
 ) -> ScanReport {
     let mut report = ScanReport::default();
@@ -99,6 +110,9 @@ fn walk(
     };
     let mut stack = vec![top];
     while let Some(dir) = stack.pop() {
+        if let Some(on_dir) = on_dir {
+            on_dir(&dir);
+        }
         let opened = open_below_root(&root, root_fd.as_fd(), &dir);
         let mut full = |keys: &mut Vec<LockKey>| {
             if keys.len() >= chunk {
@@ -355,8 +369,16 @@ pub fn problem_at(path: &Path) -> Option<ScanProblemKind> {
 
 /// [`scan`] off the async threads (a scan of 100k keys takes a while).
 pub async fn scan_root(state_dir: &Path) -> std::io::Result<ScanReport> {
+    scan_root_watching(state_dir, None).await
+}
+
+/// [`scan_root`], calling `on_dir` before each directory is read.
+pub async fn scan_root_watching(
+    state_dir: &Path,
+    on_dir: Option<OnDir>,
+) -> std::io::Result<ScanReport> {
     let state_dir = state_dir.to_path_buf();
-    tokio::task::spawn_blocking(move || scan(&state_dir))
+    tokio::task::spawn_blocking(move || scan(&state_dir, on_dir.as_ref()))
         .await
         .map_err(std::io::Error::other)?
 }
@@ -392,7 +414,7 @@ mod tests {
         touch(&locks.join("agents/instances/solo.lock"));
         touch(&locks.join("agents/tags/my%20tag%2Ev1.lock"));
         touch(&locks.join("plugins-daemon/main.lock"));
-        let report = scan(state.path()).unwrap();
+        let report = scan(state.path(), None).unwrap();
         assert_eq!(
             names(&report),
             vec![
@@ -417,7 +439,7 @@ mod tests {
         std::os::unix::fs::symlink("/etc", tags.join("link")).unwrap();
         use std::os::unix::ffi::OsStrExt;
         touch(&tags.join(std::ffi::OsStr::from_bytes(b"\xff.lock")));
-        let report = scan(state.path()).unwrap();
+        let report = scan(state.path(), None).unwrap();
         assert!(report.keys.is_empty());
         let mut kinds: Vec<_> = report.problems.iter().map(|p| p.kind.clone()).collect();
         kinds.sort();
@@ -443,7 +465,7 @@ mod tests {
         nix::unistd::mkfifo(&tags.join("ok.live.lock"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         touch(&tags.join("ok.lock"));
         let _socket = std::os::unix::net::UnixListener::bind(tags.join("sock.lock")).unwrap();
-        let report = scan(state.path()).unwrap();
+        let report = scan(state.path(), None).unwrap();
         let names: Vec<_> = report.keys.iter().map(|k| k.name()).collect();
         assert_eq!(names, ["ok"]);
         let mut problems: Vec<_> = report
@@ -477,9 +499,9 @@ mod tests {
         }
         touch(&locks.join("agents/instances/solo.lock"));
         touch(&locks.join("agents/tags/stray.txt"));
-        let whole = scan(state.path()).unwrap();
+        let whole = scan(state.path(), None).unwrap();
         let mut chunks = Vec::new();
-        let fed = scan_feeding(state.path(), 3, &mut |chunk| chunks.push(chunk)).unwrap();
+        let fed = scan_feeding(state.path(), 3, None, &mut |chunk| chunks.push(chunk)).unwrap();
         assert!(fed.keys.is_empty());
         for chunk in &chunks {
             assert!((1..=3).contains(&chunk.len()), "{chunk:?}");
@@ -504,9 +526,9 @@ mod tests {
     #[test]
     fn a_missing_root_is_an_error_but_a_missing_subtree_is_empty() {
         let state = tempfile::tempdir().unwrap();
-        assert!(scan(state.path()).is_err());
+        assert!(scan(state.path(), None).is_err());
         assert!(
-            scan_subtree(state.path(), &state.path().join("nope"))
+            scan_subtree(state.path(), &state.path().join("nope"), None)
                 .keys
                 .is_empty()
         );
@@ -530,13 +552,13 @@ mod tests {
         fs::remove_dir(&swapped).unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), &swapped).unwrap();
 
-        let report = scan_subtree(state.path(), &swapped);
+        let report = scan_subtree(state.path(), &swapped, None);
         assert!(report.keys.is_empty(), "followed: {:?}", report.keys);
         assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
         assert_eq!(report.problems[0].kind, ScanProblemKind::Symlink);
-        let below = scan_subtree(state.path(), &swapped.join("deep"));
+        let below = scan_subtree(state.path(), &swapped.join("deep"), None);
         assert!(below.keys.is_empty(), "followed: {:?}", below.keys);
-        let whole = scan(state.path()).unwrap();
+        let whole = scan(state.path(), None).unwrap();
         assert!(whole.keys.is_empty(), "followed: {:?}", whole.keys);
     }
 

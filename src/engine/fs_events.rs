@@ -65,8 +65,62 @@ pub enum FsChange {
 }
 
 /// A live notify watcher; dropping it stops the events.
+///
+/// A recursive watch is one watch per directory, added by the engine's
+/// own walks ([`FsWatcher::dir_hook`]) just before each directory is read
+/// — not by notify's recursive mode, which `lstat`s every entry of the
+/// tree before the first event (2 million claim files: 9 s of a first
+/// view spent before a single key was read).
+#[derive(Clone)]
 pub struct FsWatcher {
-    _watcher: RecommendedWatcher,
+    watcher: Arc<Mutex<RecommendedWatcher>>,
+    /// The first failure to add a directory's watch that matters (the
+    /// watch limit), for the engine to act on.
+    failure: Arc<Mutex<Option<FsChange>>>,
+}
+
+impl FsWatcher {
+    /// Adds (or keeps) the watch of `dir`, its entries only. A directory
+    /// gone meanwhile is no failure (its removal is an event of its own).
+    pub fn watch_dir(&self, dir: &Path) {
+        let Ok(mut watcher) = self.watcher.lock() else {
+            return;
+        };
+        let failure = match watcher.watch(dir, RecursiveMode::NonRecursive) {
+            Ok(()) => return,
+            Err(error) => match error.kind {
+                notify::ErrorKind::MaxFilesWatch => FsChange::WatchLimit(error.to_string()),
+                notify::ErrorKind::PathNotFound => return,
+                notify::ErrorKind::Io(ref io)
+                    if matches!(
+                        io.raw_os_error(),
+                        Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+                    ) =>
+                {
+                    return;
+                }
+                _ => FsChange::Error(format!("cannot watch {}: {error}", dir.display())),
+            },
+        };
+        drop(watcher);
+        if let Ok(mut first) = self.failure.lock() {
+            let limit = matches!(failure, FsChange::WatchLimit(_));
+            if first.is_none() || limit {
+                *first = Some(failure);
+            }
+        }
+    }
+
+    /// The walks' hook: watch each directory before it is read.
+    pub fn dir_hook(&self) -> crate::disk::scan::OnDir {
+        let watcher = self.clone();
+        Arc::new(move |dir: &Path| watcher.watch_dir(dir))
+    }
+
+    /// The failure to watch a directory since the last call, if any.
+    pub fn take_failure(&self) -> Option<FsChange> {
+        self.failure.lock().ok()?.take()
+    }
 }
 
 /// How many changes may wait for the engine; one more is lost (and the
@@ -179,12 +233,12 @@ impl EventFilter {
     }
 }
 
-/// Watches `dir` (recursively or not) and sends classified changes to `tx`.
-/// Paths are named as claims of `state_dir`.
+/// Watches `dir`'s entries and sends classified changes to `tx` (the
+/// directories below it are added by walks through
+/// [`FsWatcher::dir_hook`]). Paths are named as claims of `state_dir`.
 pub fn subscribe(
     state_dir: &Path,
     dir: &Path,
-    recursive: bool,
     filter: Arc<EventFilter>,
     tx: Sender<FsChange>,
 ) -> notify::Result<FsWatcher> {
@@ -209,13 +263,11 @@ pub fn subscribe(
     };
     let config = notify::Config::default().with_follow_symlinks(false);
     let mut watcher = RecommendedWatcher::new(handler, config)?;
-    let mode = if recursive {
-        RecursiveMode::Recursive
-    } else {
-        RecursiveMode::NonRecursive
-    };
-    watcher.watch(dir, mode)?;
-    Ok(FsWatcher { _watcher: watcher })
+    watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    Ok(FsWatcher {
+        watcher: Arc::new(Mutex::new(watcher)),
+        failure: Arc::default(),
+    })
 }
 
 fn is_open(event: &notify::Event) -> bool {
@@ -385,7 +437,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let filter = Arc::new(EventFilter::default());
         let (tx, mut rx) = tokio::sync::mpsc::channel(1);
-        let watcher = subscribe(dir.path(), dir.path(), true, filter.clone(), tx).unwrap();
+        let watcher = subscribe(dir.path(), dir.path(), filter.clone(), tx).unwrap();
         for i in 0..20 {
             std::fs::create_dir(dir.path().join(format!("d{i}"))).unwrap();
         }

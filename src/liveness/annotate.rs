@@ -186,7 +186,7 @@ fn annotate_stated(
     // if the locks' own filesystem has one.
     let look_for_shared = batch
         .first()
-        .and_then(|(key, _)| std::fs::symlink_metadata(&key.dir()).ok())
+        .and_then(|(key, _)| std::fs::symlink_metadata(key.dir()).ok())
         .is_some_and(|dir| index.has_shared_on(FileId::from_metadata(&dir), own_pids));
     if look_for_shared {
         let free = batch

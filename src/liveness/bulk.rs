@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 use super::{KeyState, Liveness};
 use crate::disk::ScanReport;
 use crate::disk::key::LockKey;
+use crate::disk::scan::OnDir;
 use crate::liveness::annotate::{Recheck, annotate, annotate_after_early_read, annotate_with};
 use crate::liveness::dir_probe;
 use crate::liveness::lock_free;
-use crate::liveness::probed::Probed;
 use crate::liveness::probe::{IN_FLIGHT_AFTER, IN_FLIGHT_REREAD, ProbeMode, Prober};
+use crate::liveness::probed::Probed;
 use crate::liveness::proc_locks::{FileId, LockIndex};
 
 /// Reads `/proc/locks` (the caller's way: counted, or not).
@@ -194,6 +195,7 @@ pub async fn probe_tree_lock_free(
     own_pids: &HashSet<u32>,
     threads: usize,
     read: ReadLocks,
+    on_dir: Option<OnDir>,
 ) -> std::io::Result<TreeProbe> {
     let start = Instant::now();
     let state_dir = state_dir.to_path_buf();
@@ -203,7 +205,7 @@ pub async fn probe_tree_lock_free(
             let read = read.clone();
             std::thread::spawn(move || (LockIndex::read_merged(&*read), start.elapsed()))
         };
-        let mut report = crate::disk::scan::scan(&state_dir)?;
+        let mut report = crate::disk::scan::scan(&state_dir, on_dir.as_ref())?;
         let (index, read_at) = early.join().unwrap_or_default();
         let keys = std::mem::take(&mut report.keys);
         // As the annotation decides whether to look at free claims.

@@ -120,7 +120,7 @@ pub async fn scan_and_probe_passive_in(
                     })
                 })
                 .collect();
-            let report = scan::scan_feeding(&state_dir, chunk, &mut |chunk| {
+            let report = scan::scan_feeding(&state_dir, chunk, None, &mut |chunk| {
                 let _ = tx.send(chunk);
             });
             drop(tx);
@@ -189,23 +189,24 @@ pub(super) fn each_claim_at<K: std::borrow::Borrow<LockKey>, T>(
     let mut open_dir: Option<(Arc<ClaimDir>, Option<OwnedFd>)> = None;
     let (mut gate, mut announce) = (Vec::with_capacity(128), Vec::with_capacity(128));
     keys.into_iter().map(move |owned| {
-            let key: &LockKey = owned.borrow();
-            if open_dir.as_ref().is_none_or(|(dir, _)| {
-                !Arc::ptr_eq(dir, key.claim_dir()) && dir.path() != key.dir()
-            }) {
-                let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-                let fd = open(key.dir(), flags, Mode::empty()).ok();
-                open_dir = Some((key.claim_dir().clone(), fd));
-            }
-            let Some(dir) = open_dir.as_ref().and_then(|(_, fd)| fd.as_ref()) else {
-                return answer(owned, None);
-            };
-            gate.clear();
-            escape_into(&key.key(), &mut gate);
-            announce.clear();
-            announce.extend_from_slice(&gate);
-            gate.extend_from_slice(GATE_SUFFIX.as_bytes());
-            announce.extend_from_slice(ANNOUNCE_SUFFIX.as_bytes());
-            answer(owned, Some((dir.as_fd(), &gate[..], &announce[..])))
-        })
+        let key: &LockKey = owned.borrow();
+        if open_dir
+            .as_ref()
+            .is_none_or(|(dir, _)| !Arc::ptr_eq(dir, key.claim_dir()) && dir.path() != key.dir())
+        {
+            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+            let fd = open(key.dir(), flags, Mode::empty()).ok();
+            open_dir = Some((key.claim_dir().clone(), fd));
+        }
+        let Some(dir) = open_dir.as_ref().and_then(|(_, fd)| fd.as_ref()) else {
+            return answer(owned, None);
+        };
+        gate.clear();
+        escape_into(key.key(), &mut gate);
+        announce.clear();
+        announce.extend_from_slice(&gate);
+        gate.extend_from_slice(GATE_SUFFIX.as_bytes());
+        announce.extend_from_slice(ANNOUNCE_SUFFIX.as_bytes());
+        answer(owned, Some((dir.as_fd(), &gate[..], &announce[..])))
+    })
 }

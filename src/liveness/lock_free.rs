@@ -149,7 +149,9 @@ pub fn judged_split(keys: Vec<LockKey>, index: &LockIndex, shared_possible: bool
                 let answer = answer_at(dir, gate, announce, index);
                 let rows = shared_possible
                     && answer == Answer::Free
-                    && [gate, announce].into_iter().any(|file| has_rows(dir, file, index));
+                    && [gate, announce]
+                        .into_iter()
+                        .any(|file| has_rows(dir, file, index));
                 (answer, rows)
             }
             None => (answer(&key, index), shared_possible),

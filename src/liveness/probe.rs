@@ -154,7 +154,7 @@ impl Prober {
 
     async fn acquire(&self, key: &LockKey, patience: Patience) -> Option<KeyState> {
         let map = self.context.agent_locks();
-        let taken = locks::try_acquire(map, &key.dir(), &key.key()).await;
+        let taken = locks::try_acquire(map, key.dir(), key.key()).await;
         let state = match taken {
             Some(lock) => Some(match lock.release() {
                 Ok(()) => KeyState::bare(Liveness::Free),
@@ -167,7 +167,7 @@ impl Prober {
             // nothing: a task waiting in `wait_acquire` holds it too.
             None => passive_with(key, patience).await,
         };
-        locks::prune_idle(map, &key.dir(), &key.key());
+        locks::prune_idle(map, key.dir(), key.key());
         state
     }
 }
@@ -230,8 +230,7 @@ async fn passive_with(key: &LockKey, patience: Patience) -> Option<KeyState> {
         return None;
     }
     let liveness =
-        match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(&key.dir(), &key.key()))
-            .await
+        match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(key.dir(), key.key())).await
         {
             Ok(true) => Liveness::Live,
             Ok(false) => Liveness::Free,

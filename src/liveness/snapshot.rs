@@ -15,10 +15,10 @@ use anyhow::Context as _;
 
 use crate::context::Context;
 use crate::disk::problem::ScanProblem;
-use crate::liveness::probed::Probed;
 use crate::liveness::annotate::{Recheck, annotate_reading};
 use crate::liveness::bulk::{self, ReadLocks};
 use crate::liveness::probe::{ProbeMode, Prober};
+use crate::liveness::probed::Probed;
 use crate::liveness::proc_locks::LockIndex;
 use crate::liveness::unlinked::{self, KnownInodes};
 
@@ -54,7 +54,7 @@ pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot>
     let threads = std::thread::available_parallelism().map_or(2, usize::from);
     let (mut keys, report, index) = match mode {
         ProbeMode::LockFree => {
-            let tree = bulk::probe_tree_lock_free(state_dir, &own, threads, read)
+            let tree = bulk::probe_tree_lock_free(state_dir, &own, threads, read, None)
                 .await
                 .with_context(cannot_read)?;
             (tree.batch, tree.report, tree.index)

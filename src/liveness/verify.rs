@@ -466,7 +466,7 @@ mod tests {
         }
         let state = tempfile::tempdir().unwrap();
         let key = LockKey::from_coord(state.path(), &state.path().join("locks/agents/tags"), "t");
-        std::fs::create_dir_all(&key.dir()).unwrap();
+        std::fs::create_dir_all(key.dir()).unwrap();
         let (gate, announce) = (key.gate_path(), key.announce_path());
         let (mut keeper, callers) = hold_through_flock_naming(&[&gate, &announce]);
         // Taken ten seconds ago, as far as the claim's files tell.

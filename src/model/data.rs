@@ -247,7 +247,7 @@ impl Data {
     }
 
     fn remove_key(&mut self, key: &LockKey) {
-        let Some(id) = self.tree.find(Section::of(key.kind()), &key.name()) else {
+        let Some(id) = self.tree.find(Section::of(key.kind()), key.name()) else {
             return;
         };
         if let Some(old) = self.tree.lock_mut(id).take() {
@@ -317,7 +317,7 @@ impl Folder for Folding<'_> {
     }
 
     fn liveness_of(&self, key: &LockKey) -> Option<Liveness> {
-        let id = self.data.tree.find(Section::of(key.kind()), &key.name())?;
+        let id = self.data.tree.find(Section::of(key.kind()), key.name())?;
         self.data.lock(id).map(Lock::liveness)
     }
 

@@ -290,7 +290,7 @@ impl Model {
         if !fresh {
             let settings = &self.settings;
             let rows = (self.data().events.iter().enumerate())
-                .filter(|(_, event)| settings.matches_key(&event.key.name(), event.pid.into_iter()))
+                .filter(|(_, event)| settings.matches_key(event.key.name(), event.pid.into_iter()))
                 .map(|(index, _)| index)
                 .collect();
             self.events_cache = Some((version, self.settings.filter.clone(), rows));

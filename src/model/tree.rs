@@ -202,7 +202,7 @@ impl Tree {
                 }
                 at
             }
-            _ => self.ensure_child(self.root(section), &key.name(), &key.name()),
+            _ => self.ensure_child(self.root(section), key.name(), key.name()),
         }
     }
 

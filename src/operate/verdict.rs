@@ -283,7 +283,7 @@ impl<'a> RoleIndex<'a> {
                 by_pid
                     .entry(holder.pid)
                     .or_default()
-                    .push((key.kind(), &key.name()));
+                    .push((key.kind(), key.name()));
             }
         }
         Self { by_pid }

@@ -162,7 +162,7 @@ impl App {
         rows.retain(|row| {
             data.lock(row.node).is_some_and(|lock| {
                 let pids = lock.state.holders.iter().map(|p| p.pid);
-                settings.matches_key(&lock.key.name(), pids)
+                settings.matches_key(lock.key.name(), pids)
             })
         });
         let lock = |row: &BlockingRow| data.lock(row.node);

@@ -66,13 +66,7 @@ impl Engine {
 
     pub(super) async fn on_timers(&mut self) {
         let now = Instant::now();
-        let from = self.clock();
-        while self.new_dirs.first().is_some_and(|(due, _)| *due <= now) {
-            let (_, dir) = self.new_dirs.remove(0);
-            self.scan_new_dir(dir).await;
-        }
         self.flush_problems();
-        self.span("scan new dirs", from, 0);
         if self.batch_due.is_some_and(|due| due <= now) {
             let from = self.clock();
             self.batch_due = None;

@@ -23,8 +23,7 @@ impl Engine {
             }
             FsChange::DirCreated(dir) => {
                 self.recheck_problem(&dir);
-                self.scan_new_dir(dir.clone()).await;
-                self.new_dirs.push((Instant::now() + NEW_DIR_RESCAN, dir));
+                self.scan_new_dir(dir);
             }
             FsChange::DirRemoved(dir) => {
                 if !self.root.is_dir() {
@@ -80,18 +79,30 @@ impl Engine {
         None
     }
 
-    /// Marks every claim under a new directory as changed.
-    pub(super) async fn scan_new_dir(&mut self, dir: PathBuf) {
+    /// Scans a new directory off the loop, watching it and every
+    /// directory below it before reading it (so nothing created in them
+    /// goes unseen: what was there is read, what comes after is heard);
+    /// [`Self::on_dir_scanned`] takes the answer.
+    pub(super) fn scan_new_dir(&mut self, dir: PathBuf) {
         let state_dir = self.state_dir.clone();
-        let report = tokio::task::spawn_blocking(move || scan::scan_subtree(&state_dir, &dir))
-            .await
-            .unwrap_or_default();
+        let hook = self.dir_hook();
+        let scanned = self.dir_scans_tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = scanned.send(scan::scan_subtree(&state_dir, &dir, hook.as_ref()));
+        });
+    }
+
+    /// Marks every claim a new directory's scan found as changed; `Some`
+    /// when its watches ran out (polling from now on).
+    pub(super) fn on_dir_scanned(&mut self, report: crate::disk::ScanReport) -> Option<PhaseEnd> {
         self.add_problems(report.problems);
         for key in report.keys {
             if !self.states.contains_key(&key) {
                 self.mark(key);
             }
         }
+        self.flush_problems();
+        self.watch_limit_reached().then_some(PhaseEnd::Poll)
     }
 
     pub(super) async fn command(&mut self, command: EngineCommand) {

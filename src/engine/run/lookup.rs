@@ -594,7 +594,7 @@ mod tests {
     #[tokio::test]
     async fn a_key_held_while_a_lookup_runs_is_named_by_the_next() {
         let (tmp, mut engine, mut deltas, first, _gate) = engine_with_a_claim();
-        let second = LockKey::from_coord(tmp.path(), &first.dir(), "u");
+        let second = LockKey::from_coord(tmp.path(), first.dir(), "u");
         let second_gate = std::fs::File::create(second.gate_path()).unwrap();
         second_gate.lock().unwrap();
         std::fs::write(second.announce_path(), b"1").unwrap();

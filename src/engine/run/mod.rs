@@ -63,10 +63,6 @@ pub const COALESCE: Duration = Duration::from_millis(2);
 pub const INDEX_MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// Sweep period when inotify cannot be used.
 pub const POLL_EVERY: Duration = Duration::from_secs(2);
-/// A created directory is scanned again this long after its creation
-/// event: notify adds the new directory's watch only after handing us the
-/// event, so a file created in between is seen by this second scan.
-pub const NEW_DIR_RESCAN: Duration = Duration::from_millis(50);
 /// How often a missing locks root is looked for (besides its events).
 const ROOT_RECHECK: Duration = Duration::from_secs(1);
 
@@ -148,8 +144,10 @@ pub(super) struct Engine {
     /// so that the look finds the `flock` the open came before.
     opened_held: HashSet<LockKey>,
     next_sweep: Instant,
-    /// Directories created recently, to scan again once their watch exists.
-    new_dirs: Vec<(Instant, PathBuf)>,
+    /// Scans of created directories (off the loop: adding a watch waits
+    /// for notify's thread, which a storm of events keeps busy).
+    dir_scans_tx: UnboundedSender<crate::disk::ScanReport>,
+    dir_scans: UnboundedReceiver<crate::disk::ScanReport>,
     /// While a background sweep runs or is merged: the keys events probed
     /// or removed since it began (its findings about them are older).
     sweep_touched: newer::Newer,
@@ -160,6 +158,8 @@ pub(super) struct Engine {
     generation: u64,
     sweep_results_tx: UnboundedSender<Option<SweepOutcome>>,
     sweep_results: UnboundedReceiver<Option<SweepOutcome>>,
+    /// The inotify watcher while watching: walks add directories to it.
+    watcher: Option<fs_events::FsWatcher>,
 }
 
 impl Engine {
@@ -172,6 +172,7 @@ impl Engine {
         let state_dir = context.state_dir().to_path_buf();
         let (sweep_results_tx, sweep_results) = mpsc::unbounded_channel();
         let (lookup_results_tx, lookup_results) = mpsc::unbounded_channel();
+        let (dir_scans_tx, dir_scans) = mpsc::unbounded_channel();
         let filter = Arc::new(fs_events::EventFilter::traced(config.trace.clone()));
         Self {
             root: locks_root(&state_dir),
@@ -205,12 +206,14 @@ impl Engine {
             deferred: HashMap::new(),
             recheck: HashSet::new(),
             opened_held: HashSet::new(),
-            new_dirs: Vec::new(),
+            dir_scans_tx,
+            dir_scans,
             sweep_touched: newer::Newer::default(),
             merging: None,
             generation: 0,
             sweep_results_tx,
             sweep_results,
+            watcher: None,
         }
     }
 
@@ -238,12 +241,19 @@ impl Engine {
             first = false;
             let (tx, rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
             let filter = self.filter.clone();
-            let end = match fs_events::subscribe(&self.state_dir, &self.root, true, filter, tx) {
+            let end = match fs_events::subscribe(&self.state_dir, &self.root, filter, tx) {
                 Ok(watcher) => {
+                    // The sweep's walk watches every directory it reads.
+                    self.watcher = Some(watcher);
                     self.full_sweep().await;
-                    self.set_health(WatcherHealth::Watching);
-                    let end = self.event_phase(rx, &mut commands).await;
-                    drop(watcher);
+                    let end = if self.watch_limit_reached() {
+                        self.watcher = None;
+                        self.poll_phase(&mut commands).await
+                    } else {
+                        self.set_health(WatcherHealth::Watching);
+                        self.event_phase(rx, &mut commands).await
+                    };
+                    self.watcher = None;
                     end
                 }
                 Err(error) => {
@@ -303,6 +313,33 @@ impl Engine {
                 Err(TrySendError::Closed(_)) => return self.outbox = outbox::Outbox::default(),
             }
         }
+    }
+
+    /// Whether a walk could not watch a directory for want of inotify
+    /// watches (then the health says polling); other failures are logged.
+    fn watch_limit_reached(&mut self) -> bool {
+        match self
+            .watcher
+            .as_ref()
+            .and_then(fs_events::FsWatcher::take_failure)
+        {
+            Some(FsChange::WatchLimit(error)) => {
+                self.set_health(WatcherHealth::Polling {
+                    reason: format!("inotify watch limit reached ({error})"),
+                });
+                true
+            }
+            Some(failure) => {
+                tracing::warn!(?failure, "a directory could not be watched");
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// The hook that watches each directory a walk reads, while watching.
+    fn dir_hook(&self) -> Option<crate::disk::scan::OnDir> {
+        self.watcher.as_ref().map(fs_events::FsWatcher::dir_hook)
     }
 
     fn set_health(&mut self, health: WatcherHealth) {

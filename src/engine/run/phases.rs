@@ -22,7 +22,7 @@ impl Engine {
             });
             let (tx, mut rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
             let filter = self.filter.clone();
-            let _watcher = fs_events::subscribe(&self.state_dir, &ancestor, false, filter, tx).ok();
+            let _watcher = fs_events::subscribe(&self.state_dir, &ancestor, filter, tx).ok();
             loop {
                 self.flush_outbox();
                 tokio::select! {
@@ -77,9 +77,7 @@ impl Engine {
                         match self.on_change(change).await {
                             None => {}
                             Some(PhaseEnd::Poll) => {
-                                drop(changes);
-                                self.full_sweep().await;
-                                return self.poll_phase(commands).await;
+                                return self.poll_instead(changes, commands).await;
                             }
                             Some(end) => return end,
                         }
@@ -91,6 +89,14 @@ impl Engine {
                     None => return PhaseEnd::Stop,
                     Some(command) => self.command(command).await,
                 },
+                Some(report) = self.dir_scans.recv() => {
+                    let from = self.clock();
+                    let items = report.keys.len();
+                    if let Some(PhaseEnd::Poll) = self.on_dir_scanned(report) {
+                        return self.poll_instead(changes, commands).await;
+                    }
+                    self.span("new dir scanned", from, items);
+                }
                 Some(outcome) = self.lookup_results.recv() => {
                     let from = self.clock();
                     let items = self.apply_lookup(outcome);
@@ -120,6 +126,19 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Gives up inotify (its watch limit was reached): drops the watches,
+    /// sweeps, and polls from now on.
+    async fn poll_instead(
+        &mut self,
+        changes: mpsc::Receiver<FsChange>,
+        commands: &mut UnboundedReceiver<EngineCommand>,
+    ) -> PhaseEnd {
+        self.watcher = None;
+        drop(changes);
+        self.full_sweep().await;
+        self.poll_phase(commands).await
     }
 
     pub(super) async fn poll_phase(
@@ -159,9 +178,6 @@ impl Engine {
         }
         if let Some(due) = self.batch_due {
             wake = wake.min(due);
-        }
-        if let Some((due, _)) = self.new_dirs.first() {
-            wake = wake.min(*due);
         }
         // While a lookup runs, its answer wakes the loop.
         if !self.lookups.running() {

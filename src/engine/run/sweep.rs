@@ -29,9 +29,9 @@ use crate::engine::trace::Stage;
 use crate::engine::{Delta, EngineStats};
 use crate::liveness::annotate::{Recheck, annotate_reading};
 use crate::liveness::bulk::ReadLocks;
+use crate::liveness::probed::Probed;
 use crate::liveness::proc_locks::LockIndex;
 use crate::liveness::unlinked::{self, KnownInodes};
-use crate::liveness::probed::Probed;
 use crate::liveness::{KeyState, ProbeMode, Prober};
 use crate::liveness::{bulk, dir_probe};
 
@@ -114,6 +114,12 @@ impl Engine {
             filter: self.filter.clone(),
             workers,
             lock_free: self.config.probe.reads_lock_table(),
+            // The inline sweeps watch the tree they walk; the periodic
+            // one leaves the watches as events keep them.
+            on_dir: match workers {
+                Workers::Runtime => self.dir_hook(),
+                Workers::OneThread => None,
+            },
         }
     }
 
@@ -283,6 +289,9 @@ struct SweepJob {
     /// Judge every claim from the sweep's `/proc/locks` read (no probe
     /// opens a claim file) instead of probing passively.
     lock_free: bool,
+    /// Watches each directory before the walk reads it (while watching:
+    /// the initial walk is what watches the tree; later ones keep it so).
+    on_dir: Option<crate::disk::scan::OnDir>,
 }
 
 impl SweepJob {
@@ -299,13 +308,15 @@ impl SweepJob {
             filter,
             workers,
             lock_free,
+            on_dir,
         } = self;
         stats.sweeps.fetch_add(1, Ordering::Relaxed);
         if lock_free {
-            return Self::run_lock_free(generation, state_dir, own_pids, stats, workers).await;
+            return Self::run_lock_free(generation, state_dir, own_pids, stats, workers, on_dir)
+                .await;
         }
         let muted = filter.mute_opens();
-        let mut report = match crate::disk::scan::scan_root(&state_dir).await {
+        let mut report = match crate::disk::scan::scan_root_watching(&state_dir, on_dir).await {
             Ok(report) => report,
             Err(error) => {
                 tracing::warn!(%error, "sweep could not scan the locks root");
@@ -376,6 +387,7 @@ impl SweepJob {
         own_pids: HashSet<u32>,
         stats: Arc<EngineStats>,
         workers: Workers,
+        on_dir: Option<crate::disk::scan::OnDir>,
     ) -> Option<SweepOutcome> {
         let threads = match workers {
             Workers::Runtime => std::thread::available_parallelism().map_or(2, usize::from),
@@ -386,13 +398,14 @@ impl SweepJob {
             counted.index_reads.fetch_add(1, Ordering::Relaxed);
             LockIndex::read().unwrap_or_default()
         });
-        let tree = match bulk::probe_tree_lock_free(&state_dir, &own_pids, threads, read).await {
-            Ok(tree) => tree,
-            Err(error) => {
-                tracing::warn!(%error, "sweep could not scan the locks root");
-                return None;
-            }
-        };
+        let tree =
+            match bulk::probe_tree_lock_free(&state_dir, &own_pids, threads, read, on_dir).await {
+                Ok(tree) => tree,
+                Err(error) => {
+                    tracing::warn!(%error, "sweep could not scan the locks root");
+                    return None;
+                }
+            };
         let bulk::TreeProbe {
             batch,
             mut report,

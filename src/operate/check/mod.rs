@@ -256,8 +256,8 @@ pub async fn check_family(
             let key = LockKey::from_coord(context.state_dir(), dir, key);
             if locks::is_taken(
                 context.agent_locks(),
-                &key.dir(),
-                &key.key(),
+                key.dir(),
+                key.key(),
                 locks::IN_FLIGHT_AFTER,
             )
             .await
@@ -344,7 +344,7 @@ async fn lock_free_busy(context: &Context, coords: &[(PathBuf, String)]) -> Busy
 /// the tree (only if something is busy) to find what else holders hold.
 fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
     let index = LockIndex::read().unwrap_or_default();
-    let report = scan::scan(state_dir).unwrap_or_default();
+    let report = scan::scan(state_dir, None).unwrap_or_default();
     let unlinked = unlinked::find(
         state_dir,
         &index,
@@ -443,7 +443,7 @@ fn unlinked_holders(found: &[ScanProblem], key: &LockKey) -> Vec<UnlinkedHolder>
         .iter()
         .filter_map(|problem| match &problem.kind {
             ScanProblemKind::HeldUnlinked(held)
-                if (held.kind, &held.name) == (key.kind(), &key.name().to_string()) =>
+                if held.kind == key.kind() && held.name == key.name() =>
             {
                 Some(UnlinkedHolder {
                     process: ProcessInfo::of(held.pid),

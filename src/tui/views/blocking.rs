@@ -79,7 +79,7 @@ fn row_cells(app: &App, row: &BlockingRow, room: usize, wide: bool) -> Vec<Cell<
         Cell::from(state),
         // The name only: the kind is in the details, and the name needs
         // the width.
-        Cell::from(fit(&lock.key.name(), room)),
+        Cell::from(fit(lock.key.name(), room)),
         Cell::from(holder),
         Cell::from(age_text(lock.state.since, now)),
     ];

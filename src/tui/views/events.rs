@@ -62,7 +62,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
                 Cell::from(pid),
                 Cell::from(Line::from(vec![
                     Span::styled(format!("{:<9}", event.key.kind().as_str()), theme.dim),
-                    Span::raw(fit(&event.key.name(), room)),
+                    Span::raw(fit(event.key.name(), room)),
                 ])),
             ])
         })

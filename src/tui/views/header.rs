@@ -128,7 +128,7 @@ fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
     };
     let mut spans = vec![Span::styled(format!("{word}: "), theme.error)];
     spans.push(Span::styled(
-        format!("{} {}", lock.key.kind().as_str(), visible(&lock.key.name())),
+        format!("{} {}", lock.key.kind().as_str(), visible(lock.key.name())),
         theme.section,
     ));
     spans.push(Span::raw(" — "));

@@ -64,7 +64,7 @@ pub fn stamp(path: &Path) -> Option<(u64, i64, i64, i64, i64)> {
 /// What the SDK's `try_held` says of `key`, bounded as locktop's probes
 /// are: a claim still in flight after [`IN_FLIGHT_AFTER`] is `InFlight`.
 pub async fn sdk_says(key: &LockKey) -> Liveness {
-    match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(&key.dir(), &key.key())).await {
+    match tokio::time::timeout(IN_FLIGHT_AFTER, lockfile::try_held(key.dir(), key.key())).await {
         Ok(true) => Liveness::Live,
         Ok(false) => Liveness::Free,
         Err(_) => Liveness::InFlight,
