@@ -61,8 +61,9 @@ pub trait Folder {
     /// `key` is now in `state`, `previous` its liveness before (see the
     /// module's invariants), as observed `at`.
     fn put(&mut self, key: LockKey, state: KeyState, previous: Option<Liveness>, at: SystemTime);
-    /// `key`'s files are gone (observed `at`).
-    fn remove(&mut self, key: &LockKey, at: SystemTime);
+    /// `key`'s files are gone (observed `at`); it was `previous` (the
+    /// engine's word).
+    fn remove(&mut self, key: &LockKey, previous: Liveness, at: SystemTime);
     /// The watcher's problems were replaced (for a folder that derives
     /// something from them).
     fn problems_replaced(&mut self) {}
@@ -81,9 +82,9 @@ pub fn fold(folder: &mut impl Folder, delta: Delta) {
             let previous = previous.or_else(|| folder.liveness_of(&key));
             folder.put(key, state, previous, at);
         }
-        Delta::Removed { key, at, .. } => {
+        Delta::Removed { key, previous, at } => {
             folder.watcher_mut().last_change = Some(at);
-            folder.remove(&key, at);
+            folder.remove(&key, previous, at);
         }
         Delta::Health(health) => folder.watcher_mut().health = health,
         Delta::Problems(problems) => {
@@ -114,7 +115,7 @@ impl Folder for Fold {
         self.keys.insert(key, state);
     }
 
-    fn remove(&mut self, key: &LockKey, _: SystemTime) {
+    fn remove(&mut self, key: &LockKey, _: Liveness, _: SystemTime) {
         self.keys.remove(key);
     }
 }
@@ -171,7 +172,7 @@ mod tests {
             self.previous.push(previous);
             self.states.insert(key, state.liveness);
         }
-        fn remove(&mut self, key: &LockKey, _: SystemTime) {
+        fn remove(&mut self, key: &LockKey, _: Liveness, _: SystemTime) {
             self.states.remove(key);
         }
     }

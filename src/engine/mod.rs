@@ -65,7 +65,7 @@ impl Default for EngineConfig {
 }
 
 /// Requests to a running engine.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum EngineCommand {
     /// Probe these keys now (e.g. after an action of the UI).
     Reprobe(Vec<LockKey>),
@@ -75,6 +75,22 @@ pub enum EngineCommand {
     AddOwnPid(u32),
     /// Stop treating this PID as own.
     RemoveOwnPid(u32),
+    /// Send every key the engine knows, with its state, and the scan
+    /// problems, as they are now: for a consumer that keeps only what is
+    /// held (`serve`'s full snapshot). Costs the loop one pass over its
+    /// keys (a million: tens of milliseconds) and the answer one pointer
+    /// per free key (names are shared, not copied).
+    Everything(tokio::sync::oneshot::Sender<Everything>),
+}
+
+/// Every key the engine knows and the scan problems, at one moment
+/// ([`EngineCommand::Everything`]).
+#[derive(Debug, Default)]
+pub struct Everything {
+    /// Every key with its state (free ones as keys alone), unsorted.
+    pub keys: crate::liveness::probed::Probed,
+    /// The current scan problems, sorted.
+    pub problems: Vec<ScanProblem>,
 }
 
 /// Counters of what the engine did (for tests, benchmarks and the log).

@@ -326,7 +326,7 @@ impl Folder for Folding<'_> {
             .apply_key(key, state, previous, at, self.pid_alive);
     }
 
-    fn remove(&mut self, key: &LockKey, _: SystemTime) {
+    fn remove(&mut self, key: &LockKey, _: Liveness, _: SystemTime) {
         self.data.remove_key(key);
     }
 

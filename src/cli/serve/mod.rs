@@ -13,6 +13,7 @@
 
 mod auth;
 mod events;
+mod full_snapshot;
 mod listen;
 mod metrics;
 mod view;
@@ -81,6 +82,8 @@ pub struct ServeArgs {
 /// What the handlers share.
 struct Shared {
     view: Arc<RwLock<LiveView>>,
+    /// `/snapshot.json?all=true`, from the engine's own keys.
+    full: full_snapshot::FullSnapshots,
     exporter: Arc<Exporter>,
     subscribers: Subscribers,
     state_dir: PathBuf,
@@ -192,6 +195,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
             materializing,
         }),
         view,
+        full: full_snapshot::FullSnapshots::new(handle.commands.clone()),
         subscribers: Subscribers::new(materializing),
         state_dir,
         probe,
@@ -313,22 +317,44 @@ async fn snapshot(
     if let Some(refused) = refused_holders(&shared) {
         return refused;
     }
+    let synced = {
+        let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
+        view.watcher.synced()
+    };
+    if !synced {
+        // Before the first full scan the view is not the state dir's:
+        // an empty list would read as "nothing held".
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, RETRY_AFTER_SECS)],
+            "not ready: the first scan is not finished\n",
+        )
+            .into_response();
+    }
+    if query.all {
+        let (state_dir, probe) = (shared.state_dir.clone(), shared.probe.clone());
+        let materializing = shared.exporter.materializing;
+        return shared
+            .full
+            .respond(move |out, everything| {
+                let mut out = out;
+                crate::cli::snapshot::write_json(
+                    &mut out,
+                    &state_dir,
+                    &probe,
+                    everything.keys.iter_sorted(),
+                    &everything.problems,
+                    materializing,
+                )
+            })
+            .await;
+    }
     let (mut keys, problems) = {
         let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
-        if !view.watcher.synced() {
-            // Before the first full scan the view is not the state dir's:
-            // an empty list would read as "nothing held".
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                [(header::RETRY_AFTER, RETRY_AFTER_SECS)],
-                "not ready: the first scan is not finished\n",
-            )
-                .into_response();
-        }
         let keys: Vec<_> = view
-            .keys
+            .noteworthy
             .iter()
-            .filter(|(_, state)| query.all || state.liveness != Liveness::Free)
+            .filter(|(_, state)| state.liveness != Liveness::Free)
             .map(|(key, state)| (key.clone(), state.clone()))
             .collect();
         (keys, view.watcher.problems.clone())
@@ -420,6 +446,8 @@ mod tests {
                 materializing,
             }),
             view,
+            // No engine: a full snapshot answers 503.
+            full: full_snapshot::FullSnapshots::new(tokio::sync::mpsc::unbounded_channel().0),
             subscribers: Subscribers::new(materializing),
             state_dir: "/s".into(),
             probe: ProbeChoice::as_asked(ProbeMode::LockFree),
@@ -444,7 +472,8 @@ mod tests {
         assert!(scrape.contains("locktop_watcher_healthy 0"), "{scrape}");
 
         let ready = shared_with_one_held_tag(true);
-        let answer = snapshot(State(ready.clone()), Query(SnapshotQuery { all: true })).await;
+        // (`?all=true` asks the engine: the integration tests' part.)
+        let answer = snapshot(State(ready.clone()), Query(SnapshotQuery { all: false })).await;
         assert_eq!(answer.status(), StatusCode::OK);
         let scrape = ready.exporter.render(metrics::Format::PrometheusText);
         assert!(scrape.contains("locktop_keys{"), "{scrape}");

@@ -1,26 +1,29 @@
 //! What `serve` knows: the engine's view, folded from its deltas by the
-//! engine's one rule ([`crate::engine::fold`]), with the tallies a scrape
-//! needs kept up to date as deltas arrive.
+//! engine's one rule ([`crate::engine::fold`]), kept as what a scrape and
+//! `/snapshot.json` need — the noteworthy keys (held, in flight, errors)
+//! with their states, and a count of every key by kind and liveness. A
+//! free key is counted, never kept: the engine has it (a full
+//! `/snapshot.json?all=true` asks the engine), so a million stale keys
+//! are not held twice.
 //!
-//! Invariants: the view is exactly what applying every delta in order
-//! gives (as any consumer of the engine); the per-(kind, liveness) counts
-//! always equal a count over `keys`, so a scrape never walks every key —
-//! only the held ones, which are few.
+//! Invariants: `noteworthy` is exactly the keys whose last state is not
+//! [`KeyState::FREE`], with that state; the per-(kind, liveness) counts
+//! always equal a count over every key the deltas named and did not
+//! remove (the engine's `previous` says what a key was), so a scrape
+//! never walks every key — only the held ones, which are few.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::SystemTime;
 
 use crate::disk::{KeyKind, LockKey};
 use crate::engine::fold::{Folder, WatcherView, fold};
 use crate::engine::{Delta, KeyState, Liveness, WatcherHealth};
 
-/// The engine's current view, plus tallies.
+/// The engine's current view as `serve` keeps it, plus tallies.
 #[derive(Debug, Default)]
 pub struct LiveView {
-    /// Every claim on disk and its state.
-    pub keys: HashMap<LockKey, KeyState>,
-    /// The keys of `keys` that are held.
-    pub held: HashSet<LockKey>,
+    /// Every claim whose state is more than "free", with that state.
+    pub noteworthy: HashMap<LockKey, KeyState>,
     /// How many keys of each kind are in each liveness.
     pub counts: HashMap<(KeyKind, Liveness), u64>,
     /// What the deltas said of the watcher: health, problems, scans.
@@ -33,20 +36,24 @@ impl Folder for LiveView {
     }
 
     fn liveness_of(&self, key: &LockKey) -> Option<Liveness> {
-        self.keys.get(key).map(|state| state.liveness)
+        self.noteworthy.get(key).map(|state| state.liveness)
     }
 
-    fn put(&mut self, key: LockKey, state: KeyState, _: Option<Liveness>, _: SystemTime) {
-        self.forget(&key);
-        *self.counts.entry((key.kind(), state.liveness)).or_default() += 1;
-        if state.liveness.is_held() {
-            self.held.insert(key.clone());
+    fn put(&mut self, key: LockKey, state: KeyState, previous: Option<Liveness>, _: SystemTime) {
+        if let Some(previous) = previous {
+            self.uncount(key.kind(), previous);
         }
-        self.keys.insert(key, state);
+        *self.counts.entry((key.kind(), state.liveness)).or_default() += 1;
+        if state.is_bare_free() {
+            self.noteworthy.remove(&key);
+        } else {
+            self.noteworthy.insert(key, state);
+        }
     }
 
-    fn remove(&mut self, key: &LockKey, _: SystemTime) {
-        self.forget(key);
+    fn remove(&mut self, key: &LockKey, previous: Liveness, _: SystemTime) {
+        self.uncount(key.kind(), previous);
+        self.noteworthy.remove(key);
     }
 }
 
@@ -56,19 +63,16 @@ impl LiveView {
         fold(self, delta.clone());
     }
 
-    fn forget(&mut self, key: &LockKey) {
-        if let Some(old) = self.keys.remove(key) {
-            let count = self.counts.entry((key.kind(), old.liveness)).or_default();
-            *count = count.saturating_sub(1);
-            self.held.remove(key);
-        }
+    fn uncount(&mut self, kind: KeyKind, liveness: Liveness) {
+        let count = self.counts.entry((kind, liveness)).or_default();
+        *count = count.saturating_sub(1);
     }
 
     /// The held keys with their states.
     pub fn held(&self) -> impl Iterator<Item = (&LockKey, &KeyState)> {
-        self.held
+        self.noteworthy
             .iter()
-            .filter_map(|key| self.keys.get_key_value(key))
+            .filter(|(_, state)| state.liveness.is_held())
     }
 
     /// True while the watcher is healthy enough to trust the view.
@@ -96,10 +100,12 @@ mod tests {
         #[test]
         fn counts_always_match_the_keys(steps in proptest::collection::vec((0..5usize, 0..4u8), 0..80)) {
             let mut view = LiveView::default();
+            // What the engine knows (and so says as `previous`).
+            let mut truth: HashMap<LockKey, KeyState> = HashMap::new();
             let livenesses = [Liveness::Free, Liveness::Live, Liveness::InFlight];
             for (k, what) in steps {
                 let key = key(&format!("k{k}"));
-                let previous = view.keys.get(&key).map(|s| s.liveness);
+                let previous = truth.get(&key).map(|s| s.liveness);
                 let delta = match (what, previous) {
                     (3, Some(previous)) => Delta::Removed { key, previous, at: SystemTime::UNIX_EPOCH },
                     (3, None) => continue,
@@ -110,16 +116,23 @@ mod tests {
                         at: SystemTime::UNIX_EPOCH,
                     },
                 };
+                match &delta {
+                    Delta::Key { key, state, .. } => truth.insert(key.clone(), state.clone()),
+                    Delta::Removed { key, .. } => truth.remove(key),
+                    _ => None,
+                };
                 view.apply(&delta);
                 let mut expected: HashMap<(KeyKind, Liveness), u64> = HashMap::new();
-                for (key, state) in &view.keys {
+                for (key, state) in &truth {
                     *expected.entry((key.kind(), state.liveness)).or_default() += 1;
                 }
                 view.counts.retain(|_, count| *count > 0);
                 proptest::prop_assert_eq!(&view.counts, &expected);
-                let held: HashSet<&LockKey> = view.keys.iter()
-                    .filter(|(_, s)| s.liveness.is_held()).map(|(k, _)| k).collect();
-                proptest::prop_assert_eq!(view.held.iter().collect::<HashSet<_>>(), held);
+                let noteworthy: HashMap<LockKey, KeyState> = truth.iter()
+                    .filter(|(_, s)| !s.is_bare_free())
+                    .map(|(k, s)| (k.clone(), s.clone()))
+                    .collect();
+                proptest::prop_assert_eq!(&view.noteworthy, &noteworthy);
             }
         }
     }

@@ -117,6 +117,16 @@ impl Engine {
                 self.own_pids.remove(&pid);
                 self.reclassify_own();
             }
+            EngineCommand::Everything(answer) => {
+                let mut keys = crate::liveness::probed::Probed::default();
+                keys.free
+                    .reserve(self.states.len() - self.states.held_len());
+                for (key, state) in self.states.iter() {
+                    keys.push(key.clone(), state.clone());
+                }
+                let problems = self.problems.set.iter().cloned().collect();
+                let _ = answer.send(crate::engine::Everything { keys, problems });
+            }
         }
     }
 

@@ -21,7 +21,7 @@ use crate::engine::Delta;
 /// The problems the engine knows, in the order consumers see them.
 #[derive(Debug, Default)]
 pub(super) struct Problems {
-    set: BTreeSet<ScanProblem>,
+    pub(super) set: BTreeSet<ScanProblem>,
     /// Changed since the last [`Engine::flush_problems`].
     dirty: bool,
 }

@@ -721,3 +721,90 @@ fn serve_on_a_state_dir_without_locks_says_so_at_start() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// `/snapshot.json?all=true` lists every key, free ones too — `serve`
+/// keeps only the noteworthy ones, so the list is the engine's — and it
+/// is `snapshot --all --json`'s list: same keys, same order, same
+/// liveness, the held one with its holder. It is streamed, one at a
+/// time: while a client that stopped reading holds the one in progress, a
+/// second gets 503 with `Retry-After`; once that client goes, the next
+/// is answered whole.
+#[test]
+fn the_full_snapshot_is_every_key_streamed_one_client_at_a_time() {
+    use std::io::Write;
+    const FREE: usize = 25_000;
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    // Stale keys as dead agents leave them (written directly, SDK names).
+    for i in 0..FREE {
+        let (dir, key) = locktop::locks::agent_tag_lock(&state, &format!("stale tag {i:05}"));
+        std::fs::create_dir_all(&dir).expect("tags dir");
+        std::fs::write(locktop::locks::escape::gate_path(&dir, &key), b"").expect("gate");
+        std::fs::write(locktop::locks::escape::announce_path(&dir, &key), b"1").expect("announce");
+    }
+    let holder = Holder::hold(&state, &["--tag", "held tag"]);
+    let serve = Serve::start(&state, &["--sweep", "3600"]);
+    wait_body(&serve.url("/healthz"), "ok", |body| body.starts_with("ok"));
+    let url = serve.url("/snapshot.json?all=true");
+    let names = |doc: &Value| -> Vec<(String, String)> {
+        doc["keys"]
+            .as_array()
+            .expect("keys")
+            .iter()
+            .map(|key| {
+                let name = format!("{} {}", key["kind"], key["name"]);
+                (name, key["liveness"].as_str().unwrap_or("?").to_string())
+            })
+            .collect()
+    };
+    let body = wait_body(&url, "the held tag", |body| body.contains("\"live\""));
+    let served: Value = serde_json::from_str(&body).expect("full snapshot JSON");
+    let snapshot = common::run_locktop(&state, &["snapshot", "--all", "--json"]);
+    assert_eq!(snapshot.code(), 0, "{snapshot:?}");
+    let taken: Value = serde_json::from_str(&snapshot.stdout).expect("snapshot JSON");
+    assert_eq!(names(&served).len(), FREE + 1);
+    assert_eq!(
+        names(&served),
+        names(&taken),
+        "serve's full list is snapshot's"
+    );
+    let held = served["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|key| key["name"] == "held tag")
+        .expect("the held tag");
+    assert_eq!(held["holders"][0]["pid"], holder.pid(), "{held}");
+
+    // A client that asks and never reads: the body (~6 MB, more than
+    // loopback buffers hold) stays in
+    // flight, and a second full snapshot is refused meanwhile.
+    let mut stalled = std::net::TcpStream::connect(&serve.address).expect("connect");
+    write!(
+        stalled,
+        "GET /snapshot.json?all=true HTTP/1.1\r\nHost: {}\r\n\r\n",
+        serve.address
+    )
+    .expect("request");
+    let deadline = Instant::now() + SHOW_TIMEOUT;
+    loop {
+        let response = agent().get(&url).call().expect("GET");
+        if response.status().as_u16() == 503 {
+            assert!(response.headers().contains_key("retry-after"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a second full snapshot was answered while the first was stalled"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(stalled);
+    let body = wait_body(
+        &url,
+        "a whole answer once the stalled client left",
+        |body| serde_json::from_str::<Value>(body).is_ok(),
+    );
+    let again: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(names(&again).len(), FREE + 1);
+}
