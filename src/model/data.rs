@@ -1,13 +1,18 @@
 //! The data half of the model: everything the engine told us, folded.
 //!
 //! Invariants: after applying deltas in order, [`Data`] holds exactly the
-//! engine's view (one lock node per claim on disk, its last state); the
-//! counts and the PID index always agree with the lock nodes; `version`
+//! engine's view: every claim on disk is either a lock node with its last
+//! state, or — free with nothing more to say, not freed in the last
+//! [`RECENTLY_FREED`] and not listed — a key in the stale set (a million
+//! stale keys are a set of shared names, not a million nodes); while free
+//! keys are shown, up to [`FREE_LISTED`] of them are nodes. The counts
+//! cover both and the PID index agrees with the lock nodes; `version`
 //! grows on every change, so caches keyed by it are never stale. Pure: no
 //! terminal, no filesystem (the "is this PID still alive" question is
 //! asked through the function the caller passes).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::disk::key::{KeyKind, LockKey};
@@ -16,6 +21,12 @@ use crate::engine::{Delta, KeyState, Liveness};
 
 use super::events::{Event, EventKind, EventLog, classify};
 use super::tree::{Lock, NodeId, Section, Tree};
+use super::view::RECENTLY_FREED;
+
+/// At most this many free keys are listed (nodes, about 500 bytes each)
+/// while free keys are shown — the first by name; the rest are counted,
+/// and found by filtering.
+pub const FREE_LISTED: usize = 50_000;
 
 /// Keys per state, as the header shows them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -94,6 +105,19 @@ pub struct Data {
     /// Whether the verdicts as of the initial scan were noted yet (they
     /// are not events).
     verdicts_noted: bool,
+    /// Free keys kept out of the tree (shared with a paused copy until
+    /// the next change).
+    stale: Arc<HashSet<LockKey>>,
+    /// Keys freed during this session, in order: each leaves the tree for
+    /// the stale set once [`RECENTLY_FREED`] has passed (unless free keys
+    /// are shown).
+    freed: VecDeque<(SystemTime, LockKey)>,
+    /// Whether free keys are shown (then listed up to [`FREE_LISTED`]).
+    show_free: bool,
+    /// Free keys that are nodes.
+    free_nodes: usize,
+    /// The stale set's keys per section.
+    stale_in: [usize; 4],
 }
 
 impl Data {
@@ -119,6 +143,20 @@ impl Data {
         at: SystemTime,
         pid_alive: &dyn Fn(u32) -> bool,
     ) {
+        self.take_stale(&key);
+        let freed_now = state.liveness == Liveness::Free && previous.is_some_and(Liveness::is_held);
+        let listed = !state.is_bare_free()
+            || freed_now
+            || (self.show_free && self.free_nodes < FREE_LISTED)
+            || self
+                .tree_lock(&key)
+                .is_some_and(|lock| lock.freed_at.is_some());
+        if !listed {
+            // (No event: a key that was not held becoming free is none.)
+            self.remove_node(&key);
+            self.keep_stale(key);
+            return;
+        }
         let id = self.tree.ensure_key(&key);
         let old = self.tree.lock_mut(id).take();
         let holders = old.iter().flat_map(|old| &old.state.holders);
@@ -127,6 +165,7 @@ impl Data {
         if let Some(old) = &old {
             self.counts.bump(old.key.kind(), &old.state, false);
             self.unindex(id, &old.state);
+            self.free_nodes -= usize::from(old.state.liveness == Liveness::Free);
         }
         let last_holder = old
             .as_ref()
@@ -153,19 +192,162 @@ impl Data {
             false => None,
         };
         let freed_at = match state.liveness {
-            Liveness::Free if previous.is_some_and(Liveness::is_held) => Some(at),
+            Liveness::Free if freed_now => Some(at),
             Liveness::Free => old.and_then(|old| old.freed_at),
             _ => None,
         };
+        if freed_now {
+            self.freed.push_back((at, key.clone()));
+        }
         self.counts.bump(key.kind(), &state, true);
         self.index(id, &state);
+        self.free_nodes += usize::from(state.liveness == Liveness::Free);
         *self.tree.lock_mut(id) = Some(Lock {
             key,
             state,
-            changed_at: at,
             freed_at,
             flagged,
         });
+    }
+
+    /// The lock node of `key`, if it is one.
+    fn tree_lock(&self, key: &LockKey) -> Option<&Lock> {
+        let id = self.tree.find(Section::of(key.kind()), key.name())?;
+        self.lock(id)
+    }
+
+    /// Counts `key` (free) in the stale set.
+    fn keep_stale(&mut self, key: LockKey) {
+        self.counts.bump(key.kind(), &KeyState::FREE, true);
+        self.stale_in[Section::of(key.kind()) as usize] += 1;
+        Arc::make_mut(&mut self.stale).insert(key);
+    }
+
+    /// Takes `key` out of the stale set (uncounted); whether it was in.
+    fn take_stale(&mut self, key: &LockKey) -> bool {
+        if !self.stale.contains(key) {
+            return false;
+        }
+        Arc::make_mut(&mut self.stale).remove(key);
+        self.counts.bump(key.kind(), &KeyState::FREE, false);
+        self.stale_in[Section::of(key.kind()) as usize] -= 1;
+        true
+    }
+
+    /// Free keys of `section` not listed.
+    pub fn unlisted_in(&self, section: Section) -> usize {
+        self.stale_in[section as usize]
+    }
+
+    /// Takes `key`'s node out of the tree (uncounted, unindexed), if it
+    /// has one.
+    fn remove_node(&mut self, key: &LockKey) {
+        let Some(id) = self.tree.find(Section::of(key.kind()), key.name()) else {
+            return;
+        };
+        if let Some(old) = self.tree.lock_mut(id).take() {
+            self.touched.extend(old.state.holders.iter().map(|p| p.pid));
+            self.counts.bump(old.key.kind(), &old.state, false);
+            self.unindex(id, &old.state);
+            self.free_nodes -= usize::from(old.state.liveness == Liveness::Free);
+        }
+        self.tree.prune(id);
+    }
+
+    /// Free keys not listed: counted, and found by filtering.
+    pub fn unlisted_free(&self) -> usize {
+        self.stale.len()
+    }
+
+    /// Moves keys freed more than [`RECENTLY_FREED`] before `now` from
+    /// the tree to the stale set (unless free keys are shown). Returns
+    /// whether any moved.
+    pub fn age_freed(&mut self, now: SystemTime) -> bool {
+        let mut moved = false;
+        while let Some((at, _)) = self.freed.front() {
+            if now.duration_since(*at).unwrap_or_default() < RECENTLY_FREED {
+                break;
+            }
+            let Some((at, key)) = self.freed.pop_front() else {
+                break;
+            };
+            if self.show_free {
+                continue;
+            }
+            let still_that_free = self
+                .tree_lock(&key)
+                .is_some_and(|lock| lock.state.is_bare_free() && lock.freed_at == Some(at));
+            if still_that_free {
+                self.remove_node(&key);
+                self.keep_stale(key);
+                moved = true;
+            }
+        }
+        if moved {
+            self.version += 1;
+        }
+        moved
+    }
+
+    /// Shows free keys (listing up to [`FREE_LISTED`], those matching
+    /// `filter` — a substring of the name, ASCII case ignored — first) or
+    /// hides them (every free key not freed recently leaves the tree).
+    pub fn set_show_free(&mut self, show: bool, filter: &str, now: SystemTime) {
+        self.show_free = show;
+        self.version += 1;
+        if show {
+            return self.list_free(filter);
+        }
+        let hidden: Vec<LockKey> = self
+            .tree
+            .locks()
+            .filter(|(_, lock)| lock.state.is_bare_free())
+            .filter(|(_, lock)| {
+                lock.freed_at
+                    .is_none_or(|at| now.duration_since(at).unwrap_or_default() >= RECENTLY_FREED)
+            })
+            .map(|(_, lock)| lock.key.clone())
+            .collect();
+        for key in hidden {
+            self.remove_node(&key);
+            self.keep_stale(key);
+        }
+    }
+
+    /// While free keys are shown: lists stale keys matching `filter` as
+    /// nodes, the first by kind and name, up to [`FREE_LISTED`] free
+    /// nodes.
+    pub fn list_free(&mut self, filter: &str) {
+        if !self.show_free || self.free_nodes >= FREE_LISTED {
+            return;
+        }
+        let room = FREE_LISTED - self.free_nodes;
+        let mut listed: Vec<LockKey> = self
+            .stale
+            .iter()
+            .filter(|key| super::view::contains_ignore_ascii_case(key.name(), filter))
+            .cloned()
+            .collect();
+        if listed.len() > room {
+            listed.select_nth_unstable(room);
+            listed.truncate(room);
+        }
+        if listed.is_empty() {
+            return;
+        }
+        self.version += 1;
+        for key in listed {
+            self.take_stale(&key);
+            let id = self.tree.ensure_key(&key);
+            self.counts.bump(key.kind(), &KeyState::FREE, true);
+            self.free_nodes += 1;
+            *self.tree.lock_mut(id) = Some(Lock {
+                key,
+                state: KeyState::FREE,
+                freed_at: None,
+                flagged: None,
+            });
+        }
     }
 
     /// Logs each held key whose verdict started or stopped needing
@@ -247,15 +429,9 @@ impl Data {
     }
 
     fn remove_key(&mut self, key: &LockKey) {
-        let Some(id) = self.tree.find(Section::of(key.kind()), key.name()) else {
-            return;
-        };
-        if let Some(old) = self.tree.lock_mut(id).take() {
-            self.touched.extend(old.state.holders.iter().map(|p| p.pid));
-            self.counts.bump(old.key.kind(), &old.state, false);
-            self.unindex(id, &old.state);
+        if !self.take_stale(key) {
+            self.remove_node(key);
         }
-        self.tree.prune(id);
     }
 
     fn problems_replaced(&mut self) {

@@ -39,7 +39,7 @@ use std::time::SystemTime;
 pub use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict};
 pub use blocking::{Attention, BlockingRow, Urgency};
 pub use cursor::{KeyedCursor, ListCursor};
-pub use data::{Counts, Data};
+pub use data::{Counts, Data, FREE_LISTED};
 pub use events::{EVENT_LOG_CAPACITY, Event, EventKind, EventLog};
 pub use form::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
 pub use holders::{HolderGroup, HolderRow};
@@ -162,6 +162,8 @@ impl Model {
     /// recently freed key aged out).
     pub fn set_now(&mut self, now: SystemTime) -> bool {
         self.now = now;
+        // (Ages out of the live data only: a paused view keeps its rows.)
+        self.data.age_freed(now);
         // Time alone turns some verdicts (a spawn materializing too long).
         if self.data.log_verdicts(now, self.materializing, true) {
             self.flat_version = None;
@@ -213,6 +215,11 @@ impl Model {
     pub fn set_filter(&mut self, filter: &str) {
         if self.settings.filter != filter {
             self.settings.filter = filter.to_string();
+            // Free keys not listed that match are listed now.
+            self.data.list_free(filter);
+            if let Some(frozen) = self.frozen.as_mut() {
+                frozen.list_free(filter);
+            }
             self.flat_version = None;
             self.holders_cursor = KeyedCursor::default();
             if !filter.is_empty() {
@@ -240,6 +247,11 @@ impl Model {
     pub fn set_show_free(&mut self, show: bool) {
         if self.settings.show_free != show {
             self.settings.show_free = show;
+            self.data
+                .set_show_free(show, &self.settings.filter, self.now);
+            if let Some(frozen) = self.frozen.as_mut() {
+                frozen.set_show_free(show, &self.settings.filter, self.now);
+            }
             self.flat_version = None;
         }
     }

@@ -470,3 +470,79 @@ fn verdict_changes_are_logged_and_what_the_first_scan_found_is_not() {
     assert_eq!(words(&model)[0], "released spawn");
     assert_eq!(words(&model)[1], "materializing too long spawn");
 }
+
+/// A free key with nothing more to say is counted, not a node: the tree
+/// holds what is held and what was freed in the last `RECENTLY_FREED`;
+/// shown, free keys are listed up to `FREE_LISTED`, the first by name,
+/// and the filter lists the ones that match; hidden again, they leave.
+#[test]
+fn stale_keys_are_counted_not_nodes_and_listed_only_when_shown() {
+    let mut model = Model::default();
+    let count_nodes = |model: &Model| model.data().tree.locks().count();
+    for i in 0..5 {
+        model.apply(key_delta(tag(&format!("stale {i}")), free(), None, t(0)));
+    }
+    model.apply(key_delta(tag("busy"), live(7), None, t(0)));
+    model.apply(Delta::Synced { keys: 6, at: t(0) });
+    assert_eq!(count_nodes(&model), 1, "only the held key is a node");
+    assert_eq!((model.data().counts.free, model.data().counts.live), (5, 1));
+    assert_eq!(model.data().unlisted_in(Section::Tags), 5);
+    model.refresh();
+    assert_eq!(model.flat().tallies[Section::Tags as usize].total, 6);
+
+    // Freed: listed (a node) for RECENTLY_FREED, then stale.
+    model.apply(key_delta(tag("busy"), free(), Some(Liveness::Live), t(10)));
+    assert_eq!(count_nodes(&model), 1, "recently freed stays");
+    model.set_now(t(10) + RECENTLY_FREED + std::time::Duration::from_secs(1));
+    assert_eq!(count_nodes(&model), 0, "aged out of the tree");
+    assert_eq!(model.data().counts.free, 6);
+
+    // Shown: every free key listed (fewer than FREE_LISTED), by name.
+    model.set_show_free(true);
+    assert_eq!(count_nodes(&model), 6);
+    assert_eq!(model.data().unlisted_free(), 0);
+    assert_eq!(
+        model.data().counts.free,
+        6,
+        "listing moves, never counts twice"
+    );
+    model.set_show_free(false);
+    assert_eq!(count_nodes(&model), 0);
+
+    // Removed while stale: uncounted.
+    model.apply(Delta::Removed {
+        key: tag("stale 0"),
+        previous: Liveness::Free,
+        at: t(30),
+    });
+    assert_eq!(model.data().counts.free, 5);
+    assert_eq!(model.data().unlisted_in(Section::Tags), 5);
+}
+
+/// Past `FREE_LISTED`, showing free keys lists the first ones by name and
+/// the rest stay counted; filtering lists the ones that match.
+#[test]
+fn past_the_listing_cap_the_filter_finds_a_free_key() {
+    let mut model = Model::default();
+    let total = FREE_LISTED + 10;
+    for i in 0..total {
+        model.apply(key_delta(tag(&format!("k{i:06}")), free(), None, t(0)));
+    }
+    model.set_show_free(true);
+    assert_eq!(model.data().unlisted_free(), 10);
+    let listed = |model: &Model, name: &str| model.data().tree.find(Section::Tags, name).is_some();
+    assert!(listed(&model, "k000000"), "the first by name are listed");
+    assert!(
+        !listed(&model, &format!("k{:06}", total - 1)),
+        "the last is not"
+    );
+    model.set_show_free(false);
+    model.set_show_free(true);
+    model.set_filter(&format!("k{:06}", total - 1));
+    model.set_show_free(false);
+    model.set_show_free(true);
+    assert!(
+        listed(&model, &format!("k{:06}", total - 1)),
+        "shown with a filter, the match is listed first"
+    );
+}

@@ -69,8 +69,6 @@ pub struct Lock {
     pub key: LockKey,
     /// Its last probed state.
     pub state: KeyState,
-    /// When the engine last reported a change of it.
-    pub changed_at: SystemTime,
     /// When it went from held to free during this session (`None` if it
     /// was never seen held, or is held now).
     pub freed_at: Option<SystemTime>,
@@ -231,6 +229,14 @@ impl Tree {
         });
         self.node_mut(parent).children.insert(label.to_string(), id);
         id
+    }
+
+    /// Every node holding a lock, with it.
+    pub fn locks(&self) -> impl Iterator<Item = (NodeId, &Lock)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(at, node)| Some((NodeId(at as u32), node.as_ref()?.lock.as_ref()?)))
     }
 
     /// Mutable access to the lock slot of `id`.

@@ -176,6 +176,7 @@ pub fn flatten(data: &Data, settings: &ViewSettings, now: SystemTime) -> Flat {
         let root = data.tree.root(section);
         let start = flat.rows.len();
         let (shown, total) = walk.visit(root, true, &mut flat.rows);
+        let total = total + data.unlisted_in(section);
         flat.tallies[section as usize] = SectionTally { shown, total };
         let empty = data.tree.node(root).children.is_empty();
         if flat.rows.len() == start && !(section == Section::Problems && empty) {

@@ -205,7 +205,11 @@ pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane:
     if app.pane == Pane::Tree {
         let used: usize = spans.iter().map(|span| span.width()).sum();
         let room = usize::from(area.width).saturating_sub(used);
-        spans.push(Span::styled(free_note(settings.show_free, room), theme.dim));
+        let unlisted = app.model.data().unlisted_free();
+        spans.push(Span::styled(
+            free_note(settings.show_free, unlisted, room),
+            theme.dim,
+        ));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
     tab_spans
@@ -213,10 +217,22 @@ pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane:
 
 /// What the tree shows of free keys, in the longest wording that fits in
 /// `room` columns: hidden free keys still show for [`RECENTLY_FREED`]
-/// after they were freed, and the screen says so.
-fn free_note(show_free: bool, room: usize) -> String {
+/// after they were freed, and the screen says so; shown, at most
+/// [`crate::model::FREE_LISTED`] are listed, and the screen says how many
+/// are not (the filter lists those that match).
+fn free_note(show_free: bool, unlisted: usize, room: usize) -> String {
     if show_free {
-        return "· free keys shown".into();
+        if unlisted == 0 {
+            return "· free keys shown".into();
+        }
+        let wordings = [
+            format!("· free keys shown: {unlisted} more not listed (/ filter lists matches)"),
+            format!("· free shown, {unlisted} not listed (/)"),
+            format!("· {unlisted} free unlisted"),
+            format!("· {unlisted} unlisted"),
+        ];
+        let fits = wordings.iter().find(|w| w.chars().count() <= room);
+        return fits.unwrap_or(&wordings[3]).clone();
     }
     let secs = RECENTLY_FREED.as_secs();
     let wordings = [
