@@ -72,7 +72,12 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
     if probe.fallback.is_some() && !args.json {
         eprintln!("locktop: probe {}", probe.describe());
     }
-    let snapshot = take(&state_dir, probe.runs).await?;
+    let mut snapshot = take(&state_dir, probe.runs).await?;
+    if !args.all {
+        // Not listed: not sorted either (a million names).
+        snapshot.keys.free.clear();
+    }
+    snapshot.keys.sort();
     let shown = snapshot
         .keys
         .iter_sorted()

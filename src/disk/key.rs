@@ -266,13 +266,20 @@ impl DirNamer {
         }
     }
 
-    /// The claim `key` of this directory.
+    /// The claim `key` of this directory. One allocation: the name is
+    /// put together in a buffer the thread reuses, then copied once.
     pub fn key(&self, key: &str) -> LockKey {
-        let mut name = String::with_capacity(self.prefix.len() + key.len());
-        name.push_str(&self.prefix);
-        name.push_str(key);
+        thread_local! {
+            static NAME: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
+        let name = NAME.with_borrow_mut(|name| {
+            name.clear();
+            name.push_str(&self.prefix);
+            name.push_str(key);
+            Arc::<str>::from(name.as_str())
+        });
         LockKey {
-            name: name.into(),
+            name,
             dir: self.dir.clone(),
         }
     }

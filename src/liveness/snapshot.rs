@@ -4,7 +4,7 @@
 //! Invariants: as the probes' and the annotation's (a lock-free snapshot
 //! takes no lock and opens no claim file; a passive one never writes and
 //! never takes an exclusive lock); nothing is created,
-//! not even a missing locks dir; keys come back sorted.
+//! not even a missing locks dir.
 
 use std::collections::HashSet;
 use std::io::ErrorKind;
@@ -24,8 +24,8 @@ use crate::liveness::unlinked::{self, KnownInodes};
 
 /// A whole snapshot: keys (and problems) at one moment.
 pub struct Snapshot {
-    /// Every claim with its probed state, both halves sorted by kind
-    /// then name ([`Probed::iter_sorted`] lists them in that order).
+    /// Every claim with its probed state, unsorted ([`Probed::sort`] and
+    /// [`Probed::iter_sorted`] list them by kind then name).
     pub keys: Probed,
     /// Everything under the root that is not a claim.
     pub problems: Vec<ScanProblem>,
@@ -52,7 +52,7 @@ pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot>
     // though unlinked, which no key leads to.
     let read: ReadLocks = Arc::new(|| LockIndex::read().unwrap_or_default());
     let threads = std::thread::available_parallelism().map_or(2, usize::from);
-    let (mut keys, report, index) = match mode {
+    let (keys, report, index) = match mode {
         ProbeMode::LockFree => {
             let tree = bulk::probe_tree_lock_free(state_dir, &own, threads, read, None)
                 .await
@@ -76,7 +76,7 @@ pub async fn take(state_dir: &Path, mode: ProbeMode) -> anyhow::Result<Snapshot>
         }
     };
     let known = KnownInodes::new(report.claim_inodes);
-    keys.sort();
+    // (Sorted by the caller: a million free keys only when it lists them.)
     let mut problems = report.problems;
     problems.extend(unlinked::find(state_dir, &index, &known));
     problems.sort();

@@ -236,13 +236,22 @@ async fn directories_created_while_events_were_lost_are_watched_after_the_rescan
     burst.finish(&mut engine).await;
     // The rescan's walk watches each directory before it reads it, and
     // adding a watch waits for notify's thread, which the storm's backlog
-    // keeps busy a little after the storm: the engine is back to watching
-    // once that is read, not at once.
-    engine
-        .wait_health("watching again after the storm", |h| {
-            *h == WatcherHealth::Watching
-        })
-        .await;
+    // keeps busy a little after the storm (the new watcher's own queue may
+    // overflow once more meanwhile): the engine is back to watching once
+    // that is read, not at once.
+    loop {
+        if *engine.view.health() != WatcherHealth::Watching {
+            engine
+                .wait_health("watching again after the storm", |h| {
+                    *h == WatcherHealth::Watching
+                })
+                .await;
+        }
+        engine.quiesce().await;
+        if *engine.view.health() == WatcherHealth::Watching {
+            break;
+        }
+    }
     let sweeps = engine.sweeps();
 
     for i in 0..DIRS {
