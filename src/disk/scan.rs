@@ -38,6 +38,10 @@ pub type OnDir = std::sync::Arc<dyn Fn(&Path) + Send + Sync>;
 pub struct ScanReport {
     /// One entry per gate file, in walk order.
     pub keys: Vec<LockKey>,
+    /// Each key's gate inode, as its directory entry gives it (no `stat`),
+    /// in the order of `keys` ([`scan`] and [`scan_subtree`] only; empty
+    /// when the keys were fed).
+    pub gate_inodes: Vec<u64>,
     /// Everything that is not a well-formed claim.
     pub problems: Vec<ScanProblem>,
     /// The inode of every gate and announce found (from the directory
@@ -119,7 +123,17 @@ fn walk(
                 feed(std::mem::take(keys));
             }
         };
-        scan_one_dir(state_dir, &dir, opened, &mut report, &mut stack, &mut full);
+        // Whole directories at a time: the keys stay in the report, and
+        // their gates' inodes beside them.
+        let record_inodes = chunk == usize::MAX;
+        scan_one_dir(
+            state_dir,
+            &dir,
+            opened,
+            (&mut report, record_inodes),
+            &mut stack,
+            &mut full,
+        );
         if !report.keys.is_empty() {
             feed(std::mem::take(&mut report.keys));
         }
@@ -153,7 +167,7 @@ fn scan_one_dir(
     state_dir: &Path,
     dir: &Path,
     opened: nix::Result<OwnedFd>,
-    report: &mut ScanReport,
+    (report, record_inodes): (&mut ScanReport, bool),
     stack: &mut Vec<PathBuf>,
     pushed: &mut dyn FnMut(&mut Vec<LockKey>),
 ) {
@@ -179,7 +193,14 @@ fn scan_one_dir(
             return;
         }
     };
-    let orphans = read_entries(state_dir, dir, entries.iter(), report, stack, pushed);
+    let orphans = read_entries(
+        state_dir,
+        dir,
+        entries.iter(),
+        (report, record_inodes),
+        stack,
+        pushed,
+    );
     if !orphans.is_empty() {
         // Rare (a foreign or half-removed claim): read again to name them.
         let names = entries
@@ -216,7 +237,7 @@ fn read_entries<E: ListedEntry>(
     state_dir: &Path,
     dir: &Path,
     entries: impl Iterator<Item = nix::Result<E>>,
-    report: &mut ScanReport,
+    (report, record_inodes): (&mut ScanReport, bool),
     stack: &mut Vec<PathBuf>,
     pushed: &mut dyn FnMut(&mut Vec<LockKey>),
 ) -> Orphans {
@@ -269,6 +290,9 @@ fn read_entries<E: ListedEntry>(
             Entry::Walk => stack.push(dir.join(name)),
             Entry::Gate { stem, key } => {
                 gates.insert(pairing.hash(stem));
+                if record_inodes {
+                    report.gate_inodes.push(entry.inode());
+                }
                 report.keys.push(namer.key(&key));
                 pushed(&mut report.keys);
             }
@@ -636,7 +660,7 @@ mod tests {
                 &state_dir,
                 &dir,
                 failing,
-                &mut report,
+                (&mut report, false),
                 &mut stack,
                 &mut |_| {},
             );

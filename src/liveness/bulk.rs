@@ -211,7 +211,17 @@ pub async fn probe_tree_lock_free(
         // As the annotation decides whether to look at free claims.
         let shared_possible = std::fs::symlink_metadata(crate::locks::locks_root(&state_dir))
             .is_ok_and(|root| index.has_shared_on(FileId::from_metadata(&root), &own_pids));
+        let inodes = std::mem::take(&mut report.gate_inodes);
+        // Most keys are free and their gates' inodes are in no lock row:
+        // told from the directory entries, with no `lstat` (a million
+        // keys: seconds of path lookups).
+        let (surely_free, keys) = if shared_possible || inodes.len() != keys.len() {
+            (Vec::new(), keys)
+        } else {
+            lock_free::surely_free(keys, inodes, &index)
+        };
         let mut batch = judge_lock_free_split(keys, &index, threads, shared_possible, &*read);
+        batch.free.extend(surely_free);
         let probed = start.elapsed();
         annotate_with(
             &mut batch.rest,

@@ -168,6 +168,58 @@ pub fn judged_split(keys: Vec<LockKey>, index: &LockIndex, shared_possible: bool
     probed
 }
 
+/// Splits `keys` — with their gates' inodes as the directory entries gave
+/// them (`inodes`, in the same order) — into the keys `index` surely says
+/// free (no row at all on the gate's inode: no `lstat` needed) and the
+/// rest, to be judged by [`judged_split`]. A directory's entries are
+/// trusted only once the `lstat` of its first gate agrees with its entry
+/// (device and inode: an overlay filesystem may give entries other inode
+/// numbers than `stat`); the keys of a directory that is not are all
+/// judged the usual way.
+pub fn surely_free(
+    keys: Vec<LockKey>,
+    inodes: Vec<u64>,
+    index: &LockIndex,
+) -> (Vec<LockKey>, Vec<LockKey>) {
+    let mut free = Vec::with_capacity(keys.len());
+    let mut rest = Vec::new();
+    // The directory last looked at, and its device if its entries agree
+    // with `lstat`.
+    let mut trusted: Option<(
+        std::sync::Arc<crate::disk::key::ClaimDir>,
+        Option<(u32, u32)>,
+    )> = None;
+    for (key, inode) in keys.into_iter().zip(inodes) {
+        let same_dir = trusted
+            .as_ref()
+            .is_some_and(|(dir, _)| std::sync::Arc::ptr_eq(dir, key.claim_dir()));
+        if !same_dir {
+            let device = std::fs::symlink_metadata(key.gate_path())
+                .ok()
+                .map(|meta| FileId::from_metadata(&meta))
+                .filter(|gate| gate.inode == inode)
+                .map(|gate| (gate.major, gate.minor));
+            trusted = Some((key.claim_dir().clone(), device));
+        }
+        let device = trusted.as_ref().and_then(|(_, device)| *device);
+        let surely = device.is_some_and(|(major, minor)| {
+            index
+                .get(&FileId {
+                    major,
+                    minor,
+                    inode,
+                })
+                .is_none()
+        });
+        if surely {
+            free.push(key);
+        } else {
+            rest.push(key);
+        }
+    }
+    (free, rest)
+}
+
 /// Whether the file `name` in `dir` has any row (holder or waiter) in
 /// `index`.
 fn has_rows(dir: BorrowedFd<'_>, name: &[u8], index: &LockIndex) -> bool {
@@ -345,6 +397,50 @@ mod tests {
     fn flock(file: &std::fs::File, how: libc::c_int) {
         // SAFETY: a valid open descriptor for the duration of the call.
         assert_eq!(unsafe { libc::flock(file.as_raw_fd(), how) }, 0);
+    }
+
+    /// Told from directory entries: a key whose gate's inode has no row
+    /// is surely free; a locked gate (held, or only shared-locked) is
+    /// judged the usual way; a directory whose entries disagree with
+    /// `lstat` (as an overlay's may) is judged the usual way whole.
+    #[test]
+    fn entries_tell_surely_free_keys_and_leave_the_rest_to_judging() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        // As a scan names them: one namer (one shared dir) per directory.
+        let namer = crate::disk::key::DirNamer::new(tmp.path(), tmp.path());
+        let keys: Vec<LockKey> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|name| namer.key(name))
+            .collect();
+        let files: Vec<std::fs::File> = keys
+            .iter()
+            .map(|key| {
+                std::fs::File::create(key.announce_path()).unwrap();
+                std::fs::File::create(key.gate_path()).unwrap()
+            })
+            .collect();
+        flock(&files[1], libc::LOCK_EX);
+        flock(&files[2], libc::LOCK_SH);
+        let inodes: Vec<u64> = keys
+            .iter()
+            .map(|key| std::fs::metadata(key.gate_path()).unwrap().ino())
+            .collect();
+        let index = LockIndex::read().unwrap();
+        let names = |keys: &[LockKey]| keys.iter().map(|k| k.key().to_string()).collect::<Vec<_>>();
+        let (free, rest) = surely_free(keys.clone(), inodes.clone(), &index);
+        assert_eq!(
+            (names(&free), names(&rest)),
+            (vec!["a".into(), "d".into()], vec!["b".into(), "c".into()])
+        );
+        let mut wrong = inodes;
+        wrong[0] += 1_000_000;
+        let (free, rest) = surely_free(keys, wrong, &index);
+        assert!(
+            free.is_empty(),
+            "entries that disagree with lstat are not trusted"
+        );
+        assert_eq!(rest.len(), 4);
     }
 
     /// The four claim states the SDK knows, judged from one read each.
