@@ -41,7 +41,9 @@ use super::probe::ProbeMode;
 use super::probed::Probed;
 use super::proc_locks::{FileId, LockIndex};
 use super::{KeyState, Liveness};
-use crate::disk::key::LockKey;
+use std::sync::Arc;
+
+use crate::disk::key::{ClaimDir, LockKey};
 
 /// What the kernel's table says of one claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,14 +187,11 @@ pub fn surely_free(
     let mut rest = Vec::new();
     // The directory last looked at, and its device if its entries agree
     // with `lstat`.
-    let mut trusted: Option<(
-        std::sync::Arc<crate::disk::key::ClaimDir>,
-        Option<(u32, u32)>,
-    )> = None;
+    let mut trusted: Option<(Arc<ClaimDir>, Option<Device>)> = None;
     for (key, inode) in keys.into_iter().zip(inodes) {
         let same_dir = trusted
             .as_ref()
-            .is_some_and(|(dir, _)| std::sync::Arc::ptr_eq(dir, key.claim_dir()));
+            .is_some_and(|(dir, _)| Arc::ptr_eq(dir, key.claim_dir()));
         if !same_dir {
             let device = std::fs::symlink_metadata(key.gate_path())
                 .ok()
@@ -219,6 +218,9 @@ pub fn surely_free(
     }
     (free, rest)
 }
+
+/// A device's (major, minor).
+type Device = (u32, u32);
 
 /// Whether the file `name` in `dir` has any row (holder or waiter) in
 /// `index`.
