@@ -75,7 +75,7 @@ mod support;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -94,17 +94,12 @@ use locktop::liveness::dir_probe::probe_passive;
 use locktop::liveness::probe::{ProbeMode, Prober};
 use locktop::locks::agent_tag_lock;
 
-use support::interference;
+use support::interference::{self, SPAWNER_PAUSE_MAX_US, finish_spawner, start_spawner};
 use support::killpath::{KillPath, RawInotify};
 use support::*;
 
-/// Argument that turns this binary into the interference spawner child.
-const SPAWNER_CHILD: &str = "--interference-child";
 /// Argument that turns this binary into the measuring intermediary.
 const MEASURE_CHILD: &str = "--measure-child";
-/// The spawner child pauses a uniformly random 0..=this many µs between
-/// two acquire attempts (so it does not phase-lock with the monitor).
-const SPAWNER_PAUSE_MAX_US: u64 = 1000;
 
 /// Everything that differs between the full run and the smoke run.
 struct Plan {
@@ -231,7 +226,7 @@ impl Plan {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some(SPAWNER_CHILD) => return spawner_child(&args[2..]),
+        Some(interference::SPAWNER_CHILD) => return interference::spawner_child(&args[2..]),
         Some(MEASURE_CHILD) => return measure_child(&args[2..]),
         Some(interference::AGENT_CHILD) => return interference::agent_child(&args[2..]),
         Some(interference::FLOCK_LATENCY_CHILD) => {
@@ -1654,92 +1649,6 @@ fn watch_memory(bin: &Path, state: &Path, settle: Duration) -> Option<WatchRun> 
 
 // ===========================================================================
 // 5. Interference
-
-/// The spawner child: `--interference-child STATE MILLIS TAG…`. Loops
-/// `objectiveai_sdk::lockfile::try_acquire` + release over the tags (which
-/// nobody holds) for MILLIS ms, then prints `{"attempts":…,"failures":…}`.
-/// A separate process: the SDK is reentrant in-process, so an in-process
-/// spawner would never see the monitor's probe.
-fn spawner_child(args: &[String]) {
-    let state = PathBuf::from(&args[0]);
-    let millis: u64 = args[1].parse().expect("millis");
-    let hold = Duration::from_micros(args[2].parse().expect("hold micros"));
-    let coords: Vec<(PathBuf, String)> = args[3..]
-        .iter()
-        .map(|tag| agent_tag_lock(&state, tag))
-        .collect();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let (attempts, failures) = runtime.block_on(async {
-        let deadline = Instant::now() + Duration::from_millis(millis);
-        let (mut attempts, mut failures) = (0u64, 0u64);
-        while Instant::now() < deadline {
-            for (dir, key) in &coords {
-                attempts += 1;
-                match objectiveai_sdk::lockfile::try_acquire(dir, key, "").await {
-                    Some(claim) => {
-                        if !hold.is_zero() {
-                            std::thread::sleep(hold);
-                        }
-                        claim.release().expect("release")
-                    }
-                    None => failures += 1,
-                }
-                std::thread::sleep(Duration::from_micros(fastrand::u64(
-                    0..=SPAWNER_PAUSE_MAX_US,
-                )));
-            }
-        }
-        (attempts, failures)
-    });
-    println!("{{\"attempts\":{attempts},\"failures\":{failures}}}");
-}
-
-struct Spawner {
-    process: Guarded,
-    stdout: std::process::ChildStdout,
-}
-
-/// A spawner child that holds each acquired tag for `hold` before it
-/// releases it (zero: releases at once).
-fn start_spawner(state: &Path, duration: Duration, hold: Duration, tags: &[String]) -> Spawner {
-    let exe = std::env::current_exe().expect("current_exe");
-    let mut child = Command::new(exe)
-        .arg(SPAWNER_CHILD)
-        .arg(state)
-        .arg(duration.as_millis().to_string())
-        .arg(hold.as_micros().to_string())
-        .args(tags)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the spawner child");
-    let stdout = child.stdout.take().expect("piped");
-    Spawner {
-        process: Guarded::new(child),
-        stdout,
-    }
-}
-
-/// Waits for the spawner (blocking) and returns (attempts, failures).
-fn finish_spawner(mut spawner: Spawner) -> (u64, u64) {
-    let mut text = String::new();
-    spawner
-        .stdout
-        .read_to_string(&mut text)
-        .expect("spawner output");
-    if !spawner.process.wait().success() {
-        panic!("spawner child failed: {text}");
-    }
-    let doc: serde_json::Value = serde_json::from_str(text.trim()).expect("spawner JSON");
-    (
-        doc["attempts"].as_u64().unwrap_or(0),
-        doc["failures"].as_u64().unwrap_or(0),
-    )
-}
 
 /// Section 5: how often a monitor makes an agent's `try_acquire` fail
 /// (every refusal counted should have succeeded: nobody else holds the

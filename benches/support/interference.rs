@@ -22,7 +22,7 @@
 //! mode the binary does not know (clap refuses `--probe MODE`) prints
 //! `skipped: mode not supported by this binary` instead of its rows.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
@@ -42,6 +42,13 @@ pub const AGENT_CHILD: &str = "--agent-child";
 /// [`flock_latency_child`]).
 pub const FLOCK_LATENCY_CHILD: &str = "--flock-latency-child";
 
+/// Argument that turns the bench binary into the spawner child:
+/// `--interference-child STATE MILLIS HOLD_MICROS TAG…` (see
+/// [`spawner_child`]).
+pub const SPAWNER_CHILD: &str = "--interference-child";
+/// The spawner child pauses a uniformly random 0..=this many µs between
+/// two acquire attempts (so it does not phase-lock with the monitor).
+pub const SPAWNER_PAUSE_MAX_US: u64 = 1000;
 /// The probe modes, as `--probe` spells them; `lock-free` is the one meant
 /// to become the default.
 pub const MODES: [&str; 3] = ["lock-free", "passive", "acquire"];
@@ -450,7 +457,7 @@ fn latency_row(
     // The churn runs before, during and after the window.
     let lead =
         (sizes.latency_window / 10).clamp(Duration::from_millis(20), Duration::from_millis(200));
-    let churn = crate::start_spawner(state, sizes.latency_window + 2 * lead, HOLD, &tags.churn);
+    let churn = start_spawner(state, sizes.latency_window + 2 * lead, HOLD, &tags.churn);
     std::thread::sleep(lead);
     let (cpu0, start) = (cpu(), Instant::now());
     let out = Command::new(std::env::current_exe().expect("current_exe"))
@@ -463,7 +470,7 @@ fn latency_row(
         .output()
         .expect("run the flock-latency child");
     let monitor_cpu = (cpu() - cpu0).as_secs_f64() / start.elapsed().as_secs_f64();
-    let churn = crate::finish_spawner(churn);
+    let churn = finish_spawner(churn);
     let text = String::from_utf8_lossy(&out.stdout);
     let doc: serde_json::Value = serde_json::from_str(text.trim())
         .unwrap_or_else(|e| panic!("flock-latency child said {text:?}: {e}"));
@@ -664,4 +671,91 @@ fn report(results: &[Rows], sizes: &Sizes) {
             None => say(format!("      {:<26} {SKIPPED}", rows.label)),
         }
     }
+}
+
+/// The spawner child: `--interference-child STATE MILLIS TAG…`. Loops
+/// `objectiveai_sdk::lockfile::try_acquire` + release over the tags (which
+/// nobody holds) for MILLIS ms, then prints `{"attempts":…,"failures":…}`.
+/// A separate process: the SDK is reentrant in-process, so an in-process
+/// spawner would never see the monitor's probe.
+pub fn spawner_child(args: &[String]) {
+    let state = PathBuf::from(&args[0]);
+    let millis: u64 = args[1].parse().expect("millis");
+    let hold = Duration::from_micros(args[2].parse().expect("hold micros"));
+    let coords: Vec<(PathBuf, String)> = args[3..]
+        .iter()
+        .map(|tag| agent_tag_lock(&state, tag))
+        .collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (attempts, failures) = runtime.block_on(async {
+        let deadline = Instant::now() + Duration::from_millis(millis);
+        let (mut attempts, mut failures) = (0u64, 0u64);
+        while Instant::now() < deadline {
+            for (dir, key) in &coords {
+                attempts += 1;
+                match objectiveai_sdk::lockfile::try_acquire(dir, key, "").await {
+                    Some(claim) => {
+                        if !hold.is_zero() {
+                            std::thread::sleep(hold);
+                        }
+                        claim.release().expect("release")
+                    }
+                    None => failures += 1,
+                }
+                std::thread::sleep(Duration::from_micros(fastrand::u64(
+                    0..=SPAWNER_PAUSE_MAX_US,
+                )));
+            }
+        }
+        (attempts, failures)
+    });
+    println!("{{\"attempts\":{attempts},\"failures\":{failures}}}");
+}
+
+/// A running spawner child ([`start_spawner`]).
+pub struct Spawner {
+    pub process: Guarded,
+    pub stdout: std::process::ChildStdout,
+}
+
+/// A spawner child that holds each acquired tag for `hold` before it
+/// releases it (zero: releases at once).
+pub fn start_spawner(state: &Path, duration: Duration, hold: Duration, tags: &[String]) -> Spawner {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut child = Command::new(exe)
+        .arg(SPAWNER_CHILD)
+        .arg(state)
+        .arg(duration.as_millis().to_string())
+        .arg(hold.as_micros().to_string())
+        .args(tags)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the spawner child");
+    let stdout = child.stdout.take().expect("piped");
+    Spawner {
+        process: Guarded::new(child),
+        stdout,
+    }
+}
+
+/// Waits for the spawner (blocking) and returns (attempts, failures).
+pub fn finish_spawner(mut spawner: Spawner) -> (u64, u64) {
+    let mut text = String::new();
+    spawner
+        .stdout
+        .read_to_string(&mut text)
+        .expect("spawner output");
+    if !spawner.process.wait().success() {
+        panic!("spawner child failed: {text}");
+    }
+    let doc: serde_json::Value = serde_json::from_str(text.trim()).expect("spawner JSON");
+    (
+        doc["attempts"].as_u64().unwrap_or(0),
+        doc["failures"].as_u64().unwrap_or(0),
+    )
 }
