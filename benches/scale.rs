@@ -1,0 +1,1542 @@
+//! The scale benchmark: locktop at a million keys, measured from the
+//! outside. Only the release `locktop` binary is used, as child processes
+//! (plus the fixture helpers of `benches/support/`): nothing here reaches
+//! into the library, so the figures are what a user of the CLI gets.
+//!
+//! Section 1, MEMORY AND FIRST VIEW. Two fixtures, each made once per run
+//! in a tempdir by writing every key's `<escape(key)>.lock` (empty) and
+//! `.live.lock` (`1`) directly with SDK-identical names
+//! ([`support::create_free_keys_touch`]): 1,000,000 keys (800,000 tags +
+//! 200,000 instance AIHs under 2,000 parents) and 100,000 keys (80,000 +
+//! 20,000 under 200), each with 1,000 keys held by 20 real `locktop hold
+//! --aih A --tag …` processes × 50 keys (the same 1,000 at both sizes, so
+//! that the difference between them is 900,000 free keys alone). For each
+//! of the four front ends, 3 runs at each size (rounds interleaved, one
+//! process at a time, default flags):
+//!
+//! - `snapshot --all --json > /dev/null`: wall time to exit and peak RSS
+//!   (`ru_maxrss` from wait4, through a small intermediary — this binary
+//!   re-executed with `--measure-child` — so that this bench's own RSS is
+//!   not inherited at exec, as in `benches/engine.rs`);
+//! - `watch`: time until it prints its `synced: N keys on disk` line;
+//!   `watch --json --initial`, separately: time until every held key has
+//!   been reported `live` with exactly the PID of the holder process that
+//!   holds it (and not reported otherwise since);
+//! - `serve --listen 127.0.0.1:0`: time until `/healthz` answers 200 (it
+//!   answers 503 until the first full scan is done; polled every 20 ms),
+//!   then the time to download `/snapshot.json?all=true` and parse it as
+//!   it streams in (it must list every key, and every held key live with
+//!   its holder's PID);
+//! - the TUI (`locktop` on a 200×50 pseudo-terminal, read with vt100):
+//!   time until its header says `watching` and counts every key — `1000 ●
+//!   live` and `999000 ○ free` — and a holder's PID shows in the list.
+//!   The header has no "loading" word of its own: before the first scan
+//!   is done the counts are simply lower, so the complete counts are the
+//!   condition.
+//!
+//! Peak RSS of the long-running ones is their VmHWM (`/proc/PID/status`),
+//! read after the first complete view and a 1 s settle, just before they
+//! are stopped; serve's is read twice, before the download (its view
+//! alone) and after it. Bytes per free key = (VmHWM at 1M − VmHWM at
+//! 100k) / 900,000, from the medians.
+//!
+//! Section 2, STEADY CHURN CPU. A state dir with 2,000 agents on disk
+//! (free instance keys under 100 parents); a driver keeps about 6 `locktop
+//! hold` processes alive, spawning one and ending the oldest about 24
+//! times a second (each holds one instance key — half of them existing,
+//! half fresh AIHs, some in new directories — and every third also a tag;
+//! ended by SIGKILL and by closing its stdin, in turns), for 20 s. Side by
+//! side meanwhile: `inotifywait -m -r <state>/locks` (stdout drained; run
+//! without `-q` only to read its "Watches established." line), `locktop
+//! watch` (stdout drained) and `locktop serve`. CPU = utime + stime from
+//! `/proc/PID/stat` (clock ticks), the delta over the window, once all
+//! three are synced and settled; each locktop's as a ratio to
+//! inotifywait's. Without `inotifywait` the section prints `skipped:` (and
+//! panics when `LOCKTOP_REQUIRE_ALL=1`).
+//!
+//! Plans: `cargo bench --bench scale` (argv contains `--bench`) is the full
+//! run. Without `--bench` (what `cargo test --all-targets` runs) or with
+//! `--smoke`: the same code paths at tiny sizes (20,000 and 2,000 keys, 20
+//! held, 1 run, churn 1 s). `-- --only-memory` / `-- --only-churn` run one
+//! section. Targets are printed as PASS/MISS at the end; they never fail
+//! the run. Every child process is SIGKILLed on exit, panic included
+//! ([`support::Guarded`], [`PtyTui`]); holders also release and exit on
+//! their own when this process dies (their stdin closes).
+
+// engine.rs uses all of `support`; this bench only its fixtures, holders,
+// resource and formatting helpers.
+#[allow(dead_code)]
+mod support;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use support::*;
+
+/// Argument that turns this binary into the measuring intermediary.
+const MEASURE_CHILD: &str = "--measure-child";
+
+/// Peak RSS target at 1,000,000 keys (MB).
+const BIG_MB: f64 = 250.0;
+/// Peak RSS target at 100,000 keys (MB).
+const SMALL_MB: f64 = 60.0;
+/// `snapshot --all --json` wall time target at 1,000,000 keys.
+const SNAPSHOT_TARGET: Duration = Duration::from_secs(5);
+/// Every held key correct within this long of `watch`'s start.
+const HELD_TARGET: Duration = Duration::from_secs(10);
+/// serve's and watch's churn CPU, at most this many times inotifywait's.
+const CHURN_RATIO: f64 = 2.0;
+/// The TUI's terminal.
+const TUI_COLS: u16 = 200;
+const TUI_ROWS: u16 = 50;
+
+/// A fixture's shape.
+#[derive(Clone, Copy)]
+struct Size {
+    tags: usize,
+    instances: usize,
+    parents: usize,
+}
+
+impl Size {
+    fn keys(&self) -> usize {
+        self.tags + self.instances
+    }
+}
+
+/// Everything that differs between the full run and the smoke run.
+struct Plan {
+    name: &'static str,
+    big: Size,
+    small: Size,
+    holders: usize,
+    keys_per_holder: usize,
+    runs: usize,
+    /// After the first complete view, before VmHWM is read.
+    settle: Duration,
+    /// How long a first complete view may take before the run is given up
+    /// (the remaining runs of that front end at that size are skipped).
+    view_timeout: Duration,
+    churn_agents: usize,
+    churn_parents: usize,
+    churn_window: Duration,
+    churn_alive: usize,
+    churn_per_second: f64,
+}
+
+impl Plan {
+    fn full() -> Self {
+        Self {
+            name: "FULL",
+            big: Size {
+                tags: 800_000,
+                instances: 200_000,
+                parents: 2_000,
+            },
+            small: Size {
+                tags: 80_000,
+                instances: 20_000,
+                parents: 200,
+            },
+            holders: 20,
+            keys_per_holder: 50,
+            runs: 3,
+            settle: Duration::from_secs(1),
+            view_timeout: Duration::from_secs(300),
+            churn_agents: 2_000,
+            churn_parents: 100,
+            churn_window: Duration::from_secs(20),
+            churn_alive: 6,
+            churn_per_second: 24.0,
+        }
+    }
+
+    fn smoke() -> Self {
+        Self {
+            name: "SMOKE",
+            big: Size {
+                tags: 16_000,
+                instances: 4_000,
+                parents: 40,
+            },
+            small: Size {
+                tags: 1_600,
+                instances: 400,
+                parents: 4,
+            },
+            holders: 2,
+            keys_per_holder: 10,
+            runs: 1,
+            settle: Duration::from_millis(200),
+            view_timeout: Duration::from_secs(60),
+            churn_agents: 400,
+            churn_parents: 20,
+            churn_window: Duration::from_secs(1),
+            churn_alive: 6,
+            churn_per_second: 24.0,
+        }
+    }
+
+    fn held(&self) -> usize {
+        self.holders * self.keys_per_holder
+    }
+}
+
+/// Targets, filled in as the sections run, printed at the end.
+#[derive(Default)]
+struct Targets {
+    lines: Vec<String>,
+}
+
+impl Targets {
+    fn add(&mut self, line: String) {
+        self.lines.push(line);
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(MEASURE_CHILD) {
+        return measure_child(&args[2..]);
+    }
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let full = has("--bench") && !has("--smoke");
+    let plan = if full { Plan::full() } else { Plan::smoke() };
+    let started = Instant::now();
+    let bin = locktop_bin();
+    let binary_at_start = modified(&bin);
+    let tmp = tempfile::Builder::new()
+        .prefix("locktop-scale-")
+        .tempdir()
+        .expect("tempdir");
+    header(&plan, &args, &bin, tmp.path());
+    let mut targets = Targets::default();
+    if !has("--only-churn") {
+        let t = Instant::now();
+        section_memory(&plan, &bin, tmp.path(), &mut targets);
+        took(t);
+    }
+    if !has("--only-memory") {
+        let t = Instant::now();
+        section_churn(&plan, &bin, tmp.path(), &mut targets);
+        took(t);
+    }
+    say_targets(&plan, &targets);
+    if modified(&bin) != binary_at_start {
+        say(format!(
+            "\nWARNING: {} changed while this bench ran (a build in the same target dir): \
+             some figures may be of another binary",
+            bin.display()
+        ));
+    }
+    let t = Instant::now();
+    drop(tmp);
+    say(format!(
+        "\n{} run finished in {} (fixtures removed in {}; all children killed and reaped); load at end: {}",
+        plan.name,
+        fmt_dur(started.elapsed()),
+        fmt_dur(t.elapsed()),
+        loadavg()
+    ));
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// `(section: 12.3 s)` — where the bench's own time goes.
+fn took(start: Instant) {
+    say(format!("   (section: {})", fmt_dur(start.elapsed())));
+}
+
+fn header(plan: &Plan, args: &[String], bin: &Path, tmp: &Path) {
+    say(format!("locktop scale benchmark — {} run", plan.name));
+    say(format!(
+        "command:  {}   [argv; `cargo bench --bench scale` passes --bench → full run, \
+         without it (cargo test --all-targets) or with --smoke → smoke run; \
+         --only-memory / --only-churn: one section]",
+        args.join(" ")
+    ));
+    say(format!(
+        "machine:  nproc={} · {} · {}",
+        nproc(),
+        cpu_model().unwrap_or_else(|| "cpu ?".into()),
+        uname()
+    ));
+    say(format!("load:     {} (/proc/loadavg at start)", loadavg()));
+    say(format!(
+        "binary:   {}   tempdir: {} ({})",
+        bin.display(),
+        tmp.display(),
+        fs_type(tmp)
+    ));
+    if let Ok(out) = Command::new("git")
+        .args([
+            "-C",
+            env!("CARGO_MANIFEST_DIR"),
+            "describe",
+            "--always",
+            "--dirty",
+        ])
+        .output()
+        && out.status.success()
+    {
+        say(format!(
+            "source:   {}",
+            String::from_utf8_lossy(&out.stdout).trim()
+        ));
+    }
+}
+
+fn say_targets(plan: &Plan, targets: &Targets) {
+    say("\nTARGETS (printed, never enforced)");
+    if plan.name == "SMOKE" {
+        say(
+            "  (smoke sizes: these verdicts are NOT the targets' fixture; run `cargo bench --bench scale`)",
+        );
+    }
+    for line in &targets.lines {
+        say(format!("  {line}"));
+    }
+}
+
+// ===========================================================================
+// Child processes
+
+/// Spawns `locktop --state-dir STATE <args>`, stdin null, stdout piped,
+/// stderr as asked.
+fn spawn_locktop(bin: &Path, state: &Path, args: &[&str], stderr: Stdio) -> Guarded {
+    let child = Command::new(bin)
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {} {args:?}: {e}", bin.display()));
+    Guarded::new(child)
+}
+
+/// SIGTERM, then SIGKILL if it has not exited within 5 s; reaped.
+fn stop(child: &mut Guarded) {
+    child.signal(libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if child.try_wait().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.sigkill();
+    child.wait();
+}
+
+/// Reads every line of `out` on a thread of its own (so the child never
+/// blocks on a full pipe), counting them in `count`, and sends the time
+/// of the first line `wanted` accepts.
+fn drain_lines(
+    out: impl Read + Send + 'static,
+    count: Arc<AtomicUsize>,
+    wanted: impl Fn(&str) -> bool + Send + 'static,
+) -> (Receiver<Instant>, std::thread::JoinHandle<()>) {
+    let (tx, rx) = channel();
+    let thread = std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            count.fetch_add(1, Ordering::Relaxed);
+            if !sent && wanted(&line) {
+                sent = true;
+                let _ = tx.send(Instant::now());
+            }
+        }
+    });
+    (rx, thread)
+}
+
+/// A peak RSS in MB.
+fn mb(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn vm_hwm(pid: u32) -> u64 {
+    vm_status_kib(pid, "VmHWM:").unwrap_or(0)
+}
+
+// ===========================================================================
+// 1. Memory and first view
+
+/// A fixture with its holders (killed when dropped).
+struct Fixture {
+    size: Size,
+    state: PathBuf,
+    held: Arc<HeldSet>,
+    _holders: Vec<Holder>,
+}
+
+/// The held keys and who holds them: name → (index, kind, holder PID).
+/// Names are unique across kinds in these fixtures.
+struct HeldSet {
+    keys: HashMap<String, (usize, &'static str, u32)>,
+}
+
+impl HeldSet {
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// True when `kind`/`name` is a held key and `liveness` + `pids` say
+    /// exactly that its holder holds it; `None` when it is no held key.
+    fn judge(&self, kind: &str, name: &str, liveness: &str, pids: &[u32]) -> Option<(usize, bool)> {
+        let (index, want_kind, pid) = *self.keys.get(name)?;
+        if want_kind != kind {
+            return None;
+        }
+        Some((index, liveness == "live" && pids == [pid]))
+    }
+}
+
+/// Creates `size` free keys in `dir`, then holders of the first `plan.held()`
+/// (each `--aih <a child AIH> --tag …`).
+fn make_fixture(plan: &Plan, bin: &Path, dir: &Path, size: Size) -> Fixture {
+    let state = dir.to_path_buf();
+    let tags: Vec<String> = (0..size.tags).map(tag_name).collect();
+    let aihs = instance_names(size.instances, size.parents);
+    let created = create_free_keys_touch(&state, &tags, &aihs);
+    let tags_per_holder = plan.keys_per_holder - 1;
+    assert!(
+        size.instances >= size.parents + plan.holders && size.tags >= plan.held(),
+        "the fixture is too small for its holders"
+    );
+    let spawn_start = Instant::now();
+    let mut holders = Vec::new();
+    let mut keys = HashMap::new();
+    let mut retries = 0;
+    for h in 0..plan.holders {
+        let aih = &aihs[size.parents + h];
+        let mine = &tags[h * tags_per_holder..(h + 1) * tags_per_holder];
+        let mut family = vec!["--aih".to_string(), aih.clone()];
+        for tag in mine {
+            family.push("--tag".into());
+            family.push(tag.clone());
+        }
+        let (holder, failed) = spawn_holder_retrying(bin, &state, &family);
+        retries += failed;
+        let pid = holder.pid();
+        let index = keys.len();
+        keys.insert(aih.clone(), (index, "instance", pid));
+        for tag in mine {
+            let index = keys.len();
+            keys.insert(tag.clone(), (index, "tag", pid));
+        }
+        holders.push(holder);
+    }
+    say(format!(
+        "   fixture: {} keys ({} tags + {} instance AIHs under {} parents) written in {} ({} files); \
+         {} held by {} `locktop hold --aih A --tag …` × {} keys (spawned in {}{})",
+        thousands(size.keys()),
+        thousands(size.tags),
+        thousands(size.instances),
+        thousands(size.parents),
+        fmt_dur(created),
+        thousands(2 * size.keys()),
+        thousands(keys.len()),
+        plan.holders,
+        plan.keys_per_holder,
+        fmt_dur(spawn_start.elapsed()),
+        if retries > 0 {
+            format!(", {retries} busy retries")
+        } else {
+            String::new()
+        }
+    ));
+    Fixture {
+        size,
+        state,
+        held: Arc::new(HeldSet { keys }),
+        _holders: holders,
+    }
+}
+
+/// Every figure of one fixture, one entry per run (a first view that never
+/// came is `None`).
+#[derive(Default)]
+struct SizeRuns {
+    snapshot_wall: Vec<Option<Duration>>,
+    snapshot_kib: Vec<u64>,
+    watch_synced: Vec<Option<Duration>>,
+    watch_kib: Vec<u64>,
+    held_correct: Vec<Option<Duration>>,
+    held_kib: Vec<u64>,
+    serve_healthy: Vec<Option<Duration>>,
+    serve_view_kib: Vec<u64>,
+    serve_download: Vec<Option<Duration>>,
+    serve_kib: Vec<u64>,
+    tui_view: Vec<Option<Duration>>,
+    tui_kib: Vec<u64>,
+}
+
+fn section_memory(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
+    say(format!(
+        "\n1. MEMORY AND FIRST VIEW  {} then {} keys, {} held; per front end {} run(s) per size, \
+         one process at a time, default flags; peak RSS = VmHWM read {} after the first complete \
+         view (snapshot: ru_maxrss through an intermediary); a first view is given up after {}",
+        thousands(plan.small.keys()),
+        thousands(plan.big.keys()),
+        thousands(plan.held()),
+        plan.runs,
+        fmt_dur(plan.settle),
+        fmt_dur(plan.view_timeout),
+    ));
+    let mut results = Vec::new();
+    for size in [plan.small, plan.big] {
+        say(format!("\n {} KEYS", thousands(size.keys())));
+        let fixture = make_fixture(plan, bin, &tmp.join(format!("state-{}", size.keys())), size);
+        let runs = measure_fixture(plan, bin, &fixture);
+        report_fixture(plan, &fixture, &runs);
+        results.push((size, runs));
+        // The fixture's holders end here; its files stay until the end.
+    }
+    let (small, big) = (&results[0], &results[1]);
+    per_free_key(big, small);
+    memory_targets(plan, big, small, targets);
+}
+
+/// `plan.runs` interleaved rounds of every front end on `fixture`.
+fn measure_fixture(plan: &Plan, bin: &Path, fixture: &Fixture) -> SizeRuns {
+    let mut runs = SizeRuns::default();
+    // A front end whose first view timed out is not run again.
+    let mut gave_up = [false; 3];
+    let timed_out = |v: &[Option<Duration>]| v.last().is_some_and(Option::is_none);
+    for round in 1..=plan.runs {
+        let mut line = Vec::new();
+        let snap = run_cli_snapshot(bin, &fixture.state);
+        if snap.status != 0 {
+            say(format!("   snapshot exited with status {}", snap.status));
+        }
+        runs.snapshot_wall
+            .push((snap.status == 0).then_some(snap.wall));
+        runs.snapshot_kib.push(snap.maxrss_kib);
+        line.push(format!(
+            "snapshot {} {:.1} MB",
+            fmt_dur(snap.wall),
+            mb(snap.maxrss_kib)
+        ));
+
+        if !gave_up[0] {
+            let (synced, kib) = run_watch(plan, bin, &fixture.state);
+            runs.watch_synced.push(synced);
+            runs.watch_kib.push(kib);
+            gave_up[0] = timed_out(&runs.watch_synced);
+            line.push(format!("watch {} {:.1} MB", fmt_opt(synced), mb(kib)));
+            let (correct, kib) = run_watch_held(plan, bin, fixture);
+            runs.held_correct.push(correct);
+            runs.held_kib.push(kib);
+            line.push(format!("held keys right {}", fmt_opt(correct)));
+        }
+        if !gave_up[1] {
+            let serve = run_serve(plan, bin, fixture);
+            runs.serve_healthy.push(serve.healthy);
+            runs.serve_view_kib.push(serve.view_kib);
+            runs.serve_download.push(serve.download);
+            runs.serve_kib.push(serve.kib);
+            gave_up[1] = timed_out(&runs.serve_healthy);
+            line.push(format!(
+                "serve healthy {} {:.1} MB, download {} {:.1} MB",
+                fmt_opt(serve.healthy),
+                mb(serve.view_kib),
+                fmt_opt(serve.download),
+                mb(serve.kib)
+            ));
+        }
+        if !gave_up[2] {
+            let (view, kib) = run_tui(plan, bin, fixture);
+            runs.tui_view.push(view);
+            runs.tui_kib.push(kib);
+            gave_up[2] = timed_out(&runs.tui_view);
+            line.push(format!("TUI {} {:.1} MB", fmt_opt(view), mb(kib)));
+        }
+        say(format!(
+            "   run {round}/{}: {}",
+            plan.runs,
+            line.join(" · ")
+        ));
+    }
+    runs
+}
+
+fn report_fixture(plan: &Plan, fixture: &Fixture, runs: &SizeRuns) {
+    let keys = fixture.size.keys();
+    let held = fixture.held.len();
+    say(format!(
+        "   {:<66} {:>10} {:>10} {:>10}",
+        format!("{} keys, {} held", thousands(keys), thousands(held)),
+        "min",
+        "median",
+        "max"
+    ));
+    let time_row = |what: &str, v: &[Option<Duration>]| {
+        let [lo, mid, hi] = spread_dur(v, plan.view_timeout);
+        say(format!("   {what:<66} {lo:>10} {mid:>10} {hi:>10}"));
+    };
+    let mb_row = |what: &str, v: &[u64]| {
+        let [lo, mid, hi] = spread_mb(v);
+        say(format!("   {what:<66} {lo:>10} {mid:>10} {hi:>10}"));
+    };
+    time_row(
+        "`snapshot --all --json > /dev/null`: wall time",
+        &runs.snapshot_wall,
+    );
+    mb_row("   peak RSS (ru_maxrss)", &runs.snapshot_kib);
+    time_row("`watch`: start → `synced:` line", &runs.watch_synced);
+    mb_row("   peak RSS (VmHWM)", &runs.watch_kib);
+    time_row(
+        &format!("`watch --json --initial`: start → all {held} held keys right"),
+        &runs.held_correct,
+    );
+    mb_row(
+        "   peak RSS then (VmHWM; it prints every key)",
+        &runs.held_kib,
+    );
+    time_row("`serve`: start → /healthz 200", &runs.serve_healthy);
+    mb_row(
+        "   peak RSS then (VmHWM: the view alone)",
+        &runs.serve_view_kib,
+    );
+    time_row(
+        "   GET /snapshot.json?all=true, read and parsed",
+        &runs.serve_download,
+    );
+    mb_row("   peak RSS after it (VmHWM)", &runs.serve_kib);
+    time_row(
+        "TUI: start → header `watching`, every key counted",
+        &runs.tui_view,
+    );
+    mb_row("   peak RSS (VmHWM)", &runs.tui_kib);
+}
+
+/// Bytes per free key of each long-running front end, from the medians.
+fn per_free_key(big: &(Size, SizeRuns), small: &(Size, SizeRuns)) {
+    let extra = big.0.keys() as f64 - small.0.keys() as f64;
+    say(format!(
+        "\n bytes per free key = (median VmHWM at {} − at {}) / {}",
+        thousands(big.0.keys()),
+        thousands(small.0.keys()),
+        thousands(extra as usize)
+    ));
+    let row = |what: &str, b: &[u64], s: &[u64]| {
+        if b.is_empty() || s.is_empty() {
+            say(format!("   {what:<44} n/a"));
+            return;
+        }
+        let per = (median_u64(b) as f64 - median_u64(s) as f64) * 1024.0 / extra;
+        say(format!("   {what:<44} {per:>8.0} B"));
+    };
+    row("watch", &big.1.watch_kib, &small.1.watch_kib);
+    row(
+        "serve, its view alone",
+        &big.1.serve_view_kib,
+        &small.1.serve_view_kib,
+    );
+    row(
+        "serve, after /snapshot.json?all=true",
+        &big.1.serve_kib,
+        &small.1.serve_kib,
+    );
+    row("TUI", &big.1.tui_kib, &small.1.tui_kib);
+    row(
+        "snapshot --all --json",
+        &big.1.snapshot_kib,
+        &small.1.snapshot_kib,
+    );
+}
+
+fn memory_targets(
+    plan: &Plan,
+    big: &(Size, SizeRuns),
+    small: &(Size, SizeRuns),
+    targets: &mut Targets,
+) {
+    let (size, runs) = big;
+    let keys = thousands(size.keys());
+    let peak = |what: &str, v: &[u64], limit: f64, keys: &str| {
+        let worst = v.iter().copied().max();
+        format!(
+            "peak RSS at {keys} keys ≤ {limit:.0} MB, {what}: {} (max of {})  {}",
+            worst.map_or_else(|| "n/a".into(), |kib| format!("{:.1} MB", mb(kib))),
+            v.len(),
+            verdict(worst.is_some_and(|kib| mb(kib) <= limit))
+        )
+    };
+    // A view that never came is a miss, whatever its memory.
+    let complete = |v: &[Option<Duration>]| !v.is_empty() && v.iter().all(Option::is_some);
+    targets.add(peak("watch", &runs.watch_kib, BIG_MB, &keys));
+    let mut serve = peak(
+        "serve with the full /snapshot.json?all=true served",
+        &runs.serve_kib,
+        BIG_MB,
+        &keys,
+    );
+    if !complete(&runs.serve_download) {
+        serve = format!("{serve} (a download failed: MISS)");
+    }
+    targets.add(serve);
+    let mut tui = peak("TUI", &runs.tui_kib, BIG_MB, &keys);
+    if !complete(&runs.tui_view) {
+        tui = format!("{tui} (the view never completed: MISS)");
+    }
+    targets.add(tui);
+    let snap = median_opt(&runs.snapshot_wall);
+    targets.add(format!(
+        "`snapshot --all --json` at {keys} keys ≤ {}: {} (median of {})  {}",
+        fmt_dur(SNAPSHOT_TARGET),
+        snap.map_or_else(|| "failed".into(), fmt_dur),
+        runs.snapshot_wall.len(),
+        verdict(snap.is_some_and(|t| t <= SNAPSHOT_TARGET))
+    ));
+    targets.add(peak(
+        "snapshot --all --json",
+        &runs.snapshot_kib,
+        BIG_MB,
+        &keys,
+    ));
+    let worst = worst_opt(&runs.held_correct);
+    targets.add(format!(
+        "every held key correct (live, its holder's PID) within {} of `watch --json --initial`'s start at {keys} keys: {} (worst of {})  {}",
+        fmt_dur(HELD_TARGET),
+        worst.map_or_else(
+            || format!("never within {}", fmt_dur(plan.view_timeout)),
+            fmt_dur
+        ),
+        runs.held_correct.len(),
+        verdict(worst.is_some_and(|t| t <= HELD_TARGET))
+    ));
+    let (size, runs) = small;
+    let keys = thousands(size.keys());
+    for (what, v) in [
+        ("watch", &runs.watch_kib),
+        ("serve with /snapshot.json?all=true served", &runs.serve_kib),
+        ("TUI", &runs.tui_kib),
+        ("snapshot --all --json", &runs.snapshot_kib),
+    ] {
+        targets.add(peak(what, v, SMALL_MB, &keys));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// snapshot
+
+/// What one run of `locktop snapshot` cost.
+struct CliRun {
+    wall: Duration,
+    /// Peak RSS of the binary alone (KiB).
+    maxrss_kib: u64,
+    status: i32,
+}
+
+/// Runs `locktop --state-dir D snapshot --all --json > /dev/null` through
+/// a small intermediary (this binary, re-executed with `--measure-child`),
+/// which reaps it with wait4 and reports its wall time and `ru_maxrss`.
+/// Why the intermediary: a child spawned straight from this (large)
+/// process inherits our RSS high-water mark at exec.
+fn run_cli_snapshot(bin: &Path, state: &Path) -> CliRun {
+    let exe = std::env::current_exe().expect("current_exe");
+    let out = Command::new(exe)
+        .arg(MEASURE_CHILD)
+        .arg(bin)
+        .arg("--state-dir")
+        .arg(state)
+        .args(["snapshot", "--all", "--json"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("spawn the measuring intermediary");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let doc: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("measure-child said {text:?}: {e}"));
+    CliRun {
+        wall: Duration::from_nanos(doc["wall_ns"].as_u64().unwrap_or(0)),
+        maxrss_kib: doc["maxrss_kib"].as_u64().unwrap_or(0),
+        status: doc["status"].as_i64().unwrap_or(-1) as i32,
+    }
+}
+
+/// The intermediary: `--measure-child PROG ARG…` runs PROG (stdout to
+/// /dev/null), reaps it with wait4 and prints
+/// `{"status":…,"wall_ns":…,"maxrss_kib":…}`.
+fn measure_child(args: &[String]) {
+    let start = Instant::now();
+    let child = Command::new(&args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the measured child");
+    let mut child = Guarded::new(child);
+    let (status, usage) = child.wait4();
+    let wall = start.elapsed();
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    println!(
+        "{{\"status\":{code},\"wall_ns\":{},\"maxrss_kib\":{}}}",
+        wall.as_nanos(),
+        usage.ru_maxrss
+    );
+}
+
+// ---------------------------------------------------------------------------
+// watch
+
+/// `locktop watch` until its `synced:` line (or the timeout), then the
+/// settle, then its VmHWM; stopped with SIGTERM.
+fn run_watch(plan: &Plan, bin: &Path, state: &Path) -> (Option<Duration>, u64) {
+    let start = Instant::now();
+    let mut child = spawn_locktop(bin, state, &["watch"], Stdio::null());
+    let stdout = child.child_mut().stdout.take().expect("piped");
+    let (synced, reader) = drain_lines(stdout, Arc::default(), |line| line.contains(" synced: "));
+    let synced = synced
+        .recv_timeout(plan.view_timeout)
+        .ok()
+        .map(|at| at.duration_since(start));
+    std::thread::sleep(plan.settle);
+    let kib = vm_hwm(child.pid());
+    stop(&mut child);
+    let _ = reader.join();
+    (synced, kib)
+}
+
+/// The fields of a `watch --json` line this bench reads.
+#[derive(serde::Deserialize)]
+struct WatchLine {
+    kind: Option<String>,
+    name: Option<String>,
+    to: Option<String>,
+    #[serde(default)]
+    pids: Vec<u32>,
+}
+
+/// The `name` of a `watch --json` state line, when it has no escape (a
+/// quick look that spares parsing a million free keys' lines).
+fn quick_name(line: &str) -> Option<&str> {
+    let start = line.find("\"name\":\"")? + 8;
+    let len = line[start..].find('"')?;
+    let name = &line[start..start + len];
+    (!name.contains('\\')).then_some(name)
+}
+
+/// `locktop watch --json --initial`: the time from spawn until every held
+/// key's latest line says `live` with exactly its holder's PID; then the
+/// settle and its VmHWM.
+fn run_watch_held(plan: &Plan, bin: &Path, fixture: &Fixture) -> (Option<Duration>, u64) {
+    let start = Instant::now();
+    let mut child = spawn_locktop(
+        bin,
+        &fixture.state,
+        &["watch", "--json", "--initial"],
+        Stdio::null(),
+    );
+    let stdout = child.child_mut().stdout.take().expect("piped");
+    let held = fixture.held.clone();
+    let (tx, rx) = channel();
+    let reader = std::thread::spawn(move || {
+        let mut right = vec![false; held.len()];
+        let mut count = 0;
+        let mut sent = false;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if sent {
+                continue;
+            }
+            // A line that names no held key is skipped unparsed.
+            if let Some(name) = quick_name(&line)
+                && !held.keys.contains_key(name)
+            {
+                continue;
+            }
+            let Ok(parsed) = serde_json::from_str::<WatchLine>(&line) else {
+                continue;
+            };
+            let (Some(kind), Some(name), Some(to)) = (&parsed.kind, &parsed.name, &parsed.to)
+            else {
+                continue;
+            };
+            if let Some((index, ok)) = held.judge(kind, name, to, &parsed.pids) {
+                if ok != right[index] {
+                    right[index] = ok;
+                    if ok {
+                        count += 1;
+                    } else {
+                        count -= 1;
+                    }
+                }
+                if count == held.len() {
+                    sent = true;
+                    let _ = tx.send(Instant::now());
+                }
+            }
+        }
+    });
+    let correct = rx
+        .recv_timeout(plan.view_timeout)
+        .ok()
+        .map(|at| at.duration_since(start));
+    std::thread::sleep(plan.settle);
+    let kib = vm_hwm(child.pid());
+    stop(&mut child);
+    let _ = reader.join();
+    (correct, kib)
+}
+
+// ---------------------------------------------------------------------------
+// serve
+
+struct ServeRun {
+    healthy: Option<Duration>,
+    /// VmHWM once healthy (and settled), before any download.
+    view_kib: u64,
+    download: Option<Duration>,
+    /// VmHWM after the download.
+    kib: u64,
+}
+
+fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .build()
+        .into()
+}
+
+/// `locktop serve --listen 127.0.0.1:0` until `/healthz` answers 200;
+/// settle, VmHWM; `/snapshot.json?all=true` read and checked; VmHWM again.
+fn run_serve(plan: &Plan, bin: &Path, fixture: &Fixture) -> ServeRun {
+    let start = Instant::now();
+    let (mut child, base) = start_serve(bin, &fixture.state);
+    let healthy = wait_healthy(&base, start, plan.view_timeout);
+    let mut run = ServeRun {
+        healthy,
+        view_kib: 0,
+        download: None,
+        kib: 0,
+    };
+    std::thread::sleep(plan.settle);
+    run.view_kib = vm_hwm(child.pid());
+    if healthy.is_some() {
+        let t = Instant::now();
+        match download_snapshot(&base, plan.view_timeout) {
+            Ok(summary) => {
+                let took = t.elapsed();
+                let right = summary
+                    .held
+                    .iter()
+                    .filter(|k| {
+                        fixture
+                            .held
+                            .judge(&k.kind, &k.name, &k.liveness, &k.pids)
+                            .is_some_and(|(_, ok)| ok)
+                    })
+                    .count();
+                if summary.count == fixture.size.keys() && right == fixture.held.len() {
+                    run.download = Some(took);
+                } else {
+                    say(format!(
+                        "   /snapshot.json?all=true listed {} keys (want {}), {} held keys right of {}",
+                        thousands(summary.count),
+                        thousands(fixture.size.keys()),
+                        right,
+                        fixture.held.len()
+                    ));
+                }
+            }
+            Err(error) => say(format!("   /snapshot.json?all=true failed: {error}")),
+        }
+        std::thread::sleep(plan.settle);
+        run.kib = vm_hwm(child.pid());
+    } else {
+        run.kib = run.view_kib;
+    }
+    stop(&mut child);
+    run
+}
+
+/// Spawns `serve` on a free loopback port; the child and its base URL.
+fn start_serve(bin: &Path, state: &Path) -> (Guarded, String) {
+    let mut child = spawn_locktop(
+        bin,
+        state,
+        &["serve", "--listen", "127.0.0.1:0"],
+        Stdio::piped(),
+    );
+    drop(child.child_mut().stdout.take());
+    let stderr = child.child_mut().stderr.take().expect("piped");
+    let mut stderr = BufReader::new(stderr);
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("serve's first line");
+    let base = line
+        .trim()
+        .strip_prefix("locktop serve: listening on ")
+        .unwrap_or_else(|| panic!("serve said {line:?}"))
+        .to_string();
+    // Whatever else it says on stderr, read so it never blocks.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+    });
+    (child, base)
+}
+
+/// Polls `/healthz` every 20 ms until it answers 200 (`None`: not within
+/// `timeout`); the time since `start`.
+fn wait_healthy(base: &str, start: Instant, timeout: Duration) -> Option<Duration> {
+    let agent = agent(Duration::from_secs(10));
+    let url = format!("{base}/healthz");
+    while start.elapsed() < timeout {
+        if agent.get(&url).call().is_ok() {
+            return Some(start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// A `snapshot --json` document's keys: how many, and the ones not free.
+struct KeysSummary {
+    count: usize,
+    held: Vec<SlimKey>,
+}
+
+#[derive(serde::Deserialize)]
+struct SlimKey {
+    kind: String,
+    name: String,
+    liveness: String,
+    #[serde(default)]
+    holders: Vec<SlimHolder>,
+    #[serde(skip)]
+    pids: Vec<u32>,
+}
+
+#[derive(serde::Deserialize)]
+struct SlimHolder {
+    pid: u32,
+}
+
+#[derive(serde::Deserialize)]
+struct SnapshotDoc {
+    keys: KeysSummary,
+}
+
+impl<'de> serde::Deserialize<'de> for KeysSummary {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = KeysSummary;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of keys")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<KeysSummary, A::Error> {
+                let mut summary = KeysSummary {
+                    count: 0,
+                    held: Vec::new(),
+                };
+                while let Some(mut key) = seq.next_element::<SlimKey>()? {
+                    summary.count += 1;
+                    if key.liveness != "free" {
+                        key.pids = key.holders.iter().map(|h| h.pid).collect();
+                        summary.held.push(key);
+                    }
+                }
+                Ok(summary)
+            }
+        }
+        deserializer.deserialize_seq(Keys)
+    }
+}
+
+/// GET `/snapshot.json?all=true`, parsed as it streams in (no copy of the
+/// whole body here).
+fn download_snapshot(base: &str, timeout: Duration) -> Result<KeysSummary, String> {
+    let mut response = agent(timeout)
+        .get(&format!("{base}/snapshot.json?all=true"))
+        .call()
+        .map_err(|e| e.to_string())?;
+    let reader = BufReader::with_capacity(1 << 16, response.body_mut().as_reader());
+    let doc: SnapshotDoc = serde_json::from_reader(reader).map_err(|e| e.to_string())?;
+    Ok(doc.keys)
+}
+
+// ---------------------------------------------------------------------------
+// The TUI
+
+/// `locktop` on a pseudo-terminal, its screen kept by a vt100 parser;
+/// killed and reaped when dropped.
+struct PtyTui {
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    writer: Box<dyn Write + Send>,
+    screen: Arc<Mutex<vt100::Parser>>,
+    _master: Box<dyn portable_pty::MasterPty + Send>,
+}
+
+impl PtyTui {
+    fn spawn(bin: &Path, state: &Path) -> Self {
+        use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: TUI_ROWS,
+                cols: TUI_COLS,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        let mut command = CommandBuilder::new(bin);
+        command.arg("--state-dir");
+        command.arg(state);
+        command.env("TERM", "xterm-256color");
+        let child = pair.slave.spawn_command(command).expect("spawn the TUI");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().expect("pty reader");
+        let writer = pair.master.take_writer().expect("pty writer");
+        let nonzero = |n: u16| std::num::NonZeroU16::new(n).expect("non-zero");
+        let screen = Arc::new(Mutex::new(vt100::Parser::new(
+            nonzero(TUI_ROWS),
+            nonzero(TUI_COLS),
+            0,
+        )));
+        let sink = screen.clone();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 1 << 16];
+            loop {
+                match reader.read(&mut buffer) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => sink.lock().expect("screen").process(&buffer[..n]),
+                }
+            }
+        });
+        Self {
+            child,
+            writer,
+            screen,
+            _master: pair.master,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.process_id().expect("the TUI's PID")
+    }
+
+    fn screen(&self) -> String {
+        self.screen.lock().expect("screen").screen().contents()
+    }
+
+    /// `q`, then SIGKILL if it has not exited within 5 s.
+    fn quit(mut self) {
+        let _ = self
+            .writer
+            .write_all(b"q")
+            .and_then(|()| self.writer.flush());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Drop kills it.
+    }
+}
+
+impl Drop for PtyTui {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The first complete view: the header's first line says `watching`, its
+/// second counts every key (`N ● live`, `M ○ free`), and a holder's PID
+/// shows below the tab bar.
+fn tui_complete(screen: &str, live: usize, free: usize, pids: &[String]) -> bool {
+    let mut lines = screen.lines();
+    let (Some(first), Some(second)) = (lines.next(), lines.next()) else {
+        return false;
+    };
+    first.contains("watching")
+        && second.contains(&format!("{live} ● live"))
+        && second.contains(&format!("{free} ○ free"))
+        && lines
+            .skip_while(|line| !line.contains(" 1 Tree "))
+            .skip(1)
+            .any(|line| pids.iter().any(|pid| line.contains(pid.as_str())))
+}
+
+/// The TUI until its first complete view ([`tui_complete`], polled every
+/// 50 ms), then the settle and its VmHWM; quit with `q`.
+fn run_tui(plan: &Plan, bin: &Path, fixture: &Fixture) -> (Option<Duration>, u64) {
+    let live = fixture.held.len();
+    let free = fixture.size.keys() - live;
+    let mut pids: Vec<String> = fixture
+        .held
+        .keys
+        .values()
+        .map(|(_, _, pid)| pid.to_string())
+        .collect();
+    pids.sort();
+    pids.dedup();
+    let start = Instant::now();
+    let tui = PtyTui::spawn(bin, &fixture.state);
+    let view = loop {
+        if tui_complete(&tui.screen(), live, free, &pids) {
+            break Some(start.elapsed());
+        }
+        if start.elapsed() > plan.view_timeout {
+            say(format!(
+                "   the TUI never showed its complete view; its screen:\n{}",
+                tui.screen()
+            ));
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(plan.settle);
+    let kib = vm_hwm(tui.pid());
+    tui.quit();
+    (view, kib)
+}
+
+// ===========================================================================
+// 2. Steady churn CPU
+
+/// User + system CPU of a process (every thread, live or gone), in clock
+/// ticks, from `/proc/PID/stat`.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    // After the command: state is field 3, utime 14, stime 15.
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+fn clock_ticks_per_second() -> u64 {
+    // SAFETY: plain sysconf query.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as u64 } else { 100 }
+}
+
+/// `inotifywait`'s version line, if it is installed.
+fn inotifywait_version() -> Option<String> {
+    let out = Command::new("inotifywait")
+        .arg("--help")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(
+        text.lines()
+            .next()
+            .unwrap_or("inotifywait")
+            .trim()
+            .to_string(),
+    )
+}
+
+/// What the churn driver did.
+#[derive(Default)]
+struct ChurnStats {
+    spawned: usize,
+    failed: usize,
+    sigkilled: usize,
+    closed: usize,
+    fresh: usize,
+    /// Sum over spawns of how many holders were alive just after it.
+    alive_sum: usize,
+}
+
+fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
+    say(format!(
+        "\n2. STEADY CHURN CPU  {} agents on disk (free instance keys under {} parents); a driver keeps \
+         ~{} `locktop hold` alive, spawning one and ending the oldest ~{} times a second (half \
+         existing AIHs, half fresh ones, every third with a tag; SIGKILL and stdin close in turns) \
+         for {}; meanwhile `inotifywait -m -r <state>/locks`, `locktop watch` and `locktop serve`; \
+         CPU = utime+stime from /proc/PID/stat over the window",
+        thousands(plan.churn_agents),
+        plan.churn_parents,
+        plan.churn_alive,
+        plan.churn_per_second,
+        fmt_dur(plan.churn_window)
+    ));
+    let Some(version) = inotifywait_version() else {
+        if std::env::var("LOCKTOP_REQUIRE_ALL").is_ok_and(|v| v == "1") {
+            panic!("inotifywait is not installed and LOCKTOP_REQUIRE_ALL=1");
+        }
+        say("   skipped: install inotify-tools (apt-get install inotify-tools)");
+        return;
+    };
+    let state = tmp.join("state-churn");
+    let aihs = instance_names(plan.churn_agents, plan.churn_parents);
+    let created = create_free_keys_touch(&state, &[], &aihs);
+    say(format!(
+        "   {} keys written in {}; baseline: {version}",
+        thousands(aihs.len()),
+        fmt_dur(created)
+    ));
+
+    // inotifywait, ready once it says "Watches established.".
+    let mut inotify = Guarded::new(
+        Command::new("inotifywait")
+            .args(["-m", "-r"])
+            .arg(state.join("locks"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn inotifywait"),
+    );
+    let inotify_lines = Arc::new(AtomicUsize::new(0));
+    let (_, inotify_reader) = drain_lines(
+        inotify.child_mut().stdout.take().expect("piped"),
+        inotify_lines.clone(),
+        |_| false,
+    );
+    let (inotify_ready, _) = drain_lines(
+        inotify.child_mut().stderr.take().expect("piped"),
+        Arc::default(),
+        |line| line.contains("Watches established"),
+    );
+    let watch_lines = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut watch = spawn_locktop(bin, &state, &["watch"], Stdio::null());
+    let (watch_synced, watch_reader) = drain_lines(
+        watch.child_mut().stdout.take().expect("piped"),
+        watch_lines.clone(),
+        |line| line.contains(" synced: "),
+    );
+    let (mut serve, base) = start_serve(bin, &state);
+    let ready = [
+        inotify_ready.recv_timeout(plan.view_timeout).is_ok(),
+        watch_synced.recv_timeout(plan.view_timeout).is_ok(),
+        wait_healthy(&base, start, plan.view_timeout).is_some(),
+    ];
+    assert!(
+        ready.iter().all(|r| *r),
+        "not ready in {}: inotifywait, watch, serve = {ready:?}",
+        fmt_dur(plan.view_timeout)
+    );
+    std::thread::sleep(plan.settle);
+    let pids = [inotify.pid(), watch.pid(), serve.pid()];
+    let before = pids.map(|pid| cpu_ticks(pid).unwrap_or(0));
+    let lines_before = [
+        inotify_lines.load(Ordering::Relaxed),
+        watch_lines.load(Ordering::Relaxed),
+    ];
+    let (stats, window) = churn(plan, bin, &state, &aihs, || {
+        pids.map(|pid| cpu_ticks(pid).unwrap_or(0))
+    });
+    let (after, elapsed) = window;
+    let lines = [
+        inotify_lines.load(Ordering::Relaxed) - lines_before[0],
+        watch_lines.load(Ordering::Relaxed) - lines_before[1],
+    ];
+    stop(&mut serve);
+    stop(&mut watch);
+    stop(&mut inotify);
+    let _ = (watch_reader.join(), inotify_reader.join());
+
+    let hz = clock_ticks_per_second();
+    let used: Vec<u64> = (0..3).map(|i| after[i].saturating_sub(before[i])).collect();
+    say(format!(
+        "   churn: {} holders spawned in {} ({:.1}/s; {} fresh AIHs), {} refused (busy), {} SIGKILLed, \
+         {} stdin closed, {:.1} alive on average; lines meanwhile: inotifywait {}, watch {}",
+        stats.spawned,
+        fmt_dur(elapsed),
+        stats.spawned as f64 / elapsed.as_secs_f64(),
+        stats.fresh,
+        stats.failed,
+        stats.sigkilled,
+        stats.closed,
+        stats.alive_sum as f64 / stats.spawned.max(1) as f64,
+        thousands(lines[0]),
+        thousands(lines[1]),
+    ));
+    let cpu = |ticks: u64| Duration::from_secs_f64(ticks as f64 / hz as f64);
+    let ratio_of = |ticks: u64| (used[0] > 0).then(|| ticks as f64 / used[0] as f64);
+    for (i, what) in ["inotifywait -m -r", "locktop watch", "locktop serve"]
+        .iter()
+        .enumerate()
+    {
+        say(format!(
+            "   {what:<20} CPU {:>9} ({:>4} ticks, {:.2}% of one core){}",
+            fmt_dur(cpu(used[i])),
+            used[i],
+            cpu(used[i]).as_secs_f64() * 100.0 / elapsed.as_secs_f64(),
+            if i == 0 {
+                String::new()
+            } else {
+                ratio_of(used[i]).map_or_else(
+                    || "  (inotifywait used no tick: no ratio)".into(),
+                    |r| format!("  = {r:.2}× inotifywait"),
+                )
+            }
+        ));
+    }
+    for (i, what) in [(2, "serve"), (1, "watch")] {
+        let r = ratio_of(used[i]);
+        targets.add(format!(
+            "churn CPU, {what} ≤ {CHURN_RATIO:.0}× inotifywait -m -r: {} ({} vs {} over {})  {}",
+            r.map_or_else(|| "n/a".into(), |r| format!("{r:.2}×")),
+            fmt_dur(cpu(used[i])),
+            fmt_dur(cpu(used[0])),
+            fmt_dur(elapsed),
+            verdict(r.is_some_and(|r| r <= CHURN_RATIO))
+        ));
+    }
+}
+
+/// Runs the churn for `plan.churn_window`; `sample` is called at its end,
+/// before any holder is stopped. Returns the driver's tally, and the
+/// sample with the window's true length.
+fn churn<T>(
+    plan: &Plan,
+    bin: &Path,
+    state: &Path,
+    aihs: &[String],
+    sample: impl FnOnce() -> T,
+) -> (ChurnStats, (T, Duration)) {
+    use std::collections::{HashSet, VecDeque};
+    let period = Duration::from_secs_f64(1.0 / plan.churn_per_second);
+    let mut stats = ChurnStats::default();
+    // Alive: the holder and the existing AIH it holds (if it is one).
+    let mut alive: VecDeque<(Holder, Option<usize>)> = VecDeque::new();
+    let mut busy: HashSet<usize> = HashSet::new();
+    let mut ending: Vec<Guarded> = Vec::new();
+    let mut rng = fastrand::Rng::with_seed(7);
+    let start = Instant::now();
+    let mut n: u32 = 0;
+    while start.elapsed() < plan.churn_window {
+        let due = start + period * n;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let (aih, existing) = if n.is_multiple_of(2) {
+            let mut index = rng.usize(..aihs.len());
+            while busy.contains(&index) {
+                index = rng.usize(..aihs.len());
+            }
+            (aihs[index].clone(), Some(index))
+        } else {
+            // A fresh agent: a child of an existing one (a new directory
+            // when that one had no children yet).
+            stats.fresh += 1;
+            let parent = &aihs[rng.usize(..aihs.len())];
+            (
+                format!("{parent}/{}-c{n}", agent_id(5_000_000 + u64::from(n))),
+                None,
+            )
+        };
+        let mut family = vec!["--aih".to_string(), aih];
+        if n.is_multiple_of(3) {
+            family.push("--tag".into());
+            family.push(format!("churn tag:{}", n % 60));
+        }
+        match spawn_holder(bin, state, &family) {
+            Ok(holder) => {
+                stats.spawned += 1;
+                if let Some(index) = existing {
+                    busy.insert(index);
+                }
+                alive.push_back((holder, existing));
+            }
+            Err(_) => stats.failed += 1,
+        }
+        while alive.len() > plan.churn_alive {
+            let (holder, existing) = alive.pop_front().expect("one alive");
+            if let Some(index) = existing {
+                busy.remove(&index);
+            }
+            if (stats.sigkilled + stats.closed).is_multiple_of(2) {
+                holder.process.sigkill();
+                stats.sigkilled += 1;
+            } else {
+                stats.closed += 1;
+            }
+            // Its stdin closes here (a holder not killed releases and
+            // exits by itself); reaped below, later.
+            ending.push(holder.process);
+        }
+        stats.alive_sum += alive.len();
+        ending.retain_mut(|process| process.try_wait().is_none());
+        n += 1;
+    }
+    let sampled = sample();
+    let elapsed = start.elapsed();
+    drop(alive);
+    drop(ending);
+    (stats, (sampled, elapsed))
+}
+
+// ===========================================================================
+// Statistics
+
+fn fmt_opt(d: Option<Duration>) -> String {
+    d.map_or_else(|| "never".into(), fmt_dur)
+}
+
+/// min / median / max of runs, a run that never completed counting as
+/// longer than any (shown as `> timeout`).
+fn spread_dur(v: &[Option<Duration>], timeout: Duration) -> [String; 3] {
+    if v.is_empty() {
+        return ["n/a".into(), "n/a".into(), "n/a".into()];
+    }
+    let mut sorted: Vec<Option<Duration>> = v.to_vec();
+    sorted.sort_by_key(|d| d.unwrap_or(Duration::MAX));
+    let show = |d: Option<Duration>| d.map_or_else(|| format!("> {}", fmt_dur(timeout)), fmt_dur);
+    [
+        show(sorted[0]),
+        show(sorted[(sorted.len() - 1) / 2]),
+        show(sorted[sorted.len() - 1]),
+    ]
+}
+
+fn spread_mb(v: &[u64]) -> [String; 3] {
+    if v.is_empty() {
+        return ["n/a".into(), "n/a".into(), "n/a".into()];
+    }
+    let mut sorted = v.to_vec();
+    sorted.sort();
+    let show = |kib: u64| format!("{:.1} MB", mb(kib));
+    [
+        show(sorted[0]),
+        show(sorted[(sorted.len() - 1) / 2]),
+        show(sorted[sorted.len() - 1]),
+    ]
+}
+
+fn median_u64(v: &[u64]) -> u64 {
+    let mut sorted = v.to_vec();
+    sorted.sort();
+    sorted[(sorted.len() - 1) / 2]
+}
+
+/// The median of runs that all completed (`None` if one did not).
+fn median_opt(v: &[Option<Duration>]) -> Option<Duration> {
+    let all: Option<Vec<Duration>> = v.iter().copied().collect();
+    all.filter(|v| !v.is_empty()).map(|v| median(&v))
+}
+
+/// The slowest run (`None` if one never completed, or none ran).
+fn worst_opt(v: &[Option<Duration>]) -> Option<Duration> {
+    let all: Option<Vec<Duration>> = v.iter().copied().collect();
+    all.and_then(|v| v.into_iter().max())
+}
