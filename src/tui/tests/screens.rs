@@ -7,7 +7,7 @@
 use crossterm::event::{Event, KeyCode, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::style::Color;
 
-use crate::engine::Liveness;
+use crate::engine::{Delta, Liveness, WatcherHealth};
 use crate::model::fixtures::*;
 use crate::model::{Model, Section};
 
@@ -548,4 +548,29 @@ fn a_filter_applies_in_every_pane_that_shows_it_and_dot_comma_step_through_match
     press(&mut app, KeyCode::Char('.'));
     press(&mut app, KeyCode::Char(','));
     assert_eq!(app.model().selected_node(), here, ", undoes .");
+}
+
+/// Watching, but the first scan not finished (held keys come first, then
+/// the free ones): the header says the counts are of the keys so far;
+/// once the scan is done it says watching, and nothing more.
+#[test]
+fn until_the_first_scan_is_done_the_header_says_the_counts_are_so_far() {
+    let mut model = Model::default();
+    model.apply(Delta::Health(WatcherHealth::Watching));
+    model.apply(key_delta(
+        tag("held"),
+        held(Liveness::Live, 7, "agent", t(0)),
+        None,
+        t(0),
+    ));
+    model.apply(key_delta(tag("stale"), free(), None, t(0)));
+    let mut app = app_with(Theme::color(), model, STATE.as_ref());
+    let screen = render(&mut app, 100, 24).backend().to_string();
+    assert!(screen.contains("first scan: 2 keys so far"), "{screen}");
+    app.apply(Delta::Synced { keys: 2, at: t(1) });
+    let screen = render(&mut app, 100, 24).backend().to_string();
+    assert!(
+        !screen.contains("so far") && screen.contains("watching"),
+        "{screen}"
+    );
 }

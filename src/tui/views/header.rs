@@ -38,8 +38,18 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[BlockingRow
         WatcherHealth::Starting => theme.dim,
         _ => theme.in_flight,
     };
+    let first_scan = data.watcher.health == WatcherHealth::Watching && !data.watcher.synced();
     let health = if app.engine_stopped {
         Span::styled("engine stopped", theme.error)
+    } else if first_scan {
+        // Held keys come first; until the free ones are all in, the
+        // counts are of the keys so far, and the screen says so.
+        let c = &data.counts;
+        let so_far = c.live + c.own + c.free + c.in_flight + c.shared + c.error + c.other;
+        Span::styled(
+            format!("watching · first scan: {so_far} keys so far"),
+            theme.in_flight,
+        )
     } else {
         Span::styled(data.watcher.health.describe(), health_style)
     };
