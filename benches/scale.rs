@@ -28,11 +28,9 @@
 //!   it streams in (it must list every key, and every held key live with
 //!   its holder's PID);
 //! - the TUI (`locktop` on a 200×50 pseudo-terminal, read with vt100):
-//!   time until its header says `watching` and counts every key — `1000 ●
-//!   live` and `999000 ○ free` — and a holder's PID shows in the list.
-//!   The header has no "loading" word of its own: before the first scan
-//!   is done the counts are simply lower, so the complete counts are the
-//!   condition.
+//!   time until its header says `watching` (no longer `first scan: N
+//!   keys so far`) and counts every key — `1000 ● live` and `999000 ○
+//!   free` — and a holder's PID shows in the list.
 //!
 //! Peak RSS of the long-running ones is their VmHWM (`/proc/PID/status`),
 //! read after the first complete view and a 1 s settle, just before they
@@ -1221,6 +1219,7 @@ fn tui_complete(screen: &str, live: usize, free: usize, pids: &[String]) -> bool
         return false;
     };
     first.contains("watching")
+        && !first.contains("so far")
         && second.contains(&format!("{live} ● live"))
         && second.contains(&format!("{free} ○ free"))
         && lines

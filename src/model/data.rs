@@ -3,9 +3,11 @@
 //! Invariants: after applying deltas in order, [`Data`] holds exactly the
 //! engine's view: every claim on disk is either a lock node with its last
 //! state, or — free with nothing more to say, not freed in the last
-//! [`RECENTLY_FREED`] and not listed — a key in the stale set (a million
-//! stale keys are a set of shared names, not a million nodes); while free
-//! keys are shown, up to [`FREE_LISTED`] of them are nodes. The counts
+//! [`RECENTLY_FREED`] and not listed — a stale key, counted (by section),
+//! its name remembered for the first [`STALE_REMEMBERED`] of them (a
+//! million stale keys are a count, not a million nodes or names: whether
+//! a key without a node was stale is the engine's `previous`); while free
+//! keys are shown, up to [`FREE_LISTED`] remembered ones are nodes. The counts
 //! cover both and the PID index agrees with the lock nodes; `version`
 //! grows on every change, so caches keyed by it are never stale. Pure: no
 //! terminal, no filesystem (the "is this PID still alive" question is
@@ -27,6 +29,11 @@ use super::view::RECENTLY_FREED;
 /// while free keys are shown — the first by name; the rest are counted,
 /// and found by filtering.
 pub const FREE_LISTED: usize = 50_000;
+
+/// The names of at most this many stale keys are remembered (to list
+/// them with `a`); the rest are counted only (`snapshot --all` lists
+/// every key).
+pub const STALE_REMEMBERED: usize = 100_000;
 
 /// Keys per state, as the header shows them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -143,7 +150,10 @@ impl Data {
         at: SystemTime,
         pid_alive: &dyn Fn(u32) -> bool,
     ) {
-        self.take_stale(&key);
+        if previous.is_some() && self.tree_lock(&key).is_none() {
+            // Known, and no node: it was stale.
+            self.take_stale(&key);
+        }
         let freed_now = state.liveness == Liveness::Free && previous.is_some_and(Liveness::is_held);
         let listed = !state.is_bare_free()
             || freed_now
@@ -220,18 +230,19 @@ impl Data {
     fn keep_stale(&mut self, key: LockKey) {
         self.counts.bump(key.kind(), &KeyState::FREE, true);
         self.stale_in[Section::of(key.kind()) as usize] += 1;
-        Arc::make_mut(&mut self.stale).insert(key);
+        if self.stale.len() < STALE_REMEMBERED {
+            Arc::make_mut(&mut self.stale).insert(key);
+        }
     }
 
-    /// Takes `key` out of the stale set (uncounted); whether it was in.
-    fn take_stale(&mut self, key: &LockKey) -> bool {
-        if !self.stale.contains(key) {
-            return false;
+    /// Uncounts the stale key `key` (and forgets its name).
+    fn take_stale(&mut self, key: &LockKey) {
+        if self.stale.contains(key) {
+            Arc::make_mut(&mut self.stale).remove(key);
         }
-        Arc::make_mut(&mut self.stale).remove(key);
         self.counts.bump(key.kind(), &KeyState::FREE, false);
-        self.stale_in[Section::of(key.kind()) as usize] -= 1;
-        true
+        let section = &mut self.stale_in[Section::of(key.kind()) as usize];
+        *section = section.saturating_sub(1);
     }
 
     /// Free keys of `section` not listed.
@@ -256,7 +267,7 @@ impl Data {
 
     /// Free keys not listed: counted, and found by filtering.
     pub fn unlisted_free(&self) -> usize {
-        self.stale.len()
+        self.stale_in.iter().sum()
     }
 
     /// Moves keys freed more than [`RECENTLY_FREED`] before `now` from
@@ -429,8 +440,10 @@ impl Data {
     }
 
     fn remove_key(&mut self, key: &LockKey) {
-        if !self.take_stale(key) {
+        if self.tree_lock(key).is_some() {
             self.remove_node(key);
+        } else {
+            self.take_stale(key);
         }
     }
 

@@ -546,3 +546,36 @@ fn past_the_listing_cap_the_filter_finds_a_free_key() {
         "shown with a filter, the match is listed first"
     );
 }
+
+/// Past `STALE_REMEMBERED`, stale keys are counted, not named: the
+/// counts stay exact as an unnamed one is taken, freed and removed (the
+/// engine's `previous` says it was stale).
+#[test]
+fn stale_keys_past_the_remembered_ones_are_counted_exactly() {
+    let mut model = Model::default();
+    let total = super::data::STALE_REMEMBERED + 10;
+    for i in 0..total {
+        model.apply(key_delta(tag(&format!("k{i:06}")), free(), None, t(0)));
+    }
+    model.apply(Delta::Synced {
+        keys: total,
+        at: t(0),
+    });
+    assert_eq!(model.data().counts.free, total);
+    let last = tag(&format!("k{:06}", total - 1));
+    model.apply(key_delta(last.clone(), live(9), Some(Liveness::Free), t(1)));
+    assert_eq!(
+        (model.data().counts.free, model.data().counts.live),
+        (total - 1, 1)
+    );
+    model.apply(key_delta(last.clone(), free(), Some(Liveness::Live), t(2)));
+    model.set_now(t(2) + RECENTLY_FREED + std::time::Duration::from_secs(1));
+    assert_eq!(model.data().tree.locks().count(), 0);
+    model.apply(Delta::Removed {
+        key: last,
+        previous: Liveness::Free,
+        at: t(20),
+    });
+    assert_eq!(model.data().counts.free, total - 1);
+    assert_eq!(model.data().unlisted_free(), total - 1);
+}

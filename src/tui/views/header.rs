@@ -236,7 +236,9 @@ fn free_note(show_free: bool, unlisted: usize, room: usize) -> String {
             return "· free keys shown".into();
         }
         let wordings = [
-            format!("· free keys shown: {unlisted} more not listed (/ filter lists matches)"),
+            format!(
+                "· free keys shown: {unlisted} more not listed (/ filters; snapshot --all lists all)"
+            ),
             format!("· free shown, {unlisted} not listed (/)"),
             format!("· {unlisted} free unlisted"),
             format!("· {unlisted} unlisted"),
