@@ -98,9 +98,6 @@ use support::interference::{self, SPAWNER_PAUSE_MAX_US, finish_spawner, start_sp
 use support::killpath::{KillPath, RawInotify};
 use support::*;
 
-/// Argument that turns this binary into the measuring intermediary.
-const MEASURE_CHILD: &str = "--measure-child";
-
 /// Everything that differs between the full run and the smoke run.
 struct Plan {
     name: &'static str,
@@ -815,13 +812,6 @@ async fn cold_cache_row(bin: &Path, state: &Path, gates: &[std::ffi::CString]) {
 }
 
 /// What one run of the `locktop` binary cost.
-struct CliRun {
-    wall: Duration,
-    /// Peak RSS of the binary alone (KiB).
-    maxrss_kib: u64,
-    status: i32,
-}
-
 /// Runs `locktop --state-dir D snapshot --all [--json] --probe MODE >
 /// /dev/null` through a small intermediary (this binary, re-executed with
 /// `--measure-child`), which reaps it with wait4 and reports its wall time
@@ -829,57 +819,12 @@ struct CliRun {
 /// this (large) process inherits our RSS high-water mark at exec (vfork +
 /// exec records the old mm's peak into the child's `ru_maxrss`).
 fn run_cli_snapshot(bin: &Path, state: &Path, probe: &str, json: bool) -> CliRun {
-    let exe = std::env::current_exe().expect("current_exe");
-    let mut command = Command::new(exe);
-    command
-        .arg(MEASURE_CHILD)
-        .arg(bin)
-        .arg("--state-dir")
-        .arg(state)
-        .args(["snapshot", "--all", "--probe", probe]);
+    let mut args = vec!["--state-dir".as_ref(), state.as_os_str()];
+    args.extend(["snapshot", "--all", "--probe", probe].map(std::ffi::OsStr::new));
     if json {
-        command.arg("--json");
+        args.push("--json".as_ref());
     }
-    let out = command
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("spawn the measuring intermediary");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let doc: serde_json::Value = serde_json::from_str(text.trim())
-        .unwrap_or_else(|e| panic!("measure-child said {text:?}: {e}"));
-    CliRun {
-        wall: Duration::from_nanos(doc["wall_ns"].as_u64().unwrap_or(0)),
-        maxrss_kib: doc["maxrss_kib"].as_u64().unwrap_or(0),
-        status: doc["status"].as_i64().unwrap_or(-1) as i32,
-    }
-}
-
-/// The intermediary: `--measure-child PROG ARG…` runs PROG (stdout to
-/// /dev/null), reaps it with wait4 and prints
-/// `{"status":…,"wall_ns":…,"maxrss_kib":…}`.
-fn measure_child(args: &[String]) {
-    let start = Instant::now();
-    let child = Command::new(&args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the measured child");
-    let mut child = Guarded::new(child);
-    let (status, usage) = child.wait4();
-    let wall = start.elapsed();
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    println!(
-        "{{\"status\":{code},\"wall_ns\":{},\"maxrss_kib\":{}}}",
-        wall.as_nanos(),
-        usage.ru_maxrss
-    );
+    run_measured(bin, &args)
 }
 
 struct LslocksRun {

@@ -77,9 +77,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use support::*;
 
-/// Argument that turns this binary into the measuring intermediary.
-const MEASURE_CHILD: &str = "--measure-child";
-
 /// Peak RSS target at 1,000,000 keys (MB).
 const BIG_MB: f64 = 250.0;
 /// Peak RSS target at 100,000 keys (MB).
@@ -778,65 +775,15 @@ fn memory_targets(
 // snapshot
 
 /// What one run of `locktop snapshot` cost.
-struct CliRun {
-    wall: Duration,
-    /// Peak RSS of the binary alone (KiB).
-    maxrss_kib: u64,
-    status: i32,
-}
-
 /// Runs `locktop --state-dir D snapshot --all --json > /dev/null` through
 /// a small intermediary (this binary, re-executed with `--measure-child`),
 /// which reaps it with wait4 and reports its wall time and `ru_maxrss`.
 /// Why the intermediary: a child spawned straight from this (large)
 /// process inherits our RSS high-water mark at exec.
 fn run_cli_snapshot(bin: &Path, state: &Path) -> CliRun {
-    let exe = std::env::current_exe().expect("current_exe");
-    let out = Command::new(exe)
-        .arg(MEASURE_CHILD)
-        .arg(bin)
-        .arg("--state-dir")
-        .arg(state)
-        .args(["snapshot", "--all", "--json"])
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("spawn the measuring intermediary");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let doc: serde_json::Value = serde_json::from_str(text.trim())
-        .unwrap_or_else(|e| panic!("measure-child said {text:?}: {e}"));
-    CliRun {
-        wall: Duration::from_nanos(doc["wall_ns"].as_u64().unwrap_or(0)),
-        maxrss_kib: doc["maxrss_kib"].as_u64().unwrap_or(0),
-        status: doc["status"].as_i64().unwrap_or(-1) as i32,
-    }
-}
-
-/// The intermediary: `--measure-child PROG ARG…` runs PROG (stdout to
-/// /dev/null), reaps it with wait4 and prints
-/// `{"status":…,"wall_ns":…,"maxrss_kib":…}`.
-fn measure_child(args: &[String]) {
-    let start = Instant::now();
-    let child = Command::new(&args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the measured child");
-    let mut child = Guarded::new(child);
-    let (status, usage) = child.wait4();
-    let wall = start.elapsed();
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    println!(
-        "{{\"status\":{code},\"wall_ns\":{},\"maxrss_kib\":{}}}",
-        wall.as_nanos(),
-        usage.ru_maxrss
-    );
+    let mut args = vec!["--state-dir".as_ref(), state.as_os_str()];
+    args.extend(["snapshot", "--all", "--json"].map(std::ffi::OsStr::new));
+    run_measured(bin, &args)
 }
 
 // ---------------------------------------------------------------------------

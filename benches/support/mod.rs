@@ -522,3 +522,71 @@ pub fn say(line: impl AsRef<str>) {
     let _ = writeln!(out, "{}", line.as_ref());
     let _ = out.flush();
 }
+
+// ---------------------------------------------------------------------------
+// Peak RSS of a short-lived command
+
+/// The argument that turns a bench binary into the measuring
+/// intermediary ([`measure_child`]).
+pub const MEASURE_CHILD: &str = "--measure-child";
+
+/// One measured run of a command.
+pub struct CliRun {
+    pub wall: Duration,
+    /// Peak RSS of the command alone (KiB).
+    pub maxrss_kib: u64,
+    pub status: i32,
+}
+
+/// Runs `bin args… > /dev/null` through a small intermediary (this bench
+/// binary, re-executed with [`MEASURE_CHILD`]), which reaps it with wait4
+/// and reports its wall time and `ru_maxrss`. Why the intermediary: a
+/// child spawned straight from this (large) process inherits our RSS
+/// high-water mark at exec (vfork + exec records the old mm's peak into
+/// the child's `ru_maxrss`).
+pub fn run_measured(bin: &Path, args: &[&std::ffi::OsStr]) -> CliRun {
+    let exe = std::env::current_exe().expect("current_exe");
+    let out = Command::new(exe)
+        .arg(MEASURE_CHILD)
+        .arg(bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("spawn the measuring intermediary");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let doc: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("measure-child said {text:?}: {e}"));
+    CliRun {
+        wall: Duration::from_nanos(doc["wall_ns"].as_u64().unwrap_or(0)),
+        maxrss_kib: doc["maxrss_kib"].as_u64().unwrap_or(0),
+        status: doc["status"].as_i64().unwrap_or(-1) as i32,
+    }
+}
+
+/// The intermediary: `--measure-child PROG ARG…` runs PROG (stdout to
+/// /dev/null), reaps it with wait4 and prints
+/// `{"status":…,"wall_ns":…,"maxrss_kib":…}`.
+pub fn measure_child(args: &[String]) {
+    let start = Instant::now();
+    let child = Command::new(&args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the measured child");
+    let mut child = Guarded::new(child);
+    let (status, usage) = child.wait4();
+    let wall = start.elapsed();
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    println!(
+        "{{\"status\":{code},\"wall_ns\":{},\"maxrss_kib\":{}}}",
+        wall.as_nanos(),
+        usage.ru_maxrss
+    );
+}

@@ -140,15 +140,7 @@ static FREE_STATE: KeyState = KeyState::FREE;
 impl KeyState {
     /// A free claim with nothing more to say — what almost every key on
     /// a long-running host is. It owns no allocation.
-    pub const FREE: KeyState = KeyState {
-        liveness: Liveness::Free,
-        error: None,
-        holders: Vec::new(),
-        waiters: Vec::new(),
-        watchers: Vec::new(),
-        since: None,
-        holders_note: None,
-    };
+    pub const FREE: KeyState = KeyState::bare(Liveness::Free);
 
     /// [`Self::FREE`] as a `'static` reference.
     pub fn free_ref() -> &'static KeyState {
@@ -172,7 +164,7 @@ impl KeyState {
     }
 
     /// A state with no holder details (probe result only).
-    pub fn bare(liveness: Liveness) -> Self {
+    pub const fn bare(liveness: Liveness) -> Self {
         Self {
             liveness,
             error: None,
