@@ -69,6 +69,16 @@ pub struct Resolved {
 /// at each lookup of an orphaned lock. Bounded: cleared when full.
 static KEEPER_HINTS: Mutex<Option<HashMap<Vec<FileId>, Vec<u32>>>> = Mutex::new(None);
 
+/// Below this many PIDs per thread, [`HolderVerifier::prefetch`] reads
+/// them on the calling thread.
+const PIDS_PER_THREAD: usize = 8;
+
+/// The machine's threads, asked once (each ask reads cgroup files).
+fn machine_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
 /// How many claims [`KEEPER_HINTS`] remembers before it starts afresh.
 const KEEPER_HINTS_MAX: usize = 1024;
 
@@ -225,9 +235,9 @@ impl HolderVerifier {
         pids.sort_unstable();
         pids.dedup();
         pids.retain(|pid| !self.held.contains_key(pid));
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(pids.len());
+        // A thread costs more than reading a few PIDs (under churn, a
+        // lookup names a handful): threads only for many.
+        let threads = machine_threads().min(pids.len() / PIDS_PER_THREAD);
         if threads <= 1 {
             for pid in pids {
                 self.held.insert(pid, HeldFiles::of(pid));
