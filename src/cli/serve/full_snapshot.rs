@@ -7,8 +7,9 @@
 //! Invariants: one full snapshot is built at a time (a second request
 //! meanwhile gets 503 and `Retry-After`: each costs a pointer per key);
 //! memory beyond the key list is a few chunks in flight; a client that
-//! stops reading for [`SEND_TIMEOUT`] ends its body early (truncated JSON,
-//! never a stuck thread).
+//! stops reading for [`SEND_TIMEOUT`], or is still reading after
+//! [`BODY_DEADLINE`], has its body ended early (truncated JSON, never a
+//! stuck thread).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -25,6 +26,9 @@ use crate::engine::{EngineCommand, Everything};
 const ENGINE_ANSWER: Duration = Duration::from_secs(10);
 /// How long one chunk may wait for the client to read the last ones.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a whole body may take: a client that reads a chunk now and
+/// then must not keep the one full snapshot for hours.
+pub const BODY_DEADLINE: Duration = Duration::from_secs(300);
 /// Bytes per chunk of the body.
 const CHUNK: usize = 64 * 1024;
 /// Chunks in flight between the writer and the client.
@@ -76,6 +80,7 @@ impl FullSnapshots {
                 buffer: Vec::with_capacity(CHUNK),
                 chunks,
                 runtime,
+                deadline: std::time::Instant::now() + BODY_DEADLINE,
             };
             // A failed write is a client gone or stalled: its body ends.
             let _ = write(&mut out, &everything).and_then(|()| out.flush());
@@ -107,6 +112,8 @@ struct ChunkWriter {
     buffer: Vec<u8>,
     chunks: mpsc::Sender<std::io::Result<Bytes>>,
     runtime: tokio::runtime::Handle,
+    /// When the whole body must be sent by.
+    deadline: std::time::Instant,
 }
 
 impl ChunkWriter {
@@ -118,8 +125,11 @@ impl ChunkWriter {
             &mut self.buffer,
             Vec::with_capacity(CHUNK),
         ));
+        let left = self
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
         let sent = self.runtime.block_on(tokio::time::timeout(
-            SEND_TIMEOUT,
+            SEND_TIMEOUT.min(left),
             self.chunks.send(Ok(chunk)),
         ));
         match sent {

@@ -38,6 +38,9 @@ impl Engine {
                 for key in gone {
                     self.remove(&key);
                 }
+                if let Some(merge) = self.merging.as_mut() {
+                    merge.dir_removed(dir.clone());
+                }
                 self.forget_problems_under(&dir);
             }
             FsChange::Other(path) => self.recheck_problem(&path),

@@ -162,6 +162,7 @@ impl Engine {
             batch: Box::new(batch.into_iter_rest_first()),
             problems,
             at: SystemTime::now(),
+            gone_dirs: Vec::new(),
         });
     }
 
@@ -178,6 +179,9 @@ impl Engine {
         for (key, state) in merge.batch.by_ref().take(most) {
             items += 1;
             if self.sweep_touched.contains(&key) {
+                continue;
+            }
+            if merge.gone_dirs.iter().any(|dir| key.dir().starts_with(dir)) {
                 continue;
             }
             self.trace(&key, Stage::Swept(state.liveness));
@@ -214,6 +218,17 @@ pub(super) struct Merge {
     problems: Vec<ScanProblem>,
     /// When the merge began (the time of its deltas).
     at: SystemTime,
+    /// Directories removed since the merge began: their keys still in
+    /// `batch` are gone, not merged (a removal event names only the
+    /// directory).
+    gone_dirs: Vec<PathBuf>,
+}
+
+impl Merge {
+    /// The directory `dir` (and everything below it) was removed.
+    pub(super) fn dir_removed(&mut self, dir: PathBuf) {
+        self.gone_dirs.push(dir);
+    }
 }
 
 /// What one sweep found: every claim on disk, probed passively and
@@ -467,6 +482,40 @@ mod tests {
     use crate::context::Context;
     use crate::engine::EngineConfig;
     use crate::liveness::Liveness;
+
+    /// A directory removed while a sweep's findings are being merged (a
+    /// removal event names the directory only): its keys not merged yet
+    /// are gone, never merged in as if they were on disk.
+    #[tokio::test]
+    async fn keys_of_a_directory_removed_during_the_merge_are_not_merged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (tx, _deltas) = mpsc::channel(16_384);
+        let context = Context::new(tmp.path().to_path_buf());
+        let mut engine = Engine::new(context, EngineConfig::default(), tx, Default::default());
+        let instances = tmp.path().join("locks/agents/instances");
+        let (gone_dir, kept_dir) = (instances.join("gone"), instances.join("kept"));
+        let mut batch = Probed::default();
+        for i in 0..10 {
+            for dir in [&gone_dir, &kept_dir] {
+                let key = LockKey::from_coord(tmp.path(), dir, &format!("a{i}"));
+                batch.push(key, KeyState::FREE);
+            }
+        }
+        engine.begin_merge(SweepOutcome {
+            generation: engine.generation,
+            found: None,
+            batch,
+            problems: Vec::new(),
+        });
+        engine
+            .merging
+            .as_mut()
+            .unwrap()
+            .dir_removed(gone_dir.clone());
+        engine.merge_some(usize::MAX);
+        assert_eq!(engine.states.len(), 10);
+        assert!(engine.states.keys().all(|key| key.dir() == kept_dir));
+    }
 
     /// A background sweep's 3,000 findings are merged a chunk per turn:
     /// a known key the sweep did not find is removed at once, unless an
