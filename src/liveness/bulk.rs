@@ -201,12 +201,20 @@ pub async fn probe_tree_lock_free(
     let state_dir = state_dir.to_path_buf();
     let own_pids = own_pids.clone();
     tokio::task::spawn_blocking(move || {
-        let early = {
+        // With `on_dir` (the engine's walk adds each directory's watch as
+        // it reads it), the table is read after the walk: a claim taken
+        // between an early read and its directory's watch would be judged
+        // free with no event to correct it. Without, it is read while the
+        // tree is walked (its grace period passes meanwhile).
+        let early = on_dir.is_none().then(|| {
             let read = read.clone();
             std::thread::spawn(move || (LockIndex::read_merged(&*read), start.elapsed()))
-        };
+        });
         let mut report = crate::disk::scan::scan(&state_dir, on_dir.as_ref())?;
-        let (index, read_at) = early.join().unwrap_or_default();
+        let (index, read_at) = match early {
+            Some(early) => early.join().unwrap_or_default(),
+            None => (LockIndex::read_merged(&*read), start.elapsed()),
+        };
         let keys = std::mem::take(&mut report.keys);
         // As the annotation decides whether to look at free claims.
         let shared_possible = std::fs::symlink_metadata(crate::locks::locks_root(&state_dir))
