@@ -420,29 +420,7 @@ fn header(plan: &Plan, args: &[String], bin: &Path, tmp: &Path) {
         cpu_model().unwrap_or_else(|| "cpu ?".into()),
         uname()
     ));
-    say(format!("load:     {} (/proc/loadavg at start)", loadavg()));
-    say(format!(
-        "binary:   {}   tempdir: {} ({})",
-        bin.display(),
-        tmp.display(),
-        fs_type(tmp)
-    ));
-    if let Ok(out) = Command::new("git")
-        .args([
-            "-C",
-            env!("CARGO_MANIFEST_DIR"),
-            "describe",
-            "--always",
-            "--dirty",
-        ])
-        .output()
-        && out.status.success()
-    {
-        say(format!(
-            "source:   {}",
-            String::from_utf8_lossy(&out.stdout).trim()
-        ));
-    }
+    say_where(bin, tmp);
 }
 
 // ===========================================================================

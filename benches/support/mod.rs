@@ -590,3 +590,31 @@ pub fn measure_child(args: &[String]) {
         usage.ru_maxrss
     );
 }
+
+/// The run's load, binary, tempdir (and its filesystem) and source
+/// commit: the lines every bench prints under its title.
+pub fn say_where(bin: &Path, tmp: &Path) {
+    say(format!("load:     {} (/proc/loadavg at start)", loadavg()));
+    say(format!(
+        "binary:   {}   tempdir: {} ({})",
+        bin.display(),
+        tmp.display(),
+        fs_type(tmp)
+    ));
+    if let Ok(out) = Command::new("git")
+        .args([
+            "-C",
+            env!("CARGO_MANIFEST_DIR"),
+            "describe",
+            "--always",
+            "--dirty",
+        ])
+        .output()
+        && out.status.success()
+    {
+        say(format!(
+            "source:   {}",
+            String::from_utf8_lossy(&out.stdout).trim()
+        ));
+    }
+}
