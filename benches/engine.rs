@@ -248,18 +248,6 @@ fn main() {
     ));
 }
 
-/// Targets, filled in as the sections run, printed at the end.
-#[derive(Default)]
-struct Targets {
-    lines: Vec<String>,
-}
-
-impl Targets {
-    fn add(&mut self, line: String) {
-        self.lines.push(line);
-    }
-}
-
 async fn run(plan: &Plan, args: &[String]) {
     let bin = locktop_bin();
     let tmp = tempfile::Builder::new()
@@ -315,7 +303,7 @@ async fn run(plan: &Plan, args: &[String]) {
         let t = Instant::now();
         section_snapshot(plan, &bin, &state, &mut targets).await;
         took(t);
-        say_targets(plan, &targets);
+        targets.say(plan.name == "SMOKE", "engine");
         return;
     }
     if args.iter().any(|a| a == "--only-interference") {
@@ -328,7 +316,7 @@ async fn run(plan: &Plan, args: &[String]) {
         let t = Instant::now();
         section_latency(plan, &bin, &state, &kill_pool, &mut targets).await;
         took(t);
-        say_targets(plan, &targets);
+        targets.say(plan.name == "SMOKE", "engine");
         return;
     }
     let all = !args.iter().any(|a| a == "--only-verdicts");
@@ -356,20 +344,8 @@ async fn run(plan: &Plan, args: &[String]) {
     }
     took(t);
 
-    say_targets(plan, &targets);
+    targets.say(plan.name == "SMOKE", "engine");
     drop(holders);
-}
-
-fn say_targets(plan: &Plan, targets: &Targets) {
-    say("\nTARGETS (printed, never enforced)");
-    if plan.name == "SMOKE" {
-        say(
-            "  (smoke sizes: these verdicts are NOT the targets' fixture; run `cargo bench --bench engine`)",
-        );
-    }
-    for line in &targets.lines {
-        say(format!("  {line}"));
-    }
 }
 
 /// Sections 1–5 and the frame section (all but section 6).

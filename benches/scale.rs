@@ -183,18 +183,6 @@ impl Plan {
     }
 }
 
-/// Targets, filled in as the sections run, printed at the end.
-#[derive(Default)]
-struct Targets {
-    lines: Vec<String>,
-}
-
-impl Targets {
-    fn add(&mut self, line: String) {
-        self.lines.push(line);
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some(MEASURE_CHILD) {
@@ -222,7 +210,7 @@ fn main() {
         section_churn(&plan, &bin, tmp.path(), &mut targets);
         took(t);
     }
-    say_targets(&plan, &targets);
+    targets.say(plan.name == "SMOKE", "scale");
     if modified(&bin) != binary_at_start {
         say(format!(
             "\nWARNING: {} changed while this bench ran (a build in the same target dir): \
@@ -311,18 +299,6 @@ fn mem_total() -> String {
             || "memory ?".into(),
             |kib| format!("{:.1} GB RAM", kib / 1024.0 / 1024.0),
         )
-}
-
-fn say_targets(plan: &Plan, targets: &Targets) {
-    say("\nTARGETS (printed, never enforced)");
-    if plan.name == "SMOKE" {
-        say(
-            "  (smoke sizes: these verdicts are NOT the targets' fixture; run `cargo bench --bench scale`)",
-        );
-    }
-    for line in &targets.lines {
-        say(format!("  {line}"));
-    }
 }
 
 // ===========================================================================

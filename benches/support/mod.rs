@@ -618,3 +618,30 @@ pub fn say_where(bin: &Path, tmp: &Path) {
         ));
     }
 }
+
+/// Target lines, filled in as a bench's sections run, printed at the end
+/// as PASS / MISS (never enforced).
+#[derive(Default)]
+pub struct Targets {
+    lines: Vec<String>,
+}
+
+impl Targets {
+    pub fn add(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
+    /// Prints the lines; a smoke run says its sizes are not the targets'
+    /// (`cargo bench --bench <bench>` is).
+    pub fn say(&self, smoke: bool, bench: &str) {
+        say("\nTARGETS (printed, never enforced)");
+        if smoke {
+            say(format!(
+                "  (smoke sizes: these verdicts are NOT the targets' fixture; run `cargo bench --bench {bench}`)"
+            ));
+        }
+        for line in &self.lines {
+            say(format!("  {line}"));
+        }
+    }
+}
