@@ -177,11 +177,6 @@ impl ClaimDir {
     pub fn path(&self) -> &Path {
         &self.path
     }
-
-    /// The kind of every key in it.
-    pub fn kind(&self) -> KeyKind {
-        self.kind
-    }
 }
 
 /// Which of a claim's two files a path is.

@@ -88,13 +88,6 @@ impl KeyStore {
             .map(|(key, state)| (key, Self::state_of(state)))
     }
 
-    /// Every key whose state is not bare free, with it.
-    pub fn noteworthy(&self) -> impl Iterator<Item = (&LockKey, &KeyState)> {
-        self.states
-            .iter()
-            .filter_map(|(key, state)| Some((key, &**state.as_ref()?)))
-    }
-
     fn state_of(stored: &Option<Box<KeyState>>) -> &KeyState {
         stored.as_deref().unwrap_or(KeyState::free_ref())
     }
@@ -126,7 +119,11 @@ mod tests {
         assert_eq!(store.remove(&tag("a")), None);
         assert_eq!(store.remove(&tag("b")), Some(KeyState::FREE));
         assert_eq!((store.len(), store.held_len()), (1, 0));
-        let noteworthy: Vec<&str> = store.noteworthy().map(|(key, _)| key.name()).collect();
+        let noteworthy: Vec<&str> = store
+            .iter()
+            .filter(|(_, state)| !state.is_bare_free())
+            .map(|(key, _)| key.name())
+            .collect();
         assert_eq!(noteworthy, ["c"]);
     }
 }

@@ -57,14 +57,6 @@ impl Probed {
         self.rest.iter().map(|(key, _)| key).chain(&self.free)
     }
 
-    /// Every answer, `rest` first (free ones as [`KeyState::free_ref`]).
-    pub fn iter(&self) -> impl Iterator<Item = (&LockKey, &KeyState)> + Clone {
-        self.rest
-            .iter()
-            .map(|(key, state)| (key, state))
-            .chain(self.free.iter().map(|key| (key, KeyState::free_ref())))
-    }
-
     /// Every answer by value, `rest` first: what a merge moves in.
     pub fn into_iter_rest_first(self) -> impl ExactSizeIterator<Item = (LockKey, KeyState)> {
         RestFirst {
