@@ -15,6 +15,7 @@
 //! | [`engine`] | filesystem events → coalesced changes → probes → [`engine::Delta`]s |
 //! | [`operate`] | what an operator does: test holders, family checks, signals, the demo swarm |
 //! | [`model`] | pure view state folded from deltas |
+//! | [`journal`] | lock history on disk: the journal `record` writes and `replay` reads |
 //! | [`tui`] | the terminal UI: key map, views, event loop |
 //! | [`cli`] | clap definitions, one module per subcommand |
 //!
@@ -36,6 +37,8 @@ pub mod engine;
 pub mod operate;
 
 pub mod model;
+
+pub mod journal;
 
 pub mod tui;
 

@@ -42,6 +42,14 @@ pub mod plain {
     ) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&super::rfc3339(*time))
     }
+
+    /// Reads an RFC 3339 string back.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<SystemTime, D::Error> {
+        let text = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(deserializer)?;
+        humantime::parse_rfc3339(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// serde helpers for `Option<SystemTime>` as RFC 3339 strings.

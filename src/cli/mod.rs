@@ -12,6 +12,8 @@ mod docs;
 mod family_args;
 mod hold;
 pub mod placement;
+mod record;
+mod replay;
 mod serve;
 mod snapshot;
 mod thresholds;
@@ -136,6 +138,12 @@ pub enum Command {
     /// Block on one key as agents do, until it is released (or, with
     /// --acquire, until it could be taken). Exit 0 then, 1 if interrupted.
     Wait(wait::WaitArgs),
+    /// Journal the lock history (every change, with holders and verdicts,
+    /// and periodic checkpoints) to a file or stdout until interrupted.
+    Record(record::RecordArgs),
+    /// Play a journal back: the monitor on it, the snapshot at a time
+    /// (--at), or the changes in a window (--from/--to).
+    Replay(replay::ReplayArgs),
 }
 
 /// Parses the process arguments, runs, and maps the outcome to an exit code.
@@ -180,13 +188,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         return demo::run(cli.state_dir, args).await;
     }
+    if let Some(Command::Replay(args)) = cli.command {
+        return replay::run(args).await;
+    }
     if let Some(Command::Check(args)) = cli.command {
         return check::run(crate::disk::state_dir::resolve(cli.state_dir), args).await;
     }
     let state_dir = crate::disk::state_dir::resolve(cli.state_dir)?;
     if matches!(
         cli.command,
-        None | Some(Command::Watch(_)) | Some(Command::Serve(_))
+        None | Some(Command::Watch(_)) | Some(Command::Serve(_)) | Some(Command::Record(_))
     ) {
         ensure_watchable(&state_dir)?;
     }
@@ -196,7 +207,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Watch(args)) => watch::run(state_dir, args).await,
         Some(Command::Serve(args)) => serve::run(state_dir, args).await,
         Some(Command::Wait(args)) => wait::run(state_dir, args).await,
-        Some(Command::Check(_) | Command::Demo(_) | Command::Completions(_) | Command::Man) => {
+        Some(Command::Record(args)) => record::run(state_dir, args).await,
+        Some(
+            Command::Check(_)
+            | Command::Demo(_)
+            | Command::Completions(_)
+            | Command::Man
+            | Command::Replay(_),
+        ) => {
             anyhow::bail!("dispatched above")
         }
         None => open_monitor(state_dir, cli.monitor)

@@ -155,8 +155,9 @@ impl Command {
             | Command::Demo(_)
             | Command::Watch(_)
             | Command::Serve(_)
-            | Command::Wait(_) => true,
-            Command::Completions(_) | Command::Man => false,
+            | Command::Wait(_)
+            | Command::Record(_) => true,
+            Command::Completions(_) | Command::Man | Command::Replay(_) => false,
         }
     }
 }

@@ -92,16 +92,17 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
             shown,
             &snapshot.problems,
             MATERIALIZING_AFTER,
+            SystemTime::now(),
         )
         .and_then(|()| buffered.flush())
     } else {
-        use std::io::IsTerminal;
-        let width = std::io::stdout()
-            .is_terminal()
-            .then(|| crossterm::terminal::size().ok())
-            .flatten()
-            .map(|(columns, _)| usize::from(columns));
-        write_table(&mut out, shown, &snapshot.problems, width)
+        write_table(
+            &mut out,
+            shown,
+            &snapshot.problems,
+            terminal_width(),
+            SystemTime::now(),
+        )
     };
     match written {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
@@ -112,9 +113,21 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
     }
 }
 
+/// The terminal's width when stdout is one (a table is cut to it).
+pub fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    std::io::stdout()
+        .is_terminal()
+        .then(|| crossterm::terminal::size().ok())
+        .flatten()
+        .map(|(columns, _)| usize::from(columns))
+}
+
 /// Writes the `snapshot --json` document (schema in the README) for
-/// `keys`, one line. Streamed from borrowed data: no JSON value tree of
-/// every key. `locktop serve` writes the same document from the live view.
+/// `keys` as they are at `now` (verdicts judged then, `taken_at`), one
+/// line. Streamed from borrowed data: no JSON value tree of every key.
+/// `locktop serve` writes the same document from the live view, `locktop
+/// replay --at` from a recording.
 pub fn write_json<'a>(
     out: &mut impl Write,
     state_dir: &Path,
@@ -122,9 +135,9 @@ pub fn write_json<'a>(
     keys: impl Iterator<Item = (&'a LockKey, &'a KeyState)> + Clone,
     problems: &[ScanProblem],
     materializing: std::time::Duration,
+    now: SystemTime,
 ) -> std::io::Result<()> {
     let roles = RoleIndex::of(keys.clone().filter(|(_, state)| state.liveness.is_held()));
-    let now = SystemTime::now();
     let keys = JsonKeys(keys.map(|(key, state)| JsonKey {
         kind: key.kind(),
         name: key.name(),
@@ -144,17 +157,17 @@ pub fn write_json<'a>(
     writeln!(out)
 }
 
-/// The table: one line per key with its verdict (what needs attention
-/// is visible without JSON); on a terminal each line is cut to its width
-/// (a long name shortened in the middle, the command line at its end),
-/// piped it is whole.
-fn write_table<'a>(
+/// The table: one line per key with its verdict as at `now` (what needs
+/// attention is visible without JSON); on a terminal each line is cut to
+/// its width (a long name shortened in the middle, the command line at
+/// its end), piped it is whole.
+pub fn write_table<'a>(
     out: &mut impl Write,
     keys: impl Iterator<Item = (&'a LockKey, &'a KeyState)> + Clone,
     problems: &[ScanProblem],
     width: Option<usize>,
+    now: SystemTime,
 ) -> std::io::Result<()> {
-    let now = SystemTime::now();
     let roles = RoleIndex::of(keys.clone().filter(|(_, state)| state.liveness.is_held()));
     let fixed = format!(
         "{:<10} {:<8} {:>7} {:>6}  {:<10} ",

@@ -261,6 +261,17 @@ impl DirNamer {
         }
     }
 
+    /// The claim of this directory named `name` (its prefix, then its
+    /// SDK key); `None` when `name` is not one of this directory's.
+    pub fn named(&self, name: &str) -> Option<LockKey> {
+        let key = name.strip_prefix(self.prefix.as_str())?;
+        Some(LockKey {
+            name: Arc::from(name),
+            dir: self.dir.clone(),
+        })
+        .filter(|_| !key.is_empty() || self.prefix.is_empty())
+    }
+
     /// The claim `key` of this directory. One allocation: the name is
     /// put together in a buffer the thread reuses, then copied once.
     pub fn key(&self, key: &str) -> LockKey {

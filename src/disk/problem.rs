@@ -20,7 +20,9 @@ use crate::disk::key::{ClaimFile, KeyKind};
 
 /// Something under the locks root that is not a well-formed claim. Never
 /// fatal, never silently dropped.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct ScanProblem {
     /// Where.
     #[serde(serialize_with = "crate::time_format::lossy_path")]
@@ -30,7 +32,9 @@ pub struct ScanProblem {
 }
 
 /// The kinds of [`ScanProblem`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(tag = "problem", content = "detail", rename_all = "snake_case")]
 pub enum ScanProblemKind {
     /// A file that is neither a gate nor an announce.
@@ -58,7 +62,9 @@ pub enum ScanProblemKind {
 /// Invariant: every field was read from `/proc` at one sweep: `pid`'s fd
 /// named `<locks root>/…/<file> (deleted)`, its inode was the one
 /// `/proc/locks` showed `pid` holding exclusively.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct HeldUnlinked {
     /// The holder (the PID `/proc/locks` names).
     pub pid: u32,

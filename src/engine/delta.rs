@@ -12,7 +12,7 @@ use crate::liveness::{KeyState, Liveness};
 
 /// How the engine is watching, shown in the header: every degradation is
 /// visible.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "health", rename_all = "snake_case")]
 pub enum WatcherHealth {
     /// First scan in progress.

@@ -17,7 +17,17 @@
 //! it never creates a file for a key whose gate is gone.
 
 /// How to test liveness.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ProbeMode {
     /// Read `/proc/locks` matched to the claims' inodes: no lock taken,

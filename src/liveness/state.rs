@@ -8,7 +8,9 @@ use std::time::SystemTime;
 use super::process::{ProcessInfo, START_TIME_SLACK};
 
 /// The liveness of one claim, as a probe saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Liveness {
     /// Held by another live process.
@@ -64,7 +66,7 @@ impl Liveness {
 }
 
 /// Everything known about one claim after a probe.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KeyState {
     /// What the probe found.
     pub liveness: Liveness,
@@ -92,7 +94,7 @@ pub struct KeyState {
 
 /// Why a held claim lists no holder: locktop says what it knows, never
 /// "nobody".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HoldersNote {
     /// `/proc/locks`, read after the probe, names no verified process: the

@@ -58,7 +58,7 @@ pub enum Role {
 }
 
 /// Why a held key is held, and whether that is a problem.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Verdict {
     /// `/proc/locks` names its holder, but this user may not read that
@@ -125,6 +125,17 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every kind's word ([`Self::kind`]).
+    pub const KINDS: [&'static str; 7] = [
+        "stopped",
+        "orphaned_child",
+        "unverified_holder",
+        "materializing_too_long",
+        "idle",
+        "contended",
+        "agent_active",
+    ];
+
     /// True for verdicts that need someone to act.
     pub fn is_suspect(&self) -> bool {
         matches!(

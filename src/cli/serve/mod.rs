@@ -32,6 +32,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use super::record::Recorder;
 use crate::context::Context;
 use crate::engine::{self, EngineConfig, EngineHandle, Liveness};
 use crate::liveness::lock_free::{self, ProbeChoice};
@@ -77,6 +78,18 @@ pub struct ServeArgs {
     sweep: f64,
     #[command(flatten)]
     thresholds: super::thresholds::ThresholdArgs,
+    /// Also record the lock history into DIR (journal.jsonl, rotated into
+    /// journal.jsonl.1, .2, …) from the same engine: `locktop replay DIR`
+    /// reads it back.
+    #[arg(long, value_name = "DIR")]
+    journal: Option<PathBuf>,
+    /// Start a new journal file when the current one reaches SIZE (bytes,
+    /// or with K, M, G). Needs --journal.
+    #[arg(long, value_name = "SIZE", value_parser = super::record::parse_size, requires = "journal", default_value = "100M")]
+    max_size: u64,
+    /// Journal files to keep, the current one included. Needs --journal.
+    #[arg(long, value_name = "N", requires = "journal", default_value_t = crate::journal::writer::KEEP as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    keep: u64,
 }
 
 /// What the handlers share.
@@ -176,6 +189,17 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
             root.display()
         );
     }
+    let recorder = match &args.journal {
+        Some(dir) => Some(journal_in(
+            dir,
+            &state_dir,
+            &probe,
+            args.max_size,
+            args.keep,
+            materializing,
+        )?),
+        None => None,
+    };
     // Its own thread: a hundred scrapers must not delay what it sees.
     let handle = engine::spawn_dedicated(
         Context::new(state_dir.clone()),
@@ -201,7 +225,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         probe,
         exposure,
     });
-    let follower = tokio::spawn(follow(handle, shared.clone()));
+    let follower = tokio::spawn(follow(handle, shared.clone(), recorder));
     let mut app = router(shared.clone());
     let (tls, users) = web.map_or((None, None), |web| (web.tls, web.users));
     if let Some(users) = users {
@@ -222,10 +246,43 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-/// Applies the engine's deltas to the view and the `/events` streams;
-/// once a second, judges held keys again against the clock (a verdict
-/// that comes with time alone, as `watch` does).
-async fn follow(mut handle: EngineHandle, shared: Arc<Shared>) {
+/// The recorder of `serve --journal DIR`: `DIR/journal.jsonl`, rotated.
+fn journal_in(
+    dir: &std::path::Path,
+    state_dir: &std::path::Path,
+    probe: &ProbeChoice,
+    max_size: u64,
+    keep: u64,
+    materializing: Duration,
+) -> anyhow::Result<Recorder> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--journal: cannot create {}", dir.display()))?;
+    let journal = crate::journal::Journal::create(
+        crate::journal::Output::File {
+            path: dir.join(JOURNAL_FILE),
+            max_size: Some(max_size),
+            keep: keep as usize,
+        },
+        crate::journal::Recording {
+            state_dir: state_dir.to_path_buf(),
+            probe: probe.runs,
+        },
+    )?;
+    Ok(Recorder::new(
+        journal,
+        crate::cli::watch::verdicts::Verdicts::new(materializing),
+    ))
+}
+
+/// The current journal file's name in `serve --journal DIR`.
+pub const JOURNAL_FILE: &str = "journal.jsonl";
+
+/// Applies the engine's deltas to the view and the `/events` streams
+/// (and the journal, with `--journal`); once a second, judges held keys
+/// again against the clock (a verdict that comes with time alone, as
+/// `watch` does). A journal that cannot be written is said once on
+/// stderr and stops; serving goes on.
+async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut recorder: Option<Recorder>) {
     use crate::cli::watch::{settled, verdicts::SETTLE_AFTER};
     let mut settle_at = None;
     let mut clock = tokio::time::interval(Duration::from_secs(1));
@@ -240,16 +297,33 @@ async fn follow(mut handle: EngineHandle, shared: Arc<Shared>) {
                     .unwrap_or_else(PoisonError::into_inner)
                     .apply(&delta);
                 shared.subscribers.publish(&delta);
+                record(&mut recorder, |recorder| recorder.delta(delta));
                 settle_at = Some(tokio::time::Instant::now() + SETTLE_AFTER);
             }
             () = settled(settle_at) => {
                 settle_at = None;
                 shared.subscribers.settle(std::time::SystemTime::now());
+                record(&mut recorder, Recorder::settle);
             }
             _ = clock.tick(), if settle_at.is_none() => {
-                shared.subscribers.tick(std::time::SystemTime::now())
+                shared.subscribers.tick(std::time::SystemTime::now());
+                record(&mut recorder, Recorder::tick);
             }
         }
+    }
+}
+
+/// Runs `write` on the recorder, if there is one; on an error says so
+/// and drops it.
+fn record(
+    recorder: &mut Option<Recorder>,
+    write: impl FnOnce(&mut Recorder) -> std::io::Result<()>,
+) {
+    if let Some(journal) = recorder
+        && let Err(error) = write(journal)
+    {
+        eprintln!("locktop serve: the journal stopped: {error}");
+        *recorder = None;
     }
 }
 
@@ -345,6 +419,7 @@ async fn snapshot(
                     everything.keys.iter_sorted(),
                     &everything.problems,
                     materializing,
+                    std::time::SystemTime::now(),
                 )
             })
             .await;
@@ -368,6 +443,7 @@ async fn snapshot(
         keys.iter().map(|(key, state)| (key, state)),
         &problems,
         shared.exporter.materializing,
+        std::time::SystemTime::now(),
     );
     match written {
         Ok(()) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),

@@ -1,0 +1,235 @@
+//! `locktop record`: journal a state dir's lock history (see
+//! [`crate::journal`]) until SIGINT/SIGTERM — to a file, rotated by size
+//! with `--max-size`, or to standard output.
+//!
+//! Invariants: one engine, probing as every monitor does (lock-free by
+//! default: it takes no lock and writes nothing under the state dir);
+//! the journal is written by the loop that drains the engine, one
+//! `write` per change, so a reader that stalls (a full pipe, a slow disk)
+//! holds the engine's deltas back, where the engine folds them per key:
+//! memory stays bounded as `watch`'s does. Verdict changes are judged as
+//! `watch` judges them ([`Verdicts`]) and recorded after the change that
+//! caused them.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use crate::context::Context;
+use crate::engine::{self, Delta, EngineConfig, EngineHandle};
+use crate::journal::{Journal, Output, Recording};
+use crate::liveness::lock_free;
+use crate::liveness::probe::ProbeMode;
+
+use super::watch::verdicts::{self, Verdicts};
+use super::watch::{lines_of, settled};
+
+/// How often held keys are judged again against the clock.
+const VERDICT_CLOCK: Duration = Duration::from_secs(1);
+
+/// Flags of `locktop record`.
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// Write the journal to FILE (default: standard output). An existing
+    /// FILE is never overwritten: refused, or with --max-size rotated
+    /// into the set.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Start a new file when the current one reaches SIZE (bytes, or with
+    /// K, M, G: 100M); the old one becomes FILE.1, FILE.2, … Needs --out.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "out")]
+    max_size: Option<u64>,
+    /// Files to keep when rotating, the current one included (default 8).
+    /// Needs --max-size.
+    #[arg(long, value_name = "N", requires = "max_size", value_parser = clap::value_parser!(u64).range(1..))]
+    keep: Option<u64>,
+    /// How probes test liveness: lock-free (default: /proc/locks, no lock
+    /// taken), passive (momentary shared locks) or acquire (writes).
+    #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
+    probe: ProbeMode,
+    /// Seconds between safety-net sweeps.
+    #[arg(long, default_value_t = super::SWEEP_SECS, value_name = "SECS")]
+    sweep: f64,
+    /// When holders become suspects (verdict lines).
+    #[command(flatten)]
+    thresholds: super::thresholds::ThresholdArgs,
+}
+
+/// Reads a size: bytes, or a number with K, M or G (powers of 1024).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((at, _)) => text.split_at(at),
+        None => (text, ""),
+    };
+    let shift = match unit.to_ascii_uppercase().trim_end_matches(['B', 'I']) {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return Err(format!("bad size {text:?}: give bytes or K, M, G (100M)")),
+    };
+    let number: u64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad size {text:?}: give bytes or K, M, G (100M)"))?;
+    number
+        .checked_mul(1 << shift)
+        .filter(|size| *size >= 4096)
+        .ok_or_else(|| format!("bad size {text:?}: at least 4K"))
+}
+
+/// Runs `locktop record`.
+pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCode> {
+    let sweep_every = super::seconds("--sweep", args.sweep)?;
+    let verdicts = Verdicts::new(args.thresholds.materializing_after()?);
+    let probe = lock_free::choose(args.probe, &state_dir);
+    if probe.fallback.is_some() {
+        eprintln!("locktop record: probe {}", probe.describe());
+    }
+    let output = match args.out {
+        Some(path) => Output::File {
+            path,
+            max_size: args.max_size,
+            keep: args
+                .keep
+                .map_or(crate::journal::writer::KEEP, |keep| keep as usize),
+        },
+        None => Output::Stdout,
+    };
+    let journal = Journal::create(
+        output,
+        Recording {
+            state_dir: state_dir.clone(),
+            probe: probe.runs,
+        },
+    )?;
+    let stop = super::stop_signal()?;
+    let handle = engine::spawn(
+        Context::new(state_dir),
+        EngineConfig {
+            probe: probe.runs,
+            sweep_every,
+            idle_after: args.thresholds.idle_after()?,
+            trace: None,
+        },
+    );
+    let mut recorder = Recorder::new(journal, verdicts);
+    match recorder.drain(handle, stop).await {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(error) => Err(anyhow::anyhow!("cannot write the journal: {error}")),
+        Ok(()) => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// A journal and the verdicts it records: what `record` and `serve
+/// --journal` keep.
+pub struct Recorder {
+    journal: Journal,
+    verdicts: Verdicts,
+    scanned: bool,
+    settle_at: Option<tokio::time::Instant>,
+}
+
+impl Recorder {
+    /// Records into `journal`, judging verdicts with `verdicts`.
+    pub fn new(journal: Journal, verdicts: Verdicts) -> Self {
+        Self {
+            journal,
+            verdicts,
+            scanned: false,
+            settle_at: None,
+        }
+    }
+
+    /// Records the engine's deltas until `stop` or the engine's end.
+    async fn drain(
+        &mut self,
+        mut handle: EngineHandle,
+        stop: impl Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        tokio::pin!(stop);
+        let mut clock = tokio::time::interval(VERDICT_CLOCK);
+        clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                delta = handle.deltas.recv() => match delta {
+                    Some(delta) => self.delta(delta)?,
+                    None => return Ok(()),
+                },
+                () = settled(self.settle_at) => self.settle()?,
+                _ = clock.tick(), if self.settle_at.is_none() => self.tick()?,
+                () = &mut stop => return Ok(()),
+            }
+        }
+    }
+
+    /// Records one delta and the verdict changes it caused.
+    pub fn delta(&mut self, delta: Delta) -> std::io::Result<()> {
+        let first_scan_done = !self.scanned && matches!(delta, Delta::Synced { .. });
+        let lines = lines_of(&delta, &mut self.verdicts);
+        let at = match &delta {
+            Delta::Key { at, .. } | Delta::Removed { at, .. } => *at,
+            _ => SystemTime::now(),
+        };
+        self.journal.record(delta)?;
+        if self.scanned {
+            self.record_verdicts(lines.changes, at)?;
+        }
+        self.settle_at = Some(tokio::time::Instant::now() + verdicts::SETTLE_AFTER);
+        if first_scan_done {
+            self.scanned = true;
+            // Every key is in: the verdicts of the first state are the
+            // checkpoint's to tell (a replay judges them from it).
+            self.verdicts.settle(SystemTime::now());
+        }
+        Ok(())
+    }
+
+    /// Judges the keys a burst of deltas left unsettled.
+    pub fn settle(&mut self) -> std::io::Result<()> {
+        self.settle_at = None;
+        let now = SystemTime::now();
+        let changes = self.verdicts.settle(now);
+        self.record_verdicts(changes, now)
+    }
+
+    /// Judges held keys again against the clock.
+    pub fn tick(&mut self) -> std::io::Result<()> {
+        let now = SystemTime::now();
+        let changes = self.verdicts.tick(now);
+        self.record_verdicts(changes, now)
+    }
+
+    fn record_verdicts(
+        &mut self,
+        changes: Vec<verdicts::Change>,
+        at: SystemTime,
+    ) -> std::io::Result<()> {
+        if !self.scanned {
+            return Ok(());
+        }
+        for change in changes {
+            self.journal
+                .record_verdict(&change.key, change.from, change.to.as_ref(), at)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_bytes_or_binary_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("100M"), Ok(100 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("2MiB"), Ok(2 << 20));
+        for bad in ["", "M", "12X", "1K", "-5M", "1.5G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+}

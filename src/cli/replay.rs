@@ -1,0 +1,246 @@
+//! `locktop replay FILE…`: a recording (see [`crate::journal`]) played
+//! back — the monitor on it, or with `--at` the snapshot at a time (in
+//! `snapshot`'s format), or with `--from`/`--to` the changes in a window
+//! (in `watch`'s format).
+//!
+//! Invariants: a replay reads the journal and nothing else (no probe, no
+//! `/proc`, no state dir: the recording is the only truth it has, and the
+//! host may be another); what it prints is folded by the same rule the
+//! live monitor folds by; a time outside what was recorded is said so
+//! (before the first complete view: an error; after the end or between
+//! two recordings: a note on stderr naming what the answer is).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use anyhow::bail;
+
+use crate::engine::{Delta, Liveness};
+use crate::journal::JournalSet;
+use crate::journal::format::Entry;
+use crate::journal::reader::entry_time;
+use crate::journal::time_arg;
+use crate::liveness::lock_free::ProbeChoice;
+use crate::operate::verdict::MATERIALIZING_AFTER;
+use crate::time_format::rfc3339;
+
+use super::watch::format as watch_format;
+use super::watch::lines_of;
+use super::watch::queue::{KeyTo, Line, Report};
+use super::watch::verdicts::Verdicts;
+
+/// Flags of `locktop replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// Journal files, or directories of them: one recording's rotated
+    /// parts, or several recordings of one state dir (put in time order
+    /// by their headers).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Print the snapshot at TIME (RFC 3339, or a time ago: -2h) in
+    /// `snapshot`'s format, and exit.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, conflicts_with_all = ["from", "to"])]
+    at: Option<String>,
+    /// Print the changes from T1 (default: the recording's start) in
+    /// `watch`'s format, and exit.
+    #[arg(long, value_name = "T1", allow_hyphen_values = true)]
+    from: Option<String>,
+    /// … up to T2 (default: the recording's end).
+    #[arg(long, value_name = "T2", allow_hyphen_values = true)]
+    to: Option<String>,
+    /// JSON: `snapshot --json`'s document with --at, `watch --json`'s
+    /// lines with --from/--to. Needs one of them.
+    #[arg(long)]
+    json: bool,
+    /// With --at: include free keys.
+    #[arg(long, requires = "at")]
+    all: bool,
+}
+
+/// Runs `locktop replay`.
+pub async fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let now = SystemTime::now();
+    let at = args
+        .at
+        .as_deref()
+        .map(|t| time_arg::parse(t, now))
+        .transpose()?;
+    let from = args
+        .from
+        .as_deref()
+        .map(|t| time_arg::parse(t, now))
+        .transpose()?;
+    let to = args
+        .to
+        .as_deref()
+        .map(|t| time_arg::parse(t, now))
+        .transpose()?;
+    if args.json && at.is_none() && from.is_none() && to.is_none() {
+        bail!("--json needs --at or --from/--to (the monitor replays on a terminal)");
+    }
+    let set = tokio::task::block_in_place(|| JournalSet::open(&args.files))?;
+    warn(&set);
+    let result = if let Some(at) = at {
+        tokio::task::block_in_place(|| print_at(&set, at, args.json, args.all))
+    } else if from.is_some() || to.is_some() {
+        tokio::task::block_in_place(|| print_changes(&set, from, to, args.json))
+    } else {
+        bail!("the replay monitor is not built yet")
+    };
+    match result {
+        Err(error)
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|error| error.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(ExitCode::SUCCESS)
+        }
+        other => other,
+    }
+}
+
+/// Prints what the reader skipped, one line each.
+fn warn(set: &JournalSet) {
+    for warning in set.take_warnings() {
+        eprintln!("locktop replay: warning: {warning}");
+    }
+}
+
+/// `--at`: the snapshot at `at`.
+fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::Result<ExitCode> {
+    let replayed = set.state_at(at)?;
+    warn(set);
+    let end = set.end()?;
+    if at > end {
+        eprintln!(
+            "locktop replay: note: the recording ends at {}; this is the last state it recorded",
+            rfc3339(end)
+        );
+    } else if let Some(gap) = set.gap_at(at)? {
+        eprintln!(
+            "locktop replay: note: nothing was recorded from {} to {}; this is the state at {}",
+            rfc3339(gap.0),
+            rfc3339(gap.1),
+            rfc3339(gap.0)
+        );
+    }
+    let state = &replayed.state;
+    let mut keys: Vec<_> = state
+        .keys()
+        .iter()
+        .filter(|(_, state)| all || state.liveness != Liveness::Free)
+        .collect();
+    keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let header = set.header();
+    let problems = &state.watcher().problems;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if json {
+        let probe = ProbeChoice {
+            requested: header.probe,
+            runs: header.probe,
+            fallback: None,
+        };
+        super::snapshot::write_json(
+            &mut out,
+            &header.state_dir,
+            &probe,
+            keys.iter().copied(),
+            problems,
+            MATERIALIZING_AFTER,
+            at,
+        )?;
+    } else {
+        super::snapshot::write_table(
+            &mut out,
+            keys.iter().copied(),
+            problems,
+            super::snapshot::terminal_width(),
+            at,
+        )?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--from`/`--to`: the changes in the window, as `watch` prints them.
+fn print_changes(
+    set: &JournalSet,
+    from: Option<SystemTime>,
+    to: Option<SystemTime>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let from = from.unwrap_or_else(|| set.start()).max(set.start());
+    let to = to.unwrap_or(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 40));
+    if to < from {
+        bail!("--to {} is before --from {}", rfc3339(to), rfc3339(from));
+    }
+    let start = set.state_at(from)?;
+    // Verdicts as `watch` follows them, from the state at the start.
+    let mut verdicts = Verdicts::new(MATERIALIZING_AFTER);
+    for (key, state) in start.state.keys().iter() {
+        if state.liveness.is_held() {
+            verdicts.apply(key, Some(state), from);
+        }
+    }
+    verdicts.settle(from);
+    let mut state = start.state;
+    let mut lines = set.lines_from(start.next)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    while let Some(entry) = lines.next_entry(&state)? {
+        let Some(at) = entry_time(&entry) else {
+            continue;
+        };
+        if at > to {
+            break;
+        }
+        let report = match entry {
+            Entry::Change(delta, _) => {
+                let report = change_report(&delta, &mut verdicts);
+                state.apply(delta);
+                report
+            }
+            Entry::Verdict { key, from, to, .. } => Some(Report::Verdict { key, from, to }),
+            _ => None,
+        };
+        let Some(report) = report else { continue };
+        let line = Line {
+            report,
+            at,
+            folded: 0,
+        };
+        if let Some(text) = watch_format::line(&line, json) {
+            writeln!(out, "{text}")?;
+        }
+    }
+    out.flush()?;
+    warn(set);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `watch` line a recorded change makes (`None`: watch prints none —
+/// a change no line shows, or the scan problems).
+fn change_report(delta: &Delta, verdicts: &mut Verdicts) -> Option<Report> {
+    let repeat = lines_of(delta, verdicts).repeat;
+    match delta {
+        Delta::Key {
+            key,
+            state,
+            previous,
+            ..
+        } => (!repeat).then(|| Report::Key {
+            key: key.clone(),
+            from: *previous,
+            to: KeyTo::state(state),
+        }),
+        Delta::Removed { key, previous, .. } => Some(Report::Key {
+            key: key.clone(),
+            from: Some(*previous),
+            to: KeyTo::Removed,
+        }),
+        Delta::Health(health) => Some(Report::Health(health.clone())),
+        Delta::Synced { keys, .. } => Some(Report::Synced { keys: *keys }),
+        Delta::Problems(_) => None,
+    }
+}

@@ -1,0 +1,23 @@
+//! Lock history on disk: the journal `locktop record` (and `serve
+//! --journal`) writes, and `locktop replay` reads.
+//!
+//! A journal is NDJSON: a header line, a checkpoint (the whole state, as
+//! several lines), then one line per change in the order the engine
+//! reported them — a `watch --json` line with the key's directory and
+//! whole state added — and a fresh checkpoint whenever the changes since
+//! the last one outgrow it. [`format`] is the schema, [`writer`] writes
+//! (checkpoints, rotation), [`reader`] reads a set of files back in time
+//! order (the state at any time, the lines after any point), and
+//! [`state`] is the state both sides fold with the engine's one rule, so
+//! a recording and its replay can never disagree on what a sequence of
+//! changes means.
+
+pub mod format;
+pub mod reader;
+pub mod state;
+pub mod time_arg;
+pub mod writer;
+
+pub use reader::{JournalSet, Position, Replayed};
+pub use state::JournalState;
+pub use writer::{Journal, Output, Recording};

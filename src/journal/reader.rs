@@ -1,0 +1,683 @@
+//! Reading journals: a set of files (one recording's rotated parts, or
+//! several recordings of one state dir) put in time order, the state at
+//! any time, and the lines after any point.
+//!
+//! Invariants:
+//! - the state at a time is found from the last complete checkpoint
+//!   before it and the lines after that checkpoint up to the time, never
+//!   from a scan of the whole file: checkpoints are found by bisecting
+//!   the file by byte offset (a checkpoint's first line is recognisable
+//!   from its first bytes, and checkpoints are in time order), so a
+//!   1 GB journal costs a few dozen reads of a few MB at most;
+//! - a torn last line (no newline: a crash, a full disk) and a line that
+//!   does not parse are skipped, each with a warning
+//!   ([`JournalSet::take_warnings`]); a checkpoint without its end is not
+//!   used;
+//! - going from one file to the next, a checkpoint of the same recording
+//!   restates what the lines said and is skipped; the first checkpoint of
+//!   another recording replaces the state, as changes (the keys that
+//!   changed while nothing recorded them), stamped with its time.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use anyhow::{Context as _, bail};
+
+use crate::engine::{Delta, KeyState};
+
+use super::format::{self, CHECKPOINT_PREFIX, Entry, Header, Namer, VERSION};
+use super::state::JournalState;
+
+/// Bytes read at a time while looking for a checkpoint.
+const SCAN_CHUNK: usize = 256 << 10;
+
+/// One file of a journal.
+#[derive(Debug, Clone)]
+pub struct JournalFile {
+    /// Where.
+    pub path: PathBuf,
+    /// Its first line.
+    pub header: Header,
+    /// Its size when opened (lines after it are not read).
+    pub len: u64,
+    /// Its first checkpoint: where it starts, and its time.
+    first_checkpoint: Option<(u64, SystemTime)>,
+}
+
+/// A place in a journal set: a file and a byte offset in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    /// Which file of the set.
+    pub file: usize,
+    /// Where in it a line starts.
+    pub offset: u64,
+}
+
+/// Journal files of one state dir, in time order.
+#[derive(Debug)]
+pub struct JournalSet {
+    files: Vec<JournalFile>,
+    warnings: Mutex<Vec<String>>,
+}
+
+/// The state at a time, and where the lines after it start.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    /// Every key's state and the watcher's view.
+    pub state: JournalState,
+    /// The first line after the time.
+    pub next: Position,
+    /// The time of the last line folded in (or of the checkpoint).
+    pub last_line: SystemTime,
+}
+
+impl JournalSet {
+    /// Opens `paths` (files, or directories whose journal files are
+    /// read): one line of error for a file that is not a journal, is of
+    /// a newer format, or records another state dir or host.
+    pub fn open(paths: &[PathBuf]) -> anyhow::Result<Self> {
+        let mut files = Vec::new();
+        let set = Self {
+            files: Vec::new(),
+            warnings: Mutex::new(Vec::new()),
+        };
+        for path in paths {
+            if path.is_dir() {
+                let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?
+                    .flatten()
+                    .map(|entry| entry.path())
+                    .filter(|path| path.is_file())
+                    .collect();
+                entries.sort();
+                let before = files.len();
+                for entry in entries {
+                    // A directory may hold other files: only journals count.
+                    if let Ok(file) = open_file(&entry, &set) {
+                        files.push(file);
+                    }
+                }
+                if files.len() == before {
+                    bail!("{}: no locktop journal in this directory", path.display());
+                }
+            } else {
+                files.push(open_file(path, &set)?);
+            }
+        }
+        let Some(first) = files.first() else {
+            bail!("no journal given");
+        };
+        let (state_dir, host) = (first.header.state_dir.clone(), first.header.host.clone());
+        for file in &files {
+            if file.header.state_dir != state_dir || file.header.host != host {
+                bail!(
+                    "{} records {} on {}, {} records {} on {}: replay one state dir at a time",
+                    first.path.display(),
+                    state_dir.display(),
+                    host,
+                    file.path.display(),
+                    file.header.state_dir.display(),
+                    file.header.host
+                );
+            }
+        }
+        files.sort_by_key(|file| {
+            (
+                file.header.recording_started,
+                file.header.part,
+                file.header.started,
+            )
+        });
+        files.dedup_by(|a, b| a.path == b.path);
+        let mut warnings = set.warnings.into_inner().unwrap_or_default();
+        files.retain(|file| {
+            let complete = file.first_checkpoint.is_some();
+            if !complete {
+                warnings.push(format!(
+                    "{}: no complete checkpoint (the recorder stopped before its first scan ended): skipped",
+                    file.path.display()
+                ));
+            }
+            complete
+        });
+        if files.is_empty() {
+            bail!("no journal with a complete checkpoint: nothing to replay");
+        }
+        Ok(Self {
+            files,
+            warnings: Mutex::new(warnings),
+        })
+    }
+
+    /// The files, in time order.
+    pub fn files(&self) -> &[JournalFile] {
+        &self.files
+    }
+
+    /// The first file's header.
+    pub fn header(&self) -> &Header {
+        &self.files[0].header
+    }
+
+    /// What was skipped since the last call, one line each.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn warn(&self, warning: String) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(warning);
+    }
+
+    /// The time of the first complete view: the first checkpoint.
+    pub fn start(&self) -> SystemTime {
+        self.files[0]
+            .first_checkpoint
+            .map_or(self.files[0].header.started, |(_, t)| t)
+    }
+
+    /// The time of the last line (of the last file).
+    pub fn end(&self) -> anyhow::Result<SystemTime> {
+        let last = self.files.len() - 1;
+        last_time(&self.files[last])
+            .map(|time| time.unwrap_or_else(|| self.start().max(self.files[last].header.started)))
+    }
+
+    /// When `time` falls between two recordings (after one's last line,
+    /// before the next one's first checkpoint): that gap.
+    pub fn gap_at(&self, time: SystemTime) -> anyhow::Result<Option<(SystemTime, SystemTime)>> {
+        for pair in self.files.windows(2) {
+            let Some((_, next_start)) = pair[1].first_checkpoint else {
+                continue;
+            };
+            if time >= next_start {
+                continue;
+            }
+            let end = last_time(&pair[0])?.unwrap_or(pair[0].header.started);
+            return Ok((time > end).then_some((end, next_start)));
+        }
+        Ok(None)
+    }
+
+    /// The state at `time`, and where the lines after it start. An error
+    /// before the first complete view.
+    pub fn state_at(&self, time: SystemTime) -> anyhow::Result<Replayed> {
+        let start = self.start();
+        if time < start {
+            bail!(
+                "{} is before the recording's first complete view ({})",
+                crate::time_format::rfc3339(time),
+                crate::time_format::rfc3339(start)
+            );
+        }
+        let file = self
+            .files
+            .iter()
+            .rposition(|file| file.first_checkpoint.is_some_and(|(_, t)| t <= time))
+            .unwrap_or(0);
+        let mut limit = self.files[file].len;
+        loop {
+            let Some(offset) = self.checkpoint_before(file, time, limit)? else {
+                bail!(
+                    "{}: no complete checkpoint before {}",
+                    self.files[file].path.display(),
+                    crate::time_format::rfc3339(time)
+                );
+            };
+            match self.load_checkpoint(Position { file, offset })? {
+                Some((state, next, at)) => return self.fold_until(state, next, at, time),
+                None => {
+                    self.warn(format!(
+                        "{}: a checkpoint at byte {offset} has no end: the one before is used",
+                        self.files[file].path.display()
+                    ));
+                    limit = offset;
+                }
+            }
+        }
+    }
+
+    /// Folds the lines from `next` whose time is at most `time` into
+    /// `state`.
+    fn fold_until(
+        &self,
+        mut state: JournalState,
+        next: Position,
+        mut last_line: SystemTime,
+        time: SystemTime,
+    ) -> anyhow::Result<Replayed> {
+        let mut lines = self.lines_from(next)?;
+        let mut next = lines.position();
+        while let Some(entry) = lines.next_entry(&state)? {
+            let Some(at) = entry_time(&entry) else {
+                next = lines.position();
+                continue;
+            };
+            if at > time {
+                break;
+            }
+            last_line = at;
+            if let Entry::Change(delta, _) = entry {
+                state.apply(delta);
+            }
+            next = lines.position();
+        }
+        Ok(Replayed {
+            state,
+            next,
+            last_line,
+        })
+    }
+
+    /// The lines from `position` on (a line start), across files.
+    pub fn lines_from(&self, position: Position) -> anyhow::Result<Lines<'_>> {
+        Lines::open(self, position)
+    }
+
+    /// The offset of the last complete-looking checkpoint of `file`
+    /// whose time is at most `time` and which starts before `limit`.
+    fn checkpoint_before(
+        &self,
+        file: usize,
+        time: SystemTime,
+        limit: u64,
+    ) -> anyhow::Result<Option<u64>> {
+        let journal = &self.files[file];
+        let Some((first, first_time)) = journal.first_checkpoint else {
+            return Ok(None);
+        };
+        if first >= limit || first_time > time {
+            return Ok(None);
+        }
+        let mut reader = File::open(&journal.path)
+            .with_context(|| format!("cannot read {}", journal.path.display()))?;
+        let mut best = first;
+        let (mut low, mut high) = (first + 1, limit);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match next_checkpoint(&mut reader, middle, high)? {
+                Some((offset, at)) if at <= time => {
+                    best = offset;
+                    low = offset + 1;
+                }
+                _ => high = middle,
+            }
+        }
+        Ok(Some(best))
+    }
+
+    /// Reads the checkpoint at `position`: its state, the line after its
+    /// end, its time; `None` when it has no end.
+    fn load_checkpoint(
+        &self,
+        position: Position,
+    ) -> anyhow::Result<Option<(JournalState, Position, SystemTime)>> {
+        let mut lines = Lines::open(self, position)?;
+        lines.raw_checkpoints = true;
+        let mut state = JournalState::default();
+        let Some(Entry::CheckpointHead(head)) = lines.next_entry(&state)? else {
+            return Ok(None);
+        };
+        {
+            let watcher = state.watcher_mut();
+            watcher.health = head.watcher;
+            watcher.problems = head.problems;
+            watcher.syncs = head.syncs;
+        }
+        loop {
+            match lines.next_entry(&state)? {
+                Some(Entry::CheckpointKey(key, key_state)) => state.put_key(key, key_state),
+                Some(Entry::CheckpointFree(keys)) => {
+                    for key in keys {
+                        state.put_key(key, KeyState::FREE);
+                    }
+                }
+                Some(Entry::CheckpointEnd(_)) if lines.position.file == position.file => {
+                    return Ok(Some((state, lines.position(), head.time)));
+                }
+                _ => return Ok(None),
+            }
+        }
+    }
+}
+
+/// The time a line carries (checkpoint lines but the head have none).
+pub fn entry_time(entry: &Entry) -> Option<SystemTime> {
+    match entry {
+        Entry::Change(_, at) | Entry::Verdict { at, .. } => Some(*at),
+        Entry::CheckpointHead(head) => Some(head.time),
+        Entry::CheckpointEnd(end) => Some(end.time),
+        Entry::Header(_) | Entry::CheckpointKey(..) | Entry::CheckpointFree(_) => None,
+    }
+}
+
+/// Reads a file's header and finds its first checkpoint.
+fn open_file(path: &Path, set: &JournalSet) -> anyhow::Result<JournalFile> {
+    let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let len = file.metadata()?.len();
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    reader
+        .read_until(b'\n', &mut line)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if line.is_empty() {
+        bail!("{}: empty, not a locktop journal", path.display());
+    }
+    let mut namer = Namer::new(Path::new("/"));
+    let header = match format::decode(trim_newline(&line), &mut namer) {
+        Ok(Entry::Header(header)) => header,
+        _ => bail!("{}: not a locktop journal (no header line)", path.display()),
+    };
+    if header.format != format::FORMAT {
+        bail!(
+            "{}: not a locktop journal ({:?})",
+            path.display(),
+            header.format
+        );
+    }
+    if header.version > VERSION {
+        bail!(
+            "{}: journal format version {} is newer than this locktop reads ({VERSION}): upgrade locktop",
+            path.display(),
+            header.version
+        );
+    }
+    let offset = line.len() as u64;
+    line.clear();
+    reader.read_until(b'\n', &mut line)?;
+    let first_checkpoint = if line.starts_with(CHECKPOINT_PREFIX) && line.ends_with(b"\n") {
+        match format::decode(trim_newline(&line), &mut namer) {
+            Ok(Entry::CheckpointHead(head)) => Some((offset, head.time)),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let _ = set;
+    Ok(JournalFile {
+        path: path.to_path_buf(),
+        header,
+        len,
+        first_checkpoint,
+    })
+}
+
+fn trim_newline(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\n").unwrap_or(line)
+}
+
+/// The first checkpoint starting at or after `from` and before `limit`:
+/// its offset and time. Reads forward in chunks, looking for a newline
+/// followed by the checkpoint prefix.
+fn next_checkpoint(
+    file: &mut File,
+    from: u64,
+    limit: u64,
+) -> anyhow::Result<Option<(u64, SystemTime)>> {
+    let mut needle = vec![b'\n'];
+    needle.extend_from_slice(CHECKPOINT_PREFIX);
+    let finder = memchr::memmem::Finder::new(&needle);
+    // Start one byte early: a line starting exactly at `from` counts.
+    let mut at = from.saturating_sub(1);
+    let mut buffer = vec![0u8; SCAN_CHUNK + needle.len()];
+    while at < limit {
+        file.seek(SeekFrom::Start(at))?;
+        let want = ((limit - at) as usize + needle.len()).min(buffer.len());
+        let read = read_fully(file, &mut buffer[..want])?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if let Some(found) = finder.find(&buffer[..read]) {
+            let offset = at + found as u64 + 1;
+            if offset >= limit {
+                return Ok(None);
+            }
+            return Ok(checkpoint_time(file, offset)?.map(|time| (offset, time)));
+        }
+        if read < want {
+            return Ok(None);
+        }
+        at += (read - needle.len()) as u64;
+    }
+    Ok(None)
+}
+
+/// The time of the checkpoint head at `offset`, if its line is whole.
+fn checkpoint_time(file: &mut File, offset: u64) -> anyhow::Result<Option<SystemTime>> {
+    file.seek(SeekFrom::Start(offset))?;
+    let mut line = Vec::new();
+    BufReader::new(&mut *file).read_until(b'\n', &mut line)?;
+    if !line.ends_with(b"\n") {
+        return Ok(None);
+    }
+    Ok(
+        match format::decode(trim_newline(&line), &mut Namer::new(Path::new("/"))) {
+            Ok(Entry::CheckpointHead(head)) => Some(head.time),
+            _ => None,
+        },
+    )
+}
+
+fn read_fully(file: &mut File, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut read = 0;
+    while read < buffer.len() {
+        match file.read(&mut buffer[read..])? {
+            0 => break,
+            n => read += n,
+        }
+    }
+    Ok(read)
+}
+
+/// The time of the last whole line of `file` that carries one.
+fn last_time(file: &JournalFile) -> anyhow::Result<Option<SystemTime>> {
+    let mut reader =
+        File::open(&file.path).with_context(|| format!("cannot read {}", file.path.display()))?;
+    let mut window = 64u64 << 10;
+    let mut namer = Namer::new(&file.header.state_dir);
+    loop {
+        let start = file.len.saturating_sub(window);
+        reader.seek(SeekFrom::Start(start))?;
+        let mut tail = vec![0u8; (file.len - start) as usize];
+        let read = read_fully(&mut reader, &mut tail)?;
+        tail.truncate(read);
+        let whole = match tail.iter().rposition(|b| *b == b'\n') {
+            Some(end) => &tail[..end],
+            None => &[][..],
+        };
+        let mut lines: Vec<&[u8]> = whole.split(|b| *b == b'\n').collect();
+        if start > 0 && !lines.is_empty() {
+            // The first piece may be the end of a line cut by the window.
+            lines.remove(0);
+        }
+        for line in lines.iter().rev() {
+            if line.starts_with(b"{\"ck\":") || line.starts_with(b"{\"cf\":") {
+                continue;
+            }
+            if let Ok(entry) = format::decode(line, &mut namer)
+                && let Some(time) = entry_time(&entry)
+            {
+                return Ok(Some(time));
+            }
+        }
+        if start == 0 {
+            return Ok(None);
+        }
+        window *= 4;
+    }
+}
+
+/// The lines of a journal set from a position on, across its files.
+pub struct Lines<'s> {
+    set: &'s JournalSet,
+    position: Position,
+    reader: BufReader<File>,
+    namer: Namer,
+    line: Vec<u8>,
+    /// Return checkpoint lines as they are (loading a checkpoint);
+    /// otherwise a checkpoint of the same recording is skipped and one
+    /// of another recording becomes changes.
+    raw_checkpoints: bool,
+    /// Changes waiting to be returned (another recording's checkpoint).
+    pending: std::collections::VecDeque<Entry>,
+}
+
+impl<'s> Lines<'s> {
+    fn open(set: &'s JournalSet, position: Position) -> anyhow::Result<Self> {
+        let path = &set.files[position.file].path;
+        let mut file =
+            File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        file.seek(SeekFrom::Start(position.offset))?;
+        Ok(Self {
+            set,
+            position,
+            reader: BufReader::with_capacity(256 << 10, file),
+            namer: Namer::new(&set.files[0].header.state_dir),
+            line: Vec::new(),
+            raw_checkpoints: false,
+            pending: std::collections::VecDeque::new(),
+        })
+    }
+
+    /// Where the next line starts.
+    pub fn position(&self) -> Position {
+        self.position
+    }
+
+    /// The next entry; `state` is the state the entries so far lead to
+    /// (what another recording's checkpoint is compared with). `None` at
+    /// the end of the last file.
+    pub fn next_entry(&mut self, state: &JournalState) -> anyhow::Result<Option<Entry>> {
+        if let Some(entry) = self.pending.pop_front() {
+            return Ok(Some(entry));
+        }
+        loop {
+            let file = &self.set.files[self.position.file];
+            self.line.clear();
+            let read = if self.position.offset >= file.len {
+                0
+            } else {
+                (&mut self.reader)
+                    .take(file.len - self.position.offset)
+                    .read_until(b'\n', &mut self.line)?
+            };
+            if read == 0 {
+                if self.raw_checkpoints || self.position.file + 1 >= self.set.files.len() {
+                    return Ok(None);
+                }
+                self.next_file(state)?;
+                if let Some(entry) = self.pending.pop_front() {
+                    return Ok(Some(entry));
+                }
+                continue;
+            }
+            let start = self.position.offset;
+            self.position.offset += read as u64;
+            if !self.line.ends_with(b"\n") {
+                self.set.warn(format!(
+                    "{}: skipped a torn last line at byte {start} ({read} bytes without a newline)",
+                    file.path.display()
+                ));
+                continue;
+            }
+            let line = trim_newline(&self.line);
+            if !self.raw_checkpoints
+                && (line.starts_with(b"{\"ck\":")
+                    || line.starts_with(b"{\"cf\":")
+                    || line.starts_with(b"{\"checkpoint_end\":"))
+            {
+                continue;
+            }
+            match format::decode(line, &mut self.namer) {
+                Ok(Entry::CheckpointHead(_)) if !self.raw_checkpoints => continue,
+                Ok(Entry::Header(_)) => continue,
+                Ok(entry) => return Ok(Some(entry)),
+                Err(error) => self.set.warn(format!(
+                    "{}: skipped line at byte {start}: {error}",
+                    file.path.display()
+                )),
+            }
+        }
+    }
+
+    /// Moves to the next file; when it starts another recording, its
+    /// first checkpoint's differences from `state` become pending
+    /// changes.
+    fn next_file(&mut self, state: &JournalState) -> anyhow::Result<()> {
+        let previous = &self.set.files[self.position.file].header;
+        let index = self.position.file + 1;
+        let next = &self.set.files[index];
+        let same_recording = next.header.recording_started == previous.recording_started
+            && next.header.part == previous.part + 1;
+        let Some((offset, _)) = next.first_checkpoint else {
+            bail!("{}: no checkpoint", next.path.display());
+        };
+        if !same_recording
+            && let Some((checkpoint, after, time)) = self.set.load_checkpoint(Position {
+                file: index,
+                offset,
+            })?
+        {
+            self.pending.extend(differences(state, &checkpoint, time));
+            *self = Self::open(self.set, after)?;
+            return Ok(());
+        }
+        *self = Self::open(
+            self.set,
+            Position {
+                file: index,
+                offset,
+            },
+        )?;
+        Ok(())
+    }
+}
+
+/// The changes that take `from` to `to`, stamped `time`.
+fn differences(from: &JournalState, to: &JournalState, time: SystemTime) -> Vec<Entry> {
+    let mut changes = Vec::new();
+    for (key, state) in to.keys().iter() {
+        let before = from.keys().get(key);
+        if before != Some(state) {
+            changes.push(Entry::Change(
+                Delta::Key {
+                    key: key.clone(),
+                    state: state.clone(),
+                    previous: before.map(|state| state.liveness),
+                    at: time,
+                },
+                time,
+            ));
+        }
+    }
+    for (key, state) in from.keys().iter() {
+        if !to.keys().contains_key(key) {
+            changes.push(Entry::Change(
+                Delta::Removed {
+                    key: key.clone(),
+                    previous: state.liveness,
+                    at: time,
+                },
+                time,
+            ));
+        }
+    }
+    if to.watcher().health != from.watcher().health {
+        changes.push(Entry::Change(
+            Delta::Health(to.watcher().health.clone()),
+            time,
+        ));
+    }
+    if to.watcher().problems != from.watcher().problems {
+        changes.push(Entry::Change(
+            Delta::Problems(to.watcher().problems.clone()),
+            time,
+        ));
+    }
+    changes
+}

@@ -1,0 +1,415 @@
+//! Writing a journal: the header, a checkpoint once the first full scan is
+//! in, then one line per change, with a fresh checkpoint whenever the
+//! changes since the last one outgrow it (or [`CHECKPOINT_EVERY`]) —
+//! and, with a size limit, a new file when the current one reaches it.
+//!
+//! Invariants:
+//! - every file starts with its header and a complete checkpoint, so it
+//!   stands alone (rotation keeps whole files, never half a history);
+//! - a reader never replays more than about one checkpoint's worth of
+//!   bytes (at least [`CHECKPOINT_EVERY`]) after a checkpoint to reach any
+//!   line;
+//! - each [`Journal::record`] ends in one `write` of whole lines: a crash
+//!   tears at most the last line, and a reader skips a torn last line;
+//! - times never go backwards: a line's time is the later of its own
+//!   and the previous line's;
+//! - the recorder's memory is its [`JournalState`] (a null pointer per
+//!   free key) and one line's buffer.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::disk::key::LockKey;
+use crate::engine::{Delta, KeyState};
+use crate::liveness::probe::ProbeMode;
+use crate::operate::verdict::Verdict;
+
+use super::format::{
+    self, CheckpointEnd, CheckpointFree, CheckpointHead, CheckpointKey, FORMAT, FREE_PER_LINE,
+    Header, KeyRef, VERSION,
+};
+use super::state::JournalState;
+
+/// The least a checkpoint waits for, in bytes of changes after the last.
+pub const CHECKPOINT_EVERY: u64 = 4 << 20;
+/// Files `--keep` keeps by default (the current one and the older ones).
+pub const KEEP: usize = 8;
+/// Bytes of a checkpoint gathered before they are written.
+const CHUNK: usize = 1 << 20;
+
+/// Where a journal goes.
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// Standard output: one stream, never rotated.
+    Stdout,
+    /// A file; with a size limit, rotated into `FILE.1`, `FILE.2`, …
+    File {
+        /// The current file.
+        path: PathBuf,
+        /// Rotate once the current file reaches this many bytes.
+        max_size: Option<u64>,
+        /// Files kept, the current one included (at least 1).
+        keep: usize,
+    },
+}
+
+/// What a journal records, for its headers.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// The state dir.
+    pub state_dir: PathBuf,
+    /// The probe the engine runs.
+    pub probe: ProbeMode,
+}
+
+/// A journal being written.
+pub struct Journal {
+    output: Output,
+    recording: Recording,
+    root: PathBuf,
+    started: SystemTime,
+    sink: Box<dyn Write + Send>,
+    part: u64,
+    /// Bytes written to the current file.
+    written: u64,
+    /// Bytes of change lines since the last checkpoint.
+    since_checkpoint: u64,
+    /// The last checkpoint's size.
+    checkpoint_size: u64,
+    /// The first full scan is in (before it, deltas are only folded: the
+    /// first checkpoint states them).
+    synced: bool,
+    last_time: SystemTime,
+    state: JournalState,
+    line: Vec<u8>,
+}
+
+impl Journal {
+    /// Starts a journal of `recording` on `output`: writes its header.
+    /// An existing file is kept: rotated into the set when the output
+    /// rotates, refused otherwise (a recording is never overwritten).
+    pub fn create(output: Output, recording: Recording) -> anyhow::Result<Self> {
+        let started = SystemTime::now();
+        let root = crate::locks::locks_root(&recording.state_dir);
+        let sink = open(&output, true)?;
+        let mut journal = Self {
+            output,
+            recording,
+            root,
+            started,
+            sink,
+            part: 0,
+            written: 0,
+            since_checkpoint: 0,
+            checkpoint_size: 0,
+            synced: false,
+            last_time: started,
+            state: JournalState::default(),
+            line: Vec::new(),
+        };
+        journal.write_header()?;
+        Ok(journal)
+    }
+
+    /// Records one delta: folds it in, and writes its line (once the
+    /// first full scan is in; that scan's end writes the first
+    /// checkpoint). May write a checkpoint or start a new file after it.
+    pub fn record(&mut self, delta: Delta) -> std::io::Result<()> {
+        if !self.synced {
+            let first_sync = matches!(delta, Delta::Synced { .. });
+            self.state.apply(delta);
+            if first_sync {
+                self.synced = true;
+                self.last_time = SystemTime::now().max(self.last_time);
+                self.write_checkpoint()?;
+            }
+            return Ok(());
+        }
+        let time = self.stamp(match &delta {
+            Delta::Key { at, .. } | Delta::Removed { at, .. } | Delta::Synced { at, .. } => *at,
+            Delta::Health(_) | Delta::Problems(_) => SystemTime::now(),
+        });
+        self.line.clear();
+        format::encode_delta(&mut self.line, &delta, time, &self.root);
+        self.state.apply(delta);
+        self.write_line()?;
+        self.after_change()
+    }
+
+    /// Records a verdict change (`watch`'s line), once the first scan is
+    /// in.
+    pub fn record_verdict(
+        &mut self,
+        key: &LockKey,
+        from: Option<&str>,
+        to: Option<&Verdict>,
+        at: SystemTime,
+    ) -> std::io::Result<()> {
+        if !self.synced {
+            return Ok(());
+        }
+        let time = self.stamp(at);
+        self.line.clear();
+        format::encode_verdict(&mut self.line, key, from, to, time, &self.root);
+        self.write_line()?;
+        self.after_change()
+    }
+
+    /// The state recorded so far.
+    pub fn state(&self) -> &JournalState {
+        &self.state
+    }
+
+    /// The current file (`None` on standard output).
+    pub fn path(&self) -> Option<&Path> {
+        match &self.output {
+            Output::Stdout => None,
+            Output::File { path, .. } => Some(path),
+        }
+    }
+
+    fn stamp(&mut self, time: SystemTime) -> SystemTime {
+        self.last_time = self.last_time.max(time);
+        self.last_time
+    }
+
+    fn write_line(&mut self) -> std::io::Result<()> {
+        self.sink.write_all(&self.line)?;
+        self.sink.flush()?;
+        let bytes = self.line.len() as u64;
+        self.written += bytes;
+        self.since_checkpoint += bytes;
+        Ok(())
+    }
+
+    /// A checkpoint when the changes since the last one outgrew it; a new
+    /// file when this one is full.
+    fn after_change(&mut self) -> std::io::Result<()> {
+        if let Output::File {
+            max_size: Some(max_size),
+            ..
+        } = self.output
+            && self.written >= max_size
+        {
+            return self.rotate();
+        }
+        if self.since_checkpoint >= CHECKPOINT_EVERY.max(self.checkpoint_size) {
+            self.write_checkpoint()?;
+        }
+        Ok(())
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        self.sink.flush()?;
+        self.sink = open(&self.output, false).map_err(std::io::Error::other)?;
+        self.part += 1;
+        self.written = 0;
+        self.write_header().map_err(std::io::Error::other)?;
+        self.write_checkpoint()
+    }
+
+    fn write_header(&mut self) -> anyhow::Result<()> {
+        let header = Header {
+            format: FORMAT.to_string(),
+            version: VERSION,
+            host: host_name(),
+            state_dir: self.recording.state_dir.clone(),
+            locktop: env!("CARGO_PKG_VERSION").to_string(),
+            started: SystemTime::now().max(self.last_time),
+            recording_started: self.started,
+            part: self.part,
+            probe: self.recording.probe,
+        };
+        self.line.clear();
+        format::encode_tagged(&mut self.line, "journal", &header);
+        self.sink.write_all(&self.line)?;
+        self.sink.flush()?;
+        self.written += self.line.len() as u64;
+        Ok(())
+    }
+
+    /// The whole state, as lines: the head, each key that is not simply
+    /// free with its state, the free keys by directory, the end.
+    fn write_checkpoint(&mut self) -> std::io::Result<()> {
+        let time = self.stamp(SystemTime::now());
+        let watcher = self.state.watcher();
+        let keys = self.state.keys();
+        let mut out = Vec::with_capacity(CHUNK);
+        let mut size = 0u64;
+        let mut flush = |out: &mut Vec<u8>, sink: &mut Box<dyn Write + Send>| {
+            size += out.len() as u64;
+            let result = sink.write_all(out);
+            out.clear();
+            result
+        };
+        format::encode_tagged(
+            &mut out,
+            "checkpoint",
+            &CheckpointHead {
+                time,
+                keys: keys.len(),
+                syncs: watcher.syncs,
+                watcher: watcher.health.clone(),
+                problems: watcher.problems.clone(),
+            },
+        );
+        let mut free: std::collections::BTreeMap<&Path, (crate::disk::KeyKind, Vec<&str>)> =
+            std::collections::BTreeMap::new();
+        for (key, state) in keys.iter() {
+            if state.is_bare_free() {
+                free.entry(key.dir())
+                    .or_insert_with(|| (key.kind(), Vec::new()))
+                    .1
+                    .push(key.key());
+                continue;
+            }
+            format::encode_tagged(&mut out, "ck", &checkpoint_key(&self.root, key, state));
+            if out.len() >= CHUNK {
+                flush(&mut out, &mut self.sink)?;
+            }
+        }
+        for (dir, (kind, names)) in free {
+            let dir = dir
+                .strip_prefix(&self.root)
+                .unwrap_or(dir)
+                .to_string_lossy();
+            for chunk in names.chunks(FREE_PER_LINE) {
+                let line = CheckpointFree {
+                    kind,
+                    dir: dir.clone(),
+                    keys: chunk.iter().map(|key| (*key).into()).collect(),
+                };
+                format::encode_tagged(&mut out, "cf", &line);
+                if out.len() >= CHUNK {
+                    flush(&mut out, &mut self.sink)?;
+                }
+            }
+        }
+        format::encode_tagged(
+            &mut out,
+            "checkpoint_end",
+            &CheckpointEnd {
+                time,
+                keys: keys.len(),
+            },
+        );
+        flush(&mut out, &mut self.sink)?;
+        self.sink.flush()?;
+        self.written += size;
+        self.checkpoint_size = size;
+        self.since_checkpoint = 0;
+        Ok(())
+    }
+}
+
+fn checkpoint_key<'a>(root: &Path, key: &'a LockKey, state: &KeyState) -> CheckpointKey<'a> {
+    CheckpointKey {
+        key: KeyRef {
+            kind: key.kind(),
+            name: key.name().into(),
+            dir: format::relative_dir(root, key),
+        },
+        state: state.clone(),
+    }
+}
+
+/// Opens the output for a new file of the journal: the current file is
+/// moved into the rotated set first when there is one (`first`: only if
+/// the output rotates; an unrotated existing recording is refused).
+fn open(output: &Output, first: bool) -> anyhow::Result<Box<dyn Write + Send>> {
+    let Output::File {
+        path,
+        max_size,
+        keep,
+    } = output
+    else {
+        return Ok(Box::new(std::io::stdout()));
+    };
+    let exists = std::fs::metadata(path).is_ok_and(|meta| meta.len() > 0);
+    if exists {
+        if first && max_size.is_none() {
+            anyhow::bail!(
+                "{} exists: a recording is never overwritten (choose another --out, or rotate with --max-size)",
+                path.display()
+            );
+        }
+        rotate_files(path, *keep)?;
+    }
+    let file = File::options()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))?;
+    Ok(Box::new(file))
+}
+
+/// Moves `path` to `path.N` (N one more than the highest there), and
+/// deletes the oldest rotated files past `keep` files in all.
+fn rotate_files(path: &Path, keep: usize) -> anyhow::Result<()> {
+    let mut rotated = rotated_files(path);
+    let next = rotated.last().map_or(1, |(n, _)| n + 1);
+    let target = numbered(path, next);
+    std::fs::rename(path, &target).map_err(|error| {
+        anyhow::anyhow!(
+            "cannot rotate {} to {}: {error}",
+            path.display(),
+            target.display()
+        )
+    })?;
+    rotated.push((next, target));
+    // `keep` files in all: the new current one and keep - 1 rotated.
+    let excess = rotated.len().saturating_sub(keep.max(1) - 1);
+    for (_, old) in rotated.into_iter().take(excess) {
+        let _ = std::fs::remove_file(old);
+    }
+    Ok(())
+}
+
+/// `path.N`.
+fn numbered(path: &Path, n: u64) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+/// The rotated files of `path` (`path.N`), oldest (lowest N) first.
+pub fn rotated_files(path: &Path) -> Vec<(u64, PathBuf)> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Vec::new();
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let name = name.to_string_lossy();
+    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let file = entry.file_name();
+            let n = file
+                .to_str()?
+                .strip_prefix(name.as_ref())?
+                .strip_prefix('.')?
+                .parse()
+                .ok()?;
+            Some((n, numbered(path, n)))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// This host's name (`/proc/sys/kernel/hostname`), or `unknown`.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
