@@ -18,6 +18,9 @@ pub mod state;
 pub mod time_arg;
 pub mod writer;
 
+#[cfg(test)]
+mod tests;
+
 pub use reader::{JournalSet, Position, Replayed};
 pub use state::JournalState;
 pub use writer::{Journal, Output, Recording};

@@ -623,8 +623,9 @@ impl<'s> Lines<'s> {
                 offset,
             })?
         {
-            self.pending.extend(differences(state, &checkpoint, time));
+            let pending = differences(state, &checkpoint, time);
             *self = Self::open(self.set, after)?;
+            self.pending.extend(pending);
             return Ok(());
         }
         *self = Self::open(

@@ -78,6 +78,8 @@ pub struct Journal {
     since_checkpoint: u64,
     /// The last checkpoint's size.
     checkpoint_size: u64,
+    /// The least bytes of changes between checkpoints.
+    checkpoint_every: u64,
     /// The first full scan is in (before it, deltas are only folded: the
     /// first checkpoint states them).
     synced: bool,
@@ -104,6 +106,7 @@ impl Journal {
             written: 0,
             since_checkpoint: 0,
             checkpoint_size: 0,
+            checkpoint_every: CHECKPOINT_EVERY,
             synced: false,
             last_time: started,
             state: JournalState::default(),
@@ -111,6 +114,13 @@ impl Journal {
         };
         journal.write_header()?;
         Ok(journal)
+    }
+
+    /// Checkpoints after at least `bytes` of changes (instead of
+    /// [`CHECKPOINT_EVERY`]): tests and benchmarks of many checkpoints.
+    pub fn with_checkpoint_every(mut self, bytes: u64) -> Self {
+        self.checkpoint_every = bytes;
+        self
     }
 
     /// Records one delta: folds it in, and writes its line (once the
@@ -195,7 +205,7 @@ impl Journal {
         {
             return self.rotate();
         }
-        if self.since_checkpoint >= CHECKPOINT_EVERY.max(self.checkpoint_size) {
+        if self.since_checkpoint >= self.checkpoint_every.max(self.checkpoint_size) {
             self.write_checkpoint()?;
         }
         Ok(())

@@ -1,0 +1,322 @@
+//! A journal written and read back: at any time, the state read equals
+//! the fold of every change recorded up to that time — across many
+//! checkpoints, rotated files, a torn last line and two recordings.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::disk::key::LockKey;
+use crate::engine::fixtures::{STATE, free, held, instance, key_delta, tag};
+use crate::engine::fold::Fold;
+use crate::engine::{Delta, KeyState, Liveness, WatcherHealth};
+use crate::liveness::probe::ProbeMode;
+
+use super::reader::JournalSet;
+use super::writer::{Journal, Output, Recording};
+
+/// A script of changes from `base` on: keys taken, released, removed,
+/// some at the same millisecond.
+fn script(base: SystemTime, changes: usize, seed: u64) -> Vec<Delta> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let keys: Vec<LockKey> = (0..40)
+        .map(|i| tag(&format!("tag {i}")))
+        .chain((0..20).map(|i| instance(&format!("team/agent-{i}"))))
+        .collect();
+    let mut at = base;
+    (0..changes)
+        .map(|_| {
+            at += Duration::from_millis(rng.u64(0..3) * 7);
+            let key = keys[rng.usize(..keys.len())].clone();
+            match rng.u8(0..10) {
+                0 => Delta::Removed {
+                    key,
+                    previous: Liveness::Free,
+                    at,
+                },
+                1 => key_delta(key, KeyState::bare(Liveness::InFlight), None, at),
+                2..=5 => key_delta(
+                    key,
+                    held(Liveness::Live, rng.u32(100..200), "agent --x 'y z'", base),
+                    Some(Liveness::Free),
+                    at,
+                ),
+                _ => key_delta(key, free(), Some(Liveness::Live), at),
+            }
+        })
+        .collect()
+}
+
+/// The first state (before the first `Synced`).
+fn initial() -> Vec<Delta> {
+    let base = whole_ms(SystemTime::now());
+    vec![
+        Delta::Health(WatcherHealth::Watching),
+        key_delta(tag("tag 0"), free(), None, base),
+        key_delta(
+            instance("team/agent-0"),
+            held(Liveness::Live, 7, "agent", base),
+            None,
+            base,
+        ),
+        Delta::Synced { keys: 2, at: base },
+    ]
+}
+
+fn recording() -> Recording {
+    Recording {
+        state_dir: PathBuf::from(STATE),
+        probe: ProbeMode::LockFree,
+    }
+}
+
+/// Records `deltas` into `output`, checkpointing every `every` bytes.
+fn record(output: Output, deltas: &[Delta], every: u64) {
+    let mut journal = Journal::create(output, recording())
+        .unwrap()
+        .with_checkpoint_every(every);
+    for delta in deltas {
+        journal.record(delta.clone()).unwrap();
+    }
+}
+
+/// What the fold of every delta up to `time` holds.
+fn expected(deltas: &[Delta], time: SystemTime) -> BTreeMap<LockKey, KeyState> {
+    let mut fold = Fold::default();
+    for delta in deltas {
+        let at = match delta {
+            Delta::Key { at, .. } | Delta::Removed { at, .. } => Some(*at),
+            _ => None,
+        };
+        if at.is_some_and(|at| at > time) {
+            break;
+        }
+        fold.apply(delta.clone());
+    }
+    fold.keys()
+        .iter()
+        .map(|(key, state)| (key.clone(), state.clone()))
+        .collect()
+}
+
+fn read_at(set: &JournalSet, time: SystemTime) -> BTreeMap<LockKey, KeyState> {
+    set.state_at(time)
+        .unwrap()
+        .state
+        .keys()
+        .iter()
+        .map(|(key, state)| (key.clone(), state.clone()))
+        .collect()
+}
+
+/// A whole millisecond some time from now (journal times are to the
+/// millisecond).
+fn base() -> SystemTime {
+    whole_ms(SystemTime::now() + Duration::from_secs(3600))
+}
+
+fn whole_ms(time: SystemTime) -> SystemTime {
+    let millis = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    SystemTime::UNIX_EPOCH + Duration::from_millis(millis)
+}
+
+/// Every time the script has, and one between each two.
+fn times(deltas: &[Delta]) -> Vec<SystemTime> {
+    let mut times: Vec<SystemTime> = deltas
+        .iter()
+        .filter_map(|delta| match delta {
+            Delta::Key { at, .. } | Delta::Removed { at, .. } => Some(*at),
+            _ => None,
+        })
+        .flat_map(|at| [at, at + Duration::from_millis(3)])
+        .collect();
+    times.dedup();
+    times
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_state_at_any_time_is_the_fold_of_the_changes_up_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.jsonl");
+    let mut deltas = initial();
+    deltas.extend(script(base(), 3_000, 1));
+    // A checkpoint every ~8 KiB: dozens of them to bisect between.
+    record(
+        Output::File {
+            path: path.clone(),
+            max_size: None,
+            keep: 1,
+        },
+        &deltas,
+        8 << 10,
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let checkpoints = text
+        .lines()
+        .filter(|l| l.starts_with("{\"checkpoint\":"))
+        .count();
+    assert!(checkpoints > 20, "{checkpoints} checkpoints");
+    let set = JournalSet::open(std::slice::from_ref(&path)).unwrap();
+    let start = set.start();
+    for (n, time) in times(&deltas).into_iter().enumerate() {
+        if time >= start && n % 7 == 0 {
+            assert_eq!(read_at(&set, time), expected(&deltas, time), "at {time:?}");
+        }
+    }
+    assert!(set.take_warnings().is_empty());
+    // Before the first checkpoint: an error, not an empty state.
+    assert!(set.state_at(set.start() - Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn a_rotated_set_keeps_whole_files_and_replays_what_they_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.jsonl");
+    let mut deltas = initial();
+    deltas.extend(script(base(), 3_000, 2));
+    record(
+        Output::File {
+            path: path.clone(),
+            max_size: Some(64 << 10),
+            keep: 4,
+        },
+        &deltas,
+        8 << 10,
+    );
+    let files = files_in(dir.path());
+    assert_eq!(files.len(), 4, "{files:?}");
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut lines = text.lines();
+        assert!(lines.next().unwrap().starts_with("{\"journal\":"));
+        assert!(lines.next().unwrap().starts_with("{\"checkpoint\":"));
+    }
+    // Given in any order, read in time order; the oldest kept file's
+    // start is where the replay can start.
+    let mut given = files.clone();
+    given.reverse();
+    let set = JournalSet::open(&given).unwrap();
+    assert_eq!(set.files().len(), 4);
+    let start = set.start();
+    for (n, time) in times(&deltas).into_iter().enumerate() {
+        if time >= start && n % 5 == 0 {
+            assert_eq!(read_at(&set, time), expected(&deltas, time), "at {time:?}");
+        }
+    }
+    // A directory reads as its files.
+    let by_dir = JournalSet::open(&[dir.path().to_path_buf()]).unwrap();
+    assert_eq!(by_dir.files().len(), 4);
+}
+
+#[test]
+fn a_torn_last_line_is_skipped_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.jsonl");
+    let mut deltas = initial();
+    deltas.extend(script(base(), 200, 3));
+    record(
+        Output::File {
+            path: path.clone(),
+            max_size: None,
+            keep: 1,
+        },
+        &deltas,
+        1 << 20,
+    );
+    let text = std::fs::read(&path).unwrap();
+    // Cut the last line in half.
+    let last_start = text[..text.len() - 1]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .unwrap()
+        + 1;
+    let cut = last_start + (text.len() - last_start) / 2;
+    std::fs::write(&path, &text[..cut]).unwrap();
+    let set = JournalSet::open(std::slice::from_ref(&path)).unwrap();
+    let end = set.end().unwrap();
+    let all_but_last = &deltas[..deltas.len() - 1];
+    let after = *times(&deltas).last().unwrap() + Duration::from_secs(1);
+    assert_eq!(read_at(&set, after), expected(all_but_last, after));
+    let warnings = set.take_warnings();
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("torn last line"),
+        "{warnings:?}"
+    );
+    assert!(end <= after);
+}
+
+#[test]
+fn a_second_recording_replaces_the_state_with_its_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("a.jsonl");
+    let second = dir.path().join("b.jsonl");
+    record(
+        Output::File {
+            path: first.clone(),
+            max_size: None,
+            keep: 1,
+        },
+        &initial(),
+        1 << 20,
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    // Meanwhile agent-0 ended and a tag was taken.
+    let base = whole_ms(SystemTime::now());
+    let later = vec![
+        key_delta(tag("tag 0"), free(), None, base),
+        key_delta(instance("team/agent-0"), free(), None, base),
+        key_delta(
+            tag("tag 9"),
+            held(Liveness::Live, 9, "agent 9", base),
+            None,
+            base,
+        ),
+        Delta::Synced { keys: 2, at: base },
+    ];
+    record(
+        Output::File {
+            path: second.clone(),
+            max_size: None,
+            keep: 1,
+        },
+        &later,
+        1 << 20,
+    );
+    let set = JournalSet::open(&[second, first]).unwrap();
+    let gap_time = set.files()[1].header.started - Duration::from_millis(1);
+    assert!(set.gap_at(gap_time).unwrap().is_some());
+    // Read across the boundary: the second checkpoint's differences
+    // arrive as changes.
+    let start = set.state_at(set.start()).unwrap();
+    let mut state = start.state.clone();
+    let mut lines = set.lines_from(start.next).unwrap();
+    let mut changed = Vec::new();
+    while let Some(entry) = lines.next_entry(&state).unwrap() {
+        if let super::format::Entry::Change(delta, _) = entry {
+            if let Delta::Key { key, .. } | Delta::Removed { key, .. } = &delta {
+                changed.push(key.name().to_string());
+            }
+            state.apply(delta);
+        }
+    }
+    changed.sort();
+    assert_eq!(changed, ["tag 9", "team/agent-0"]);
+    let end = read_at(&set, SystemTime::now());
+    assert_eq!(end.len(), 3);
+    assert_eq!(
+        end[&tag("tag 9")].holders.first().map(|holder| holder.pid),
+        Some(9)
+    );
+}
