@@ -196,7 +196,7 @@ fn print_changes(
             break;
         }
         let report = match entry {
-            Entry::Change(delta, _) => {
+            Entry::Change { delta, .. } => {
                 let report = change_report(&delta, &mut verdicts);
                 state.apply(delta);
                 report

@@ -144,6 +144,7 @@ struct Raw<'a> {
     #[serde(borrow)]
     to: Option<Cow<'a, str>>,
     state: Option<KeyState>,
+    holder_alive: Option<bool>,
     #[serde(borrow)]
     key: Option<KeyRef<'a>>,
     verdict_from: Option<Cow<'a, str>>,
@@ -167,9 +168,18 @@ pub enum Entry {
     /// The checkpoint is complete.
     CheckpointEnd(CheckpointEnd),
     /// A change the engine reported (a key, a removal, the watcher's
-    /// health, the problems, a finished scan), and the line's time (a
-    /// key's, removal's or scan's is also the delta's `at`).
-    Change(Delta, SystemTime),
+    /// health, the problems, a finished scan).
+    Change {
+        /// The change.
+        delta: Delta,
+        /// The line's time (a key's, removal's or scan's is also the
+        /// delta's `at`).
+        time: SystemTime,
+        /// For a key that went from held to not held: whether one of its
+        /// holders still ran then (released, not exited), as the
+        /// recorder saw at that moment.
+        holder_alive: Option<bool>,
+    },
     /// A held key's verdict changed, as the recorder judged it.
     Verdict {
         /// Which key.
@@ -278,13 +288,13 @@ pub fn decode(line: &[u8], namer: &mut Namer) -> Result<Entry, BadLine> {
     let time = raw.time.ok_or(BadLine::Shape("no time"))?;
     let at = humantime::parse_rfc3339(&time).map_err(|_| BadLine::Time(time.into_owned()))?;
     if let Some(health) = raw.watcher {
-        return Ok(Entry::Change(Delta::Health(health), at));
+        return Ok(change(Delta::Health(health), at, None));
     }
     if let Some(problems) = raw.problems {
-        return Ok(Entry::Change(Delta::Problems(problems), at));
+        return Ok(change(Delta::Problems(problems), at, None));
     }
     if let Some(keys) = raw.synced {
-        return Ok(Entry::Change(Delta::Synced { keys, at }, at));
+        return Ok(change(Delta::Synced { keys, at }, at, None));
     }
     if let Some(reference) = raw.key {
         let key = namer
@@ -307,7 +317,11 @@ pub fn decode(line: &[u8], namer: &mut Namer) -> Result<Entry, BadLine> {
         .ok_or(BadLine::Shape("key outside its dir"))?;
     if to == "removed" {
         let previous = raw.from.ok_or(BadLine::Shape("removal without from"))?;
-        return Ok(Entry::Change(Delta::Removed { key, previous, at }, at));
+        return Ok(change(
+            Delta::Removed { key, previous, at },
+            at,
+            raw.holder_alive,
+        ));
     }
     let state = match raw.state {
         Some(state) => state,
@@ -318,7 +332,7 @@ pub fn decode(line: &[u8], namer: &mut Namer) -> Result<Entry, BadLine> {
                 .ok_or(BadLine::Shape("unknown liveness"))?,
         ),
     };
-    Ok(Entry::Change(
+    Ok(change(
         Delta::Key {
             key,
             state,
@@ -326,7 +340,16 @@ pub fn decode(line: &[u8], namer: &mut Namer) -> Result<Entry, BadLine> {
             at,
         },
         at,
+        raw.holder_alive,
     ))
+}
+
+fn change(delta: Delta, time: SystemTime, holder_alive: Option<bool>) -> Entry {
+    Entry::Change {
+        delta,
+        time,
+        holder_alive,
+    }
 }
 
 /// The `&'static` kind word of a verdict kind read from a line.
@@ -349,11 +372,21 @@ struct KeyLine<'a> {
     /// Omitted for a state that is its liveness alone.
     #[serde(skip_serializing_if = "Option::is_none")]
     state: Option<&'a KeyState>,
+    /// Only when the key stopped being held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holder_alive: Option<bool>,
 }
 
 /// Writes the line for `delta`, stamped `time` (never earlier than the
-/// line before: see [`crate::journal::writer`]), ending in a newline.
-pub fn encode_delta(out: &mut Vec<u8>, delta: &Delta, time: SystemTime, root: &Path) {
+/// line before: see [`crate::journal::writer`]), with `holder_alive` for
+/// a key that stopped being held, ending in a newline.
+pub fn encode_delta(
+    out: &mut Vec<u8>,
+    delta: &Delta,
+    time: SystemTime,
+    holder_alive: Option<bool>,
+    root: &Path,
+) {
     let stamp = time_format::rfc3339(time);
     let written = match delta {
         Delta::Key {
@@ -375,6 +408,7 @@ pub fn encode_delta(out: &mut Vec<u8>, delta: &Delta, time: SystemTime, root: &P
                     error: state.error.as_deref(),
                     dir: &relative_dir(root, key),
                     state: (!bare).then_some(state),
+                    holder_alive,
                 },
             )
         }
@@ -390,6 +424,7 @@ pub fn encode_delta(out: &mut Vec<u8>, delta: &Delta, time: SystemTime, root: &P
                 error: None,
                 dir: &relative_dir(root, key),
                 state: None,
+                holder_alive,
             },
         ),
         Delta::Health(health) => serde_json::to_writer(
@@ -491,7 +526,7 @@ mod tests {
             }),
         ];
         for delta in deltas {
-            assert_eq!(round_trip(delta.clone(), state), Entry::Change(delta, t(5)));
+            assert_eq!(round_trip(delta.clone(), state), change(delta, t(5), None));
         }
     }
 
@@ -515,6 +550,7 @@ mod tests {
             &mut line,
             &Delta::Synced { keys: 1, at: t(1) },
             t(1),
+            None,
             Path::new("/s/locks"),
         );
         assert!(!line.starts_with(CHECKPOINT_PREFIX));

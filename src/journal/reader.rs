@@ -262,7 +262,7 @@ impl JournalSet {
                 break;
             }
             last_line = at;
-            if let Entry::Change(delta, _) = entry {
+            if let Entry::Change { delta, .. } = entry {
                 state.apply(delta);
             }
             next = lines.position();
@@ -349,7 +349,7 @@ impl JournalSet {
 /// The time a line carries (checkpoint lines but the head have none).
 pub fn entry_time(entry: &Entry) -> Option<SystemTime> {
     match entry {
-        Entry::Change(_, at) | Entry::Verdict { at, .. } => Some(*at),
+        Entry::Change { time: at, .. } | Entry::Verdict { at, .. } => Some(*at),
         Entry::CheckpointHead(head) => Some(head.time),
         Entry::CheckpointEnd(end) => Some(end.time),
         Entry::Header(_) | Entry::CheckpointKey(..) | Entry::CheckpointFree(_) => None,
@@ -645,40 +645,44 @@ fn differences(from: &JournalState, to: &JournalState, time: SystemTime) -> Vec<
     for (key, state) in to.keys().iter() {
         let before = from.keys().get(key);
         if before != Some(state) {
-            changes.push(Entry::Change(
-                Delta::Key {
+            changes.push(Entry::Change {
+                delta: Delta::Key {
                     key: key.clone(),
                     state: state.clone(),
                     previous: before.map(|state| state.liveness),
                     at: time,
                 },
                 time,
-            ));
+                holder_alive: None,
+            });
         }
     }
     for (key, state) in from.keys().iter() {
         if !to.keys().contains_key(key) {
-            changes.push(Entry::Change(
-                Delta::Removed {
+            changes.push(Entry::Change {
+                delta: Delta::Removed {
                     key: key.clone(),
                     previous: state.liveness,
                     at: time,
                 },
                 time,
-            ));
+                holder_alive: None,
+            });
         }
     }
     if to.watcher().health != from.watcher().health {
-        changes.push(Entry::Change(
-            Delta::Health(to.watcher().health.clone()),
+        changes.push(Entry::Change {
+            delta: Delta::Health(to.watcher().health.clone()),
             time,
-        ));
+            holder_alive: None,
+        });
     }
     if to.watcher().problems != from.watcher().problems {
-        changes.push(Entry::Change(
-            Delta::Problems(to.watcher().problems.clone()),
+        changes.push(Entry::Change {
+            delta: Delta::Problems(to.watcher().problems.clone()),
             time,
-        ));
+            holder_alive: None,
+        });
     }
     changes
 }

@@ -304,7 +304,7 @@ fn a_second_recording_replaces_the_state_with_its_checkpoint() {
     let mut lines = set.lines_from(start.next).unwrap();
     let mut changed = Vec::new();
     while let Some(entry) = lines.next_entry(&state).unwrap() {
-        if let super::format::Entry::Change(delta, _) = entry {
+        if let super::format::Entry::Change { delta, .. } = entry {
             if let Delta::Key { key, .. } | Delta::Removed { key, .. } = &delta {
                 changed.push(key.name().to_string());
             }

@@ -86,6 +86,7 @@ pub struct Journal {
     last_time: SystemTime,
     state: JournalState,
     line: Vec<u8>,
+    pid_alive: fn(u32) -> bool,
 }
 
 impl Journal {
@@ -111,6 +112,7 @@ impl Journal {
             last_time: started,
             state: JournalState::default(),
             line: Vec::new(),
+            pid_alive: crate::liveness::process::pid_alive,
         };
         journal.write_header()?;
         Ok(journal)
@@ -120,6 +122,13 @@ impl Journal {
     /// [`CHECKPOINT_EVERY`]): tests and benchmarks of many checkpoints.
     pub fn with_checkpoint_every(mut self, bytes: u64) -> Self {
         self.checkpoint_every = bytes;
+        self
+    }
+
+    /// Tells whether a holder still runs with `pid_alive` (instead of
+    /// `/proc`): tests of recorded releases.
+    pub fn with_pid_alive(mut self, pid_alive: fn(u32) -> bool) -> Self {
+        self.pid_alive = pid_alive;
         self
     }
 
@@ -141,8 +150,9 @@ impl Journal {
             Delta::Key { at, .. } | Delta::Removed { at, .. } | Delta::Synced { at, .. } => *at,
             Delta::Health(_) | Delta::Problems(_) => SystemTime::now(),
         });
+        let holder_alive = self.holder_alive(&delta);
         self.line.clear();
-        format::encode_delta(&mut self.line, &delta, time, &self.root);
+        format::encode_delta(&mut self.line, &delta, time, holder_alive, &self.root);
         self.state.apply(delta);
         self.write_line()?;
         self.after_change()
@@ -178,6 +188,26 @@ impl Journal {
             Output::Stdout => None,
             Output::File { path, .. } => Some(path),
         }
+    }
+
+    /// For a key that stops being held: whether one of its holders still
+    /// runs (released, not exited).
+    fn holder_alive(&self, delta: &Delta) -> Option<bool> {
+        let (key, now_held) = match delta {
+            Delta::Key { key, state, .. } => (key, state.liveness.is_held()),
+            Delta::Removed { key, .. } => (key, false),
+            _ => return None,
+        };
+        let before = self.state.keys().get(key)?;
+        if now_held || !before.liveness.is_held() || before.holders.is_empty() {
+            return None;
+        }
+        Some(
+            before
+                .holders
+                .iter()
+                .any(|holder| (self.pid_alive)(holder.pid)),
+        )
     }
 
     fn stamp(&mut self, time: SystemTime) -> SystemTime {

@@ -14,6 +14,15 @@ use std::time::{Duration, SystemTime};
 /// few ms). A process that started later than that cannot have written it.
 pub const START_TIME_SLACK: Duration = Duration::from_millis(50);
 
+/// True while `/proc/<pid>` exists and is not a zombie: a holder that
+/// exited is "gone" even before its parent reaps it.
+pub fn pid_alive(pid: u32) -> bool {
+    match procfs::process::Process::new(pid as i32).and_then(|p| p.stat()) {
+        Ok(stat) => !matches!(stat.state, 'Z' | 'X' | 'x'),
+        Err(_) => false,
+    }
+}
+
 /// One process as seen right now.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessInfo {

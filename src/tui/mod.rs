@@ -114,14 +114,9 @@ pub async fn run(
     result
 }
 
-/// True while `/proc/<pid>` exists and is not a zombie: a holder that
-/// exited is "gone" even before its parent reaps it.
-pub fn pid_alive(pid: u32) -> bool {
-    match procfs::process::Process::new(pid as i32).and_then(|p| p.stat()) {
-        Ok(stat) => !matches!(stat.state, 'Z' | 'X' | 'x'),
-        Err(_) => false,
-    }
-}
+/// True while `/proc/<pid>` exists and is not a zombie (see
+/// [`crate::liveness::process::pid_alive`]).
+pub use crate::liveness::process::pid_alive;
 
 /// Sends `tracing` output to `path` (appending). A second call in the same
 /// process keeps the first subscriber.

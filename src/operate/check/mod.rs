@@ -11,8 +11,10 @@
 //! taking it would make a second holder.
 
 mod lines;
+mod recorded;
 
 pub use lines::report_lines;
+pub use recorded::report_from_states;
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
