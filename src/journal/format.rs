@@ -482,7 +482,13 @@ mod tests {
 
     fn round_trip(delta: Delta, state_dir: &Path) -> Entry {
         let mut out = Vec::new();
-        encode_delta(&mut out, &delta, t(5), &crate::locks::locks_root(state_dir));
+        encode_delta(
+            &mut out,
+            &delta,
+            t(5),
+            None,
+            &crate::locks::locks_root(state_dir),
+        );
         assert_eq!(out.last(), Some(&b'\n'));
         assert_eq!(out.iter().filter(|b| **b == b'\n').count(), 1);
         decode(&out[..out.len() - 1], &mut Namer::new(state_dir)).unwrap()
