@@ -87,7 +87,9 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     } else if from.is_some() || to.is_some() {
         tokio::task::block_in_place(|| print_changes(&set, from, to, args.json))
     } else {
-        bail!("the replay monitor is not built yet")
+        crate::tui::replay::run(set)
+            .await
+            .map(|()| ExitCode::SUCCESS)
     };
     match result {
         Err(error)

@@ -22,7 +22,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context as _, bail};
 
@@ -72,6 +72,10 @@ pub struct Replayed {
     pub next: Position,
     /// The time of the last line folded in (or of the checkpoint).
     pub last_line: SystemTime,
+    /// The time of the last key change folded in after the checkpoint.
+    pub last_change: Option<SystemTime>,
+    /// The checkpoint's time.
+    pub checkpoint: SystemTime,
 }
 
 impl JournalSet {
@@ -242,6 +246,28 @@ impl JournalSet {
         }
     }
 
+    /// The time of the last key change before `time` (`None`: none since
+    /// the recording's start).
+    pub fn previous_change(&self, time: SystemTime) -> anyhow::Result<Option<SystemTime>> {
+        let mut before = time;
+        loop {
+            let Some(probe) = before.checked_sub(Duration::from_millis(1)) else {
+                return Ok(None);
+            };
+            if probe < self.start() {
+                return Ok(None);
+            }
+            let replayed = self.state_at(probe)?;
+            if let Some(change) = replayed.last_change {
+                return Ok(Some(change));
+            }
+            if replayed.checkpoint <= self.start() {
+                return Ok(None);
+            }
+            before = replayed.checkpoint;
+        }
+    }
+
     /// Folds the lines from `next` whose time is at most `time` into
     /// `state`.
     fn fold_until(
@@ -251,6 +277,8 @@ impl JournalSet {
         mut last_line: SystemTime,
         time: SystemTime,
     ) -> anyhow::Result<Replayed> {
+        let checkpoint = last_line;
+        let mut last_change = None;
         let mut lines = self.lines_from(next)?;
         let mut next = lines.position();
         while let Some(entry) = lines.next_entry(&state)? {
@@ -263,6 +291,9 @@ impl JournalSet {
             }
             last_line = at;
             if let Entry::Change { delta, .. } = entry {
+                if matches!(delta, Delta::Key { .. } | Delta::Removed { .. }) {
+                    last_change = Some(at);
+                }
                 state.apply(delta);
             }
             next = lines.position();
@@ -271,6 +302,8 @@ impl JournalSet {
             state,
             next,
             last_line,
+            last_change,
+            checkpoint,
         })
     }
 

@@ -87,6 +87,7 @@ pub struct Journal {
     state: JournalState,
     line: Vec<u8>,
     pid_alive: fn(u32) -> bool,
+    clock: fn() -> SystemTime,
 }
 
 impl Journal {
@@ -113,6 +114,7 @@ impl Journal {
             state: JournalState::default(),
             line: Vec::new(),
             pid_alive: crate::liveness::process::pid_alive,
+            clock: SystemTime::now,
         };
         journal.write_header()?;
         Ok(journal)
@@ -132,6 +134,14 @@ impl Journal {
         self
     }
 
+    /// Reads the time of checkpoints and of health lines from `clock`
+    /// (instead of the system's): tests with fixed times.
+    pub fn with_clock(mut self, clock: fn() -> SystemTime) -> Self {
+        self.clock = clock;
+        self.last_time = clock();
+        self
+    }
+
     /// Records one delta: folds it in, and writes its line (once the
     /// first full scan is in; that scan's end writes the first
     /// checkpoint). May write a checkpoint or start a new file after it.
@@ -141,14 +151,14 @@ impl Journal {
             self.state.apply(delta);
             if first_sync {
                 self.synced = true;
-                self.last_time = SystemTime::now().max(self.last_time);
+                self.last_time = (self.clock)().max(self.last_time);
                 self.write_checkpoint()?;
             }
             return Ok(());
         }
         let time = self.stamp(match &delta {
             Delta::Key { at, .. } | Delta::Removed { at, .. } | Delta::Synced { at, .. } => *at,
-            Delta::Health(_) | Delta::Problems(_) => SystemTime::now(),
+            Delta::Health(_) | Delta::Problems(_) => (self.clock)(),
         });
         let holder_alive = self.holder_alive(&delta);
         self.line.clear();
@@ -257,7 +267,7 @@ impl Journal {
             host: host_name(),
             state_dir: self.recording.state_dir.clone(),
             locktop: env!("CARGO_PKG_VERSION").to_string(),
-            started: SystemTime::now().max(self.last_time),
+            started: (self.clock)().max(self.last_time),
             recording_started: self.started,
             part: self.part,
             probe: self.recording.probe,
@@ -273,7 +283,7 @@ impl Journal {
     /// The whole state, as lines: the head, each key that is not simply
     /// free with its state, the free keys by directory, the end.
     fn write_checkpoint(&mut self) -> std::io::Result<()> {
-        let time = self.stamp(SystemTime::now());
+        let time = self.stamp((self.clock)());
         let watcher = self.state.watcher();
         let keys = self.state.keys();
         let mut out = Vec::with_capacity(CHUNK);

@@ -119,6 +119,22 @@ impl Model {
         }
     }
 
+    /// Forgets every key, event and watcher fact (a replay moving its
+    /// cursor rebuilds them from the recording); the settings and the
+    /// selected key stay, the selected event does not (events are
+    /// numbered anew).
+    pub fn reset_data(&mut self) {
+        self.data = Data::default();
+        self.data
+            .set_show_free(self.settings.show_free, &self.settings.filter, self.now);
+        self.frozen = None;
+        self.changes_while_paused = 0;
+        self.flat_version = None;
+        self.holders_cache = None;
+        self.events_cache = None;
+        self.event_anchor = None;
+    }
+
     /// Folds one delta into the data (also while paused).
     pub fn apply(&mut self, delta: Delta) {
         let at = match &delta {

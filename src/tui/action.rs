@@ -111,6 +111,20 @@ pub enum Action {
     /// Clear and redraw the whole screen (after something else wrote on
     /// the terminal).
     Redraw,
+    /// Replay: the cursor to the previous change.
+    StepBack,
+    /// Replay: the cursor to the next change.
+    StepForward,
+    /// Replay: type a time to put the cursor at.
+    JumpToTime,
+    /// Replay: play faster.
+    Faster,
+    /// Replay: play slower.
+    Slower,
+    /// Replay: the cursor to the recording's start.
+    ToStart,
+    /// Replay: the cursor to the recording's end.
+    ToEnd,
 }
 
 impl Action {

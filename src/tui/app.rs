@@ -77,6 +77,12 @@ pub struct App {
     /// model's selection count when it last moved it. `None` once the
     /// operator acted or selected anything.
     pub(crate) following_urgent: Option<u64>,
+    /// On a recording (`locktop replay`): where its cursor is, and what the
+    /// operator asked of it since the player last looked.
+    pub(crate) replay: Option<super::replay::ReplayStatus>,
+    /// `Some(text)` while a replay's jump time is being typed.
+    pub(crate) time_input: Option<String>,
+    pub(crate) replay_requests: Vec<super::replay::ReplayRequest>,
     quit: bool,
     dirty: bool,
 }
@@ -103,6 +109,9 @@ impl App {
             help_scroll: 0,
             copy_press: 0,
             following_urgent: Some(0),
+            replay: None,
+            time_input: None,
+            replay_requests: Vec::new(),
             quit: false,
             dirty: true,
         }
@@ -291,12 +300,59 @@ impl App {
             }
             Action::CycleSort => self.cycle_sort(),
             Action::Copy => self.copy_selection(),
+            Action::TogglePause if self.replay.is_some() => {
+                self.replay_requests
+                    .push(super::replay::ReplayRequest::PlayPause);
+            }
             Action::TogglePause => {
                 let paused = !self.model.paused();
                 self.model.set_paused(paused);
             }
             Action::NewHolder | Action::Release | Action::Kill | Action::Check => self.act(action),
+            Action::StepBack
+            | Action::StepForward
+            | Action::JumpToTime
+            | Action::Faster
+            | Action::Slower
+            | Action::ToStart
+            | Action::ToEnd => self.replay_action(action),
         }
+    }
+
+    /// A replay key: a request for the player, or, live, a message.
+    fn replay_action(&mut self, action: Action) {
+        use super::replay::ReplayRequest;
+        if self.replay.is_none() {
+            self.message = Some(format!(
+                "{} moves through a recording: locktop replay FILE",
+                super::keymap::key_of(action)
+            ));
+            return;
+        }
+        let request = match action {
+            Action::StepBack => ReplayRequest::StepBack,
+            Action::StepForward => ReplayRequest::StepForward,
+            Action::Faster => ReplayRequest::Faster,
+            Action::Slower => ReplayRequest::Slower,
+            Action::ToStart => ReplayRequest::Start,
+            Action::ToEnd => ReplayRequest::End,
+            _ => {
+                self.time_input = Some(String::new());
+                return;
+            }
+        };
+        self.replay_requests.push(request);
+    }
+
+    /// What the operator asked of the replay since the last call.
+    pub fn take_replay_requests(&mut self) -> Vec<super::replay::ReplayRequest> {
+        std::mem::take(&mut self.replay_requests)
+    }
+
+    /// The replay's cursor and playing, as the header shows them.
+    pub fn set_replay_status(&mut self, status: super::replay::ReplayStatus) {
+        self.replay = Some(status);
+        self.dirty = true;
     }
 
     fn move_by(&mut self, by: isize) {

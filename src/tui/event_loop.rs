@@ -64,32 +64,9 @@ pub struct Sources<Stop> {
 /// TTY), runs [`run_main_loop`], and restores the terminal on every way
 /// out.
 pub async fn run(app: App, engine: EngineHandle, ops: Option<OpsEvents>) -> anyhow::Result<()> {
-    let mut terminate = signal(SignalKind::terminate()).context("SIGTERM handler")?;
-    let mut hangup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("SIGINT handler")?;
-    let stop = async move {
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = hangup.recv() => {}
-            _ = interrupt.recv() => {}
-        }
-    };
+    let stop = stop_signals()?;
     install_panic_hook();
-    {
-        use std::io::IsTerminal;
-        if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-            anyhow::bail!(
-                "the monitor needs a terminal (stdin and stdout must be a TTY); \
-                 for pipes and scripts use `locktop snapshot` or `locktop watch`"
-            );
-        }
-    }
-    if let Some(term) = super::terminal::without_cursor_addressing() {
-        anyhow::bail!(
-            "the monitor needs a terminal with cursor addressing (TERM={term}); \
-             use `locktop snapshot` or `locktop watch` instead"
-        );
-    }
+    require_terminal()?;
     let mut guard = TerminalGuard::enter().context("cannot set up the terminal")?;
     let sources = Sources {
         deltas: engine.deltas,
@@ -100,6 +77,41 @@ pub async fn run(app: App, engine: EngineHandle, ops: Option<OpsEvents>) -> anyh
     drop(guard);
     tracing::info!("locktop TUI stopped");
     result
+}
+
+/// Resolves on the first SIGTERM, SIGHUP or SIGINT (handlers installed
+/// now, so a signal from here on is not lost).
+pub(crate) fn stop_signals() -> anyhow::Result<impl Future<Output = ()>> {
+    let mut terminate = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut hangup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = hangup.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    })
+}
+
+/// A one-line error unless stdin and stdout are a terminal with cursor
+/// addressing.
+pub(crate) fn require_terminal() -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        anyhow::bail!(
+            "the monitor needs a terminal (stdin and stdout must be a TTY); \
+             for pipes and scripts use `locktop snapshot` or `locktop watch` \
+             (a recording: `locktop replay FILE --at TIME` or `--from T1 --to T2`)"
+        );
+    }
+    if let Some(term) = super::terminal::without_cursor_addressing() {
+        anyhow::bail!(
+            "the monitor needs a terminal with cursor addressing (TERM={term}); \
+             use `locktop snapshot` or `locktop watch` instead"
+        );
+    }
+    Ok(())
 }
 
 /// The main loop, on any backend (the real terminal, or a `TestBackend`

@@ -42,6 +42,10 @@ impl App {
             self.type_filter(key);
             return;
         }
+        if self.time_input.is_some() {
+            self.type_time(key);
+            return;
+        }
         // A message answers the key before; the next key clears it.
         if self.message.take().is_some() {
             self.mark_dirty();
@@ -49,8 +53,14 @@ impl App {
         let Some(action) = keymap::action_for(key, self.config.read_only) else {
             match keymap::binding_for(key) {
                 Some(binding) => self.set_message(format!(
-                    "{} ({}) is disabled: locktop runs --read-only",
-                    binding.shown, binding.description
+                    "{} ({}) is disabled: {}",
+                    binding.shown,
+                    binding.description,
+                    if self.replay.is_some() {
+                        "nothing in a replay is live"
+                    } else {
+                        "locktop runs --read-only"
+                    }
                 )),
                 None if !self.unknown_key_hinted && !is_modifier(key) => {
                     self.unknown_key_hinted = true;
@@ -115,6 +125,33 @@ impl App {
         }
         let text = text.clone();
         self.model.set_filter(&text);
+    }
+
+    /// A key while a replay's jump time is typed: Enter asks the player
+    /// to jump, Esc gives up.
+    fn type_time(&mut self, key: KeyEvent) {
+        self.mark_dirty();
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            return self.quit();
+        }
+        let Some(text) = self.time_input.as_mut() else {
+            return;
+        };
+        let control = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Char('u') if control => text.clear(),
+            KeyCode::Char(c) if !control => text.push(c),
+            KeyCode::Backspace => {
+                text.pop();
+            }
+            KeyCode::Enter => {
+                let text = self.time_input.take().unwrap_or_default();
+                self.replay_requests
+                    .push(super::replay::ReplayRequest::Jump(text));
+            }
+            KeyCode::Esc => self.time_input = None,
+            _ => {}
+        }
     }
 
     /// Handles one mouse event: wheel scrolls the current list, a left

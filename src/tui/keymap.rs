@@ -22,11 +22,19 @@ pub enum Group {
     View,
     /// Operator actions: test holders, signals, family checks.
     Act,
+    /// Moving through a recording (`locktop replay`).
+    Replay,
 }
 
 impl Group {
     /// Every group, in help order.
-    pub const ALL: [Group; 4] = [Group::General, Group::Navigate, Group::View, Group::Act];
+    pub const ALL: [Group; 5] = [
+        Group::General,
+        Group::Navigate,
+        Group::View,
+        Group::Act,
+        Group::Replay,
+    ];
 
     /// The help heading.
     pub fn title(self) -> &'static str {
@@ -35,6 +43,7 @@ impl Group {
             Group::Navigate => "Navigate",
             Group::View => "View",
             Group::Act => "Act",
+            Group::Replay => "Replay",
         }
     }
 }
@@ -120,6 +129,13 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(Char('K'), NONE), (F(9), NONE)], "K F9", Action::Kill, "signal a holder's PID", Group::Act, Some("signal")),
     bind(&[(Char('y'), NONE)], "y", Action::Copy, "copy PID, command, path", Group::Act, None),
     bind(&[(Char('c'), NONE)], "c", Action::Check, "why stuck? check family", Group::Act, Some("check")),
+    bind(&[(Char('<'), NONE)], "<", Action::StepBack, "previous change", Group::Replay, None),
+    bind(&[(Char('>'), NONE)], ">", Action::StepForward, "next change", Group::Replay, None),
+    bind(&[(Char('t'), NONE)], "t", Action::JumpToTime, "jump to a time", Group::Replay, None),
+    bind(&[(Char('+'), NONE), (Char('='), NONE)], "+", Action::Faster, "play faster", Group::Replay, None),
+    bind(&[(Char('-'), NONE)], "-", Action::Slower, "play slower", Group::Replay, None),
+    bind(&[(Char('{'), NONE)], "{", Action::ToStart, "recording's start", Group::Replay, None),
+    bind(&[(Char('}'), NONE)], "}", Action::ToEnd, "recording's end", Group::Replay, None),
 ];
 
 /// The first key bound to `action`, as the help writes it (`r`, `K`, `/`):

@@ -31,6 +31,7 @@ mod operator;
 mod operator_actions;
 mod overlay;
 mod panes;
+pub mod replay;
 mod selection;
 mod terminal;
 mod theme;

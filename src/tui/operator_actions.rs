@@ -44,6 +44,10 @@ impl App {
             Action::NewHolder => self.operator.overlay = Some(Overlay::Form(HolderForm::hold())),
             Action::Release => self.release_selected(),
             Action::Kill => self.open_kill(),
+            Action::Check if self.replay.is_some() => match self.selected_family() {
+                Ok(family) => self.recorded_check(family),
+                Err(why) => self.message = Some(why.to_string()),
+            },
             Action::Check => match self.selected_family() {
                 Ok(family) => {
                     let form = HolderForm::check(family, self.check_probe(self.config.probe));
@@ -122,14 +126,45 @@ impl App {
 
     /// Opens the (empty, "checking…") report dialog of check `seq`.
     pub(crate) fn open_report(&mut self, seq: u64, family: &Family, probe: ProbeMode) {
+        let how = format!("probe: {}", crate::operate::check::probe_words(probe));
+        self.open_report_saying(seq, family, how);
+    }
+
+    fn open_report_saying(&mut self, seq: u64, family: &Family, how: String) {
         self.operator.overlay = Some(Overlay::Report(ReportDialog {
             seq,
             family: describe_family(family),
-            probe,
+            how,
             lines: None,
             scroll: 0,
             page: 1,
         }));
+    }
+
+    /// `c` in a replay: the family checked against the recorded state at
+    /// the cursor (the model's held keys), at once.
+    fn recorded_check(&mut self, family: Family) {
+        let now = self.model.now();
+        let data = self.model.data();
+        let held: Vec<(&crate::disk::LockKey, &crate::liveness::KeyState)> = data
+            .tree
+            .locks()
+            .map(|(_, lock)| (&lock.key, &lock.state))
+            .filter(|(_, state)| state.liveness.is_held())
+            .collect();
+        let result = crate::operate::check::report_from_states(
+            &self.config.state_dir,
+            &family,
+            held.iter().copied(),
+            &data.watcher.problems,
+            now,
+        );
+        let how = format!(
+            "from the recording at {} (nothing probed)",
+            crate::time_format::rfc3339(now)
+        );
+        self.open_report_saying(0, &family, how);
+        self.check_done(CheckOutcome { seq: 0, result });
     }
 
     /// A check finished: fills its dialog if it is still open.

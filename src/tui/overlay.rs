@@ -90,8 +90,9 @@ pub struct ReportDialog {
     pub seq: u64,
     /// The family, in one line.
     pub family: String,
-    /// How the check probed the members.
-    pub probe: crate::liveness::ProbeMode,
+    /// How the check learned whether members are taken, in words (the
+    /// probe's, or the recording's time).
+    pub how: String,
     /// The report's lines; `None` while the check runs.
     pub lines: Option<Vec<String>>,
     /// First shown (wrapped) line.

@@ -10,7 +10,6 @@ use crossterm::event::KeyCode;
 
 use crate::context::Context;
 use crate::engine::Liveness;
-use crate::liveness::ProbeMode;
 use crate::liveness::process::ProcessInfo;
 use crate::model::fixtures::*;
 use crate::model::{Model, Section};
@@ -269,9 +268,7 @@ async fn a_second_in_process_holder_of_a_held_tag_is_refused_with_who_holds_it()
     press(&mut app, KeyCode::Enter);
     until(&mut app, &mut events, |app| report_lines_of(app).is_some()).await;
     assert!(report_lines_of(&app).unwrap()[0].starts_with("busy"));
-    assert!(
-        matches!(&app.operator.overlay, Some(Overlay::Report(r)) if r.probe == ProbeMode::Passive)
-    );
+    assert!(matches!(&app.operator.overlay, Some(Overlay::Report(r)) if r.how.contains("passive")));
     press(&mut app, KeyCode::Esc);
     app.config.read_only = false;
 

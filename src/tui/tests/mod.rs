@@ -9,6 +9,7 @@ mod long_names;
 mod main_loop;
 mod operator_keys;
 mod ops;
+mod replay;
 mod screens;
 mod selection;
 mod support;

@@ -62,7 +62,8 @@ fn help_overlay_is_generated_from_the_key_map() {
     press(&mut app, KeyCode::Char('?'));
     let terminal = render(&mut app, 80, 24);
     let screen = terminal.backend().to_string();
-    for binding in BINDINGS {
+    // The replay's keys are in a replay's help (`tui::tests::replay`).
+    for binding in BINDINGS.iter().filter(|b| b.group != Group::Replay) {
         assert!(
             screen.contains(binding.description),
             "{}",

@@ -204,10 +204,7 @@ fn draw_report(theme: &Theme, report: &ReportDialog, frame: &mut Frame, area: Re
     let popup = centered(area, 76, area.height.saturating_sub(2).max(8));
     let inner_width = usize::from(popup.width.saturating_sub(2));
     let height = usize::from(popup.height.saturating_sub(2));
-    let probe = format!(
-        "probe: {}",
-        crate::operate::check::probe_words(report.probe)
-    );
+    let probe = report.how.clone();
     let mut lines: Vec<Line<'static>> = wrap(&probe, inner_width, 7)
         .into_iter()
         .map(|line| Line::from(Span::styled(line, theme.dim)))

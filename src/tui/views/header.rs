@@ -24,12 +24,15 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[BlockingRow
     let theme = app.config.theme;
     let data = app.model.data();
     let mut first = Vec::new();
+    if let Some(replay) = &app.replay {
+        first.extend(replay_spans(app, replay));
+    }
     if app.model.paused() {
         let changes = app.model.changes_while_paused();
         first.push(Span::styled(format!(" PAUSED +{changes} "), theme.marker));
         first.push(Span::raw(" "));
     }
-    if app.config.read_only {
+    if app.config.read_only && app.replay.is_none() {
         first.push(Span::styled(" READ-ONLY ", theme.marker));
         first.push(Span::raw(" "));
     }
@@ -259,6 +262,27 @@ fn free_note(show_free: bool, unlisted: usize, room: usize) -> String {
 /// `22:23Z · last change 22:22:40Z · `: the model's clock to the minute
 /// (so a quiet screen visibly lives, at one redraw a minute) and when the
 /// engine last reported a change.
+/// ` REPLAY ` ▶/⏸, the speed, the cursor's time and the recording's
+/// span: first on the line, so a replay is never taken for live.
+fn replay_spans(app: &App, replay: &crate::tui::replay::ReplayStatus) -> Vec<Span<'static>> {
+    let theme = app.config.theme;
+    let playing = if replay.playing { "▶" } else { "⏸" };
+    vec![
+        Span::styled(" REPLAY ", theme.marker),
+        Span::raw(format!(" {playing} {}× ", replay.speed)),
+        Span::styled(crate::time_format::rfc3339(replay.cursor), theme.section),
+        Span::styled(
+            format!(
+                " · {} recorded {}–{} · ",
+                replay.host,
+                super::clock_text(replay.start),
+                super::clock_text(replay.end)
+            ),
+            theme.dim,
+        ),
+    ]
+}
+
 fn clock_spans(app: &App) -> Vec<Span<'static>> {
     let theme = app.config.theme;
     let now = super::clock_text(app.model.now());

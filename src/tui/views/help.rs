@@ -18,14 +18,33 @@ use super::super::theme::Theme;
 /// scroll (clamped); returns the largest useful scroll (0: it all fits).
 pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> u16 {
     let theme = app.config.theme;
-    let read_only = app.config.read_only;
-    let mut left = group_lines(&theme, Group::General, read_only);
+    let replay = app.replay.is_some();
+    let disabled = match (replay, app.config.read_only) {
+        (true, _) => Some("a replay"),
+        (false, true) => Some("read-only"),
+        (false, false) => None,
+    };
+    let read_only = disabled.is_some();
+    let mut left = group_lines(&theme, Group::General, disabled);
     left.push(Line::default());
-    left.extend(group_lines(&theme, Group::Navigate, read_only));
-    let mut right = group_lines(&theme, Group::View, read_only);
+    left.extend(group_lines(&theme, Group::Navigate, disabled));
+    if replay {
+        left.push(Line::default());
+        left.extend(group_lines(&theme, Group::Replay, disabled));
+        left.push(Line::from(Span::styled(
+            "  Space plays / pauses",
+            theme.dim,
+        )));
+    }
+    let mut right = group_lines(&theme, Group::View, disabled);
     right.push(Line::default());
-    right.extend(group_lines(&theme, Group::Act, read_only));
-    if read_only {
+    right.extend(group_lines(&theme, Group::Act, disabled));
+    if replay {
+        right.push(Line::from(Span::styled(
+            "  c answers from the recording",
+            theme.dim,
+        )));
+    } else if read_only {
         right.push(Line::from(Span::styled(
             "  c only probes (read-only)",
             theme.dim,
@@ -102,11 +121,16 @@ pub(crate) fn legend_lines(theme: &Theme) -> Vec<Line<'static>> {
     ]
 }
 
-fn group_lines(theme: &Theme, group: Group, read_only: bool) -> Vec<Line<'static>> {
+/// The lines of one group; `disabled` says why the bindings that write
+/// are disabled, when they are (`read-only`, `a replay`).
+fn group_lines(theme: &Theme, group: Group, disabled: Option<&str>) -> Vec<Line<'static>> {
     let bindings = BINDINGS.iter().filter(|b| b.group == group);
     let mut heading = vec![Span::styled(group.title(), theme.section)];
-    if read_only && bindings.clone().any(|b| b.writes) {
-        heading.push(Span::styled(" · ✗ disabled: read-only", theme.dim));
+    let read_only = disabled.is_some();
+    if let Some(why) = disabled
+        && bindings.clone().any(|b| b.writes)
+    {
+        heading.push(Span::styled(format!(" · ✗ disabled: {why}"), theme.dim));
     }
     let mut lines = vec![Line::from(heading)];
     for binding in bindings {

@@ -1,0 +1,218 @@
+//! The monitor on a recording (`locktop replay`), on a `TestBackend`: a
+//! journal written by the real writer at fixed times, played, stepped,
+//! jumped; every pane as live at the cursor; nothing that acts on a live
+//! process is possible.
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use crossterm::event::KeyCode;
+
+use crate::engine::fixtures::{STATE, free, held, instance, key_delta, t, tag};
+use crate::engine::{Delta, KeyState, Liveness, WatcherHealth};
+use crate::journal::{Journal, JournalSet, Output, Recording};
+use crate::liveness::probe::ProbeMode;
+use crate::tui::replay::{Player, ReplayRequest};
+use crate::tui::{App, Theme};
+
+use super::support::{press, render};
+
+/// The recorder's clock: checkpoints and health lines at `t(0)`.
+fn clock() -> SystemTime {
+    t(0)
+}
+
+/// A recording: a/b and tag x taken by pid 7 at t(10); tag y taken by
+/// pid 8 with pid 9 waiting at t(20); pid 7's keys freed (it exited) at
+/// t(30).
+fn recording(dir: &std::path::Path) -> PathBuf {
+    let path = dir.join("journal.jsonl");
+    let mut journal = Journal::create(
+        Output::File {
+            path: path.clone(),
+            max_size: None,
+            keep: 1,
+        },
+        Recording {
+            state_dir: PathBuf::from(STATE),
+            probe: ProbeMode::LockFree,
+        },
+    )
+    .unwrap()
+    .with_clock(clock)
+    .with_pid_alive(|_| false);
+    let seven = |since| held(Liveness::Live, 7, "agent --aih a/b --tag x", since);
+    let mut waited = held(Liveness::Live, 8, "agent --tag y", t(20));
+    waited.waiters = vec![9];
+    let deltas = [
+        Delta::Health(WatcherHealth::Watching),
+        key_delta(tag("x"), free(), None, t(0)),
+        Delta::Synced { keys: 1, at: t(0) },
+        key_delta(instance("a/b"), seven(t(10)), None, t(10)),
+        key_delta(tag("x"), seven(t(10)), Some(Liveness::Free), t(10)),
+        key_delta(tag("y"), waited, None, t(20)),
+        key_delta(instance("a/b"), free(), Some(Liveness::Live), t(30)),
+        key_delta(
+            tag("x"),
+            KeyState::bare(Liveness::Free),
+            Some(Liveness::Live),
+            t(30),
+        ),
+    ];
+    for delta in deltas {
+        journal.record(delta).unwrap();
+    }
+    path
+}
+
+fn player() -> (Player, App, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = recording(dir.path());
+    let set = JournalSet::open(&[path]).unwrap();
+    let (player, mut app) = Player::open(set, Theme::color()).unwrap();
+    app.set_replay_status(player.status().clone());
+    (player, app, dir)
+}
+
+fn text(app: &mut App) -> String {
+    render(app, 100, 24).backend().to_string()
+}
+
+/// Presses `code` and lets the player do what it asked.
+fn key(player: &mut Player, app: &mut App, code: KeyCode) {
+    press(app, code);
+    for request in app.take_replay_requests() {
+        player.handle(app, request).unwrap();
+    }
+}
+
+#[test]
+fn it_opens_at_the_first_complete_view_saying_replay_and_the_time() {
+    let (_player, mut app, _dir) = player();
+    let screen = text(&mut app);
+    assert!(screen.contains("REPLAY"), "{screen}");
+    assert!(screen.contains("2023-11-14T22:13:20.000Z"), "{screen}");
+    assert!(screen.contains("0 ● live"), "{screen}");
+}
+
+#[test]
+fn stepping_moves_to_each_change_and_back() {
+    let (mut player, mut app, _dir) = player();
+    key(&mut player, &mut app, KeyCode::Char('>'));
+    assert_eq!(player.status().cursor, t(10));
+    let screen = text(&mut app);
+    assert!(
+        screen.contains("2 ● live") && screen.contains("7"),
+        "{screen}"
+    );
+    key(&mut player, &mut app, KeyCode::Char('>'));
+    assert_eq!(player.status().cursor, t(20));
+    key(&mut player, &mut app, KeyCode::Char('>'));
+    assert_eq!(player.status().cursor, t(30));
+    key(&mut player, &mut app, KeyCode::Char('>'));
+    assert_eq!(
+        player.status().cursor,
+        t(30),
+        "nothing after the last change"
+    );
+    assert!(app.message().is_some_and(|m| m.contains("last change")));
+    key(&mut player, &mut app, KeyCode::Char('<'));
+    assert_eq!(player.status().cursor, t(20));
+    let screen = text(&mut app);
+    assert!(screen.contains("3 ● live"), "{screen}");
+    // The host's name is this machine's: not part of the snapshot.
+    let host = player.status().host.clone();
+    let screen = format!("{}", render(&mut app, 100, 24).backend())
+        .replace(&format!(" {host} recorded"), " HOST recorded");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn a_typed_time_moves_the_cursor_there_and_the_ends_are_a_key_away() {
+    let (mut player, mut app, _dir) = player();
+    key(&mut player, &mut app, KeyCode::Char('t'));
+    for c in "+25s".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    key(&mut player, &mut app, KeyCode::Enter);
+    assert_eq!(player.status().cursor, t(25));
+    assert!(text(&mut app).contains("3 ● live"));
+    key(&mut player, &mut app, KeyCode::Char('t'));
+    for c in "yesterday".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    key(&mut player, &mut app, KeyCode::Enter);
+    assert_eq!(player.status().cursor, t(25));
+    assert!(app.message().is_some_and(|m| m.contains("RFC 3339")));
+    key(&mut player, &mut app, KeyCode::Char('}'));
+    assert_eq!(player.status().cursor, t(30));
+    // The events pane: what happened up to the cursor, as live.
+    press(&mut app, KeyCode::Char('3'));
+    let screen = text(&mut app);
+    assert!(screen.contains("holder exited"), "{screen}");
+    key(&mut player, &mut app, KeyCode::Char('{'));
+    assert_eq!(player.status().cursor, t(0));
+    assert!(!text(&mut app).contains("holder exited"));
+}
+
+#[test]
+fn playing_moves_the_cursor_at_its_speed_and_stops_at_the_end() {
+    let (mut player, mut app, _dir) = player();
+    key(&mut player, &mut app, KeyCode::Char('+'));
+    key(&mut player, &mut app, KeyCode::Char('+'));
+    assert_eq!(player.status().speed, 5.0);
+    key(&mut player, &mut app, KeyCode::Char(' '));
+    assert!(player.status().playing);
+    player
+        .play_frame(&mut app, std::time::Duration::from_secs(3))
+        .unwrap();
+    assert_eq!(player.status().cursor, t(15));
+    assert!(text(&mut app).contains("2 ● live"));
+    player
+        .play_frame(&mut app, std::time::Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(player.status().cursor, t(30));
+    assert!(!player.status().playing);
+}
+
+#[test]
+fn nothing_live_can_be_done_and_a_check_answers_from_the_recording() {
+    let (mut player, mut app, _dir) = player();
+    key(&mut player, &mut app, KeyCode::Char('>'));
+    for code in [KeyCode::Char('n'), KeyCode::Char('K'), KeyCode::Char('r')] {
+        press(&mut app, code);
+        assert!(
+            app.message().is_some_and(|m| m.contains("replay")),
+            "{:?}",
+            app.message()
+        );
+        assert!(!app.has_overlay());
+    }
+    // The tag x row: busy, held by pid 7 (who also held a/b), from the
+    // recording at the cursor.
+    press(&mut app, KeyCode::Char('/'));
+    for c in "x".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('c'));
+    let screen = render(&mut app, 120, 30).backend().to_string();
+    assert!(
+        screen.contains("from the recording at 2023-11-14T22:13:30"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("busy") && screen.contains("pid 7"),
+        "{screen}"
+    );
+    assert!(screen.contains(r#"instance "a/b""#), "{screen}");
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('?'));
+    let help = render(&mut app, 100, 40).backend().to_string();
+    for binding in crate::tui::BINDINGS
+        .iter()
+        .filter(|b| b.group == crate::tui::Group::Replay)
+    {
+        assert!(help.contains(binding.description), "{help}");
+    }
+}
