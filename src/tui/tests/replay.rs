@@ -12,7 +12,7 @@ use crate::engine::fixtures::{STATE, free, held, instance, key_delta, t, tag};
 use crate::engine::{Delta, KeyState, Liveness, WatcherHealth};
 use crate::journal::{Journal, JournalSet, Output, Recording};
 use crate::liveness::probe::ProbeMode;
-use crate::tui::replay::{Player, ReplayRequest};
+use crate::tui::replay::Player;
 use crate::tui::{App, Theme};
 
 use super::support::{press, render};
