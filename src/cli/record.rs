@@ -83,6 +83,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCode> {
     let sweep_every = super::seconds("--sweep", args.sweep)?;
     let verdicts = Verdicts::new(args.thresholds.materializing_after()?);
+
     let probe = lock_free::choose(args.probe, &state_dir);
     if probe.fallback.is_some() {
         eprintln!("locktop record: probe {}", probe.describe());
@@ -97,13 +98,15 @@ pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCod
         },
         None => Output::Stdout,
     };
+    let materializing = args.thresholds.materializing_after()?;
     let journal = Journal::create(
         output,
         Recording {
             state_dir: state_dir.clone(),
             probe: probe.runs,
         },
-    )?;
+    )?
+    .with_materializing_after(materializing);
     let stop = super::stop_signal()?;
     let handle = engine::spawn(
         Context::new(state_dir),

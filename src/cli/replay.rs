@@ -136,6 +136,7 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
         .collect();
     keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let header = set.header();
+    let materializing = materializing_of(header);
     let problems = &state.watcher().problems;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if json {
@@ -150,7 +151,7 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
             &probe,
             keys.iter().copied(),
             problems,
-            MATERIALIZING_AFTER,
+            materializing,
             at,
         )?;
     } else {
@@ -160,6 +161,7 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
             problems,
             super::snapshot::terminal_width(),
             at,
+            materializing,
         )?;
     }
     out.flush()?;
@@ -180,7 +182,7 @@ fn print_changes(
     }
     let start = set.state_at(from)?;
     // Verdicts as `watch` follows them, from the state at the start.
-    let mut verdicts = Verdicts::new(MATERIALIZING_AFTER);
+    let mut verdicts = Verdicts::new(materializing_of(set.header()));
     for (key, state) in start.state.keys().iter() {
         if state.liveness.is_held() {
             verdicts.apply(key, Some(state), from);
@@ -219,6 +221,12 @@ fn print_changes(
     out.flush()?;
     warn(set);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The recorder's `--materializing-after`.
+fn materializing_of(header: &crate::journal::format::Header) -> std::time::Duration {
+    std::time::Duration::try_from_secs_f64(header.materializing_after)
+        .unwrap_or(MATERIALIZING_AFTER)
 }
 
 /// The `watch` line a recorded change makes (`None`: watch prints none —

@@ -102,6 +102,7 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
             &snapshot.problems,
             terminal_width(),
             SystemTime::now(),
+            MATERIALIZING_AFTER,
         )
     };
     match written {
@@ -157,7 +158,8 @@ pub fn write_json<'a>(
     writeln!(out)
 }
 
-/// The table: one line per key with its verdict as at `now` (what needs
+/// The table: one line per key with its verdict as at `now`, spawns
+/// judged with `materializing` (what needs
 /// attention is visible without JSON); on a terminal each line is cut to
 /// its width (a long name shortened in the middle, the command line at
 /// its end), piped it is whole.
@@ -167,6 +169,7 @@ pub fn write_table<'a>(
     problems: &[ScanProblem],
     width: Option<usize>,
     now: SystemTime,
+    materializing: std::time::Duration,
 ) -> std::io::Result<()> {
     let roles = RoleIndex::of(keys.clone().filter(|(_, state)| state.liveness.is_held()));
     let fixed = format!(
@@ -196,7 +199,7 @@ pub fn write_table<'a>(
         let age = state
             .since
             .map_or_else(|| "-".to_string(), |since| time_format::age(since, now));
-        let verdict = judge(state, |pid| roles.role(pid), now, MATERIALIZING_AFTER)
+        let verdict = judge(state, |pid| roles.role(pid), now, materializing)
             .map_or("-", |verdict| verdict.short_word());
         let command = match (&state.error, state.holders.first()) {
             (Some(error), _) => error.clone(),

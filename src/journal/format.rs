@@ -33,7 +33,7 @@ pub const FREE_PER_LINE: usize = 1000;
 
 /// The first line of every journal file: what was recorded, where, by
 /// what.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Header {
     /// [`FORMAT`].
     pub format: String,
@@ -55,6 +55,14 @@ pub struct Header {
     pub part: u64,
     /// The probe the recorder ran.
     pub probe: ProbeMode,
+    /// Its `--materializing-after`, in seconds: a replay judges spawns
+    /// by the recorder's threshold.
+    #[serde(default = "default_materializing")]
+    pub materializing_after: f64,
+}
+
+fn default_materializing() -> f64 {
+    crate::operate::verdict::MATERIALIZING_AFTER.as_secs_f64()
 }
 
 /// A checkpoint's first line: the watcher's view when it was taken, and

@@ -88,17 +88,22 @@ pub struct Journal {
     line: Vec<u8>,
     pid_alive: fn(u32) -> bool,
     clock: fn() -> SystemTime,
+    materializing_after: std::time::Duration,
+    /// The header is written with the first delta (after the `with_…`
+    /// settings it states).
+    header_due: bool,
 }
 
 impl Journal {
-    /// Starts a journal of `recording` on `output`: writes its header.
+    /// Starts a journal of `recording` on `output` (its header is written
+    /// with the first delta).
     /// An existing file is kept: rotated into the set when the output
     /// rotates, refused otherwise (a recording is never overwritten).
     pub fn create(output: Output, recording: Recording) -> anyhow::Result<Self> {
         let started = SystemTime::now();
         let root = crate::locks::locks_root(&recording.state_dir);
         let sink = open(&output, true)?;
-        let mut journal = Self {
+        let journal = Self {
             output,
             recording,
             root,
@@ -115,8 +120,9 @@ impl Journal {
             line: Vec::new(),
             pid_alive: crate::liveness::process::pid_alive,
             clock: SystemTime::now,
+            materializing_after: crate::operate::verdict::MATERIALIZING_AFTER,
+            header_due: true,
         };
-        journal.write_header()?;
         Ok(journal)
     }
 
@@ -134,6 +140,13 @@ impl Journal {
         self
     }
 
+    /// Says in the headers of the files to come that spawns become
+    /// suspects after `threshold` (`--materializing-after`).
+    pub fn with_materializing_after(mut self, threshold: std::time::Duration) -> Self {
+        self.materializing_after = threshold;
+        self
+    }
+
     /// Reads the time of checkpoints and of health lines from `clock`
     /// (instead of the system's): tests with fixed times.
     pub fn with_clock(mut self, clock: fn() -> SystemTime) -> Self {
@@ -146,6 +159,10 @@ impl Journal {
     /// first full scan is in; that scan's end writes the first
     /// checkpoint). May write a checkpoint or start a new file after it.
     pub fn record(&mut self, delta: Delta) -> std::io::Result<()> {
+        if self.header_due {
+            self.header_due = false;
+            self.write_header().map_err(std::io::Error::other)?;
+        }
         if !self.synced {
             let first_sync = matches!(delta, Delta::Synced { .. });
             self.state.apply(delta);
@@ -271,6 +288,7 @@ impl Journal {
             recording_started: self.started,
             part: self.part,
             probe: self.recording.probe,
+            materializing_after: self.materializing_after.as_secs_f64(),
         };
         self.line.clear();
         format::encode_tagged(&mut self.line, "journal", &header);

@@ -106,7 +106,8 @@ impl Player {
             probe_fallback: None,
             read_only: true,
             theme,
-            materializing_after: crate::operate::verdict::MATERIALIZING_AFTER,
+            materializing_after: Duration::try_from_secs_f64(header.materializing_after)
+                .unwrap_or(crate::operate::verdict::MATERIALIZING_AFTER),
         };
         let mut app = App::new(config, model);
         let start = set.start();

@@ -267,7 +267,8 @@ fn journal_in(
             state_dir: state_dir.to_path_buf(),
             probe: probe.runs,
         },
-    )?;
+    )?
+    .with_materializing_after(materializing);
     Ok(Recorder::new(
         journal,
         crate::cli::watch::verdicts::Verdicts::new(materializing),
