@@ -7,4 +7,5 @@ mod demo;
 mod holders;
 mod operator;
 mod read_only;
+mod replay;
 mod tui;
