@@ -263,7 +263,7 @@ fn serve_journal_records_what_it_serves() {
     )
     .expect("SIGTERM");
     assert!(serve.wait().expect("wait serve").success());
-    let held = replayed(&[dir.clone()], moment);
+    let held = replayed(std::slice::from_ref(&dir), moment);
     let expected: Truth = [
         ("oncall".to_string(), holder.pid()),
         ("ops/pager".to_string(), holder.pid()),
