@@ -100,6 +100,8 @@ pub struct Data {
     pub by_pid: BTreeMap<u32, BTreeSet<NodeId>>,
     /// Transitions, newest first.
     pub events: EventLog,
+    /// Each key's recent holders.
+    pub history: super::History,
     /// What the deltas said of the watcher: health, scan problems, full
     /// scans finished (until one has, keys are discovered, not acquired),
     /// the last key change.
@@ -184,6 +186,7 @@ impl Data {
             let holders = old.as_ref().map_or(&[][..], |old| &old.state.holders);
             super::events::ended(holders, &self.events, pid_alive)
         });
+        self.note_history(&key, &state, event, at);
         if let Some(kind) = event {
             let holder = match kind {
                 super::EventKind::Acquired => state.holders.first().cloned(),
@@ -218,6 +221,35 @@ impl Data {
             freed_at,
             flagged,
         });
+    }
+
+    /// Keeps `key`'s recent holders: `state` (its new one) opens a hold
+    /// of its first holder; a key that is no longer held closes its open
+    /// hold with the `event`'s word.
+    fn note_history(
+        &mut self,
+        key: &LockKey,
+        state: &KeyState,
+        event: Option<super::EventKind>,
+        at: SystemTime,
+    ) {
+        use super::{Ended, EventKind};
+        if state.liveness.is_held() {
+            if let Some(holder) = state.holders.first() {
+                self.history.held(key, holder, state.since, at);
+            }
+            return;
+        }
+        let ended = match event {
+            Some(
+                kind @ (EventKind::Released
+                | EventKind::HolderExited
+                | EventKind::KilledByLocktop
+                | EventKind::Freed),
+            ) => kind,
+            _ => EventKind::Freed,
+        };
+        self.history.ended(key, at, Ended::Event(ended));
     }
 
     /// The lock node of `key`, if it is one.
@@ -515,7 +547,8 @@ impl Folder for Folding<'_> {
             .apply_key(key, state, previous, at, self.pid_alive);
     }
 
-    fn remove(&mut self, key: &LockKey, _: Liveness, _: SystemTime) {
+    fn remove(&mut self, key: &LockKey, _: Liveness, at: SystemTime) {
+        self.data.history.ended(key, at, super::Ended::Removed);
         self.data.remove_key(key);
     }
 

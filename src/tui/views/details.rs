@@ -131,7 +131,40 @@ fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
     };
     let mut lines = lock_state_lines(app, lock);
     lines.extend(family_lines(app, id));
+    lines.extend(history_lines(app, &lock.key));
     lines.extend(lock_path_lines(&theme, &lock.key));
+    lines
+}
+
+/// The key's recent holders, newest first: PID, from → to, how it
+/// ended, command line (shown, never sent to the terminal).
+fn history_lines(app: &App, key: &LockKey) -> Vec<Line<'static>> {
+    let theme = app.config.theme;
+    let holds: Vec<&crate::model::Hold> = app.model.data().history.of(key).rev().collect();
+    if holds.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![Line::from(Span::styled(
+        format!("recent holders (last {})", crate::model::history::PER_KEY),
+        theme.dim,
+    ))];
+    for hold in holds {
+        let until = match (hold.to, hold.ended) {
+            (Some(to), Some(ended)) => format!("{}  {}", clock_text(to), ended.text()),
+            (Some(to), None) => clock_text(to),
+            (None, _) => "holds it".to_string(),
+        };
+        let command = hold
+            .command
+            .as_deref()
+            .map(|command| crate::tui::fit::visible(command).into_owned())
+            .unwrap_or_default();
+        lines.push(Line::from(vec![
+            Span::styled(format!("  pid {:<7} ", hold.pid), theme.key),
+            text(format!("{} → {until}  ", clock_text(hold.from))),
+            Span::styled(command, theme.dim),
+        ]));
+    }
     lines
 }
 
