@@ -313,3 +313,125 @@ fn the_shipped_demo_recording_replays_with_its_verdicts() {
         assert!(out.stdout.contains(word), "{word}:\n{}", out.stdout);
     }
 }
+
+/// One line on stderr, exit 2, no panic.
+fn assert_refused(what: &str, out: &crate::common::Finished, needle: &str) {
+    assert_eq!(out.code(), 2, "{what}: {}", out.stderr);
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| !l.is_empty()).collect();
+    assert!(
+        lines.len() <= 2 && lines.iter().any(|line| line.contains(needle)),
+        "{what}: {:?}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("panicked"), "{what}: {}", out.stderr);
+}
+
+#[test]
+fn bad_journals_times_and_options_are_one_line_and_exit_2() {
+    let (tmp, state) = state_in_tempdir();
+    let not_journal = tmp.path().join("notes.txt");
+    std::fs::write(&not_journal, "hello\n").expect("write");
+    let empty = tmp.path().join("empty.jsonl");
+    std::fs::write(&empty, "").expect("write");
+    let newer = tmp.path().join("newer.jsonl");
+    std::fs::write(
+        &newer,
+        "{\"journal\":{\"format\":\"locktop-journal\",\"version\":99,\"host\":\"h\",\"state_dir\":\"/s\",\"locktop\":\"9\",\"started\":\"2026-01-01T00:00:00Z\",\"recording_started\":\"2026-01-01T00:00:00Z\",\"part\":0,\"probe\":\"lock-free\"}}\n",
+    )
+    .expect("write");
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    let missing = tmp.path().join("missing.jsonl");
+    let cases: Vec<(&str, Vec<PathBuf>, Vec<&str>, &str)> = vec![
+        (
+            "not a journal",
+            vec![not_journal],
+            vec!["--at", "-1h"],
+            "not a locktop journal",
+        ),
+        ("empty", vec![empty], vec!["--at", "-1h"], "empty"),
+        (
+            "newer format",
+            vec![newer],
+            vec!["--at", "-1h"],
+            "newer than this locktop reads",
+        ),
+        ("missing", vec![missing], vec!["--at", "-1h"], "cannot read"),
+        (
+            "bad time",
+            vec![demo.clone()],
+            vec!["--at", "yesterday"],
+            "RFC 3339",
+        ),
+        (
+            "before the start",
+            vec![demo.clone()],
+            vec!["--at", "2000-01-01T00:00:00Z"],
+            "before the recording's first complete view",
+        ),
+        (
+            "to before from",
+            vec![demo.clone()],
+            vec!["--from", "-1h", "--to", "-2h"],
+            "before --from",
+        ),
+        (
+            "json without a mode",
+            vec![demo.clone()],
+            vec!["--json"],
+            "--json needs --at",
+        ),
+    ];
+    for (what, files, args, needle) in cases {
+        let out = finish(replay(&files, &args));
+        assert_refused(what, &out, needle);
+    }
+    // Options that do not apply are refused by clap, never ignored.
+    for (what, args, needle) in [
+        (
+            "--all without --at",
+            vec!["replay", demo.to_str().expect("utf-8"), "--all"],
+            "--at",
+        ),
+        (
+            "--keep without --max-size",
+            vec!["record", "--out", "x", "--keep", "3"],
+            "--max-size",
+        ),
+        (
+            "--max-size without --out",
+            vec!["record", "--max-size", "1M"],
+            "--out",
+        ),
+        (
+            "a tiny --max-size",
+            vec!["record", "--out", "x", "--max-size", "10"],
+            "at least 4K",
+        ),
+        (
+            "--max-size without --journal",
+            vec!["serve", "--max-size", "1M"],
+            "--journal",
+        ),
+    ] {
+        let out = finish(locktop_command(&state, &args));
+        assert_eq!(out.code(), 2, "{what}: {}", out.stderr);
+        assert!(out.stderr.contains(needle), "{what}: {}", out.stderr);
+    }
+    let out = finish(locktop_command(
+        &state,
+        &["replay", demo.to_str().expect("utf-8"), "--at", "-1h"],
+    ));
+    assert_refused("--state-dir with replay", &out, "reads no state dir");
+    // A recording is never overwritten.
+    let existing = tmp.path().join("kept.jsonl");
+    std::fs::write(&existing, "precious\n").expect("write");
+    let out = finish(locktop_command(
+        &state,
+        &["record", "--out", existing.to_str().expect("utf-8")],
+    ));
+    assert_refused("an existing --out", &out, "never overwritten");
+    assert_eq!(
+        std::fs::read_to_string(&existing).expect("read"),
+        "precious\n"
+    );
+}
