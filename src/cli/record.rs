@@ -4,15 +4,20 @@
 //!
 //! Invariants: one engine, probing as every monitor does (lock-free by
 //! default: it takes no lock and writes nothing under the state dir);
-//! the journal is written by the loop that drains the engine, one
+//! the journal is written by the thread that drains the engine, one
 //! `write` per change, so a reader that stalls (a full pipe, a slow disk)
 //! holds the engine's deltas back, where the engine folds them per key:
-//! memory stays bounded as `watch`'s does. Verdict changes are judged as
+//! memory stays bounded as `watch`'s does. SIGINT/SIGTERM are heard
+//! whatever the reader does: the thread is asked to stop after its line,
+//! and given at most [`super::watch::FLUSH_TIMEOUT`] (a second signal
+//! ends it at once). Verdict changes are judged as
 //! `watch` judges them ([`Verdicts`]) and recorded after the change that
 //! caused them.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::context::Context;
@@ -21,11 +26,13 @@ use crate::journal::{Journal, Output, Recording};
 use crate::liveness::lock_free;
 use crate::liveness::probe::ProbeMode;
 
+use super::watch::lines_of;
 use super::watch::verdicts::{self, Verdicts};
-use super::watch::{lines_of, settled};
 
 /// How often held keys are judged again against the clock.
 const VERDICT_CLOCK: Duration = Duration::from_secs(1);
+/// How often the recording thread looks whether it is asked to stop.
+const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// Flags of `locktop record`.
 #[derive(Debug, clap::Args)]
@@ -117,8 +124,37 @@ pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCod
             trace: None,
         },
     );
-    let mut recorder = Recorder::new(journal, verdicts);
-    match recorder.drain(handle, stop).await {
+    let recorder = Recorder::new(journal, verdicts);
+    let stopping = Arc::new(AtomicBool::new(false));
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let runtime = tokio::runtime::Handle::current();
+    let flag = stopping.clone();
+    // The journal is written by a thread of its own: a reader that stops
+    // reading (a full pipe) blocks that thread, never the signal below.
+    std::thread::Builder::new()
+        .name("locktop-record".into())
+        .spawn(move || {
+            let mut recorder = recorder;
+            let _ = done.send(recorder.drain(handle, &runtime, &flag));
+        })?;
+    tokio::pin!(finished);
+    let outcome = tokio::select! {
+        outcome = &mut finished => outcome,
+        () = stop => {
+            // Let the line being written end whole, if the reader takes
+            // it; never wait on a reader for longer than the bound.
+            stopping.store(true, Ordering::Relaxed);
+            let again = super::stop_signal()?;
+            tokio::select! {
+                outcome = &mut finished => outcome,
+                () = tokio::time::sleep(super::watch::FLUSH_TIMEOUT) => Ok(Ok(())),
+                () = again => Ok(Ok(())),
+            }
+        }
+    };
+    let outcome =
+        outcome.unwrap_or_else(|_| Err(std::io::Error::other("the recording thread stopped")));
+    match outcome {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(error) => Err(anyhow::anyhow!("cannot write the journal: {error}")),
         Ok(()) => Ok(ExitCode::SUCCESS),
@@ -145,26 +181,37 @@ impl Recorder {
         }
     }
 
-    /// Records the engine's deltas until `stop` or the engine's end.
-    async fn drain(
+    /// Records the engine's deltas until `stopping` is set or the engine
+    /// ends, on the calling (non-async) thread, waiting on `runtime`;
+    /// judges held keys again when a burst settles and once a second.
+    fn drain(
         &mut self,
         mut handle: EngineHandle,
-        stop: impl Future<Output = ()>,
+        runtime: &tokio::runtime::Handle,
+        stopping: &AtomicBool,
     ) -> std::io::Result<()> {
-        tokio::pin!(stop);
-        let mut clock = tokio::time::interval(VERDICT_CLOCK);
-        clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                delta = handle.deltas.recv() => match delta {
-                    Some(delta) => self.delta(delta)?,
-                    None => return Ok(()),
-                },
-                () = settled(self.settle_at) => self.settle()?,
-                _ = clock.tick(), if self.settle_at.is_none() => self.tick()?,
-                () = &mut stop => return Ok(()),
+        let mut next_tick = tokio::time::Instant::now() + VERDICT_CLOCK;
+        while !stopping.load(Ordering::Relaxed) {
+            let now = tokio::time::Instant::now();
+            if self.settle_at.is_some_and(|at| at <= now) {
+                self.settle()?;
+                next_tick = now + VERDICT_CLOCK;
+            } else if self.settle_at.is_none() && next_tick <= now {
+                self.tick()?;
+                next_tick = now + VERDICT_CLOCK;
+            }
+            // Wake for the next judgement, and at least every STOP_POLL
+            // to see `stopping`.
+            let wake = self.settle_at.unwrap_or(next_tick).min(now + STOP_POLL);
+            let next = runtime
+                .block_on(async { tokio::time::timeout_at(wake, handle.deltas.recv()).await });
+            match next {
+                Ok(Some(delta)) => self.delta(delta)?,
+                Ok(None) => return Ok(()),
+                Err(_) => {}
             }
         }
+        Ok(())
     }
 
     /// Records one delta and the verdict changes it caused.

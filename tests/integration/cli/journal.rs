@@ -202,6 +202,7 @@ fn replay_at_each_quiet_moment_says_what_the_sdk_said_then() {
     for (mut holder, _) in running {
         holder.kill();
     }
+    std::thread::sleep(QUIET);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(recorder.id() as i32),
         nix::sys::signal::Signal::SIGINT,
@@ -226,11 +227,13 @@ fn replay_at_each_quiet_moment_says_what_the_sdk_said_then() {
         br#"{"time":"2026-12-02T03:12:00.000Z","kind":"ta"#,
     )
     .expect("tear");
-    let (moment, truth) = moments.last().expect("moments");
-    let at = locktop::time_format::rfc3339(*moment);
-    let out = finish(replay(&files, &["--at", &at, "--json"]));
+    // Read to the end (every holder was killed: nothing held), then a
+    // moment before it.
+    let out = finish(replay(&files, &["--at", "-0s", "--json"]));
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(out.stderr.contains("torn last line"), "{}", out.stderr);
+    assert!(replayed(&files, SystemTime::now()).is_empty());
+    let (moment, truth) = moments.last().expect("moments");
     assert_eq!(&replayed(&files, *moment), truth);
 }
 
@@ -434,4 +437,35 @@ fn bad_journals_times_and_options_are_one_line_and_exit_2() {
         std::fs::read_to_string(&existing).expect("read"),
         "precious\n"
     );
+}
+
+#[test]
+fn a_recorder_whose_reader_stopped_reading_still_ends_on_sigint() {
+    let (_tmp, state) = state_in_tempdir();
+    // Enough keys for a first checkpoint larger than a pipe's buffer.
+    let (dir, _) = locktop::locks::agent_tag_lock(&state, "t");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for n in 0..6_000 {
+        let (dir, key) = locktop::locks::agent_tag_lock(&state, &format!("a tag named {n:05}"));
+        std::fs::write(locktop::locks::escape::gate_path(&dir, &key), "").expect("gate");
+        std::fs::write(locktop::locks::escape::announce_path(&dir, &key), "1").expect("announce");
+    }
+    // stdout piped and never read.
+    let mut recorder = locktop_command(&state, &["record"]).spawn().expect("spawn");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        recorder.try_wait().expect("try_wait").is_none(),
+        "still recording"
+    );
+    let asked = std::time::Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(recorder.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT");
+    let status = crate::common::wait_with_timeout(&mut recorder, Duration::from_secs(10))
+        .expect("record ends on SIGINT though nobody reads its output");
+    assert!(status.success(), "{status:?}");
+    // Correctness bound only: the flush is given 2 s.
+    assert!(asked.elapsed() < Duration::from_secs(10));
 }
