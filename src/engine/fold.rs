@@ -12,11 +12,11 @@
 //! key; `Health` and `Problems` replace; `Synced` counts a finished full
 //! scan; a key or removal delta moves `last_change`.
 
-use std::collections::HashMap;
 use std::time::SystemTime;
 
 use crate::disk::key::LockKey;
 
+use super::store::KeyStore;
 use super::{Delta, KeyState, Liveness, ScanProblem, WatcherHealth};
 
 /// What the deltas said of the watcher.
@@ -95,10 +95,13 @@ pub fn fold(folder: &mut impl Folder, delta: Delta) {
     }
 }
 
-/// The plain fold: every key's latest state in a map.
+/// The plain fold: every key's latest state (a free one as a null
+/// pointer: [`KeyStore`]) and the watcher's view. The journal's recorder
+/// keeps one to write checkpoints, its reader one to answer "what was it
+/// at this time", the tests one to compare with.
 #[derive(Debug, Clone, Default)]
 pub struct Fold {
-    keys: HashMap<LockKey, KeyState>,
+    keys: KeyStore,
     watcher: WatcherView,
 }
 
@@ -127,8 +130,19 @@ impl Fold {
     }
 
     /// Every key reported and not removed, with its latest state.
-    pub fn keys(&self) -> &HashMap<LockKey, KeyState> {
+    pub fn keys(&self) -> &KeyStore {
         &self.keys
+    }
+
+    /// Keeps `state` as `key`'s, as a whole state says it (a journal's
+    /// checkpoint).
+    pub fn put_key(&mut self, key: LockKey, state: KeyState) {
+        self.keys.insert(key, state);
+    }
+
+    /// Replaces what is known of the watcher (a journal's checkpoint).
+    pub fn set_watcher(&mut self, watcher: WatcherView) {
+        self.watcher = watcher;
     }
 
     /// `key`'s latest state, if it was reported and not removed.
@@ -146,6 +160,7 @@ impl Fold {
 mod tests {
     use super::*;
     use crate::engine::fixtures::{free, held, key_delta, t, tag};
+    use std::collections::HashMap;
 
     /// What a folder was told: each put's previous liveness.
     #[derive(Default)]

@@ -6,15 +6,14 @@
 //! reported them — a `watch --json` line with the key's directory and
 //! whole state added — and a fresh checkpoint whenever the changes since
 //! the last one outgrow it. [`format`] is the schema, [`writer`] writes
-//! (checkpoints, rotation), [`reader`] reads a set of files back in time
-//! order (the state at any time, the lines after any point), and
-//! [`state`] is the state both sides fold with the engine's one rule, so
-//! a recording and its replay can never disagree on what a sequence of
+//! (checkpoints, rotation), and [`reader`] reads a set of files back in
+//! time order (the state at any time, the lines after any point). Both
+//! sides keep the state in the engine's own [`crate::engine::fold::Fold`],
+//! so a recording and its replay can never disagree on what a sequence of
 //! changes means.
 
 pub mod format;
 pub mod reader;
-pub mod state;
 pub mod time_arg;
 pub mod writer;
 
@@ -22,5 +21,4 @@ pub mod writer;
 mod tests;
 
 pub use reader::{JournalSet, Position, Replayed};
-pub use state::JournalState;
 pub use writer::{Journal, Output, Recording};

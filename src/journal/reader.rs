@@ -29,7 +29,7 @@ use anyhow::{Context as _, bail};
 use crate::engine::{Delta, KeyState};
 
 use super::format::{self, CHECKPOINT_PREFIX, Entry, Header, Namer, VERSION};
-use super::state::JournalState;
+use crate::engine::fold::Fold;
 
 /// Bytes read at a time while looking for a checkpoint.
 const SCAN_CHUNK: usize = 256 << 10;
@@ -67,7 +67,7 @@ pub struct JournalSet {
 #[derive(Debug, Clone)]
 pub struct Replayed {
     /// Every key's state and the watcher's view.
-    pub state: JournalState,
+    pub state: Fold,
     /// The first line after the time.
     pub next: Position,
     /// The time of the last line folded in (or of the checkpoint).
@@ -272,7 +272,7 @@ impl JournalSet {
     /// `state`.
     fn fold_until(
         &self,
-        mut state: JournalState,
+        mut state: Fold,
         next: Position,
         mut last_line: SystemTime,
         time: SystemTime,
@@ -349,19 +349,19 @@ impl JournalSet {
     fn load_checkpoint(
         &self,
         position: Position,
-    ) -> anyhow::Result<Option<(JournalState, Position, SystemTime)>> {
+    ) -> anyhow::Result<Option<(Fold, Position, SystemTime)>> {
         let mut lines = Lines::open(self, position)?;
         lines.raw_checkpoints = true;
-        let mut state = JournalState::default();
+        let mut state = Fold::default();
         let Some(Entry::CheckpointHead(head)) = lines.next_entry(&state)? else {
             return Ok(None);
         };
-        {
-            let watcher = state.watcher_mut();
-            watcher.health = head.watcher;
-            watcher.problems = head.problems;
-            watcher.syncs = head.syncs;
-        }
+        state.set_watcher(crate::engine::fold::WatcherView {
+            health: head.watcher,
+            problems: head.problems,
+            syncs: head.syncs,
+            last_change: None,
+        });
         loop {
             match lines.next_entry(&state)? {
                 Some(Entry::CheckpointKey(key, key_state)) => state.put_key(key, key_state),
@@ -585,7 +585,7 @@ impl<'s> Lines<'s> {
     /// The next entry; `state` is the state the entries so far lead to
     /// (what another recording's checkpoint is compared with). `None` at
     /// the end of the last file.
-    pub fn next_entry(&mut self, state: &JournalState) -> anyhow::Result<Option<Entry>> {
+    pub fn next_entry(&mut self, state: &Fold) -> anyhow::Result<Option<Entry>> {
         if let Some(entry) = self.pending.pop_front() {
             return Ok(Some(entry));
         }
@@ -641,7 +641,7 @@ impl<'s> Lines<'s> {
     /// Moves to the next file; when it starts another recording, its
     /// first checkpoint's differences from `state` become pending
     /// changes.
-    fn next_file(&mut self, state: &JournalState) -> anyhow::Result<()> {
+    fn next_file(&mut self, state: &Fold) -> anyhow::Result<()> {
         let previous = &self.set.files[self.position.file].header;
         let index = self.position.file + 1;
         let next = &self.set.files[index];
@@ -673,7 +673,7 @@ impl<'s> Lines<'s> {
 }
 
 /// The changes that take `from` to `to`, stamped `time`.
-fn differences(from: &JournalState, to: &JournalState, time: SystemTime) -> Vec<Entry> {
+fn differences(from: &Fold, to: &Fold, time: SystemTime) -> Vec<Entry> {
     let mut changes = Vec::new();
     for (key, state) in to.keys().iter() {
         let before = from.keys().get(key);

@@ -70,6 +70,32 @@ fn recording() -> Recording {
     }
 }
 
+/// The first state and a script of `changes` (from `seed`), recorded
+/// into `j.jsonl` of a new temp dir (rotated at `max_size`, `keep`
+/// files), checkpointing every `every` bytes.
+fn recorded(
+    changes: usize,
+    seed: u64,
+    max_size: Option<u64>,
+    keep: usize,
+    every: u64,
+) -> (tempfile::TempDir, PathBuf, Vec<Delta>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.jsonl");
+    let mut deltas = initial();
+    deltas.extend(script(base(), changes, seed));
+    record(
+        Output::File {
+            path: path.clone(),
+            max_size,
+            keep,
+        },
+        &deltas,
+        every,
+    );
+    (dir, path, deltas)
+}
+
 /// Records `deltas` into `output`, checkpointing every `every` bytes.
 fn record(output: Output, deltas: &[Delta], every: u64) {
     let mut journal = Journal::create(output, recording())
@@ -148,20 +174,8 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn the_state_at_any_time_is_the_fold_of_the_changes_up_to_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("j.jsonl");
-    let mut deltas = initial();
-    deltas.extend(script(base(), 3_000, 1));
     // A checkpoint every ~8 KiB: dozens of them to bisect between.
-    record(
-        Output::File {
-            path: path.clone(),
-            max_size: None,
-            keep: 1,
-        },
-        &deltas,
-        8 << 10,
-    );
+    let (_dir, path, deltas) = recorded(3_000, 1, None, 1, 8 << 10);
     let text = std::fs::read_to_string(&path).unwrap();
     let checkpoints = text
         .lines()
@@ -182,19 +196,7 @@ fn the_state_at_any_time_is_the_fold_of_the_changes_up_to_it() {
 
 #[test]
 fn a_rotated_set_keeps_whole_files_and_replays_what_they_hold() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("j.jsonl");
-    let mut deltas = initial();
-    deltas.extend(script(base(), 3_000, 2));
-    record(
-        Output::File {
-            path: path.clone(),
-            max_size: Some(64 << 10),
-            keep: 4,
-        },
-        &deltas,
-        8 << 10,
-    );
+    let (dir, _, deltas) = recorded(3_000, 2, Some(64 << 10), 4, 8 << 10);
     let files = files_in(dir.path());
     assert_eq!(files.len(), 4, "{files:?}");
     for file in &files {
@@ -222,19 +224,7 @@ fn a_rotated_set_keeps_whole_files_and_replays_what_they_hold() {
 
 #[test]
 fn a_torn_last_line_is_skipped_with_a_warning() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("j.jsonl");
-    let mut deltas = initial();
-    deltas.extend(script(base(), 200, 3));
-    record(
-        Output::File {
-            path: path.clone(),
-            max_size: None,
-            keep: 1,
-        },
-        &deltas,
-        1 << 20,
-    );
+    let (_dir, path, deltas) = recorded(200, 3, None, 1, 1 << 20);
     let text = std::fs::read(&path).unwrap();
     // Cut the last line in half.
     let last_start = text[..text.len() - 1]

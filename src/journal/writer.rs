@@ -13,7 +13,7 @@
 //!   tears at most the last line, and a reader skips a torn last line;
 //! - times never go backwards: a line's time is the later of its own
 //!   and the previous line's;
-//! - the recorder's memory is its [`JournalState`] (a null pointer per
+//! - the recorder's memory is its [`Fold`] (a null pointer per
 //!   free key) and one line's buffer.
 
 use std::fs::File;
@@ -30,7 +30,7 @@ use super::format::{
     self, CheckpointEnd, CheckpointFree, CheckpointHead, CheckpointKey, FORMAT, FREE_PER_LINE,
     Header, KeyRef, VERSION,
 };
-use super::state::JournalState;
+use crate::engine::fold::Fold;
 
 /// The least a checkpoint waits for, in bytes of changes after the last.
 pub const CHECKPOINT_EVERY: u64 = 4 << 20;
@@ -84,7 +84,7 @@ pub struct Journal {
     /// first checkpoint states them).
     synced: bool,
     last_time: SystemTime,
-    state: JournalState,
+    state: Fold,
     line: Vec<u8>,
     pid_alive: fn(u32) -> bool,
     clock: fn() -> SystemTime,
@@ -116,7 +116,7 @@ impl Journal {
             checkpoint_every: CHECKPOINT_EVERY,
             synced: false,
             last_time: started,
-            state: JournalState::default(),
+            state: Fold::default(),
             line: Vec::new(),
             pid_alive: crate::liveness::process::pid_alive,
             clock: SystemTime::now,
@@ -205,7 +205,7 @@ impl Journal {
     }
 
     /// The state recorded so far.
-    pub fn state(&self) -> &JournalState {
+    pub fn state(&self) -> &Fold {
         &self.state
     }
 

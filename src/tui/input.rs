@@ -16,6 +16,44 @@ use super::action::{Action, Pane};
 use super::app::App;
 use super::keymap;
 
+/// What a key did to a line being typed.
+enum Edit {
+    /// Ctrl-C: quit.
+    Quit,
+    /// The text changed (a character, Backspace, Ctrl-U).
+    Typed,
+    /// Enter.
+    Enter,
+    /// Esc.
+    Esc,
+    /// Anything else (the text is unchanged).
+    Other,
+}
+
+/// Applies `key` to `text`, a line being typed: printable characters are
+/// text (so `q` types a q), Backspace and Ctrl-U delete.
+fn edit(text: &mut String, key: KeyEvent) -> Edit {
+    let control = key.modifiers.contains(KeyModifiers::CONTROL);
+    match key.code {
+        KeyCode::Char('c') if control => Edit::Quit,
+        KeyCode::Char('u') if control => {
+            text.clear();
+            Edit::Typed
+        }
+        KeyCode::Char(c) if !control => {
+            text.push(c);
+            Edit::Typed
+        }
+        KeyCode::Backspace => {
+            text.pop();
+            Edit::Typed
+        }
+        KeyCode::Enter => Edit::Enter,
+        KeyCode::Esc => Edit::Esc,
+        _ => Edit::Other,
+    }
+}
+
 /// Rows moved by one wheel step.
 const WHEEL_STEP: isize = 3;
 
@@ -97,60 +135,44 @@ impl App {
 
     fn type_filter(&mut self, key: KeyEvent) {
         self.mark_dirty();
-        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
-            return self.quit();
-        }
         let Some(text) = self.filter_input.as_mut() else {
             return;
         };
-        let control = key.modifiers.contains(KeyModifiers::CONTROL);
-        match key.code {
-            KeyCode::Char('u') if control => text.clear(),
-            KeyCode::Char(c) if !control => text.push(c),
-            KeyCode::Backspace => {
-                text.pop();
+        match edit(text, key) {
+            Edit::Quit => self.quit(),
+            Edit::Typed => {
+                let text = text.clone();
+                self.model.set_filter(&text);
             }
-            KeyCode::Enter => {
-                self.filter_input = None;
-                return;
-            }
-            KeyCode::Esc => {
+            Edit::Enter => self.filter_input = None,
+            Edit::Esc => {
                 self.filter_input = None;
                 self.model.set_filter("");
-                return;
             }
-            KeyCode::Up => return self.perform(Action::Up),
-            KeyCode::Down => return self.perform(Action::Down),
-            _ => return,
+            Edit::Other => match key.code {
+                KeyCode::Up => self.perform(Action::Up),
+                KeyCode::Down => self.perform(Action::Down),
+                _ => {}
+            },
         }
-        let text = text.clone();
-        self.model.set_filter(&text);
     }
 
     /// A key while a replay's jump time is typed: Enter asks the player
     /// to jump, Esc gives up.
     fn type_time(&mut self, key: KeyEvent) {
         self.mark_dirty();
-        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
-            return self.quit();
-        }
         let Some(text) = self.time_input.as_mut() else {
             return;
         };
-        let control = key.modifiers.contains(KeyModifiers::CONTROL);
-        match key.code {
-            KeyCode::Char('u') if control => text.clear(),
-            KeyCode::Char(c) if !control => text.push(c),
-            KeyCode::Backspace => {
-                text.pop();
-            }
-            KeyCode::Enter => {
+        match edit(text, key) {
+            Edit::Quit => self.quit(),
+            Edit::Enter => {
                 let text = self.time_input.take().unwrap_or_default();
                 self.replay_requests
                     .push(super::replay::ReplayRequest::Jump(text));
             }
-            KeyCode::Esc => self.time_input = None,
-            _ => {}
+            Edit::Esc => self.time_input = None,
+            Edit::Typed | Edit::Other => {}
         }
     }
 

@@ -22,9 +22,10 @@ use crossterm::event::EventStream;
 use futures::StreamExt;
 
 use crate::engine::Delta;
+use crate::engine::fold::Fold;
 use crate::journal::format::Entry;
 use crate::journal::reader::entry_time;
-use crate::journal::{JournalSet, JournalState, Position};
+use crate::journal::{JournalSet, Position};
 use crate::model::Model;
 
 use super::app::{App, AppConfig};
@@ -83,7 +84,7 @@ pub struct Player {
     set: JournalSet,
     /// The recorded state at the cursor (what another recording's first
     /// checkpoint is compared with).
-    state: JournalState,
+    state: Fold,
     /// The first line after the cursor.
     next: Position,
     status: ReplayStatus,
@@ -114,7 +115,7 @@ impl Player {
         let end = set.end()?;
         let speed = 1;
         let mut player = Self {
-            state: JournalState::default(),
+            state: Fold::default(),
             next: Position { file: 0, offset: 0 },
             status: ReplayStatus {
                 cursor: start,

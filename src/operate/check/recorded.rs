@@ -99,18 +99,7 @@ pub fn report_from_states<'a>(
 
 /// A process the recording names by PID only.
 fn by_pid(pid: u32) -> ProcessInfo {
-    ProcessInfo {
-        pid,
-        alive: true,
-        unverified: false,
-        cmdline: None,
-        started: None,
-        state: None,
-        ppid: None,
-        parent: None,
-        unit: None,
-        idle_since: None,
-    }
+    ProcessInfo::unread(pid)
 }
 
 /// The recorded holders of `key`'s unlinked files.

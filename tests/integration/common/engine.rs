@@ -84,7 +84,7 @@ impl View {
     }
 
     /// Every claim the engine reported and has not removed.
-    pub fn keys(&self) -> &HashMap<LockKey, KeyState> {
+    pub fn keys(&self) -> &locktop::engine::store::KeyStore {
         self.fold.keys()
     }
 
