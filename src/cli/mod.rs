@@ -9,6 +9,7 @@
 mod check;
 mod demo;
 mod docs;
+mod engine_args;
 mod family_args;
 mod hold;
 pub mod placement;

@@ -21,10 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::context::Context;
-use crate::engine::{self, Delta, EngineConfig, EngineHandle};
+use crate::engine::{self, Delta, EngineHandle};
 use crate::journal::{Journal, Output, Recording};
-use crate::liveness::lock_free;
-use crate::liveness::probe::ProbeMode;
 
 use super::watch::lines_of;
 use super::watch::verdicts::{self, Verdicts};
@@ -50,16 +48,8 @@ pub struct RecordArgs {
     /// Needs --max-size.
     #[arg(long, value_name = "N", requires = "max_size", value_parser = clap::value_parser!(u64).range(1..))]
     keep: Option<u64>,
-    /// How probes test liveness: lock-free (default: /proc/locks, no lock
-    /// taken), passive (momentary shared locks) or acquire (writes).
-    #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
-    probe: ProbeMode,
-    /// Seconds between safety-net sweeps.
-    #[arg(long, default_value_t = super::SWEEP_SECS, value_name = "SECS")]
-    sweep: f64,
-    /// When holders become suspects (verdict lines).
     #[command(flatten)]
-    thresholds: super::thresholds::ThresholdArgs,
+    engine: super::engine_args::EngineArgs,
 }
 
 /// Reads a size: bytes, or a number with K, M or G (powers of 1024).
@@ -88,13 +78,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 /// Runs `locktop record`.
 pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCode> {
-    let sweep_every = super::seconds("--sweep", args.sweep)?;
-    let verdicts = Verdicts::new(args.thresholds.materializing_after()?);
-
-    let probe = lock_free::choose(args.probe, &state_dir);
-    if probe.fallback.is_some() {
-        eprintln!("locktop record: probe {}", probe.describe());
-    }
+    let engine = args.engine.engine(&state_dir, "record")?;
+    let verdicts = Verdicts::new(engine.materializing);
     let output = match args.out {
         Some(path) => Output::File {
             path,
@@ -105,25 +90,16 @@ pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCod
         },
         None => Output::Stdout,
     };
-    let materializing = args.thresholds.materializing_after()?;
     let journal = Journal::create(
         output,
         Recording {
             state_dir: state_dir.clone(),
-            probe: probe.runs,
+            probe: engine.probe.runs,
         },
     )?
-    .with_materializing_after(materializing);
+    .with_materializing_after(engine.materializing);
     let stop = super::stop_signal()?;
-    let handle = engine::spawn(
-        Context::new(state_dir),
-        EngineConfig {
-            probe: probe.runs,
-            sweep_every,
-            idle_after: args.thresholds.idle_after()?,
-            trace: None,
-        },
-    );
+    let handle = engine::spawn(Context::new(state_dir), engine.config);
     let recorder = Recorder::new(journal, verdicts);
     let stopping = Arc::new(AtomicBool::new(false));
     let (done, finished) = tokio::sync::oneshot::channel();

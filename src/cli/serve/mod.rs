@@ -34,9 +34,8 @@ use axum::routing::get;
 
 use super::record::Recorder;
 use crate::context::Context;
-use crate::engine::{self, EngineConfig, EngineHandle, Liveness};
-use crate::liveness::lock_free::{self, ProbeChoice};
-use crate::liveness::probe::ProbeMode;
+use crate::engine::{self, EngineHandle, Liveness};
+use crate::liveness::lock_free::ProbeChoice;
 use events::Subscribers;
 use metrics::Exporter;
 use view::LiveView;
@@ -69,15 +68,8 @@ pub struct ServeArgs {
     /// endpoint answers on any address.
     #[arg(long, value_name = "FILE")]
     web_config: Option<PathBuf>,
-    /// How probes test liveness: lock-free (default: /proc/locks, no lock
-    /// taken), passive (momentary shared locks) or acquire (writes).
-    #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
-    probe: ProbeMode,
-    /// Seconds between safety-net sweeps.
-    #[arg(long, default_value_t = super::SWEEP_SECS, value_name = "SECS")]
-    sweep: f64,
     #[command(flatten)]
-    thresholds: super::thresholds::ThresholdArgs,
+    engine: super::engine_args::EngineArgs,
     /// Also record the lock history into DIR (journal.jsonl, rotated into
     /// journal.jsonl.1, .2, …) from the same engine: `locktop replay DIR`
     /// reads it back.
@@ -137,14 +129,10 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
             args.listen
         )
     })?;
-    let sweep_every = super::seconds("--sweep", args.sweep)?;
-    let materializing = args.thresholds.materializing_after()?;
-    let idle_after = args.thresholds.idle_after()?;
+    let engine = args.engine.engine(&state_dir, "serve")?;
+    let materializing = engine.materializing;
+    let probe = engine.probe;
     let stop = super::stop_signal()?;
-    let probe = lock_free::choose(args.probe, &state_dir);
-    if probe.fallback.is_some() {
-        eprintln!("locktop serve: probe {}", probe.describe());
-    }
     let web = args
         .web_config
         .as_deref()
@@ -201,16 +189,8 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         None => None,
     };
     // Its own thread: a hundred scrapers must not delay what it sees.
-    let handle = engine::spawn_dedicated(
-        Context::new(state_dir.clone()),
-        EngineConfig {
-            probe: probe.runs,
-            sweep_every,
-            idle_after,
-            trace: None,
-        },
-    )
-    .context("cannot start the engine")?;
+    let handle = engine::spawn_dedicated(Context::new(state_dir.clone()), engine.config)
+        .context("cannot start the engine")?;
     let view = Arc::new(RwLock::new(LiveView::default()));
     let shared = Arc::new(Shared {
         exporter: Arc::new(Exporter {
@@ -527,7 +507,7 @@ mod tests {
             full: full_snapshot::FullSnapshots::new(tokio::sync::mpsc::unbounded_channel().0),
             subscribers: Subscribers::new(materializing),
             state_dir: "/s".into(),
-            probe: ProbeChoice::as_asked(ProbeMode::LockFree),
+            probe: ProbeChoice::as_asked(crate::liveness::probe::ProbeMode::LockFree),
             exposure: Exposure::Everything,
         })
     }

@@ -26,9 +26,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::oneshot;
 
 use crate::context::Context;
-use crate::engine::{self, Delta, EngineConfig, EngineHandle, KeyState};
-use crate::liveness::lock_free;
-use crate::liveness::probe::ProbeMode;
+use crate::engine::{self, Delta, EngineHandle, KeyState};
 use queue::KeyTo;
 use verdicts::Verdicts;
 use writer::Outbox;
@@ -48,16 +46,8 @@ pub struct WatchArgs {
     /// Also print the initial state of every key (default: changes only).
     #[arg(long)]
     initial: bool,
-    /// How probes test liveness: lock-free (default: /proc/locks, no lock
-    /// taken), passive (momentary shared locks) or acquire (writes).
-    #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
-    probe: ProbeMode,
-    /// Seconds between safety-net sweeps.
-    #[arg(long, default_value_t = super::SWEEP_SECS, value_name = "SECS")]
-    sweep: f64,
-    /// When holders become suspects (verdict lines).
     #[command(flatten)]
-    thresholds: super::thresholds::ThresholdArgs,
+    engine: super::engine_args::EngineArgs,
 }
 
 /// What the writer thread reports when it ends.
@@ -65,25 +55,13 @@ type Written = oneshot::Receiver<std::io::Result<()>>;
 
 /// Runs `locktop watch`.
 pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode> {
-    let sweep_every = super::seconds("--sweep", args.sweep)?;
-    let verdicts = Verdicts::new(args.thresholds.materializing_after()?);
+    let engine = args.engine.engine(&state_dir, "watch")?;
+    let verdicts = Verdicts::new(engine.materializing);
     let stop = super::stop_signal()?;
     let outbox = Arc::new(Outbox::default());
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let mut written = writer::spawn(outbox.clone(), args.json, stdout)?;
-    let probe = lock_free::choose(args.probe, &state_dir);
-    if probe.fallback.is_some() {
-        eprintln!("locktop watch: probe {}", probe.describe());
-    }
-    let handle = engine::spawn(
-        Context::new(state_dir),
-        EngineConfig {
-            probe: probe.runs,
-            sweep_every,
-            idle_after: args.thresholds.idle_after()?,
-            trace: None,
-        },
-    );
+    let handle = engine::spawn(Context::new(state_dir), engine.config);
     let drained = drain(handle, &outbox, &args, verdicts, stop, &mut written).await;
     if let Some(outcome) = drained {
         return exit_code(outcome);

@@ -4,7 +4,7 @@
 //! that matches. Plus the ground-truth fixture shared by the engine and
 //! the `snapshot` tests.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;

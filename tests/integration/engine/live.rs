@@ -46,7 +46,8 @@ async fn synced_view_equals_what_real_holders_hold_and_stale_keys_are_free() {
         let live_states = engine
             .view
             .keys()
-            .values()
+            .iter()
+            .map(|(_, state)| state)
             .filter(|state| state.liveness == Liveness::Live);
         for state in live_states {
             assert!(state.since.is_some(), "a held key has a `since`: {state:?}");

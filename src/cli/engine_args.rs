@@ -1,0 +1,63 @@
+//! The flags of every command that runs the engine headless (`watch`,
+//! `serve`, `record`): how it probes, how often it sweeps, and when a
+//! holder becomes a suspect — parsed once, into the engine's config.
+//!
+//! Invariant: a probe that cannot run here (lock-free where `/proc/locks`
+//! does not see every holder) is replaced as the monitor replaces it, and
+//! the command says so in one stderr line.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::engine::EngineConfig;
+use crate::liveness::lock_free::{self, ProbeChoice};
+use crate::liveness::probe::ProbeMode;
+
+/// Flags of a command that runs the engine.
+#[derive(Debug, clap::Args)]
+pub struct EngineArgs {
+    /// How probes test liveness: lock-free (default: /proc/locks, no lock
+    /// taken), passive (momentary shared locks) or acquire (writes).
+    #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
+    probe: ProbeMode,
+    /// Seconds between safety-net sweeps.
+    #[arg(long, default_value_t = super::SWEEP_SECS, value_name = "SECS")]
+    sweep: f64,
+    /// When holders become suspects (verdict lines).
+    #[command(flatten)]
+    thresholds: super::thresholds::ThresholdArgs,
+}
+
+/// What the flags resolve to.
+pub struct Engine {
+    /// The probe that runs, and why it is not the one asked for.
+    pub probe: ProbeChoice,
+    /// The engine's configuration.
+    pub config: EngineConfig,
+    /// `--materializing-after`.
+    pub materializing: Duration,
+}
+
+impl EngineArgs {
+    /// The engine for `state_dir`, or a one-line error (a bad number);
+    /// `command` names the command in the fallback's stderr line.
+    pub fn engine(&self, state_dir: &Path, command: &str) -> anyhow::Result<Engine> {
+        let sweep_every = super::seconds("--sweep", self.sweep)?;
+        let materializing = self.thresholds.materializing_after()?;
+        let idle_after = self.thresholds.idle_after()?;
+        let probe = lock_free::choose(self.probe, state_dir);
+        if probe.fallback.is_some() {
+            eprintln!("locktop {command}: probe {}", probe.describe());
+        }
+        Ok(Engine {
+            config: EngineConfig {
+                probe: probe.runs,
+                sweep_every,
+                idle_after,
+                trace: None,
+            },
+            probe,
+            materializing,
+        })
+    }
+}
