@@ -365,6 +365,40 @@ fn verdict_kind(kind: &str) -> Option<&'static str> {
     Verdict::KINDS.into_iter().find(|known| *known == kind)
 }
 
+// Lines are structs, not `json!` maps: their fields come out in the
+// order the schema gives (the first names the line's type) whatever
+// serde_json's features.
+
+/// A verdict line: `watch --json`'s, with the key's `dir`.
+#[derive(Serialize)]
+struct VerdictLine<'a> {
+    time: &'a str,
+    key: KeyRef<'a>,
+    verdict_from: Option<&'a str>,
+    verdict: Option<&'a Verdict>,
+}
+
+/// A watcher health line.
+#[derive(Serialize)]
+struct HealthLine<'a> {
+    time: &'a str,
+    watcher: &'a WatcherHealth,
+}
+
+/// The scan problems, the whole current set.
+#[derive(Serialize)]
+struct ProblemsLine<'a> {
+    time: &'a str,
+    problems: &'a [ScanProblem],
+}
+
+/// A full scan finished.
+#[derive(Serialize)]
+struct SyncedLine<'a> {
+    time: &'a str,
+    synced: usize,
+}
+
 /// A change line as `watch --json` writes it, plus `dir` and `state`.
 #[derive(Serialize)]
 struct KeyLine<'a> {
@@ -435,17 +469,26 @@ pub fn encode_delta(
                 holder_alive,
             },
         ),
-        Delta::Health(health) => serde_json::to_writer(
+        Delta::Health(watcher) => serde_json::to_writer(
             &mut *out,
-            &serde_json::json!({"time": stamp, "watcher": health}),
+            &HealthLine {
+                time: &stamp,
+                watcher,
+            },
         ),
         Delta::Problems(problems) => serde_json::to_writer(
             &mut *out,
-            &serde_json::json!({"time": stamp, "problems": problems}),
+            &ProblemsLine {
+                time: &stamp,
+                problems,
+            },
         ),
         Delta::Synced { keys, .. } => serde_json::to_writer(
             &mut *out,
-            &serde_json::json!({"time": stamp, "synced": keys}),
+            &SyncedLine {
+                time: &stamp,
+                synced: *keys,
+            },
         ),
     };
     // Serializing owned, well-formed values into a Vec cannot fail.
@@ -462,12 +505,16 @@ pub fn encode_verdict(
     time: SystemTime,
     root: &Path,
 ) {
-    let line = serde_json::json!({
-        "time": time_format::rfc3339(time),
-        "key": KeyRef { kind: key.kind(), name: key.name().into(), dir: relative_dir(root, key) },
-        "verdict_from": from,
-        "verdict": to,
-    });
+    let line = VerdictLine {
+        time: &time_format::rfc3339(time),
+        key: KeyRef {
+            kind: key.kind(),
+            name: key.name().into(),
+            dir: relative_dir(root, key),
+        },
+        verdict_from: from,
+        verdict: to,
+    };
     let _ = serde_json::to_writer(&mut *out, &line);
     out.push(b'\n');
 }

@@ -8,7 +8,8 @@
 //!   from a scan of the whole file: checkpoints are found by bisecting
 //!   the file by byte offset (a checkpoint's first line is recognisable
 //!   from its first bytes, and checkpoints are in time order), so a
-//!   1 GB journal costs a few dozen reads of a few MB at most;
+//!   1 GB journal costs reading some tens of MB (measured: 23–36 MB in
+//!   256 KiB reads, with checkpoints 4.6 MB apart);
 //! - a torn last line (no newline: a crash, a full disk) and a line that
 //!   does not parse are skipped, each with a warning
 //!   ([`JournalSet::take_warnings`]); a checkpoint without its end is not

@@ -310,3 +310,38 @@ fn a_second_recording_replaces_the_state_with_its_checkpoint() {
         Some(9)
     );
 }
+
+#[test]
+fn a_recording_of_past_times_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.jsonl");
+    let past = whole_ms(SystemTime::now() - Duration::from_secs(3 * 86_400));
+    let mut deltas = vec![
+        key_delta(tag("tag 0"), free(), None, past),
+        Delta::Synced { keys: 1, at: past },
+    ];
+    deltas.extend(script(past + Duration::from_secs(1), 2_000, 4));
+    record(
+        Output::File {
+            path: path.clone(),
+            max_size: None,
+            keep: 1,
+        },
+        &deltas,
+        8 << 10,
+    );
+    let set = JournalSet::open(std::slice::from_ref(&path)).unwrap();
+    assert_eq!(set.start(), past);
+    for (n, time) in times(&deltas).into_iter().enumerate() {
+        if n % 11 == 0 {
+            assert_eq!(read_at(&set, time), expected(&deltas, time), "at {time:?}");
+        }
+    }
+    // Every line's time is its change's: the file says three days ago.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let last = text.lines().last().unwrap();
+    assert!(
+        !last.contains(&crate::time_format::rfc3339(SystemTime::now())[..10]),
+        "{last}"
+    );
+}

@@ -12,7 +12,9 @@
 //! - each [`Journal::record`] ends in one `write` of whole lines: a crash
 //!   tears at most the last line, and a reader skips a torn last line;
 //! - times never go backwards: a line's time is the later of its own
-//!   and the previous line's;
+//!   and the previous line's; a checkpoint's is that of the last line
+//!   before it (the first one's, the first scan's end), so a recording of
+//!   past times keeps them;
 //! - the recorder's memory is its [`Fold`] (a null pointer per
 //!   free key) and one line's buffer.
 
@@ -115,7 +117,7 @@ impl Journal {
             checkpoint_size: 0,
             checkpoint_every: CHECKPOINT_EVERY,
             synced: false,
-            last_time: started,
+            last_time: SystemTime::UNIX_EPOCH,
             state: Fold::default(),
             line: Vec::new(),
             pid_alive: crate::liveness::process::pid_alive,
@@ -151,7 +153,6 @@ impl Journal {
     /// (instead of the system's): tests with fixed times.
     pub fn with_clock(mut self, clock: fn() -> SystemTime) -> Self {
         self.clock = clock;
-        self.last_time = clock();
         self
     }
 
@@ -164,11 +165,15 @@ impl Journal {
             self.write_header().map_err(std::io::Error::other)?;
         }
         if !self.synced {
-            let first_sync = matches!(delta, Delta::Synced { .. });
+            let first_sync = match delta {
+                Delta::Synced { at, .. } => Some(at),
+                _ => None,
+            };
             self.state.apply(delta);
-            if first_sync {
+            if let Some(at) = first_sync {
+                // The first checkpoint is the state when the scan ended.
                 self.synced = true;
-                self.last_time = (self.clock)().max(self.last_time);
+                self.stamp(at);
                 self.write_checkpoint()?;
             }
             return Ok(());
@@ -301,7 +306,8 @@ impl Journal {
     /// The whole state, as lines: the head, each key that is not simply
     /// free with its state, the free keys by directory, the end.
     fn write_checkpoint(&mut self) -> std::io::Result<()> {
-        let time = self.stamp((self.clock)());
+        // The state it states is that of the last line written.
+        let time = self.last_time;
         let watcher = self.state.watcher();
         let keys = self.state.keys();
         let mut out = Vec::with_capacity(CHUNK);
