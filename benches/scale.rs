@@ -61,20 +61,20 @@
 //! ([`support::Guarded`], [`PtyTui`]); holders also release and exit on
 //! their own when this process dies (their stdin closes).
 
-// engine.rs uses all of `support`; this bench only its fixtures, holders,
-// resource and formatting helpers.
+// engine.rs uses all of `support` but `outside`; this bench only its
+// fixtures, holders, resource and formatting helpers, and `outside`.
 #[allow(dead_code)]
 mod support;
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use support::outside::*;
 use support::*;
 
 /// Peak RSS target at 1,000,000 keys (MB).
@@ -91,20 +91,6 @@ const CHURN_RATIO: f64 = 2.0;
 const TUI_COLS: u16 = 200;
 const TUI_ROWS: u16 = 50;
 
-/// A fixture's shape.
-#[derive(Clone, Copy)]
-struct Size {
-    tags: usize,
-    instances: usize,
-    parents: usize,
-}
-
-impl Size {
-    fn keys(&self) -> usize {
-        self.tags + self.instances
-    }
-}
-
 /// Everything that differs between the full run and the smoke run.
 struct Plan {
     name: &'static str,
@@ -118,11 +104,7 @@ struct Plan {
     /// How long a first complete view may take before the run is given up
     /// (the remaining runs of that front end at that size are skipped).
     view_timeout: Duration,
-    churn_agents: usize,
-    churn_parents: usize,
-    churn_window: Duration,
-    churn_alive: usize,
-    churn_per_second: f64,
+    churn: Churn,
 }
 
 impl Plan {
@@ -144,11 +126,13 @@ impl Plan {
             runs: 3,
             settle: Duration::from_secs(1),
             view_timeout: Duration::from_secs(300),
-            churn_agents: 2_000,
-            churn_parents: 100,
-            churn_window: Duration::from_secs(20),
-            churn_alive: 6,
-            churn_per_second: 24.0,
+            churn: Churn {
+                agents: 2_000,
+                parents: 100,
+                window: Duration::from_secs(20),
+                alive: 6,
+                per_second: 24.0,
+            },
         }
     }
 
@@ -170,11 +154,13 @@ impl Plan {
             runs: 1,
             settle: Duration::from_millis(200),
             view_timeout: Duration::from_secs(60),
-            churn_agents: 400,
-            churn_parents: 20,
-            churn_window: Duration::from_secs(1),
-            churn_alive: 6,
-            churn_per_second: 24.0,
+            churn: Churn {
+                agents: 400,
+                parents: 20,
+                window: Duration::from_secs(1),
+                alive: 6,
+                per_second: 24.0,
+            },
         }
     }
 
@@ -302,163 +288,7 @@ fn mem_total() -> String {
 }
 
 // ===========================================================================
-// Child processes
-
-/// Spawns `locktop --state-dir STATE <args>`, stdin null, stdout piped,
-/// stderr as asked.
-fn spawn_locktop(bin: &Path, state: &Path, args: &[&str], stderr: Stdio) -> Guarded {
-    let child = Command::new(bin)
-        .arg("--state-dir")
-        .arg(state)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawning {} {args:?}: {e}", bin.display()));
-    Guarded::new(child)
-}
-
-/// SIGTERM, then SIGKILL if it has not exited within 5 s; reaped.
-fn stop(child: &mut Guarded) {
-    child.signal(libc::SIGTERM);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if child.try_wait().is_some() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.sigkill();
-    child.wait();
-}
-
-/// Reads every line of `out` on a thread of its own (so the child never
-/// blocks on a full pipe), counting them in `count`, and sends the time
-/// of the first line `wanted` accepts.
-fn drain_lines(
-    out: impl Read + Send + 'static,
-    count: Arc<AtomicUsize>,
-    wanted: impl Fn(&str) -> bool + Send + 'static,
-) -> (Receiver<Instant>, std::thread::JoinHandle<()>) {
-    let (tx, rx) = channel();
-    let thread = std::thread::spawn(move || {
-        let mut sent = false;
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            count.fetch_add(1, Ordering::Relaxed);
-            if !sent && wanted(&line) {
-                sent = true;
-                let _ = tx.send(Instant::now());
-            }
-        }
-    });
-    (rx, thread)
-}
-
-/// A peak RSS in MB.
-fn mb(kib: u64) -> f64 {
-    kib as f64 / 1024.0
-}
-
-fn vm_hwm(pid: u32) -> u64 {
-    vm_status_kib(pid, "VmHWM:").unwrap_or(0)
-}
-
-// ===========================================================================
 // 1. Memory and first view
-
-/// A fixture with its holders (killed when dropped).
-struct Fixture {
-    size: Size,
-    state: PathBuf,
-    held: Arc<HeldSet>,
-    _holders: Vec<Holder>,
-}
-
-/// The held keys and who holds them: name → (index, kind, holder PID).
-/// Names are unique across kinds in these fixtures.
-struct HeldSet {
-    keys: HashMap<String, (usize, &'static str, u32)>,
-}
-
-impl HeldSet {
-    fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// True when `kind`/`name` is a held key and `liveness` + `pids` say
-    /// exactly that its holder holds it; `None` when it is no held key.
-    fn judge(&self, kind: &str, name: &str, liveness: &str, pids: &[u32]) -> Option<(usize, bool)> {
-        let (index, want_kind, pid) = *self.keys.get(name)?;
-        if want_kind != kind {
-            return None;
-        }
-        Some((index, liveness == "live" && pids == [pid]))
-    }
-}
-
-/// Creates `size` free keys in `dir`, then holders of the first `plan.held()`
-/// (each `--aih <a child AIH> --tag …`).
-fn make_fixture(plan: &Plan, bin: &Path, dir: &Path, size: Size) -> Fixture {
-    let state = dir.to_path_buf();
-    let tags: Vec<String> = (0..size.tags).map(tag_name).collect();
-    let aihs = instance_names(size.instances, size.parents);
-    let created = create_free_keys_touch(&state, &tags, &aihs);
-    let tags_per_holder = plan.keys_per_holder - 1;
-    assert!(
-        size.instances >= size.parents + plan.holders && size.tags >= plan.held(),
-        "the fixture is too small for its holders"
-    );
-    let spawn_start = Instant::now();
-    let mut holders = Vec::new();
-    let mut keys = HashMap::new();
-    let mut retries = 0;
-    for h in 0..plan.holders {
-        let aih = &aihs[size.parents + h];
-        let mine = &tags[h * tags_per_holder..(h + 1) * tags_per_holder];
-        let mut family = vec!["--aih".to_string(), aih.clone()];
-        for tag in mine {
-            family.push("--tag".into());
-            family.push(tag.clone());
-        }
-        let (holder, failed) = spawn_holder_retrying(bin, &state, &family);
-        retries += failed;
-        let pid = holder.pid();
-        let index = keys.len();
-        keys.insert(aih.clone(), (index, "instance", pid));
-        for tag in mine {
-            let index = keys.len();
-            keys.insert(tag.clone(), (index, "tag", pid));
-        }
-        holders.push(holder);
-    }
-    say(format!(
-        "   fixture: {} keys ({} tags + {} instance AIHs under {} parents) written in {} ({} files); \
-         {} held by {} `locktop hold --aih A --tag …` × {} keys (spawned in {}{})",
-        thousands(size.keys()),
-        thousands(size.tags),
-        thousands(size.instances),
-        thousands(size.parents),
-        fmt_dur(created),
-        thousands(2 * size.keys()),
-        thousands(keys.len()),
-        plan.holders,
-        plan.keys_per_holder,
-        fmt_dur(spawn_start.elapsed()),
-        if retries > 0 {
-            format!(", {retries} busy retries")
-        } else {
-            String::new()
-        }
-    ));
-    Fixture {
-        size,
-        state,
-        held: Arc::new(HeldSet { keys }),
-        _holders: holders,
-    }
-}
 
 /// Every figure of one fixture, one entry per run (a first view that never
 /// came is `None`).
@@ -493,7 +323,13 @@ fn section_memory(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
     let mut results = Vec::new();
     for size in [plan.small, plan.big] {
         say(format!("\n {} KEYS", thousands(size.keys())));
-        let fixture = make_fixture(plan, bin, &tmp.join(format!("state-{}", size.keys())), size);
+        let fixture = make_fixture(
+            bin,
+            &tmp.join(format!("state-{}", size.keys())),
+            size,
+            plan.holders,
+            plan.keys_per_holder,
+        );
         let runs = measure_fixture(plan, bin, &fixture);
         report_fixture(plan, &fixture, &runs);
         results.push((size, runs));
@@ -526,7 +362,7 @@ fn measure_fixture(plan: &Plan, bin: &Path, fixture: &Fixture) -> SizeRuns {
         ));
 
         if !gave_up[0] {
-            let (synced, kib) = run_watch(plan, bin, &fixture.state);
+            let (synced, kib) = run_watch(bin, &fixture.state, plan.settle, plan.view_timeout);
             runs.watch_synced.push(synced);
             runs.watch_kib.push(kib);
             gave_up[0] = timed_out(&runs.watch_synced);
@@ -742,24 +578,6 @@ fn run_cli_snapshot(bin: &Path, state: &Path) -> CliRun {
 
 // ---------------------------------------------------------------------------
 // watch
-
-/// `locktop watch` until its `synced:` line (or the timeout), then the
-/// settle, then its VmHWM; stopped with SIGTERM.
-fn run_watch(plan: &Plan, bin: &Path, state: &Path) -> (Option<Duration>, u64) {
-    let start = Instant::now();
-    let mut child = spawn_locktop(bin, state, &["watch"], Stdio::null());
-    let stdout = child.child_mut().stdout.take().expect("piped");
-    let (synced, reader) = drain_lines(stdout, Arc::default(), |line| line.contains(" synced: "));
-    let synced = synced
-        .recv_timeout(plan.view_timeout)
-        .ok()
-        .map(|at| at.duration_since(start));
-    std::thread::sleep(plan.settle);
-    let kib = vm_hwm(child.pid());
-    stop(&mut child);
-    let _ = reader.join();
-    (synced, kib)
-}
 
 /// The fields of a `watch --json` line this bench reads.
 #[derive(serde::Deserialize)]
@@ -1166,21 +984,6 @@ fn run_tui(plan: &Plan, bin: &Path, fixture: &Fixture) -> (Option<Duration>, u64
 // ===========================================================================
 // 2. Steady churn CPU
 
-/// User + system CPU of a process (every thread, live or gone), in clock
-/// ticks, from `/proc/PID/stat`.
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
-    // After the command: state is field 3, utime 14, stime 15.
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-}
-
-fn clock_ticks_per_second() -> u64 {
-    // SAFETY: plain sysconf query.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 { ticks as u64 } else { 100 }
-}
-
 /// `inotifywait`'s version line, if it is installed.
 fn inotifywait_version() -> Option<String> {
     let out = Command::new("inotifywait")
@@ -1198,18 +1001,6 @@ fn inotifywait_version() -> Option<String> {
     )
 }
 
-/// What the churn driver did.
-#[derive(Default)]
-struct ChurnStats {
-    spawned: usize,
-    failed: usize,
-    sigkilled: usize,
-    closed: usize,
-    fresh: usize,
-    /// Sum over spawns of how many holders were alive just after it.
-    alive_sum: usize,
-}
-
 fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
     say(format!(
         "\n2. STEADY CHURN CPU  {} agents on disk (free instance keys under {} parents); a driver keeps \
@@ -1217,11 +1008,11 @@ fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
          existing AIHs, half fresh ones, every third with a tag; SIGKILL and stdin close in turns) \
          for {}; meanwhile `inotifywait -m -r <state>/locks`, `locktop watch` and `locktop serve`; \
          CPU = utime+stime from /proc/PID/stat over the window",
-        thousands(plan.churn_agents),
-        plan.churn_parents,
-        plan.churn_alive,
-        plan.churn_per_second,
-        fmt_dur(plan.churn_window)
+        thousands(plan.churn.agents),
+        plan.churn.parents,
+        plan.churn.alive,
+        plan.churn.per_second,
+        fmt_dur(plan.churn.window)
     ));
     let Some(version) = inotifywait_version() else {
         if std::env::var("LOCKTOP_REQUIRE_ALL").is_ok_and(|v| v == "1") {
@@ -1231,7 +1022,7 @@ fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
         return;
     };
     let state = tmp.join("state-churn");
-    let aihs = instance_names(plan.churn_agents, plan.churn_parents);
+    let aihs = instance_names(plan.churn.agents, plan.churn.parents);
     let created = create_free_keys_touch(&state, &[], &aihs);
     say(format!(
         "   {} keys written in {}; baseline: {version}",
@@ -1287,7 +1078,7 @@ fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
         inotify_lines.load(Ordering::Relaxed),
         watch_lines.load(Ordering::Relaxed),
     ];
-    let (stats, window) = churn(plan, bin, &state, &aihs, || {
+    let (stats, window) = churn(&plan.churn, bin, &state, &aihs, || {
         pids.map(|pid| cpu_ticks(pid).unwrap_or(0))
     });
     let (after, elapsed) = window;
@@ -1303,16 +1094,8 @@ fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
     let hz = clock_ticks_per_second();
     let used: Vec<u64> = (0..3).map(|i| after[i].saturating_sub(before[i])).collect();
     say(format!(
-        "   churn: {} holders spawned in {} ({:.1}/s; {} fresh AIHs), {} refused (busy), {} SIGKILLed, \
-         {} stdin closed, {:.1} alive on average; lines meanwhile: inotifywait {}, watch {}",
-        stats.spawned,
-        fmt_dur(elapsed),
-        stats.spawned as f64 / elapsed.as_secs_f64(),
-        stats.fresh,
-        stats.failed,
-        stats.sigkilled,
-        stats.closed,
-        stats.alive_sum as f64 / stats.spawned.max(1) as f64,
+        "   churn: {}; lines meanwhile: inotifywait {}, watch {}",
+        stats.describe(elapsed),
         thousands(lines[0]),
         thousands(lines[1]),
     ));
@@ -1348,88 +1131,6 @@ fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
             verdict(r.is_some_and(|r| r <= CHURN_RATIO))
         ));
     }
-}
-
-/// Runs the churn for `plan.churn_window`; `sample` is called at its end,
-/// before any holder is stopped. Returns the driver's tally, and the
-/// sample with the window's true length.
-fn churn<T>(
-    plan: &Plan,
-    bin: &Path,
-    state: &Path,
-    aihs: &[String],
-    sample: impl FnOnce() -> T,
-) -> (ChurnStats, (T, Duration)) {
-    use std::collections::{HashSet, VecDeque};
-    let period = Duration::from_secs_f64(1.0 / plan.churn_per_second);
-    let mut stats = ChurnStats::default();
-    // Alive: the holder and the existing AIH it holds (if it is one).
-    let mut alive: VecDeque<(Holder, Option<usize>)> = VecDeque::new();
-    let mut busy: HashSet<usize> = HashSet::new();
-    let mut ending: Vec<Guarded> = Vec::new();
-    let mut rng = fastrand::Rng::with_seed(7);
-    let start = Instant::now();
-    let mut n: u32 = 0;
-    while start.elapsed() < plan.churn_window {
-        let due = start + period * n;
-        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-        let (aih, existing) = if n.is_multiple_of(2) {
-            let mut index = rng.usize(..aihs.len());
-            while busy.contains(&index) {
-                index = rng.usize(..aihs.len());
-            }
-            (aihs[index].clone(), Some(index))
-        } else {
-            // A fresh agent: a child of an existing one (a new directory
-            // when that one had no children yet).
-            stats.fresh += 1;
-            let parent = &aihs[rng.usize(..aihs.len())];
-            (
-                format!("{parent}/{}-c{n}", agent_id(5_000_000 + u64::from(n))),
-                None,
-            )
-        };
-        let mut family = vec!["--aih".to_string(), aih];
-        if n.is_multiple_of(3) {
-            family.push("--tag".into());
-            family.push(format!("churn tag:{}", n % 60));
-        }
-        match spawn_holder(bin, state, &family) {
-            Ok(holder) => {
-                stats.spawned += 1;
-                if let Some(index) = existing {
-                    busy.insert(index);
-                }
-                alive.push_back((holder, existing));
-            }
-            Err(_) => stats.failed += 1,
-        }
-        while alive.len() > plan.churn_alive {
-            let (holder, existing) = alive.pop_front().expect("one alive");
-            if let Some(index) = existing {
-                busy.remove(&index);
-            }
-            if (stats.sigkilled + stats.closed).is_multiple_of(2) {
-                holder.process.sigkill();
-                stats.sigkilled += 1;
-            } else {
-                stats.closed += 1;
-            }
-            // Its stdin closes here (a holder not killed releases and
-            // exits by itself); reaped below, later.
-            ending.push(holder.process);
-        }
-        stats.alive_sum += alive.len();
-        ending.retain_mut(|process| process.try_wait().is_none());
-        n += 1;
-    }
-    let sampled = sample();
-    let elapsed = start.elapsed();
-    drop(alive);
-    drop(ending);
-    (stats, (sampled, elapsed))
 }
 
 // ===========================================================================

@@ -11,6 +11,10 @@ pub mod frames;
 pub mod interference;
 /// Where a kill's latency goes, stage by stage, beside raw inotify.
 pub mod killpath;
+/// What the benches that run the binary alone share (scale, journal):
+/// child locktops, held fixtures, a churn of holders, CPU from /proc.
+#[allow(dead_code)] // engine.rs has no use for it
+pub mod outside;
 pub mod verdicts;
 
 use std::ffi::CString;

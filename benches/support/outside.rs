@@ -1,0 +1,358 @@
+//! What the benches that drive the `locktop` binary from the outside
+//! share (`scale` and `journal`): child locktops, a fixture of keys held
+//! by real `locktop hold` processes, `watch`'s peak RSS, a churn of
+//! holders, and a process's CPU from `/proc/PID/stat`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// A fixture's shape.
+#[derive(Clone, Copy)]
+pub struct Size {
+    pub tags: usize,
+    pub instances: usize,
+    pub parents: usize,
+}
+
+impl Size {
+    pub fn keys(&self) -> usize {
+        self.tags + self.instances
+    }
+}
+
+/// Spawns `locktop --state-dir STATE <args>`, stdin null, stdout piped,
+/// stderr as asked.
+pub fn spawn_locktop(bin: &Path, state: &Path, args: &[&str], stderr: Stdio) -> Guarded {
+    let child = Command::new(bin)
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {} {args:?}: {e}", bin.display()));
+    Guarded::new(child)
+}
+
+/// SIGTERM, then SIGKILL if it has not exited within 5 s; reaped.
+pub fn stop(child: &mut Guarded) {
+    child.signal(libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if child.try_wait().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.sigkill();
+    child.wait();
+}
+
+/// Reads every line of `out` on a thread of its own (so the child never
+/// blocks on a full pipe), counting them in `count`, and sends the time
+/// of the first line `wanted` accepts (`wanted` sees every line, so it
+/// may count them too).
+pub fn drain_lines(
+    out: impl Read + Send + 'static,
+    count: Arc<AtomicUsize>,
+    wanted: impl Fn(&str) -> bool + Send + 'static,
+) -> (Receiver<Instant>, std::thread::JoinHandle<()>) {
+    let (tx, rx) = channel();
+    let thread = std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            count.fetch_add(1, Ordering::Relaxed);
+            if wanted(&line) && !sent {
+                sent = true;
+                let _ = tx.send(Instant::now());
+            }
+        }
+    });
+    (rx, thread)
+}
+
+/// A peak RSS in MB.
+pub fn mb(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+pub fn vm_hwm(pid: u32) -> u64 {
+    vm_status_kib(pid, "VmHWM:").unwrap_or(0)
+}
+
+/// A fixture with its holders (killed when dropped).
+pub struct Fixture {
+    pub size: Size,
+    pub state: PathBuf,
+    pub held: Arc<HeldSet>,
+    _holders: Vec<Holder>,
+}
+
+/// The held keys and who holds them: name → (index, kind, holder PID).
+/// Names are unique across kinds in these fixtures.
+pub struct HeldSet {
+    pub keys: HashMap<String, (usize, &'static str, u32)>,
+}
+
+impl HeldSet {
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// True when `kind`/`name` is a held key and `liveness` + `pids` say
+    /// exactly that its holder holds it; `None` when it is no held key.
+    pub fn judge(
+        &self,
+        kind: &str,
+        name: &str,
+        liveness: &str,
+        pids: &[u32],
+    ) -> Option<(usize, bool)> {
+        let (index, want_kind, pid) = *self.keys.get(name)?;
+        if want_kind != kind {
+            return None;
+        }
+        Some((index, liveness == "live" && pids == [pid]))
+    }
+}
+
+/// Creates `size` free keys in `dir`, then `holders` holders of the
+/// first `holders × keys_per_holder` (each `--aih <a child AIH> --tag …`).
+pub fn make_fixture(
+    bin: &Path,
+    dir: &Path,
+    size: Size,
+    holders: usize,
+    keys_per_holder: usize,
+) -> Fixture {
+    let state = dir.to_path_buf();
+    let tags: Vec<String> = (0..size.tags).map(tag_name).collect();
+    let aihs = instance_names(size.instances, size.parents);
+    let created = create_free_keys_touch(&state, &tags, &aihs);
+    let tags_per_holder = keys_per_holder - 1;
+    assert!(
+        size.instances >= size.parents + holders && size.tags >= holders * keys_per_holder,
+        "the fixture is too small for its holders"
+    );
+    let spawn_start = Instant::now();
+    let mut spawned = Vec::new();
+    let mut keys = HashMap::new();
+    let mut retries = 0;
+    for h in 0..holders {
+        let aih = &aihs[size.parents + h];
+        let mine = &tags[h * tags_per_holder..(h + 1) * tags_per_holder];
+        let mut family = vec!["--aih".to_string(), aih.clone()];
+        for tag in mine {
+            family.push("--tag".into());
+            family.push(tag.clone());
+        }
+        let (holder, failed) = spawn_holder_retrying(bin, &state, &family);
+        retries += failed;
+        let pid = holder.pid();
+        let index = keys.len();
+        keys.insert(aih.clone(), (index, "instance", pid));
+        for tag in mine {
+            let index = keys.len();
+            keys.insert(tag.clone(), (index, "tag", pid));
+        }
+        spawned.push(holder);
+    }
+    say(format!(
+        "   fixture: {} keys ({} tags + {} instance AIHs under {} parents) written in {} ({} files); \
+         {} held by {} `locktop hold --aih A --tag …` × {} keys (spawned in {}{})",
+        thousands(size.keys()),
+        thousands(size.tags),
+        thousands(size.instances),
+        thousands(size.parents),
+        fmt_dur(created),
+        thousands(2 * size.keys()),
+        thousands(keys.len()),
+        holders,
+        keys_per_holder,
+        fmt_dur(spawn_start.elapsed()),
+        if retries > 0 {
+            format!(", {retries} busy retries")
+        } else {
+            String::new()
+        }
+    ));
+    Fixture {
+        size,
+        state,
+        held: Arc::new(HeldSet { keys }),
+        _holders: spawned,
+    }
+}
+
+/// `locktop watch` until its `synced:` line (or `timeout`), then
+/// `settle`, then its VmHWM; stopped with SIGTERM.
+pub fn run_watch(
+    bin: &Path,
+    state: &Path,
+    settle: Duration,
+    timeout: Duration,
+) -> (Option<Duration>, u64) {
+    let start = Instant::now();
+    let mut child = spawn_locktop(bin, state, &["watch"], Stdio::null());
+    let stdout = child.child_mut().stdout.take().expect("piped");
+    let (synced, reader) = drain_lines(stdout, Arc::default(), |line| line.contains(" synced: "));
+    let synced = synced
+        .recv_timeout(timeout)
+        .ok()
+        .map(|at| at.duration_since(start));
+    std::thread::sleep(settle);
+    let kib = vm_hwm(child.pid());
+    stop(&mut child);
+    let _ = reader.join();
+    (synced, kib)
+}
+
+/// User + system CPU of a process (every thread, live or gone), in clock
+/// ticks, from `/proc/PID/stat`.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    // After the command: state is field 3, utime 14, stime 15.
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: plain sysconf query.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as u64 } else { 100 }
+}
+
+/// What the churn driver did.
+#[derive(Default)]
+pub struct ChurnStats {
+    pub spawned: usize,
+    pub failed: usize,
+    pub sigkilled: usize,
+    pub closed: usize,
+    pub fresh: usize,
+    /// Sum over spawns of how many holders were alive just after it.
+    pub alive_sum: usize,
+}
+
+impl ChurnStats {
+    /// `N holders spawned in T (r/s; F fresh AIHs), …, A alive on
+    /// average`: what the driver did over a window of `elapsed`.
+    pub fn describe(&self, elapsed: Duration) -> String {
+        format!(
+            "{} holders spawned in {} ({:.1}/s; {} fresh AIHs), {} refused (busy), {} SIGKILLed, \
+             {} stdin closed, {:.1} alive on average",
+            self.spawned,
+            fmt_dur(elapsed),
+            self.spawned as f64 / elapsed.as_secs_f64(),
+            self.fresh,
+            self.failed,
+            self.sigkilled,
+            self.closed,
+            self.alive_sum as f64 / self.spawned.max(1) as f64,
+        )
+    }
+}
+
+/// A churn of `locktop hold` processes: about `alive` of them kept
+/// alive, one spawned and the oldest ended `per_second` times a second
+/// for `window`, on `agents` instance keys under `parents` parents.
+#[derive(Clone, Copy)]
+pub struct Churn {
+    pub agents: usize,
+    pub parents: usize,
+    pub window: Duration,
+    pub alive: usize,
+    pub per_second: f64,
+}
+
+/// Runs `plan`'s churn for its window; `sample` is called at its end,
+/// before any holder is stopped. Returns the driver's tally, and the
+/// sample with the window's true length.
+pub fn churn<T>(
+    plan: &Churn,
+    bin: &Path,
+    state: &Path,
+    aihs: &[String],
+    sample: impl FnOnce() -> T,
+) -> (ChurnStats, (T, Duration)) {
+    use std::collections::{HashSet, VecDeque};
+    let period = Duration::from_secs_f64(1.0 / plan.per_second);
+    let mut stats = ChurnStats::default();
+    // Alive: the holder and the existing AIH it holds (if it is one).
+    let mut alive: VecDeque<(Holder, Option<usize>)> = VecDeque::new();
+    let mut busy: HashSet<usize> = HashSet::new();
+    let mut ending: Vec<Guarded> = Vec::new();
+    let mut rng = fastrand::Rng::with_seed(7);
+    let start = Instant::now();
+    let mut n: u32 = 0;
+    while start.elapsed() < plan.window {
+        let due = start + period * n;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let (aih, existing) = if n.is_multiple_of(2) {
+            let mut index = rng.usize(..aihs.len());
+            while busy.contains(&index) {
+                index = rng.usize(..aihs.len());
+            }
+            (aihs[index].clone(), Some(index))
+        } else {
+            // A fresh agent: a child of an existing one (a new directory
+            // when that one had no children yet).
+            stats.fresh += 1;
+            let parent = &aihs[rng.usize(..aihs.len())];
+            (
+                format!("{parent}/{}-c{n}", agent_id(5_000_000 + u64::from(n))),
+                None,
+            )
+        };
+        let mut family = vec!["--aih".to_string(), aih];
+        if n.is_multiple_of(3) {
+            family.push("--tag".into());
+            family.push(format!("churn tag:{}", n % 60));
+        }
+        match spawn_holder(bin, state, &family) {
+            Ok(holder) => {
+                stats.spawned += 1;
+                if let Some(index) = existing {
+                    busy.insert(index);
+                }
+                alive.push_back((holder, existing));
+            }
+            Err(_) => stats.failed += 1,
+        }
+        while alive.len() > plan.alive {
+            let (holder, existing) = alive.pop_front().expect("one alive");
+            if let Some(index) = existing {
+                busy.remove(&index);
+            }
+            if (stats.sigkilled + stats.closed).is_multiple_of(2) {
+                holder.process.sigkill();
+                stats.sigkilled += 1;
+            } else {
+                stats.closed += 1;
+            }
+            // Its stdin closes here (a holder not killed releases and
+            // exits by itself); reaped below, later.
+            ending.push(holder.process);
+        }
+        stats.alive_sum += alive.len();
+        ending.retain_mut(|process| process.try_wait().is_none());
+        n += 1;
+    }
+    let sampled = sample();
+    let elapsed = start.elapsed();
+    drop(alive);
+    drop(ending);
+    (stats, (sampled, elapsed))
+}
