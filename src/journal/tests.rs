@@ -285,8 +285,11 @@ fn a_second_recording_replaces_the_state_with_its_checkpoint() {
         1 << 20,
     );
     let set = JournalSet::open(&[second, first]).unwrap();
-    let gap_time = set.files()[1].header.started - Duration::from_millis(1);
+    // Between the first recording's end (20 ms before `base`) and the
+    // second's first checkpoint (`base`).
+    let gap_time = base - Duration::from_millis(10);
     assert!(set.gap_at(gap_time).unwrap().is_some());
+    assert!(set.gap_at(base).unwrap().is_none());
     // Read across the boundary: the second checkpoint's differences
     // arrive as changes.
     let start = set.state_at(set.start()).unwrap();
