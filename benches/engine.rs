@@ -390,12 +390,6 @@ fn header(plan: &Plan, args: &[String], bin: &Path, tmp: &Path) {
          without it (cargo test --all-targets) or with --smoke → smoke run]",
         args.join(" ")
     ));
-    say(format!(
-        "machine:  nproc={} · {} · {}",
-        nproc(),
-        cpu_model().unwrap_or_else(|| "cpu ?".into()),
-        uname()
-    ));
     say_where(bin, tmp);
 }
 

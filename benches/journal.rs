@@ -242,12 +242,6 @@ fn header(plan: &Plan, args: &[String], bin: &Path, tmp: &Path) {
          --only-record / --only-replay: section 1 / sections 2 and 3]",
         args.join(" ")
     ));
-    say(format!(
-        "machine:  nproc={} · {} · {}",
-        nproc(),
-        cpu_model().unwrap_or_else(|| "cpu ?".into()),
-        uname()
-    ));
     say_where(bin, tmp);
 }
 
@@ -1139,6 +1133,17 @@ fn section_rss(plan: &Plan, bin: &Path, tmp: &Path, generated: &Generated, targe
         ),
         &watch,
     );
+    let monitor: Vec<u64> = (0..plan.rss_runs)
+        .map(|_| replay_monitor_rss(plan, bin, generated, mid))
+        .collect();
+    let live: Vec<u64> = (0..plan.rss_runs)
+        .map(|_| live_monitor_rss(plan, bin, &fixture.state))
+        .collect();
+    let monitor_mid = row(
+        "replay monitor (PTY: start, end, jump to the middle)",
+        &monitor,
+    );
+    let live_mid = row("the live monitor on the same state dir (PTY)", &live);
     drop(fixture);
     targets.add(format!(
         "peak RSS, replay --at ≤ watch on the same {} keys: {:.1} MB vs {:.1} MB (medians of {})  {}",
@@ -1148,4 +1153,76 @@ fn section_rss(plan: &Plan, bin: &Path, tmp: &Path, generated: &Generated, targe
         plan.rss_runs,
         verdict(replay_mid <= watch_mid)
     ));
+    targets.add(format!(
+        "peak RSS, the replay monitor ≤ watch on the same {} keys: {:.1} MB vs {:.1} MB (the live monitor: {:.1} MB)  {}",
+        thousands(plan.keys.keys()),
+        mb(monitor_mid),
+        mb(watch_mid),
+        mb(live_mid),
+        verdict(monitor_mid <= watch_mid)
+    ));
+}
+
+/// The monitor's terminal.
+const PTY_ROWS: u16 = 50;
+const PTY_COLS: u16 = 200;
+
+/// Waits until `tui`'s screen satisfies `done`; panics with the screen
+/// past `timeout`.
+fn wait_screen(tui: &PtyTui, what: &str, timeout: Duration, done: impl Fn(&str) -> bool) {
+    if !wait_until(timeout, || done(&tui.screen())) {
+        panic!(
+            "{what}: not within {}; screen:\n{}",
+            fmt_dur(timeout),
+            tui.screen()
+        );
+    }
+}
+
+/// `locktop replay J` on a pseudo-terminal: opened, sent to the end, then
+/// to `mid` with `t`; its VmHWM after a settle.
+fn replay_monitor_rss(plan: &Plan, bin: &Path, generated: &Generated, mid: SystemTime) -> u64 {
+    let mut tui = PtyTui::spawn(
+        bin,
+        &["replay".as_ref(), generated.path.as_os_str()],
+        PTY_ROWS,
+        PTY_COLS,
+    );
+    wait_screen(&tui, "the replay's header", plan.view_timeout, |s| {
+        s.contains(" REPLAY ")
+    });
+    tui.send(b"}");
+    let end = rfc3339(generated.end);
+    wait_screen(&tui, "the replay at its end", plan.view_timeout, |s| {
+        s.lines().next().is_some_and(|l| l.contains(&end))
+    });
+    let mid = rfc3339(mid);
+    tui.send(format!("t{mid}\r").as_bytes());
+    wait_screen(&tui, "the replay at the middle", plan.view_timeout, |s| {
+        s.lines().next().is_some_and(|l| l.contains(&mid))
+    });
+    std::thread::sleep(plan.settle);
+    let kib = vm_hwm(tui.pid());
+    tui.quit();
+    kib
+}
+
+/// The live monitor on `state` until its first scan is done; its VmHWM
+/// after a settle.
+fn live_monitor_rss(plan: &Plan, bin: &Path, state: &Path) -> u64 {
+    let tui = PtyTui::spawn(
+        bin,
+        &["--state-dir".as_ref(), state.as_os_str()],
+        PTY_ROWS,
+        PTY_COLS,
+    );
+    wait_screen(&tui, "the monitor's first view", plan.view_timeout, |s| {
+        s.lines()
+            .next()
+            .is_some_and(|l| l.contains("watching") && !l.contains("so far"))
+    });
+    std::thread::sleep(plan.settle);
+    let kib = vm_hwm(tui.pid());
+    tui.quit();
+    kib
 }

@@ -66,12 +66,12 @@
 #[allow(dead_code)]
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use support::outside::*;
@@ -265,26 +265,7 @@ fn header(plan: &Plan, args: &[String], bin: &Path, tmp: &Path) {
          --only-memory / --only-churn: one section]",
         args.join(" ")
     ));
-    say(format!(
-        "machine:  nproc={} · {} · {} · {}",
-        nproc(),
-        cpu_model().unwrap_or_else(|| "cpu ?".into()),
-        mem_total(),
-        uname()
-    ));
     say_where(bin, tmp);
-}
-
-/// `MemTotal` of `/proc/meminfo`, in GB.
-fn mem_total() -> String {
-    let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    info.lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or_else(
-            || "memory ?".into(),
-            |kib| format!("{:.1} GB RAM", kib / 1024.0 / 1024.0),
-        )
 }
 
 // ===========================================================================
@@ -843,92 +824,6 @@ fn download_snapshot(base: &str, timeout: Duration) -> Result<KeysSummary, Strin
 // ---------------------------------------------------------------------------
 // The TUI
 
-/// `locktop` on a pseudo-terminal, its screen kept by a vt100 parser;
-/// killed and reaped when dropped.
-struct PtyTui {
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-    writer: Box<dyn Write + Send>,
-    screen: Arc<Mutex<vt100::Parser>>,
-    _master: Box<dyn portable_pty::MasterPty + Send>,
-}
-
-impl PtyTui {
-    fn spawn(bin: &Path, state: &Path) -> Self {
-        use portable_pty::{CommandBuilder, PtySize, native_pty_system};
-        let pair = native_pty_system()
-            .openpty(PtySize {
-                rows: TUI_ROWS,
-                cols: TUI_COLS,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .expect("openpty");
-        let mut command = CommandBuilder::new(bin);
-        command.arg("--state-dir");
-        command.arg(state);
-        command.env("TERM", "xterm-256color");
-        let child = pair.slave.spawn_command(command).expect("spawn the TUI");
-        drop(pair.slave);
-        let mut reader = pair.master.try_clone_reader().expect("pty reader");
-        let writer = pair.master.take_writer().expect("pty writer");
-        let nonzero = |n: u16| std::num::NonZeroU16::new(n).expect("non-zero");
-        let screen = Arc::new(Mutex::new(vt100::Parser::new(
-            nonzero(TUI_ROWS),
-            nonzero(TUI_COLS),
-            0,
-        )));
-        let sink = screen.clone();
-        std::thread::spawn(move || {
-            let mut buffer = [0u8; 1 << 16];
-            loop {
-                match reader.read(&mut buffer) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => sink.lock().expect("screen").process(&buffer[..n]),
-                }
-            }
-        });
-        Self {
-            child,
-            writer,
-            screen,
-            _master: pair.master,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.process_id().expect("the TUI's PID")
-    }
-
-    fn screen(&self) -> String {
-        self.screen.lock().expect("screen").screen().contents()
-    }
-
-    /// `q`, then SIGKILL if it has not exited within 5 s.
-    fn quit(mut self) {
-        let _ = self
-            .writer
-            .write_all(b"q")
-            .and_then(|()| self.writer.flush());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        // Drop kills it.
-    }
-}
-
-impl Drop for PtyTui {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 /// The first complete view: the header's first line says `watching`, its
 /// second counts every key (`N ● live`, `M ○ free`), and a holder's PID
 /// shows below the tab bar.
@@ -961,7 +856,12 @@ fn run_tui(plan: &Plan, bin: &Path, fixture: &Fixture) -> (Option<Duration>, u64
     pids.sort();
     pids.dedup();
     let start = Instant::now();
-    let tui = PtyTui::spawn(bin, &fixture.state);
+    let tui = PtyTui::spawn(
+        bin,
+        &["--state-dir".as_ref(), fixture.state.as_os_str()],
+        TUI_ROWS,
+        TUI_COLS,
+    );
     let view = loop {
         if tui_complete(&tui.screen(), live, free, &pids) {
             break Some(start.elapsed());

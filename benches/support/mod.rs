@@ -595,9 +595,28 @@ pub fn measure_child(args: &[String]) {
     );
 }
 
-/// The run's load, binary, tempdir (and its filesystem) and source
-/// commit: the lines every bench prints under its title.
+/// `MemTotal` of `/proc/meminfo`, in GB.
+pub fn mem_total() -> String {
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or_else(
+            || "memory ?".into(),
+            |kib| format!("{:.1} GB RAM", kib / 1024.0 / 1024.0),
+        )
+}
+
+/// The machine, the run's load, binary, tempdir (and its filesystem) and
+/// source commit: the lines every bench prints under its title.
 pub fn say_where(bin: &Path, tmp: &Path) {
+    say(format!(
+        "machine:  nproc={} · {} · {} · {}",
+        nproc(),
+        cpu_model().unwrap_or_else(|| "cpu ?".into()),
+        mem_total(),
+        uname()
+    ));
     say(format!("load:     {} (/proc/loadavg at start)", loadavg()));
     say(format!(
         "binary:   {}   tempdir: {} ({})",

@@ -1,15 +1,16 @@
 //! What the benches that drive the `locktop` binary from the outside
 //! share (`scale` and `journal`): child locktops, a fixture of keys held
 //! by real `locktop hold` processes, `watch`'s peak RSS, a churn of
-//! holders, and a process's CPU from `/proc/PID/stat`.
+//! holders, a process's CPU from `/proc/PID/stat`, and a monitor on a
+//! pseudo-terminal.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -355,4 +356,100 @@ pub fn churn<T>(
     drop(alive);
     drop(ending);
     (stats, (sampled, elapsed))
+}
+
+/// `locktop` on a pseudo-terminal, its screen kept by a vt100 parser;
+/// killed and reaped when dropped.
+pub struct PtyTui {
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    writer: Box<dyn Write + Send>,
+    screen: Arc<Mutex<vt100::Parser>>,
+    _master: Box<dyn portable_pty::MasterPty + Send>,
+}
+
+impl PtyTui {
+    /// `bin ARGS…` on a `cols`×`rows` terminal.
+    pub fn spawn(bin: &Path, args: &[&std::ffi::OsStr], rows: u16, cols: u16) -> Self {
+        use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        let mut command = CommandBuilder::new(bin);
+        command.args(args);
+        command.env("TERM", "xterm-256color");
+        let child = pair.slave.spawn_command(command).expect("spawn the TUI");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().expect("pty reader");
+        let writer = pair.master.take_writer().expect("pty writer");
+        let nonzero = |n: u16| std::num::NonZeroU16::new(n).expect("non-zero");
+        let screen = Arc::new(Mutex::new(vt100::Parser::new(
+            nonzero(rows),
+            nonzero(cols),
+            0,
+        )));
+        let sink = screen.clone();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 1 << 16];
+            loop {
+                match reader.read(&mut buffer) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => sink.lock().expect("screen").process(&buffer[..n]),
+                }
+            }
+        });
+        Self {
+            child,
+            writer,
+            screen,
+            _master: pair.master,
+        }
+    }
+
+    /// Its PID.
+    pub fn pid(&self) -> u32 {
+        self.child.process_id().expect("the TUI's PID")
+    }
+
+    /// The screen's text.
+    pub fn screen(&self) -> String {
+        self.screen.lock().expect("screen").screen().contents()
+    }
+
+    /// Types `keys`.
+    pub fn send(&mut self, keys: &[u8]) {
+        let _ = self
+            .writer
+            .write_all(keys)
+            .and_then(|()| self.writer.flush());
+    }
+
+    /// `q`, then SIGKILL if it has not exited within 5 s.
+    pub fn quit(mut self) {
+        let _ = self
+            .writer
+            .write_all(b"q")
+            .and_then(|()| self.writer.flush());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Drop kills it.
+    }
+}
+
+impl Drop for PtyTui {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
