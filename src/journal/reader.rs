@@ -46,6 +46,15 @@ pub struct JournalFile {
     pub len: u64,
     /// Its first checkpoint: where it starts, and its time.
     first_checkpoint: Option<(u64, SystemTime)>,
+    /// The time of its last line that carries one (read once, at open).
+    end: SystemTime,
+}
+
+impl JournalFile {
+    /// Where its first checkpoint starts, if it has one.
+    pub fn first_checkpoint_offset(&self) -> Option<u64> {
+        self.first_checkpoint.map(|(offset, _)| offset)
+    }
 }
 
 /// A place in a journal set: a file and a byte offset in it.
@@ -77,6 +86,8 @@ pub struct Replayed {
     pub last_change: Option<SystemTime>,
     /// The checkpoint's time.
     pub checkpoint: SystemTime,
+    /// Where that checkpoint starts.
+    pub checkpoint_at: Position,
 }
 
 impl JournalSet {
@@ -151,6 +162,24 @@ impl JournalSet {
         if files.is_empty() {
             bail!("no journal with a complete checkpoint: nothing to replay");
         }
+        // Two recorders at once (say `serve --journal` and a `record`)
+        // would interleave two histories: refused, not merged.
+        for pair in files.windows(2) {
+            let (before, after) = (&pair[0], &pair[1]);
+            let other_recording = after.header.recording_started != before.header.recording_started;
+            if let Some((_, starts)) = after.first_checkpoint
+                && other_recording
+                && starts < before.end
+            {
+                bail!(
+                    "{} and {} overlap in time ({} began before {} ended): two recordings made at once; replay them one at a time",
+                    before.path.display(),
+                    after.path.display(),
+                    crate::time_format::rfc3339(starts),
+                    crate::time_format::rfc3339(before.end)
+                );
+            }
+        }
         Ok(Self {
             files,
             warnings: Mutex::new(warnings),
@@ -188,12 +217,11 @@ impl JournalSet {
 
     /// The time of the last line (of the last file).
     pub fn end(&self) -> anyhow::Result<SystemTime> {
-        let last = self.files.len() - 1;
-        last_time(&self.files[last])
-            .map(|time| time.unwrap_or_else(|| self.start().max(self.files[last].header.started)))
+        let last = &self.files[self.files.len() - 1];
+        Ok(last.end.max(self.start()))
     }
 
-    /// When `time` falls between two recordings (after one's last line,
+    /// When `time` falls between two files (after one's last line,
     /// before the next one's first checkpoint): that gap.
     pub fn gap_at(&self, time: SystemTime) -> anyhow::Result<Option<(SystemTime, SystemTime)>> {
         for pair in self.files.windows(2) {
@@ -203,8 +231,7 @@ impl JournalSet {
             if time >= next_start {
                 continue;
             }
-            let end = last_time(&pair[0])?.unwrap_or(pair[0].header.started);
-            return Ok((time > end).then_some((end, next_start)));
+            return Ok((time > pair[0].end).then_some((pair[0].end, next_start)));
         }
         Ok(None)
     }
@@ -220,7 +247,7 @@ impl JournalSet {
                 crate::time_format::rfc3339(start)
             );
         }
-        let file = self
+        let mut file = self
             .files
             .iter()
             .rposition(|file| file.first_checkpoint.is_some_and(|(_, t)| t <= time))
@@ -228,14 +255,24 @@ impl JournalSet {
         let mut limit = self.files[file].len;
         loop {
             let Some(offset) = self.checkpoint_before(file, time, limit)? else {
-                bail!(
-                    "{}: no complete checkpoint before {}",
-                    self.files[file].path.display(),
-                    crate::time_format::rfc3339(time)
-                );
+                // No usable checkpoint in this file (its first has no
+                // end): the file before, if any, tells the state then.
+                if file == 0 {
+                    bail!(
+                        "{}: no complete checkpoint before {}",
+                        self.files[file].path.display(),
+                        crate::time_format::rfc3339(time)
+                    );
+                }
+                file -= 1;
+                limit = self.files[file].len;
+                continue;
             };
-            match self.load_checkpoint(Position { file, offset })? {
-                Some((state, next, at)) => return self.fold_until(state, next, at, time),
+            let at = Position { file, offset };
+            match self.load_checkpoint(at)? {
+                Some((state, next, stamp)) => {
+                    return self.fold_until(state, next, stamp, time, at);
+                }
                 None => {
                     self.warn(format!(
                         "{}: a checkpoint at byte {offset} has no end: the one before is used",
@@ -248,24 +285,86 @@ impl JournalSet {
     }
 
     /// The time of the last key change before `time` (`None`: none since
-    /// the recording's start).
+    /// the recording's start). Changes folded into a checkpoint are found
+    /// before it; the first checkpoint of another recording counts as a
+    /// change (what changed while nothing recorded).
     pub fn previous_change(&self, time: SystemTime) -> anyhow::Result<Option<SystemTime>> {
-        let mut before = time;
+        let Some(probe) = time.checked_sub(Duration::from_millis(1)) else {
+            return Ok(None);
+        };
+        if probe < self.start() {
+            return Ok(None);
+        }
+        let replayed = self.state_at(probe)?;
+        if let Some(change) = replayed.last_change {
+            return Ok(Some(change));
+        }
+        // The changes before the checkpoint the answer came from.
+        let mut at = replayed.checkpoint_at;
         loop {
-            let Some(probe) = before.checked_sub(Duration::from_millis(1)) else {
+            let file = &self.files[at.file];
+            if let Some((first, stamp)) = file.first_checkpoint
+                && first == at.offset
+            {
+                let starts_a_recording = at.file > 0
+                    && self.files[at.file - 1].header.recording_started
+                        != file.header.recording_started;
+                if starts_a_recording {
+                    return Ok(Some(stamp.min(probe)));
+                }
+                if at.file == 0 {
+                    return Ok(None);
+                }
+                at = Position {
+                    file: at.file - 1,
+                    offset: self.files[at.file - 1].len,
+                };
+                continue;
+            }
+            let Some(offset) = self.checkpoint_before(at.file, probe, at.offset)? else {
                 return Ok(None);
             };
-            if probe < self.start() {
-                return Ok(None);
-            }
-            let replayed = self.state_at(probe)?;
-            if let Some(change) = replayed.last_change {
+            let before = Position {
+                file: at.file,
+                offset,
+            };
+            if let Some((state, next, _)) = self.load_checkpoint(before)?
+                && let Some(change) = self.last_change_between(&state, next, at, probe)?
+            {
                 return Ok(Some(change));
             }
-            if replayed.checkpoint <= self.start() {
-                return Ok(None);
+            at = before;
+        }
+    }
+
+    /// The time of the last key change from `from` up to (not including)
+    /// `until`, in one file, at most `probe`.
+    fn last_change_between(
+        &self,
+        state: &Fold,
+        from: Position,
+        until: Position,
+        probe: SystemTime,
+    ) -> anyhow::Result<Option<SystemTime>> {
+        let mut lines = self.lines_from(from)?;
+        let mut last = None;
+        loop {
+            let here = lines.position();
+            if here.file != until.file || here.offset >= until.offset {
+                return Ok(last);
             }
-            before = replayed.checkpoint;
+            let Some(entry) = lines.next_entry(state)? else {
+                return Ok(last);
+            };
+            if let Entry::Change {
+                delta: Delta::Key { .. } | Delta::Removed { .. },
+                time,
+                ..
+            } = entry
+                && time <= probe
+            {
+                last = Some(time);
+            }
         }
     }
 
@@ -277,6 +376,7 @@ impl JournalSet {
         next: Position,
         mut last_line: SystemTime,
         time: SystemTime,
+        checkpoint_at: Position,
     ) -> anyhow::Result<Replayed> {
         let checkpoint = last_line;
         let mut last_change = None;
@@ -305,6 +405,7 @@ impl JournalSet {
             last_line,
             last_change,
             checkpoint,
+            checkpoint_at,
         })
     }
 
@@ -433,12 +534,17 @@ fn open_file(path: &Path, set: &JournalSet) -> anyhow::Result<JournalFile> {
         None
     };
     let _ = set;
-    Ok(JournalFile {
+    let mut file = JournalFile {
         path: path.to_path_buf(),
+        end: header.started,
         header,
         len,
         first_checkpoint,
-    })
+    };
+    if let Some(end) = last_time(&file)? {
+        file.end = end;
+    }
+    Ok(file)
 }
 
 fn trim_newline(line: &[u8]) -> &[u8] {

@@ -348,3 +348,54 @@ fn a_recording_of_past_times_keeps_them() {
         "{last}"
     );
 }
+
+#[test]
+fn the_previous_change_is_found_across_checkpoints() {
+    let (_dir, path, deltas) = recorded(1_500, 5, None, 1, 8 << 10);
+    let set = JournalSet::open(std::slice::from_ref(&path)).unwrap();
+    let start = set.start();
+    let changes: Vec<SystemTime> = deltas
+        .iter()
+        .filter_map(|delta| match delta {
+            Delta::Key { at, .. } | Delta::Removed { at, .. } => Some(*at),
+            _ => None,
+        })
+        .collect();
+    for (n, time) in times(&deltas).into_iter().enumerate() {
+        if time <= start || n % 3 != 0 {
+            continue;
+        }
+        let expected = changes.iter().copied().filter(|at| *at < time).max();
+        // What the first checkpoint states is the recording's start, not
+        // a change.
+        let expected = expected.filter(|at| *at > start);
+        let found = set.previous_change(time).unwrap();
+        assert_eq!(found, expected, "before {time:?}");
+    }
+}
+
+#[test]
+fn two_recordings_made_at_once_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("a.jsonl");
+    let second = dir.path().join("b.jsonl");
+    let base = base();
+    let mut long = initial();
+    long.extend(script(base, 200, 6));
+    let mut overlapping = initial();
+    overlapping.extend(script(base, 50, 7));
+    for (path, deltas) in [(&first, &long), (&second, &overlapping)] {
+        record(
+            Output::File {
+                path: path.clone(),
+                max_size: None,
+                keep: 1,
+            },
+            deltas,
+            1 << 20,
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let error = JournalSet::open(&[first, second]).unwrap_err().to_string();
+    assert!(error.contains("overlap in time"), "{error}");
+}

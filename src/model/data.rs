@@ -133,7 +133,7 @@ impl Data {
     /// Folds one delta in, by the engine's one rule
     /// ([`crate::engine::fold::fold`]). `pid_alive` tells a death from a
     /// release.
-    pub fn apply(&mut self, delta: Delta, pid_alive: &dyn Fn(u32) -> bool) {
+    pub fn apply(&mut self, delta: Delta, pid_alive: &dyn Fn(u32) -> Option<bool>) {
         self.version += 1;
         fold(
             &mut Folding {
@@ -150,7 +150,7 @@ impl Data {
         state: KeyState,
         previous: Option<Liveness>,
         at: SystemTime,
-        pid_alive: &dyn Fn(u32) -> bool,
+        pid_alive: &dyn Fn(u32) -> Option<bool>,
     ) {
         if previous.is_some() && self.tree_lock(&key).is_none() {
             // Known, and no node: it was stale.
@@ -529,7 +529,7 @@ impl Data {
 /// (with counts, the PID index and the event log kept beside them).
 struct Folding<'a> {
     data: &'a mut Data,
-    pid_alive: &'a dyn Fn(u32) -> bool,
+    pid_alive: &'a dyn Fn(u32) -> Option<bool>,
 }
 
 impl Folder for Folding<'_> {

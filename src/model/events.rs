@@ -63,16 +63,21 @@ impl EventKind {
 
 /// The word for a held key that became free, from its last `holders`:
 /// released while one still runs, else killed by locktop when locktop
-/// signalled one of them, else holder exited; freed when none was known.
+/// signalled one of them, else holder exited; freed when none was known,
+/// or when whether they still run cannot be told (`pid_alive` says
+/// `None`).
 pub fn ended(
     holders: &[ProcessInfo],
     log: &EventLog,
-    pid_alive: &dyn Fn(u32) -> bool,
+    pid_alive: &dyn Fn(u32) -> Option<bool>,
 ) -> EventKind {
+    let alive: Vec<Option<bool>> = holders.iter().map(|p| pid_alive(p.pid)).collect();
     if holders.is_empty() {
         EventKind::Freed
-    } else if holders.iter().any(|p| pid_alive(p.pid)) {
+    } else if alive.contains(&Some(true)) {
         EventKind::Released
+    } else if alive.contains(&None) {
+        EventKind::Freed
     } else if holders.iter().any(|p| log.was_signalled(p)) {
         EventKind::KilledByLocktop
     } else {

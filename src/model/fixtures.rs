@@ -19,7 +19,7 @@ pub const HOLD: &str = "locktop hold --aih cli/daemon/abc --tag deploy";
 /// error keys, tags, an other key, a scan problem, and a few events.
 /// Its clock is `t(600)`.
 pub fn demo_model() -> Model {
-    let mut model = Model::new(Box::new(|pid| pid != 4242));
+    let mut model = Model::new(Box::new(|pid| Some(pid != 4242)));
     for delta in demo_deltas() {
         model.apply(delta);
     }

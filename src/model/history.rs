@@ -162,7 +162,7 @@ mod tests {
     fn the_model_keeps_each_keys_holders_and_how_they_let_go() {
         let mut data = super::super::Data::default();
         let key = tag("x");
-        let running = |pid| pid == 7;
+        let running = |pid| Some(pid == 7);
         data.apply(Delta::Synced { keys: 0, at: t(0) }, &running);
         let steps = [
             key_delta(key.clone(), held(Liveness::Live, 7, "a", t(1)), None, t(1)),

@@ -51,8 +51,9 @@ pub use view::{Flat, RECENTLY_FREED, Row, SectionTally, Sort, ViewSettings};
 
 use crate::engine::Delta;
 
-/// Answers whether a PID is still a running process.
-pub type PidAlive = Box<dyn Fn(u32) -> bool + Send + Sync>;
+/// Answers whether a PID is still a running process (`None`: nobody can
+/// tell — a replay of a change the recorder did not see happen).
+pub type PidAlive = Box<dyn Fn(u32) -> Option<bool> + Send + Sync>;
 
 /// A key's identity across changes: its section and path (node ids are
 /// reused once pruned).
@@ -92,7 +93,7 @@ pub struct Model {
 
 impl Default for Model {
     fn default() -> Self {
-        Self::new(Box::new(|_| true))
+        Self::new(Box::new(|_| Some(true)))
     }
 }
 
@@ -156,9 +157,10 @@ impl Model {
         self.data.events.note_signalled(pid, started);
     }
 
-    /// Asks the function given at creation whether `pid` still runs.
+    /// Asks the function given at creation whether `pid` still runs
+    /// (not known: no).
     pub fn pid_alive(&self, pid: u32) -> bool {
-        (self.pid_alive)(pid)
+        (self.pid_alive)(pid).unwrap_or(false)
     }
 
     /// The data the views show: the frozen copy while paused.

@@ -245,7 +245,7 @@ fn events_log_acquire_release_and_death_but_not_the_initial_scan() {
 #[test]
 fn a_freed_key_says_released_holder_exited_killed_by_locktop_or_freed() {
     // pid 1 runs, the others are gone.
-    let mut model = Model::new(Box::new(|pid| pid == 1));
+    let mut model = Model::new(Box::new(|pid| Some(pid == 1)));
     model.apply(Delta::Synced { keys: 0, at: t(0) });
     model.note_signalled(3, Some(t(0)));
     model.note_signalled(4, Some(t(99))); // the same PID, another process
@@ -389,7 +389,7 @@ fn verdict_changes_are_logged_and_what_the_first_scan_found_is_not() {
             .map(|e| format!("{} {}", e.kind.text(), e.key.name()))
             .collect()
     };
-    let mut model = Model::new(Box::new(|_| true));
+    let mut model = Model::new(Box::new(|_| Some(true)));
     model.set_materializing(std::time::Duration::from_secs(30));
     let mut stopped = held(Liveness::Live, 10, "agent", t(0));
     stopped.holders[0].state = Some(ProcState::Stopped);

@@ -95,7 +95,7 @@ pub async fn run(
         materializing_after: options.materializing_after,
     };
     let handle = crate::engine::spawn(context.clone(), engine);
-    let model = crate::model::Model::new(Box::new(pid_alive));
+    let model = crate::model::Model::new(Box::new(|pid| Some(pid_alive(pid))));
     let mut app = App::new(config, model);
     let events = match Ops::new(context.clone(), Some(handle.commands.clone())) {
         Ok((ops, events)) => {

@@ -14,7 +14,7 @@
 //! up and restored as live.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
@@ -37,6 +37,10 @@ use super::theme::Theme;
 pub const EVENTS_WINDOW: Duration = Duration::from_secs(300);
 /// Playing speeds (recorded seconds per second).
 pub const SPEEDS: [f64; 9] = [0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0];
+/// [`Player::holder_alive`]: not recorded, alive, gone.
+const UNKNOWN: u8 = 0;
+const ALIVE: u8 = 1;
+const GONE: u8 = 2;
 /// How often a playing replay moves its cursor.
 const FRAME: Duration = Duration::from_millis(100);
 
@@ -90,17 +94,21 @@ pub struct Player {
     status: ReplayStatus,
     speed: usize,
     /// The model's answer to "does this holder still run": what the
-    /// recorder saw for the change being applied.
-    holder_alive: Arc<AtomicBool>,
+    /// recorder saw for the change being applied ([`UNKNOWN`] when it
+    /// did not see the change happen).
+    holder_alive: Arc<AtomicU8>,
 }
 
 impl Player {
     /// A player at the start of `set`, and the app it feeds.
     pub fn open(set: JournalSet, theme: Theme) -> anyhow::Result<(Self, App)> {
         let header = set.header().clone();
-        let holder_alive = Arc::new(AtomicBool::new(false));
+        let holder_alive = Arc::new(AtomicU8::new(UNKNOWN));
         let alive = holder_alive.clone();
-        let model = Model::new(Box::new(move |_| alive.load(Ordering::Relaxed)));
+        let model = Model::new(Box::new(move |_| match alive.load(Ordering::Relaxed) {
+            UNKNOWN => None,
+            known => Some(known == ALIVE),
+        }));
         let config = AppConfig {
             state_dir: header.state_dir.clone(),
             probe: header.probe,
@@ -279,8 +287,8 @@ impl Player {
                 ..
             } = entry
             {
-                self.holder_alive
-                    .store(holder_alive.unwrap_or(false), Ordering::Relaxed);
+                let alive = holder_alive.map_or(UNKNOWN, |alive| if alive { ALIVE } else { GONE });
+                self.holder_alive.store(alive, Ordering::Relaxed);
                 self.state.apply(delta.clone());
                 app.model_mut().set_now(at);
                 app.apply(delta);

@@ -65,7 +65,7 @@ fn victim(ignore_term: bool) -> (Child, App, tempfile::TempDir) {
     std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready).unwrap();
     assert_eq!(ready.trim(), "ready");
     let holder = ProcessInfo::of(child.id());
-    let mut model = Model::new(Box::new(pid_alive));
+    let mut model = Model::new(Box::new(|pid| Some(pid_alive(pid))));
     let state_of_key = crate::engine::KeyState {
         holders: vec![holder],
         ..held(Liveness::Live, 0, "", t(0))
