@@ -114,12 +114,16 @@ fn warn(set: &JournalSet) {
 fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::Result<ExitCode> {
     let replayed = set.state_at(at)?;
     warn(set);
+    // Past what was recorded, the state is the last one recorded, judged
+    // (ages, verdicts, `taken_at`) as of then: time nobody recorded makes
+    // no verdict.
     let end = set.end()?;
-    if at > end {
+    let judged_at = if at > end {
         eprintln!(
-            "locktop replay: note: the recording ends at {}; this is the last state it recorded",
+            "locktop replay: note: the recording ends at {}; this is the last state it recorded, as of then",
             rfc3339(end)
         );
+        end
     } else if let Some(gap) = set.gap_at(at)? {
         eprintln!(
             "locktop replay: note: nothing was recorded from {} to {}; this is the state at {}",
@@ -127,7 +131,10 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
             rfc3339(gap.1),
             rfc3339(gap.0)
         );
-    }
+        gap.0
+    } else {
+        at
+    };
     let state = &replayed.state;
     let mut keys: Vec<_> = state
         .keys()
@@ -152,7 +159,7 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
             keys.iter().copied(),
             problems,
             materializing,
-            at,
+            judged_at,
         )?;
     } else {
         super::snapshot::write_table(
@@ -160,7 +167,7 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
             keys.iter().copied(),
             problems,
             super::snapshot::terminal_width(),
-            at,
+            judged_at,
             materializing,
         )?;
     }
@@ -175,12 +182,31 @@ fn print_changes(
     to: Option<SystemTime>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let from = from.unwrap_or_else(|| set.start()).max(set.start());
+    let start_time = set.start();
+    if let Some(asked) = from
+        && asked < start_time
+    {
+        eprintln!(
+            "locktop replay: note: the recording starts at {}; the changes are from then",
+            rfc3339(start_time)
+        );
+    }
+    let from = from.unwrap_or(start_time).max(start_time);
     let to = to.unwrap_or(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 40));
     if to < from {
-        bail!("--to {} is before --from {}", rfc3339(to), rfc3339(from));
+        bail!(
+            "--to {} is before the window's start {} (--from, or the recording's start)",
+            rfc3339(to),
+            rfc3339(from)
+        );
     }
-    let start = set.state_at(from)?;
+    // The state just before the window: its first millisecond's changes
+    // are printed, not folded in.
+    let before = from
+        .checked_sub(std::time::Duration::from_millis(1))
+        .filter(|before| *before >= start_time)
+        .unwrap_or(start_time);
+    let start = set.state_at(before)?;
     // Verdicts as `watch` follows them, from the state at the start.
     let mut verdicts = Verdicts::new(materializing_of(set.header()));
     for (key, state) in start.state.keys().iter() {
@@ -198,6 +224,15 @@ fn print_changes(
         };
         if at > to {
             break;
+        }
+        if at < from {
+            // Before the window (the start's own millisecond): folded,
+            // not printed.
+            if let Entry::Change { delta, .. } = entry {
+                change_report(&delta, &mut verdicts);
+                state.apply(delta);
+            }
+            continue;
         }
         let report = match entry {
             Entry::Change { delta, .. } => {

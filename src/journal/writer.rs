@@ -409,6 +409,12 @@ fn open(output: &Output, first: bool) -> anyhow::Result<Box<dyn Write + Send>> {
                 path.display()
             );
         }
+        if first && *keep <= 1 {
+            anyhow::bail!(
+                "{} exists, and --keep 1 would delete it: a recording is never overwritten (keep 2 or more, or choose another --out)",
+                path.display()
+            );
+        }
         rotate_files(path, *keep)?;
     }
     let file = File::options()

@@ -234,6 +234,11 @@ impl Data {
         at: SystemTime,
     ) {
         use super::{Ended, EventKind};
+        if state.liveness == Liveness::Error {
+            // A probe that failed says nothing of the holder: its hold
+            // stays open.
+            return;
+        }
         if state.liveness.is_held() {
             if let Some(holder) = state.holders.first() {
                 self.history.held(key, holder, state.since, at);

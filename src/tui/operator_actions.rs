@@ -158,6 +158,7 @@ impl App {
             held.iter().copied(),
             &data.watcher.problems,
             now,
+            self.config.materializing_after,
         );
         let how = format!(
             "from the recording at {} (nothing probed)",

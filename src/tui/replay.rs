@@ -59,6 +59,9 @@ pub struct ReplayStatus {
     pub speed: f64,
     /// The host recorded.
     pub host: String,
+    /// When the cursor is between two recordings: the first one's end
+    /// and the next one's start (the screen shows the state at the end).
+    pub gap: Option<(SystemTime, SystemTime)>,
 }
 
 /// What the operator asked of the replay.
@@ -132,6 +135,7 @@ impl Player {
                 playing: false,
                 speed: SPEEDS[speed],
                 host: header.host.clone(),
+                gap: None,
             },
             set,
             speed,
@@ -205,7 +209,10 @@ impl Player {
         let time = if let Some(later) = text.strip_prefix('+') {
             let by = humantime::parse_duration(later.trim())
                 .map_err(|_| anyhow::anyhow!("bad time {text:?}: +30s, -5m or RFC 3339"))?;
-            self.status.cursor + by
+            self.status
+                .cursor
+                .checked_add(by)
+                .unwrap_or(self.status.end)
         } else if text.starts_with('-') {
             crate::journal::time_arg::parse(text, self.status.cursor)?
         } else {
@@ -295,7 +302,11 @@ impl Player {
             }
         }
         self.status.cursor = time;
-        app.model_mut().set_now(time);
+        self.status.gap = self.set.gap_at(time)?;
+        // In a gap nothing was recorded: the screen is judged as at the
+        // last recorded moment, and the header says so.
+        let judged = self.status.gap.map_or(time, |(end, _)| end);
+        app.model_mut().set_now(judged);
         app.mark_dirty();
         Ok(())
     }

@@ -177,15 +177,15 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
             root.display()
         );
     }
-    let recorder = match &args.journal {
-        Some(dir) => Some(journal_in(
+    let journal = match &args.journal {
+        Some(dir) => Some(JournalThread::start(journal_in(
             dir,
             &state_dir,
             &probe,
             args.max_size,
             args.keep,
             materializing,
-        )?),
+        )?)?),
         None => None,
     };
     // Its own thread: a hundred scrapers must not delay what it sees.
@@ -205,7 +205,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         probe,
         exposure,
     });
-    let follower = tokio::spawn(follow(handle, shared.clone(), recorder));
+    let follower = tokio::spawn(follow(handle, shared.clone(), journal));
     let mut app = router(shared.clone());
     let (tls, users) = web.map_or((None, None), |web| (web.tls, web.users));
     if let Some(users) = users {
@@ -224,6 +224,68 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     .await;
     follower.abort();
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `follow` hands the journal's thread.
+enum ToJournal {
+    /// A delta, in order.
+    Delta(crate::engine::Delta),
+    /// A burst settled: judge the keys it left unsettled.
+    Settle,
+    /// A second passed: judge held keys against the clock.
+    Tick,
+}
+
+/// How many of them may wait for the journal's thread.
+const JOURNAL_QUEUE: usize = 8192;
+
+/// The journal of `serve --journal`: its own thread writes, so a slow or
+/// stalled disk never holds up the view, the scrapes or `/events`; what
+/// it has not written yet waits in a bounded queue, and a journal that
+/// falls that far behind stops (said once on stderr) rather than grow
+/// memory or stall serving.
+struct JournalThread {
+    queue: std::sync::mpsc::SyncSender<ToJournal>,
+}
+
+impl JournalThread {
+    fn start(mut recorder: Recorder) -> anyhow::Result<Self> {
+        let (queue, work) = std::sync::mpsc::sync_channel(JOURNAL_QUEUE);
+        std::thread::Builder::new()
+            .name("locktop-journal".into())
+            .spawn(move || {
+                for message in work {
+                    let written = match message {
+                        ToJournal::Delta(delta) => recorder.delta(delta),
+                        ToJournal::Settle => recorder.settle(),
+                        ToJournal::Tick => recorder.tick(),
+                    };
+                    if let Err(error) = written {
+                        eprintln!("locktop serve: the journal stopped: {error}");
+                        return;
+                    }
+                }
+            })
+            .context("cannot start the journal's thread")?;
+        Ok(Self { queue })
+    }
+}
+
+/// Hands `message` to the journal's thread, if there is one; a journal
+/// that stopped, or fell [`JOURNAL_QUEUE`] behind, is dropped (said once).
+fn record(journal: &mut Option<JournalThread>, message: ToJournal) {
+    let Some(thread) = journal else { return };
+    match thread.queue.try_send(message) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::TrySendError::Full(_)) => {
+            eprintln!(
+                "locktop serve: the journal stopped: the disk did not keep up ({JOURNAL_QUEUE} changes waiting)"
+            );
+            *journal = None;
+        }
+        // The thread said why it stopped.
+        Err(std::sync::mpsc::TrySendError::Disconnected(_)) => *journal = None,
+    }
 }
 
 /// The recorder of `serve --journal DIR`: `DIR/journal.jsonl`, rotated.
@@ -263,7 +325,7 @@ pub const JOURNAL_FILE: &str = "journal.jsonl";
 /// again against the clock (a verdict that comes with time alone, as
 /// `watch` does). A journal that cannot be written is said once on
 /// stderr and stops; serving goes on.
-async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut recorder: Option<Recorder>) {
+async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut journal: Option<JournalThread>) {
     use crate::cli::watch::{settled, verdicts::SETTLE_AFTER};
     let mut settle_at = None;
     let mut clock = tokio::time::interval(Duration::from_secs(1));
@@ -278,33 +340,19 @@ async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut recorder: Opt
                     .unwrap_or_else(PoisonError::into_inner)
                     .apply(&delta);
                 shared.subscribers.publish(&delta);
-                record(&mut recorder, |recorder| recorder.delta(delta));
+                record(&mut journal, ToJournal::Delta(delta));
                 settle_at = Some(tokio::time::Instant::now() + SETTLE_AFTER);
             }
             () = settled(settle_at) => {
                 settle_at = None;
                 shared.subscribers.settle(std::time::SystemTime::now());
-                record(&mut recorder, Recorder::settle);
+                record(&mut journal, ToJournal::Settle);
             }
             _ = clock.tick(), if settle_at.is_none() => {
                 shared.subscribers.tick(std::time::SystemTime::now());
-                record(&mut recorder, Recorder::tick);
+                record(&mut journal, ToJournal::Tick);
             }
         }
-    }
-}
-
-/// Runs `write` on the recorder, if there is one; on an error says so
-/// and drops it.
-fn record(
-    recorder: &mut Option<Recorder>,
-    write: impl FnOnce(&mut Recorder) -> std::io::Result<()>,
-) {
-    if let Some(journal) = recorder
-        && let Err(error) = write(journal)
-    {
-        eprintln!("locktop serve: the journal stopped: {error}");
-        *recorder = None;
     }
 }
 

@@ -15,18 +15,20 @@ use crate::disk::{KeyKind, LockKey, ScanProblem, ScanProblemKind};
 use crate::liveness::process::ProcessInfo;
 use crate::liveness::{KeyState, Liveness};
 use crate::locks::{self, Family, LocksError};
-use crate::operate::verdict::{MATERIALIZING_AFTER, Role, judge};
+use crate::operate::verdict::{Role, judge};
 
 use super::{CheckReport, HolderReport, MemberReport, UnlinkedHolder};
 
 /// The check of `family` against `held` (every held key with its
-/// recorded state) and the recorded scan `problems`, as at `now`.
+/// recorded state) and the recorded scan `problems`, as at `now`, spawns
+/// judged with the recorder's `materializing` threshold.
 pub fn report_from_states<'a>(
     state_dir: &Path,
     family: &Family,
     held: impl Iterator<Item = (&'a LockKey, &'a KeyState)> + Clone,
     problems: &[ScanProblem],
     now: SystemTime,
+    materializing: std::time::Duration,
 ) -> Result<CheckReport, LocksError> {
     let coords = locks::family_coords(state_dir, family)?;
     let unique = locks::dedup_coords(&coords);
@@ -84,7 +86,7 @@ pub fn report_from_states<'a>(
                 name: key.name().to_string(),
                 busy: true,
                 holders,
-                verdict: judge(state, role, now, MATERIALIZING_AFTER),
+                verdict: judge(state, role, now, materializing),
                 contenders: state.waiters.iter().map(|&pid| by_pid(pid)).collect(),
                 watchers: state.watchers.iter().map(|&pid| by_pid(pid)).collect(),
                 held_unlinked,
@@ -128,6 +130,7 @@ fn unlinked(problems: &[ScanProblem], key: &LockKey) -> Vec<UnlinkedHolder> {
 mod tests {
     use super::*;
     use crate::engine::fixtures::{STATE, held, instance, t, tag};
+    use crate::operate::verdict::MATERIALIZING_AFTER;
 
     #[test]
     fn a_recorded_holder_is_named_with_what_else_it_held() {
@@ -143,6 +146,7 @@ mod tests {
             keys.iter().map(|(key, state)| (key, state)),
             &[],
             t(60),
+            MATERIALIZING_AFTER,
         )
         .unwrap();
         assert!(!report.free);

@@ -267,7 +267,7 @@ fn free_note(show_free: bool, unlisted: usize, room: usize) -> String {
 fn replay_spans(app: &App, replay: &crate::tui::replay::ReplayStatus) -> Vec<Span<'static>> {
     let theme = app.config.theme;
     let playing = if replay.playing { "▶" } else { "⏸" };
-    vec![
+    let mut spans = vec![
         Span::styled(" REPLAY ", theme.marker),
         Span::raw(format!(" {playing} {}× ", replay.speed)),
         Span::styled(crate::time_format::rfc3339(replay.cursor), theme.section),
@@ -280,7 +280,20 @@ fn replay_spans(app: &App, replay: &crate::tui::replay::ReplayStatus) -> Vec<Spa
             ),
             theme.dim,
         ),
-    ]
+    ];
+    if let Some((end, next)) = replay.gap {
+        spans.push(Span::styled(
+            format!(
+                " NOT RECORDED from {} to {}: the state at {} ",
+                super::clock_text(end),
+                super::clock_text(next),
+                super::clock_text(end)
+            ),
+            theme.marker,
+        ));
+        spans.push(Span::styled(" · ", theme.dim));
+    }
+    spans
 }
 
 fn clock_spans(app: &App) -> Vec<Span<'static>> {

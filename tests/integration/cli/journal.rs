@@ -78,7 +78,9 @@ fn replayed(files: &[PathBuf], time: SystemTime) -> Truth {
     let out = finish(replay(files, &["--at", &at, "--json"]));
     assert_eq!(out.code(), 0, "replay --at {at}: {}", out.stderr);
     let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
-    assert_eq!(doc["taken_at"], at.as_str());
+    // The time asked for, or the recording's end when after it.
+    let taken_at = doc["taken_at"].as_str().expect("taken_at");
+    assert!(taken_at <= at.as_str(), "{taken_at} after {at}");
     doc["keys"]
         .as_array()
         .expect("keys")
@@ -288,6 +290,10 @@ fn the_shipped_demo_recording_replays_with_its_verdicts() {
         out.stderr
     );
     let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    // Past the end, the last recorded state as of the recording's end:
+    // no age or verdict grows in time nobody recorded.
+    let taken_at = doc["taken_at"].as_str().expect("taken_at");
+    assert!(taken_at.starts_with("2026-12-02T05:33:5"), "{taken_at}");
     let verdicts: std::collections::BTreeSet<&str> = doc["keys"]
         .as_array()
         .expect("keys")
@@ -375,7 +381,7 @@ fn bad_journals_times_and_options_are_one_line_and_exit_2() {
             "to before from",
             vec![demo.clone()],
             vec!["--from", "-1h", "--to", "-2h"],
-            "before --from",
+            "before the window's start",
         ),
         (
             "json without a mode",
@@ -433,6 +439,19 @@ fn bad_journals_times_and_options_are_one_line_and_exit_2() {
         &["record", "--out", existing.to_str().expect("utf-8")],
     ));
     assert_refused("an existing --out", &out, "never overwritten");
+    let out = finish(locktop_command(
+        &state,
+        &[
+            "record",
+            "--out",
+            existing.to_str().expect("utf-8"),
+            "--max-size",
+            "4K",
+            "--keep",
+            "1",
+        ],
+    ));
+    assert_refused("an existing --out with --keep 1", &out, "would delete it");
     assert_eq!(
         std::fs::read_to_string(&existing).expect("read"),
         "precious\n"
