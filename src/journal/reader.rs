@@ -111,9 +111,14 @@ impl JournalSet {
                 entries.sort();
                 let before = files.len();
                 for entry in entries {
-                    // A directory may hold other files: only journals count.
-                    if let Ok(file) = open_file(&entry, &set) {
-                        files.push(file);
+                    // A directory may hold other files: only journals
+                    // count, and a journal that cannot be read is said.
+                    match open_file(&entry, &set) {
+                        Ok(file) => files.push(file),
+                        Err(error) if error.to_string().contains("journal format version") => {
+                            set.warn(format!("skipped: {error:#}"));
+                        }
+                        Err(_) => {}
                     }
                 }
                 if files.len() == before {

@@ -180,8 +180,9 @@ impl Player {
             },
         }
         self.status.speed = SPEEDS[self.speed];
-        for warning in self.set.take_warnings() {
-            app.set_message(format!("warning: {warning}"));
+        let warnings = self.set.take_warnings();
+        if !warnings.is_empty() {
+            app.set_message(format!("warning: {}", warnings.join(" · ")));
         }
         app.set_replay_status(self.status.clone());
         Ok(())
