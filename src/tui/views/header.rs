@@ -273,10 +273,9 @@ fn replay_spans(app: &App, replay: &crate::tui::replay::ReplayStatus) -> Vec<Spa
         Span::styled(crate::time_format::rfc3339(replay.cursor), theme.section),
         Span::styled(
             format!(
-                " · {} recorded {}–{} · ",
+                " · {} recorded {} · ",
                 replay.host,
-                super::clock_text(replay.start),
-                super::clock_text(replay.end)
+                span_text(replay.start, replay.end)
             ),
             theme.dim,
         ),
@@ -294,6 +293,20 @@ fn replay_spans(app: &App, replay: &crate::tui::replay::ReplayStatus) -> Vec<Spa
         spans.push(Span::styled(" · ", theme.dim));
     }
     spans
+}
+
+/// `05:33:12Z–05:33:52Z` within a day, else both dates and times.
+fn span_text(start: std::time::SystemTime, end: std::time::SystemTime) -> String {
+    let (a, b) = (
+        crate::time_format::rfc3339(start),
+        crate::time_format::rfc3339(end),
+    );
+    if a.get(..10) == b.get(..10) {
+        format!("{}–{}", super::clock_text(start), super::clock_text(end))
+    } else {
+        let seconds = |text: &str| format!("{}Z", text.get(..19).unwrap_or(text));
+        format!("{}–{}", seconds(&a), seconds(&b))
+    }
 }
 
 fn clock_spans(app: &App) -> Vec<Span<'static>> {

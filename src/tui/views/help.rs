@@ -31,10 +31,6 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> u16 {
     if replay {
         left.push(Line::default());
         left.extend(group_lines(&theme, Group::Replay, disabled));
-        left.push(Line::from(Span::styled(
-            "  Space plays / pauses",
-            theme.dim,
-        )));
     }
     let mut right = group_lines(&theme, Group::View, disabled);
     right.push(Line::default());
@@ -134,15 +130,22 @@ fn group_lines(theme: &Theme, group: Group, disabled: Option<&str>) -> Vec<Line<
     }
     let mut lines = vec![Line::from(heading)];
     for binding in bindings {
+        // In a replay, Space plays and pauses the recording.
+        let description = match (disabled, binding.action) {
+            (Some("a replay"), super::super::action::Action::TogglePause) => {
+                "play / pause the replay"
+            }
+            _ => binding.description,
+        };
         let line = if binding.writes && read_only {
             Line::from(Span::styled(
-                format!("✗ {:<9}{}", binding.shown, binding.description),
+                format!("✗ {:<9}{}", binding.shown, description),
                 theme.dim,
             ))
         } else {
             Line::from(vec![
                 Span::styled(format!("  {:<9}", binding.shown), theme.key),
-                Span::raw(binding.description),
+                Span::raw(description),
             ])
         };
         lines.push(line);
