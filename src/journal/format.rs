@@ -238,11 +238,6 @@ impl Namer {
     fn sdk_key(&mut self, dir: &str, key: &str) -> LockKey {
         self.namer(dir).key(key)
     }
-
-    /// `key`'s directory relative to the locks root, as lines write it.
-    pub fn dir_of<'k>(&self, key: &'k LockKey) -> Cow<'k, str> {
-        relative_dir(&self.root, key)
-    }
 }
 
 /// `key`'s directory relative to `root` (the locks root).

@@ -50,13 +50,6 @@ pub struct JournalFile {
     end: SystemTime,
 }
 
-impl JournalFile {
-    /// Where its first checkpoint starts, if it has one.
-    pub fn first_checkpoint_offset(&self) -> Option<u64> {
-        self.first_checkpoint.map(|(offset, _)| offset)
-    }
-}
-
 /// A place in a journal set: a file and a byte offset in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Position {
@@ -80,13 +73,9 @@ pub struct Replayed {
     pub state: Fold,
     /// The first line after the time.
     pub next: Position,
-    /// The time of the last line folded in (or of the checkpoint).
-    pub last_line: SystemTime,
     /// The time of the last key change folded in after the checkpoint.
     pub last_change: Option<SystemTime>,
-    /// The checkpoint's time.
-    pub checkpoint: SystemTime,
-    /// Where that checkpoint starts.
+    /// Where the checkpoint it started from starts.
     pub checkpoint_at: Position,
 }
 
@@ -113,7 +102,7 @@ impl JournalSet {
                 for entry in entries {
                     // A directory may hold other files: only journals
                     // count, and a journal that cannot be read is said.
-                    match open_file(&entry, &set) {
+                    match open_file(&entry) {
                         Ok(file) => files.push(file),
                         Err(error) if error.to_string().contains("journal format version") => {
                             set.warn(format!("skipped: {error:#}"));
@@ -125,7 +114,7 @@ impl JournalSet {
                     bail!("{}: no locktop journal in this directory", path.display());
                 }
             } else {
-                files.push(open_file(path, &set)?);
+                files.push(open_file(path)?);
             }
         }
         let Some(first) = files.first() else {
@@ -275,9 +264,7 @@ impl JournalSet {
             };
             let at = Position { file, offset };
             match self.load_checkpoint(at)? {
-                Some((state, next, stamp)) => {
-                    return self.fold_until(state, next, stamp, time, at);
-                }
+                Some((state, next, _)) => return self.fold_until(state, next, time, at),
                 None => {
                     self.warn(format!(
                         "{}: a checkpoint at byte {offset} has no end: the one before is used",
@@ -379,11 +366,9 @@ impl JournalSet {
         &self,
         mut state: Fold,
         next: Position,
-        mut last_line: SystemTime,
         time: SystemTime,
         checkpoint_at: Position,
     ) -> anyhow::Result<Replayed> {
-        let checkpoint = last_line;
         let mut last_change = None;
         let mut lines = self.lines_from(next)?;
         let mut next = lines.position();
@@ -395,7 +380,6 @@ impl JournalSet {
             if at > time {
                 break;
             }
-            last_line = at;
             if let Entry::Change { delta, .. } = entry {
                 if matches!(delta, Delta::Key { .. } | Delta::Removed { .. }) {
                     last_change = Some(at);
@@ -407,9 +391,7 @@ impl JournalSet {
         Ok(Replayed {
             state,
             next,
-            last_line,
             last_change,
-            checkpoint,
             checkpoint_at,
         })
     }
@@ -497,7 +479,7 @@ pub fn entry_time(entry: &Entry) -> Option<SystemTime> {
 }
 
 /// Reads a file's header and finds its first checkpoint.
-fn open_file(path: &Path, set: &JournalSet) -> anyhow::Result<JournalFile> {
+fn open_file(path: &Path) -> anyhow::Result<JournalFile> {
     let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let len = file.metadata()?.len();
     let mut reader = BufReader::new(file);
@@ -538,7 +520,6 @@ fn open_file(path: &Path, set: &JournalSet) -> anyhow::Result<JournalFile> {
     } else {
         None
     };
-    let _ = set;
     let mut file = JournalFile {
         path: path.to_path_buf(),
         end: header.started,

@@ -209,19 +209,6 @@ impl Journal {
         self.after_change()
     }
 
-    /// The state recorded so far.
-    pub fn state(&self) -> &Fold {
-        &self.state
-    }
-
-    /// The current file (`None` on standard output).
-    pub fn path(&self) -> Option<&Path> {
-        match &self.output {
-            Output::Stdout => None,
-            Output::File { path, .. } => Some(path),
-        }
-    }
-
     /// For a key that stops being held: whether one of its holders still
     /// runs (released, not exited).
     fn holder_alive(&self, delta: &Delta) -> Option<bool> {
@@ -456,7 +443,7 @@ fn numbered(path: &Path, n: u64) -> PathBuf {
 }
 
 /// The rotated files of `path` (`path.N`), oldest (lowest N) first.
-pub fn rotated_files(path: &Path) -> Vec<(u64, PathBuf)> {
+fn rotated_files(path: &Path) -> Vec<(u64, PathBuf)> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Vec::new();
     };

@@ -20,8 +20,8 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> u16 {
     let theme = app.config.theme;
     let replay = app.replay.is_some();
     let disabled = match (replay, app.config.read_only) {
-        (true, _) => Some("a replay"),
-        (false, true) => Some("read-only"),
+        (true, _) => Some(Disabled::Replay),
+        (false, true) => Some(Disabled::ReadOnly),
         (false, false) => None,
     };
     let read_only = disabled.is_some();
@@ -117,22 +117,34 @@ pub(crate) fn legend_lines(theme: &Theme) -> Vec<Line<'static>> {
     ]
 }
 
-/// The lines of one group; `disabled` says why the bindings that write
-/// are disabled, when they are (`read-only`, `a replay`).
-fn group_lines(theme: &Theme, group: Group, disabled: Option<&str>) -> Vec<Line<'static>> {
+/// Why the bindings that write are disabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Disabled {
+    /// `--read-only`.
+    ReadOnly,
+    /// A replay: nothing in it is live.
+    Replay,
+}
+
+/// The lines of one group, the bindings that write marked `disabled`.
+fn group_lines(theme: &Theme, group: Group, disabled: Option<Disabled>) -> Vec<Line<'static>> {
     let bindings = BINDINGS.iter().filter(|b| b.group == group);
     let mut heading = vec![Span::styled(group.title(), theme.section)];
     let read_only = disabled.is_some();
     if let Some(why) = disabled
         && bindings.clone().any(|b| b.writes)
     {
+        let why = match why {
+            Disabled::ReadOnly => "read-only",
+            Disabled::Replay => "a replay",
+        };
         heading.push(Span::styled(format!(" · ✗ disabled: {why}"), theme.dim));
     }
     let mut lines = vec![Line::from(heading)];
     for binding in bindings {
         // In a replay, Space plays and pauses the recording.
         let description = match (disabled, binding.action) {
-            (Some("a replay"), super::super::action::Action::TogglePause) => {
+            (Some(Disabled::Replay), super::super::action::Action::TogglePause) => {
                 "play / pause the replay"
             }
             _ => binding.description,
