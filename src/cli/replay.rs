@@ -204,9 +204,11 @@ fn print_changes(
     // are printed, not folded in.
     let before = from
         .checked_sub(std::time::Duration::from_millis(1))
-        .filter(|before| *before >= start_time)
-        .unwrap_or(start_time);
-    let start = set.state_at(before)?;
+        .filter(|before| *before >= start_time);
+    let start = match before {
+        Some(before) => set.state_at(before)?,
+        None => set.at_start()?,
+    };
     // Verdicts as `watch` follows them, from the state at the start.
     let mut verdicts = Verdicts::new(materializing_of(set.header()));
     for (key, state) in start.state.keys().iter() {

@@ -230,6 +230,25 @@ impl JournalSet {
         Ok(None)
     }
 
+    /// The state the recording starts with: its first checkpoint, none of
+    /// the lines after it folded in (not even those of its millisecond).
+    pub fn at_start(&self) -> anyhow::Result<Replayed> {
+        let Some((offset, _)) = self.files[0].first_checkpoint else {
+            bail!("{}: no checkpoint", self.files[0].path.display());
+        };
+        let at = Position { file: 0, offset };
+        match self.load_checkpoint(at)? {
+            Some((state, next, _)) => Ok(Replayed {
+                state,
+                next,
+                last_change: None,
+                checkpoint_at: at,
+            }),
+            // Its end is missing: the earliest full state is later.
+            None => self.state_at(self.start()),
+        }
+    }
+
     /// The state at `time`, and where the lines after it start. An error
     /// before the first complete view.
     pub fn state_at(&self, time: SystemTime) -> anyhow::Result<Replayed> {
