@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`context`], [`locks`] | the seed: coordinates, the in-process gate, families — nothing else of the crate below them |
 //! | [`time_format`] | how times and paths are written for people and scripts |
+//! | [`text`] | names from the watched tree made inert for a terminal (one escaping for every text face) |
 //! | [`disk`] | what is on disk: the state dir, a claim's name ([`disk::LockKey`]), the scan of `<state>/locks` |
 //! | [`liveness`] | how liveness and holders are learned: probes, `/proc/locks`, `/proc/<pid>` |
 //! | [`engine`] | filesystem events → coalesced changes → probes → [`engine::Delta`]s |
@@ -27,6 +28,8 @@ pub mod context;
 pub mod locks;
 
 pub mod time_format;
+
+pub mod text;
 
 pub mod disk;
 

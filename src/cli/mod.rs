@@ -173,7 +173,8 @@ pub fn main() -> ExitCode {
 }
 
 fn fail(error: &anyhow::Error) -> ExitCode {
-    eprintln!("locktop: {error:#}");
+    // An error may quote a path or a name from the watched tree.
+    eprintln!("locktop: {}", crate::text::visible(&format!("{error:#}")));
     ExitCode::from(EXIT_ERROR)
 }
 

@@ -106,7 +106,10 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
 /// Prints what the reader skipped, one line each.
 fn warn(set: &JournalSet) {
     for warning in set.take_warnings() {
-        eprintln!("locktop replay: warning: {warning}");
+        eprintln!(
+            "locktop replay: warning: {}",
+            crate::text::visible(&warning.to_string())
+        );
     }
 }
 

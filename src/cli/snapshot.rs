@@ -229,12 +229,12 @@ pub fn write_table<'a>(
         writeln!(out, "(no live keys; --all shows free ones)")?;
     }
     for problem in problems {
-        writeln!(
-            out,
+        let line = format!(
             "problem: {}: {}",
             problem.path.display(),
             problem.kind.describe()
-        )?;
+        );
+        writeln!(out, "{}", visible(&line))?;
     }
     Ok(())
 }

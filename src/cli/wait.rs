@@ -71,11 +71,11 @@ pub async fn run(state_dir: PathBuf, args: WaitArgs) -> anyhow::Result<ExitCode>
             println!(r#"{{"outcome":"free","waited_s":0.0}}"#);
             return Ok(ExitCode::SUCCESS);
         }
-        (Seen::Free, true) => eprintln!("locktop: taking {name} (free now), then releasing it"),
-        (Seen::Held(holders), _) => eprintln!("locktop: waiting {what} {name} — held now{holders}"),
-        (Seen::Unknown(why), _) => {
-            eprintln!("locktop: waiting {what} {name} (whether it is held now, {why})")
-        }
+        (Seen::Free, true) => say(&format!("taking {name} (free now), then releasing it")),
+        (Seen::Held(holders), _) => say(&format!("waiting {what} {name} — held now{holders}")),
+        (Seen::Unknown(why), _) => say(&format!(
+            "waiting {what} {name} (whether it is held now, {why})"
+        )),
     }
     let stop = super::stop_signal()?;
     let context = Context::new(state_dir.clone());
@@ -134,4 +134,9 @@ fn seen_now(state_dir: &std::path::Path, key: &crate::disk::LockKey) -> Seen {
         [] => String::new(),
         pids => format!(" (/proc/locks names pid {})", pids.join(", ")),
     })
+}
+
+/// One stderr line: names and holders' command lines are anyone's text.
+fn say(line: &str) {
+    eprintln!("locktop: {}", crate::text::visible(line));
 }

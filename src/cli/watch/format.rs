@@ -124,11 +124,13 @@ fn text_line(line: &Line) -> String {
         Report::Health(health) => format!("{time} watcher: {}", health.describe()),
         Report::Synced { keys } => format!("{time} synced: {keys} keys on disk"),
     };
-    let text = text.trim_end();
+    // Names, command lines and paths are anyone's text: the whole line is
+    // made inert (nothing of ours in it is a control character).
+    let text = crate::text::visible(text.trim_end());
     if line.folded > 0 {
         format!("{text} (+{} folded)", line.folded)
     } else {
-        text.to_string()
+        text.into_owned()
     }
 }
 

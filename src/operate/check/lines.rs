@@ -87,5 +87,10 @@ pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
             lines.push(format!("        verdict: {}", verdict.describe(now)));
         }
     }
+    // Names and command lines are anyone's text: each line is made inert
+    // (nothing of ours in it is a control character).
     lines
+        .into_iter()
+        .map(|line| crate::text::visible(&line).into_owned())
+        .collect()
 }

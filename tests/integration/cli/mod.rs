@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod check;
+mod hostile;
 mod journal;
 mod serve;
 mod serve_exposed;
