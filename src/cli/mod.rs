@@ -196,11 +196,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(Command::Check(args)) = cli.command {
         return check::run(crate::disk::state_dir::resolve(cli.state_dir), args).await;
     }
+    let explicit = cli.state_dir.is_some();
     let state_dir = crate::disk::state_dir::resolve(cli.state_dir)?;
     if matches!(
         cli.command,
         None | Some(Command::Watch(_)) | Some(Command::Serve(_)) | Some(Command::Record(_))
     ) {
+        // A state dir named on the command line must exist: a typo would
+        // otherwise look like a quiet, healthy system. The default one
+        // may not exist yet (ObjectiveAI never ran here): it is waited
+        // for, and the header says so.
+        if explicit {
+            crate::disk::state_dir::require_existing(&state_dir)?;
+        }
         ensure_watchable(&state_dir)?;
     }
     match cli.command {

@@ -24,6 +24,11 @@ pub enum WatcherHealth {
         /// The nearest existing ancestor being watched.
         #[serde(serialize_with = "crate::time_format::lossy_path")]
         ancestor: PathBuf,
+        /// The state dir itself is missing (not only its `locks/`): said
+        /// plainly, since a mistyped path looks just like a quiet system.
+        /// Absent from journals written before it existed (read as false).
+        #[serde(default)]
+        state_dir_missing: bool,
     },
     /// Events were lost (queue overflow) or the root was recreated: a full
     /// rescan is running.
@@ -52,9 +57,20 @@ impl WatcherHealth {
         match self {
             WatcherHealth::Starting => "starting".into(),
             WatcherHealth::Watching => "watching".into(),
-            WatcherHealth::WaitingForRoot { ancestor } => {
-                format!("waiting for locks dir (watching {})", ancestor.display())
-            }
+            WatcherHealth::WaitingForRoot {
+                ancestor,
+                state_dir_missing: true,
+            } => format!(
+                "NO STATE DIR yet: waiting for it to be created (watching {})",
+                ancestor.display()
+            ),
+            WatcherHealth::WaitingForRoot {
+                ancestor,
+                state_dir_missing: false,
+            } => format!(
+                "waiting for locks dir: no agent has run here yet (watching {})",
+                ancestor.display()
+            ),
             WatcherHealth::Rescanning { reason } => format!("rescanning: {reason}"),
             WatcherHealth::Polling { reason } => format!("polling fallback: {reason}"),
             WatcherHealth::SelfInflicted { per_second } => {

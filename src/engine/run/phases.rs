@@ -19,6 +19,7 @@ impl Engine {
             let ancestor = nearest_existing_ancestor(&self.root);
             self.set_health(WatcherHealth::WaitingForRoot {
                 ancestor: ancestor.clone(),
+                state_dir_missing: !self.state_dir.is_dir(),
             });
             let (tx, mut rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
             let filter = self.filter.clone();

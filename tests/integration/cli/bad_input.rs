@@ -109,6 +109,38 @@ fn an_invalid_objectiveai_state_is_one_line_and_exit_2_for_every_command() {
     }
 }
 
+/// `locktop --state-dir /tmp/typo`: a state dir named on the command
+/// line that does not exist is refused by every command that watches it,
+/// as `snapshot` and `check` refuse it — never an empty, healthy-looking
+/// view of nothing.
+#[test]
+fn an_explicit_state_dir_that_does_not_exist_is_one_line_and_exit_2_for_every_command() {
+    let (_tmp, state) = state_in_tempdir();
+    let typo = state.join("typo");
+    for args in [
+        &[][..],
+        &["--read-only"][..],
+        &["watch"][..],
+        &["watch", "--json"][..],
+        &["serve", "--listen", "127.0.0.1:0"][..],
+        &["record"][..],
+        &["snapshot"][..],
+        &["check", "--tag", "x"][..],
+    ] {
+        let out = finish({
+            let mut command = crate::common::locktop_command(&typo, args);
+            command.stdin(Stdio::null());
+            command
+        });
+        assert_one_line_exit_2(
+            &format!("{args:?}"),
+            (out.code(), out.stderr),
+            "does not exist",
+        );
+    }
+    assert!(!typo.exists(), "nothing created the mistyped state dir");
+}
+
 #[test]
 fn completions_and_man_are_generated_from_the_clap_definitions() {
     let (tmp, _state) = crate::common::state_in_tempdir();

@@ -72,6 +72,11 @@ impl Tui {
         Self::start_program(wrapper[0], None, &full, cols, rows, &[])
     }
 
+    /// [`Tui::spawn_plain`] with extra environment variables.
+    pub fn spawn_plain_with_env(args: &[&str], cols: u16, rows: u16, env: &[(&str, &str)]) -> Self {
+        Self::start(None, args, cols, rows, env)
+    }
+
     /// [`Tui::spawn`] with extra environment variables.
     pub fn spawn_with_env(
         state_dir: &Path,

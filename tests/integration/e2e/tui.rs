@@ -164,3 +164,40 @@ fn without_a_terminal_the_monitor_says_so_in_one_line() {
         out.stdout
     );
 }
+
+/// The default state dir (no `--state-dir`) that does not exist yet —
+/// ObjectiveAI never ran on this machine — is waited for, and the header
+/// says so plainly: not a quiet, healthy system. When ObjectiveAI makes
+/// it, and an agent takes a lock, the monitor shows the agent.
+#[test]
+fn a_default_state_dir_that_does_not_exist_yet_is_waited_for_and_said() {
+    let _serial = common::serial_blocking();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let objectiveai = tmp.path().join("objectiveai");
+    let objectiveai_text = objectiveai.to_str().expect("UTF-8 temp path");
+    let mut tui = Tui::spawn_plain_with_env(
+        &[],
+        160,
+        30,
+        &[
+            ("OBJECTIVEAI_DIR", objectiveai_text),
+            ("OBJECTIVEAI_STATE", "default"),
+        ],
+    );
+    tui.wait_for("the header saying the state dir is missing", |screen| {
+        screen.contains("NO STATE DIR yet")
+    });
+    let state = objectiveai.join("state").join("default");
+    std::fs::create_dir_all(&state).expect("ObjectiveAI makes its state dir");
+    tui.wait_for("the header waiting for the locks dir", |screen| {
+        screen.contains("waiting for locks dir") && !screen.contains("NO STATE DIR")
+    });
+    let holder = Holder::hold(&state, &["--tag", "appeared"]);
+    let pid = holder.pid().to_string();
+    tui.wait_for("the holder's row", |screen| {
+        row_of(screen, "appeared").is_some_and(|row| row.contains("live")) && screen.contains(&pid)
+    });
+    tui.send(b"q");
+    assert_eq!(tui.wait_exit(EXIT_TIMEOUT), Some(0));
+    assert_terminal_restored(&tui);
+}

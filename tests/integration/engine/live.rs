@@ -280,7 +280,8 @@ async fn the_locks_root_may_be_missing_deleted_and_recreated() {
     assert_eq!(
         health,
         WatcherHealth::WaitingForRoot {
-            ancestor: state.clone()
+            ancestor: state.clone(),
+            state_dir_missing: false,
         }
     );
 
