@@ -23,10 +23,11 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 use super::Engine;
-use crate::disk::{LockKey, ScanProblem};
+use crate::disk::{LockKey, ScanProblem, ScanProblemKind};
 use crate::engine::fs_events::EventFilter;
 use crate::engine::trace::Stage;
 use crate::engine::{Delta, EngineStats};
+use crate::liveness::Liveness;
 use crate::liveness::annotate::{Recheck, annotate_reading};
 use crate::liveness::bulk::ReadLocks;
 use crate::liveness::probed::Probed;
@@ -127,7 +128,9 @@ impl Engine {
     }
 
     /// Begins merging a sweep's findings: the keys it did not find on disk
-    /// are removed at once; the others are merged by [`Self::merge_some`],
+    /// are removed at once — but a key below a directory the sweep could
+    /// not read is not known to be gone: it becomes an error saying so
+    /// (unreadable is a problem, not a removal); the others are merged by [`Self::merge_some`],
     /// a chunk per turn of the loop. A key events probed or removed since
     /// the sweep began (in `sweep_touched`, until the merge ends) keeps
     /// the newer answer.
@@ -150,8 +153,31 @@ impl Engine {
                 .collect(),
         };
         drop(found);
+        let unreadable: Vec<(PathBuf, String)> = problems
+            .iter()
+            .filter_map(|problem| match &problem.kind {
+                ScanProblemKind::Unreadable(why) => Some((problem.path.clone(), why.clone())),
+                _ => None,
+            })
+            .collect();
+        let at = SystemTime::now();
         for key in gone {
-            self.remove(&key);
+            match unreadable
+                .iter()
+                .find(|(dir, _)| key.dir().starts_with(dir))
+            {
+                Some((dir, why)) => {
+                    let state = KeyState {
+                        error: Some(format!(
+                            "cannot tell: its directory {} cannot be read ({why})",
+                            dir.display()
+                        )),
+                        ..KeyState::bare(Liveness::Error)
+                    };
+                    self.update(key, state, at);
+                }
+                None => self.remove(&key),
+            }
         }
         // One table for every key found: no growth (two tables at once)
         // while a million are merged.

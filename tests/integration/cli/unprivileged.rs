@@ -160,3 +160,70 @@ fn an_orphan_whose_keeper_nobody_may_see_is_said_so() {
     let _ = keeper.kill();
     let _ = keeper.wait();
 }
+
+/// A non-root `watch` whose view of a held tag's directory is taken away
+/// (`chmod 000` while root's agent holds the tag): the tag is not
+/// `removed` — nothing says it is gone — but an error saying its
+/// directory cannot be read; once readable again, it is live again with
+/// its holder, a change from that error (not a new key).
+#[test]
+fn an_unreadable_directory_makes_its_held_keys_errors_not_removals() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::{Duration, Instant};
+    if !root_or_skip("an_unreadable_directory_makes_its_held_keys_errors_not_removals") {
+        return;
+    }
+    let (_bin_dir, bin) = binary_for_anyone();
+    let (_tmp, state) = readable_state();
+    let agent = Holder::hold(&state, &["--aih", "cli/daemon/u7", "--tag", "deploy"]);
+    let mut command = Command::new(&bin);
+    command
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["watch", "--json", "--initial", "--sweep", "0.2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    std::os::unix::process::CommandExt::uid(&mut command, NOBODY);
+    std::os::unix::process::CommandExt::gid(&mut command, NOBODY);
+    let mut watch = command.spawn().expect("spawn watch");
+    let lines = crate::common::lines_of(watch.stdout.take().expect("stdout"));
+    let deploy_lines = |until: &dyn Fn(&Value) -> bool| -> Vec<Value> {
+        let deadline = Instant::now() + crate::common::PROCESS_TIMEOUT;
+        let mut seen = Vec::new();
+        while let Ok(line) = lines.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            let value: Value = serde_json::from_str(&line).expect("NDJSON");
+            if value["name"] == "deploy" {
+                seen.push(value.clone());
+                if until(&value) {
+                    return seen;
+                }
+            }
+        }
+        panic!("watch never printed the awaited deploy line; deploy lines: {seen:?}");
+    };
+    deploy_lines(&|v| v["to"] == "live");
+    let tags = state.join("locks/agents/tags");
+    std::fs::set_permissions(&tags, std::fs::Permissions::from_mode(0o000)).expect("chmod 000");
+    let hidden = deploy_lines(&|v| v["to"] != "live");
+    std::thread::sleep(Duration::from_millis(600));
+    std::fs::set_permissions(&tags, std::fs::Permissions::from_mode(0o755)).expect("chmod 755");
+    let back = deploy_lines(&|v| v["to"] == "live");
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let last = hidden.last().expect("a line");
+    assert_eq!(
+        last["to"], "error",
+        "unreadable is not a removal: {hidden:?}"
+    );
+    assert!(
+        last["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("cannot be read")),
+        "{last}"
+    );
+    let live = back.last().expect("a line");
+    assert_eq!(live["from"], "error", "{back:?}");
+    assert_eq!(live["pids"][0], agent.pid(), "{live}");
+}
