@@ -225,7 +225,10 @@ impl ProcessInfo {
     pub fn holder_mark(&self) -> &'static str {
         match (self.alive, self.unverified) {
             (false, _) => " (stale PID)",
-            (true, true) => " (unverified: its open files may not be read by this user)",
+            (true, true) => {
+                " (unverified: its open files may not be read by this user, so it may be a PID \
+                 reused since the lock was taken)"
+            }
             (true, false) => "",
         }
     }

@@ -19,7 +19,7 @@ use std::time::SystemTime;
 
 use super::fdinfo::{HeldFiles, keepers_of};
 use super::proc_locks::FileId;
-use super::process::{ProcessInfo, START_TIME_SLACK};
+use super::process::{ProcState, ProcessInfo, START_TIME_SLACK};
 use crate::disk::LockKey;
 
 /// What one PID `/proc/locks` names proves about its hold on a claim.
@@ -99,6 +99,11 @@ impl HolderVerifier {
             HeldFiles::Gone => return Hold::Gone,
             HeldFiles::Unreadable => None,
         };
+        // A zombie has closed every file: it holds nothing, whoever may
+        // read its fdinfo. The lock it took outlived it.
+        if self.process(pid).state == Some(ProcState::Zombie) {
+            return Hold::Gone;
+        }
         let reused = started_after(self.process(pid), since);
         match (proved, reused) {
             (Some(true), _) => Hold::Verified,
@@ -149,12 +154,13 @@ impl HolderVerifier {
                 released: false,
             };
         }
+        let keepers = self.keepers(files);
         let takers: Vec<(u32, Hold)> = holds
             .into_iter()
             .filter(|(pid, _)| again.iter().any(|(other, _)| other == pid))
+            .map(|(pid, hold)| (pid, self.judged_by_keepers(pid, hold, &keepers)))
             .collect();
-        let mut holders: Vec<ProcessInfo> = self
-            .keepers(files)
+        let mut holders: Vec<ProcessInfo> = keepers
             .into_iter()
             .map(|pid| self.process(pid).clone())
             .collect();
@@ -162,6 +168,31 @@ impl HolderVerifier {
         Resolved {
             holders,
             released: false,
+        }
+    }
+
+    /// A taker that does not hold the lock it took ([`Hold::LetGo`] by the
+    /// file's times), judged again by the processes that keep the lock
+    /// (`keepers`), which no file time can move: every keeper had the
+    /// lock's open file before its taker died (it opened it and the taker
+    /// inherited it, or the taker forked it), and a PID is reused only
+    /// after its process died. So a process started after the eldest
+    /// keeper, and not a keeper's child, is a PID reused since: the
+    /// taker is gone.
+    fn judged_by_keepers(&mut self, pid: u32, hold: Hold, keepers: &[u32]) -> Hold {
+        if hold != Hold::LetGo {
+            return hold;
+        }
+        let eldest = keepers
+            .iter()
+            .filter_map(|&keeper| self.process(keeper).started)
+            .min();
+        let process = self.process(pid);
+        let a_keepers_child = process.ppid.is_some_and(|ppid| keepers.contains(&ppid));
+        if !a_keepers_child && started_after(process, eldest) {
+            Hold::Reused
+        } else {
+            hold
         }
     }
 
@@ -188,7 +219,9 @@ impl HolderVerifier {
         holding
             .chain(gone)
             .map(|&(pid, hold)| match hold {
-                Hold::Reused => ProcessInfo::gone(pid),
+                // A reused PID's process is not the taker; a zombie taker
+                // has exited: neither is described as running.
+                Hold::Reused | Hold::Gone => ProcessInfo::gone(pid),
                 Hold::Unverified => ProcessInfo {
                     unverified: true,
                     ..self.process(pid).clone()
@@ -450,6 +483,7 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
+    use super::START_TIME_SLACK;
     use super::testing::{hold_through_flock, hold_through_flock_naming, sleep_with_pid};
     use crate::disk::LockKey;
     use crate::liveness::annotate::annotate_with;
@@ -465,6 +499,19 @@ mod tests {
     /// "orphaned child" after the reuse.
     #[test]
     fn a_reused_pid_is_never_named_as_a_holder() {
+        a_reused_pid_is_never_named(false);
+    }
+
+    /// [`a_reused_pid_is_never_named_as_a_holder`] after a `touch` of the
+    /// announce once the PID was reused: the file's times move, the
+    /// answer does not (the keeper, which had the lock before its taker
+    /// died, is older than any process a reused PID names).
+    #[test]
+    fn a_reused_pid_is_never_named_whatever_the_files_times_say() {
+        a_reused_pid_is_never_named(true);
+    }
+
+    fn a_reused_pid_is_never_named(touched: bool) {
         // In a PID namespace of its own a reused PID is not the one
         // `/proc/locks` names: it shows a lock under its caller's PID in
         // the initial namespace, hidden once that caller is gone.
@@ -488,7 +535,16 @@ mod tests {
         file.set_modified(taken).unwrap();
         assert_eq!(callers.len(), 2, "one flock(1) per file: {callers:?}");
         assert!(!callers.contains(&keeper.id()));
+        // A PID is reused long after its process started (the kernel
+        // cycles through every PID first): past the start times' slack.
+        std::thread::sleep(START_TIME_SLACK * 2);
         let mut impostor = sleep_with_pid(callers[0]);
+        if touched {
+            // `touch` on the announce: its mtime says the claim was taken
+            // after the impostor started. File times are anyone's to set.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            file.set_modified(std::time::SystemTime::now()).unwrap();
+        }
         let index = LockIndex::read().unwrap();
 
         let mut batch = vec![(key.clone(), KeyState::bare(Liveness::Live))];

@@ -161,6 +161,76 @@ fn an_orphan_whose_keeper_nobody_may_see_is_said_so() {
     let _ = keeper.wait();
 }
 
+/// The takers of an orphaned lock are zombies (their parent, now the
+/// keeper, never reaps them): a zombie has closed every file, so nobody
+/// never names one as the holder, though it may not read its fdinfo — the
+/// takers are listed gone and the verdict is `orphaned_child`.
+#[test]
+fn a_zombie_taker_is_never_named_as_the_holder() {
+    use std::time::{Duration, Instant};
+    if !root_or_skip("a_zombie_taker_is_never_named_as_the_holder") {
+        return;
+    }
+    let (_bin_dir, bin) = binary_for_anyone();
+    let (_tmp, state) = readable_state();
+    drop(Holder::hold(&state, &["--aih", "cli/daemon/z1"])); // its files
+    let (dir, name) = locktop::locks::agent_instance_lock(&state, "cli/daemon/z1");
+    let gate = locktop::locks::escape::gate_path(&dir, &name);
+    let announce = locktop::locks::escape::announce_path(&dir, &name);
+    // The shell becomes `sleep`, which never reaps the two flock(1)
+    // takers: they stay zombies while their locks live on in its fds.
+    let mut keeper = Command::new("sh")
+        .arg("-c")
+        .arg("exec 3<>\"$1\" 4<>\"$2\"; flock -x 3 & a=$!; flock -x 4 & b=$!; echo ready $a $b; exec sleep 60")
+        .arg("sh")
+        .arg(&gate)
+        .arg(&announce)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(keeper.stdout.take().expect("stdout")),
+        &mut ready,
+    )
+    .expect("ready");
+    let takers: Vec<u64> = ready
+        .split_whitespace()
+        .skip(1)
+        .map(|pid| pid.parse().expect("a PID"))
+        .collect();
+    let zombie = |pid: u64| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
+    };
+    let deadline = Instant::now() + crate::common::PROCESS_TIMEOUT;
+    let doc = loop {
+        let doc = snapshot_as_nobody(&bin, &state);
+        let settled = takers.iter().all(|&pid| zombie(pid))
+            && key(&doc, "cli/daemon/z1")["liveness"] == "live";
+        if settled {
+            break doc;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the takers never became zombies holding: {doc}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let kept = key(&doc, "cli/daemon/z1");
+    let holders = kept["holders"].as_array().expect("holders");
+    assert!(
+        holders.iter().all(|holder| holder["alive"] == false),
+        "a zombie is no holder: {doc}"
+    );
+    assert_eq!(kept["verdict"]["kind"], "orphaned_child", "{doc}");
+    let _ = keeper.kill();
+    let _ = keeper.wait();
+}
+
 /// A non-root `watch` whose view of a held tag's directory is taken away
 /// (`chmod 000` while root's agent holds the tag): the tag is not
 /// `removed` — nothing says it is gone — but an error saying its
