@@ -426,6 +426,19 @@ fn bad_journals_times_and_options_are_one_line_and_exit_2() {
         assert_eq!(out.code(), 2, "{what}: {}", out.stderr);
         assert!(out.stderr.contains(needle), "{what}: {}", out.stderr);
     }
+    // Reported from the field: clap waives `requires = "at"` when a
+    // given option conflicts with --at, so --all with --from was ignored.
+    for args in [["--all", "--from", "-1h"], ["--to", "-1h", "--all"]] {
+        let out = finish(replay(std::slice::from_ref(&demo), &args));
+        assert_eq!(out.code(), 2, "{args:?}: {}", out.stderr);
+        let first = out.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.contains("cannot be used with") && first.contains("'--all'"),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: printed {}", out.stdout);
+    }
     let out = finish(locktop_command(
         &state,
         &["replay", demo.to_str().expect("utf-8"), "--at", "-1h"],
