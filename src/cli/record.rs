@@ -10,7 +10,8 @@
 //! memory stays bounded as `watch`'s does. SIGINT/SIGTERM are heard
 //! whatever the reader does: the thread is asked to stop after its line,
 //! and given at most [`super::watch::FLUSH_TIMEOUT`] (a second signal
-//! ends it at once). Verdict changes are judged as
+//! ends it at once); a recording so stopped ends with its end line (the
+//! time it stopped, whatever its last change). Verdict changes are judged as
 //! `watch` judges them ([`Verdicts`]) and recorded after the change that
 //! caused them.
 
@@ -111,7 +112,10 @@ pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCod
         .name("locktop-record".into())
         .spawn(move || {
             let mut recorder = recorder;
-            let _ = done.send(recorder.drain(handle, &runtime, &flag));
+            let recorded = recorder
+                .drain(handle, &runtime, &flag)
+                .and_then(|()| recorder.finish());
+            let _ = done.send(recorded);
         })?;
     tokio::pin!(finished);
     let outcome = tokio::select! {
@@ -188,6 +192,12 @@ impl Recorder {
             }
         }
         Ok(())
+    }
+
+    /// Ends the journal with its end line: the recording went on until
+    /// now (a clean stop; see [`Journal::finish`]).
+    pub fn finish(self) -> std::io::Result<()> {
+        self.journal.finish()
     }
 
     /// Records one delta and the verdict changes it caused.

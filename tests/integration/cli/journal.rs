@@ -501,3 +501,54 @@ fn a_recorder_whose_reader_stopped_reading_still_ends_on_sigint() {
     // Correctness bound only: the flush is given 2 s.
     assert!(asked.elapsed() < Duration::from_secs(10));
 }
+
+/// Reported from the field: a recording stopped cleanly ended, for
+/// `replay`, at its last change ("the recording ends at" up to 10 s
+/// early). Stopped by SIGTERM after a quiet spell, it ends when it
+/// stopped: its last line is the end line, and `replay` reads it without
+/// a warning.
+#[test]
+fn a_recording_stopped_by_a_signal_ends_when_it_stopped() {
+    let (tmp, state) = state_in_tempdir();
+    let _holder = Holder::hold(&state, &["--tag", "kept"]);
+    let path = tmp.path().join("journal.jsonl");
+    let mut recorder = locktop_command(&state, &["record", "--out", path.to_str().expect("utf-8")])
+        .spawn()
+        .expect("spawn");
+    wait_first_checkpoint(&path);
+    // Nothing changes from here on: the last change is the checkpoint's.
+    std::thread::sleep(Duration::from_millis(1500));
+    let stopped = SystemTime::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(recorder.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let status = crate::common::wait_with_timeout(&mut recorder, Duration::from_secs(10))
+        .expect("record ends on SIGTERM");
+    assert!(status.success(), "{status:?}");
+    let text = std::fs::read_to_string(&path).expect("read");
+    let last = text.lines().last().expect("lines");
+    assert!(last.starts_with(r#"{"end":{"time":""#), "{last}");
+
+    let files = [path];
+    let out = finish(replay(&files, &["--at", "2100-01-01T00:00:00Z", "--json"]));
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let ends_at = out
+        .stderr
+        .split_once("the recording ends at ")
+        .and_then(|(_, rest)| rest.split_once(';'))
+        .map(|(time, _)| time)
+        .unwrap_or_else(|| panic!("no end said: {}", out.stderr));
+    let ends_at = humantime::parse_rfc3339(ends_at).expect("RFC 3339");
+    // Journal times are to the millisecond: not before `stopped`'s.
+    assert!(
+        ends_at + Duration::from_millis(1) > stopped,
+        "the recording ends at {ends_at:?}, before it was stopped at {stopped:?}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    assert_eq!(doc["keys"][0]["name"], "kept", "{doc}");
+    let out = finish(replay(&files, &["--from", "2000-01-01T00:00:00Z"]));
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+}
