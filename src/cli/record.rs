@@ -45,10 +45,10 @@ pub struct RecordArgs {
     /// K, M, G: 100M); the old one becomes FILE.1, FILE.2, … Needs --out.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "out")]
     max_size: Option<u64>,
-    /// Files to keep when rotating, the current one included (default 8).
-    /// Needs --max-size.
-    #[arg(long, value_name = "N", requires = "max_size", value_parser = clap::value_parser!(u64).range(1..))]
-    keep: Option<u64>,
+    /// Files to keep when rotating, the current one included. Needs
+    /// --max-size.
+    #[arg(long, value_name = "N", requires = "max_size", default_value_t = crate::journal::writer::KEEP as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    keep: u64,
     #[command(flatten)]
     engine: super::engine_args::EngineArgs,
 }
@@ -85,9 +85,7 @@ pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCod
         Some(path) => Output::File {
             path,
             max_size: args.max_size,
-            keep: args
-                .keep
-                .map_or(crate::journal::writer::KEEP, |keep| keep as usize),
+            keep: args.keep as usize,
         },
         None => Output::Stdout,
     };
