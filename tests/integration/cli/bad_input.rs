@@ -488,7 +488,7 @@ fn a_default_stated_in_words_is_the_one_applied() {
         } else {
             assert_eq!(
                 applied,
-                [number.clone()],
+                std::slice::from_ref(&number),
                 "{place} states default {number} in words: let clap apply it (default_value_t) — {help}"
             );
         }
