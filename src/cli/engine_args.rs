@@ -20,7 +20,9 @@ pub struct EngineArgs {
     /// taken), passive (momentary shared locks) or acquire (writes).
     #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
     probe: ProbeMode,
-    /// Seconds between safety-net sweeps.
+    /// Seconds between safety-net sweeps (a rescan of every key: one
+    /// /proc/locks read with the lock-free probe, passive probes with the
+    /// others).
     #[arg(long, default_value_t = super::SWEEP_SECS, value_name = "SECS")]
     sweep: f64,
     /// When holders become suspects (verdict lines).

@@ -1,5 +1,8 @@
 //! `--aih A [--tag T …]` / `--tag T …` / `--group T …`: a [`Family`] named
 //! on the command line. Shared by `hold` and `check`.
+//!
+//! Invariant: the three forms do not mix — `--group` with `--aih` or
+//! `--tag` is refused (exit 2), never merged into a family nobody named.
 
 use crate::locks::Family;
 
@@ -17,11 +20,13 @@ pub struct FamilyArgs {
     /// An agent_instance_hierarchy (a/b/c): its instance lock, then the --tag locks.
     #[arg(long, value_name = "AIH")]
     pub aih: Option<String>,
-    /// A tag lock: bound to --aih, or on its own a one-tag group.
+    /// A tag lock: bound to --aih; without it, the --tag locks are one
+    /// group (as --group).
     #[arg(long = "tag", value_name = "TAG")]
     pub tags: Vec<String>,
-    /// A member of a GROUPED tag family (repeat for each tag of the group).
-    #[arg(long = "group", value_name = "TAG", conflicts_with = "aih")]
+    /// A member of a GROUPED tag family (repeat for each tag of the
+    /// group; not with --aih or --tag).
+    #[arg(long = "group", value_name = "TAG", conflicts_with_all = ["aih", "tags"])]
     pub group: Vec<String>,
 }
 

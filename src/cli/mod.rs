@@ -77,7 +77,9 @@ pub struct MonitorArgs {
     /// with --read-only).
     #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
     pub probe: ProbeMode,
-    /// Seconds between safety-net sweeps (passive rescans of every key).
+    /// Seconds between safety-net sweeps (a rescan of every key: one
+    /// /proc/locks read with the lock-free probe, passive probes with the
+    /// others).
     #[arg(long, default_value_t = SWEEP_SECS, value_name = "SECS")]
     pub sweep: f64,
     /// Write nothing and signal nothing: the probe is lock-free or passive
@@ -130,7 +132,7 @@ pub enum Command {
     /// Stream liveness changes (text, or NDJSON with --json) until interrupted.
     Watch(watch::WatchArgs),
     /// Serve the live view over HTTP for Prometheus: /metrics, /snapshot.json,
-    /// /events, /healthz (passive probe, loopback, read-only by default).
+    /// /events, /healthz (lock-free probe, loopback, read-only by default).
     Serve(serve::ServeArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     Completions(docs::CompletionsArgs),

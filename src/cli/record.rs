@@ -10,7 +10,8 @@
 //! memory stays bounded as `watch`'s does. SIGINT/SIGTERM are heard
 //! whatever the reader does: the thread is asked to stop after its line,
 //! and given at most [`super::watch::FLUSH_TIMEOUT`] (a second signal
-//! ends it at once). Verdict changes are judged as
+//! ends it at once); a recording so stopped ends with its end line (the
+//! time it stopped, whatever its last change). Verdict changes are judged as
 //! `watch` judges them ([`Verdicts`]) and recorded after the change that
 //! caused them.
 
@@ -44,10 +45,10 @@ pub struct RecordArgs {
     /// K, M, G: 100M); the old one becomes FILE.1, FILE.2, … Needs --out.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "out")]
     max_size: Option<u64>,
-    /// Files to keep when rotating, the current one included (default 8).
-    /// Needs --max-size.
-    #[arg(long, value_name = "N", requires = "max_size", value_parser = clap::value_parser!(u64).range(1..))]
-    keep: Option<u64>,
+    /// Files to keep when rotating, the current one included. Needs
+    /// --max-size.
+    #[arg(long, value_name = "N", requires = "max_size", default_value_t = crate::journal::writer::KEEP as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    keep: u64,
     #[command(flatten)]
     engine: super::engine_args::EngineArgs,
 }
@@ -84,9 +85,7 @@ pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCod
         Some(path) => Output::File {
             path,
             max_size: args.max_size,
-            keep: args
-                .keep
-                .map_or(crate::journal::writer::KEEP, |keep| keep as usize),
+            keep: args.keep as usize,
         },
         None => Output::Stdout,
     };
@@ -111,7 +110,10 @@ pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCod
         .name("locktop-record".into())
         .spawn(move || {
             let mut recorder = recorder;
-            let _ = done.send(recorder.drain(handle, &runtime, &flag));
+            let recorded = recorder
+                .drain(handle, &runtime, &flag)
+                .and_then(|()| recorder.finish());
+            let _ = done.send(recorded);
         })?;
     tokio::pin!(finished);
     let outcome = tokio::select! {
@@ -188,6 +190,12 @@ impl Recorder {
             }
         }
         Ok(())
+    }
+
+    /// Ends the journal with its end line: the recording went on until
+    /// now (a clean stop; see [`Journal::finish`]).
+    pub fn finish(self) -> std::io::Result<()> {
+        self.journal.finish()
     }
 
     /// Records one delta and the verdict changes it caused.

@@ -54,8 +54,11 @@ pub struct ReplayArgs {
     /// lines with --from/--to. Needs one of them.
     #[arg(long)]
     json: bool,
-    /// With --at: include free keys.
-    #[arg(long, requires = "at")]
+    /// With --at: include free keys (not with --from/--to: a window
+    /// prints every key's changes).
+    // `requires` alone is waived by clap when a given option conflicts
+    // with the required one (--from with --at): refused by name instead.
+    #[arg(long, requires = "at", conflicts_with_all = ["from", "to"])]
     all: bool,
 }
 

@@ -1,7 +1,8 @@
 //! One journal line, written and read: the header, a checkpoint's lines,
-//! and the change lines (a `watch --json` line with the key's whole
-//! state and directory added). The README's "Journal format" states the
-//! same schema for readers outside locktop.
+//! the change lines (a `watch --json` line with the key's whole state
+//! and directory added), and the end line a clean stop writes. The
+//! README's "Journal format" states the same schema for readers outside
+//! locktop.
 //!
 //! Invariants: every line is one JSON object on one line (names and
 //! command lines are JSON-escaped, so a newline in the file always ends
@@ -130,6 +131,16 @@ pub struct CheckpointEnd {
     pub keys: usize,
 }
 
+/// The last line of a recording stopped cleanly (SIGINT/SIGTERM): it
+/// went on until `time`, whatever its last change. Added within version
+/// 1: a reader that predates it skips it as a line it does not know.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordingEnd {
+    /// When the recorder stopped.
+    #[serde(with = "time_format::plain")]
+    pub time: SystemTime,
+}
+
 /// Every field any line has: one struct, so a line is parsed once
 /// whatever its type (see the module doc for which fields go together).
 #[derive(Debug, Default, Deserialize)]
@@ -141,6 +152,7 @@ struct Raw<'a> {
     #[serde(borrow)]
     cf: Option<CheckpointFree<'a>>,
     checkpoint_end: Option<CheckpointEnd>,
+    end: Option<RecordingEnd>,
     #[serde(borrow)]
     time: Option<Cow<'a, str>>,
     kind: Option<KeyKind>,
@@ -199,6 +211,8 @@ pub enum Entry {
         /// When.
         at: SystemTime,
     },
+    /// The recorder stopped cleanly: the recording ends here.
+    End(RecordingEnd),
 }
 
 /// Names keys back from their directories: one [`DirNamer`] per
@@ -287,6 +301,9 @@ pub fn decode(line: &[u8], namer: &mut Namer) -> Result<Entry, BadLine> {
     }
     if let Some(end) = raw.checkpoint_end {
         return Ok(Entry::CheckpointEnd(end));
+    }
+    if let Some(end) = raw.end {
+        return Ok(Entry::End(end));
     }
     let time = raw.time.ok_or(BadLine::Shape("no time"))?;
     let at = humantime::parse_rfc3339(&time).map_err(|_| BadLine::Time(time.into_owned()))?;

@@ -5,7 +5,8 @@
 //! several lines), then one line per change in the order the engine
 //! reported them — a `watch --json` line with the key's directory and
 //! whole state added — and a fresh checkpoint whenever the changes since
-//! the last one outgrow it. [`format`] is the schema, [`writer`] writes
+//! the last one outgrow it; a recording stopped cleanly ends with an end
+//! line (when it stopped, whatever its last change). [`format`] is the schema, [`writer`] writes
 //! (checkpoints, rotation), and [`reader`] reads a set of files back in
 //! time order (the state at any time, the lines after any point). Both
 //! sides keep the state in the engine's own [`crate::engine::fold::Fold`],

@@ -14,6 +14,8 @@
 //!   does not parse are skipped, each with a warning
 //!   ([`JournalSet::take_warnings`]); a checkpoint without its end is not
 //!   used;
+//! - a recording ends at its end line's time (a clean stop wrote one),
+//!   else at its last line's;
 //! - going from one file to the next, a checkpoint of the same recording
 //!   restates what the lines said and is skipped; the first checkpoint of
 //!   another recording replaces the state, as changes (the keys that
@@ -46,7 +48,8 @@ pub struct JournalFile {
     pub len: u64,
     /// Its first checkpoint: where it starts, and its time.
     first_checkpoint: Option<(u64, SystemTime)>,
-    /// The time of its last line that carries one (read once, at open).
+    /// The time of its last line that carries one — its end line, after
+    /// a clean stop (read once, at open).
     end: SystemTime,
 }
 
@@ -209,7 +212,8 @@ impl JournalSet {
             .map_or(self.files[0].header.started, |(_, t)| t)
     }
 
-    /// The time of the last line (of the last file).
+    /// When the recording stopped: the end line's time (a clean stop), or
+    /// that of its last line (of the last file).
     pub fn end(&self) -> anyhow::Result<SystemTime> {
         let last = &self.files[self.files.len() - 1];
         Ok(last.end.max(self.start()))
@@ -493,6 +497,7 @@ pub fn entry_time(entry: &Entry) -> Option<SystemTime> {
         Entry::Change { time: at, .. } | Entry::Verdict { at, .. } => Some(*at),
         Entry::CheckpointHead(head) => Some(head.time),
         Entry::CheckpointEnd(end) => Some(end.time),
+        Entry::End(end) => Some(end.time),
         Entry::Header(_) | Entry::CheckpointKey(..) | Entry::CheckpointFree(_) => None,
     }
 }

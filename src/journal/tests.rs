@@ -399,3 +399,67 @@ fn two_recordings_made_at_once_are_refused() {
     let error = JournalSet::open(&[first, second]).unwrap_err().to_string();
     assert!(error.contains("overlap in time"), "{error}");
 }
+
+/// The recorder's clock in [`a_clean_stop_ends_the_recording_when_it_stopped`]:
+/// it stops long after its last change.
+fn stopped_late() -> SystemTime {
+    crate::engine::fixtures::t(100)
+}
+
+/// Reported from the field: a recording stopped cleanly (SIGINT) ended,
+/// for `replay`, at its last change — seconds early. Its end line says
+/// when it stopped; one without (a crash) still ends at its last line.
+#[test]
+fn a_clean_stop_ends_the_recording_when_it_stopped() {
+    use crate::engine::fixtures::t;
+    let dir = tempfile::tempdir().unwrap();
+    let deltas = [
+        key_delta(tag("x"), free(), None, t(0)),
+        Delta::Synced { keys: 1, at: t(0) },
+        key_delta(
+            tag("x"),
+            held(Liveness::Live, 7, "agent", t(10)),
+            None,
+            t(10),
+        ),
+        key_delta(tag("x"), free(), Some(Liveness::Live), t(30)),
+    ];
+    let write = |name: &str, stop: bool| {
+        let path = dir.path().join(name);
+        let mut journal = Journal::create(
+            Output::File {
+                path: path.clone(),
+                max_size: None,
+                keep: 1,
+            },
+            recording(),
+        )
+        .unwrap()
+        .with_clock(stopped_late);
+        for delta in &deltas {
+            journal.record(delta.clone()).unwrap();
+        }
+        if stop {
+            journal.finish().unwrap();
+        }
+        path
+    };
+    let stopped = write("stopped.jsonl", true);
+    let crashed = write("crashed.jsonl", false);
+    let text = std::fs::read_to_string(&stopped).unwrap();
+    let last = text.lines().last().unwrap();
+    assert_eq!(last, r#"{"end":{"time":"2023-11-14T22:15:00.000Z"}}"#);
+    let set = JournalSet::open(std::slice::from_ref(&stopped)).unwrap();
+    assert_eq!(set.end().unwrap(), t(100));
+    // Read through to the end: the end line is a line the reader knows.
+    let mut lines = set.lines_from(set.at_start().unwrap().next).unwrap();
+    let mut last_time = None;
+    while let Some(entry) = lines.next_entry(&Fold::default()).unwrap() {
+        last_time = super::reader::entry_time(&entry);
+    }
+    assert_eq!(last_time, Some(t(100)));
+    assert_eq!(read_at(&set, t(100)), read_at(&set, t(30)));
+    assert!(set.take_warnings().is_empty(), "{:?}", set.take_warnings());
+    let set = JournalSet::open(&[crashed]).unwrap();
+    assert_eq!(set.end().unwrap(), t(30));
+}

@@ -15,6 +15,9 @@
 //!   and the previous line's; a checkpoint's is that of the last line
 //!   before it (the first one's, the first scan's end), so a recording of
 //!   past times keeps them;
+//! - a recording stopped cleanly ends with its end line
+//!   ([`Journal::finish`]), stamped when it stopped; one that ended
+//!   otherwise (killed, a crash, a full disk) has none;
 //! - the recorder's memory is its [`Fold`] (a null pointer per
 //!   free key) and one line's buffer.
 
@@ -30,7 +33,7 @@ use crate::operate::verdict::Verdict;
 
 use super::format::{
     self, CheckpointEnd, CheckpointFree, CheckpointHead, CheckpointKey, FORMAT, FREE_PER_LINE,
-    Header, KeyRef, VERSION,
+    Header, KeyRef, RecordingEnd, VERSION,
 };
 use crate::engine::fold::Fold;
 
@@ -207,6 +210,20 @@ impl Journal {
         format::encode_verdict(&mut self.line, key, from, to, time, &self.root);
         self.write_line()?;
         self.after_change()
+    }
+
+    /// Ends the recording: its end line, stamped now (never earlier than
+    /// the line before), says it went on until then — not only until its
+    /// last change. Nothing is written to a journal that has no header
+    /// yet (it recorded nothing), and nothing can be recorded after.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        if self.header_due {
+            return Ok(());
+        }
+        let time = self.stamp((self.clock)());
+        self.line.clear();
+        format::encode_tagged(&mut self.line, "end", &RecordingEnd { time });
+        self.write_line()
     }
 
     /// For a key that stops being held: whether one of its holders still

@@ -175,7 +175,16 @@ impl Player {
                 None => app.set_message("the recording's first change: nothing before it"),
             },
             ReplayRequest::Jump(text) => match self.jump_target(&text) {
-                Ok(time) => self.rebuild(app, time)?,
+                Ok(time) => {
+                    self.rebuild(app, time)?;
+                    if time < self.status.start {
+                        app.set_message(format!(
+                            "{} is before the recording: at its start, {}",
+                            crate::time_format::rfc3339(time),
+                            crate::time_format::rfc3339(self.status.start)
+                        ));
+                    }
+                }
                 Err(error) => app.set_message(error.to_string()),
             },
         }
@@ -204,7 +213,8 @@ impl Player {
     }
 
     /// The time `text` names: RFC 3339, or a signed duration from the
-    /// cursor; clamped into the recording.
+    /// cursor (past the end: the end; before the start it is kept, for
+    /// the status line to say so).
     fn jump_target(&self, text: &str) -> anyhow::Result<SystemTime> {
         let text = text.trim();
         let time = if let Some(later) = text.strip_prefix('+') {
@@ -219,7 +229,7 @@ impl Player {
         } else {
             crate::journal::time_arg::parse(text, SystemTime::now())?
         };
-        Ok(time.clamp(self.status.start, self.status.end))
+        Ok(time.min(self.status.end))
     }
 
     /// The time of the first key change after the cursor.

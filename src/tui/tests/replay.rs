@@ -155,6 +155,41 @@ fn a_typed_time_moves_the_cursor_there_and_the_ends_are_a_key_away() {
     assert!(!text(&mut app).contains("holder exited"));
 }
 
+/// Reported from the field: `t` to a time before the recording moved
+/// to its start without a word.
+#[test]
+fn a_typed_time_before_the_recording_moves_to_its_start_and_says_so() {
+    let (mut player, mut app, _dir) = player();
+    key(&mut player, &mut app, KeyCode::Char('>'));
+    for typed in ["2000-01-01T01:00:00+01:00", "-1h"] {
+        key(&mut player, &mut app, KeyCode::Char('t'));
+        for c in typed.chars() {
+            press(&mut app, KeyCode::Char(c));
+        }
+        key(&mut player, &mut app, KeyCode::Enter);
+        assert_eq!(player.status().cursor, t(0), "{typed}");
+        let screen = text(&mut app);
+        assert!(
+            screen.contains("before the recording: at its start, 2023-11-14T22:13:20.000Z"),
+            "{typed}: {screen}"
+        );
+    }
+    assert!(
+        app.message()
+            .is_some_and(|m| m.starts_with("2023-11-14T21:13:20.000Z is before")),
+        "{:?}",
+        app.message()
+    );
+    // A time inside the recording says nothing of the kind.
+    key(&mut player, &mut app, KeyCode::Char('t'));
+    for c in "+5s".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    key(&mut player, &mut app, KeyCode::Enter);
+    assert_eq!(player.status().cursor, t(5));
+    assert!(!text(&mut app).contains("before the recording"));
+}
+
 #[test]
 fn playing_moves_the_cursor_at_its_speed_and_stops_at_the_end() {
     let (mut player, mut app, _dir) = player();

@@ -405,3 +405,125 @@ fn options_after_the_subcommand_still_apply() {
         })
     ));
 }
+
+/// Every text of the command line: each command's about, each option's
+/// help, with where it is (for the failure message).
+fn help_texts(cli: &clap::Command) -> Vec<(String, &clap::Arg, String)> {
+    let mut texts = Vec::new();
+    for command in std::iter::once(cli).chain(cli.get_subcommands()) {
+        for arg in command.get_arguments() {
+            for help in [arg.get_help(), arg.get_long_help()].into_iter().flatten() {
+                texts.push((
+                    format!("{} --{}", command.get_name(), arg.get_id()),
+                    arg,
+                    help.to_string(),
+                ));
+            }
+        }
+    }
+    texts
+}
+
+/// Where `word` stands in `text` as a word of its own: not part of a
+/// longer word (`passively`, `wait_acquire`) nor an option's name
+/// (`--acquire`).
+fn word_at(text: &str, word: &str) -> Option<usize> {
+    let part = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    text.match_indices(word).map(|(at, _)| at).find(|&at| {
+        !text[..at].chars().next_back().is_some_and(part)
+            && !text[at + word.len()..].chars().next().is_some_and(part)
+    })
+}
+
+/// Reported from the field: `serve --help` and the man page (made from
+/// the same texts) said "passive probe … by default", and `--sweep`
+/// "passive rescans", where the probe that runs by default is lock-free.
+/// Every text that names probe modes names first the one that runs
+/// unless told otherwise: `--probe`'s default, which is the code's
+/// (`ProbeMode::default()`, the engine's).
+#[test]
+fn help_names_first_the_probe_that_runs_by_default() {
+    use clap::ValueEnum;
+    use locktop::liveness::probe::ProbeMode;
+    let default = ProbeMode::default();
+    assert_eq!(locktop::engine::EngineConfig::default().probe, default);
+    let modes: Vec<&str> = ProbeMode::value_variants()
+        .iter()
+        .map(|mode| mode.as_str())
+        .collect();
+    let cli = Cli::command();
+    let mut texts: Vec<(String, String)> = std::iter::once(&cli)
+        .chain(cli.get_subcommands())
+        .flat_map(|command| {
+            [command.get_about(), command.get_long_about()]
+                .into_iter()
+                .flatten()
+                .map(|about| (format!("{} (about)", command.get_name()), about.to_string()))
+        })
+        .collect();
+    for (place, arg, help) in help_texts(&cli) {
+        if arg.get_id() == "probe" {
+            let defaults: Vec<_> = arg.get_default_values().iter().collect();
+            assert_eq!(defaults, [default.as_str()], "{place}");
+        }
+        // An option named after a mode (`check --passive`) names it.
+        if !modes.contains(&arg.get_id().as_str()) {
+            texts.push((place, help));
+        }
+    }
+    let mut naming = 0;
+    for (place, text) in texts {
+        let first = modes
+            .iter()
+            .filter_map(|mode| Some((word_at(&text, mode)?, *mode)))
+            .min();
+        if let Some((_, first)) = first {
+            naming += 1;
+            assert_eq!(first, default.as_str(), "{place}: {text}");
+        }
+    }
+    // serve's about, --sweep and --probe of several commands, --read-only.
+    assert!(naming >= 10, "{naming} texts name a probe mode");
+}
+
+/// A default an option's help states in words (`(default 8)`) is the one
+/// the code applies: clap's own default for the option (which it also
+/// shows as `[default: …]`), or for `--materializing-after` (whose
+/// default is the demo's or the engine's) the engine's.
+#[test]
+fn a_default_stated_in_words_is_the_one_applied() {
+    let materializing = locktop::operate::verdict::MATERIALIZING_AFTER
+        .as_secs()
+        .to_string();
+    let cli = Cli::command();
+    let mut stated = 0;
+    for (place, arg, help) in help_texts(&cli) {
+        let Some((_, after)) = help.split_once("default") else {
+            continue;
+        };
+        let number: String = after
+            .trim_start_matches([':', ' '])
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        if number.is_empty() {
+            continue;
+        }
+        stated += 1;
+        let applied: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|value| value.to_string_lossy().into_owned())
+            .collect();
+        if arg.get_id() == "materializing_after" {
+            assert_eq!(number, materializing, "{place}: {help}");
+        } else {
+            assert_eq!(
+                applied,
+                std::slice::from_ref(&number),
+                "{place} states default {number} in words: let clap apply it (default_value_t) — {help}"
+            );
+        }
+    }
+    assert!(stated >= 1, "--materializing-after states its default");
+}

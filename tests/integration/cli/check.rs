@@ -92,6 +92,11 @@ fn bad_input_exits_two_with_one_line() {
         vec!["check", "--aih", "a//b"],
         vec!["check"],
         vec!["check", "--aih", "a", "--group", "g"],
+        // Reported from the field: merged into one group without a word.
+        vec!["check", "--tag", "a", "--group", "g"],
+        vec!["check", "--group", "g", "--tag", "a"],
+        // hold names families as check does (the same flags).
+        vec!["hold", "--tag", "a", "--group", "g"],
     ] {
         let out = run_locktop(&state, &args);
         assert_eq!(out.code(), 2, "{args:?}: {}", out.stderr);

@@ -426,6 +426,19 @@ fn bad_journals_times_and_options_are_one_line_and_exit_2() {
         assert_eq!(out.code(), 2, "{what}: {}", out.stderr);
         assert!(out.stderr.contains(needle), "{what}: {}", out.stderr);
     }
+    // Reported from the field: clap waives `requires = "at"` when a
+    // given option conflicts with --at, so --all with --from was ignored.
+    for args in [["--all", "--from", "-1h"], ["--to", "-1h", "--all"]] {
+        let out = finish(replay(std::slice::from_ref(&demo), &args));
+        assert_eq!(out.code(), 2, "{args:?}: {}", out.stderr);
+        let first = out.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.contains("cannot be used with") && first.contains("'--all'"),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: printed {}", out.stdout);
+    }
     let out = finish(locktop_command(
         &state,
         &["replay", demo.to_str().expect("utf-8"), "--at", "-1h"],
@@ -487,4 +500,55 @@ fn a_recorder_whose_reader_stopped_reading_still_ends_on_sigint() {
     assert!(status.success(), "{status:?}");
     // Correctness bound only: the flush is given 2 s.
     assert!(asked.elapsed() < Duration::from_secs(10));
+}
+
+/// Reported from the field: a recording stopped cleanly ended, for
+/// `replay`, at its last change ("the recording ends at" up to 10 s
+/// early). Stopped by SIGTERM after a quiet spell, it ends when it
+/// stopped: its last line is the end line, and `replay` reads it without
+/// a warning.
+#[test]
+fn a_recording_stopped_by_a_signal_ends_when_it_stopped() {
+    let (tmp, state) = state_in_tempdir();
+    let _holder = Holder::hold(&state, &["--tag", "kept"]);
+    let path = tmp.path().join("journal.jsonl");
+    let mut recorder = locktop_command(&state, &["record", "--out", path.to_str().expect("utf-8")])
+        .spawn()
+        .expect("spawn");
+    wait_first_checkpoint(&path);
+    // Nothing changes from here on: the last change is the checkpoint's.
+    std::thread::sleep(Duration::from_millis(1500));
+    let stopped = SystemTime::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(recorder.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let status = crate::common::wait_with_timeout(&mut recorder, Duration::from_secs(10))
+        .expect("record ends on SIGTERM");
+    assert!(status.success(), "{status:?}");
+    let text = std::fs::read_to_string(&path).expect("read");
+    let last = text.lines().last().expect("lines");
+    assert!(last.starts_with(r#"{"end":{"time":""#), "{last}");
+
+    let files = [path];
+    let out = finish(replay(&files, &["--at", "2100-01-01T00:00:00Z", "--json"]));
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let ends_at = out
+        .stderr
+        .split_once("the recording ends at ")
+        .and_then(|(_, rest)| rest.split_once(';'))
+        .map(|(time, _)| time)
+        .unwrap_or_else(|| panic!("no end said: {}", out.stderr));
+    let ends_at = humantime::parse_rfc3339(ends_at).expect("RFC 3339");
+    // Journal times are to the millisecond: not before `stopped`'s.
+    assert!(
+        ends_at + Duration::from_millis(1) > stopped,
+        "the recording ends at {ends_at:?}, before it was stopped at {stopped:?}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    assert_eq!(doc["keys"][0]["name"], "kept", "{doc}");
+    let out = finish(replay(&files, &["--from", "2000-01-01T00:00:00Z"]));
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
 }

@@ -323,7 +323,7 @@ async fn hold_names_every_busy_member_of_a_group() {
     let second = Holder::hold(&state, &tag_args(&["q"]));
     let refused = run_locktop(
         &state,
-        &["hold", "--group", "p", "--group", "free", "--tag", "q"],
+        &["hold", "--group", "p", "--group", "free", "--group", "q"],
     );
     assert_eq!(refused.code(), 1, "{refused:?}");
     let lines = refused.stderr_lines();
