@@ -99,11 +99,15 @@ impl ScanProblemKind {
         match self {
             ScanProblemKind::ForeignFile => "foreign file".into(),
             ScanProblemKind::MalformedEscape => "malformed escape in lock name".into(),
-            ScanProblemKind::NonUtf8Name => "name is not UTF-8".into(),
+            ScanProblemKind::NonUtf8Name => {
+                "name is not UTF-8: no agent lock is named so (a directory is not scanned)".into()
+            }
             ScanProblemKind::Symlink => "symlink (not followed)".into(),
             ScanProblemKind::Unreadable(error) => format!("unreadable: {error}"),
             ScanProblemKind::OrphanAnnounce => "announce file without a gate".into(),
-            ScanProblemKind::NotRegular(what) => format!("{what} named like a lock file"),
+            ScanProblemKind::NotRegular(what) => {
+                format!("{what} named like a lock file (never opened)")
+            }
             ScanProblemKind::HeldUnlinked(held) => held.describe(),
         }
     }

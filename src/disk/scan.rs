@@ -50,6 +50,24 @@ pub struct ScanReport {
     pub claim_inodes: Vec<u64>,
 }
 
+impl ScanReport {
+    /// The gates of claims whose announce is no regular file (a FIFO, a
+    /// directory): no agent can take them, so no probe may answer "free"
+    /// for them without looking. Empty, with nothing allocated, in the
+    /// usual tree.
+    pub fn unfit_claims(&self) -> HashSet<PathBuf> {
+        self.problems
+            .iter()
+            .filter(|problem| matches!(problem.kind, ScanProblemKind::NotRegular(_)))
+            .filter_map(|problem| {
+                let name = problem.path.file_name()?.to_str()?;
+                let stem = name.strip_suffix(ANNOUNCE_SUFFIX)?;
+                Some(problem.path.with_file_name(format!("{stem}{GATE_SUFFIX}")))
+            })
+            .collect()
+    }
+}
+
 /// Scans the whole locks root of `state_dir`. Fails only if the root itself
 /// cannot be read (e.g. it does not exist).
 pub fn scan(state_dir: &Path, on_dir: Option<&OnDir>) -> std::io::Result<ScanReport> {
@@ -61,6 +79,11 @@ pub fn scan(state_dir: &Path, on_dir: Option<&OnDir>) -> std::io::Result<ScanRep
 /// Scans `dir` and everything below it (a subtree of the locks root).
 /// A missing `dir` yields an empty report.
 pub fn scan_subtree(state_dir: &Path, dir: &Path, on_dir: Option<&OnDir>) -> ScanReport {
+    if !walkable(&locks_root(state_dir), dir) {
+        // Its parent's scan reports it as a problem; nothing below it is
+        // a claim.
+        return ScanReport::default();
+    }
     let mut keys = Vec::new();
     let whole_dirs = usize::MAX;
     let mut report = walk(
@@ -139,6 +162,20 @@ fn walk(
         }
     }
     report
+}
+
+/// True when `dir` is the locks root `root` or a directory below it that
+/// the walk enters: every component below the root is UTF-8 and none is
+/// named like a lock file ([`classify`]).
+fn walkable(root: &Path, dir: &Path) -> bool {
+    dir.strip_prefix(root).is_ok_and(|relative| {
+        relative.components().all(|component| {
+            component
+                .as_os_str()
+                .to_str()
+                .is_some_and(|name| !name.ends_with(GATE_SUFFIX))
+        })
+    })
 }
 
 /// Opens `dir` — the locks root `root` (open as `root_fd`) or a
@@ -372,25 +409,22 @@ enum Entry<'a> {
 
 /// One entry, from its name and type alone (no `stat`, nothing opened):
 /// the problem it is, if any, and what to do with it. A directory with a
-/// problem (a non-UTF-8 name, a `.lock` name) is still walked: the claims
-/// inside are real.
+/// problem (a non-UTF-8 name, a `.lock` name) is a problem and is not
+/// walked: no agent lock can be below it (an AIH is UTF-8 and no parent
+/// segment of one ends in `.lock`), so whatever is there is no claim —
+/// and a path named like a lock file is never opened.
 fn classify(name: &OsStr, file_type: FileType) -> (Option<ScanProblemKind>, Entry<'_>) {
     if file_type.is_symlink() {
         return (Some(ScanProblemKind::Symlink), Entry::Skip);
     }
-    let walk_or_skip = if file_type.is_dir() {
-        Entry::Walk
-    } else {
-        Entry::Skip
-    };
     let Some(name) = name.to_str() else {
-        return (Some(ScanProblemKind::NonUtf8Name), walk_or_skip);
+        return (Some(ScanProblemKind::NonUtf8Name), Entry::Skip);
     };
     if name.ends_with(GATE_SUFFIX) && !file_type.is_file() {
         // A FIFO would block the SDK's open; a directory cannot be a
         // claim (AIH segments never end in `.lock`).
         let what = crate::locks::files::describe(file_type).to_string();
-        return (Some(ScanProblemKind::NotRegular(what)), walk_or_skip);
+        return (Some(ScanProblemKind::NotRegular(what)), Entry::Skip);
     }
     if file_type.is_dir() {
         return (None, Entry::Walk);

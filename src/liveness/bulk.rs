@@ -223,11 +223,22 @@ pub async fn probe_tree_lock_free(
         // Most keys are free and their gates' inodes are in no lock row:
         // told from the directory entries, with no `lstat` (a million
         // keys: seconds of path lookups).
-        let (surely_free, keys) = if shared_possible || inodes.len() != keys.len() {
+        let (mut surely_free, mut keys) = if shared_possible || inodes.len() != keys.len() {
             (Vec::new(), keys)
         } else {
             lock_free::surely_free(keys, inodes, &index)
         };
+        // A claim whose announce the walk found to be no regular file is
+        // judged by its files, never surely free (it is an error, as in
+        // every probe and `check`).
+        let unfit = report.unfit_claims();
+        if !unfit.is_empty() {
+            let (judge, free): (Vec<LockKey>, Vec<LockKey>) = surely_free
+                .into_iter()
+                .partition(|key| unfit.contains(&key.gate_path()));
+            keys.extend(judge);
+            surely_free = free;
+        }
         let mut batch = judge_lock_free_split(keys, &index, threads, shared_possible, &*read);
         batch.free.extend(surely_free);
         let probed = start.elapsed();

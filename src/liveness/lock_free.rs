@@ -59,7 +59,8 @@ pub enum Answer {
     GateNotRegular,
     /// The gate could not be `lstat`ed for another reason than absence.
     GateUnreadable(Errno),
-    /// The gate is locked and the announce is not a regular file.
+    /// The announce is not a regular file (a FIFO, a directory…): no
+    /// agent can take the claim, whether or not its gate is locked.
     AnnounceNotRegular,
 }
 
@@ -113,11 +114,17 @@ pub fn answer_at<P: ?Sized + NixPath>(
         Err(Errno::ENOENT) => return Answer::Free,
         Err(errno) => return Answer::GateUnreadable(errno),
     };
+    let announce = fstatat(dir, announce, AtFlags::AT_SYMLINK_NOFOLLOW);
+    // An announce that is no regular file (a FIFO, a directory) makes the
+    // claim one no agent can take, held or not: the same answer as the
+    // passive probe's and `check`'s, never "free".
+    if announce.as_ref().is_ok_and(|stat| !is_regular(stat)) {
+        return Answer::AnnounceNotRegular;
+    }
     if !locked(index, gate) {
         return Answer::Free;
     }
-    match fstatat(dir, announce, AtFlags::AT_SYMLINK_NOFOLLOW) {
-        Ok(stat) if !is_regular(&stat) => Answer::AnnounceNotRegular,
+    match announce {
         Ok(stat) if locked(index, FileId::from_stat(&stat)) => Answer::Held,
         _ => Answer::InFlight,
     }

@@ -99,7 +99,8 @@ pub enum Quick {
 
 /// The fast path for the claim whose files are `gate` and `announce`. The
 /// caller has made sure the gate is a regular file; the announce is
-/// `lstat`ed here, before it is opened (only when the gate is locked).
+/// `lstat`ed here, before it is opened (only when the gate is locked),
+/// and when the gate is free (a FIFO announce is never a free claim).
 pub fn quick(gate: &Path, announce: &Path) -> Quick {
     quick_at(AT_FDCWD, gate, announce)
 }
@@ -107,6 +108,9 @@ pub fn quick(gate: &Path, announce: &Path) -> Quick {
 /// [`quick`] for the files `gate` and `announce` of the directory `dir`.
 pub fn quick_at<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, gate: &P, announce: &P) -> Quick {
     match file_lock_at(dir, gate) {
+        // A claim whose announce is no regular file is none an agent can
+        // take, locked gate or not: never "free" (as `check` says).
+        FileLock::Unlocked if exists_not_regular(dir, announce) => Quick::AnnounceNotRegular,
         FileLock::Unlocked | FileLock::Missing => Quick::Free,
         FileLock::Unopenable(errno) => Quick::GateUnopenable(errno),
         FileLock::Locked => {

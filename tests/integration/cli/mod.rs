@@ -10,6 +10,7 @@ mod serve;
 mod serve_exposed;
 mod serve_tls;
 mod snapshot_watch;
+mod unfit;
 mod unlinked;
 mod unprivileged;
 mod verdicts;

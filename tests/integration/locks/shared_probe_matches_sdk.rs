@@ -185,10 +185,11 @@ async fn non_regular_files_are_never_opened_and_never_block() {
             }
             std::fs::write(key.gate_path(), b"").unwrap();
             put(&key.announce_path());
-            // A free gate ends the probe: the announce is not looked at.
+            // A claim whose announce is no regular file is none an agent
+            // can take: an error with its gate free (`lstat` only, never
+            // opened) as with its gate locked — never "free".
             let state = probe().await.expect("the probe blocked");
-            assert_eq!(state.liveness, Liveness::Free, "{tag}: {state:?}");
-            // A locked gate makes the probe look at the announce: refused.
+            assert_eq!(state.liveness, Liveness::Error, "{tag}: {state:?}");
             let gate = Flock::lock(
                 File::open(key.gate_path()).unwrap(),
                 FlockArg::LockExclusiveNonblock,
