@@ -36,7 +36,9 @@ use crate::liveness::probe::ProbeMode;
 pub struct EngineConfig {
     /// How event-driven probes test liveness.
     pub probe: ProbeMode,
-    /// Period of the safety-net sweep (rescan + passive probe of every key).
+    /// Period of the safety-net sweep: a rescan of every key, judged from
+    /// one `/proc/locks` read with the lock-free probe, passively with
+    /// the others (never by acquiring).
     pub sweep_every: Duration,
     /// How long a holder must have used no CPU before its `idle_since` is
     /// set (`--idle-after`): set only past it, so a holder that runs now

@@ -10,8 +10,10 @@
 //!   engine's last acquire probe left them ([`echo`]) is re-probed
 //!   PASSIVELY (which never writes), so an echo costs one passive probe and
 //!   can never loop; a sustained echo rate is a visible health;
-//! - bulk probes (initial scan, rescans, sweeps) are passive: thousands of
-//!   acquire probes would flood the inotify queue with their own echo;
+//! - bulk probes (initial scan, rescans, sweeps) never acquire: with the
+//!   lock-free probe (the default) they are one `/proc/locks` read, with
+//!   the others passive — thousands of acquire probes would flood the
+//!   inotify queue with their own echo;
 //! - the periodic sweep runs on its own task, so a kill is still seen at
 //!   once while it runs, and is merged [`sweep::MERGE_CHUNK`] keys per turn
 //!   of the loop, so a change waits for one chunk at most; its findings
