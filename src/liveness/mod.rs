@@ -12,6 +12,7 @@ pub mod bulk;
 pub mod cpu;
 pub mod dir_probe;
 pub mod fdinfo;
+pub mod live_table;
 pub mod lock_free;
 pub mod probe;
 pub mod probed;

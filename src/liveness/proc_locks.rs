@@ -172,6 +172,17 @@ impl LockIndex {
         Self { files, torn: false }
     }
 
+    /// An index of exactly `files` (a table kept by other means than a
+    /// read: never torn).
+    pub fn from_files(files: HashMap<FileId, FileLocks>) -> Self {
+        Self { files, torn: false }
+    }
+
+    /// Every file with its holders and waiters.
+    pub fn files(&self) -> impl Iterator<Item = (&FileId, &FileLocks)> {
+        self.files.iter()
+    }
+
     /// Holders and waiters of one file (empty when unlocked).
     pub fn get(&self, file: &FileId) -> Option<&FileLocks> {
         self.files.get(file)

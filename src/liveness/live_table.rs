@@ -1,0 +1,474 @@
+//! The lock table kept current by the kernel's lock events: who holds and
+//! who waits on each file, as `/proc/locks` would list it, learned from
+//! every flock request as it happens instead of re-read (each read of
+//! `/proc/locks` stalls every flock on the machine).
+//!
+//! Invariants:
+//! - a hold is keyed by its open file description (the event's `owner`),
+//!   never by PID: every process that opened a file unlocks it at its last
+//!   close, holder or not (a refused tryer's close included), and only the
+//!   description that holds a lock can end it;
+//! - holds seeded from one `/proc/locks` read have no known description:
+//!   an unlock on such a file cannot tell whose it is, and is said
+//!   ([`Applied::uncertain`]) for the caller to settle from the holder's
+//!   own fdinfo ([`LiveTable::settle`]), never guessed;
+//! - a waiter is listed from its queued request (`ret 1`) until it gets
+//!   the lock, unlocks or closes the file, or is found dead
+//!   ([`LiveTable::forget_waiters`]: a waiter that dies waiting leaves no
+//!   event);
+//! - a refused `LOCK_NB` request changes no lock; it is counted per file
+//!   and per PID ([`LiveTable::refused_since`]), the recent ones kept
+//!   bounded;
+//! - the table holds only files someone locks or waits on: an emptied
+//!   file is dropped, so its size follows the locks, not the tree.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use super::proc_locks::{FileId, FileLocks, LockIndex};
+
+/// What a flock request did, as the kernel reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockOp {
+    /// The lock was taken (`ret 0`), exclusive or shared — also a blocked
+    /// waiter getting it, and a conversion of a held lock.
+    Taken {
+        /// `LOCK_EX` (else `LOCK_SH`).
+        exclusive: bool,
+    },
+    /// A blocking request was queued (`ret 1`): the caller waits.
+    Waiting {
+        /// `LOCK_EX` (a contender, the SDK's `wait_acquire`) or `LOCK_SH`
+        /// (a watcher, its `wait_released`).
+        exclusive: bool,
+    },
+    /// A `LOCK_NB` request was refused (`ret -11`): the lock is held.
+    Refused {
+        /// What was asked for.
+        exclusive: bool,
+    },
+    /// The description let go of its lock (`LOCK_UN`, or its last close).
+    Unlocked,
+}
+
+/// One flock request on one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockEvent {
+    /// The file.
+    pub file: FileId,
+    /// The process that asked.
+    pub pid: u32,
+    /// The open file description it asked through (never 0 for an
+    /// event: 0 marks a hold seeded from `/proc/locks`).
+    pub owner: u64,
+    /// What happened.
+    pub op: LockOp,
+    /// When (monotonic).
+    pub at: Instant,
+}
+
+/// What [`LiveTable::apply`] changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Holders or waiters of the file changed.
+    pub changed: bool,
+    /// An unlock that matched no known description while the file has
+    /// holds of unknown description (seeded): one of them may have ended;
+    /// [`LiveTable::settle`] tells which from their fdinfo.
+    pub uncertain: bool,
+}
+
+/// One hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Hold {
+    /// The description; 0 when seeded from `/proc/locks` (unknown).
+    owner: u64,
+    pid: u32,
+    exclusive: bool,
+}
+
+/// One queued request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Waiter {
+    pid: u32,
+    exclusive: bool,
+}
+
+/// Holds and waiters of one file.
+#[derive(Debug, Clone, Default)]
+struct FileState {
+    holds: Vec<Hold>,
+    waiters: Vec<Waiter>,
+}
+
+impl FileState {
+    fn is_empty(&self) -> bool {
+        self.holds.is_empty() && self.waiters.is_empty()
+    }
+
+    /// As `/proc/locks` lists it.
+    fn locks(&self) -> FileLocks {
+        let mut locks = FileLocks::default();
+        for hold in &self.holds {
+            let list = if hold.exclusive {
+                &mut locks.holders
+            } else {
+                &mut locks.shared
+            };
+            if !list.contains(&hold.pid) {
+                list.push(hold.pid);
+            }
+        }
+        for waiter in &self.waiters {
+            let list = if waiter.exclusive {
+                &mut locks.waiters
+            } else {
+                &mut locks.shared_waiters
+            };
+            if !list.contains(&waiter.pid) {
+                list.push(waiter.pid);
+            }
+        }
+        locks
+    }
+}
+
+/// How many refused requests per file are kept with their time (the
+/// counts go on past it).
+const REFUSALS_KEPT: usize = 4_096;
+
+/// Refused `LOCK_NB` requests on one file.
+#[derive(Debug, Clone, Default)]
+struct Refusals {
+    /// Every refusal since the table began.
+    total: u64,
+    /// The most recent ones, oldest first, at most [`REFUSALS_KEPT`].
+    recent: VecDeque<(Instant, u32)>,
+}
+
+/// Refused requests on one file since a moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RefusedSince {
+    /// How many (at most the recent ones kept).
+    pub count: u64,
+    /// By whom, each PID with its count, most first.
+    pub by: Vec<(u32, u64)>,
+}
+
+/// The lock table the kernel's events keep current.
+#[derive(Debug, Default)]
+pub struct LiveTable {
+    files: HashMap<FileId, FileState>,
+    refusals: HashMap<FileId, Refusals>,
+    /// Every event applied.
+    events: u64,
+}
+
+impl LiveTable {
+    /// A table starting from one `/proc/locks` read: every hold with an
+    /// unknown description, every waiter as listed.
+    pub fn seeded(index: &LockIndex) -> Self {
+        let mut table = Self::default();
+        for (file, locks) in index.files() {
+            let state = table.files.entry(*file).or_default();
+            let holds = locks
+                .holders
+                .iter()
+                .map(|&pid| (pid, true))
+                .chain(locks.shared.iter().map(|&pid| (pid, false)));
+            for (pid, exclusive) in holds {
+                state.holds.push(Hold {
+                    owner: 0,
+                    pid,
+                    exclusive,
+                });
+            }
+            let waiters = locks
+                .waiters
+                .iter()
+                .map(|&pid| (pid, true))
+                .chain(locks.shared_waiters.iter().map(|&pid| (pid, false)));
+            for (pid, exclusive) in waiters {
+                state.waiters.push(Waiter { pid, exclusive });
+            }
+        }
+        table.files.retain(|_, state| !state.is_empty());
+        table
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, event: &LockEvent) -> Applied {
+        self.events += 1;
+        let mut applied = Applied::default();
+        match event.op {
+            LockOp::Refused { .. } => {
+                let refusals = self.refusals.entry(event.file).or_default();
+                refusals.total += 1;
+                if refusals.recent.len() == REFUSALS_KEPT {
+                    refusals.recent.pop_front();
+                }
+                refusals.recent.push_back((event.at, event.pid));
+                return applied;
+            }
+            LockOp::Taken { exclusive } => {
+                let state = self.files.entry(event.file).or_default();
+                // It got what it waited for; a conversion replaces the
+                // description's lock; a seeded hold of the same PID is
+                // this description's (a process re-taking its own lock).
+                state.waiters.retain(|waiter| waiter.pid != event.pid);
+                state.holds.retain(|hold| {
+                    hold.owner != event.owner && !(hold.owner == 0 && hold.pid == event.pid)
+                });
+                state.holds.push(Hold {
+                    owner: event.owner,
+                    pid: event.pid,
+                    exclusive,
+                });
+                applied.changed = true;
+            }
+            LockOp::Waiting { exclusive } => {
+                let state = self.files.entry(event.file).or_default();
+                let waiter = Waiter {
+                    pid: event.pid,
+                    exclusive,
+                };
+                if !state.waiters.contains(&waiter) {
+                    state.waiters.push(waiter);
+                    applied.changed = true;
+                }
+            }
+            LockOp::Unlocked => {
+                let Some(state) = self.files.get_mut(&event.file) else {
+                    return applied;
+                };
+                let before = (state.holds.len(), state.waiters.len());
+                state.holds.retain(|hold| hold.owner != event.owner);
+                // A process closing the file waits on it no more (an
+                // interrupted waiter lets go of its description).
+                state.waiters.retain(|waiter| waiter.pid != event.pid);
+                applied.changed = before != (state.holds.len(), state.waiters.len());
+                applied.uncertain =
+                    before.0 == state.holds.len() && state.holds.iter().any(|hold| hold.owner == 0);
+            }
+        }
+        if self.files.get(&event.file).is_some_and(FileState::is_empty) {
+            self.files.remove(&event.file);
+        }
+        applied
+    }
+
+    /// Settles a file whose unlock was [`Applied::uncertain`]: each hold
+    /// of unknown description is kept only if `still_holds(pid)` says its
+    /// PID still holds the file (its fdinfo shows the lock) or cannot
+    /// tell (`None`). True when a hold was dropped.
+    pub fn settle(&mut self, file: FileId, still_holds: impl Fn(u32) -> Option<bool>) -> bool {
+        let Some(state) = self.files.get_mut(&file) else {
+            return false;
+        };
+        let before = state.holds.len();
+        state
+            .holds
+            .retain(|hold| hold.owner != 0 || still_holds(hold.pid) != Some(false));
+        let dropped = state.holds.len() != before;
+        if state.is_empty() {
+            self.files.remove(&file);
+        }
+        dropped
+    }
+
+    /// Drops the waiters `alive` says are gone (a process that dies
+    /// waiting leaves no event); the files whose waiters changed.
+    pub fn forget_waiters(&mut self, alive: impl Fn(u32) -> bool) -> Vec<FileId> {
+        let mut changed = Vec::new();
+        for (file, state) in &mut self.files {
+            let before = state.waiters.len();
+            state.waiters.retain(|waiter| alive(waiter.pid));
+            if state.waiters.len() != before {
+                changed.push(*file);
+            }
+        }
+        self.files.retain(|_, state| !state.is_empty());
+        changed
+    }
+
+    /// The PIDs waiting on any file.
+    pub fn waiting_pids(&self) -> Vec<u32> {
+        let mut pids: Vec<u32> = self
+            .files
+            .values()
+            .flat_map(|state| state.waiters.iter().map(|waiter| waiter.pid))
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// The table as one `/proc/locks` read would give it (never torn).
+    pub fn index(&self) -> LockIndex {
+        LockIndex::from_files(
+            self.files
+                .iter()
+                .map(|(file, state)| (*file, state.locks()))
+                .collect(),
+        )
+    }
+
+    /// Holders and waiters of `file`, as `/proc/locks` lists them.
+    pub fn locks(&self, file: &FileId) -> FileLocks {
+        self.files
+            .get(file)
+            .map(FileState::locks)
+            .unwrap_or_default()
+    }
+
+    /// The refused requests on `files` since `since`, by PID.
+    pub fn refused_since(&self, files: &[FileId], since: Instant) -> RefusedSince {
+        let mut by: HashMap<u32, u64> = HashMap::new();
+        for refusals in files.iter().filter_map(|file| self.refusals.get(file)) {
+            for &(at, pid) in refusals.recent.iter().rev() {
+                if at < since {
+                    break;
+                }
+                *by.entry(pid).or_default() += 1;
+            }
+        }
+        let mut by: Vec<(u32, u64)> = by.into_iter().collect();
+        by.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        RefusedSince {
+            count: by.iter().map(|(_, count)| count).sum(),
+            by,
+        }
+    }
+
+    /// Every refusal on `file` since the table began.
+    pub fn refused_total(&self, file: &FileId) -> u64 {
+        self.refusals.get(file).map_or(0, |refusals| refusals.total)
+    }
+
+    /// How many events were applied.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// How many files are locked or waited on.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// True when no file is locked or waited on.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const GATE: FileId = FileId {
+        major: 8,
+        minor: 1,
+        inode: 10,
+    };
+    const ANNOUNCE: FileId = FileId {
+        major: 8,
+        minor: 1,
+        inode: 11,
+    };
+
+    fn event(file: FileId, pid: u32, owner: u64, op: LockOp) -> LockEvent {
+        LockEvent {
+            file,
+            pid,
+            owner,
+            op,
+            at: Instant::now(),
+        }
+    }
+
+    const EX: LockOp = LockOp::Taken { exclusive: true };
+
+    #[test]
+    fn a_refused_tryers_close_does_not_end_the_holders_lock() {
+        let mut table = LiveTable::default();
+        table.apply(&event(GATE, 100, 0xa, EX));
+        table.apply(&event(GATE, 200, 0xb, LockOp::Refused { exclusive: true }));
+        let applied = table.apply(&event(GATE, 200, 0xb, LockOp::Unlocked));
+        assert_eq!(
+            applied,
+            Applied::default(),
+            "nothing changed, nothing uncertain"
+        );
+        assert_eq!(table.locks(&GATE).holders, vec![100]);
+        table.apply(&event(GATE, 100, 0xa, LockOp::Unlocked));
+        assert!(table.is_empty(), "the holder's own close ends it");
+    }
+
+    #[test]
+    fn a_waiter_is_listed_until_it_gets_the_lock() {
+        let mut table = LiveTable::default();
+        table.apply(&event(GATE, 100, 0xa, EX));
+        table.apply(&event(GATE, 300, 0xc, LockOp::Waiting { exclusive: true }));
+        assert_eq!(table.locks(&GATE).waiters, vec![300]);
+        table.apply(&event(GATE, 100, 0xa, LockOp::Unlocked));
+        table.apply(&event(GATE, 300, 0xc, EX));
+        let locks = table.locks(&GATE);
+        assert_eq!((locks.holders, locks.waiters), (vec![300], vec![]));
+    }
+
+    #[test]
+    fn a_watcher_waits_shared_and_a_dead_waiter_is_forgotten() {
+        let mut table = LiveTable::default();
+        table.apply(&event(ANNOUNCE, 100, 0xa, EX));
+        table.apply(&event(
+            ANNOUNCE,
+            400,
+            0xd,
+            LockOp::Waiting { exclusive: false },
+        ));
+        assert_eq!(table.locks(&ANNOUNCE).shared_waiters, vec![400]);
+        assert_eq!(table.waiting_pids(), vec![400]);
+        assert_eq!(table.forget_waiters(|pid| pid != 400), vec![ANNOUNCE]);
+        assert!(table.locks(&ANNOUNCE).shared_waiters.is_empty());
+    }
+
+    #[test]
+    fn a_seeded_hold_is_settled_from_its_holders_files_never_guessed() {
+        let index = LockIndex::parse("1: FLOCK  ADVISORY  WRITE 100 08:01:10 0 EOF\n");
+        let mut table = LiveTable::seeded(&index);
+        assert_eq!(table.locks(&GATE).holders, vec![100]);
+        // Someone's close: whose, the table cannot tell.
+        let applied = table.apply(&event(GATE, 200, 0xb, LockOp::Unlocked));
+        assert!(applied.uncertain && !applied.changed, "{applied:?}");
+        assert!(!table.settle(GATE, |_| None), "unknown: kept");
+        assert!(!table.settle(GATE, |_| Some(true)), "still holds: kept");
+        assert!(table.settle(GATE, |_| Some(false)), "let go: dropped");
+        assert!(table.is_empty());
+    }
+
+    #[test]
+    fn a_seeded_holder_taking_its_lock_again_is_one_hold() {
+        let index = LockIndex::parse("1: FLOCK  ADVISORY  WRITE 100 08:01:10 0 EOF\n");
+        let mut table = LiveTable::seeded(&index);
+        table.apply(&event(GATE, 100, 0xa, LockOp::Taken { exclusive: false }));
+        let locks = table.locks(&GATE);
+        assert_eq!((locks.holders, locks.shared), (vec![], vec![100]));
+    }
+
+    #[test]
+    fn refusals_are_counted_per_pid_and_by_time() {
+        let mut table = LiveTable::default();
+        let start = Instant::now();
+        for pid in [7, 7, 8] {
+            table.apply(&event(GATE, pid, 0x1, LockOp::Refused { exclusive: true }));
+        }
+        let refused = table.refused_since(&[GATE, ANNOUNCE], start);
+        assert_eq!(refused.count, 3);
+        assert_eq!(refused.by, vec![(7, 2), (8, 1)]);
+        let later = table.refused_since(&[GATE], Instant::now() + Duration::from_secs(1));
+        assert_eq!(later.count, 0);
+        assert_eq!(table.refused_total(&GATE), 3);
+        assert!(table.is_empty(), "a refusal locks nothing");
+    }
+}
