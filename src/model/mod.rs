@@ -257,10 +257,15 @@ impl Model {
         }
     }
 
-    /// Orders the holders (and, through the app, blocking) views.
-    pub fn set_sort(&mut self, sort: Sort) {
-        self.settings.sort = sort;
+    /// Orders the holders view.
+    pub fn set_holders_sort(&mut self, sort: Sort) {
+        self.settings.holders_sort = sort;
         self.holders_cache = None;
+    }
+
+    /// Orders the blocking view (the app sorts its rows).
+    pub fn set_blocking_sort(&mut self, sort: Sort) {
+        self.settings.blocking_sort = sort;
     }
 
     /// Shows or hides free (stale) keys.

@@ -40,7 +40,7 @@ fn s_sorts_the_holders_by_age_pid_then_name_and_the_tab_bar_says_so() {
     assert_eq!(holder_pids(&mut app), ["777", "1201", "1202"]);
     press(&mut app, KeyCode::Char('s'));
     assert_eq!(
-        app.model().settings().sort,
+        app.model().settings().holders_sort,
         Sort::Age,
         "holders skip urgency"
     );
@@ -67,7 +67,33 @@ fn s_sorts_the_blocking_view_from_suspects_first_to_name() {
     sorted.sort_unstable();
     assert_eq!(keys, sorted, "by name");
     press(&mut app, KeyCode::Char('s'));
-    assert_eq!(app.model().settings().sort, Sort::Urgency);
+    assert_eq!(app.model().settings().blocking_sort, Sort::Urgency);
+}
+
+/// Each view keeps its own order: sorting the holders by PID leaves the
+/// blocking view most urgent first, and the other way round.
+#[test]
+fn s_in_one_of_holders_and_blocking_leaves_the_others_order_alone() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('2'));
+    press(&mut app, KeyCode::Char('s'));
+    assert!(text_of(&mut app).contains("by PID"));
+    press(&mut app, KeyCode::Char('5'));
+    let shown = text_of(&mut app);
+    assert!(shown.contains("by urgency"), "{shown}");
+    assert_eq!(app.model().settings().blocking_sort, Sort::Urgency);
+    press(&mut app, KeyCode::Char('s'));
+    press(&mut app, KeyCode::Char('s'));
+    assert!(text_of(&mut app).contains("by PID"));
+    press(&mut app, KeyCode::Char('2'));
+    assert!(text_of(&mut app).contains("by PID"));
+    press(&mut app, KeyCode::Char('s'));
+    assert!(text_of(&mut app).contains("by name"));
+    press(&mut app, KeyCode::Char('5'));
+    assert!(
+        text_of(&mut app).contains("by PID"),
+        "blocking kept its own"
+    );
 }
 
 #[test]

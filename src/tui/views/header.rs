@@ -208,7 +208,10 @@ pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane:
         spans.push(Span::raw(" "));
     }
     if matches!(app.pane, Pane::Holders | Pane::Blocking) {
-        let sort = settings.sort.label(app.pane == Pane::Blocking);
+        let sort = match app.pane {
+            Pane::Blocking => settings.blocking_sort.label(true),
+            _ => settings.holders_sort.label(false),
+        };
         spans.push(Span::styled(format!("· {sort} "), theme.dim));
         spans.push(Span::styled(
             format!("({})", key_of(Action::CycleSort)),
