@@ -436,6 +436,41 @@ fn an_idle_holder_is_a_suspect_and_a_contended_key_says_who_waits() {
     insta::assert_snapshot!(render(&mut app, 100, 30).backend());
 }
 
+/// At every width the help's lines wrap to the terminal, never cut at the
+/// right: each word of the legend and of every binding's description is
+/// on screen whole (tall enough for nothing to scroll).
+#[test]
+fn the_help_wraps_to_the_terminal_and_cuts_no_line() {
+    let theme = Theme::color();
+    let mut words: Vec<String> = crate::tui::views::help::legend_lines(&theme)
+        .iter()
+        .flat_map(|line| {
+            let text = line.to_string();
+            text.split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let described = BINDINGS.iter().filter(|b| b.group != Group::Replay);
+    words.extend(described.flat_map(|b| b.description.split_whitespace().map(str::to_string)));
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('?'));
+    for width in [40, 50, 60, 77, 78, 80, 90, 100, 120, 200] {
+        let screen = render(&mut app, width, 120).backend().to_string();
+        assert!(
+            !screen.contains("↑↓ 0/"),
+            "all of it fits at {width}:\n{screen}"
+        );
+        for word in &words {
+            assert!(
+                screen.contains(word.as_str()),
+                "{word:?} cut at {width}:\n{screen}"
+            );
+        }
+    }
+    insta::assert_snapshot!(render(&mut app, 120, 40).backend());
+}
+
 #[test]
 fn the_help_legend_names_every_marker_and_scrolls_on_a_small_terminal() {
     let theme = Theme::color();
