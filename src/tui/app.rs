@@ -75,7 +75,7 @@ pub struct App {
     pub(crate) copy_press: usize,
     /// While the tree's selection follows the most urgent key: the
     /// model's selection count when it last moved it. `None` once the
-    /// operator acted or selected anything.
+    /// operator moved a selection (until `u` says to follow again).
     pub(crate) following_urgent: Option<u64>,
     /// On a recording (`locktop replay`): where its cursor is, and what the
     /// operator asked of it since the player last looked.
@@ -250,7 +250,9 @@ impl App {
     /// Performs one action.
     pub fn perform(&mut self, action: Action) {
         self.dirty = true;
-        self.following_urgent = None;
+        if !action.keeps_following() {
+            self.following_urgent = None;
+        }
         self.follow_selections();
         if !matches!(action, Action::DetailsUp | Action::DetailsDown) {
             self.details_scroll = 0;
@@ -309,6 +311,7 @@ impl App {
                 self.model.set_paused(paused);
             }
             Action::NewHolder | Action::Release | Action::Kill | Action::Check => self.act(action),
+            Action::FollowUrgent => self.follow_urgent_again(),
             Action::StepBack
             | Action::StepForward
             | Action::JumpToTime

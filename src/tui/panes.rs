@@ -105,7 +105,10 @@ impl App {
             return;
         }
         let len = self.row_count();
+        let filter = crate::tui::fit::visible(&self.model.settings().filter).into_owned();
+        let none = || Some(format!("no row matches the filter /{filter}"));
         if len == 0 {
+            self.message = none();
             return;
         }
         let from = self.selected_index();
@@ -124,6 +127,11 @@ impl App {
         let mut index = step(from);
         while index != from && !matches(self, index) {
             index = step(index);
+        }
+        if !matches(self, index) {
+            // Round the whole list, back where it started: nothing matches.
+            self.message = none();
+            return;
         }
         self.select_index(index);
     }

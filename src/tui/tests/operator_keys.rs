@@ -165,3 +165,30 @@ fn y_copies_the_pid_then_the_command_line_then_the_path() {
         "a new selection starts over"
     );
 }
+
+/// `.` (and `,`) with a filter no row matches says so, instead of
+/// leaving the operator to guess why nothing moved.
+#[test]
+fn next_match_with_no_match_says_so() {
+    for pane in ['1', '2', '5'] {
+        let mut app = demo_app();
+        press(&mut app, KeyCode::Char(pane));
+        press(&mut app, KeyCode::Char('/'));
+        for c in "zzz-none".chars() {
+            press(&mut app, KeyCode::Char(c));
+        }
+        press(&mut app, KeyCode::Enter);
+        text_of(&mut app);
+        press(&mut app, KeyCode::Char('.'));
+        assert_eq!(
+            app.message(),
+            Some("no row matches the filter /zzz-none"),
+            "pane {pane}"
+        );
+        let screen = text_of(&mut app);
+        assert!(
+            screen.contains("no row matches the filter /zzz-none"),
+            "{screen}"
+        );
+    }
+}
