@@ -610,3 +610,50 @@ fn until_the_first_scan_is_done_the_header_says_the_counts_are_so_far() {
         "{screen}"
     );
 }
+
+/// The holders pane says what the tree says: a stopped agent's process
+/// reads `‖ stopped` and its keys their verdict; an orphaned lock's gone
+/// taker reads `○ gone` and the key `↯ orphan` under both processes — not
+/// `● live`, as if all were well.
+#[test]
+fn the_holders_pane_shows_each_process_state_and_each_keys_verdict() {
+    use crate::liveness::process::ProcState;
+    let mut model = demo_model();
+    let mut stopped = held(Liveness::Live, 4000, "agent --tag stuck", t(100));
+    stopped.holders[0].state = Some(ProcState::Stopped);
+    model.apply(key_delta(tag("stuck"), stopped, None, t(500)));
+    let mut orphaned = held(Liveness::Live, 4100, "agent --tag kept", t(200));
+    orphaned.holders[0].alive = false;
+    orphaned.holders[0].state = None;
+    let mut child = crate::engine::fixtures::process(4101, "agent-child");
+    child.ppid = Some(1);
+    orphaned.holders.push(child);
+    model.apply(key_delta(tag("kept"), orphaned, None, t(500)));
+    let mut app = app_with(Theme::monochrome(), model, STATE.as_ref());
+    press(&mut app, KeyCode::Char('2'));
+    let screen = render(&mut app, 100, 30).backend().to_string();
+    let line_of = |needle: &str| {
+        screen
+            .lines()
+            .find(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} missing:\n{screen}"))
+    };
+    assert!(line_of("pid 4000").contains("‖ stopped"), "{screen}");
+    assert!(line_of("pid 4100").contains("○ gone"), "{screen}");
+    assert!(
+        line_of("pid 4101").contains("1 key  agent-child"),
+        "{screen}"
+    );
+    let stuck = line_of("tag      stuck");
+    assert!(
+        stuck.contains("‖ stopped") && !stuck.contains("● live"),
+        "{screen}"
+    );
+    let kept: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.contains("tag      kept"))
+        .collect();
+    assert_eq!(kept.len(), 2, "under both processes:\n{screen}");
+    assert!(kept.iter().all(|l| l.contains("↯ orphan")), "{screen}");
+    insta::assert_snapshot!(render(&mut app, 100, 30).backend());
+}
