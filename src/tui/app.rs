@@ -196,6 +196,14 @@ impl App {
         self.dirty = true;
     }
 
+    /// The keys the last burst of deltas left unsettled are judged, once
+    /// `now` is past [`Model::settle_due`] (the event loop wakes then).
+    pub fn settle(&mut self, now: SystemTime) {
+        if self.model.settle(now) {
+            self.dirty = true;
+        }
+    }
+
     /// Notes that the engine's channel closed: no more updates.
     pub fn engine_stopped(&mut self) {
         self.engine_stopped = true;
