@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime};
 use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::fold::{Folder, WatcherView, fold};
 use crate::engine::{Delta, KeyState, Liveness};
+use crate::operate::verdict::changes::{Change, SETTLE_AFTER, Verdicts};
 
 use super::events::{Event, EventKind, EventLog, classify};
 use super::tree::{Lock, NodeId, Section, Tree};
@@ -108,9 +109,13 @@ pub struct Data {
     pub watcher: WatcherView,
     /// Bumped on every change.
     pub version: u64,
-    /// Holders (before and after) of the keys changed since the last
-    /// [`Data::log_verdicts`]: the keys whose verdicts may have changed.
-    touched: BTreeSet<u32>,
+    /// Each held key's verdict, followed as `watch` follows it: a key's
+    /// own change is judged at once, the other keys of its holders only
+    /// once the deltas that came together are in (see [`Verdicts`]).
+    verdicts: Verdicts,
+    /// When the keys the last changes left unsettled are judged: the last
+    /// key change's time plus [`SETTLE_AFTER`] (`None`: none waits).
+    settle_due: Option<SystemTime>,
     /// Whether the verdicts as of the initial scan were noted yet (they
     /// are not events).
     verdicts_noted: bool,
@@ -135,6 +140,16 @@ impl Data {
     /// release.
     pub fn apply(&mut self, delta: Delta, pid_alive: &dyn Fn(u32) -> Option<bool>) {
         self.version += 1;
+        let synced_at = match &delta {
+            Delta::Key { at, .. } | Delta::Removed { at, .. } => {
+                // A change after the quiet that ends a burst: the burst's
+                // unsettled keys are judged first, as of its end.
+                self.settle(*at);
+                None
+            }
+            Delta::Synced { at, .. } => Some(*at),
+            _ => None,
+        };
         fold(
             &mut Folding {
                 data: self,
@@ -142,6 +157,66 @@ impl Data {
             },
             delta,
         );
+        if let Some(at) = synced_at
+            && self.watcher.synced()
+            && !self.verdicts_noted
+        {
+            // Every key is in: the verdicts of the initial state are noted
+            // (not events), and only changes from here on are logged.
+            let changes = self.verdicts.tick(at);
+            self.log_changes(changes, at);
+            self.settle_due = None;
+            self.verdicts_noted = true;
+        }
+    }
+
+    /// The verdict changes of `key` becoming `state` (`None`: removed)
+    /// `at`: its own, at once; its holders' other keys wait for
+    /// [`Data::settle`].
+    fn follow_verdict(
+        &mut self,
+        key: &LockKey,
+        state: Option<&KeyState>,
+        at: SystemTime,
+    ) -> Vec<Change> {
+        self.settle_due = Some(at + SETTLE_AFTER);
+        self.verdicts.apply(key, state, at)
+    }
+
+    /// When the keys the last changes left unsettled are to be judged
+    /// (see [`Data::settle`]).
+    pub fn settle_due(&self) -> Option<SystemTime> {
+        self.settle_due
+    }
+
+    /// Once `now` is past [`Data::settle_due`]: judges the keys the last
+    /// burst of changes left unsettled, as of the burst's end, and logs
+    /// what changed. Returns whether anything was logged.
+    pub fn settle(&mut self, now: SystemTime) -> bool {
+        let Some(due) = self.settle_due.filter(|&due| due <= now) else {
+            return false;
+        };
+        self.settle_due = None;
+        let changes = self.verdicts.settle(due);
+        self.log_changes(changes, due)
+    }
+
+    /// The clock moved to `now`: every held key is judged again (some
+    /// verdicts come with time alone: a spawn materializing too long) —
+    /// unless a burst of changes is still settling (then not before it
+    /// has). Returns whether anything was logged.
+    pub fn judge_at(&mut self, now: SystemTime) -> bool {
+        if self.settle_due.is_some_and(|due| now < due) {
+            return false;
+        }
+        let settled = self.settle(now);
+        let changes = self.verdicts.tick(now);
+        self.log_changes(changes, now) || settled
+    }
+
+    /// Sets `--materializing-after` for the verdicts followed.
+    pub fn set_materializing(&mut self, materializing: Duration) {
+        self.verdicts.set_materializing(materializing);
     }
 
     fn apply_key(
@@ -152,6 +227,7 @@ impl Data {
         at: SystemTime,
         pid_alive: &dyn Fn(u32) -> Option<bool>,
     ) {
+        let changes = self.follow_verdict(&key, Some(&state), at);
         if previous.is_some() && self.tree_lock(&key).is_none() {
             // Known, and no node: it was stale.
             self.take_stale(&key);
@@ -171,9 +247,6 @@ impl Data {
         }
         let id = self.tree.ensure_key(&key);
         let old = self.tree.lock_mut(id).take();
-        let holders = old.iter().flat_map(|old| &old.state.holders);
-        self.touched
-            .extend(holders.chain(&state.holders).map(|p| p.pid));
         if let Some(old) = &old {
             self.counts.bump(old.key.kind(), &old.state, false);
             self.unindex(id, &old.state);
@@ -221,6 +294,7 @@ impl Data {
             freed_at,
             flagged,
         });
+        self.log_changes(changes, at);
     }
 
     /// Keeps `key`'s recent holders: `state` (its new one) opens a hold
@@ -294,7 +368,6 @@ impl Data {
             return;
         };
         if let Some(old) = self.tree.lock_mut(id).take() {
-            self.touched.extend(old.state.holders.iter().map(|p| p.pid));
             self.counts.bump(old.key.kind(), &old.state, false);
             self.unindex(id, &old.state);
             self.free_nodes -= usize::from(old.state.liveness == Liveness::Free);
@@ -398,41 +471,23 @@ impl Data {
         }
     }
 
-    /// Logs each held key whose verdict started or stopped needing
-    /// attention (see [`crate::model::Verdict::is_logged`]) since the last
-    /// call, as of `now`: every held key when `everything` (the clock
-    /// moved), else only the keys of the holders changed since. Nothing
-    /// before the initial scan is synced; then one silent pass notes what
-    /// was already so (not an event). Returns whether anything was
-    /// logged. Its cost is the number of keys judged (held keys at most).
-    pub fn log_verdicts(
-        &mut self,
-        now: SystemTime,
-        materializing: Duration,
-        everything: bool,
-    ) -> bool {
-        if !self.watcher.synced() {
-            return false;
-        }
-        let log = std::mem::replace(&mut self.verdicts_noted, true);
-        let touched = std::mem::take(&mut self.touched);
-        let mut ids: Vec<NodeId> = match everything || !log {
-            true => self.by_pid.values().flatten().copied().collect(),
-            false => touched
-                .iter()
-                .filter_map(|pid| self.by_pid.get(pid))
-                .flatten()
-                .copied()
-                .collect(),
-        };
-        ids.sort_unstable();
-        ids.dedup();
+    /// Logs each of `changes` that starts or ends a verdict needing
+    /// attention (see [`crate::model::Verdict::is_logged`]) as of `at`,
+    /// and notes it on its key. Nothing is logged before the initial
+    /// scan's verdicts were noted (those are not events). Returns whether
+    /// anything was logged.
+    fn log_changes(&mut self, changes: Vec<Change>, at: SystemTime) -> bool {
+        let log = self.verdicts_noted;
         let mut logged = false;
-        for id in ids {
+        for change in changes {
+            let Some(id) = self
+                .tree
+                .find(Section::of(change.key.kind()), change.key.name())
+            else {
+                continue;
+            };
             let Some(lock) = self.lock(id) else { continue };
-            let verdict = self
-                .verdict(lock, now, materializing)
-                .filter(super::Verdict::is_logged);
+            let verdict = change.to.filter(super::Verdict::is_logged);
             let word = verdict.as_ref().map(super::Verdict::word);
             if word == lock.flagged {
                 continue;
@@ -460,7 +515,7 @@ impl Data {
             if log {
                 for kind in kinds {
                     self.events.push(Event {
-                        at: now,
+                        at,
                         kind,
                         key: key.clone(),
                         pid,
@@ -553,6 +608,8 @@ impl Folder for Folding<'_> {
     }
 
     fn remove(&mut self, key: &LockKey, _: Liveness, at: SystemTime) {
+        // (Its own verdict goes with its node: nothing to log.)
+        self.data.follow_verdict(key, None, at);
         self.data.history.ended(key, at, super::Ended::Removed);
         self.data.remove_key(key);
     }

@@ -80,7 +80,7 @@ pub fn holder_groups(data: &Data, settings: &ViewSettings) -> Vec<HolderGroup> {
         });
     }
     groups.sort_by_key(|group| (group.oldest.is_none(), group.oldest, group.pid));
-    match settings.sort {
+    match settings.holders_sort {
         super::Sort::Pid => groups.sort_by_key(|group| group.pid),
         super::Sort::Name => groups.sort_by(|a, b| a.process.command().cmp(b.process.command())),
         super::Sort::Urgency | super::Sort::Age => {}

@@ -128,6 +128,7 @@ impl Model {
     /// numbered anew).
     pub fn reset_data(&mut self) {
         self.data = Data::default();
+        self.data.set_materializing(self.materializing);
         self.data
             .set_show_free(self.settings.show_free, &self.settings.filter, self.now);
         self.frozen = None;
@@ -138,15 +139,11 @@ impl Model {
         self.event_anchor = None;
     }
 
-    /// Folds one delta into the data (also while paused).
+    /// Folds one delta into the data (also while paused); the verdict
+    /// changes it causes are logged as `watch` tells them (a holder's
+    /// other keys once the burst has settled: see [`Model::settle`]).
     pub fn apply(&mut self, delta: Delta) {
-        let at = match &delta {
-            Delta::Key { at, .. } | Delta::Removed { at, .. } => Some(*at),
-            _ => None,
-        };
         self.data.apply(delta, &*self.pid_alive);
-        let at = at.unwrap_or(self.now).max(self.now);
-        self.data.log_verdicts(at, self.materializing, false);
         if self.frozen.is_some() {
             self.changes_while_paused += 1;
         }
@@ -185,7 +182,7 @@ impl Model {
         // (Ages out of the live data only: a paused view keeps its rows.)
         self.data.age_freed(now);
         // Time alone turns some verdicts (a spawn materializing too long).
-        if self.data.log_verdicts(now, self.materializing, true) {
+        if self.data.judge_at(now) {
             self.flat_version = None;
             return true;
         }
@@ -200,6 +197,26 @@ impl Model {
     /// depend on it).
     pub fn set_materializing(&mut self, materializing: std::time::Duration) {
         self.materializing = materializing;
+        self.data.set_materializing(materializing);
+    }
+
+    /// When the keys the last burst of changes left unsettled are to be
+    /// judged ([`crate::operate::verdict::changes::SETTLE_AFTER`] after
+    /// its last change); the event loop wakes then and calls
+    /// [`Model::settle`].
+    pub fn settle_due(&self) -> Option<SystemTime> {
+        self.data.settle_due()
+    }
+
+    /// Judges (and logs) the keys the last burst left unsettled, once
+    /// `now` is past [`Model::settle_due`] — paused or not, like every
+    /// delta. Returns whether anything was logged.
+    pub fn settle(&mut self, now: SystemTime) -> bool {
+        let logged = self.data.settle(now);
+        if logged && self.frozen.is_none() {
+            self.flat_version = None;
+        }
+        logged
     }
 
     /// The view settings.
@@ -257,10 +274,15 @@ impl Model {
         }
     }
 
-    /// Orders the holders (and, through the app, blocking) views.
-    pub fn set_sort(&mut self, sort: Sort) {
-        self.settings.sort = sort;
+    /// Orders the holders view.
+    pub fn set_holders_sort(&mut self, sort: Sort) {
+        self.settings.holders_sort = sort;
         self.holders_cache = None;
+    }
+
+    /// Orders the blocking view (the app sorts its rows).
+    pub fn set_blocking_sort(&mut self, sort: Sort) {
+        self.settings.blocking_sort = sort;
     }
 
     /// Shows or hides free (stale) keys.

@@ -579,3 +579,98 @@ fn stale_keys_past_the_remembered_ones_are_counted_exactly() {
     assert_eq!(model.data().counts.free, total - 1);
     assert_eq!(model.data().unlisted_free(), total - 1);
 }
+
+/// The verdict events of `model`, newest first, as `kind key`.
+fn verdict_words(model: &Model) -> Vec<String> {
+    model
+        .events()
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Flagged(_) | EventKind::Cleared(_)))
+        .map(|e| format!("{} {}", e.kind.text(), e.key.name()))
+        .collect()
+}
+
+/// An agent (instance + tag, held for minutes) exits: the engine frees
+/// its instance, then its tag, one delta after the other, with the
+/// monitor's clock ticking in between. Between the two the tag's holder
+/// holds tags and no AIH — a spawn, for one delta — but that is a role it
+/// is only dropping: as `watch` does, the tag is judged again only once
+/// the burst has settled, and by then it is free. No `⚠ materializing
+/// too long` is logged for a suspect that never was.
+#[test]
+fn an_agent_exiting_with_an_instance_and_a_tag_logs_no_materializing_suspect() {
+    let ms = |n| std::time::Duration::from_millis(n);
+    let mut model = Model::new(Box::new(|_| Some(false)));
+    model.set_materializing(std::time::Duration::from_secs(30));
+    let agent = held(Liveness::Live, 7, "agent --aih cli/a --tag t", t(0));
+    model.apply(key_delta(instance("cli/a"), agent.clone(), None, t(0)));
+    model.apply(key_delta(tag("t"), agent, None, t(0)));
+    model.apply(Delta::Synced { keys: 2, at: t(1) });
+    model.set_now(t(180));
+    let freed = crate::engine::KeyState::bare(Liveness::Free);
+    let exit = t(180) + ms(1);
+    model.apply(key_delta(
+        instance("cli/a"),
+        freed.clone(),
+        Some(Liveness::Live),
+        exit,
+    ));
+    // The event loop draws between bursts: the clock moves here.
+    model.set_now(exit + ms(1));
+    model.apply(key_delta(
+        tag("t"),
+        freed,
+        Some(Liveness::Live),
+        exit + ms(2),
+    ));
+    model.set_now(exit + ms(100));
+    model.set_now(t(200));
+    assert_eq!(verdict_words(&model), Vec::<String>::new());
+    let words: Vec<String> = model
+        .events()
+        .iter()
+        .map(|e| e.kind.text().into())
+        .collect();
+    assert_eq!(words, ["holder exited", "holder exited"], "only the exits");
+}
+
+/// The other side of settling: a change a burst does cause to its
+/// holder's other keys is logged once the burst has settled — when the
+/// clock passes [`SETTLE_AFTER`] after it, or when the next change comes
+/// later than that, whichever is first (so a replay, which moves the
+/// clock only to each change, logs the same).
+#[test]
+fn a_spawn_claiming_its_aih_ends_its_tags_verdict_once_the_burst_has_settled() {
+    use crate::operate::verdict::changes::SETTLE_AFTER;
+    let ms = |n| std::time::Duration::from_millis(n);
+    for by_clock in [true, false] {
+        let mut model = Model::new(Box::new(|_| Some(true)));
+        model.set_materializing(std::time::Duration::from_secs(30));
+        let spawn = held(Liveness::Live, 7, "spawn --tag t", t(0));
+        model.apply(key_delta(tag("t"), spawn, None, t(0)));
+        model.apply(Delta::Synced { keys: 1, at: t(1) });
+        model.set_now(t(40));
+        assert_eq!(verdict_words(&model), ["materializing too long t"]);
+        let agent = held(Liveness::Live, 7, "spawn --tag t", t(50));
+        model.apply(key_delta(instance("cli/a"), agent, None, t(50)));
+        model.set_now(t(50) + ms(10));
+        assert_eq!(verdict_words(&model).len(), 1, "still settling");
+        assert_eq!(model.settle_due(), Some(t(50) + SETTLE_AFTER));
+        if by_clock {
+            assert!(model.settle(t(50) + SETTLE_AFTER));
+        } else {
+            let other = held(Liveness::Live, 8, "agent", t(60));
+            model.apply(key_delta(tag("other"), other, None, t(60)));
+        }
+        assert_eq!(
+            verdict_words(&model),
+            ["not materializing too long t", "materializing too long t"],
+            "by the clock: {by_clock}"
+        );
+        let ended = model
+            .events()
+            .iter()
+            .find(|e| e.kind == EventKind::Cleared("materializing too long"));
+        assert_eq!(ended.map(|e| e.at), Some(t(50) + SETTLE_AFTER));
+    }
+}

@@ -73,7 +73,7 @@ pub struct Lock {
     /// was never seen held, or is held now).
     pub freed_at: Option<SystemTime>,
     /// The word of its verdict that needs attention, as last logged (see
-    /// `Data::log_verdicts`); `None` when free.
+    /// `Data::log_changes`); `None` when free.
     pub flagged: Option<&'static str>,
 }
 

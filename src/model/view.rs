@@ -48,8 +48,11 @@ pub struct ViewSettings {
     pub filter: String,
     /// Whether free (stale) keys are rows.
     pub show_free: bool,
-    /// How the holders and blocking views order their rows.
-    pub sort: Sort,
+    /// How the holders view orders its processes (never by urgency).
+    pub holders_sort: Sort,
+    /// How the blocking view orders its keys: apart from the holders'
+    /// order, so sorting one never reorders the other.
+    pub blocking_sort: Sort,
 }
 
 /// How the holders and blocking views order their rows.

@@ -459,5 +459,6 @@ pub(crate) fn one_of_each() -> Vec<Verdict> {
     all
 }
 
+pub mod changes;
 #[cfg(test)]
 mod tests;

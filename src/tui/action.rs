@@ -125,6 +125,9 @@ pub enum Action {
     ToStart,
     /// Replay: the cursor to the recording's end.
     ToEnd,
+    /// The tree selects the most urgent key again and follows it (as it
+    /// does until the operator moves away).
+    FollowUrgent,
 }
 
 impl Action {
@@ -132,5 +135,28 @@ impl Action {
     /// in read-only mode. (`Check` is not: read-only makes it passive.)
     pub const fn writes(self) -> bool {
         matches!(self, Action::NewHolder | Action::Release | Action::Kill)
+    }
+
+    /// True for actions that move no selection: the tree keeps following
+    /// the most urgent key through them (help, redraw, pause, scrolling
+    /// the details, and every move of a replay's cursor — the urgent key
+    /// at the new time is the one to show).
+    pub const fn keeps_following(self) -> bool {
+        matches!(
+            self,
+            Action::ToggleHelp
+                | Action::Redraw
+                | Action::TogglePause
+                | Action::DetailsUp
+                | Action::DetailsDown
+                | Action::StepBack
+                | Action::StepForward
+                | Action::JumpToTime
+                | Action::Faster
+                | Action::Slower
+                | Action::ToStart
+                | Action::ToEnd
+                | Action::FollowUrgent
+        )
     }
 }

@@ -75,7 +75,7 @@ pub struct App {
     pub(crate) copy_press: usize,
     /// While the tree's selection follows the most urgent key: the
     /// model's selection count when it last moved it. `None` once the
-    /// operator acted or selected anything.
+    /// operator moved a selection (until `u` says to follow again).
     pub(crate) following_urgent: Option<u64>,
     /// On a recording (`locktop replay`): where its cursor is, and what the
     /// operator asked of it since the player last looked.
@@ -196,6 +196,14 @@ impl App {
         self.dirty = true;
     }
 
+    /// The keys the last burst of deltas left unsettled are judged, once
+    /// `now` is past [`Model::settle_due`] (the event loop wakes then).
+    pub fn settle(&mut self, now: SystemTime) {
+        if self.model.settle(now) {
+            self.dirty = true;
+        }
+    }
+
     /// Notes that the engine's channel closed: no more updates.
     pub fn engine_stopped(&mut self) {
         self.engine_stopped = true;
@@ -250,7 +258,9 @@ impl App {
     /// Performs one action.
     pub fn perform(&mut self, action: Action) {
         self.dirty = true;
-        self.following_urgent = None;
+        if !action.keeps_following() {
+            self.following_urgent = None;
+        }
         self.follow_selections();
         if !matches!(action, Action::DetailsUp | Action::DetailsDown) {
             self.details_scroll = 0;
@@ -309,6 +319,7 @@ impl App {
                 self.model.set_paused(paused);
             }
             Action::NewHolder | Action::Release | Action::Kill | Action::Check => self.act(action),
+            Action::FollowUrgent => self.follow_urgent_again(),
             Action::StepBack
             | Action::StepForward
             | Action::JumpToTime

@@ -1,6 +1,7 @@
 //! The event loop: one `select!` over terminal input, engine deltas, test
-//! holder updates, finished family checks, a 1 s clock tick (ages only)
-//! and termination signals. [`run`] owns the setup (signals, TTY check,
+//! holder updates, finished family checks, a 1 s clock tick (ages only),
+//! the moment a burst of deltas has settled (its holders' other keys are
+//! judged then, as `watch` judges them) and termination signals. [`run`] owns the setup (signals, TTY check,
 //! terminal guard); [`run_main_loop`] is the loop itself, generic over the
 //! backend so tests drive the real loop on a `TestBackend`.
 //!
@@ -28,6 +29,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::engine::{Delta, EngineHandle};
 use crate::operate::test_holders::HolderUpdate;
+use crate::operate::verdict::changes::settled;
 
 use super::app::App;
 use super::handles::OpsEvents;
@@ -164,12 +166,23 @@ where
         if app.should_quit() {
             break;
         }
+        let settle_due = app.model().settle_due();
+        let settle_at = settle_due.map(|due| {
+            let wait = due.duration_since(SystemTime::now()).unwrap_or_default();
+            tokio::time::Instant::now() + wait
+        });
         tokio::select! {
             event = input.next() => match event {
                 Some(Ok(event)) => app.handle_event(event),
                 Some(Err(error)) => return Err(error).context("cannot read terminal input"),
                 None => app.quit(),
             },
+            // Judged as of the burst's end (it has come: the wall clock
+            // may lag the monotonic one by a hair, never re-arm for it).
+            () = settled(settle_at) => {
+                let now = SystemTime::now();
+                app.settle(settle_due.map_or(now, |due| due.max(now)));
+            }
             delta = deltas.recv(), if engine_open => match delta {
                 Some(delta) => {
                     app.apply(delta);

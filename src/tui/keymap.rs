@@ -112,6 +112,7 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(PageDown, NONE)], "PgDn", Action::PageDown, "one page down", Group::Navigate, None),
     bind(&[(Char('['), NONE)], "[", Action::DetailsUp, "scroll the details up", Group::Navigate, None),
     bind(&[(Char(']'), NONE)], "]", Action::DetailsDown, "scroll the details down", Group::Navigate, None),
+    bind(&[(Char('u'), NONE)], "u", Action::FollowUrgent, "follow the most urgent key", Group::Navigate, Some("urgent")),
     bind(&[(Char('/'), NONE), (F(3), NONE)], "/ F3", Action::StartFilter, "filter: AIH, tag or PID", Group::View, Some("filter")),
     bind(&[(Char('.'), NONE)], ".", Action::NextMatch, "next match of the filter", Group::View, None),
     bind(&[(Char(','), NONE)], ",", Action::PrevMatch, "previous match", Group::View, None),

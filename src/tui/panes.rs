@@ -105,7 +105,10 @@ impl App {
             return;
         }
         let len = self.row_count();
+        let filter = crate::tui::fit::visible(&self.model.settings().filter).into_owned();
+        let none = || Some(format!("no row matches the filter /{filter}"));
         if len == 0 {
+            self.message = none();
             return;
         }
         let from = self.selected_index();
@@ -124,6 +127,11 @@ impl App {
         let mut index = step(from);
         while index != from && !matches(self, index) {
             index = step(index);
+        }
+        if !matches(self, index) {
+            // Round the whole list, back where it started: nothing matches.
+            self.message = none();
+            return;
         }
         self.select_index(index);
     }
@@ -166,7 +174,7 @@ impl App {
             })
         });
         let lock = |row: &BlockingRow| data.lock(row.node);
-        match self.model.settings().sort {
+        match self.model.settings().blocking_sort {
             Sort::Urgency => {}
             Sort::Age => rows.sort_by_key(|row| {
                 let since = lock(row).and_then(|l| l.state.since);
@@ -190,16 +198,21 @@ impl App {
     /// `s`: the next order of the holders or blocking view; elsewhere it
     /// says where it works.
     pub(crate) fn cycle_sort(&mut self) {
-        let urgency = match self.pane {
-            Pane::Blocking => true,
-            Pane::Holders => false,
+        let settings = self.model.settings();
+        match self.pane {
+            Pane::Blocking => {
+                let sort = settings.blocking_sort.next(true);
+                self.model.set_blocking_sort(sort);
+            }
+            Pane::Holders => {
+                let sort = settings.holders_sort.next(false);
+                self.model.set_holders_sort(sort);
+            }
             _ => {
                 self.message = Some(super::hints::sort_where());
                 return;
             }
-        };
-        let sort = self.model.settings().sort.next(urgency);
-        self.model.set_sort(sort);
+        }
         self.follow_selections();
     }
 

@@ -8,7 +8,8 @@
 //! [`crate::model::KeyedCursor`]); [`App::follow_selections`] puts every
 //! cursor back on its identity and runs before each draw and each action,
 //! so the row drawn highlighted and the thing acted on are the same.
-//! Until the operator acts, the tree follows the most urgent key.
+//! Until the operator moves a selection, the tree follows the most urgent
+//! key (through a replay's moves too); `u` makes it follow again.
 
 use crate::disk::LockKey;
 use crate::liveness::process::ProcessInfo;
@@ -54,9 +55,10 @@ impl App {
         self.model.follow_blocking(&keys);
     }
 
-    /// Until the operator acts (a key, a click) or anything selects a row,
-    /// the tree's selection — and so the details pane — is on the most
-    /// urgent key, so the first screen answers "what is stuck?".
+    /// Until the operator moves a selection (a key, a click) or anything
+    /// selects a row, the tree's selection — and so the details pane — is
+    /// on the most urgent key, so the first screen answers "what is
+    /// stuck?".
     fn follow_most_urgent(&mut self) {
         let Some(seen) = self.following_urgent else {
             return;
@@ -71,6 +73,19 @@ impl App {
         if self.model.selected_node() != Some(urgent.node) {
             self.model.select_node(urgent.node);
             self.following_urgent = Some(self.model.selections());
+        }
+    }
+
+    /// `u`: the tree selects the most urgent key and follows it again,
+    /// whatever the operator moved since; with none, it says so (and
+    /// selects the first one that comes).
+    pub(crate) fn follow_urgent_again(&mut self) {
+        self.pane = Pane::Tree;
+        self.following_urgent = Some(self.model.selections());
+        self.follow_most_urgent();
+        if self.most_urgent().is_none() {
+            self.message =
+                Some("no key needs attention now: the tree will select the first that does".into());
         }
     }
 

@@ -14,8 +14,13 @@
 
 pub(crate) mod format;
 pub(crate) mod queue;
-pub(crate) mod verdicts;
 pub(crate) mod writer;
+
+// The verdicts `watch` follows are the monitor's too: they live below
+// both (`crate::operate::verdict::changes`); these names stay for the
+// subcommands that reach them through `watch`.
+pub(crate) use crate::operate::verdict::changes as verdicts;
+pub(crate) use crate::operate::verdict::changes::settled;
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -239,15 +244,6 @@ pub(crate) fn push_delta(
             }
         }
         Delta::Problems(_) => {}
-    }
-}
-
-/// Resolves at `at` (never, when `None`): when the keys a burst of
-/// deltas left unsettled are judged.
-pub(crate) async fn settled(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

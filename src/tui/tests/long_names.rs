@@ -27,7 +27,11 @@ fn nested_aih() -> String {
 /// The demo app plus one holder (pid 2001) of a nested AIH pair and of a
 /// tag whose name holds a tab.
 fn long_names_app() -> App {
-    let mut app = demo_app();
+    with_long_names(demo_app())
+}
+
+/// `app` plus the long names of [`long_names_app`].
+fn with_long_names(mut app: App) -> App {
     let root = format!("cli/daemon/{ROOT_AGENT}");
     let keys = [instance(&root), instance(&nested_aih()), tag("ta\tb")];
     for key in keys {
@@ -142,4 +146,56 @@ fn a_wider_terminal_never_shows_less_of_a_name() {
         leaf_shown(&mut app, 50) < LEAF.len(),
         "the test needs a cut"
     );
+}
+
+/// The header lines at `width` (a 35-row screen: all three are drawn).
+fn header_at(app: &mut App, width: u16) -> Vec<String> {
+    let screen = render(app, width, 35).backend().to_string();
+    let lines = screen.lines().take(3);
+    lines
+        .map(|line| line.trim_matches('"').trim_end().to_string())
+        .collect()
+}
+
+/// No header line is cut without an `…`, at any width; the first keeps
+/// the state dir — whole at 80 columns (the clock gives way), shortened
+/// in the middle, both ends kept, when narrower.
+#[test]
+fn header_lines_are_shortened_with_an_ellipsis_and_keep_the_state_dir() {
+    let state_dir = "/home/operator/.objectiveai";
+    let demo = crate::model::fixtures::demo_model();
+    let mut app = with_long_names(super::support::app_on(demo, state_dir.as_ref()));
+    let wide = header_at(&mut app, 400);
+    assert!(wide[0].ends_with(state_dir), "{wide:?}");
+    for width in (30..=130).step_by(super::support::size_step(1)) {
+        let lines = header_at(&mut app, width);
+        for (line, whole) in lines.iter().zip(&wide) {
+            assert!(
+                line == whole || line.contains(ELLIPSIS),
+                "cut without an ellipsis at {width}: {line:?} (whole: {whole:?})"
+            );
+        }
+        let first = &lines[0];
+        if width >= 50 {
+            assert!(
+                first.starts_with("locktop · probe acquire · watching · "),
+                "{first:?}"
+            );
+        }
+        if width >= 80 {
+            assert!(first.ends_with(state_dir), "at {width}: {first:?}");
+        } else if width >= 56 && !first.ends_with(state_dir) {
+            let (head, tail) = first.rsplit_once(" · ").unwrap();
+            let (a, b) = tail.split_once(ELLIPSIS).expect("shortened in the middle");
+            assert!(
+                state_dir.starts_with(a) && state_dir.ends_with(b),
+                "{first:?}"
+            );
+            assert!(
+                a.len() > 3 && b.len() > 3,
+                "both ends kept: {first:?} ({head})"
+            );
+        }
+    }
+    insta::assert_snapshot!(render(&mut app, 80, 24).backend());
 }

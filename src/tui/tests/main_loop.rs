@@ -87,3 +87,28 @@ async fn q_ends_the_loop() {
 async fn the_end_of_terminal_input_ends_the_loop() {
     run_loop(stream::empty(), Vec::new(), std::future::pending()).await;
 }
+
+/// A burst's consequences for its holder's other keys are logged once it
+/// has settled (50 ms after its last delta), not at the next clock tick
+/// (1 s): a spawn claiming its AIH ends its tag's `materializing too
+/// long` within half a second, with no other delta or tick to prompt it.
+#[tokio::test(start_paused = true)]
+async fn the_loop_wakes_when_a_burst_has_settled_and_logs_what_it_caused() {
+    let now = std::time::SystemTime::now();
+    let long_ago = now - Duration::from_secs(120);
+    let spawn = held(Liveness::Live, 9191, "spawn --tag late", long_ago);
+    let claimed = held(Liveness::Live, 9191, "spawn --tag late", now);
+    let deltas = vec![
+        key_delta(tag("late"), spawn, None, now),
+        key_delta(instance("cli/late"), claimed, None, now),
+    ];
+    let keys = keys_then_silence(vec![key(KeyCode::Char('3'))]);
+    let stop = tokio::time::sleep(Duration::from_millis(500));
+    let terminal = run_loop(keys, deltas, stop).await;
+    let screen = terminal.backend().to_string();
+    assert!(screen.contains("⚠ materializing"), "{screen}");
+    assert!(
+        screen.contains("│event    not materializing too long"),
+        "ended once the burst settled (the newest event, selected):\n{screen}"
+    );
+}

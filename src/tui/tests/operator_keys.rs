@@ -40,7 +40,7 @@ fn s_sorts_the_holders_by_age_pid_then_name_and_the_tab_bar_says_so() {
     assert_eq!(holder_pids(&mut app), ["777", "1201", "1202"]);
     press(&mut app, KeyCode::Char('s'));
     assert_eq!(
-        app.model().settings().sort,
+        app.model().settings().holders_sort,
         Sort::Age,
         "holders skip urgency"
     );
@@ -67,7 +67,33 @@ fn s_sorts_the_blocking_view_from_suspects_first_to_name() {
     sorted.sort_unstable();
     assert_eq!(keys, sorted, "by name");
     press(&mut app, KeyCode::Char('s'));
-    assert_eq!(app.model().settings().sort, Sort::Urgency);
+    assert_eq!(app.model().settings().blocking_sort, Sort::Urgency);
+}
+
+/// Each view keeps its own order: sorting the holders by PID leaves the
+/// blocking view most urgent first, and the other way round.
+#[test]
+fn s_in_one_of_holders_and_blocking_leaves_the_others_order_alone() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('2'));
+    press(&mut app, KeyCode::Char('s'));
+    assert!(text_of(&mut app).contains("by PID"));
+    press(&mut app, KeyCode::Char('5'));
+    let shown = text_of(&mut app);
+    assert!(shown.contains("by urgency"), "{shown}");
+    assert_eq!(app.model().settings().blocking_sort, Sort::Urgency);
+    press(&mut app, KeyCode::Char('s'));
+    press(&mut app, KeyCode::Char('s'));
+    assert!(text_of(&mut app).contains("by PID"));
+    press(&mut app, KeyCode::Char('2'));
+    assert!(text_of(&mut app).contains("by PID"));
+    press(&mut app, KeyCode::Char('s'));
+    assert!(text_of(&mut app).contains("by name"));
+    press(&mut app, KeyCode::Char('5'));
+    assert!(
+        text_of(&mut app).contains("by PID"),
+        "blocking kept its own"
+    );
 }
 
 #[test]
@@ -138,4 +164,31 @@ fn y_copies_the_pid_then_the_command_line_then_the_path() {
         app.message().unwrap().contains("copied"),
         "a new selection starts over"
     );
+}
+
+/// `.` (and `,`) with a filter no row matches says so, instead of
+/// leaving the operator to guess why nothing moved.
+#[test]
+fn next_match_with_no_match_says_so() {
+    for pane in ['1', '2', '5'] {
+        let mut app = demo_app();
+        press(&mut app, KeyCode::Char(pane));
+        press(&mut app, KeyCode::Char('/'));
+        for c in "zzz-none".chars() {
+            press(&mut app, KeyCode::Char(c));
+        }
+        press(&mut app, KeyCode::Enter);
+        text_of(&mut app);
+        press(&mut app, KeyCode::Char('.'));
+        assert_eq!(
+            app.message(),
+            Some("no row matches the filter /zzz-none"),
+            "pane {pane}"
+        );
+        let screen = text_of(&mut app);
+        assert!(
+            screen.contains("no row matches the filter /zzz-none"),
+            "{screen}"
+        );
+    }
 }

@@ -251,3 +251,55 @@ fn nothing_live_can_be_done_and_a_check_answers_from_the_recording() {
         assert!(help.contains(binding.description), "{help}");
     }
 }
+
+/// The key the tree's selection is on.
+fn selected(app: &App) -> Option<(crate::model::Section, String)> {
+    app.model().selection().cloned()
+}
+
+/// `}` moves the cursor, not the selection: the tree still follows the
+/// most urgent key, so the details pane is on the stuck tag the header
+/// names at the end; once the operator moves away, `u` comes back to it.
+#[test]
+fn after_the_end_key_the_details_are_on_the_stuck_tag_and_u_follows_it_again() {
+    use crate::model::Section;
+    let (mut player, mut app, _dir) = player();
+    text(&mut app);
+    key(&mut player, &mut app, KeyCode::Char('}'));
+    let screen = text(&mut app);
+    assert!(screen.contains("stuck: tag y"), "{screen}");
+    assert_eq!(
+        selected(&app),
+        Some((Section::Tags, "y".into())),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("│holder   8 agent --tag y"),
+        "the details are on it:\n{screen}"
+    );
+    key(&mut player, &mut app, KeyCode::Char('g'));
+    text(&mut app);
+    assert_ne!(selected(&app), Some((Section::Tags, "y".into())));
+    key(&mut player, &mut app, KeyCode::Char('{'));
+    key(&mut player, &mut app, KeyCode::Char('}'));
+    text(&mut app);
+    assert_ne!(
+        selected(&app),
+        Some((Section::Tags, "y".into())),
+        "moved away: the selection stays where the operator put it"
+    );
+    assert!(
+        text(&mut app).contains("u urgent"),
+        "the footer names the key"
+    );
+    key(&mut player, &mut app, KeyCode::Char('u'));
+    text(&mut app);
+    assert_eq!(selected(&app), Some((Section::Tags, "y".into())));
+    // It follows again: back at the start nothing is urgent, and at the
+    // end the stuck tag is selected with no key pressed in between.
+    key(&mut player, &mut app, KeyCode::Char('{'));
+    text(&mut app);
+    key(&mut player, &mut app, KeyCode::Char('}'));
+    text(&mut app);
+    assert_eq!(selected(&app), Some((Section::Tags, "y".into())));
+}

@@ -436,6 +436,41 @@ fn an_idle_holder_is_a_suspect_and_a_contended_key_says_who_waits() {
     insta::assert_snapshot!(render(&mut app, 100, 30).backend());
 }
 
+/// At every width the help's lines wrap to the terminal, never cut at the
+/// right: each word of the legend and of every binding's description is
+/// on screen whole (tall enough for nothing to scroll).
+#[test]
+fn the_help_wraps_to_the_terminal_and_cuts_no_line() {
+    let theme = Theme::color();
+    let mut words: Vec<String> = crate::tui::views::help::legend_lines(&theme)
+        .iter()
+        .flat_map(|line| {
+            let text = line.to_string();
+            text.split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let described = BINDINGS.iter().filter(|b| b.group != Group::Replay);
+    words.extend(described.flat_map(|b| b.description.split_whitespace().map(str::to_string)));
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('?'));
+    for width in [40, 50, 60, 77, 78, 80, 90, 100, 120, 200] {
+        let screen = render(&mut app, width, 120).backend().to_string();
+        assert!(
+            !screen.contains("↑↓ 0/"),
+            "all of it fits at {width}:\n{screen}"
+        );
+        for word in &words {
+            assert!(
+                screen.contains(word.as_str()),
+                "{word:?} cut at {width}:\n{screen}"
+            );
+        }
+    }
+    insta::assert_snapshot!(render(&mut app, 120, 40).backend());
+}
+
 #[test]
 fn the_help_legend_names_every_marker_and_scrolls_on_a_small_terminal() {
     let theme = Theme::color();
@@ -574,4 +609,51 @@ fn until_the_first_scan_is_done_the_header_says_the_counts_are_so_far() {
         !screen.contains("so far") && screen.contains("watching"),
         "{screen}"
     );
+}
+
+/// The holders pane says what the tree says: a stopped agent's process
+/// reads `‖ stopped` and its keys their verdict; an orphaned lock's gone
+/// taker reads `○ gone` and the key `↯ orphan` under both processes — not
+/// `● live`, as if all were well.
+#[test]
+fn the_holders_pane_shows_each_process_state_and_each_keys_verdict() {
+    use crate::liveness::process::ProcState;
+    let mut model = demo_model();
+    let mut stopped = held(Liveness::Live, 4000, "agent --tag stuck", t(100));
+    stopped.holders[0].state = Some(ProcState::Stopped);
+    model.apply(key_delta(tag("stuck"), stopped, None, t(500)));
+    let mut orphaned = held(Liveness::Live, 4100, "agent --tag kept", t(200));
+    orphaned.holders[0].alive = false;
+    orphaned.holders[0].state = None;
+    let mut child = crate::engine::fixtures::process(4101, "agent-child");
+    child.ppid = Some(1);
+    orphaned.holders.push(child);
+    model.apply(key_delta(tag("kept"), orphaned, None, t(500)));
+    let mut app = app_with(Theme::monochrome(), model, STATE.as_ref());
+    press(&mut app, KeyCode::Char('2'));
+    let screen = render(&mut app, 100, 30).backend().to_string();
+    let line_of = |needle: &str| {
+        screen
+            .lines()
+            .find(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} missing:\n{screen}"))
+    };
+    assert!(line_of("pid 4000").contains("‖ stopped"), "{screen}");
+    assert!(line_of("pid 4100").contains("○ gone"), "{screen}");
+    assert!(
+        line_of("pid 4101").contains("1 key  agent-child"),
+        "{screen}"
+    );
+    let stuck = line_of("tag      stuck");
+    assert!(
+        stuck.contains("‖ stopped") && !stuck.contains("● live"),
+        "{screen}"
+    );
+    let kept: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.contains("tag      kept"))
+        .collect();
+    assert_eq!(kept.len(), 2, "under both processes:\n{screen}");
+    assert!(kept.iter().all(|l| l.contains("↯ orphan")), "{screen}");
+    insta::assert_snapshot!(render(&mut app, 100, 30).backend());
 }

@@ -1,7 +1,10 @@
 //! The header (what is watched, how, the counts, the watcher's health,
-//! PAUSED / READ-ONLY markers) and the tab bar. Invariant: a degraded
+//! PAUSED / READ-ONLY markers) and the tab bar. Invariants: a degraded
 //! watcher or a paused view is always on the first line, left, so it
-//! survives the narrowest terminal.
+//! survives the narrowest terminal; a header line never ends cut without
+//! a `…`. The first line keeps the state dir whole where it can: the
+//! clock gives way first (an `…` where it was), then the state dir is
+//! shortened in the middle, as names in rows are.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -70,8 +73,8 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[BlockingRow
         health,
         Span::styled(" · ", theme.dim),
     ]);
-    first.extend(clock_spans(app));
-    first.push(Span::raw(app.config.state_dir.display().to_string()));
+    let state_dir = visible(&app.config.state_dir.display().to_string()).into_owned();
+    let first = first_line(first, clock_spans(app), state_dir, area.width);
 
     let counts = data.counts;
     let mut second = Vec::new();
@@ -116,11 +119,11 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[BlockingRow
             theme.dim,
         ));
     }
-    let mut lines = vec![Line::from(first), Line::from(second)];
+    let mut lines = vec![Line::from(first), cut_line(second, area.width)];
     if area.height > 2
         && let Some(row) = rows.iter().find(|row| row.needs_attention())
     {
-        lines.push(attention_line(app, row));
+        lines.push(cut_line(attention_line(app, row).spans, area.width));
     }
     frame.render_widget(Paragraph::new(lines), area);
 }
@@ -208,7 +211,10 @@ pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane:
         spans.push(Span::raw(" "));
     }
     if matches!(app.pane, Pane::Holders | Pane::Blocking) {
-        let sort = settings.sort.label(app.pane == Pane::Blocking);
+        let sort = match app.pane {
+            Pane::Blocking => settings.blocking_sort.label(true),
+            _ => settings.holders_sort.label(false),
+        };
         spans.push(Span::styled(format!("· {sort} "), theme.dim));
         spans.push(Span::styled(
             format!("({})", key_of(Action::CycleSort)),
@@ -320,4 +326,89 @@ fn clock_spans(app: &App) -> Vec<Span<'static>> {
     }
     spans.push(Span::styled(" · ", theme.dim));
     spans
+}
+
+/// Narrowest the state dir is shortened to before the whole first line
+/// is cut at its end instead.
+const STATE_DIR_MIN: usize = 12;
+
+/// The first line in `width` columns: `lead` (markers, probe, health,
+/// ending in a separator), the clock, the state dir. What gives way, in
+/// order: the last change, the clock (each leaves an `…`), then the state
+/// dir's middle, then — below [`STATE_DIR_MIN`] columns for it — the
+/// line's end.
+fn first_line(
+    lead: Vec<Span<'static>>,
+    clock: Vec<Span<'static>>,
+    state_dir: String,
+    width: u16,
+) -> Vec<Span<'static>> {
+    let width = usize::from(width);
+    let columns = |spans: &[Span]| spans.iter().map(Span::width).sum::<usize>();
+    let gap = Span::raw("… · ");
+    let mut clocks = vec![clock.clone()];
+    if let Some(minute) = clock.first() {
+        // The minute alone, then nothing: an ellipsis where the rest was.
+        clocks.push(vec![minute.clone(), Span::raw(" · "), gap.clone()]);
+    }
+    clocks.push(vec![gap.clone()]);
+    let dir_width = unicode_width::UnicodeWidthStr::width(state_dir.as_str());
+    for clock in &clocks {
+        if columns(&lead) + columns(clock) + dir_width <= width {
+            let mut line = lead;
+            line.extend(clock.iter().cloned());
+            line.push(Span::raw(state_dir));
+            return line;
+        }
+    }
+    let room = width.saturating_sub(columns(&lead) + gap.width());
+    let mut line = lead;
+    if room >= STATE_DIR_MIN.min(dir_width) {
+        line.push(gap);
+        line.push(Span::raw(
+            crate::tui::fit::middle(&state_dir, room).into_owned(),
+        ));
+        return line;
+    }
+    line.push(Span::raw(state_dir));
+    cut_line(line, u16::try_from(width).unwrap_or(u16::MAX)).spans
+}
+
+/// `spans` as one line of at most `width` columns: as they are when they
+/// fit, else cut at the end, the last column an `…`.
+fn cut_line(spans: Vec<Span<'static>>, width: u16) -> Line<'static> {
+    let width = usize::from(width);
+    if spans.iter().map(Span::width).sum::<usize>() <= width {
+        return Line::from(spans);
+    }
+    if width == 0 {
+        return Line::default();
+    }
+    let mut kept = Vec::new();
+    let mut used = 0;
+    for span in spans {
+        let own = span.width();
+        if used + own < width {
+            used += own;
+            kept.push(span);
+            continue;
+        }
+        // The span that reaches the edge (with more after it): its head,
+        // then the ellipsis in the last column.
+        let room = width - used - 1;
+        let mut head = String::new();
+        let mut taken = 0;
+        for c in span.content.chars() {
+            let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+            if taken + w > room {
+                break;
+            }
+            taken += w;
+            head.push(c);
+        }
+        head.push(crate::tui::fit::ELLIPSIS);
+        kept.push(Span::styled(head, span.style));
+        break;
+    }
+    Line::from(kept)
 }

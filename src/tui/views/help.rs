@@ -2,17 +2,28 @@
 //! heading per group, one line per binding, in two columns when the
 //! terminal is wide enough. Bindings disabled by read-only mode are listed
 //! as such: marked `✗` and dimmed, with the group heading saying why.
-//! A legend says what every glyph on screen means; what does not fit
-//! scrolls (↑↓), and the title says so.
+//! A legend says what every glyph on screen means. Invariant: nothing is
+//! cut at the right — the overlay grows with the terminal (up to what its
+//! longest line needs) and a line longer than its column wraps; what does
+//! not fit in height scrolls (↑↓), and the title says so.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear, Paragraph};
+use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
 use super::super::app::App;
 use super::super::keymap::{BINDINGS, Group};
 use super::super::theme::Theme;
+
+/// Narrowest terminal that gets the help in two columns.
+const TWO_COLUMNS_FROM: u16 = 78;
+/// The widest the two-column overlay grows: every line unwrapped.
+const TWO_COLUMNS_MAX: u16 = 88;
+/// The widest the one-column overlay grows.
+const ONE_COLUMN_MAX: u16 = 48;
+/// The left column of two (general and navigation keys).
+const LEFT_COLUMN: u16 = 38;
 
 /// Draws the overlay centred in `area`, scrolled by the app's help
 /// scroll (clamped); returns the largest useful scroll (0: it all fits).
@@ -48,21 +59,42 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> u16 {
     }
     right.push(Line::default());
     right.extend(legend_lines(&theme));
-    let two_columns = area.width >= 78;
-    let (width, rows) = if two_columns {
-        (76, left.len().max(right.len()))
+    let two_columns = area.width >= TWO_COLUMNS_FROM;
+    let widest = if two_columns {
+        TWO_COLUMNS_MAX
     } else {
-        (40, left.len() + right.len())
+        ONE_COLUMN_MAX
     };
-    let width = area.width.saturating_sub(2).min(width);
-    let height = area.height.min(rows as u16 + 2);
+    let width = area.width.saturating_sub(2).min(widest);
+    let inner_width = width.saturating_sub(2);
+    // Lines longer than their column wrap (never cut): the rows counted
+    // are the wrapped ones, so the scroll reaches the last of them.
+    let wrapped = |lines: Vec<Line<'static>>| Paragraph::new(lines).wrap(Wrap { trim: false });
+    let right_width = inner_width.saturating_sub(LEFT_COLUMN + 1);
+    let columns = if two_columns {
+        vec![wrapped(left), wrapped(right)]
+    } else {
+        left.extend(right);
+        vec![wrapped(left)]
+    };
+    let rows = match columns.as_slice() {
+        [left, right] => left
+            .line_count(LEFT_COLUMN)
+            .max(right.line_count(right_width)),
+        [all] => all.line_count(inner_width),
+        _ => 0,
+    };
+    let height = area
+        .height
+        .min(u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(2));
     let popup = Rect {
         x: area.x + (area.width - width) / 2,
         y: area.y + (area.height - height) / 2,
         width,
         height,
     };
-    let max_scroll = (rows as u16).saturating_sub(height.saturating_sub(2));
+    let rows = u16::try_from(rows).unwrap_or(u16::MAX);
+    let max_scroll = rows.saturating_sub(height.saturating_sub(2));
     let scroll = app.help_scroll.min(max_scroll);
     let mut title = vec![Span::styled(" Help · ? or Esc closes ", theme.section)];
     if max_scroll > 0 {
@@ -77,15 +109,16 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> u16 {
     let inner = block.inner(popup);
     frame.render_widget(Clear, popup);
     frame.render_widget(block, popup);
-    if two_columns {
-        let [a, b] = Layout::horizontal([Constraint::Length(38), Constraint::Fill(1)])
+    let areas: Vec<Rect> = if two_columns {
+        let [a, b] = Layout::horizontal([Constraint::Length(LEFT_COLUMN), Constraint::Fill(1)])
             .spacing(1)
             .areas(inner);
-        frame.render_widget(Paragraph::new(left).scroll((scroll, 0)), a);
-        frame.render_widget(Paragraph::new(right).scroll((scroll, 0)), b);
+        vec![a, b]
     } else {
-        left.extend(right);
-        frame.render_widget(Paragraph::new(left).scroll((scroll, 0)), inner);
+        vec![inner]
+    };
+    for (column, area) in columns.into_iter().zip(areas) {
+        frame.render_widget(column.scroll((scroll, 0)), area);
     }
     max_scroll
 }
@@ -100,7 +133,8 @@ pub(crate) fn legend_lines(theme: &Theme) -> Vec<Line<'static>> {
         dim("● live  ◆ own  ○ free  ◑ shared"),
         dim("◐ in-flight  ✖ error  □ dir"),
         Line::from(Span::styled("Needs attention", theme.section)),
-        dim("‖ stopped  ↯ orphan (kept by a child)"),
+        dim("‖ stopped"),
+        dim("↯ orphan (kept by a child)"),
         dim("◔ spawn (materializing too long)"),
         dim("◌ idle"),
         dim("◈ contended (a contender waits to take it)"),

@@ -1,19 +1,24 @@
 //! The holders pane — "who holds what": each holder process (oldest hold
-//! first), then its keys (AIH locks first, then tags). Invariants: only
-//! the rows in the viewport become text; command lines and key paths are
-//! shortened in the middle, and only when their column cannot hold them.
+//! first) with its state when it is not running or sleeping (`‖ stopped`,
+//! `○ gone`, in the error style), then its keys (AIH locks first, then
+//! tags), each with its state or, when it needs attention, its verdict's
+//! marker — as the tree shows them. Invariants: only the rows in the
+//! viewport become text; command lines and key paths are shortened in the
+//! middle, and only when their column cannot hold them.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row as TableRow, Table};
 
+use crate::liveness::process::{ProcState, ProcessInfo};
 use crate::model::HolderRow;
 
 use super::super::app::App;
 use super::super::fit::{fit, width};
+use super::super::theme::Theme;
 use super::list::{self, ListArea, ListFrame, fill_width};
-use super::{age_text, plural, state_span};
+use super::{age_text, plural, state_span, verdict_marker};
 
 /// The fixed columns around the keys / command column: holder, age.
 const FIXED: [u16; 2] = [13, 6];
@@ -37,15 +42,16 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
                     let group = &groups[group];
                     let gone = group.process.holder_mark();
                     let keys = format!("{}  ", plural(group.keys.len(), "key"));
-                    let command = fit(
-                        group.process.command(),
-                        room.saturating_sub(width(&keys) + gone.len()),
-                    );
+                    let state = process_state(&theme, &group.process);
+                    let gap = if state.width() > 0 { "  " } else { "" };
+                    let used = width(&keys) + state.width() + gap.len() + width(gone);
+                    let command = fit(group.process.command(), room.saturating_sub(used));
                     vec![
                         Cell::from(Span::styled(format!("pid {}", group.pid), theme.key)),
                         Cell::from(Line::from(vec![
                             Span::styled(keys, theme.dim),
-                            Span::raw(format!("{command}{gone}")),
+                            state,
+                            Span::raw(format!("{gap}{command}{gone}")),
                         ])),
                         Cell::from(age_text(group.oldest, now)),
                     ]
@@ -55,11 +61,13 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
                     let Some(lock) = &node.lock else {
                         return TableRow::new(Vec::<Cell>::new());
                     };
+                    let verdict = data.verdict(lock, now, app.config.materializing_after);
+                    let state = verdict
+                        .as_ref()
+                        .and_then(|verdict| verdict_marker(&theme, verdict))
+                        .unwrap_or_else(|| state_span(&theme, lock.liveness()));
                     vec![
-                        Cell::from(Line::from(vec![
-                            Span::raw("  "),
-                            state_span(&theme, lock.liveness()),
-                        ])),
+                        Cell::from(Line::from(vec![Span::raw("  "), state])),
                         Cell::from(Line::from(vec![
                             Span::styled(format!("{:<9}", lock.key.kind().as_str()), theme.dim),
                             Span::styled(
@@ -81,4 +89,18 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
     ];
     let titles = ["HOLDER", "KEYS / COMMAND", "AGE"];
     layout.render(frame, area, Table::new(table_rows, widths), &titles, &theme)
+}
+
+/// A holder's state when it is not simply running or sleeping: `○ gone`
+/// (its PID is gone or reused), `‖ stopped` / `‖ traced` (it cannot run
+/// until someone acts), `zombie`; nothing otherwise, nor when unread.
+fn process_state(theme: &Theme, process: &ProcessInfo) -> Span<'static> {
+    match process.state {
+        _ if !process.alive => Span::styled("○ gone", theme.error),
+        Some(state) if state.is_halted() || state == ProcState::Zombie => {
+            let glyph = if state.is_halted() { "‖ " } else { "" };
+            Span::styled(format!("{glyph}{}", state.as_str()), theme.error)
+        }
+        _ => Span::raw(""),
+    }
 }

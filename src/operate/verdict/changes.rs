@@ -1,6 +1,8 @@
-//! The verdict on every held key, kept by `watch` from the engine's
-//! deltas, so it can say when a key's verdict changes (see
-//! [`crate::operate::verdict`] for what a verdict is).
+//! The verdict on every held key, kept from the engine's deltas, so a
+//! reader can say when a key's verdict changes (see
+//! [`crate::operate::verdict`] for what a verdict is): one mechanism for
+//! `watch`, `serve`, `record`, `replay --from` and the monitor's event
+//! log, so they tell the same changes.
 //!
 //! Invariants: it holds only held keys' states (few), the PIDs holding
 //! them and each key's last verdict; a change of one key re-judges that
@@ -19,13 +21,24 @@ use std::time::{Duration, SystemTime};
 
 use crate::disk::LockKey;
 use crate::engine::KeyState;
-use crate::operate::verdict::{Role, Verdict, judge};
+
+use super::{MATERIALIZING_AFTER, Role, Verdict, judge};
 
 /// How long after the last delta the keys it left unsettled are judged
 /// (see the module doc): a family's keys are freed within microseconds
 /// of each other, but the engine sends their deltas one by one, and a
 /// reader as fast as `watch` sees the channel empty in between.
 pub const SETTLE_AFTER: Duration = Duration::from_millis(50);
+
+/// Resolves at `at` (never, when `None`): when the keys a burst of
+/// deltas left unsettled are judged (`at`: [`SETTLE_AFTER`] after the
+/// burst's last delta).
+pub async fn settled(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
 
 /// One key whose verdict changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +52,7 @@ pub struct Change {
 }
 
 /// Held keys and their last verdicts.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Verdicts {
     materializing: Duration,
     held: HashMap<LockKey, KeyState>,
@@ -47,6 +60,13 @@ pub struct Verdicts {
     verdicts: HashMap<LockKey, Verdict>,
     /// Keys whose holders' other keys changed: re-judged by `settle`.
     unsettled: BTreeSet<LockKey>,
+}
+
+impl Default for Verdicts {
+    /// No key yet; spawns become suspects after [`MATERIALIZING_AFTER`].
+    fn default() -> Self {
+        Self::new(MATERIALIZING_AFTER)
+    }
 }
 
 impl Verdicts {
@@ -59,6 +79,11 @@ impl Verdicts {
             verdicts: HashMap::new(),
             unsettled: BTreeSet::new(),
         }
+    }
+
+    /// Spawns become suspects after `materializing` from now on.
+    pub fn set_materializing(&mut self, materializing: Duration) {
+        self.materializing = materializing;
     }
 
     /// The state `key` had as of the last delta, when it was held.
