@@ -57,6 +57,7 @@ impl EngineArgs {
                 sweep_every,
                 idle_after,
                 trace: None,
+                source: crate::engine::LivenessSource::Inference,
             },
             probe,
             materializing,

@@ -269,6 +269,7 @@ pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyho
             sweep_every,
             idle_after: args.thresholds.idle_after()?,
             trace: None,
+            source: crate::engine::LivenessSource::Inference,
         },
         crate::tui::TuiOptions {
             read_only: args.read_only,

@@ -47,6 +47,38 @@ pub struct EngineConfig {
     /// Where to record each change's stages ([`trace`]); `None` (the
     /// default) records nothing.
     pub trace: Option<Arc<trace::Trace>>,
+    /// How liveness is learned after the first judgement: inferred from
+    /// filesystem events and probes (`probe`), or told by the kernel's
+    /// lock events.
+    pub source: LivenessSource,
+}
+
+/// Opens a stream of the kernel's lock events (each engine run opens its
+/// own), or says in one line why it cannot.
+pub type OpenEvents = Arc<
+    dyn Fn() -> Result<Box<dyn crate::liveness::live_table::EventStream>, String> + Send + Sync,
+>;
+
+/// Where the engine learns liveness from, once its first judgement is
+/// made.
+#[derive(Clone, Default)]
+pub enum LivenessSource {
+    /// Filesystem events, each change probed in the engine's probe mode,
+    /// with periodic sweeps to catch what events cannot show.
+    #[default]
+    Inference,
+    /// The kernel's lock events: every flock request as it happens; no
+    /// probe, no `/proc/locks` read and no sweep in steady state.
+    KernelEvents(OpenEvents),
+}
+
+impl std::fmt::Debug for LivenessSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LivenessSource::Inference => "Inference",
+            LivenessSource::KernelEvents(_) => "KernelEvents",
+        })
+    }
 }
 
 /// The default of [`EngineConfig::sweep_every`] (`--sweep`).
@@ -62,6 +94,7 @@ impl Default for EngineConfig {
             sweep_every: SWEEP_EVERY,
             idle_after: IDLE_AFTER,
             trace: None,
+            source: LivenessSource::Inference,
         }
     }
 }

@@ -67,6 +67,30 @@ pub struct LockEvent {
     pub at: Instant,
 }
 
+/// What an event source delivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventRecord {
+    /// One flock request.
+    Event(LockEvent),
+    /// The source lost this many events (0: an unknown number): the table
+    /// is no longer known to be right until judged again.
+    Lost(u64),
+}
+
+/// A source of lock events (the kernel's tracepoint; a test's script).
+pub trait EventStream: Send + 'static {
+    /// Appends the records that arrive within `timeout` (at least one, or
+    /// none when none came), in the order they happened.
+    fn next_batch(
+        &mut self,
+        out: &mut Vec<EventRecord>,
+        timeout: std::time::Duration,
+    ) -> std::io::Result<()>;
+
+    /// Delivers events of files on exactly these devices (major, minor).
+    fn watch_devices(&mut self, devices: &[(u32, u32)]) -> std::io::Result<()>;
+}
+
 /// What [`LiveTable::apply`] changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Applied {

@@ -75,7 +75,18 @@ impl Engine {
             self.probe_batch(keys).await;
             self.span("probe batch", from, items);
         }
-        if self.next_sweep <= now {
+        if self.told_by_kernel() {
+            // Events tell every change: no periodic sweep.
+            self.next_sweep = now + super::kernel::NO_SWEEP;
+            if self
+                .kernel
+                .as_ref()
+                .and_then(super::kernel::Kernel::waiter_check_due)
+                .is_some_and(|due| due <= now)
+            {
+                self.check_waiters();
+            }
+        } else if self.next_sweep <= now {
             let from = self.clock();
             self.start_background_sweep();
             self.span("start sweep", from, 0);
@@ -112,6 +123,7 @@ impl Engine {
         let mut judge = Vec::new();
         let mut holders_now = HashMap::new();
         let lock_free = self.config.probe.reads_lock_table();
+        let mut from_table = Vec::new();
         for key in keys {
             let (gate, announce) = (key.gate_path(), key.announce_path());
             let is_file = std::fs::symlink_metadata(&gate).is_ok_and(|m| m.is_file());
@@ -130,6 +142,10 @@ impl Engine {
             }
             let closed = self.closed.remove(&key);
             let written = self.written.remove(&key);
+            if self.told_by_kernel() {
+                from_table.push(key);
+                continue;
+            }
             if lock_free {
                 let settled = !written
                     && (self.confirmed_by_holder(&key, &mut holders_now)
@@ -160,6 +176,9 @@ impl Engine {
             }
         }
         self.watch_echo_rate();
+        if !from_table.is_empty() {
+            self.judge_from_table(from_table);
+        }
         if !judge.is_empty() {
             self.judge_lock_free(judge);
         }
@@ -459,6 +478,7 @@ impl Engine {
     }
 
     pub(super) fn remove(&mut self, key: &LockKey) {
+        self.unregister(key);
         if self.held.remove(key) {
             self.share_held(key, false);
         }

@@ -16,6 +16,10 @@ impl Engine {
                 self.written.insert(key.clone());
                 self.mark(key);
             }
+            // With the kernel's lock events, a close of a known claim's
+            // file says nothing they do not (its unlock is an event).
+            FsChange::Closed(key) if self.told_by_kernel() && self.states.contains_key(&key) => {}
+            FsChange::Opened(_) | FsChange::OthersOpened if self.told_by_kernel() => {}
             FsChange::Closed(key) => {
                 self.trace(&key, Stage::Dequeued);
                 self.closed.insert(key.clone());

@@ -27,6 +27,7 @@
 mod batch;
 mod changes;
 mod echo;
+mod kernel;
 mod lookup;
 mod newer;
 mod opens;
@@ -67,6 +68,14 @@ pub const INDEX_MIN_INTERVAL: Duration = Duration::from_millis(100);
 pub const POLL_EVERY: Duration = Duration::from_secs(2);
 /// How often a missing locks root is looked for (besides its events).
 const ROOT_RECHECK: Duration = Duration::from_secs(1);
+
+/// The (major, minor) device of `path`'s filesystem.
+fn device_of(path: &Path) -> Option<(u32, u32)> {
+    std::fs::metadata(path)
+        .ok()
+        .map(|meta| crate::liveness::proc_locks::FileId::from_metadata(&meta))
+        .map(|file| (file.major, file.minor))
+}
 
 /// Why a watch phase ended.
 enum PhaseEnd {
@@ -162,6 +171,8 @@ pub(super) struct Engine {
     sweep_results: UnboundedReceiver<Option<SweepOutcome>>,
     /// The inotify watcher while watching: walks add directories to it.
     watcher: Option<fs_events::FsWatcher>,
+    /// The kernel's lock events, when they are the liveness source.
+    kernel: Option<kernel::Kernel>,
 }
 
 impl Engine {
@@ -216,11 +227,23 @@ impl Engine {
             sweep_results_tx,
             sweep_results,
             watcher: None,
+            kernel: None,
         }
     }
 
     pub(super) async fn run(mut self, mut commands: UnboundedReceiver<EngineCommand>) {
         self.set_health(WatcherHealth::Starting);
+        if let super::LivenessSource::KernelEvents(open) = &self.config.source {
+            match open() {
+                Ok(stream) => {
+                    let devices = device_of(&self.state_dir).into_iter().collect();
+                    self.kernel = Some(kernel::Kernel::start(stream, devices));
+                }
+                // The caller checked it could open them; if it cannot now,
+                // inference goes on, and the log says why.
+                Err(why) => tracing::warn!(%why, "kernel lock events unavailable: inferring"),
+            }
+        }
         let mut first = true;
         loop {
             if !self.root.is_dir() {

@@ -98,6 +98,12 @@ impl Engine {
                     }
                     self.span("new dir scanned", from, items);
                 }
+                Some(records) = next_records(&mut self.kernel) => {
+                    let from = self.clock();
+                    let items = records.len();
+                    self.on_records(records).await;
+                    self.span("lock events", from, items);
+                }
                 Some(outcome) = self.lookup_results.recv() => {
                     let from = self.clock();
                     let items = self.apply_lookup(outcome);
@@ -170,6 +176,13 @@ impl Engine {
 
     pub(super) fn next_wake(&self) -> Instant {
         let mut wake = self.next_sweep;
+        if let Some(due) = self
+            .kernel
+            .as_ref()
+            .and_then(kernel::Kernel::waiter_check_due)
+        {
+            wake = wake.min(due);
+        }
         if let Some(due) = self.holder_refresh_due() {
             wake = wake.min(due);
         }
@@ -190,6 +203,17 @@ impl Engine {
             }
         }
         wake
+    }
+}
+
+/// The next batch of lock events, when they are the source (never
+/// otherwise).
+async fn next_records(
+    kernel: &mut Option<kernel::Kernel>,
+) -> Option<Vec<crate::liveness::live_table::EventRecord>> {
+    match kernel {
+        Some(kernel) => kernel.next().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -64,6 +64,7 @@ impl Engine {
     /// heard meanwhile are newer and win.
     pub(super) async fn full_sweep(&mut self) {
         self.next_sweep = Instant::now() + self.config.sweep_every;
+        self.unseed();
         self.disown_background_sweep();
         // The sweep probes every key after the changes that marked these:
         // its answer is newer (and passive, so after an overflow it cannot
@@ -114,7 +115,9 @@ impl Engine {
             stats: self.stats.clone(),
             filter: self.filter.clone(),
             workers,
-            lock_free: self.config.probe.reads_lock_table(),
+            // The event source begins from (and resyncs by) one
+            // `/proc/locks` judgement, whatever the probe mode.
+            lock_free: self.config.probe.reads_lock_table() || self.told_by_kernel(),
             // With nothing known yet (the initial sync), nothing can be
             // gone: no set of found keys to build (19 MB at a million).
             find_gone: !self.states.is_empty(),
@@ -139,8 +142,14 @@ impl Engine {
             batch,
             found,
             problems,
+            index,
             ..
         } = outcome;
+        if let Some(index) = &index
+            && self.told_by_kernel()
+        {
+            self.seed_from(index, batch.keys().cloned());
+        }
         let gone: Vec<LockKey> = match &found {
             // Nothing was known when the sweep began: every key known now
             // came after it (events), and none is gone.
@@ -268,6 +277,9 @@ pub(super) struct SweepOutcome {
     /// when nothing was known as the sweep began).
     found: Option<FoundKeys>,
     problems: Vec<ScanProblem>,
+    /// The lock-free sweep's `/proc/locks` read (what seeds the event
+    /// source's table).
+    index: Option<LockIndex>,
 }
 
 /// The set of keys a sweep found, built on the sweep's thread so that
@@ -430,17 +442,20 @@ async fn outcome(
     known: KnownInodes,
     find_gone: bool,
 ) -> SweepOutcome {
-    problems.extend(
-        tokio::task::spawn_blocking(move || unlinked::find(&state_dir, &index, &known))
-            .await
-            .unwrap_or_default(),
-    );
+    let (index, unlinked) = tokio::task::spawn_blocking(move || {
+        let unlinked = unlinked::find(&state_dir, &index, &known);
+        (index, unlinked)
+    })
+    .await
+    .unwrap_or_default();
+    problems.extend(unlinked);
     problems.sort();
     SweepOutcome {
         generation,
         found: find_gone.then(|| FoundKeys::of(&batch)),
         batch,
         problems,
+        index: Some(index),
     }
 }
 
@@ -528,6 +543,7 @@ mod tests {
             }
         }
         engine.begin_merge(SweepOutcome {
+            index: None,
             generation: engine.generation,
             found: None,
             batch,
@@ -579,6 +595,7 @@ mod tests {
         while deltas.try_recv().is_ok() {}
         let batch = Probed::of(batch);
         engine.begin_merge(SweepOutcome {
+            index: None,
             generation: engine.generation,
             found: Some(FoundKeys::of(&batch)),
             batch,

@@ -1,0 +1,337 @@
+//! Liveness from the kernel's own lock events: the event source.
+//!
+//! With it, the engine infers nothing. One judgement of the table begins
+//! it (the first sweep's single `/proc/locks` read seeds a
+//! [`LiveTable`]); from then on every flock request on the state dir's
+//! filesystems arrives as an event, keeps the table current, and marks the
+//! claim whose gate or announce it was on; a marked claim is judged from
+//! the table at once — no `/proc/locks` read, no sweep, no confirmation
+//! window, no settle. inotify still tells the tree's shape (new claims,
+//! new directories, removals, problems); its opens and closes say nothing
+//! here.
+//!
+//! Invariants:
+//! - every file of every known claim maps back to its claim (registered
+//!   when the claim is first judged); an event on a file no claim has
+//!   yet still updates the table, so a claim created after its first lock
+//!   is judged right when its creation is heard;
+//! - until the first judgement seeds the table, events wait (buffered in
+//!   the source's channel, then applied on top of the seed: a hold seen
+//!   twice is one, an unlock of a hold the read missed changes nothing);
+//! - lost events ([`EventRecord::Lost`]) are never a silently wrong view:
+//!   the engine says so in its health and judges the whole table again
+//!   (one `/proc/locks` read), then goes on from events;
+//! - a waiter that dies waiting leaves no event: waiters' processes are
+//!   looked at once a second ([`WAITER_CHECK`]), and a dead one leaves the
+//!   view.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::Engine;
+use crate::disk::LockKey;
+use crate::engine::WatcherHealth;
+use crate::engine::trace::Stage;
+use crate::liveness::annotate::{Recheck, annotate_with};
+use crate::liveness::fdinfo::HeldFiles;
+use crate::liveness::live_table::{EventRecord, EventStream, LiveTable};
+use crate::liveness::lock_free;
+use crate::liveness::proc_locks::{FileId, LockIndex};
+use crate::liveness::verify::claim_files;
+
+/// How often waiters' processes are looked at (a waiter that dies
+/// waiting leaves no event).
+pub(super) const WAITER_CHECK: Duration = Duration::from_secs(1);
+
+/// The sweep period with the event source: never, in practice (a resync
+/// is asked for, never scheduled).
+pub(super) const NO_SWEEP: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How many batches of records may wait for the engine before the
+/// source's thread blocks (and the kernel's rings, filling, lose events —
+/// said as lost, never silent).
+const RECORD_QUEUE: usize = 256;
+
+/// The engine's side of the event source.
+pub(super) struct Kernel {
+    /// The lock table the events keep current.
+    table: LiveTable,
+    /// Every registered claim file → its claim.
+    files: HashMap<FileId, LockKey>,
+    /// Each registered claim → its files (to forget them when they
+    /// change or the claim goes).
+    claims: HashMap<LockKey, Vec<FileId>>,
+    /// Batches of records from the source's thread.
+    records: mpsc::Receiver<Vec<EventRecord>>,
+    /// Devices to ask the source to deliver events of.
+    devices: std::sync::mpsc::Sender<Vec<(u32, u32)>>,
+    /// The devices asked for so far.
+    watched: Vec<(u32, u32)>,
+    /// False until the first judgement seeded the table.
+    seeded: bool,
+    /// Events lost in all (the source said how many).
+    lost: u64,
+    /// When waiters' processes are next looked at.
+    next_waiter_check: Instant,
+}
+
+impl Kernel {
+    /// Starts reading `stream` on a thread of its own, for events on
+    /// `devices`.
+    pub(super) fn start(mut stream: Box<dyn EventStream>, devices: Vec<(u32, u32)>) -> Self {
+        let (records_tx, records) = mpsc::channel(RECORD_QUEUE);
+        let (devices_tx, devices_rx) = std::sync::mpsc::channel::<Vec<(u32, u32)>>();
+        let watched = devices.clone();
+        let _ = stream.watch_devices(&devices);
+        std::thread::Builder::new()
+            .name("locktop-lock-events".into())
+            .spawn(move || {
+                let mut batch = Vec::new();
+                loop {
+                    while let Ok(devices) = devices_rx.try_recv() {
+                        if let Err(error) = stream.watch_devices(&devices) {
+                            tracing::warn!(%error, "the lock events' device filter was refused");
+                        }
+                    }
+                    if let Err(error) = stream.next_batch(&mut batch, Duration::from_millis(200)) {
+                        tracing::warn!(%error, "reading the kernel's lock events failed");
+                        batch.push(EventRecord::Lost(0));
+                    }
+                    if records_tx.is_closed() {
+                        return;
+                    }
+                    if !batch.is_empty()
+                        && records_tx
+                            .blocking_send(std::mem::take(&mut batch))
+                            .is_err()
+                    {
+                        return;
+                    }
+                }
+            })
+            .expect("spawn the lock events' reader thread");
+        Self {
+            table: LiveTable::default(),
+            files: HashMap::new(),
+            claims: HashMap::new(),
+            records,
+            devices: devices_tx,
+            watched,
+            seeded: false,
+            lost: 0,
+            next_waiter_check: Instant::now() + WAITER_CHECK,
+        }
+    }
+
+    /// The next batch of records, once the table is seeded (never before:
+    /// they wait in the channel).
+    pub(super) async fn next(&mut self) -> Option<Vec<EventRecord>> {
+        if !self.seeded {
+            return std::future::pending().await;
+        }
+        self.records.recv().await
+    }
+
+    /// When waiters are next looked at, if any waits.
+    pub(super) fn waiter_check_due(&self) -> Option<Instant> {
+        (!self.table.waiting_pids().is_empty()).then_some(self.next_waiter_check)
+    }
+
+    /// Events lost so far.
+    pub(super) fn lost(&self) -> u64 {
+        self.lost
+    }
+}
+
+impl Engine {
+    /// True when liveness comes from the kernel's lock events.
+    pub(super) fn told_by_kernel(&self) -> bool {
+        self.kernel.is_some()
+    }
+
+    /// Seeds the table from a judgement's `/proc/locks` read (the first
+    /// sweep, or the resync after lost events) and registers every claim
+    /// of `keys`: from now on, events keep it current.
+    pub(super) fn seed_from(&mut self, index: &LockIndex, keys: impl Iterator<Item = LockKey>) {
+        let Some(kernel) = self.kernel.as_mut() else {
+            return;
+        };
+        kernel.table = LiveTable::seeded(index);
+        kernel.seeded = true;
+        for key in keys {
+            self.register(&key);
+        }
+    }
+
+    /// Maps `key`'s files (as they are now) to it, forgetting the ones it
+    /// had; asks the source for their device when it is a new one (a
+    /// bind mount below the root).
+    fn register(&mut self, key: &LockKey) {
+        let Some(kernel) = self.kernel.as_mut() else {
+            return;
+        };
+        let files = claim_files(key);
+        if kernel.claims.get(key) == Some(&files) {
+            return;
+        }
+        if let Some(old) = kernel.claims.remove(key) {
+            for file in old {
+                kernel.files.remove(&file);
+            }
+        }
+        let mut new_device = false;
+        for file in &files {
+            kernel.files.insert(*file, key.clone());
+            let device = (file.major, file.minor);
+            if !kernel.watched.contains(&device) {
+                kernel.watched.push(device);
+                new_device = true;
+            }
+        }
+        if new_device {
+            let _ = kernel.devices.send(kernel.watched.clone());
+        }
+        kernel.claims.insert(key.clone(), files);
+    }
+
+    /// Holds the events back until the next judgement seeds the table
+    /// again (a sweep begins).
+    pub(super) fn unseed(&mut self) {
+        if let Some(kernel) = self.kernel.as_mut() {
+            kernel.seeded = false;
+        }
+    }
+
+    /// Forgets a claim that is gone.
+    pub(super) fn unregister(&mut self, key: &LockKey) {
+        if let Some(kernel) = self.kernel.as_mut()
+            && let Some(files) = kernel.claims.remove(key)
+        {
+            for file in files {
+                kernel.files.remove(&file);
+            }
+        }
+    }
+
+    /// Applies a batch of records: each event updates the table and marks
+    /// the claim it touched; a lost record starts a new judgement.
+    pub(super) async fn on_records(&mut self, records: Vec<EventRecord>) {
+        let mut lost = 0;
+        let mut touched: Vec<LockKey> = Vec::new();
+        if let Some(kernel) = self.kernel.as_mut() {
+            for record in records {
+                match record {
+                    EventRecord::Lost(count) => lost += count.max(1),
+                    EventRecord::Event(event) => {
+                        let applied = kernel.table.apply(&event);
+                        if applied.uncertain {
+                            let file = event.file;
+                            kernel.table.settle(file, |pid| still_holds(pid, file));
+                        }
+                        if (applied.changed || applied.uncertain)
+                            && let Some(key) = kernel.files.get(&event.file)
+                        {
+                            touched.push(key.clone());
+                        }
+                    }
+                }
+            }
+            kernel.lost += lost;
+        }
+        self.stats
+            .events
+            .fetch_add(touched.len() as u64, Ordering::Relaxed);
+        for key in touched {
+            self.trace(&key, Stage::Dequeued);
+            self.mark(key);
+        }
+        if lost > 0 {
+            self.set_health(WatcherHealth::Rescanning {
+                reason: format!(
+                    "{lost} kernel lock events were lost ({} in all): judging everything again",
+                    self.kernel.as_ref().map_or(lost, Kernel::lost)
+                ),
+            });
+            self.resync().await;
+        }
+    }
+
+    /// Judges everything again from one `/proc/locks` read and goes on
+    /// from events (lost events, a rescan asked for).
+    pub(super) async fn resync(&mut self) {
+        self.full_sweep().await;
+        if matches!(self.health, Some(WatcherHealth::Rescanning { .. })) {
+            self.set_health(WatcherHealth::Watching);
+        }
+    }
+
+    /// Judges `keys` from the table, now: their files' stat and the
+    /// table name liveness, holders and waiters (verified from fdinfo as
+    /// a `/proc/locks` read's would be), with no read of `/proc/locks`.
+    pub(super) fn judge_from_table(&mut self, keys: Vec<LockKey>) {
+        for key in &keys {
+            self.register(key);
+            self.sweep_touched.touch(key);
+            self.trace(key, Stage::ProbeStart);
+        }
+        let Some(kernel) = self.kernel.as_ref() else {
+            return;
+        };
+        let index = kernel.table.index();
+        self.stats
+            .probes
+            .fetch_add(keys.len() as u64, Ordering::Relaxed);
+        let mut pairs = lock_free::judged(keys, &index);
+        annotate_with(
+            &mut pairs,
+            &index,
+            &self.own_pids,
+            &mut || index.clone(),
+            Recheck::ReadAgain,
+        );
+        let at = SystemTime::now();
+        for (key, mut state) in pairs {
+            self.trace(&key, Stage::Probed(state.liveness));
+            if state.liveness.is_held() && state.holders.is_empty() {
+                state
+                    .holders_note
+                    .get_or_insert(crate::liveness::HoldersNote::NotVisible);
+            }
+            self.update(key, state, at);
+        }
+    }
+
+    /// Drops the waiters whose processes are gone, and judges again the
+    /// claims they waited on.
+    pub(super) fn check_waiters(&mut self) {
+        let Some(kernel) = self.kernel.as_mut() else {
+            return;
+        };
+        kernel.next_waiter_check = Instant::now() + WAITER_CHECK;
+        let changed = kernel
+            .table
+            .forget_waiters(crate::liveness::process::pid_alive);
+        let keys: Vec<LockKey> = changed
+            .iter()
+            .filter_map(|file| kernel.files.get(file).cloned())
+            .collect();
+        for key in keys {
+            self.mark(key);
+        }
+    }
+}
+
+/// Whether `pid` still holds `file` by its fdinfo: `Some(false)` when it
+/// is gone or shows no lock on it, `None` when its fdinfo may not be read
+/// (then its hold is kept: never guessed away).
+fn still_holds(pid: u32, file: FileId) -> Option<bool> {
+    match HeldFiles::of(pid) {
+        HeldFiles::Gone => Some(false),
+        HeldFiles::Unreadable => None,
+        held @ HeldFiles::Known(_) => Some(held.holds_any(&[file])),
+    }
+}
