@@ -1,7 +1,9 @@
 //! How liveness and holders are learned: a probe per claim (acquire or
 //! passive, through [`crate::locks`] and the SDK), holder PIDs and waiters
 //! from one parse of `/proc/locks`, process details from `/proc/<pid>`,
-//! claim files held though unlinked ([`unlinked`]).
+//! claim files held though unlinked ([`unlinked`]); every flock as it
+//! happens from the kernel's own tracepoint ([`kernel`]), without
+//! `/proc/locks`.
 //!
 //! Invariants: a probe never holds a key longer than the probe itself and
 //! never waits unboundedly; `/proc/locks` is read once per batch, never
@@ -12,6 +14,7 @@ pub mod bulk;
 pub mod cpu;
 pub mod dir_probe;
 pub mod fdinfo;
+pub mod kernel;
 pub mod live_table;
 pub mod lock_free;
 pub mod probe;

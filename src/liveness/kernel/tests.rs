@@ -1,0 +1,749 @@
+//! The kernel's events for real flocks made by real processes (util-linux
+//! `flock(1)`) and by this test process. They need root (or CAP_PERFMON,
+//! proved apart by re-running a test as `nobody`); without it each skips
+//! with one line, and fails under `LOCKTOP_REQUIRE_ALL`.
+//!
+//! Other processes flock on the same devices while these run (other
+//! tests do): every assertion is about the test's own files, found by
+//! inode, and the tests that record run one at a time.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::liveness::proc_locks::FileId;
+use crate::liveness::verify::testing::is_root_or_skip;
+
+/// How long any one expected event may take to show: generous, it only
+/// bounds a failing test (they are read within a millisecond).
+const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Held by each test that records: every reader sees every flock on its
+/// devices, so one test's burst would flood another's rings.
+static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `Some` (holding [`RECORDING`]) when the test may open the events: root,
+/// with tracefs mounted (mounted here when missing, as the module itself
+/// never does).
+fn may_open(path: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if !is_root_or_skip(
+        path,
+        "recording every process's flocks through perf_event_open needs root or CAP_PERFMON",
+    ) {
+        return None;
+    }
+    let guard = RECORDING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !Path::new("/sys/kernel/tracing/events").is_dir() {
+        let mounted = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status()
+            .expect("run mount");
+        assert!(mounted.success(), "could not mount tracefs");
+    }
+    Some(guard)
+}
+
+fn open(devices: &[(u32, u32)], options: &Options) -> KernelLockEvents {
+    KernelLockEvents::open(devices, options).unwrap_or_else(|refused| panic!("{refused}"))
+}
+
+fn device_of(path: &Path) -> (u32, u32) {
+    let id = FileId::of(path).expect("stat");
+    (id.major, id.minor)
+}
+
+/// A temp dir and a file in it.
+fn temp_file(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(name);
+    File::create(&path).expect("create");
+    (dir, path)
+}
+
+/// The events on `file` among `records`.
+fn on(file: FileId, records: &[Record]) -> Vec<LockEvent> {
+    records
+        .iter()
+        .filter_map(|record| match record {
+            Record::Event(event) if event.file == file => Some(*event),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Drains into `seen` until `done(seen)`; panics with what was seen after
+/// [`EVENT_TIMEOUT`].
+fn drain_until(
+    events: &mut KernelLockEvents,
+    seen: &mut Vec<Record>,
+    what: &str,
+    done: impl Fn(&[Record]) -> bool,
+) {
+    let deadline = Instant::now() + EVENT_TIMEOUT;
+    loop {
+        events.drain(seen);
+        if done(seen) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {what} within {EVENT_TIMEOUT:?}; seen: {seen:#?}"
+        );
+        events.wait(Duration::from_millis(100)).expect("poll");
+    }
+}
+
+/// A util-linux `flock -x FILE` holding until dropped (or `release`d),
+/// in a process group of its own so nothing is left behind.
+struct Holder(Child);
+
+impl Holder {
+    fn new(file: &Path) -> Self {
+        let mut child = Command::new("flock")
+            .arg("-x")
+            .arg(file)
+            .args(["-c", "echo ready; cat >/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("spawn flock(1) (util-linux)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("read ready");
+        assert_eq!(line.trim(), "ready", "flock(1) did not lock");
+        Self(child)
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Lets go: closes its stdin, and waits until it is gone.
+    fn release(&mut self) {
+        drop(self.0.stdin.take());
+        let status = self.0.wait().expect("wait flock(1)");
+        assert!(status.success(), "flock(1) holder: {status}");
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.0.wait();
+    }
+}
+
+/// `LOCK_EX` then `LOCK_UN` on a temp file: a `Taken { exclusive }` with
+/// its inode, device and PID, then an `Unlocked` of the same owner, in
+/// order, stamped with the monotonic clock between the calls' bounds.
+#[test]
+fn an_exclusive_flock_and_its_unlock_are_seen_in_order() {
+    let Some(_recording) =
+        may_open("liveness::kernel::tests::an_exclusive_flock_and_its_unlock_are_seen_in_order")
+    else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let mut events = open(&[(id.major, id.minor)], &Options::default());
+    assert!(events.layout_from_format(), "root reads the format file");
+
+    let file = File::open(&path).expect("open");
+    let before = monotonic_now();
+    file.lock().expect("flock LOCK_EX");
+    let locked = monotonic_now();
+    file.unlock().expect("flock LOCK_UN");
+    let after = monotonic_now();
+
+    let mut seen = Vec::new();
+    drain_until(&mut events, &mut seen, "unlock", |seen| {
+        on(id, seen).len() >= 2
+    });
+    let mine = on(id, &seen);
+    let pid = std::process::id();
+    assert_eq!(
+        mine.iter()
+            .map(|event| (event.kind, event.pid))
+            .collect::<Vec<_>>(),
+        [
+            (LockKind::Taken { exclusive: true }, pid),
+            (LockKind::Unlocked { at_close: false }, pid),
+        ]
+    );
+    assert_eq!(
+        mine[0].owner, mine[1].owner,
+        "the same open file description"
+    );
+    assert_ne!(mine[0].owner, 0);
+    assert!(
+        before <= mine[0].at && mine[0].at <= locked && mine[1].at <= after,
+        "CLOCK_MONOTONIC times: {before} {} {locked} {} {after}",
+        mine[0].at,
+        mine[1].at
+    );
+    assert!(events.counters().events >= 2);
+}
+
+/// A blocking flock behind a holder is `Waiting` at once (seen while it
+/// still waits), then `Taken` with the same PID and owner once the holder
+/// lets go; the holder's exit is a close unlock of its own owner.
+#[test]
+fn a_blocked_waiter_is_waiting_at_once_then_takes_it() {
+    let Some(_recording) =
+        may_open("liveness::kernel::tests::a_blocked_waiter_is_waiting_at_once_then_takes_it")
+    else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let mut events = open(&[(id.major, id.minor)], &Options::default());
+
+    let mut holder = Holder::new(&path);
+    let mut waiter = Command::new("flock")
+        .arg("-x")
+        .arg(&path)
+        .arg("true")
+        .spawn()
+        .expect("spawn flock(1)");
+    let waiter_pid = waiter.id();
+    let mut seen = Vec::new();
+    let waits = |seen: &[Record]| {
+        on(id, seen)
+            .iter()
+            .any(|event| event.pid == waiter_pid && matches!(event.kind, LockKind::Waiting { .. }))
+    };
+    drain_until(&mut events, &mut seen, "Waiting", waits);
+    assert!(
+        waiter.try_wait().expect("try_wait").is_none(),
+        "the waiter still waits when its Waiting is seen"
+    );
+
+    holder.release();
+    let status = waiter.wait().expect("wait the waiter");
+    assert!(status.success(), "waiter: {status}");
+    let closed = |seen: &[Record]| {
+        on(id, seen).iter().any(|event| {
+            event.pid == waiter_pid && event.kind == (LockKind::Unlocked { at_close: true })
+        })
+    };
+    drain_until(&mut events, &mut seen, "the waiter's close", closed);
+
+    let mine = on(id, &seen);
+    let of = |pid| -> Vec<LockEvent> {
+        mine.iter()
+            .filter(|event| event.pid == pid)
+            .copied()
+            .collect()
+    };
+    let (held, waited) = (of(holder.pid()), of(waiter_pid));
+    let kinds = |events: &[LockEvent]| events.iter().map(|e| e.kind).collect::<Vec<_>>();
+    assert_eq!(
+        kinds(&held),
+        [
+            LockKind::Taken { exclusive: true },
+            LockKind::Unlocked { at_close: true }
+        ],
+        "{mine:#?}"
+    );
+    assert_eq!(held[0].owner, held[1].owner);
+    assert_eq!(
+        kinds(&waited),
+        [
+            LockKind::Waiting { exclusive: true },
+            LockKind::Taken { exclusive: true },
+            LockKind::Unlocked { at_close: true }
+        ],
+        "{mine:#?}"
+    );
+    assert!(waited.iter().all(|event| event.owner == waited[0].owner));
+    assert_ne!(held[0].owner, waited[0].owner);
+}
+
+/// A waiter killed while queued leaves no event for the abandoned wait;
+/// its last close, while the holder still holds, is a close unlock of the
+/// waiter's own owner — and it never takes the lock.
+#[test]
+fn a_waiter_that_dies_leaves_only_its_close() {
+    let Some(_recording) =
+        may_open("liveness::kernel::tests::a_waiter_that_dies_leaves_only_its_close")
+    else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let mut events = open(&[(id.major, id.minor)], &Options::default());
+    let holder = Holder::new(&path);
+    let mut waiter = Command::new("flock")
+        .arg("-x")
+        .arg(&path)
+        .arg("true")
+        .spawn()
+        .expect("spawn flock(1)");
+    let waiter_pid = waiter.id();
+    let mut seen = Vec::new();
+    drain_until(&mut events, &mut seen, "Waiting", |seen| {
+        on(id, seen).iter().any(|event| event.pid == waiter_pid)
+    });
+    waiter.kill().expect("SIGKILL the waiter");
+    waiter.wait().expect("reap the waiter");
+    drain_until(&mut events, &mut seen, "the waiter's close", |seen| {
+        on(id, seen)
+            .iter()
+            .filter(|event| event.pid == waiter_pid)
+            .count()
+            >= 2
+    });
+    let waited: Vec<LockEvent> = on(id, &seen)
+        .into_iter()
+        .filter(|event| event.pid == waiter_pid)
+        .collect();
+    assert_eq!(
+        waited.iter().map(|event| event.kind).collect::<Vec<_>>(),
+        [
+            LockKind::Waiting { exclusive: true },
+            LockKind::Unlocked { at_close: true }
+        ]
+    );
+    assert_eq!(waited[0].owner, waited[1].owner);
+    drop(holder);
+}
+
+/// The taker exits while a forked process keeps the description: no
+/// unlock then; the keeper's last close is the unlock, with the keeper's
+/// PID and the taker's owner.
+#[test]
+fn a_forked_keeper_unlocks_at_its_last_close_with_the_takers_owner() {
+    let Some(_recording) = may_open(
+        "liveness::kernel::tests::a_forked_keeper_unlocks_at_its_last_close_with_the_takers_owner",
+    ) else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let mut events = open(&[(id.major, id.minor)], &Options::default());
+    let (mut keeper, takers) =
+        crate::liveness::verify::testing::hold_through_flock_naming(&[&path]);
+    let taker = takers[0];
+    let mut seen = Vec::new();
+    drain_until(&mut events, &mut seen, "the taker's lock", |seen| {
+        on(id, seen).iter().any(|event| event.pid == taker)
+    });
+    keeper.kill().expect("SIGKILL the keeper");
+    keeper.wait().expect("reap the keeper");
+    let keeper_pid = keeper.id();
+    drain_until(&mut events, &mut seen, "the keeper's close", |seen| {
+        on(id, seen).iter().any(|event| event.pid == keeper_pid)
+    });
+    let mine = on(id, &seen);
+    assert_eq!(mine.len(), 2, "{mine:#?}");
+    assert_eq!(
+        (mine[0].pid, mine[0].kind),
+        (taker, LockKind::Taken { exclusive: true })
+    );
+    assert_eq!(
+        (mine[1].pid, mine[1].kind),
+        (keeper_pid, LockKind::Unlocked { at_close: true })
+    );
+    assert_eq!(mine[0].owner, mine[1].owner);
+}
+
+/// 100 refused `LOCK_NB` tries on a held file are exactly 100 `Refused`
+/// events; the tryer's close, though it never held, is a close unlock.
+#[test]
+fn refused_tries_are_counted_exactly() {
+    let Some(_recording) = may_open("liveness::kernel::tests::refused_tries_are_counted_exactly")
+    else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let mut events = open(&[(id.major, id.minor)], &Options::default());
+    let _holder = Holder::new(&path);
+
+    let file = File::open(&path).expect("open");
+    for _ in 0..100 {
+        assert!(
+            matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+            "the holder holds"
+        );
+    }
+    drop(file);
+    let pid = std::process::id();
+    let mut seen = Vec::new();
+    let closed = |seen: &[Record]| {
+        on(id, seen)
+            .iter()
+            .any(|event| event.pid == pid && event.kind == (LockKind::Unlocked { at_close: true }))
+    };
+    drain_until(&mut events, &mut seen, "the tryer's close", closed);
+    let mine: Vec<LockEvent> = on(id, &seen)
+        .into_iter()
+        .filter(|event| event.pid == pid)
+        .collect();
+    assert_eq!(mine.len(), 101, "{mine:#?}");
+    assert!(
+        mine[..100]
+            .iter()
+            .all(|event| event.kind == LockKind::Refused { exclusive: true })
+    );
+    assert!(!seen.iter().any(|record| matches!(record, Record::Lost(_))));
+}
+
+/// A tmpfs directory on another device than the temp dir: `/dev/shm`.
+/// Without it, one line says so (a failure under `LOCKTOP_REQUIRE_ALL`).
+fn another_device(than: (u32, u32)) -> Option<tempfile::TempDir> {
+    let shm = Path::new("/dev/shm");
+    let is_tmpfs = nix::sys::statfs::statfs(shm)
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
+    if is_tmpfs && device_of(shm) != than {
+        return Some(tempfile::tempdir_in(shm).expect("temp dir in /dev/shm"));
+    }
+    let line = "skipped liveness::kernel::tests::the_device_filter_drops_other_devices_until_added: \
+                /dev/shm is not a tmpfs apart from the temp dir (mount one there to run it)";
+    assert!(std::env::var_os("LOCKTOP_REQUIRE_ALL").is_none(), "{line}");
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+    None
+}
+
+/// Flocks `path` exclusively and lets go.
+fn lock_and_unlock(path: &Path) {
+    let file = File::open(path).expect("open");
+    file.lock().expect("flock");
+    file.unlock().expect("unlock");
+}
+
+/// Flocks on a device not watched are not delivered; after
+/// `set_devices` adds it, they are.
+#[test]
+fn the_device_filter_drops_other_devices_until_added() {
+    let Some(_recording) =
+        may_open("liveness::kernel::tests::the_device_filter_drops_other_devices_until_added")
+    else {
+        return;
+    };
+    let (_dir, watched) = temp_file("claim");
+    let watched_id = FileId::of(&watched).expect("stat");
+    let Some(shm) = another_device((watched_id.major, watched_id.minor)) else {
+        return;
+    };
+    let other = shm.path().join("claim");
+    File::create(&other).expect("create");
+    let other_id = FileId::of(&other).expect("stat");
+    let mut events = open(&[(watched_id.major, watched_id.minor)], &Options::default());
+
+    // The other device's flock first: were it delivered, it would be in a
+    // ring before the watched one's, so the drain that sees the watched one
+    // sees it too.
+    lock_and_unlock(&other);
+    lock_and_unlock(&watched);
+    let mut seen = Vec::new();
+    drain_until(
+        &mut events,
+        &mut seen,
+        "the watched file's events",
+        |seen| on(watched_id, seen).len() >= 2,
+    );
+    assert_eq!(on(other_id, &seen), [], "filtered out by the kernel");
+
+    events
+        .set_devices(&[
+            (watched_id.major, watched_id.minor),
+            (other_id.major, other_id.minor),
+        ])
+        .expect("set devices");
+    assert_eq!(events.devices().len(), 2);
+    lock_and_unlock(&other);
+    drain_until(
+        &mut events,
+        &mut seen,
+        "the added device's events",
+        |seen| on(other_id, seen).len() >= 2,
+    );
+
+    // None at all: nothing is sampled.
+    events.set_devices(&[]).expect("no devices");
+    lock_and_unlock(&watched);
+    lock_and_unlock(&other);
+    events
+        .set_devices(&[(other_id.major, other_id.minor)])
+        .expect("set");
+    lock_and_unlock(&other);
+    let before = on(watched_id, &seen).len();
+    drain_until(
+        &mut events,
+        &mut seen,
+        "the re-added device's events",
+        |seen| on(other_id, seen).len() >= 4,
+    );
+    assert_eq!(on(watched_id, &seen).len(), before, "nothing while none");
+    assert_eq!(on(other_id, &seen).len(), 4, "nothing while none");
+}
+
+/// Records in a ring of four pages wrap past its end again and again (a
+/// sample is 120 bytes, not a divisor of a page), and every one is read
+/// whole and in order. (Other tests' flocks on the temp dir's device share
+/// the ring: a round they overflowed is told by its `Lost` and skipped.)
+#[test]
+fn records_wrapping_a_small_ring_are_read_whole() {
+    let Some(_recording) =
+        may_open("liveness::kernel::tests::records_wrapping_a_small_ring_are_read_whole")
+    else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let options = Options {
+        ring_pages: 4,
+        ..Options::default()
+    };
+    let mut events = open(&[(id.major, id.minor)], &options);
+    assert_eq!(events.ring_pages(), RingPages { asked: 4, got: 4 });
+    let mut whole_rounds = 0;
+    for _ in 0..100 {
+        // A round's own events: a lost round's late ones are before this.
+        let start = monotonic_now();
+        let this_round = |seen: &[Record]| -> Vec<LockEvent> {
+            on(id, seen)
+                .into_iter()
+                .filter(|event| event.at >= start)
+                .collect()
+        };
+        for _ in 0..5 {
+            lock_and_unlock(&path);
+        }
+        let mut seen = Vec::new();
+        drain_until(&mut events, &mut seen, "a round's events", |seen| {
+            this_round(seen).len() >= 10 || seen.iter().any(|r| matches!(r, Record::Lost(_)))
+        });
+        if seen.iter().any(|record| matches!(record, Record::Lost(_))) {
+            continue;
+        }
+        let mine = this_round(&seen);
+        assert_eq!(mine.len(), 10, "{mine:#?}");
+        for pair in mine.chunks(2) {
+            assert_eq!(pair[0].kind, LockKind::Taken { exclusive: true });
+            assert_eq!(pair[1].kind, LockKind::Unlocked { at_close: false });
+            assert_eq!(pair[0].owner, pair[1].owner);
+            assert!(pair[0].at <= pair[1].at);
+        }
+        whole_rounds += 1;
+    }
+    assert_eq!(events.counters().unreadable, 0);
+    // 1,200 bytes a round: 50 rounds are over three laps of 16 KiB.
+    assert!(
+        whole_rounds >= 50,
+        "only {whole_rounds} rounds without a loss"
+    );
+}
+
+/// A burst larger than a one-page ring is reported, by the very next
+/// drain, as a `Lost` record that accounts for every sample not delivered;
+/// never silently nothing.
+#[test]
+fn a_burst_beyond_a_tiny_ring_is_reported_lost() {
+    let Some(_recording) =
+        may_open("liveness::kernel::tests::a_burst_beyond_a_tiny_ring_is_reported_lost")
+    else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let options = Options {
+        ring_pages: 1,
+        ..Options::default()
+    };
+    let mut events = open(&[(id.major, id.minor)], &options);
+    // 4,000 samples of 120 bytes; one page holds 34.
+    for _ in 0..2000 {
+        lock_and_unlock(&path);
+    }
+    let mut seen = Vec::new();
+    events.drain(&mut seen);
+    let lost: u64 = seen
+        .iter()
+        .map(|record| match record {
+            Record::Lost(count) => *count,
+            Record::Event(_) => 0,
+        })
+        .sum();
+    let delivered = on(id, &seen).len() as u64;
+    assert!(lost > 0, "no Lost record: {seen:#?}");
+    assert!(
+        matches!(seen.last(), Some(Record::Lost(_))),
+        "the loss comes after what was read"
+    );
+    assert_eq!(events.counters().lost, lost);
+    // Other processes' flocks on this device may be lost too.
+    assert!(
+        delivered + lost >= 4000,
+        "every one of ours is delivered or counted lost: {delivered} + {lost}"
+    );
+    assert!(delivered < 4000, "a page cannot hold them all");
+}
+
+/// A tokio task awaiting the reader wakes when a flock happens.
+#[test]
+fn the_reader_wakes_a_tokio_task() {
+    let Some(_recording) = may_open("liveness::kernel::tests::the_reader_wakes_a_tokio_task")
+    else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let events = open(&[(id.major, id.minor)], &Options::default());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let seen = runtime.block_on(async move {
+        let mut events = AsyncKernelLockEvents::new(events).expect("registered");
+        let flocker = std::thread::spawn(move || lock_and_unlock(&path));
+        let mut seen = Vec::new();
+        while on(id, &seen).len() < 2 {
+            tokio::time::timeout(EVENT_TIMEOUT, events.next_batch(&mut seen))
+                .await
+                .expect("woken within the timeout")
+                .expect("drained");
+        }
+        flocker.join().expect("flocker");
+        assert!(events.get_ref().counters().events >= 2);
+        seen
+    });
+    assert_eq!(on(id, &seen).len(), 2);
+}
+
+/// Set in a test re-run as `nobody`: what to do there.
+const CHILD: &str = "LOCKTOP_KERNEL_TEST_CHILD";
+
+/// Runs test `path` again as `nobody` (uid and gid 65534, no groups),
+/// with `caps` (setpriv's `+perfmon` form) inherited and ambient, the
+/// tracepoint id in the environment; returns its stdout.
+fn as_nobody(path: &str, caps: Option<&str>, id: u64) -> String {
+    let mut command = Command::new("setpriv");
+    command.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+    if let Some(caps) = caps {
+        command.args([
+            format!("--inh-caps={caps}"),
+            format!("--ambient-caps={caps}"),
+        ]);
+    }
+    let out = command
+        .arg(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", path, "--test-threads=1", "--nocapture"])
+        .env(CHILD, id.to_string())
+        .env_remove("LOCKTOP_REQUIRE_ALL")
+        .current_dir("/")
+        .output()
+        .expect("run setpriv (util-linux)");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && stdout.contains(" 1 passed"),
+        "{path} as nobody failed:\n{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// What the child printed after `prefix`, to the end of that line (the
+/// harness prints the test's name before it, on the same line).
+fn child_line<'a>(out: &'a str, prefix: &str) -> &'a str {
+    let (_, after) = out
+        .split_once(prefix)
+        .unwrap_or_else(|| panic!("no {prefix:?} in:\n{out}"));
+    after.lines().next().unwrap_or_default()
+}
+
+/// The tracepoint id, read as root.
+fn tracepoint_id() -> u64 {
+    let roots = TRACEFS_ROOTS.map(Path::new);
+    Tracepoint::find(&roots, None).expect("as root").id
+}
+
+/// Refusals are typed and one line: an id that is not the tracepoint's;
+/// a user without CAP_PERFMON, even given the id.
+#[test]
+fn a_refusal_is_typed_and_one_line() {
+    let path = "liveness::kernel::tests::a_refusal_is_typed_and_one_line";
+    if let Some(id) = std::env::var_os(CHILD) {
+        let options = Options {
+            tracepoint_id: Some(id.to_string_lossy().parse().expect("an id")),
+            ..Options::default()
+        };
+        let refused = KernelLockEvents::open(&[(0, 1)], &options)
+            .err()
+            .expect("refused");
+        println!("child refused: {refused:?} | {refused}");
+        return;
+    }
+    let Some(_recording) = may_open(path) else {
+        return;
+    };
+    let wrong = Options {
+        tracepoint_id: Some(u64::from(u32::MAX)),
+        ..Options::default()
+    };
+    let refused = KernelLockEvents::open(&[(0, 1)], &wrong)
+        .err()
+        .expect("refused");
+    assert!(matches!(refused, Refused::WrongId { .. }), "{refused}");
+    assert!(!refused.to_string().contains('\n'));
+
+    let out = as_nobody(path, None, tracepoint_id());
+    let line = child_line(&out, "child refused: ");
+    assert!(line.starts_with("NotPermitted"), "{line}");
+    assert!(line.contains("needs root or CAP_PERFMON"), "{line}");
+}
+
+/// `nobody` with CAP_PERFMON, given the id (it cannot read tracefs), reads
+/// events with the measured layout; a ring beyond its `mlock` limit is
+/// made smaller, and says so.
+#[test]
+fn cap_perfmon_with_the_id_reads_events_in_a_smaller_ring() {
+    let path = "liveness::kernel::tests::cap_perfmon_with_the_id_reads_events_in_a_smaller_ring";
+    if let Some(id) = std::env::var_os(CHILD) {
+        // Bounded whatever the caller's limit: lowering is always allowed.
+        let memlock = nix::sys::resource::Resource::RLIMIT_MEMLOCK;
+        nix::sys::resource::setrlimit(memlock, 8 << 20, 8 << 20).expect("setrlimit");
+        let (_dir, path) = temp_file("claim");
+        let id_file = FileId::of(&path).expect("stat");
+        let options = Options {
+            ring_pages: 1 << 16,
+            tracepoint_id: Some(id.to_string_lossy().parse().expect("an id")),
+        };
+        let mut events = open(&[(id_file.major, id_file.minor)], &options);
+        lock_and_unlock(&path);
+        let mut seen = Vec::new();
+        drain_until(&mut events, &mut seen, "events", |seen| {
+            on(id_file, seen).len() >= 2
+        });
+        let kinds: Vec<LockKind> = on(id_file, &seen).iter().map(|e| e.kind).collect();
+        println!(
+            "child read: {kinds:?} format={} pages={:?} pid-ok={}",
+            events.layout_from_format(),
+            events.ring_pages(),
+            on(id_file, &seen)[0].pid == std::process::id()
+        );
+        return;
+    }
+    let Some(_recording) = may_open(path) else {
+        return;
+    };
+    let out = as_nobody(path, Some("+perfmon"), tracepoint_id());
+    let line = child_line(&out, "child read: ");
+    assert!(
+        line.starts_with("[Taken { exclusive: true }, Unlocked { at_close: false }] format=false"),
+        "{line}"
+    );
+    assert!(line.ends_with("pid-ok=true"), "{line}");
+    assert!(line.contains("asked: 65536, got: "), "{line}");
+    assert!(!line.contains("got: 65536"), "made smaller: {line}");
+}
