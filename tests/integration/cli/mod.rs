@@ -7,6 +7,7 @@ mod check;
 mod journal;
 mod serve;
 mod serve_exposed;
+mod serve_flood;
 mod serve_tls;
 mod snapshot_watch;
 mod unlinked;
