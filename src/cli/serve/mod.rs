@@ -54,8 +54,9 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 pub struct ServeArgs {
     /// Address to listen on, IP:PORT. On loopback (the default) every
     /// endpoint answers; on any other address only /metrics and /healthz
-    /// do — /snapshot.json and /events carry holders' command lines and
-    /// PIDs — unless --expose-holders-without-auth.
+    /// do, but to clients that authenticated (--web-config) —
+    /// /snapshot.json and /events carry holders' command lines and PIDs —
+    /// unless --expose-holders-without-auth.
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
     listen: String,
     /// Answer /snapshot.json and /events (holders' full command lines and
