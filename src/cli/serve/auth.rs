@@ -2,14 +2,19 @@
 //! the web-config file ([`super::web_config`]).
 //!
 //! Invariants: a request without valid credentials gets `401` with a
-//! `WWW-Authenticate` challenge and nothing else; a password is checked
-//! with bcrypt (its own constant-time comparison) off the async threads,
-//! and an unknown user costs the same bcrypt check as a known one, so the
-//! answer's time does not tell which users exist; a user and password
-//! once verified are remembered by their SHA-256 only (bounded), so that
-//! a scrape every few seconds does not cost a bcrypt check each.
+//! `WWW-Authenticate` challenge and nothing else (or `503` when its
+//! password check did not get a turn: [`super::password_checks`]); a
+//! password is checked with bcrypt (its own constant-time comparison) off
+//! the async threads, a bounded number at once, and an unknown user costs
+//! the same bcrypt check as a known one, so the answer's time does not
+//! tell which users exist; a user and password once verified are
+//! remembered by their SHA-256 only (bounded), so that a scrape every few
+//! seconds does not cost a bcrypt check each, nor waits behind anyone's;
+//! a request let through carries [`Authenticated`], and its connection is
+//! admitted ([`super::connections::Slot::admit`]).
 
 use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::extract::{Request, State};
@@ -18,7 +23,14 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 
+use super::connections::{Origin, Slot};
+use super::password_checks::PasswordChecks;
 use super::web_config::Users;
+
+/// Marks a request whose client proved who it is: the password of a
+/// configured user, or a client certificate the client CA verified.
+#[derive(Debug, Clone, Copy)]
+pub struct Authenticated;
 
 /// How many verified credentials are remembered before it starts afresh.
 const REMEMBERED_MAX: usize = 64;
@@ -27,6 +39,16 @@ const REMEMBERED_MAX: usize = 64;
 pub struct Gate {
     users: Users,
     verified: Mutex<HashSet<[u8; 32]>>,
+    checks: Arc<PasswordChecks>,
+}
+
+/// What the gate says of a request's credentials.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Admitted,
+    Refused,
+    /// Its password check did not get a turn in time.
+    Busy,
 }
 
 impl Gate {
@@ -35,33 +57,39 @@ impl Gate {
         Arc::new(Self {
             users,
             verified: Mutex::new(HashSet::new()),
+            checks: PasswordChecks::new(),
         })
     }
 
-    /// True when `user` and `password` match a configured user.
-    async fn admits(self: &Arc<Self>, user: String, password: String) -> bool {
+    /// Whether `user` and `password`, sent from `origin`, match a
+    /// configured user.
+    async fn admits(self: &Arc<Self>, origin: Origin, user: String, password: String) -> Verdict {
         let digest = digest(&user, &password);
         if self.remembered(&digest) {
-            return true;
+            return Verdict::Admitted;
         }
         let gate = self.clone();
-        let admitted = tokio::task::spawn_blocking(move || {
+        let checked = self.checks.check(origin, move || {
             let hash = gate
                 .users
                 .hash_of(&user)
                 .unwrap_or_else(|| unknown_user_hash());
             let matches = bcrypt::verify(&password, hash).unwrap_or(false);
             matches && gate.users.hash_of(&user).is_some()
-        })
-        .await
-        .unwrap_or(false);
-        if admitted && let Ok(mut verified) = self.verified.lock() {
-            if verified.len() >= REMEMBERED_MAX {
-                verified.clear();
+        });
+        match checked.await {
+            None => Verdict::Busy,
+            Some(false) => Verdict::Refused,
+            Some(true) => {
+                if let Ok(mut verified) = self.verified.lock() {
+                    if verified.len() >= REMEMBERED_MAX {
+                        verified.clear();
+                    }
+                    verified.insert(digest);
+                }
+                Verdict::Admitted
             }
-            verified.insert(digest);
         }
-        admitted
     }
 
     fn remembered(&self, digest: &[u8; 32]) -> bool {
@@ -72,20 +100,42 @@ impl Gate {
 }
 
 /// The middleware: the request goes on only with valid credentials.
-pub async fn require(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
-    let admitted = match credentials(request.headers()) {
-        Some((user, password)) => gate.admits(user, password).await,
-        None => false,
+pub async fn require(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
+    let slot = request.extensions().get::<Arc<Slot>>().cloned();
+    let verdict = match credentials(request.headers()) {
+        Some((user, password)) => {
+            // Outside `listen` (no slot), one origin for all.
+            let origin = slot
+                .as_ref()
+                .map_or(Origin::of(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), |slot| {
+                    slot.origin()
+                });
+            let _checking = slot.as_ref().map(Slot::checking);
+            gate.admits(origin, user, password).await
+        }
+        None => Verdict::Refused,
     };
-    if admitted {
-        return next.run(request).await;
+    match verdict {
+        Verdict::Admitted => {
+            if let Some(slot) = &slot {
+                slot.admit();
+            }
+            request.extensions_mut().insert(Authenticated);
+            next.run(request).await
+        }
+        Verdict::Refused => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Basic realm=\"locktop\"")],
+            "unauthorized\n",
+        )
+            .into_response(),
+        Verdict::Busy => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "1")],
+            "busy: too many password checks waiting\n",
+        )
+            .into_response(),
     }
-    (
-        StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Basic realm=\"locktop\"")],
-        "unauthorized\n",
-    )
-        .into_response()
 }
 
 /// The user and password of a `Authorization: Basic …` header.

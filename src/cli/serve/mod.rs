@@ -12,10 +12,12 @@
 //! their pending lines for at most [`SHUTDOWN_GRACE`]).
 
 mod auth;
+mod connections;
 mod events;
 mod full_snapshot;
 mod listen;
 mod metrics;
+mod password_checks;
 mod view;
 mod web_config;
 
@@ -27,7 +29,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -52,8 +54,9 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 pub struct ServeArgs {
     /// Address to listen on, IP:PORT. On loopback (the default) every
     /// endpoint answers; on any other address only /metrics and /healthz
-    /// do — /snapshot.json and /events carry holders' command lines and
-    /// PIDs — unless --expose-holders-without-auth.
+    /// do, but to clients that authenticated (--web-config) —
+    /// /snapshot.json and /events carry holders' command lines and PIDs —
+    /// unless --expose-holders-without-auth.
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
     listen: String,
     /// Answer /snapshot.json and /events (holders' full command lines and
@@ -64,8 +67,9 @@ pub struct ServeArgs {
     /// TLS and basic authentication, in the exporter web-config format
     /// (node_exporter's --web.config.file: tls_server_config with
     /// cert_file, key_file, client_auth_type, client_ca_file, min_version;
-    /// basic_auth_users with bcrypt hashes). With authentication every
-    /// endpoint answers on any address.
+    /// basic_auth_users with bcrypt hashes). An authenticated client (the
+    /// password, or a client certificate the client CA verified) gets
+    /// every endpoint on any address.
     #[arg(long, value_name = "FILE")]
     web_config: Option<PathBuf>,
     #[command(flatten)]
@@ -98,13 +102,16 @@ struct Shared {
 
 /// What `serve` answers, by who can reach it. Invariant: holders'
 /// command lines and PIDs (`/snapshot.json`, `/events`) are answered on
-/// loopback, or elsewhere only when the operator said so by name.
+/// loopback, elsewhere to an authenticated client ([`auth::Authenticated`]:
+/// a password, or a verified client certificate), or to anyone only when
+/// the operator said so by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Exposure {
-    /// Every endpoint.
+    /// Every endpoint, to every client.
     Everything,
-    /// `/metrics`, `/healthz` and `/` only: a non-loopback address.
-    MetricsOnly,
+    /// `/metrics`, `/healthz` and `/` to every client, the rest to
+    /// authenticated ones only: a non-loopback address.
+    HoldersToAuthenticated,
 }
 
 impl Exposure {
@@ -114,7 +121,7 @@ impl Exposure {
         if addr.ip().is_loopback() || expose_holders {
             Exposure::Everything
         } else {
-            Exposure::MetricsOnly
+            Exposure::HoldersToAuthenticated
         }
     }
 }
@@ -140,8 +147,8 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         .transpose()?;
     let authenticated = web
         .as_ref()
-        .is_some_and(web_config::WebConfig::authenticates);
-    let exposure = Exposure::of(&addr, args.expose_holders_without_auth || authenticated);
+        .is_some_and(web_config::WebConfig::authenticates_everyone);
+    let exposure = Exposure::of(&addr, args.expose_holders_without_auth);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -156,17 +163,40 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         "locktop serve: listening on {scheme}://{}",
         listener.local_addr().context("no local address")?
     );
-    if exposure == Exposure::MetricsOnly {
+    let certificates_if_given = web
+        .as_ref()
+        .is_some_and(|web| web.client_auth == web_config::ClientAuth::VerifyClientCertIfGiven);
+    if exposure == Exposure::Everything || authenticated {
+        // Said below, or nothing to say.
+    } else if certificates_if_given {
+        eprintln!(
+            "locktop serve: {addr} is not loopback: /snapshot.json and /events (holders' \
+             command lines and PIDs) answer only clients with a verified certificate; \
+             /metrics and /healthz answer anyone who can reach it"
+        );
+    } else {
         eprintln!(
             "locktop serve: {addr} is not loopback: only /metrics and /healthz answer; \
              /snapshot.json and /events (holders' command lines and PIDs) are refused — \
              listen on loopback behind an authenticating proxy, or pass \
              --expose-holders-without-auth"
         );
-    } else if !addr.ip().is_loopback() && !authenticated {
+    }
+    if !addr.ip().is_loopback() && args.expose_holders_without_auth && !authenticated {
         eprintln!(
             "locktop serve: {addr} is not loopback and --expose-holders-without-auth is set: \
              anyone who can reach it reads every holder's command line, unencrypted"
+        );
+    }
+    if !addr.ip().is_loopback()
+        && let Some(web) = &web
+        && web.users.is_some()
+        && web.tls.is_none()
+    {
+        eprintln!(
+            "locktop serve: {addr} is not loopback and --web-config has basic_auth_users \
+             without tls_server_config: passwords, and holders' command lines, cross the \
+             network unencrypted"
         );
     }
     let root = crate::locks::locks_root(&state_dir);
@@ -208,6 +238,9 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     let follower = tokio::spawn(follow(handle, shared.clone(), journal));
     let mut app = router(shared.clone());
     let (tls, users) = web.map_or((None, None), |web| (web.tls, web.users));
+    let admission = listen::Admission {
+        password: users.is_some(),
+    };
     if let Some(users) = users {
         let gate = auth::Gate::new(users);
         app = app.layer(axum::middleware::from_fn_with_state(gate, auth::require));
@@ -217,6 +250,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         listener,
         app,
         tls,
+        admission,
         stop,
         move || closing.subscribers.close_all(),
         SHUTDOWN_GRACE,
@@ -375,14 +409,18 @@ async fn not_found() -> Response {
         .into_response()
 }
 
-/// The answer for holders' details on a server that does not expose
-/// them (see [`Exposure`]), or `None` when it does.
-fn refused_holders(shared: &Shared) -> Option<Response> {
-    (shared.exposure == Exposure::MetricsOnly).then(|| {
+/// Whether a request's client authenticated ([`auth::Authenticated`]).
+type ByWhom = Option<Extension<auth::Authenticated>>;
+
+/// The answer for holders' details to a client this server does not
+/// expose them to (see [`Exposure`]), or `None` when it does.
+fn refused_holders(shared: &Shared, by: &ByWhom) -> Option<Response> {
+    let refused = shared.exposure == Exposure::HoldersToAuthenticated && by.is_none();
+    refused.then(|| {
         (
             StatusCode::FORBIDDEN,
-            "forbidden: this server listens beyond loopback without authentication; holders' \
-             command lines and PIDs are not served here (see `locktop serve --help`)\n",
+            "forbidden: this server listens beyond loopback; holders' command lines and PIDs \
+             are served here only to authenticated clients (see `locktop serve --help`)\n",
         )
             .into_response()
     })
@@ -415,9 +453,10 @@ const RETRY_AFTER_SECS: &str = "1";
 
 async fn snapshot(
     State(shared): State<Arc<Shared>>,
+    by: ByWhom,
     Query(query): Query<SnapshotQuery>,
 ) -> Response {
-    if let Some(refused) = refused_holders(&shared) {
+    if let Some(refused) = refused_holders(&shared, &by) {
         return refused;
     }
     let synced = {
@@ -480,8 +519,8 @@ async fn snapshot(
     }
 }
 
-async fn events(State(shared): State<Arc<Shared>>) -> Response {
-    if let Some(refused) = refused_holders(&shared) {
+async fn events(State(shared): State<Arc<Shared>>, by: ByWhom) -> Response {
+    if let Some(refused) = refused_holders(&shared, &by) {
         return refused;
     }
     match shared.subscribers.subscribe() {
@@ -568,7 +607,12 @@ mod tests {
     #[tokio::test]
     async fn before_the_first_scan_no_answer_pretends_to_be_complete() {
         let early = shared_with_one_held_tag(false);
-        let answer = snapshot(State(early.clone()), Query(SnapshotQuery { all: true })).await;
+        let answer = snapshot(
+            State(early.clone()),
+            None,
+            Query(SnapshotQuery { all: true }),
+        )
+        .await;
         assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(answer.headers().contains_key(header::RETRY_AFTER));
         let scrape = early.exporter.render(metrics::Format::PrometheusText);
@@ -578,7 +622,12 @@ mod tests {
 
         let ready = shared_with_one_held_tag(true);
         // (`?all=true` asks the engine: the integration tests' part.)
-        let answer = snapshot(State(ready.clone()), Query(SnapshotQuery { all: false })).await;
+        let answer = snapshot(
+            State(ready.clone()),
+            None,
+            Query(SnapshotQuery { all: false }),
+        )
+        .await;
         assert_eq!(answer.status(), StatusCode::OK);
         let scrape = ready.exporter.render(metrics::Format::PrometheusText);
         assert!(scrape.contains("locktop_keys{"), "{scrape}");

@@ -35,16 +35,16 @@ pub struct WebConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Basic-auth users and their bcrypt hashes, when given.
     pub users: Option<Users>,
-    /// Whether every client must present a certificate the CA verifies:
-    /// an authentication of its own.
-    pub client_certs_required: bool,
+    /// Whether clients present certificates (then verified by the
+    /// client CA: an authentication of its own).
+    pub client_auth: ClientAuth,
 }
 
 impl WebConfig {
     /// True when every request is authenticated (a password, or a client
     /// certificate the CA verifies).
-    pub fn authenticates(&self) -> bool {
-        self.users.is_some() || self.client_certs_required
+    pub fn authenticates_everyone(&self) -> bool {
+        self.users.is_some() || self.client_auth == ClientAuth::RequireAndVerifyClientCert
     }
 }
 
@@ -80,11 +80,16 @@ struct TlsFile {
 
 /// exporter-toolkit's `client_auth_type`, the values this server
 /// implements (the two that accept unverified certificates are refused).
-#[derive(serde::Deserialize, Default, PartialEq, Eq, Clone, Copy)]
-enum ClientAuth {
+/// Invariant: a certificate a client presents is verified by the client
+/// CA, or the handshake fails.
+#[derive(serde::Deserialize, Default, Debug, PartialEq, Eq, Clone, Copy)]
+pub enum ClientAuth {
+    /// No certificate is asked for.
     #[default]
     NoClientCert,
+    /// A client may present one.
     VerifyClientCertIfGiven,
+    /// Every client must present one.
     RequireAndVerifyClientCert,
 }
 
@@ -113,17 +118,17 @@ pub fn load(path: &Path) -> anyhow::Result<WebConfig> {
         .basic_auth_users
         .map(|users| check_users(path, users))
         .transpose()?;
-    let (tls, client_certs_required) = match file.tls_server_config {
+    let (tls, client_auth) = match file.tls_server_config {
         Some(tls) => {
-            let required = tls.client_auth_type == ClientAuth::RequireAndVerifyClientCert;
-            (Some(Arc::new(server_config(path, dir, tls)?)), required)
+            let client_auth = tls.client_auth_type;
+            (Some(Arc::new(server_config(path, dir, tls)?)), client_auth)
         }
-        None => (None, false),
+        None => (None, ClientAuth::NoClientCert),
     };
     Ok(WebConfig {
         tls,
         users,
-        client_certs_required,
+        client_auth,
     })
 }
 

@@ -8,6 +8,7 @@ mod hostile;
 mod journal;
 mod serve;
 mod serve_exposed;
+mod serve_flood;
 mod serve_tls;
 mod snapshot_watch;
 mod unfit;

@@ -12,20 +12,20 @@ use base64::Engine as _;
 use super::serve::{PROMETHEUS_PACKAGE, Prometheus, Serve};
 use crate::common::{self, Holder, serial_blocking, state_in_tempdir};
 
-const USER: &str = "prometheus";
-const PASSWORD: &str = "s3cret passw0rd";
+pub(super) const USER: &str = "prometheus";
+pub(super) const PASSWORD: &str = "s3cret passw0rd";
 
 /// A test CA, a server certificate it signed for 127.0.0.1, and the
 /// files of a web config using them, in a temporary directory.
-struct Pki {
-    dir: tempfile::TempDir,
+pub(super) struct Pki {
+    pub(super) dir: tempfile::TempDir,
     ca_pem: String,
     /// A client certificate the CA signed, and its key (PEM).
     client: (String, String),
 }
 
 impl Pki {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA");
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -70,7 +70,7 @@ impl Pki {
 
     /// A web config named `name`: TLS with `cert`/`key`, basic auth of
     /// [`USER`] with `hash`; returns its path.
-    fn config(&self, name: &str, cert: &str, key: &str, hash: &str) -> PathBuf {
+    pub(super) fn config(&self, name: &str, cert: &str, key: &str, hash: &str) -> PathBuf {
         let path = self.dir.path().join(name);
         std::fs::write(
             &path,
@@ -83,19 +83,19 @@ impl Pki {
         path
     }
 
-    fn good_config(&self) -> PathBuf {
+    pub(super) fn good_config(&self) -> PathBuf {
         let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
         self.config("web.yml", "server.crt", "server.key", &hash)
     }
 
     /// An HTTPS client trusting the test CA.
-    fn agent(&self) -> ureq::Agent {
+    pub(super) fn agent(&self) -> ureq::Agent {
         self.agent_with(None)
     }
 
     /// [`Self::agent`], presenting the CA's client certificate when
     /// `with_cert`.
-    fn agent_with(&self, with_cert: Option<()>) -> ureq::Agent {
+    pub(super) fn agent_with(&self, with_cert: Option<()>) -> ureq::Agent {
         let ca = ureq::tls::Certificate::from_pem(self.ca_pem.as_bytes()).expect("CA PEM");
         let client = with_cert.map(|()| {
             let cert = ureq::tls::Certificate::from_pem(self.client.0.as_bytes()).expect("PEM");
@@ -116,14 +116,14 @@ impl Pki {
 }
 
 /// `serve --listen ADDR --web-config FILE`.
-fn start_tls(state: &Path, listen: &str, config: &Path) -> Serve {
+pub(super) fn start_tls(state: &Path, listen: &str, config: &Path) -> Serve {
     let config = config.to_str().expect("UTF-8 path");
     let serve = Serve::start_on(state, listen, &["--web-config", config]);
     assert!(serve.base.starts_with("https://"), "{}", serve.base);
     serve
 }
 
-fn basic(user: &str, password: &str) -> String {
+pub(super) fn basic(user: &str, password: &str) -> String {
     let pair = format!("{user}:{password}");
     format!(
         "Basic {}",
@@ -132,7 +132,7 @@ fn basic(user: &str, password: &str) -> String {
 }
 
 /// (status, body) of a GET with `authorization`, if any.
-fn get(agent: &ureq::Agent, url: &str, authorization: Option<&str>) -> (u16, String) {
+pub(super) fn get(agent: &ureq::Agent, url: &str, authorization: Option<&str>) -> (u16, String) {
     let mut request = agent.get(url);
     if let Some(value) = authorization {
         request = request.header("Authorization", value);
@@ -338,4 +338,113 @@ fn the_shipped_web_config_is_usable() {
         200
     );
     assert_eq!(get(&pki.agent(), &url, None).0, 401);
+}
+
+/// Every stderr line `serve` wrote at start: once it answers, its start
+/// lines are written (they come before it serves); a moment more for
+/// the reader.
+fn start_lines(serve: &Serve, agent: &ureq::Agent) -> String {
+    let _ = agent.get(&serve.url("/healthz")).call();
+    std::thread::sleep(Duration::from_millis(300));
+    serve.stderr()
+}
+
+/// Basic auth without TLS beyond loopback sends the password (and
+/// holders' command lines) in clear: `serve` says so at start, as it does
+/// for `--expose-holders-without-auth`; not on loopback, nor with TLS.
+#[test]
+fn basic_auth_without_tls_beyond_loopback_is_said_at_start() {
+    let pki = Pki::new();
+    let (_tmp, state) = state_in_tempdir();
+    let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
+    let plain = pki.dir.path().join("plain.yml");
+    std::fs::write(&plain, format!("basic_auth_users:\n  {USER}: '{hash}'\n")).expect("write");
+    let plain_arg = plain.to_str().expect("UTF-8");
+    let http: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let warning = "unencrypted";
+
+    let exposed = Serve::start_on(&state, "0.0.0.0:0", &["--web-config", plain_arg]);
+    let lines = start_lines(&exposed, &http);
+    assert!(
+        lines.contains(warning) && lines.contains("basic_auth_users"),
+        "{lines}"
+    );
+    // It still serves, behind the password.
+    let (status, _) = get(
+        &http,
+        &exposed.url("/metrics"),
+        Some(&basic(USER, PASSWORD)),
+    );
+    assert_eq!(status, 200);
+    drop(exposed);
+
+    let local = Serve::start_on(&state, "127.0.0.1:0", &["--web-config", plain_arg]);
+    let lines = start_lines(&local, &http);
+    assert!(!lines.contains(warning), "{lines}");
+    drop(local);
+
+    let tls = start_tls(&state, "0.0.0.0:0", &pki.good_config());
+    let lines = start_lines(&tls, &pki.agent());
+    assert!(!lines.contains(warning), "{lines}");
+}
+
+/// With `client_auth_type: VerifyClientCertIfGiven` a client certificate
+/// the client CA verified authenticates (reported from the field: it got
+/// 403): beyond loopback, its client reads holders' details, a client
+/// without one gets `/metrics` but not them, and a stderr line says so.
+/// Where a password is configured too, it is asked of everyone, as
+/// exporter-toolkit does: the certificate does not replace it.
+#[test]
+fn a_verified_optional_client_certificate_authenticates() {
+    let pki = Pki::new();
+    let (_tmp, state) = state_in_tempdir();
+    let holder = Holder::hold(&state, &["--tag", "by optional certificate"]);
+    let tls = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+               client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n";
+    let config = pki.dir.path().join("optional.yml");
+    std::fs::write(&config, tls).expect("write");
+    let serve = start_tls(&state, "0.0.0.0:0", &config);
+    let url = |path: &str| format!("https://{}{path}", serve.address);
+    let with_cert = pki.agent_with(Some(()));
+    let deadline = Instant::now() + common::PROCESS_TIMEOUT;
+    loop {
+        let (status, body) = get(&with_cert, &url("/snapshot.json"), None);
+        if status == 200 && body.contains(&format!("\"pid\":{}", holder.pid())) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{status}: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // (A stream: its status only.)
+    let events = |agent: &ureq::Agent| agent.get(&url("/events")).call().expect("/events");
+    assert_eq!(events(&with_cert).status(), 200);
+    let without = pki.agent();
+    assert_eq!(get(&without, &url("/snapshot.json"), None).0, 403);
+    assert_eq!(events(&without).status(), 403);
+    assert_eq!(get(&without, &url("/metrics"), None).0, 200);
+    let lines = start_lines(&serve, &without);
+    assert!(lines.contains("verified certificate"), "{lines}");
+    drop(serve);
+
+    let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
+    let both = pki.dir.path().join("both.yml");
+    std::fs::write(
+        &both,
+        format!("{tls}basic_auth_users:\n  {USER}: '{hash}'\n"),
+    )
+    .expect("write");
+    let serve = start_tls(&state, "0.0.0.0:0", &both);
+    let url = format!("https://{}/snapshot.json", serve.address);
+    assert_eq!(get(&with_cert, &url, None).0, 401);
+    let right = basic(USER, PASSWORD);
+    let deadline = Instant::now() + common::PROCESS_TIMEOUT;
+    // 503 until the first scan is done.
+    while get(&with_cert, &url, Some(&right)).0 == 503 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(get(&with_cert, &url, Some(&right)).0, 200);
+    assert_eq!(get(&without, &url, Some(&right)).0, 200);
 }
