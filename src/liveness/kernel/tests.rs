@@ -654,6 +654,36 @@ fn a_burst_beyond_a_tiny_ring_is_reported_lost() {
     assert!(delivered < 4000, "a page cannot hold them all");
 }
 
+/// Samples a device lost before it was unwatched are still reported, by
+/// the next drain.
+#[test]
+fn losses_of_a_device_unwatched_are_still_reported() {
+    let Some(_recording) =
+        may_open("liveness::kernel::tests::losses_of_a_device_unwatched_are_still_reported")
+    else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let options = Options {
+        ring_pages: 1,
+        ..Options::default()
+    };
+    let mut events = open(&[(id.major, id.minor)], &options);
+    for _ in 0..2000 {
+        lock_and_unlock(&path);
+    }
+    events.set_devices(&[]).expect("unwatch");
+    let mut seen = Vec::new();
+    events.drain(&mut seen);
+    let delivered = on(id, &seen).len() as u64;
+    let Some(Record::Lost(lost)) = seen.last().copied() else {
+        panic!("no Lost record last: {seen:#?}");
+    };
+    assert!(delivered + lost >= 4000, "{delivered} + {lost}");
+    assert_eq!(events.counters().lost, lost);
+}
+
 /// Where events cannot count their losses (before Linux 6.0), the
 /// kernel's own lost records report them, each with the next sample that
 /// finds room on its CPU: flocks on every CPU bring them all.
