@@ -296,9 +296,11 @@ impl KernelLockEvents {
 
     /// Appends every record the rings hold to `out`, in time order across
     /// CPUs, and returns how many it appended. Never blocks. Samples lost
-    /// since the last drain are a [`Record::Lost`] in this drain (placed
-    /// after the records of their ring), where the kernel counts them per
-    /// event (Linux 6.0 on; else when the kernel's lost record comes).
+    /// since the last drain are one [`Record::Lost`] at the end of this
+    /// drain (they were dropped after every record of their ring), where
+    /// the kernel counts them per event (Linux 6.0 on; else a `Lost` stands
+    /// where the kernel's lost record was written, with the next sample
+    /// that found room on that CPU).
     pub fn drain(&mut self, out: &mut Vec<Record>) -> usize {
         let Self {
             rings,
@@ -311,7 +313,9 @@ impl KernelLockEvents {
             ..
         } = self;
         pending.clear();
+        // Lost by devices since unwatched (counted when they were closed).
         let mut lost_at_end = std::mem::take(unreported_lost);
+        counters.lost += lost_at_end;
         for (index, ring) in rings.iter_mut().enumerate() {
             let mut last = 0;
             let mut lost_record = false;

@@ -414,6 +414,13 @@ fn another_device(than: (u32, u32)) -> Option<tempfile::TempDir> {
     None
 }
 
+/// Keeps the calling thread on `cpu` (a test's own thread, ended with it).
+fn pin_to(cpu: u32) {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu as usize).expect("a CPU");
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).expect("pin");
+}
+
 /// Flocks `path` exclusively and lets go.
 fn lock_and_unlock(path: &Path) {
     let file = File::open(path).expect("open");
@@ -545,6 +552,63 @@ fn records_wrapping_a_small_ring_are_read_whole() {
     );
 }
 
+/// Two threads on two CPUs take turns flocking: one drain gives their
+/// events merged across the two rings in time order.
+#[test]
+fn events_across_cpus_are_merged_in_time_order() {
+    let path = "liveness::kernel::tests::events_across_cpus_are_merged_in_time_order";
+    let Some(_recording) = may_open(path) else {
+        return;
+    };
+    let cpus = cpus::online().expect("online CPUs");
+    if cpus.len() < 2 {
+        let line = format!("skipped {path}: needs two online CPUs");
+        assert!(std::env::var_os("LOCKTOP_REQUIRE_ALL").is_none(), "{line}");
+        let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+        return;
+    }
+    let (_dir, file) = temp_file("claim");
+    let id = FileId::of(&file).expect("stat");
+    let mut events = open(&[(id.major, id.minor)], &Options::default());
+
+    // Each thread, pinned to its CPU, flocks when handed the turn.
+    let turns = 50;
+    let (to_second, second_turn) = std::sync::mpsc::channel::<()>();
+    let (to_first, first_turn) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let second = cpus[1];
+        let file = &file;
+        scope.spawn(move || {
+            pin_to(second);
+            for _ in 0..turns {
+                second_turn.recv().expect("turn");
+                lock_and_unlock(file);
+                to_first.send(()).expect("hand back");
+            }
+        });
+        pin_to(cpus[0]);
+        for _ in 0..turns {
+            lock_and_unlock(file);
+            to_second.send(()).expect("hand over");
+            first_turn.recv().expect("turn back");
+        }
+    });
+
+    let mut seen = Vec::new();
+    events.drain(&mut seen);
+    let mine = on(id, &seen);
+    assert_eq!(mine.len(), 4 * turns, "all in one drain");
+    assert!(
+        mine.windows(2).all(|pair| pair[0].at <= pair[1].at),
+        "in time order: {mine:#?}"
+    );
+    for pair in mine.chunks(2) {
+        assert_eq!(pair[0].kind, LockKind::Taken { exclusive: true });
+        assert_eq!(pair[1].kind, LockKind::Unlocked { at_close: false });
+        assert_eq!(pair[0].owner, pair[1].owner);
+    }
+}
+
 /// A burst larger than a one-page ring is reported, by the very next
 /// drain, as a `Lost` record that accounts for every sample not delivered;
 /// never silently nothing.
@@ -588,6 +652,91 @@ fn a_burst_beyond_a_tiny_ring_is_reported_lost() {
         "every one of ours is delivered or counted lost: {delivered} + {lost}"
     );
     assert!(delivered < 4000, "a page cannot hold them all");
+}
+
+/// Samples a device lost before it was unwatched are still reported, by
+/// the next drain.
+#[test]
+fn losses_of_a_device_unwatched_are_still_reported() {
+    let Some(_recording) =
+        may_open("liveness::kernel::tests::losses_of_a_device_unwatched_are_still_reported")
+    else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let options = Options {
+        ring_pages: 1,
+        ..Options::default()
+    };
+    let mut events = open(&[(id.major, id.minor)], &options);
+    for _ in 0..2000 {
+        lock_and_unlock(&path);
+    }
+    events.set_devices(&[]).expect("unwatch");
+    let mut seen = Vec::new();
+    events.drain(&mut seen);
+    let delivered = on(id, &seen).len() as u64;
+    let Some(Record::Lost(lost)) = seen.last().copied() else {
+        panic!("no Lost record last: {seen:#?}");
+    };
+    assert!(delivered + lost >= 4000, "{delivered} + {lost}");
+    assert_eq!(events.counters().lost, lost);
+}
+
+/// Where events cannot count their losses (before Linux 6.0), the
+/// kernel's own lost records report them, each with the next sample that
+/// finds room on its CPU: flocks on every CPU bring them all.
+#[test]
+fn lost_records_report_losses_where_events_cannot_count_them() {
+    let Some(_recording) = may_open(
+        "liveness::kernel::tests::lost_records_report_losses_where_events_cannot_count_them",
+    ) else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let options = Options {
+        ring_pages: 1,
+        ..Options::default()
+    };
+    let mut events = open(&[(id.major, id.minor)], &options);
+    events.count_losses = false;
+    for _ in 0..2000 {
+        lock_and_unlock(&path);
+    }
+    let cpus = events.cpus();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + EVENT_TIMEOUT;
+    loop {
+        events.drain(&mut seen);
+        let lost: u64 = seen
+            .iter()
+            .map(|record| match record {
+                Record::Lost(count) => *count,
+                Record::Event(_) => 0,
+            })
+            .sum();
+        let delivered = on(id, &seen).len() as u64;
+        if delivered + lost >= 4000 {
+            assert_eq!(events.counters().lost, lost);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not all accounted for: {delivered} + {lost}"
+        );
+        // One flock on each CPU, for its ring's lost record to be written.
+        std::thread::scope(|scope| {
+            for &cpu in &cpus {
+                let path = &path;
+                scope.spawn(move || {
+                    pin_to(cpu);
+                    lock_and_unlock(path);
+                });
+            }
+        });
+    }
 }
 
 /// A tokio task awaiting the reader wakes when a flock happens.
