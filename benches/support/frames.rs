@@ -52,6 +52,8 @@ fn keystroke_and_draw(keys: usize, samples: usize) -> (Duration, Duration, Durat
             state_dir: "/bench-state".into(),
             probe: ProbeMode::Acquire,
             probe_fallback: None,
+            kernel_events: false,
+            source_fallback: None,
             read_only: false,
             theme: Theme::color(),
             materializing_after: locktop::model::MATERIALIZING_AFTER,

@@ -28,12 +28,17 @@ pub struct EngineArgs {
     /// When holders become suspects (verdict lines).
     #[command(flatten)]
     thresholds: super::thresholds::ThresholdArgs,
+    /// Where liveness comes from.
+    #[command(flatten)]
+    source: super::source_args::SourceArgs,
 }
 
 /// What the flags resolve to.
 pub struct Engine {
     /// The probe that runs, and why it is not the one asked for.
     pub probe: ProbeChoice,
+    /// The liveness source that runs, and why it is not the one asked for.
+    pub source: super::source_args::SourceChoice,
     /// The engine's configuration.
     pub config: EngineConfig,
     /// `--materializing-after`.
@@ -48,8 +53,11 @@ impl EngineArgs {
         let materializing = self.thresholds.materializing_after()?;
         let idle_after = self.thresholds.idle_after()?;
         let probe = lock_free::choose(self.probe, state_dir);
-        if probe.fallback.is_some() {
-            eprintln!("locktop {command}: probe {}", probe.describe());
+        let source = self.source.choose(state_dir)?;
+        // Said when something is not what was asked (JSON and the header
+        // say the source either way).
+        if !source.is_kernel() && (source.fallback.is_some() || probe.fallback.is_some()) {
+            eprintln!("locktop {command}: {}", source.describe(&probe.describe()));
         }
         Ok(Engine {
             config: EngineConfig {
@@ -57,9 +65,10 @@ impl EngineArgs {
                 sweep_every,
                 idle_after,
                 trace: None,
-                source: crate::engine::LivenessSource::Inference,
+                source: source.source.clone(),
             },
             probe,
+            source,
             materializing,
         })
     }

@@ -17,6 +17,7 @@ mod record;
 mod replay;
 mod serve;
 mod snapshot;
+pub mod source_args;
 mod thresholds;
 mod wait;
 mod watch;
@@ -92,6 +93,9 @@ pub struct MonitorArgs {
     /// When holders become suspects.
     #[command(flatten)]
     pub thresholds: thresholds::ThresholdArgs,
+    /// Where liveness comes from.
+    #[command(flatten)]
+    pub source: source_args::SourceArgs,
 }
 
 impl MonitorArgs {
@@ -113,6 +117,7 @@ impl Default for MonitorArgs {
             read_only: false,
             log: None,
             thresholds: thresholds::ThresholdArgs::default(),
+            source: source_args::SourceArgs::default(),
         }
     }
 }
@@ -261,6 +266,7 @@ pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output =
 pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyhow::Result<()> {
     let sweep_every = seconds("--sweep", args.sweep)?;
     let probe = crate::liveness::lock_free::choose(args.requested_probe()?, &state_dir);
+    let source = args.source.choose(&state_dir)?;
     let context = crate::context::Context::new(state_dir);
     crate::tui::run(
         context,
@@ -269,10 +275,12 @@ pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyho
             sweep_every,
             idle_after: args.thresholds.idle_after()?,
             trace: None,
-            source: crate::engine::LivenessSource::Inference,
+            source: source.source.clone(),
         },
         crate::tui::TuiOptions {
             read_only: args.read_only,
+            kernel_events: source.is_kernel(),
+            source_fallback: source.fallback.clone(),
             probe,
             log_file: args.log,
             materializing_after: args.thresholds.materializing_after()?,

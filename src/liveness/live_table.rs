@@ -77,15 +77,15 @@ pub enum EventRecord {
     Lost(u64),
 }
 
-/// A source of lock events (the kernel's tracepoint; a test's script).
+/// A source of lock events (the kernel's tracepoint; a test's script),
+/// read on the engine's runtime.
 pub trait EventStream: Send + 'static {
-    /// Appends the records that arrive within `timeout` (at least one, or
-    /// none when none came), in the order they happened.
-    fn next_batch(
-        &mut self,
-        out: &mut Vec<EventRecord>,
-        timeout: std::time::Duration,
-    ) -> std::io::Result<()>;
+    /// Waits until records arrive, then appends them (at least one), in
+    /// the order they happened. Costs nothing while none comes.
+    fn next_batch<'a>(
+        &'a mut self,
+        out: &'a mut Vec<EventRecord>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + 'a>>;
 
     /// Delivers events of files on exactly these devices (major, minor).
     fn watch_devices(&mut self, devices: &[(u32, u32)]) -> std::io::Result<()>;
@@ -226,13 +226,15 @@ impl LiveTable {
         let mut applied = Applied::default();
         match event.op {
             LockOp::Refused { .. } => {
+                // Converting a held lock releases it first (flock(2)): a
+                // refused conversion leaves its owner holding nothing.
+                applied.changed = self.drop_hold_of(event.file, event.owner);
                 let refusals = self.refusals.entry(event.file).or_default();
                 refusals.total += 1;
                 if refusals.recent.len() == REFUSALS_KEPT {
                     refusals.recent.pop_front();
                 }
                 refusals.recent.push_back((event.at, event.pid));
-                return applied;
             }
             LockOp::Taken { exclusive } => {
                 let state = self.files.entry(event.file).or_default();
@@ -240,8 +242,13 @@ impl LiveTable {
                 // description's lock; a seeded hold of the same PID is
                 // this description's (a process re-taking its own lock).
                 state.waiters.retain(|waiter| waiter.pid != event.pid);
+                // An exclusive grant means nobody else holds the file (a
+                // waiter woken by an unlock may be told before that unlock
+                // is); a shared one, that no one holds it exclusively.
                 state.holds.retain(|hold| {
-                    hold.owner != event.owner && !(hold.owner == 0 && hold.pid == event.pid)
+                    let same =
+                        hold.owner == event.owner || (hold.owner == 0 && hold.pid == event.pid);
+                    !same && !exclusive && !hold.exclusive
                 });
                 state.holds.push(Hold {
                     owner: event.owner,
@@ -251,6 +258,8 @@ impl LiveTable {
                 applied.changed = true;
             }
             LockOp::Waiting { exclusive } => {
+                // A conversion releases first: its owner holds nothing now.
+                applied.changed = self.drop_hold_of(event.file, event.owner);
                 let state = self.files.entry(event.file).or_default();
                 let waiter = Waiter {
                     pid: event.pid,
@@ -279,6 +288,16 @@ impl LiveTable {
             self.files.remove(&event.file);
         }
         applied
+    }
+
+    /// Drops `owner`'s hold on `file`, if any; true when there was one.
+    fn drop_hold_of(&mut self, file: FileId, owner: u64) -> bool {
+        let Some(state) = self.files.get_mut(&file) else {
+            return false;
+        };
+        let before = state.holds.len();
+        state.holds.retain(|hold| hold.owner != owner);
+        state.holds.len() != before
     }
 
     /// Settles a file whose unlock was [`Applied::uncertain`]: each hold
@@ -478,6 +497,24 @@ mod tests {
         table.apply(&event(GATE, 100, 0xa, LockOp::Taken { exclusive: false }));
         let locks = table.locks(&GATE);
         assert_eq!((locks.holders, locks.shared), (vec![], vec![100]));
+    }
+
+    #[test]
+    fn an_exclusive_grant_ends_every_other_hold_and_a_conversion_releases_first() {
+        let mut table = LiveTable::default();
+        table.apply(&event(GATE, 100, 0xa, EX));
+        // A waiter woken by the holder's unlock may be told first.
+        table.apply(&event(GATE, 300, 0xc, EX));
+        assert_eq!(table.locks(&GATE).holders, vec![300]);
+        table.apply(&event(GATE, 100, 0xa, LockOp::Unlocked));
+        assert_eq!(
+            table.locks(&GATE).holders,
+            vec![300],
+            "the late unlock ends nothing"
+        );
+        // 300 asks to convert to shared while 400 waits: released first.
+        table.apply(&event(GATE, 300, 0xc, LockOp::Refused { exclusive: false }));
+        assert!(table.locks(&GATE).holders.is_empty());
     }
 
     #[test]

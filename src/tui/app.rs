@@ -35,6 +35,11 @@ pub struct AppConfig {
     /// Why the probe is not the one asked for (the lock-free probe cannot
     /// see every holder here), shown in the header.
     pub probe_fallback: Option<String>,
+    /// Liveness comes from the kernel's lock events, not from probes.
+    pub kernel_events: bool,
+    /// Why the kernel's lock events are not used (`--source auto` fell
+    /// back to inference), shown in the header.
+    pub source_fallback: Option<String>,
     /// Whether actions that write are disabled.
     pub read_only: bool,
     /// Colours or NO_COLOR.

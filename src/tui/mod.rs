@@ -64,6 +64,12 @@ pub struct TuiOptions {
     pub read_only: bool,
     /// The probe that runs, and why it is not the one asked for.
     pub probe: crate::liveness::ProbeChoice,
+    /// Liveness comes from the kernel's lock events (the probe runs only
+    /// for the first look and a resync).
+    pub kernel_events: bool,
+    /// Why the kernel's lock events are not used, when `--source auto`
+    /// fell back to inference.
+    pub source_fallback: Option<String>,
     /// Where logs go (`--log FILE`); `None`: no logging at all.
     pub log_file: Option<PathBuf>,
     /// How long a spawn may hold tags without an AIH lock before it is a
@@ -90,6 +96,8 @@ pub async fn run(
         state_dir: context.state_dir().to_path_buf(),
         probe: engine.probe,
         probe_fallback: options.probe.fallback.clone(),
+        kernel_events: options.kernel_events,
+        source_fallback: options.source_fallback.clone(),
         read_only: options.read_only,
         theme: Theme::from_env(),
         materializing_after: options.materializing_after,

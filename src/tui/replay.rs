@@ -116,6 +116,8 @@ impl Player {
             state_dir: header.state_dir.clone(),
             probe: header.probe,
             probe_fallback: None,
+            kernel_events: false,
+            source_fallback: None,
             read_only: true,
             theme,
             materializing_after: Duration::try_from_secs_f64(header.materializing_after)

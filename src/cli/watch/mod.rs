@@ -64,6 +64,17 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
     let verdicts = Verdicts::new(engine.materializing);
     let stop = super::stop_signal()?;
     let outbox = Arc::new(Outbox::default());
+    if args.json {
+        // The first line says how liveness is learned (a reader that
+        // cannot take it has stopped reading: the writer finds out).
+        let line = serde_json::json!({
+            "time": crate::time_format::rfc3339(SystemTime::now()),
+            "source": engine.source.word(),
+            "probe": engine.probe.runs.as_str(),
+            "source_fallback": engine.source.fallback,
+        });
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{line}\n").as_bytes());
+    }
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let mut written = writer::spawn(outbox.clone(), args.json, stdout)?;
     let handle = engine::spawn(Context::new(state_dir), engine.config);

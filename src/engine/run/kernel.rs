@@ -29,7 +29,6 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Engine;
@@ -51,11 +50,6 @@ pub(super) const WAITER_CHECK: Duration = Duration::from_secs(1);
 /// is asked for, never scheduled).
 pub(super) const NO_SWEEP: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// How many batches of records may wait for the engine before the
-/// source's thread blocks (and the kernel's rings, filling, lose events —
-/// said as lost, never silent).
-const RECORD_QUEUE: usize = 256;
-
 /// The engine's side of the event source.
 pub(super) struct Kernel {
     /// The lock table the events keep current.
@@ -65,10 +59,8 @@ pub(super) struct Kernel {
     /// Each registered claim → its files (to forget them when they
     /// change or the claim goes).
     claims: HashMap<LockKey, Vec<FileId>>,
-    /// Batches of records from the source's thread.
-    records: mpsc::Receiver<Vec<EventRecord>>,
-    /// Devices to ask the source to deliver events of.
-    devices: std::sync::mpsc::Sender<Vec<(u32, u32)>>,
+    /// The events, read on the engine's runtime.
+    stream: Box<dyn EventStream>,
     /// The devices asked for so far.
     watched: Vec<(u32, u32)>,
     /// False until the first judgement seeded the table.
@@ -80,47 +72,17 @@ pub(super) struct Kernel {
 }
 
 impl Kernel {
-    /// Starts reading `stream` on a thread of its own, for events on
-    /// `devices`.
+    /// Reads `stream` for events on `devices`.
     pub(super) fn start(mut stream: Box<dyn EventStream>, devices: Vec<(u32, u32)>) -> Self {
-        let (records_tx, records) = mpsc::channel(RECORD_QUEUE);
-        let (devices_tx, devices_rx) = std::sync::mpsc::channel::<Vec<(u32, u32)>>();
-        let watched = devices.clone();
-        let _ = stream.watch_devices(&devices);
-        std::thread::Builder::new()
-            .name("locktop-lock-events".into())
-            .spawn(move || {
-                let mut batch = Vec::new();
-                loop {
-                    while let Ok(devices) = devices_rx.try_recv() {
-                        if let Err(error) = stream.watch_devices(&devices) {
-                            tracing::warn!(%error, "the lock events' device filter was refused");
-                        }
-                    }
-                    if let Err(error) = stream.next_batch(&mut batch, Duration::from_millis(200)) {
-                        tracing::warn!(%error, "reading the kernel's lock events failed");
-                        batch.push(EventRecord::Lost(0));
-                    }
-                    if records_tx.is_closed() {
-                        return;
-                    }
-                    if !batch.is_empty()
-                        && records_tx
-                            .blocking_send(std::mem::take(&mut batch))
-                            .is_err()
-                    {
-                        return;
-                    }
-                }
-            })
-            .expect("spawn the lock events' reader thread");
+        if let Err(error) = stream.watch_devices(&devices) {
+            tracing::warn!(%error, "the lock events' device filter was refused");
+        }
         Self {
             table: LiveTable::default(),
             files: HashMap::new(),
             claims: HashMap::new(),
-            records,
-            devices: devices_tx,
-            watched,
+            stream,
+            watched: devices,
             seeded: false,
             lost: 0,
             next_waiter_check: Instant::now() + WAITER_CHECK,
@@ -128,12 +90,17 @@ impl Kernel {
     }
 
     /// The next batch of records, once the table is seeded (never before:
-    /// they wait in the channel).
+    /// they wait in the kernel's rings). A read that fails is a loss.
     pub(super) async fn next(&mut self) -> Option<Vec<EventRecord>> {
         if !self.seeded {
             return std::future::pending().await;
         }
-        self.records.recv().await
+        let mut batch = Vec::new();
+        if let Err(error) = self.stream.next_batch(&mut batch).await {
+            tracing::warn!(%error, "reading the kernel's lock events failed");
+            batch.push(EventRecord::Lost(0));
+        }
+        Some(batch)
     }
 
     /// When waiters are next looked at, if any waits.
@@ -192,8 +159,8 @@ impl Engine {
                 new_device = true;
             }
         }
-        if new_device {
-            let _ = kernel.devices.send(kernel.watched.clone());
+        if new_device && let Err(error) = kernel.stream.watch_devices(&kernel.watched) {
+            tracing::warn!(%error, "the lock events' device filter was refused");
         }
         kernel.claims.insert(key.clone(), files);
     }

@@ -17,6 +17,8 @@ pub(super) fn app_with(theme: Theme, model: Model, state_dir: &std::path::Path) 
         state_dir: state_dir.to_path_buf(),
         probe: ProbeMode::Acquire,
         probe_fallback: None,
+        kernel_events: false,
+        source_fallback: None,
         read_only: false,
         theme,
         materializing_after: crate::model::MATERIALIZING_AFTER,

@@ -61,14 +61,26 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[BlockingRow
     };
     // Shortest and most important first: a long state dir (last) is what
     // a narrow terminal cuts off, never the probe mode or the health.
+    first.extend([Span::styled("locktop", theme.section)]);
+    if app.config.kernel_events {
+        first.push(Span::styled(" · kernel lock events", theme.dim));
+    } else {
+        first.extend([
+            Span::styled(" · probe ", theme.dim),
+            Span::raw(app.config.probe.as_str()),
+            match &app.config.probe_fallback {
+                Some(why) => {
+                    Span::styled(format!(" (lock-free unavailable: {why})"), theme.in_flight)
+                }
+                None => Span::raw(""),
+            },
+            match &app.config.source_fallback {
+                Some(why) => Span::styled(format!(" (no kernel events: {why})"), theme.in_flight),
+                None => Span::raw(""),
+            },
+        ]);
+    }
     first.extend([
-        Span::styled("locktop", theme.section),
-        Span::styled(" · probe ", theme.dim),
-        Span::raw(app.config.probe.as_str()),
-        match &app.config.probe_fallback {
-            Some(why) => Span::styled(format!(" (lock-free unavailable: {why})"), theme.in_flight),
-            None => Span::raw(""),
-        },
         Span::styled(" · ", theme.dim),
         health,
         Span::styled(" · ", theme.dim),
