@@ -36,7 +36,7 @@ use crate::disk::LockKey;
 use crate::engine::WatcherHealth;
 use crate::engine::trace::Stage;
 use crate::liveness::annotate::{Recheck, annotate_with};
-use crate::liveness::fdinfo::HeldFiles;
+use crate::liveness::fdinfo::{HeldFiles, keepers_of};
 use crate::liveness::live_table::{EventRecord, EventStream, LiveTable};
 use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
@@ -292,13 +292,16 @@ impl Engine {
     }
 }
 
-/// Whether `pid` still holds `file` by its fdinfo: `Some(false)` when it
-/// is gone or shows no lock on it, `None` when its fdinfo may not be read
-/// (then its hold is kept: never guessed away).
+/// Whether the hold `/proc/locks` named `pid` for still stands on
+/// `file`: `pid` shows it in its fdinfo, or — the taker gone or let go —
+/// a process keeps the lock's description (a forked child: `/proc/locks`
+/// still names the taker then). `Some(false)` only when neither does;
+/// `None` when `pid`'s fdinfo may not be read (kept: never guessed away).
 fn still_holds(pid: u32, file: FileId) -> Option<bool> {
-    match HeldFiles::of(pid) {
-        HeldFiles::Gone => Some(false),
-        HeldFiles::Unreadable => None,
-        held @ HeldFiles::Known(_) => Some(held.holds_any(&[file])),
-    }
+    let by_taker = match HeldFiles::of(pid) {
+        HeldFiles::Gone => false,
+        HeldFiles::Unreadable => return None,
+        held @ HeldFiles::Known(_) => held.holds_any(&[file]),
+    };
+    Some(by_taker || !keepers_of(&[file]).is_empty())
 }

@@ -486,7 +486,9 @@ fn watch_polls_when_the_inotify_watch_budget_is_spent_and_still_sees_holders() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut watch = Watch::spawn(command);
-    let polling = watch.wait_line("polling", |v| v["watcher"]["health"] != "starting");
+    let polling = watch.wait_line("polling", |v| {
+        v.get("watcher").is_some() && v["watcher"]["health"] != "starting"
+    });
     assert_eq!(polling["watcher"]["health"], "polling", "{polling}");
     let reason = polling["watcher"]["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("limit"), "{reason}");

@@ -161,12 +161,15 @@ fn an_orphan_whose_keeper_nobody_may_see_is_said_so() {
     let _ = keeper.wait();
 }
 
-/// The takers of an orphaned lock are zombies (their parent, now the
-/// keeper, never reaps them): a zombie has closed every file, so nobody
-/// never names one as the holder, though it may not read its fdinfo — the
-/// takers are listed gone and the verdict is `orphaned_child`.
+/// The takers of an orphaned lock are zombies (their parent, which keeps
+/// the lock's files open, has not reaped them): a zombie has closed every
+/// file, so nobody never names one as the holder, though it may not read
+/// its fdinfo — the takers are listed gone and the verdict is
+/// `orphaned_child`.
 #[test]
 fn a_zombie_taker_is_never_named_as_the_holder() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
     use std::time::{Duration, Instant};
     if !root_or_skip("a_zombie_taker_is_never_named_as_the_holder") {
         return;
@@ -175,31 +178,49 @@ fn a_zombie_taker_is_never_named_as_the_holder() {
     let (_tmp, state) = readable_state();
     drop(Holder::hold(&state, &["--aih", "cli/daemon/z1"])); // its files
     let (dir, name) = locktop::locks::agent_instance_lock(&state, "cli/daemon/z1");
-    let gate = locktop::locks::escape::gate_path(&dir, &name);
-    let announce = locktop::locks::escape::announce_path(&dir, &name);
-    // The shell becomes `sleep`, which never reaps the two flock(1)
-    // takers: they stay zombies while their locks live on in its fds.
-    let mut keeper = Command::new("sh")
-        .arg("-c")
-        .arg("exec 3<>\"$1\" 4<>\"$2\"; flock -x 3 & a=$!; flock -x 4 & b=$!; echo ready $a $b; exec sleep 60")
-        .arg("sh")
-        .arg(&gate)
-        .arg(&announce)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("sh");
-    let mut ready = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(keeper.stdout.take().expect("stdout")),
-        &mut ready,
-    )
-    .expect("ready");
-    let takers: Vec<u64> = ready
-        .split_whitespace()
-        .skip(1)
-        .map(|pid| pid.parse().expect("a PID"))
+    // This test keeps the files open (the keeper, root's) and has
+    // flock(1) lock each through the shared description; it never reaps
+    // the flock(1)s, which stay zombies while the locks live on.
+    let files: Vec<std::fs::File> = [
+        locktop::locks::escape::gate_path(&dir, &name),
+        locktop::locks::escape::announce_path(&dir, &name),
+    ]
+    .iter()
+    .map(|path| {
+        std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(path)
+            .expect("open")
+    })
+    .collect();
+    let mut takers: Vec<std::process::Child> = files
+        .iter()
+        .map(|file| {
+            let fd = file.as_raw_fd();
+            let mut command = Command::new("flock");
+            command.args(["-x", "3"]).stdin(Stdio::null());
+            // SAFETY: dup2 is async-signal-safe; `fd` stays open in the
+            // parent until the child has exec'd.
+            unsafe {
+                command.pre_exec(move || {
+                    // fd 3 for flock(1), open across exec (dup2 onto
+                    // itself would keep its close-on-exec flag).
+                    let done = if fd == 3 {
+                        libc::fcntl(3, libc::F_SETFD, 0)
+                    } else {
+                        libc::dup2(fd, 3)
+                    };
+                    if done < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            command.spawn().expect("util-linux flock(1)")
+        })
         .collect();
-    let zombie = |pid: u64| {
+    let zombie = |pid: u32| {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
             stat.rsplit(')')
                 .next()
@@ -207,28 +228,23 @@ fn a_zombie_taker_is_never_named_as_the_holder() {
         })
     };
     let deadline = Instant::now() + crate::common::PROCESS_TIMEOUT;
-    let doc = loop {
-        let doc = snapshot_as_nobody(&bin, &state);
-        let settled = takers.iter().all(|&pid| zombie(pid))
-            && key(&doc, "cli/daemon/z1")["liveness"] == "live";
-        if settled {
-            break doc;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the takers never became zombies holding: {doc}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    while !takers.iter().all(|taker| zombie(taker.id())) {
+        assert!(Instant::now() < deadline, "the flock(1)s never exited");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let doc = snapshot_as_nobody(&bin, &state);
     let kept = key(&doc, "cli/daemon/z1");
+    assert_eq!(kept["liveness"], "live", "{doc}");
     let holders = kept["holders"].as_array().expect("holders");
     assert!(
         holders.iter().all(|holder| holder["alive"] == false),
         "a zombie is no holder: {doc}"
     );
     assert_eq!(kept["verdict"]["kind"], "orphaned_child", "{doc}");
-    let _ = keeper.kill();
-    let _ = keeper.wait();
+    drop(files);
+    for taker in &mut takers {
+        let _ = taker.wait();
+    }
 }
 
 /// A non-root `watch` whose view of a held tag's directory is taken away

@@ -313,6 +313,11 @@ impl Engine {
         self.handle.stats.events.load(Ordering::Relaxed)
     }
 
+    /// Reads of `/proc/locks` so far.
+    pub fn index_reads(&self) -> u64 {
+        self.handle.stats.index_reads.load(Ordering::Relaxed)
+    }
+
     /// Full sweeps so far.
     pub fn sweeps(&self) -> u64 {
         self.handle.stats.sweeps.load(Ordering::Relaxed)

@@ -61,9 +61,13 @@ fn writes_in(trace: &str, state: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The monitor under `strace` with `args`, its header showing `probe`,
+/// The monitor under `strace` with `args`, its header showing `source`
+/// (how liveness is learned: `kernel lock events`, `probe passive`…),
 /// while holders come and go: the trace.
-fn traced_monitor(args: &[&str], probe: &str) -> (String, std::path::PathBuf, tempfile::TempDir) {
+fn traced_monitor(
+    args: &[&str],
+    source: &[&str],
+) -> (String, std::path::PathBuf, tempfile::TempDir) {
     let strace = Command::new("strace").arg("-V").output();
     assert!(
         strace.is_ok_and(|out| out.status.success()),
@@ -86,10 +90,10 @@ fn traced_monitor(args: &[&str], probe: &str) -> (String, std::path::PathBuf, te
         "trace=%file,flock,ftruncate",
     ];
     let mut tui = Tui::spawn_under(&wrapper, &state, args, 120, 35);
-    let header = format!("probe {probe}");
-    tui.wait_for("the header says read-only and the probe", |screen| {
-        screen.contains("READ-ONLY") && screen.contains(&header)
-    });
+    tui.wait_for(
+        "the header says read-only and the liveness source",
+        |screen| screen.contains("READ-ONLY") && source.iter().any(|said| screen.contains(said)),
+    );
     let early_pid = early.pid().to_string();
     tui.wait_for("the early holder", |screen| {
         row_of(screen, "early-1").is_some_and(|row| row.contains(&early_pid))
@@ -122,7 +126,10 @@ fn traced_monitor(args: &[&str], probe: &str) -> (String, std::path::PathBuf, te
 
 #[test]
 fn read_only_monitor_writes_nothing_and_takes_no_lock_at_all_by_default() {
-    let (trace, state, _tmp) = traced_monitor(&["--read-only"], "lock-free");
+    // The default source: the kernel's lock events as root (begun by one
+    // lock-free judgement), else the lock-free probe.
+    let (trace, state, _tmp) =
+        traced_monitor(&["--read-only"], &["kernel lock events", "probe lock-free"]);
     let writes = writes_in(&trace, &state);
     assert!(
         writes.is_empty(),
@@ -144,7 +151,10 @@ fn read_only_monitor_writes_nothing_and_takes_no_lock_at_all_by_default() {
 
 #[test]
 fn read_only_monitor_writes_nothing_and_takes_no_exclusive_lock() {
-    let (trace, state, _tmp) = traced_monitor(&["--read-only", "--probe", "passive"], "passive");
+    let (trace, state, _tmp) = traced_monitor(
+        &["--read-only", "--source", "inference", "--probe", "passive"],
+        &["probe passive"],
+    );
     let writes = writes_in(&trace, &state);
     assert!(
         writes.is_empty(),

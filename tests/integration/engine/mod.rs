@@ -13,6 +13,7 @@ mod echo;
 mod foreign;
 mod idle;
 mod interference;
+mod kernel;
 mod live;
 mod overflow;
 mod stalled;

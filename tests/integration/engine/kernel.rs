@@ -1,0 +1,208 @@
+//! The engine with the kernel's lock events as its liveness source, on
+//! real holders: after one judgement, every change comes from the events
+//! — holders with their PIDs, releases and kills, contenders and
+//! watchers the moment they block and gone when they die waiting — with
+//! no `/proc/locks` read and no sweep; and where this user may not read
+//! the events, `auto` falls back to inference and says why, `kernel` is
+//! an error.
+//!
+//! The events need root (or CAP_PERFMON): run by anyone else these tests
+//! skip with one line (failed under `LOCKTOP_REQUIRE_ALL`, as `.ci/run`
+//! sets, which runs as root).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use locktop::cli::source_args::{SourceArgs, SourceFlag};
+use locktop::context::Context;
+use locktop::engine::EngineConfig;
+use locktop::liveness::Liveness;
+
+use crate::common::engine::{Engine, held_names, hold, state_with_locks_root, tag};
+use crate::common::{self, NOBODY, binary_for_anyone, serial, skip_unless};
+
+/// True when root; otherwise one line says `test` is skipped.
+fn root_or_skip(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    skip_unless(
+        root,
+        &format!("skipped {test}: needs root (or CAP_PERFMON) to read the kernel's lock events"),
+    )
+}
+
+/// An engine whose liveness source is the kernel's lock events.
+fn kernel_engine(state: &std::path::Path) -> Engine {
+    let args = SourceArgs {
+        source: SourceFlag::Kernel,
+        tracepoint_id: None,
+    };
+    let choice = args
+        .choose(state)
+        .expect("the kernel's lock events open as root");
+    assert!(choice.is_kernel());
+    let config = EngineConfig {
+        source: choice.source,
+        ..EngineConfig::default()
+    };
+    Engine::start_config(Context::new(state.to_path_buf()), config)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn holders_come_and_go_from_events_with_no_proc_locks_read_nor_sweep() {
+    if !root_or_skip(
+        "engine::kernel::holders_come_and_go_from_events_with_no_proc_locks_read_nor_sweep",
+    ) {
+        return;
+    }
+    let _serial = serial().await;
+    let (_tmp, state) = state_with_locks_root();
+    let mut engine = kernel_engine(&state);
+    engine.synced().await;
+    let (reads, sweeps) = (engine.index_reads(), engine.sweeps());
+    assert_eq!(sweeps, 1, "one first judgement");
+    for round in 0..5 {
+        let mut holder = hold(
+            &state,
+            &["--aih", &format!("cli/daemon/k{round}"), "--tag", "k tag"],
+        );
+        let names = held_names(&holder);
+        let pid = holder.pid();
+        engine
+            .wait_view("the holder live with its PID", |view| {
+                names
+                    .iter()
+                    .all(|name| view.is(name, Liveness::Live, &[pid]))
+            })
+            .await;
+        if round % 2 == 0 {
+            holder.kill();
+        } else {
+            holder.close_stdin();
+        }
+        engine
+            .wait_view("its keys free", |view| {
+                names
+                    .iter()
+                    .all(|name| view.liveness(name) == Some(Liveness::Free))
+            })
+            .await;
+    }
+    assert_eq!(
+        engine.index_reads(),
+        reads,
+        "no /proc/locks read after the first judgement"
+    );
+    assert_eq!(
+        engine.sweeps(),
+        sweeps,
+        "no sweep after the first judgement"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_contender_shows_at_once_and_leaves_the_view_when_killed_waiting() {
+    if !root_or_skip(
+        "engine::kernel::a_contender_shows_at_once_and_leaves_the_view_when_killed_waiting",
+    ) {
+        return;
+    }
+    let _serial = serial().await;
+    let (_tmp, state) = state_with_locks_root();
+    let mut engine = kernel_engine(&state);
+    engine.synced().await;
+    let holder = hold(&state, &["--tag", "busy"]);
+    let name = tag("busy");
+    let pid = holder.pid();
+    engine
+        .wait_view("the tag held", |view| {
+            view.is(&name, Liveness::Live, &[pid])
+        })
+        .await;
+    let mut waiter = common::locktop_command(&state, &["wait", "--acquire", "--tag", "busy"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("locktop wait --acquire");
+    let waiter_pid = waiter.id();
+    engine
+        .wait_view("the contender listed", |view| {
+            view.get(&name)
+                .is_some_and(|state| state.waiters.contains(&waiter_pid))
+        })
+        .await;
+    let _ = waiter.kill();
+    let _ = waiter.wait();
+    engine
+        .wait_view("the dead contender gone", |view| {
+            view.get(&name)
+                .is_some_and(|state| state.waiters.is_empty() && state.liveness == Liveness::Live)
+        })
+        .await;
+    drop(holder);
+}
+
+/// `watch --json`'s first line says which source runs: `kernel` as root;
+/// as nobody (no CAP_PERFMON) `inference`, with the reason, and one
+/// stderr line; `--source kernel` as nobody is one line and exit 2.
+#[test]
+fn the_source_is_said_and_a_refused_kernel_source_is_an_error() {
+    if !root_or_skip("engine::kernel::the_source_is_said_and_a_refused_kernel_source_is_an_error") {
+        return;
+    }
+    let (_bin_dir, bin) = binary_for_anyone();
+    let (tmp, state) = common::state_in_tempdir();
+    for dir in [tmp.path(), &state] {
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+    }
+    let first_line = |as_nobody: bool, extra: &[&str]| {
+        let mut command = Command::new(&bin);
+        command
+            .arg("--state-dir")
+            .arg(&state)
+            .args(["watch", "--json"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if as_nobody {
+            std::os::unix::process::CommandExt::uid(&mut command, NOBODY);
+            std::os::unix::process::CommandExt::gid(&mut command, NOBODY);
+        }
+        let mut child = command.spawn().expect("watch");
+        let lines = common::lines_of(child.stdout.take().expect("stdout"));
+        let first = lines.recv_timeout(common::PROCESS_TIMEOUT).ok();
+        let _ = child.kill();
+        let status = child.wait().expect("reap");
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+            .expect("stderr");
+        (first, status, stderr)
+    };
+    let (first, _, _) = first_line(false, &[]);
+    let first: serde_json::Value = serde_json::from_str(&first.expect("a line")).expect("JSON");
+    assert_eq!(first["source"], "kernel", "{first}");
+    let (first, _, stderr) = first_line(true, &[]);
+    let first: serde_json::Value = serde_json::from_str(&first.expect("a line")).expect("JSON");
+    assert_eq!(first["source"], "inference", "{first}");
+    assert!(
+        first["source_fallback"]
+            .as_str()
+            .is_some_and(|why| why.contains("root")),
+        "{first}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one line says why: {stderr:?}");
+    assert!(
+        stderr.contains("kernel's lock events are unavailable"),
+        "{stderr}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (first, status, stderr) = first_line(true, &["--source", "kernel"]);
+    assert!(Instant::now() < deadline);
+    assert_eq!(first, None, "nothing on stdout: {first:?}");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+    assert!(stderr.contains("--source kernel"), "{stderr}");
+}
