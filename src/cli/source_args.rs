@@ -8,6 +8,7 @@
 //! run is an error (one line, exit 2), never a silent fallback.
 
 use crate::engine::{LivenessSource, OpenEvents};
+use crate::liveness::kernel::stream::OrderedEvents;
 use crate::liveness::kernel::{AsyncKernelLockEvents, KernelLockEvents, Options};
 
 /// The `--source` values.
@@ -112,7 +113,8 @@ impl SourceArgs {
         let open: OpenEvents = std::sync::Arc::new(move || {
             let events = KernelLockEvents::open(&[], &options).map_err(|why| why.to_string())?;
             let events = AsyncKernelLockEvents::new(events).map_err(|why| why.to_string())?;
-            Ok(Box::new(events) as Box<dyn crate::liveness::live_table::EventStream>)
+            Ok(Box::new(OrderedEvents::new(events))
+                as Box<dyn crate::liveness::live_table::EventStream>)
         });
         match (test, self.source) {
             (Ok(_), _) => Ok(SourceChoice {

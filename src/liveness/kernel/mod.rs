@@ -96,7 +96,7 @@ pub mod record;
 pub mod refused;
 pub mod ring;
 pub mod source;
-mod stream;
+pub mod stream;
 pub mod tracepoint;
 pub mod wait;
 

@@ -1,45 +1,106 @@
 //! The kernel's lock events as the engine's [`EventStream`]: each record
 //! typed as the [`crate::liveness::live_table`] takes it, read on the
 //! engine's runtime (woken by the rings' epoll descriptor: no thread, no
-//! timer, nothing done while no flock happens).
+//! timer while no flock happens), in the order the events happened.
 //!
-//! Invariant: every event the table can use passes, in the order it
-//! came; an event of no use to it ([`LockKind::Other`]) is dropped; a
-//! lost record stays a lost record.
+//! Order: one drain reads the CPUs' rings one after the other, so an event
+//! written to an earlier ring just after that ring was read comes in the
+//! next drain, after a later event of another CPU that this drain got —
+//! two events on one file (an unlock, then another process's lock) would
+//! be applied the wrong way round. So records are held back for
+//! [`REORDER_WINDOW`]: a drain passes on only the events stamped at least
+//! that long before it began (every one of those was in its ring by then,
+//! so none can come later), merged in time order with those held from
+//! before; the rest wait for the next drain, at most one window later.
+//!
+//! Invariants: every event the table can use passes, once, in time order;
+//! an event of no use to it ([`LockKind::Other`]) is dropped; a lost
+//! record passes at once (the table is resynchronized either way).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
-use super::event::LockKind;
+use super::event::{LockEvent, LockKind};
 use super::{AsyncKernelLockEvents, Record};
 use crate::liveness::live_table::{self, EventRecord, EventStream, LockOp};
 
-impl EventStream for AsyncKernelLockEvents {
+/// How long before a drain an event must be stamped to pass: more than
+/// the kernel takes from stamping a sample to writing it (microseconds).
+pub const REORDER_WINDOW: Duration = Duration::from_millis(1);
+
+/// The kernel's events in time order across drains.
+pub struct OrderedEvents {
+    events: AsyncKernelLockEvents,
+    /// Events drained but too recent to pass yet, in time order.
+    held: Vec<LockEvent>,
+}
+
+impl OrderedEvents {
+    /// Reads `events` in order.
+    pub fn new(events: AsyncKernelLockEvents) -> Self {
+        Self {
+            events,
+            held: Vec::new(),
+        }
+    }
+
+    /// The records that may pass now, waiting for them as long as needed.
+    async fn next_in_order(&mut self, out: &mut Vec<EventRecord>) -> std::io::Result<()> {
+        let window = REORDER_WINDOW.as_nanos() as u64;
+        loop {
+            let mut records = Vec::new();
+            let began = if self.held.is_empty() {
+                self.events.next_batch_stamped(&mut records).await?
+            } else {
+                // Held events pass once the window has gone by, with what
+                // came meanwhile.
+                match tokio::time::timeout(
+                    REORDER_WINDOW,
+                    self.events.next_batch_stamped(&mut records),
+                )
+                .await
+                {
+                    Ok(began) => began?,
+                    Err(_) => super::event::monotonic_now(),
+                }
+            };
+            for record in records {
+                match record {
+                    Record::Lost(count) => out.push(EventRecord::Lost(count)),
+                    Record::Event(event) => self.held.push(event),
+                }
+            }
+            self.held.sort_by_key(|event| event.at);
+            let ready = self
+                .held
+                .partition_point(|event| event.at.saturating_add(window) <= began);
+            out.extend(self.held.drain(..ready).filter_map(typed));
+            if !out.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+impl EventStream for OrderedEvents {
     fn next_batch<'a>(
         &'a mut self,
         out: &'a mut Vec<EventRecord>,
     ) -> Pin<Box<dyn Future<Output = std::io::Result<()>> + Send + 'a>> {
-        Box::pin(async move {
-            let mut records = Vec::new();
-            AsyncKernelLockEvents::next_batch(self, &mut records).await?;
-            out.extend(records.into_iter().filter_map(record));
-            Ok(())
-        })
+        Box::pin(self.next_in_order(out))
     }
 
     fn watch_devices(&mut self, devices: &[(u32, u32)]) -> std::io::Result<()> {
-        self.get_mut()
+        self.events
+            .get_mut()
             .set_devices(devices)
             .map_err(std::io::Error::other)
     }
 }
 
-/// `record` as the table takes it (`None`: of no use to it).
-fn record(record: Record) -> Option<EventRecord> {
-    let event = match record {
-        Record::Lost(count) => return Some(EventRecord::Lost(count)),
-        Record::Event(event) => event,
-    };
+/// `event` as the table takes it (`None`: of no use to it).
+fn typed(event: LockEvent) -> Option<EventRecord> {
     let op = match event.kind {
         LockKind::Taken { exclusive } => LockOp::Taken { exclusive },
         LockKind::Waiting { exclusive } => LockOp::Waiting { exclusive },

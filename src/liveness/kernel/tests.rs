@@ -59,6 +59,16 @@ fn device_of(path: &Path) -> (u32, u32) {
 }
 
 /// A temp dir and a file in it.
+/// Rings big enough that the other tests' flocks on the same filesystem,
+/// running beside these, cannot fill them (8 MiB a CPU; root has no
+/// `mlock` limit): an exact count stays exact.
+fn roomy() -> Options {
+    Options {
+        ring_pages: 2048,
+        ..Options::default()
+    }
+}
+
 fn temp_file(name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join(name);
@@ -154,7 +164,7 @@ fn an_exclusive_flock_and_its_unlock_are_seen_in_order() {
     };
     let (_dir, path) = temp_file("claim");
     let id = FileId::of(&path).expect("stat");
-    let mut events = open(&[(id.major, id.minor)], &Options::default());
+    let mut events = open(&[(id.major, id.minor)], &roomy());
     assert!(events.layout_from_format(), "root reads the format file");
 
     let file = File::open(&path).expect("open");
@@ -205,7 +215,7 @@ fn a_blocked_waiter_is_waiting_at_once_then_takes_it() {
     };
     let (_dir, path) = temp_file("claim");
     let id = FileId::of(&path).expect("stat");
-    let mut events = open(&[(id.major, id.minor)], &Options::default());
+    let mut events = open(&[(id.major, id.minor)], &roomy());
 
     let mut holder = Holder::new(&path);
     let mut waiter = Command::new("flock")
@@ -280,7 +290,7 @@ fn a_waiter_that_dies_leaves_only_its_close() {
     };
     let (_dir, path) = temp_file("claim");
     let id = FileId::of(&path).expect("stat");
-    let mut events = open(&[(id.major, id.minor)], &Options::default());
+    let mut events = open(&[(id.major, id.minor)], &roomy());
     let holder = Holder::new(&path);
     let mut waiter = Command::new("flock")
         .arg("-x")
@@ -329,7 +339,7 @@ fn a_forked_keeper_unlocks_at_its_last_close_with_the_takers_owner() {
     };
     let (_dir, path) = temp_file("claim");
     let id = FileId::of(&path).expect("stat");
-    let mut events = open(&[(id.major, id.minor)], &Options::default());
+    let mut events = open(&[(id.major, id.minor)], &roomy());
     let (mut keeper, takers) =
         crate::liveness::verify::testing::hold_through_flock_naming(&[&path]);
     let taker = takers[0];
@@ -366,7 +376,7 @@ fn refused_tries_are_counted_exactly() {
     };
     let (_dir, path) = temp_file("claim");
     let id = FileId::of(&path).expect("stat");
-    let mut events = open(&[(id.major, id.minor)], &Options::default());
+    let mut events = open(&[(id.major, id.minor)], &roomy());
     let _holder = Holder::new(&path);
 
     let file = File::open(&path).expect("open");
@@ -445,7 +455,7 @@ fn the_device_filter_drops_other_devices_until_added() {
     let other = shm.path().join("claim");
     File::create(&other).expect("create");
     let other_id = FileId::of(&other).expect("stat");
-    let mut events = open(&[(watched_id.major, watched_id.minor)], &Options::default());
+    let mut events = open(&[(watched_id.major, watched_id.minor)], &roomy());
 
     // The other device's flock first: were it delivered, it would be in a
     // ring before the watched one's, so the drain that sees the watched one
@@ -569,7 +579,7 @@ fn events_across_cpus_are_merged_in_time_order() {
     }
     let (_dir, file) = temp_file("claim");
     let id = FileId::of(&file).expect("stat");
-    let mut events = open(&[(id.major, id.minor)], &Options::default());
+    let mut events = open(&[(id.major, id.minor)], &roomy());
 
     // Each thread, pinned to its CPU, flocks when handed the turn.
     let turns = 50;
@@ -748,7 +758,7 @@ fn the_reader_wakes_a_tokio_task() {
     };
     let (_dir, path) = temp_file("claim");
     let id = FileId::of(&path).expect("stat");
-    let events = open(&[(id.major, id.minor)], &Options::default());
+    let events = open(&[(id.major, id.minor)], &roomy());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

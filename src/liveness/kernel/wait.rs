@@ -40,6 +40,22 @@ impl AsyncKernelLockEvents {
         }
     }
 
+    /// [`Self::next_batch`], and the `CLOCK_MONOTONIC` time (ns) taken
+    /// just before the drain read the first ring: every sample stamped
+    /// well before it was in a ring by then, so it is in this drain or an
+    /// earlier one (see [`super::stream`]'s reorder window).
+    pub async fn next_batch_stamped(&mut self, out: &mut Vec<Record>) -> io::Result<u64> {
+        loop {
+            let mut guard = self.inner.readable_mut().await?;
+            let began = super::event::monotonic_now();
+            let appended = guard.get_inner_mut().drain(out);
+            guard.clear_ready();
+            if appended > 0 {
+                return Ok(began);
+            }
+        }
+    }
+
     /// The reader (counters, devices).
     pub fn get_ref(&self) -> &KernelLockEvents {
         self.inner.get_ref()
