@@ -175,6 +175,25 @@ impl Engine {
         (engine, trace)
     }
 
+    /// [`Engine::start_traced`] with liveness from `source`.
+    pub fn start_traced_from(
+        state_dir: &Path,
+        probe: ProbeMode,
+        sweep_every: Duration,
+        source: locktop::engine::LivenessSource,
+    ) -> (Self, std::sync::Arc<locktop::engine::trace::Trace>) {
+        let trace = std::sync::Arc::new(locktop::engine::trace::Trace::default());
+        let config = EngineConfig {
+            probe,
+            sweep_every,
+            trace: Some(trace.clone()),
+            source,
+            ..EngineConfig::default()
+        };
+        let engine = Self::start_config(Context::new(state_dir.to_path_buf()), config);
+        (engine, trace)
+    }
+
     /// Starts an engine on `context` with every setting given.
     pub fn start_config(context: Context, config: EngineConfig) -> Self {
         let handle = engine::spawn(context, config);

@@ -92,7 +92,7 @@ async fn chaos_with_the_acquire_probe_keeps_exclusion_and_converges() {
     if !crate::common::soak("chaos with the acquire probe keeps exclusion and converges") {
         return;
     }
-    chaos(ProbeMode::Acquire).await;
+    chaos(ProbeMode::Acquire, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -100,7 +100,40 @@ async fn chaos_with_the_lock_free_probe_keeps_exclusion_and_converges() {
     if !crate::common::soak("chaos with the lock free probe keeps exclusion and converges") {
         return;
     }
-    chaos(ProbeMode::LockFree).await;
+    chaos(ProbeMode::LockFree, false).await;
+}
+
+/// The same chaos, two CPU-bound loops beside it, with liveness from the
+/// kernel's lock events (begun by a lock-free judgement): no inference,
+/// so every hold the checks ask for is seen as it happens.
+#[tokio::test(flavor = "multi_thread")]
+async fn chaos_with_the_kernel_events_keeps_exclusion_and_converges() {
+    if !crate::common::soak("chaos with the kernel events keeps exclusion and converges") {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let why = "skipped chaos with the kernel events: needs root (or CAP_PERFMON) to read them";
+    if !crate::common::skip_unless(root, why) {
+        return;
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hogs: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut spin = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    spin = std::hint::black_box(spin.wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    chaos(ProbeMode::LockFree, true).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for hog in hogs {
+        let _ = hog.join();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -108,7 +141,7 @@ async fn chaos_with_the_passive_probe_keeps_exclusion_and_converges() {
     if !crate::common::soak("chaos with the passive probe keeps exclusion and converges") {
         return;
     }
-    chaos(ProbeMode::Passive).await;
+    chaos(ProbeMode::Passive, false).await;
 }
 
 fn config() -> Config {
@@ -130,7 +163,7 @@ struct Measured {
     deltas: usize,
 }
 
-async fn chaos(mode: ProbeMode) {
+async fn chaos(mode: ProbeMode, kernel_events: bool) {
     let _serial = serial().await;
     let config = config();
     println!(
@@ -147,7 +180,18 @@ async fn chaos(mode: ProbeMode) {
         (mode == ProbeMode::LockFree).then(|| blocking(locks_elsewhere::LocksElsewhere::hold));
     let began = Instant::now();
     let (_tmp, state) = state_with_locks_root();
-    let (mut engine, trace) = Engine::start_traced(&state, mode, NO_SWEEP);
+    let (mut engine, trace) = if kernel_events {
+        let source = locktop::cli::source_args::SourceArgs {
+            source: locktop::cli::source_args::SourceFlag::Kernel,
+            tracepoint_id: None,
+        }
+        .choose(&state)
+        .expect("the kernel's lock events open as root");
+        println!("chaos {mode:?}: liveness from the kernel's lock events");
+        Engine::start_traced_from(&state, mode, NO_SWEEP, source.source)
+    } else {
+        Engine::start_traced(&state, mode, NO_SWEEP)
+    };
     engine.synced().await;
     // The engine's own share of memory, apart from the test's records: a
     // real `locktop watch` process on the same run (passive: it takes no
