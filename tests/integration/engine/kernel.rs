@@ -206,3 +206,84 @@ fn the_source_is_said_and_a_refused_kernel_source_is_an_error() {
     assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
     assert!(stderr.contains("--source kernel"), "{stderr}");
 }
+
+/// A monitor run as an unprivileged user with only `CAP_PERFMON` (as the
+/// systemd unit grants it) and the tracepoint's id (which only root may
+/// read) learns liveness from the kernel's events: a root agent's tag
+/// shows live, then free when the agent is killed.
+#[test]
+fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
+    if !root_or_skip(
+        "engine::kernel::an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events",
+    ) {
+        return;
+    }
+    if !skip_unless(
+        common::have_program("setpriv", "util-linux (apt-get install util-linux)"),
+        "skipped the CAP_PERFMON run: no setpriv",
+    ) {
+        return;
+    }
+    let id = std::fs::read_to_string("/sys/kernel/tracing/events/filelock/flock_lock_inode/id")
+        .expect("root reads the tracepoint id");
+    let (_bin_dir, bin) = binary_for_anyone();
+    let (tmp, state) = common::state_in_tempdir();
+    for dir in [tmp.path(), &state] {
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+    }
+    drop(hold(&state, &["--tag", "capped"])); // its files, readable by anyone
+    let mut watch = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=+perfmon",
+            "--ambient-caps=+perfmon",
+        ])
+        .arg(&bin)
+        .arg("--state-dir")
+        .arg(&state)
+        .args([
+            "watch",
+            "--json",
+            "--source",
+            "kernel",
+            "--tracepoint-id",
+            id.trim(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("setpriv");
+    let lines = common::lines_of(watch.stdout.take().expect("stdout"));
+    let next = |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| {
+        let deadline = Instant::now() + common::PROCESS_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no line {what}"));
+            let value: serde_json::Value = serde_json::from_str(&line).expect("NDJSON");
+            if pred(&value) {
+                return value;
+            }
+        }
+    };
+    let first = next("saying the source", &|v| v.get("source").is_some());
+    assert_eq!(first["source"], "kernel", "{first}");
+    next("watching", &|v| v["watcher"]["health"] == "watching");
+    let mut agent = hold(&state, &["--tag", "capped"]);
+    let pid = u64::from(agent.pid());
+    let live = next("the tag live", &|v| {
+        v["name"] == "capped" && v["to"] == "live"
+    });
+    assert_eq!(live["pids"][0], pid, "{live}");
+    agent.kill();
+    next("the tag free", &|v| {
+        v["name"] == "capped" && v["to"] == "free"
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+}
