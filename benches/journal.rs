@@ -623,6 +623,7 @@ fn held_state(pid: u32, at: SystemTime) -> KeyState {
         watchers: Vec::new(),
         since: Some(at),
         holders_note: None,
+        refused: None,
     }
 }
 

@@ -65,6 +65,7 @@ pub fn held(liveness: Liveness, pid: u32, command: &str, since: SystemTime) -> K
         watchers: Vec::new(),
         since: Some(since),
         holders_note: None,
+        refused: None,
     }
 }
 

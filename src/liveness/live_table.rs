@@ -100,6 +100,8 @@ pub struct Applied {
     /// holds of unknown description (seeded): one of them may have ended;
     /// [`LiveTable::settle`] tells which from their fdinfo.
     pub uncertain: bool,
+    /// A `LOCK_NB` request was refused (counted).
+    pub refused: bool,
 }
 
 /// One hold.
@@ -229,6 +231,7 @@ impl LiveTable {
                 // Converting a held lock releases it first (flock(2)): a
                 // refused conversion leaves its owner holding nothing.
                 applied.changed = self.drop_hold_of(event.file, event.owner);
+                applied.refused = true;
                 let refusals = self.refusals.entry(event.file).or_default();
                 refusals.total += 1;
                 if refusals.recent.len() == REFUSALS_KEPT {

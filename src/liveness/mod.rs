@@ -31,4 +31,4 @@ pub use cpu::CpuClock;
 pub use lock_free::ProbeChoice;
 pub use probe::{ProbeMode, Prober};
 pub use process::ProcessInfo;
-pub use state::{HoldersNote, KeyState, Liveness};
+pub use state::{HoldersNote, KeyState, Liveness, RefusedBy, RefusedTries};

@@ -90,6 +90,48 @@ pub struct KeyState {
     /// Why a held claim lists no holder, when it lists none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub holders_note: Option<HoldersNote>,
+    /// `LOCK_NB` requests refused on the claim's files in the last
+    /// minute, when any was (known only from the kernel's lock events: an
+    /// agent looping on `try_acquire` never blocks, so nothing else shows
+    /// it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<RefusedTries>,
+}
+
+/// Refused `LOCK_NB` requests on one claim over the last minute.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RefusedTries {
+    /// How many (at least 1).
+    pub last_minute: u64,
+    /// By whom: each PID with its count, most first.
+    pub by: Vec<RefusedBy>,
+}
+
+/// One process's refused requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RefusedBy {
+    /// The process that asked.
+    pub pid: u32,
+    /// How many times it was refused.
+    pub count: u64,
+}
+
+impl RefusedTries {
+    /// One phrase: `refused 340× in the last minute, by pid 7 (300), 9 (40)`.
+    pub fn describe(&self) -> String {
+        let by: Vec<String> = self
+            .by
+            .iter()
+            .take(5)
+            .map(|by| format!("{} ({})", by.pid, by.count))
+            .collect();
+        let more = if self.by.len() > 5 { ", …" } else { "" };
+        format!(
+            "refused {}× in the last minute, by pid {}{more}",
+            self.last_minute,
+            by.join(", ")
+        )
+    }
 }
 
 /// Why a held claim lists no holder: locktop says what it knows, never
@@ -175,6 +217,7 @@ impl KeyState {
             watchers: Vec::new(),
             since: None,
             holders_note: None,
+            refused: None,
         }
     }
 }
@@ -182,6 +225,24 @@ impl KeyState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refused_tries_name_the_most_refused_pids_first_and_at_most_five() {
+        let by = (1..=7)
+            .map(|pid| RefusedBy {
+                pid,
+                count: 10 - u64::from(pid),
+            })
+            .collect();
+        let refused = RefusedTries {
+            last_minute: 42,
+            by,
+        };
+        assert_eq!(
+            refused.describe(),
+            "refused 42× in the last minute, by pid 1 (9), 2 (8), 3 (7), 4 (6), 5 (5), …"
+        );
+    }
 
     #[test]
     fn json_spells_every_liveness_as_the_screen_does() {

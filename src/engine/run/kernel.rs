@@ -41,10 +41,18 @@ use crate::liveness::live_table::{EventRecord, EventStream, LiveTable};
 use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::verify::claim_files;
+use crate::liveness::{RefusedBy, RefusedTries};
 
 /// How often waiters' processes are looked at (a waiter that dies
 /// waiting leaves no event).
 pub(super) const WAITER_CHECK: Duration = Duration::from_secs(1);
+
+/// At most this often is a claim judged again for its refused tries (an
+/// agent looping on `try_acquire` is refused thousands of times a second).
+pub(super) const REFUSALS_EVERY: Duration = Duration::from_secs(1);
+
+/// The span refused tries are counted over.
+pub(super) const REFUSALS_OVER: Duration = Duration::from_secs(60);
 
 /// The sweep period with the event source: never, in practice (a resync
 /// is asked for, never scheduled).
@@ -67,8 +75,13 @@ pub(super) struct Kernel {
     seeded: bool,
     /// Events lost in all (the source said how many).
     lost: u64,
-    /// When waiters' processes are next looked at.
+    /// When waiters' processes are next looked at (and refusal counts
+    /// judged again as they age).
     next_waiter_check: Instant,
+    /// Claims with refused tries in the last minute, with when each was
+    /// last judged for one: judged again at most once a
+    /// [`REFUSALS_EVERY`], and once a second until none is left.
+    refused: HashMap<LockKey, Instant>,
 }
 
 impl Kernel {
@@ -86,6 +99,7 @@ impl Kernel {
             seeded: false,
             lost: 0,
             next_waiter_check: Instant::now() + WAITER_CHECK,
+            refused: HashMap::new(),
         }
     }
 
@@ -103,9 +117,11 @@ impl Kernel {
         Some(batch)
     }
 
-    /// When waiters are next looked at, if any waits.
+    /// When waiters are next looked at, if any waits (or refusals are
+    /// counted on some claim).
     pub(super) fn waiter_check_due(&self) -> Option<Instant> {
-        (!self.table.waiting_pids().is_empty()).then_some(self.next_waiter_check)
+        (!self.refused.is_empty() || !self.table.waiting_pids().is_empty())
+            .then_some(self.next_waiter_check)
     }
 
     /// Events lost so far.
@@ -199,10 +215,21 @@ impl Engine {
                             let file = event.file;
                             kernel.table.settle(file, |pid| still_holds(pid, file));
                         }
-                        if (applied.changed || applied.uncertain)
-                            && let Some(key) = kernel.files.get(&event.file)
-                        {
+                        let Some(key) = kernel.files.get(&event.file) else {
+                            continue;
+                        };
+                        if applied.changed || applied.uncertain {
                             touched.push(key.clone());
+                        } else if applied.refused {
+                            let now = Instant::now();
+                            let due = kernel
+                                .refused
+                                .get(key)
+                                .is_none_or(|judged| now >= *judged + REFUSALS_EVERY);
+                            if due {
+                                kernel.refused.insert(key.clone(), now);
+                                touched.push(key.clone());
+                            }
                         }
                     }
                 }
@@ -261,6 +288,21 @@ impl Engine {
             Recheck::ReadAgain,
         );
         let at = SystemTime::now();
+        let since = std::time::Instant::now()
+            .checked_sub(REFUSALS_OVER)
+            .unwrap_or_else(std::time::Instant::now);
+        for (key, state) in &mut pairs {
+            let files = kernel.claims.get(key).map_or(&[][..], Vec::as_slice);
+            let refused = kernel.table.refused_since(files, since);
+            state.refused = (refused.count > 0).then(|| RefusedTries {
+                last_minute: refused.count,
+                by: refused
+                    .by
+                    .iter()
+                    .map(|&(pid, count)| RefusedBy { pid, count })
+                    .collect(),
+            });
+        }
         for (key, mut state) in pairs {
             self.trace(&key, Stage::Probed(state.liveness));
             if state.liveness.is_held() && state.holders.is_empty() {
@@ -282,10 +324,20 @@ impl Engine {
         let changed = kernel
             .table
             .forget_waiters(crate::liveness::process::pid_alive);
-        let keys: Vec<LockKey> = changed
+        let mut keys: Vec<LockKey> = changed
             .iter()
             .filter_map(|file| kernel.files.get(file).cloned())
             .collect();
+        // Refusal counts age: judged again once a second until none is
+        // left in the last minute (the judgement then clears it).
+        let now = Instant::now();
+        kernel
+            .refused
+            .retain(|_, judged| now < *judged + REFUSALS_OVER + WAITER_CHECK);
+        for (key, judged) in kernel.refused.iter_mut() {
+            *judged = now;
+            keys.push(key.clone());
+        }
         for key in keys {
             self.mark(key);
         }

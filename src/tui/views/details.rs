@@ -264,6 +264,15 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
             ))],
         ));
     }
+    if let Some(refused) = &lock.state.refused {
+        // Tries that never block (an agent looping on try_acquire): the
+        // direct evidence of a relocation that keeps failing.
+        lines.push(field(
+            &theme,
+            "refused",
+            vec![Span::styled(refused.describe(), theme.in_flight)],
+        ));
+    }
     lines
 }
 

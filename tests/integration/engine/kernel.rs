@@ -287,3 +287,54 @@ fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
     let _ = watch.kill();
     let _ = watch.wait();
 }
+
+/// An agent that loops on `try_acquire` never blocks, so no lock table
+/// shows it: the kernel's events count its refused tries. 100 refused
+/// `LOCK_NB` requests on a held tag are 100 on the tag's state, by that
+/// process.
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_tries_on_a_held_key_are_counted_by_pid() {
+    if !root_or_skip("engine::kernel::refused_tries_on_a_held_key_are_counted_by_pid") {
+        return;
+    }
+    let _serial = serial().await;
+    let (_tmp, state) = state_with_locks_root();
+    let mut engine = kernel_engine(&state);
+    engine.synced().await;
+    let holder = hold(&state, &["--tag", "wanted"]);
+    let name = tag("wanted");
+    let pid = holder.pid();
+    engine
+        .wait_view("the tag held", |view| {
+            view.is(&name, Liveness::Live, &[pid])
+        })
+        .await;
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "wanted");
+    let gate = locktop::locks::escape::gate_path(&dir, &key);
+    // One open file, 100 refused tries (a second description would add
+    // a close unlock per try, as a real agent's does; one is enough).
+    let file = std::fs::File::open(&gate).expect("open the gate");
+    for _ in 0..100 {
+        let refused = nix::fcntl::Flock::lock(
+            file.try_clone().expect("dup"),
+            nix::fcntl::FlockArg::LockExclusiveNonblock,
+        );
+        assert!(refused.is_err(), "the tag is held: every try is refused");
+    }
+    let me = std::process::id();
+    engine
+        .wait_view("100 refused tries by this process", |view| {
+            view.get(&name).is_some_and(|state| {
+                state.refused.as_ref().is_some_and(|refused| {
+                    refused.last_minute == 100
+                        && refused
+                            .by
+                            .first()
+                            .is_some_and(|by| by.pid == me && by.count == 100)
+                })
+            })
+        })
+        .await;
+    drop(file);
+    drop(holder);
+}
