@@ -128,7 +128,9 @@ fn every_text_face_shows_hostile_names_inert() {
     let _serial = common::serial_blocking();
     let (_tmp, state) = common::state_in_tempdir();
     drop_hostile_files(&state);
-    let watch = Streaming::start(&state, &["watch"]);
+    // --initial: a holder that comes before the first view is complete is
+    // in the initial state, which watch prints only when asked.
+    let watch = Streaming::start(&state, &["watch", "--initial"]);
     let journal = state.parent().expect("tempdir").join("journal.jsonl");
     let journal = journal.to_str().expect("UTF-8 temp path");
     let record = Streaming::start(&state, &["record", "--out", journal]);

@@ -164,15 +164,12 @@ impl Engine {
         probe: ProbeMode,
         sweep_every: Duration,
     ) -> (Self, std::sync::Arc<locktop::engine::trace::Trace>) {
-        let trace = std::sync::Arc::new(locktop::engine::trace::Trace::default());
-        let config = EngineConfig {
+        Self::start_traced_from(
+            state_dir,
             probe,
             sweep_every,
-            trace: Some(trace.clone()),
-            ..EngineConfig::default()
-        };
-        let engine = Self::start_config(Context::new(state_dir.to_path_buf()), config);
-        (engine, trace)
+            locktop::engine::LivenessSource::Inference,
+        )
     }
 
     /// [`Engine::start_traced`] with liveness from `source`.
