@@ -23,59 +23,10 @@
 //!   file is dropped, so its size follows the locks, not the tree.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::Instant;
 
+use super::kernel::Record;
+use super::kernel::event::{LockEvent, LockKind};
 use super::proc_locks::{FileId, FileLocks, LockIndex};
-
-/// What a flock request did, as the kernel reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LockOp {
-    /// The lock was taken (`ret 0`), exclusive or shared — also a blocked
-    /// waiter getting it, and a conversion of a held lock.
-    Taken {
-        /// `LOCK_EX` (else `LOCK_SH`).
-        exclusive: bool,
-    },
-    /// A blocking request was queued (`ret 1`): the caller waits.
-    Waiting {
-        /// `LOCK_EX` (a contender, the SDK's `wait_acquire`) or `LOCK_SH`
-        /// (a watcher, its `wait_released`).
-        exclusive: bool,
-    },
-    /// A `LOCK_NB` request was refused (`ret -11`): the lock is held.
-    Refused {
-        /// What was asked for.
-        exclusive: bool,
-    },
-    /// The description let go of its lock (`LOCK_UN`, or its last close).
-    Unlocked,
-}
-
-/// One flock request on one file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LockEvent {
-    /// The file.
-    pub file: FileId,
-    /// The process that asked.
-    pub pid: u32,
-    /// The open file description it asked through (never 0 for an
-    /// event: 0 marks a hold seeded from `/proc/locks`).
-    pub owner: u64,
-    /// What happened.
-    pub op: LockOp,
-    /// When (monotonic).
-    pub at: Instant,
-}
-
-/// What an event source delivers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventRecord {
-    /// One flock request.
-    Event(LockEvent),
-    /// The source lost this many events (0: an unknown number): the table
-    /// is no longer known to be right until judged again.
-    Lost(u64),
-}
 
 /// A source of lock events (the kernel's tracepoint; a test's script),
 /// read on the engine's runtime.
@@ -84,7 +35,7 @@ pub trait EventStream: Send + 'static {
     /// the order they happened. Costs nothing while none comes.
     fn next_batch<'a>(
         &'a mut self,
-        out: &'a mut Vec<EventRecord>,
+        out: &'a mut Vec<Record>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + 'a>>;
 
     /// Delivers events of files on exactly these devices (major, minor).
@@ -168,8 +119,9 @@ const REFUSALS_KEPT: usize = 4_096;
 struct Refusals {
     /// Every refusal since the table began.
     total: u64,
-    /// The most recent ones, oldest first, at most [`REFUSALS_KEPT`].
-    recent: VecDeque<(Instant, u32)>,
+    /// The most recent ones (`CLOCK_MONOTONIC` ns, PID), oldest first, at
+    /// most [`REFUSALS_KEPT`].
+    recent: VecDeque<(u64, u32)>,
 }
 
 /// Refused requests on one file since a moment.
@@ -226,8 +178,9 @@ impl LiveTable {
     pub fn apply(&mut self, event: &LockEvent) -> Applied {
         self.events += 1;
         let mut applied = Applied::default();
-        match event.op {
-            LockOp::Refused { .. } => {
+        match event.kind {
+            LockKind::Other { .. } => return applied,
+            LockKind::Refused { .. } => {
                 // Converting a held lock releases it first (flock(2)): a
                 // refused conversion leaves its owner holding nothing.
                 applied.changed = self.drop_hold_of(event.file, event.owner);
@@ -239,7 +192,7 @@ impl LiveTable {
                 }
                 refusals.recent.push_back((event.at, event.pid));
             }
-            LockOp::Taken { exclusive } => {
+            LockKind::Taken { exclusive } => {
                 let state = self.files.entry(event.file).or_default();
                 // It got what it waited for; a conversion replaces the
                 // description's lock; a seeded hold of the same PID is
@@ -260,7 +213,7 @@ impl LiveTable {
                 });
                 applied.changed = true;
             }
-            LockOp::Waiting { exclusive } => {
+            LockKind::Waiting { exclusive } => {
                 // A conversion releases first: its owner holds nothing now.
                 applied.changed = self.drop_hold_of(event.file, event.owner);
                 let state = self.files.entry(event.file).or_default();
@@ -273,7 +226,7 @@ impl LiveTable {
                     applied.changed = true;
                 }
             }
-            LockOp::Unlocked => {
+            LockKind::Unlocked { .. } => {
                 let Some(state) = self.files.get_mut(&event.file) else {
                     return applied;
                 };
@@ -367,8 +320,9 @@ impl LiveTable {
             .unwrap_or_default()
     }
 
-    /// The refused requests on `files` since `since`, by PID.
-    pub fn refused_since(&self, files: &[FileId], since: Instant) -> RefusedSince {
+    /// The refused requests on `files` since `since` (`CLOCK_MONOTONIC`
+    /// ns, as events are stamped), by PID.
+    pub fn refused_since(&self, files: &[FileId], since: u64) -> RefusedSince {
         let mut by: HashMap<u32, u64> = HashMap::new();
         for refusals in files.iter().filter_map(|file| self.refusals.get(file)) {
             for &(at, pid) in refusals.recent.iter().rev() {
@@ -410,7 +364,7 @@ impl LiveTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use crate::liveness::kernel::event::monotonic_now;
 
     const GATE: FileId = FileId {
         major: 8,
@@ -423,31 +377,37 @@ mod tests {
         inode: 11,
     };
 
-    fn event(file: FileId, pid: u32, owner: u64, op: LockOp) -> LockEvent {
+    fn event(file: FileId, pid: u32, owner: u64, kind: LockKind) -> LockEvent {
         LockEvent {
             file,
             pid,
             owner,
-            op,
-            at: Instant::now(),
+            kind,
+            at: monotonic_now(),
         }
     }
 
-    const EX: LockOp = LockOp::Taken { exclusive: true };
+    const EX: LockKind = LockKind::Taken { exclusive: true };
+    const UNLOCKED: LockKind = LockKind::Unlocked { at_close: true };
 
     #[test]
     fn a_refused_tryers_close_does_not_end_the_holders_lock() {
         let mut table = LiveTable::default();
         table.apply(&event(GATE, 100, 0xa, EX));
-        table.apply(&event(GATE, 200, 0xb, LockOp::Refused { exclusive: true }));
-        let applied = table.apply(&event(GATE, 200, 0xb, LockOp::Unlocked));
+        table.apply(&event(
+            GATE,
+            200,
+            0xb,
+            LockKind::Refused { exclusive: true },
+        ));
+        let applied = table.apply(&event(GATE, 200, 0xb, UNLOCKED));
         assert_eq!(
             applied,
             Applied::default(),
             "nothing changed, nothing uncertain"
         );
         assert_eq!(table.locks(&GATE).holders, vec![100]);
-        table.apply(&event(GATE, 100, 0xa, LockOp::Unlocked));
+        table.apply(&event(GATE, 100, 0xa, UNLOCKED));
         assert!(table.is_empty(), "the holder's own close ends it");
     }
 
@@ -455,9 +415,14 @@ mod tests {
     fn a_waiter_is_listed_until_it_gets_the_lock() {
         let mut table = LiveTable::default();
         table.apply(&event(GATE, 100, 0xa, EX));
-        table.apply(&event(GATE, 300, 0xc, LockOp::Waiting { exclusive: true }));
+        table.apply(&event(
+            GATE,
+            300,
+            0xc,
+            LockKind::Waiting { exclusive: true },
+        ));
         assert_eq!(table.locks(&GATE).waiters, vec![300]);
-        table.apply(&event(GATE, 100, 0xa, LockOp::Unlocked));
+        table.apply(&event(GATE, 100, 0xa, UNLOCKED));
         table.apply(&event(GATE, 300, 0xc, EX));
         let locks = table.locks(&GATE);
         assert_eq!((locks.holders, locks.waiters), (vec![300], vec![]));
@@ -471,7 +436,7 @@ mod tests {
             ANNOUNCE,
             400,
             0xd,
-            LockOp::Waiting { exclusive: false },
+            LockKind::Waiting { exclusive: false },
         ));
         assert_eq!(table.locks(&ANNOUNCE).shared_waiters, vec![400]);
         assert_eq!(table.waiting_pids(), vec![400]);
@@ -485,7 +450,7 @@ mod tests {
         let mut table = LiveTable::seeded(&index);
         assert_eq!(table.locks(&GATE).holders, vec![100]);
         // Someone's close: whose, the table cannot tell.
-        let applied = table.apply(&event(GATE, 200, 0xb, LockOp::Unlocked));
+        let applied = table.apply(&event(GATE, 200, 0xb, UNLOCKED));
         assert!(applied.uncertain && !applied.changed, "{applied:?}");
         assert!(!table.settle(GATE, |_| None), "unknown: kept");
         assert!(!table.settle(GATE, |_| Some(true)), "still holds: kept");
@@ -497,7 +462,7 @@ mod tests {
     fn a_seeded_holder_taking_its_lock_again_is_one_hold() {
         let index = LockIndex::parse("1: FLOCK  ADVISORY  WRITE 100 08:01:10 0 EOF\n");
         let mut table = LiveTable::seeded(&index);
-        table.apply(&event(GATE, 100, 0xa, LockOp::Taken { exclusive: false }));
+        table.apply(&event(GATE, 100, 0xa, LockKind::Taken { exclusive: false }));
         let locks = table.locks(&GATE);
         assert_eq!((locks.holders, locks.shared), (vec![], vec![100]));
     }
@@ -509,28 +474,38 @@ mod tests {
         // A waiter woken by the holder's unlock may be told first.
         table.apply(&event(GATE, 300, 0xc, EX));
         assert_eq!(table.locks(&GATE).holders, vec![300]);
-        table.apply(&event(GATE, 100, 0xa, LockOp::Unlocked));
+        table.apply(&event(GATE, 100, 0xa, UNLOCKED));
         assert_eq!(
             table.locks(&GATE).holders,
             vec![300],
             "the late unlock ends nothing"
         );
         // 300 asks to convert to shared while 400 waits: released first.
-        table.apply(&event(GATE, 300, 0xc, LockOp::Refused { exclusive: false }));
+        table.apply(&event(
+            GATE,
+            300,
+            0xc,
+            LockKind::Refused { exclusive: false },
+        ));
         assert!(table.locks(&GATE).holders.is_empty());
     }
 
     #[test]
     fn refusals_are_counted_per_pid_and_by_time() {
         let mut table = LiveTable::default();
-        let start = Instant::now();
+        let start = monotonic_now();
         for pid in [7, 7, 8] {
-            table.apply(&event(GATE, pid, 0x1, LockOp::Refused { exclusive: true }));
+            table.apply(&event(
+                GATE,
+                pid,
+                0x1,
+                LockKind::Refused { exclusive: true },
+            ));
         }
         let refused = table.refused_since(&[GATE, ANNOUNCE], start);
         assert_eq!(refused.count, 3);
         assert_eq!(refused.by, vec![(7, 2), (8, 1)]);
-        let later = table.refused_since(&[GATE], Instant::now() + Duration::from_secs(1));
+        let later = table.refused_since(&[GATE], monotonic_now() + 1_000_000_000);
         assert_eq!(later.count, 0);
         assert_eq!(table.refused_total(&GATE), 3);
         assert!(table.is_empty(), "a refusal locks nothing");

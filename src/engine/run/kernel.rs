@@ -18,7 +18,7 @@
 //! - until the first judgement seeds the table, events wait (buffered in
 //!   the source's channel, then applied on top of the seed: a hold seen
 //!   twice is one, an unlock of a hold the read missed changes nothing);
-//! - lost events ([`EventRecord::Lost`]) are never a silently wrong view:
+//! - lost events ([`Record::Lost`]) are never a silently wrong view:
 //!   the engine says so in its health and judges the whole table again
 //!   (one `/proc/locks` read), then goes on from events;
 //! - a waiter that dies waiting leaves no event: waiters' processes are
@@ -37,7 +37,8 @@ use crate::engine::WatcherHealth;
 use crate::engine::trace::Stage;
 use crate::liveness::annotate::{Recheck, annotate_with};
 use crate::liveness::fdinfo::{HeldFiles, keepers_of};
-use crate::liveness::live_table::{EventRecord, EventStream, LiveTable};
+use crate::liveness::kernel::Record;
+use crate::liveness::live_table::{EventStream, LiveTable};
 use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::verify::claim_files;
@@ -105,14 +106,14 @@ impl Kernel {
 
     /// The next batch of records, once the table is seeded (never before:
     /// they wait in the kernel's rings). A read that fails is a loss.
-    pub(super) async fn next(&mut self) -> Option<Vec<EventRecord>> {
+    pub(super) async fn next(&mut self) -> Option<Vec<Record>> {
         if !self.seeded {
             return std::future::pending().await;
         }
         let mut batch = Vec::new();
         if let Err(error) = self.stream.next_batch(&mut batch).await {
             tracing::warn!(%error, "reading the kernel's lock events failed");
-            batch.push(EventRecord::Lost(0));
+            batch.push(Record::Lost(0));
         }
         Some(batch)
     }
@@ -202,14 +203,14 @@ impl Engine {
 
     /// Applies a batch of records: each event updates the table and marks
     /// the claim it touched; a lost record starts a new judgement.
-    pub(super) async fn on_records(&mut self, records: Vec<EventRecord>) {
+    pub(super) async fn on_records(&mut self, records: Vec<Record>) {
         let mut lost = 0;
         let mut touched: Vec<LockKey> = Vec::new();
         if let Some(kernel) = self.kernel.as_mut() {
             for record in records {
                 match record {
-                    EventRecord::Lost(count) => lost += count.max(1),
-                    EventRecord::Event(event) => {
+                    Record::Lost(count) => lost += count.max(1),
+                    Record::Event(event) => {
                         let applied = kernel.table.apply(&event);
                         if applied.uncertain {
                             let file = event.file;
@@ -288,9 +289,8 @@ impl Engine {
             Recheck::ReadAgain,
         );
         let at = SystemTime::now();
-        let since = std::time::Instant::now()
-            .checked_sub(REFUSALS_OVER)
-            .unwrap_or_else(std::time::Instant::now);
+        let since = crate::liveness::kernel::event::monotonic_now()
+            .saturating_sub(REFUSALS_OVER.as_nanos() as u64);
         for (key, state) in &mut pairs {
             let files = kernel.claims.get(key).map_or(&[][..], Vec::as_slice);
             let refused = kernel.table.refused_since(files, since);

@@ -210,7 +210,7 @@ impl Engine {
 /// otherwise).
 async fn next_records(
     kernel: &mut Option<kernel::Kernel>,
-) -> Option<Vec<crate::liveness::live_table::EventRecord>> {
+) -> Option<Vec<crate::liveness::kernel::Record>> {
     match kernel {
         Some(kernel) => kernel.next().await,
         None => std::future::pending().await,

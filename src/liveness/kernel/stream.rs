@@ -1,5 +1,4 @@
-//! The kernel's lock events as the engine's [`EventStream`]: each record
-//! typed as the [`crate::liveness::live_table`] takes it, read on the
+//! The kernel's lock events as the engine's [`EventStream`], read on the
 //! engine's runtime (woken by the rings' epoll descriptor: no thread, no
 //! timer while no flock happens), in the order the events happened.
 //!
@@ -13,17 +12,16 @@
 //! so none can come later), merged in time order with those held from
 //! before; the rest wait for the next drain, at most one window later.
 //!
-//! Invariants: every event the table can use passes, once, in time order;
-//! an event of no use to it ([`LockKind::Other`]) is dropped; a lost
-//! record passes at once (the table is resynchronized either way).
+//! Invariants: every event passes, once, in time order; a lost record
+//! passes at once (the table is resynchronized either way).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use super::event::{LockEvent, LockKind};
+use super::event::LockEvent;
 use super::{AsyncKernelLockEvents, Record};
-use crate::liveness::live_table::{self, EventRecord, EventStream, LockOp};
+use crate::liveness::live_table::EventStream;
 
 /// How long before a drain an event must be stamped to pass: more than
 /// the kernel takes from stamping a sample to writing it (microseconds).
@@ -46,7 +44,7 @@ impl OrderedEvents {
     }
 
     /// The records that may pass now, waiting for them as long as needed.
-    async fn next_in_order(&mut self, out: &mut Vec<EventRecord>) -> std::io::Result<()> {
+    async fn next_in_order(&mut self, out: &mut Vec<Record>) -> std::io::Result<()> {
         let window = REORDER_WINDOW.as_nanos() as u64;
         loop {
             let mut records = Vec::new();
@@ -67,7 +65,7 @@ impl OrderedEvents {
             };
             for record in records {
                 match record {
-                    Record::Lost(count) => out.push(EventRecord::Lost(count)),
+                    Record::Lost(count) => out.push(Record::Lost(count)),
                     Record::Event(event) => self.held.push(event),
                 }
             }
@@ -75,7 +73,7 @@ impl OrderedEvents {
             let ready = self
                 .held
                 .partition_point(|event| event.at.saturating_add(window) <= began);
-            out.extend(self.held.drain(..ready).filter_map(typed));
+            out.extend(self.held.drain(..ready).map(Record::Event));
             if !out.is_empty() {
                 return Ok(());
             }
@@ -86,7 +84,7 @@ impl OrderedEvents {
 impl EventStream for OrderedEvents {
     fn next_batch<'a>(
         &'a mut self,
-        out: &'a mut Vec<EventRecord>,
+        out: &'a mut Vec<Record>,
     ) -> Pin<Box<dyn Future<Output = std::io::Result<()>> + Send + 'a>> {
         Box::pin(self.next_in_order(out))
     }
@@ -97,22 +95,4 @@ impl EventStream for OrderedEvents {
             .set_devices(devices)
             .map_err(std::io::Error::other)
     }
-}
-
-/// `event` as the table takes it (`None`: of no use to it).
-fn typed(event: LockEvent) -> Option<EventRecord> {
-    let op = match event.kind {
-        LockKind::Taken { exclusive } => LockOp::Taken { exclusive },
-        LockKind::Waiting { exclusive } => LockOp::Waiting { exclusive },
-        LockKind::Refused { exclusive } => LockOp::Refused { exclusive },
-        LockKind::Unlocked { .. } => LockOp::Unlocked,
-        LockKind::Other { .. } => return None,
-    };
-    Some(EventRecord::Event(live_table::LockEvent {
-        file: event.file,
-        pid: event.pid,
-        owner: event.owner,
-        op,
-        at: event.instant(),
-    }))
 }
