@@ -15,9 +15,12 @@
 //!   when the claim is first judged); an event on a file no claim has
 //!   yet still updates the table, so a claim created after its first lock
 //!   is judged right when its creation is heard;
-//! - until the first judgement seeds the table, events wait (buffered in
-//!   the source's channel, then applied on top of the seed: a hold seen
-//!   twice is one, an unlock of a hold the read missed changes nothing);
+//! - the events are drained from the kernel's rings as they come, by a
+//!   task of their own, even while the engine is busy (a first sweep of a
+//!   million keys takes seconds): until the first judgement seeds the
+//!   table they wait in its channel, then are applied on top of the seed
+//!   (a hold seen twice is one, an unlock of a hold the read missed
+//!   changes nothing);
 //! - lost events ([`Record::Lost`]) are never a silently wrong view:
 //!   the engine says so in its health and judges the whole table again
 //!   (one `/proc/locks` read), then goes on from events;
@@ -29,6 +32,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Engine;
@@ -47,6 +51,11 @@ use crate::liveness::{RefusedBy, RefusedTries};
 /// How often waiters' processes are looked at (a waiter that dies
 /// waiting leaves no event).
 pub(super) const WAITER_CHECK: Duration = Duration::from_secs(1);
+
+/// How many batches of records may wait for the engine before the task
+/// that drains the rings waits too (and the rings, filling, lose events:
+/// said as lost, never silent).
+const RECORD_QUEUE: usize = 4_096;
 
 /// At most this often is a claim judged again for its refused tries (an
 /// agent looping on `try_acquire` is refused thousands of times a second).
@@ -68,8 +77,10 @@ pub(super) struct Kernel {
     /// Each registered claim → its files (to forget them when they
     /// change or the claim goes).
     claims: HashMap<LockKey, Vec<FileId>>,
-    /// The events, read on the engine's runtime.
-    stream: Box<dyn EventStream>,
+    /// Batches of records, from the task that drains the rings.
+    records: mpsc::Receiver<Vec<Record>>,
+    /// Devices to ask that task's stream for.
+    devices: mpsc::UnboundedSender<Vec<(u32, u32)>>,
     /// The devices asked for so far.
     watched: Vec<(u32, u32)>,
     /// False until the first judgement seeded the table.
@@ -86,16 +97,44 @@ pub(super) struct Kernel {
 }
 
 impl Kernel {
-    /// Reads `stream` for events on `devices`.
+    /// Reads `stream` for events on `devices`, on a task of its own (on
+    /// the current runtime): it ends when this is dropped.
     pub(super) fn start(mut stream: Box<dyn EventStream>, devices: Vec<(u32, u32)>) -> Self {
         if let Err(error) = stream.watch_devices(&devices) {
             tracing::warn!(%error, "the lock events' device filter was refused");
         }
+        let (records_tx, records) = mpsc::channel(RECORD_QUEUE);
+        let (devices_tx, mut devices_rx) = mpsc::unbounded_channel::<Vec<(u32, u32)>>();
+        tokio::spawn(async move {
+            loop {
+                let mut batch = Vec::new();
+                tokio::select! {
+                    read = stream.next_batch(&mut batch) => {
+                        if let Err(error) = read {
+                            tracing::warn!(%error, "reading the kernel's lock events failed");
+                            batch.push(Record::Lost(0));
+                        }
+                        if records_tx.send(batch).await.is_err() {
+                            return;
+                        }
+                    }
+                    devices = devices_rx.recv() => match devices {
+                        Some(devices) => {
+                            if let Err(error) = stream.watch_devices(&devices) {
+                                tracing::warn!(%error, "the lock events' device filter was refused");
+                            }
+                        }
+                        None => return,
+                    },
+                }
+            }
+        });
         Self {
             table: LiveTable::default(),
             files: HashMap::new(),
             claims: HashMap::new(),
-            stream,
+            records,
+            devices: devices_tx,
             watched: devices,
             seeded: false,
             lost: 0,
@@ -105,17 +144,12 @@ impl Kernel {
     }
 
     /// The next batch of records, once the table is seeded (never before:
-    /// they wait in the kernel's rings). A read that fails is a loss.
+    /// they wait in the channel). A read that failed is a loss.
     pub(super) async fn next(&mut self) -> Option<Vec<Record>> {
         if !self.seeded {
             return std::future::pending().await;
         }
-        let mut batch = Vec::new();
-        if let Err(error) = self.stream.next_batch(&mut batch).await {
-            tracing::warn!(%error, "reading the kernel's lock events failed");
-            batch.push(Record::Lost(0));
-        }
-        Some(batch)
+        self.records.recv().await
     }
 
     /// When waiters are next looked at, if any waits (or refusals are
@@ -176,8 +210,8 @@ impl Engine {
                 new_device = true;
             }
         }
-        if new_device && let Err(error) = kernel.stream.watch_devices(&kernel.watched) {
-            tracing::warn!(%error, "the lock events' device filter was refused");
+        if new_device {
+            let _ = kernel.devices.send(kernel.watched.clone());
         }
         kernel.claims.insert(key.clone(), files);
     }
