@@ -39,10 +39,23 @@ pub struct Engine {
     pub probe: ProbeChoice,
     /// The liveness source that runs, and why it is not the one asked for.
     pub source: super::source_args::SourceChoice,
+    /// The stderr line that says so when what runs is not what was asked
+    /// ([`Engine::say`] prints it, when the command is ready to).
+    pub note: Option<String>,
     /// The engine's configuration.
     pub config: EngineConfig,
     /// `--materializing-after`.
     pub materializing: Duration,
+}
+
+impl Engine {
+    /// Prints [`Engine::note`], if any: once the command has started (a
+    /// command refused for bad input says only why).
+    pub fn say(&self) {
+        if let Some(note) = &self.note {
+            eprintln!("{note}");
+        }
+    }
 }
 
 impl EngineArgs {
@@ -56,9 +69,8 @@ impl EngineArgs {
         let source = self.source.choose(state_dir)?;
         // Said when something is not what was asked (JSON and the header
         // say the source either way).
-        if !source.is_kernel() && (source.fallback.is_some() || probe.fallback.is_some()) {
-            eprintln!("locktop {command}: {}", source.describe(&probe.describe()));
-        }
+        let note = (!source.is_kernel() && (source.fallback.is_some() || probe.fallback.is_some()))
+            .then(|| format!("locktop {command}: {}", source.describe(&probe.describe())));
         Ok(Engine {
             config: EngineConfig {
                 probe: probe.runs,
@@ -69,6 +81,7 @@ impl EngineArgs {
             },
             probe,
             source,
+            note,
             materializing,
         })
     }

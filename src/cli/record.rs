@@ -80,6 +80,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 /// Runs `locktop record`.
 pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCode> {
     let engine = args.engine.engine(&state_dir, "record")?;
+    engine.say();
     let verdicts = Verdicts::new(engine.materializing);
     let output = match args.out {
         Some(path) => Output::File {

@@ -137,6 +137,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         )
     })?;
     let engine = args.engine.engine(&state_dir, "serve")?;
+    let note = engine.note.clone();
     let materializing = engine.materializing;
     let probe = engine.probe;
     let stop = super::stop_signal()?;
@@ -163,6 +164,9 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         "locktop serve: listening on {scheme}://{}",
         listener.local_addr().context("no local address")?
     );
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
     let certificates_if_given = web
         .as_ref()
         .is_some_and(|web| web.client_auth == web_config::ClientAuth::VerifyClientCertIfGiven);

@@ -61,6 +61,7 @@ type Written = oneshot::Receiver<std::io::Result<()>>;
 /// Runs `locktop watch`.
 pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode> {
     let engine = args.engine.engine(&state_dir, "watch")?;
+    engine.say();
     let verdicts = Verdicts::new(engine.materializing);
     let stop = super::stop_signal()?;
     let outbox = Arc::new(Outbox::default());

@@ -46,8 +46,11 @@ impl Serve {
         let mut child = common::locktop_command(state, &all)
             .spawn()
             .expect("spawn serve");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let first = lines.next().expect("serve's first line").expect("stderr");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr"))
+            .lines()
+            .map_while(Result::ok)
+            .filter(|line| !common::is_source_note(line));
+        let first = lines.next().expect("serve's first line");
         let bound = first
             .strip_prefix("locktop serve: listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
@@ -57,7 +60,7 @@ impl Serve {
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(vec![first.clone()]));
         let sink = stderr.clone();
         std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
+            for line in lines {
                 sink.lock().expect("stderr lines").push(line);
             }
         });
@@ -700,10 +703,12 @@ fn serve_on_a_state_dir_without_locks_says_so_at_start() {
     let mut child = common::locktop_command(&state, &["serve", "--listen", "127.0.0.1:0"])
         .spawn()
         .expect("spawn serve");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let (mut first, mut second) = (String::new(), String::new());
-    stderr.read_line(&mut first).expect("first line");
-    stderr.read_line(&mut second).expect("second line");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"))
+        .lines()
+        .map_while(Result::ok)
+        .filter(|line| !common::is_source_note(line));
+    let first = stderr.next().expect("first line");
+    let second = stderr.next().expect("second line");
     let base = first
         .trim()
         .strip_prefix("locktop serve: listening on ")

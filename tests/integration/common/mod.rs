@@ -104,6 +104,13 @@ pub const WAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long we watch something NOT happen (a waiter staying blocked).
 pub const STILL_BLOCKED: Duration = Duration::from_millis(300);
 
+/// True for the line a headless command prints when the kernel's lock
+/// events cannot be read here (a user who is not root): which source runs
+/// instead, and why. Tests of other stderr lines look past it.
+pub fn is_source_note(line: &str) -> bool {
+    line.contains(": liveness inferred (probe ")
+}
+
 /// The `locktop` binary under test.
 pub fn locktop_bin() -> &'static str {
     env!("CARGO_BIN_EXE_locktop")
