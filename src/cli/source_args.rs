@@ -64,7 +64,8 @@ impl SourceChoice {
         }
     }
 
-    /// One phrase for a stderr line: which source runs and why.
+    /// One phrase for a stderr line: which source runs (`probe`: how
+    /// inference probes) and why.
     pub fn describe(&self, probe: &str) -> String {
         match (&self.fallback, self.is_kernel()) {
             (_, true) => "liveness from the kernel's lock events".to_string(),

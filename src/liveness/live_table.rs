@@ -260,7 +260,11 @@ impl LiveTable {
     /// of unknown description is kept only if `still_holds(pid)` says its
     /// PID still holds the file (its fdinfo shows the lock) or cannot
     /// tell (`None`). True when a hold was dropped.
-    pub fn settle(&mut self, file: FileId, still_holds: impl Fn(u32) -> Option<bool>) -> bool {
+    pub fn settle(
+        &mut self,
+        file: FileId,
+        mut still_holds: impl FnMut(u32) -> Option<bool>,
+    ) -> bool {
         let Some(state) = self.files.get_mut(&file) else {
             return false;
         };
@@ -290,16 +294,10 @@ impl LiveTable {
         changed
     }
 
-    /// The PIDs waiting on any file.
-    pub fn waiting_pids(&self) -> Vec<u32> {
-        let mut pids: Vec<u32> = self
-            .files
-            .values()
-            .flat_map(|state| state.waiters.iter().map(|waiter| waiter.pid))
-            .collect();
-        pids.sort_unstable();
-        pids.dedup();
-        pids
+    /// True when some process waits on some file (asked on every turn of
+    /// the engine's loop: no allocation).
+    pub fn has_waiters(&self) -> bool {
+        self.files.values().any(|state| !state.waiters.is_empty())
     }
 
     /// The table as one `/proc/locks` read would give it (never torn).
@@ -439,9 +437,10 @@ mod tests {
             LockKind::Waiting { exclusive: false },
         ));
         assert_eq!(table.locks(&ANNOUNCE).shared_waiters, vec![400]);
-        assert_eq!(table.waiting_pids(), vec![400]);
+        assert!(table.has_waiters());
         assert_eq!(table.forget_waiters(|pid| pid != 400), vec![ANNOUNCE]);
         assert!(table.locks(&ANNOUNCE).shared_waiters.is_empty());
+        assert!(!table.has_waiters());
     }
 
     #[test]

@@ -155,8 +155,7 @@ impl Kernel {
     /// When waiters are next looked at, if any waits (or refusals are
     /// counted on some claim).
     pub(super) fn waiter_check_due(&self) -> Option<Instant> {
-        (!self.refused.is_empty() || !self.table.waiting_pids().is_empty())
-            .then_some(self.next_waiter_check)
+        (!self.refused.is_empty() || self.table.has_waiters()).then_some(self.next_waiter_check)
     }
 
     /// Events lost so far.
@@ -240,20 +239,39 @@ impl Engine {
     pub(super) async fn on_records(&mut self, records: Vec<Record>) {
         let mut lost = 0;
         let mut touched: Vec<LockKey> = Vec::new();
+        // Whether a taker runs, asked once a batch per PID (a loop of tries
+        // makes a close event each).
+        let mut running: HashMap<u32, bool> = HashMap::new();
         if let Some(kernel) = self.kernel.as_mut() {
             for record in records {
                 match record {
                     Record::Lost(count) => lost += count.max(1),
                     Record::Event(event) => {
                         let applied = kernel.table.apply(&event);
+                        let mut settled = false;
                         if applied.uncertain {
-                            let file = event.file;
-                            kernel.table.settle(file, |pid| still_holds(pid, file));
+                            // Someone else's close while the taker runs is
+                            // not the taker's unlock: its fdinfo is read
+                            // only when the closer is the taker, or the
+                            // taker is gone (then a keeper may be closing).
+                            // An agent looping on try_acquire closes once a
+                            // try: no fdinfo read per try.
+                            let (file, closer) = (event.file, event.pid);
+                            settled = kernel.table.settle(file, |pid| {
+                                let runs = *running
+                                    .entry(pid)
+                                    .or_insert_with(|| crate::liveness::process::pid_alive(pid));
+                                if pid != closer && runs {
+                                    None
+                                } else {
+                                    still_holds(pid, file)
+                                }
+                            });
                         }
                         let Some(key) = kernel.files.get(&event.file) else {
                             continue;
                         };
-                        if applied.changed || applied.uncertain {
+                        if applied.changed || settled {
                             touched.push(key.clone());
                         } else if applied.refused {
                             let now = Instant::now();
