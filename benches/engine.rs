@@ -81,6 +81,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use locktop::cli::source_args::{SourceArgs, SourceFlag};
 use locktop::context::Context;
 use locktop::disk::key::{KeyKind, LockKey};
 use locktop::disk::scan::scan_root;
@@ -168,7 +169,7 @@ impl Plan {
             interference: Duration::from_secs(3),
             interference_keys: 20,
             tight_tries: 300,
-            relocation_tries: 40,
+            relocation_tries: 120,
             latency_window: Duration::from_secs(3),
             monitor_settle: Duration::from_millis(300),
             monitor_counts: &[1, 3],
@@ -228,6 +229,9 @@ fn main() {
         Some(interference::AGENT_CHILD) => return interference::agent_child(&args[2..]),
         Some(interference::FLOCK_LATENCY_CHILD) => {
             return interference::flock_latency_child(&args[2..]);
+        }
+        Some(interference::FOREIGN_FLOCKS_CHILD) => {
+            return interference::foreign_flocks_child(&args[2..]);
         }
         _ => {}
     }
@@ -308,8 +312,9 @@ async fn run(plan: &Plan, args: &[String]) {
     }
     if args.iter().any(|a| a == "--only-interference") {
         let t = Instant::now();
-        section_interference(plan, &bin, &state, &interference_tags).await;
+        section_interference(plan, &bin, &state, &interference_tags, &mut targets).await;
         took(t);
+        targets.say(plan.name == "SMOKE", "engine");
         return;
     }
     if args.iter().any(|a| a == "--only-latency") {
@@ -371,7 +376,7 @@ async fn other_sections(
     section_big(plan, bin, tmp, targets).await;
     took(t);
     let t = Instant::now();
-    section_interference(plan, bin, state, interference_tags).await;
+    section_interference(plan, bin, state, interference_tags, targets).await;
     took(t);
     let t = Instant::now();
     support::frames::section_frames(plan.big_tags + plan.big_instances, plan.frame_samples);
@@ -894,6 +899,9 @@ struct KillRun {
     respawns: u32,
     sweeps: u64,
     probes: u64,
+    /// `/proc/locks` reads from the first kill to the last (the steady
+    /// state: the first view is behind).
+    index_reads: u64,
     /// Each kill's way through the engine (its last key to go free).
     paths: Vec<support::killpath::KillPath>,
 }
@@ -903,19 +911,19 @@ async fn kill_latency(
     bin: &Path,
     state: &Path,
     pool: &[String],
-    mode: ProbeMode,
+    config: EngineConfig,
 ) -> KillRun {
     let stages = Arc::new(Trace::default());
     let config = EngineConfig {
-        probe: mode,
         trace: Some(stages.clone()),
-        ..EngineConfig::default()
+        ..config
     };
     let (mut handle, _) = start_engine(state, config, Duration::from_millis(300)).await;
     let tags_dir = agent_tag_lock(state, "any").0;
     let raw = RawInotify::start(&tags_dir).expect("a raw inotify reader of the tags dir");
     let sweeps0 = handle.stats.sweeps.load(Ordering::Relaxed);
     let probes0 = handle.stats.probes.load(Ordering::Relaxed);
+    let reads0 = handle.stats.index_reads.load(Ordering::Relaxed);
     let mut run = KillRun {
         first: Vec::new(),
         all: Vec::new(),
@@ -926,6 +934,7 @@ async fn kill_latency(
         respawns: 0,
         sweeps: 0,
         probes: 0,
+        index_reads: 0,
         paths: Vec::new(),
     };
     for k in 0..plan.kills {
@@ -1037,6 +1046,7 @@ async fn kill_latency(
     }
     run.sweeps = handle.stats.sweeps.load(Ordering::Relaxed) - sweeps0;
     run.probes = handle.stats.probes.load(Ordering::Relaxed) - probes0;
+    run.index_reads = handle.stats.index_reads.load(Ordering::Relaxed) - reads0;
     run
 }
 
@@ -1137,6 +1147,65 @@ fn say_kill_paths(paths: &[KillPath]) {
     }
 }
 
+/// How an in-process engine of the bench learns liveness.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Learning {
+    /// The kernel's lock events (`--source kernel`).
+    Kernel,
+    /// Inference from filesystem events, each change probed in this mode.
+    Inferred(ProbeMode),
+}
+
+/// The engine configurations of the kill rows, in the order printed.
+const LEARNINGS: [Learning; 4] = [
+    Learning::Kernel,
+    Learning::Inferred(ProbeMode::LockFree),
+    Learning::Inferred(ProbeMode::Acquire),
+    Learning::Inferred(ProbeMode::Passive),
+];
+
+impl Learning {
+    fn label(self) -> &'static str {
+        match self {
+            Learning::Kernel => "kernel",
+            Learning::Inferred(mode) => mode.as_str(),
+        }
+    }
+
+    /// The engine's config (default otherwise), or why the kernel's lock
+    /// events cannot be read by this process. Under
+    /// `LOCKTOP_REQUIRE_ALL=1` an unavailable kernel source panics.
+    fn config(self, state: &Path) -> Result<EngineConfig, String> {
+        match self {
+            Learning::Inferred(probe) => Ok(EngineConfig {
+                probe,
+                ..EngineConfig::default()
+            }),
+            Learning::Kernel => {
+                let args = SourceArgs {
+                    source: SourceFlag::Kernel,
+                    tracepoint_id: None,
+                };
+                match args.choose(state) {
+                    Ok(choice) => Ok(EngineConfig {
+                        source: choice.source,
+                        ..EngineConfig::default()
+                    }),
+                    Err(why) => {
+                        let line = format!(
+                            "skipped: {why:#} (run the bench as root, or give it CAP_PERFMON, with tracefs mounted)"
+                        );
+                        if std::env::var("LOCKTOP_REQUIRE_ALL").is_ok_and(|v| v == "1") {
+                            panic!("{line}, and LOCKTOP_REQUIRE_ALL=1");
+                        }
+                        Err(line)
+                    }
+                }
+            }
+        }
+    }
+}
+
 async fn section_latency(
     plan: &Plan,
     bin: &Path,
@@ -1146,9 +1215,10 @@ async fn section_latency(
 ) {
     say(format!(
         "\n2. SIGKILL → Delta::Key{{Free}}  engine on the {}-key fixture (default config: sweep every {}), \
-         {} kills per mode; each victim is a fresh `locktop hold --group` child of {} keys, killed after \
+         {} kills per source; each victim is a fresh `locktop hold --group` child of {} keys, killed after \
          the engine showed it live with its PID + a random {}–{} ms dwell; p99 is nearest-rank \
-         (= the maximum for n ≤ 100); latency = SIGKILL sent → Delta received",
+         (= the maximum for n ≤ 100); latency = SIGKILL sent → Delta received. kernel = the kernel's \
+         lock events (`--source kernel`); the others infer (`--source inference --probe MODE`)",
         thousands(plan.keys()),
         fmt_dur(EngineConfig::default().sweep_every),
         plan.kills,
@@ -1159,11 +1229,18 @@ async fn section_latency(
     let mut acquire_p99 = None;
     let mut acquire_median = Duration::ZERO;
     let mut quiet_p99 = Vec::new();
-    for mode in [ProbeMode::LockFree, ProbeMode::Acquire, ProbeMode::Passive] {
-        let run = kill_latency(plan, bin, state, pool, mode).await;
+    for learning in LEARNINGS {
+        let config = match learning.config(state) {
+            Ok(config) => config,
+            Err(skipped) => {
+                say(format!("   {:<8} {skipped}", learning.label()));
+                continue;
+            }
+        };
+        let run = kill_latency(plan, bin, state, pool, config).await;
         say(format!(
             "   {:<8} all keys free: median {:>8}  p99 {:>8}  max {:>8} │ first key: median {:>8}  p99 {:>8}",
-            mode.as_str(),
+            learning.label(),
             fmt_dur(median(&run.all)),
             fmt_dur(percentile(&run.all, 99.0)),
             fmt_dur(percentile(&run.all, 100.0)),
@@ -1202,20 +1279,25 @@ async fn section_latency(
         say_kill_paths(&run.paths);
         say(format!(
             "            n={} (missed within 5 s: {}; not seen live with PID before the kill: {}; \
-             holder respawns after a busy probe race: {}; sweeps during the run: {}; engine probes: {})",
+             holder respawns after a busy probe race: {}; sweeps during the run: {}; engine probes: {}; \
+             /proc/locks reads during the run: {})",
             run.all.len(),
             run.missed,
             run.no_pids,
             run.respawns,
             run.sweeps,
-            thousands(run.probes as usize)
+            thousands(run.probes as usize),
+            thousands(run.index_reads as usize)
         ));
-        if mode == ProbeMode::Acquire && !run.all.is_empty() {
+        if learning == Learning::Kernel {
+            kernel_targets(&run, "", targets);
+        }
+        if learning == Learning::Inferred(ProbeMode::Acquire) && !run.all.is_empty() {
             acquire_p99 = Some(percentile(&run.all, 99.0));
             acquire_median = median(&run.all);
         }
-        if mode != ProbeMode::Acquire && !run.all.is_empty() {
-            quiet_p99.push((mode, percentile(&run.all, 99.0)));
+        if learning != Learning::Inferred(ProbeMode::Acquire) && !run.all.is_empty() {
+            quiet_p99.push((learning, percentile(&run.all, 99.0)));
         }
     }
     // Under load: one spinning process per CPU beside the engine (a busy
@@ -1232,18 +1314,22 @@ async fn section_latency(
         })
         .collect();
     let mut loaded_p99 = Vec::new();
-    for mode in [ProbeMode::LockFree, ProbeMode::Acquire, ProbeMode::Passive] {
-        let run = kill_latency(plan, bin, state, pool, mode).await;
+    for learning in LEARNINGS {
+        let Ok(config) = learning.config(state) else {
+            continue;
+        };
+        let run = kill_latency(plan, bin, state, pool, config).await;
         say(format!(
-            "   {:<8} UNDER LOAD ({} spinning processes, load {}): median {:>8}  p99 {:>8}  max {:>8}  (n={}, missed {})",
-            mode.as_str(),
+            "   {:<8} UNDER LOAD ({} spinning processes, load {}): median {:>8}  p99 {:>8}  max {:>8}  (n={}, missed {}, /proc/locks reads {})",
+            learning.label(),
             burners.len(),
             loadavg(),
             fmt_dur(median(&run.all)),
             fmt_dur(percentile(&run.all, 99.0)),
             fmt_dur(percentile(&run.all, 100.0)),
             run.all.len(),
-            run.missed
+            run.missed,
+            thousands(run.index_reads as usize)
         ));
         if let Some((took, trace)) = &run.slowest {
             say(format!(
@@ -1253,15 +1339,18 @@ async fn section_latency(
             ));
         }
         say_kill_paths(&run.paths);
+        if learning == Learning::Kernel {
+            kernel_targets(&run, " under load", targets);
+        }
         if !run.all.is_empty() {
-            loaded_p99.push((mode, percentile(&run.all, 99.0)));
+            loaded_p99.push((learning, percentile(&run.all, 99.0)));
         }
     }
     drop(burners);
-    for (mode, p99) in loaded_p99 {
+    for (learning, p99) in loaded_p99 {
         targets.add(format!(
             "(2b) kill → Delta p99 ≤ 20 ms under load ({}, all keys): {}  {}",
-            mode.as_str(),
+            learning.label(),
             fmt_dur(p99),
             verdict(p99 <= Duration::from_millis(20))
         ));
@@ -1290,14 +1379,40 @@ async fn section_latency(
     } else {
         targets.add("(2) kill → Delta p99 ≤ 20 ms: no sample  MISS".into());
     }
-    for (mode, p99) in quiet_p99 {
+    for (learning, p99) in quiet_p99 {
         targets.add(format!(
             "(2) kill → Delta p99 ≤ 20 ms ({}, all keys): {}  {}",
-            mode.as_str(),
+            learning.label(),
             fmt_dur(p99),
             verdict(p99 <= Duration::from_millis(20))
         ));
     }
+}
+
+/// The kernel source's own targets: its p99 within 1 ms of raw
+/// inotify's delivery of the same kills' closes, and no `/proc/locks`
+/// read after the first view.
+fn kernel_targets(run: &KillRun, load: &str, targets: &mut Targets) {
+    let raw: Vec<Duration> = run.paths.iter().filter_map(|p| p.raw_all_closed).collect();
+    if run.all.is_empty() || raw.is_empty() {
+        targets.add(format!(
+            "(2k) kill → Delta p99 ≤ raw inotify's + 1 ms (kernel{load}): no sample  MISS"
+        ));
+    } else {
+        let (p99, raw_p99) = (percentile(&run.all, 99.0), percentile(&raw, 99.0));
+        targets.add(format!(
+            "(2k) kill → Delta p99 ≤ raw inotify's + 1 ms (kernel{load}): {} vs raw inotify {}  {}",
+            fmt_dur(p99),
+            fmt_dur(raw_p99),
+            verdict(p99 <= raw_p99 + Duration::from_millis(1))
+        ));
+    }
+    targets.add(format!(
+        "(2k) /proc/locks reads in steady state (kernel{load}, {} kills): {}  {}",
+        run.all.len() + run.missed,
+        run.index_reads,
+        verdict(run.index_reads == 0)
+    ));
 }
 
 // ===========================================================================
@@ -1547,10 +1662,16 @@ fn watch_memory(bin: &Path, state: &Path, settle: Duration) -> Option<WatchRun> 
 /// (every refusal counted should have succeeded: nobody else holds the
 /// tags). First an in-process engine (and back-to-back snapshots) against
 /// a spawner child on the main fixture; then real `locktop watch`
-/// monitors (0, 1, 3 of each probe mode) against an agent's tight loop and
+/// monitors (none, inotifywait, then 1 and 3 of each kind) against an agent's tight loop and
 /// a relocation, and what they cost an unrelated process's flock calls
 /// ([`interference::section`]).
-async fn section_interference(plan: &Plan, bin: &Path, state: &Path, tags: &[String]) {
+async fn section_interference(
+    plan: &Plan,
+    bin: &Path,
+    state: &Path,
+    tags: &[String],
+    targets: &mut Targets,
+) {
     let d = plan.interference;
     say(format!(
         "\n5. INTERFERENCE  how often monitors make an agent's objectiveai_sdk::lockfile::try_acquire fail \
@@ -1567,7 +1688,11 @@ async fn section_interference(plan: &Plan, bin: &Path, state: &Path, tags: &[Str
             .map(usize::to_string)
             .collect::<Vec<_>>()
             .join(", "),
-        interference::MODES.join("/"),
+        interference::KINDS
+            .iter()
+            .map(|kind| kind.label)
+            .collect::<Vec<_>>()
+            .join("/"),
     ));
     let row = |what: &str, attempts: u64, failures: u64, extra: String| {
         say(format!(
@@ -1666,5 +1791,5 @@ async fn section_interference(plan: &Plan, bin: &Path, state: &Path, tags: &[Str
         settle: plan.monitor_settle,
         monitor_counts: plan.monitor_counts,
     };
-    interference::section(bin, scratch, &sizes).await;
+    interference::section(bin, scratch, &sizes, targets).await;
 }

@@ -1,5 +1,5 @@
-//! Section 5's rows with real monitors: `locktop watch --json --probe MODE`
-//! children of the binary under test, against an agent's own access
+//! Section 5's rows with real monitors: `locktop watch --json` children of
+//! the binary under test (with each liveness source), against an agent's own access
 //! pattern, in child processes of this bench (the SDK is reentrant
 //! in-process, so an in-process agent would never meet a monitor's lock):
 //!
@@ -18,9 +18,17 @@
 //!   so every flock call on the machine can wait behind it.
 //!
 //! Each row set runs with no monitor (the baseline, in the same run), then
-//! 1 and 3 monitors of each mode (`lock-free`, `passive`, `acquire`). A
-//! mode the binary does not know (clap refuses `--probe MODE`) prints
-//! `skipped: mode not supported by this binary` instead of its rows.
+//! with a lone `inotifywait -m -r` on the locks root (what merely hearing
+//! the tree's events costs), then 1 and 3 monitors of each kind: the
+//! kernel's lock events (`--source kernel`), and inference with the
+//! lock-free and the passive probe. A kind the binary does not know (clap
+//! refuses the flag), or the kernel source where this process may not
+//! read the kernel's events, prints why instead of its rows.
+//!
+//! Throughout, a child of its own holds [`FOREIGN_FLOCKS`] flocks on files
+//! outside the locks root (on the same filesystem): an ordinary host has
+//! other locked files, and every `/proc/locks` read formats all of them
+//! while every flock call on the machine waits.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
@@ -31,7 +39,9 @@ use std::time::{Duration, Instant};
 
 use locktop::locks::agent_tag_lock;
 
-use super::{Guarded, create_free_keys_sdk, fmt_dur, percentile, ratio, say, thousands};
+use super::{
+    Guarded, Targets, create_free_keys_sdk, fmt_dur, percentile, ratio, say, thousands, verdict,
+};
 
 /// Argument that turns the bench binary into an agent child:
 /// `--agent-child STATE TAG`, driven by commands on its stdin (see
@@ -49,9 +59,34 @@ pub const SPAWNER_CHILD: &str = "--interference-child";
 /// The spawner child pauses a uniformly random 0..=this many µs between
 /// two acquire attempts (so it does not phase-lock with the monitor).
 pub const SPAWNER_PAUSE_MAX_US: u64 = 1000;
-/// The probe modes, as `--probe` spells them; `lock-free` is the one meant
-/// to become the default.
-pub const MODES: [&str; 3] = ["lock-free", "passive", "acquire"];
+/// A kind of monitor: its label and the `locktop watch --json` flags
+/// that choose it.
+pub struct Kind {
+    pub label: &'static str,
+    pub flags: &'static [&'static str],
+}
+
+/// The monitors measured, in the order printed (the default first).
+pub const KINDS: [Kind; 3] = [
+    Kind {
+        label: "kernel",
+        flags: &["--source", "kernel"],
+    },
+    Kind {
+        label: "lock-free",
+        flags: &["--source", "inference", "--probe", "lock-free"],
+    },
+    Kind {
+        label: "passive",
+        flags: &["--source", "inference", "--probe", "passive"],
+    },
+];
+
+/// Flocks held elsewhere on the machine throughout the rows.
+pub const FOREIGN_FLOCKS: usize = 2_000;
+/// Argument that turns the bench binary into the foreign-flocks child:
+/// `--foreign-flocks-child DIR COUNT` (see [`foreign_flocks_child`]).
+pub const FOREIGN_FLOCKS_CHILD: &str = "--foreign-flocks-child";
 /// How long an agent holds the tag it took in the tight loop.
 const HOLD: Duration = Duration::from_millis(1);
 /// The pause between tries in the paced tight-loop variant.
@@ -292,15 +327,23 @@ impl Monitor {
 }
 
 /// Starts `count` monitors at once and waits until each said `watching`.
-/// `None` when the binary does not know `mode` (clap's `invalid value`);
-/// panics on any other failure.
-fn start_monitors(bin: &Path, state: &Path, mode: &str, count: usize) -> Option<Vec<Monitor>> {
+/// `Err(why)` when the binary does not know the kind's flags (clap's
+/// `invalid value` or `unexpected argument`) or the kind cannot run here
+/// (`--source kernel` refused: its one line); panics on any other failure.
+fn start_monitors(
+    bin: &Path,
+    state: &Path,
+    kind: &Kind,
+    count: usize,
+) -> Result<Vec<Monitor>, String> {
+    let mode = kind.label;
     let mut pending = Vec::new();
     for _ in 0..count {
         let mut child = Command::new(bin)
             .arg("--state-dir")
             .arg(state)
-            .args(["watch", "--json", "--probe", mode])
+            .args(["watch", "--json"])
+            .args(kind.flags)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -335,17 +378,114 @@ fn start_monitors(bin: &Path, state: &Path, mode: &str, count: usize) -> Option<
             Err(RecvTimeoutError::Disconnected) => {
                 let status = process.wait();
                 let text = errors.join().unwrap_or_default();
-                if text.contains("invalid value") {
-                    return None;
+                if text.contains("invalid value") || text.contains("unexpected argument") {
+                    return Err(SKIPPED.into());
                 }
-                panic!("locktop watch --probe {mode} exited ({status}) before watching: {text}");
+                if text.contains("--source kernel:") {
+                    let line = format!(
+                        "skipped: {} (run the bench as root, or give it CAP_PERFMON, with tracefs mounted)",
+                        text.trim()
+                    );
+                    if std::env::var("LOCKTOP_REQUIRE_ALL").is_ok_and(|v| v == "1") {
+                        panic!("{line}, and LOCKTOP_REQUIRE_ALL=1");
+                    }
+                    return Err(line);
+                }
+                panic!("locktop watch ({mode}) exited ({status}) before watching: {text}");
             }
             Err(RecvTimeoutError::Timeout) => {
-                panic!("locktop watch --probe {mode} not watching after {START_TIMEOUT:?}")
+                panic!("locktop watch ({mode}) not watching after {START_TIMEOUT:?}")
             }
         }
     }
-    Some(monitors)
+    Ok(monitors)
+}
+
+/// `inotifywait -m -r -q` on the locks root, its output discarded: the
+/// cost of merely hearing the tree's events. `None` (with a line) when
+/// inotifywait is not installed.
+fn start_inotifywait(state: &Path) -> Option<Monitor> {
+    let child = Command::new("inotifywait")
+        .args(["-m", "-r", "-q"])
+        .arg(state.join("locks"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    match child {
+        Ok(child) => {
+            // Its watches are set up once it printed nothing yet; give it
+            // the time a recursive watch of a small tree takes.
+            std::thread::sleep(Duration::from_millis(200));
+            Some(Monitor {
+                process: Guarded::new(child),
+            })
+        }
+        Err(why) => {
+            if std::env::var("LOCKTOP_REQUIRE_ALL").is_ok_and(|v| v == "1") {
+                panic!("inotifywait: {why} (install inotify-tools), and LOCKTOP_REQUIRE_ALL=1");
+            }
+            say(format!(
+                "      inotifywait: {why} — its row is skipped (install inotify-tools)"
+            ));
+            None
+        }
+    }
+}
+
+/// The foreign-flocks child: `--foreign-flocks-child DIR COUNT`. Creates
+/// COUNT files in DIR, takes an exclusive flock on each, prints `held`,
+/// and keeps them until its stdin closes.
+pub fn foreign_flocks_child(args: &[String]) {
+    let dir = PathBuf::from(&args[0]);
+    let count: usize = args[1].parse().expect("count");
+    std::fs::create_dir_all(&dir).expect("foreign flocks dir");
+    let files: Vec<std::fs::File> = (0..count)
+        .map(|i| {
+            let file = std::fs::File::create(dir.join(format!("foreign-{i}.lock")))
+                .expect("foreign flock file");
+            // SAFETY: the fd is open for as long as `file` lives.
+            let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            assert_eq!(locked, 0, "flock a foreign file");
+            file
+        })
+        .collect();
+    println!("held");
+    let _ = std::io::stdout().flush();
+    let mut sink = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut sink);
+    drop(files);
+}
+
+/// The foreign-flocks child, running (its flocks held until dropped).
+struct ForeignFlocks {
+    _process: Guarded,
+    _stdin: ChildStdin,
+}
+
+fn hold_foreign_flocks(dir: &Path, count: usize) -> ForeignFlocks {
+    let mut child = Command::new(std::env::current_exe().expect("current_exe"))
+        .arg(FOREIGN_FLOCKS_CHILD)
+        .arg(dir)
+        .arg(count.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the foreign-flocks child");
+    let stdin = child.stdin.take().expect("piped");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("foreign-flocks child");
+    assert_eq!(
+        line.trim(),
+        "held",
+        "the foreign-flocks child said {line:?}"
+    );
+    ForeignFlocks {
+        _process: Guarded::new(child),
+        _stdin: stdin,
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -384,11 +524,13 @@ struct LatencyRow {
     monitor_cpu: f64,
 }
 
-/// What one configuration (no monitor, or N monitors of a mode) gave.
+/// What one configuration (no monitor, or N monitors of a kind) gave.
 struct Rows {
     label: String,
-    /// `None`: the binary does not know the mode.
-    measured: Option<(TightRow, RelocationRow, LatencyRow)>,
+    /// The kind's label (`None`: no locktop monitor) and how many run.
+    kind: Option<(&'static str, usize)>,
+    /// `Err`: why the configuration could not run here.
+    measured: Result<(TightRow, RelocationRow, LatencyRow), String>,
 }
 
 fn tight_row(state: &Path, tags: &Tags, sizes: &Sizes) -> TightRow {
@@ -509,7 +651,7 @@ fn measure(
 ///
 /// Blocks the thread it runs on (as the rest of section 5 does): call it
 /// from the runtime's `block_on` thread, not from a worker.
-pub async fn section(bin: &Path, scratch: &Path, sizes: &Sizes) {
+pub async fn section(bin: &Path, scratch: &Path, sizes: &Sizes, targets: &mut Targets) {
     let state = scratch.join("state-interference");
     let tags = Tags {
         tight: "agent loop".into(),
@@ -520,38 +662,110 @@ pub async fn section(bin: &Path, scratch: &Path, sizes: &Sizes) {
     all.extend(tags.churn.iter().cloned());
     // The keys (and the locks root) exist before any monitor starts.
     create_free_keys_sdk(&state, &all, &[]).await;
+    let foreign = hold_foreign_flocks(&scratch.join("foreign-flocks"), FOREIGN_FLOCKS);
 
     say(format!(
-        "   real monitors (`locktop watch --json --probe MODE` children of {}, each settled: its `watching` line, \
-         then {}) on a state dir of their own ({} tags); the agents are child processes (SDK calls):",
+        "   real monitors (`locktop watch --json` children of {}, each settled: its `watching` line, \
+         then {}) on a state dir of their own ({} tags), while another process holds {} flocks outside \
+         the locks root (same filesystem); the agents are child processes (SDK calls):",
         bin.display(),
         fmt_dur(sizes.settle),
-        all.len()
+        all.len(),
+        thousands(FOREIGN_FLOCKS)
     ));
     let mut results = vec![Rows {
         label: "no monitor (baseline)".into(),
-        measured: Some(measure(&state, scratch, &tags, sizes, &[])),
+        kind: None,
+        measured: Ok(measure(&state, scratch, &tags, sizes, &[])),
     }];
-    for mode in MODES {
+    let reference = start_inotifywait(&state);
+    results.push(Rows {
+        label: "inotifywait -m -r".into(),
+        kind: Some(("inotifywait", 1)),
+        measured: match &reference {
+            Some(watcher) => Ok(measure(
+                &state,
+                scratch,
+                &tags,
+                sizes,
+                std::slice::from_ref(watcher),
+            )),
+            None => Err("skipped: inotifywait is not installed (install inotify-tools)".into()),
+        },
+    });
+    drop(reference);
+    for kind in &KINDS {
         let mut monitors = Vec::new();
         for &count in sizes.monitor_counts {
             let label = format!(
-                "{count} {mode} monitor{}",
+                "{count} {} monitor{}",
+                kind.label,
                 if count == 1 { "" } else { "s" }
             );
-            let measured = start_monitors(bin, &state, mode, count - monitors.len()).map(|more| {
+            let measured = start_monitors(bin, &state, kind, count - monitors.len()).map(|more| {
                 monitors.extend(more);
                 std::thread::sleep(sizes.settle);
                 measure(&state, scratch, &tags, sizes, &monitors)
             });
-            results.push(Rows { label, measured });
+            results.push(Rows {
+                label,
+                kind: Some((kind.label, count)),
+                measured,
+            });
         }
         drop(monitors);
     }
+    drop(foreign);
     report(&results, sizes);
+    add_targets(&results, sizes, targets);
 }
 
-const SKIPPED: &str = "skipped: mode not supported by this binary";
+/// The kernel source's targets: with the most monitors, no relocation
+/// refused, an unrelated flock's p99 within 1.2× of no monitor, and one
+/// monitor's CPU over the churn no more than a lone inotifywait's.
+fn add_targets(results: &[Rows], sizes: &Sizes, targets: &mut Targets) {
+    let most = sizes.monitor_counts.iter().copied().max().unwrap_or(1);
+    let find = |kind: &str, count: usize| {
+        results
+            .iter()
+            .find(|rows| rows.kind == Some((kind, count)))
+            .and_then(|rows| rows.measured.as_ref().ok())
+    };
+    let base = results.first().and_then(|rows| rows.measured.as_ref().ok());
+    let (Some((_, _, base_latency)), Some((_, relocation, latency))) = (base, find("kernel", most))
+    else {
+        targets.add(format!(
+            "(5k) {most} kernel monitors: not measured here  MISS"
+        ));
+        return;
+    };
+    targets.add(format!(
+        "(5k) relocations refused with {most} kernel monitors and {} foreign flocks = 0: {}/{}  {}",
+        thousands(FOREIGN_FLOCKS),
+        relocation.refused_at.len(),
+        relocation.tries,
+        verdict(relocation.refused_at.is_empty())
+    ));
+    let limit = base_latency.p99.mul_f64(1.2);
+    targets.add(format!(
+        "(5k) an unrelated flock pair's p99 with {most} kernel monitors ≤ 1.2× none: {} vs {} ({})  {}",
+        fine(latency.p99),
+        fine(base_latency.p99),
+        ratio(latency.p99, base_latency.p99),
+        verdict(latency.p99 <= limit)
+    ));
+    match (find("kernel", 1), find("inotifywait", 1)) {
+        (Some((_, _, kernel)), Some((_, _, inotifywait))) => targets.add(format!(
+            "(5k) one kernel monitor's CPU over the churn ≤ inotifywait -m -r's: {:.1}% vs {:.1}% of a core  {}",
+            kernel.monitor_cpu * 100.0,
+            inotifywait.monitor_cpu * 100.0,
+            verdict(kernel.monitor_cpu <= inotifywait.monitor_cpu)
+        )),
+        _ => targets.add("(5k) kernel monitor CPU vs inotifywait: not measured here  MISS".into()),
+    }
+}
+
+const SKIPPED: &str = "skipped: not supported by this binary";
 
 /// `  13/300 (4.3%)`.
 fn refused(tries: u64, refused: u64) -> String {
@@ -583,14 +797,14 @@ fn report(results: &[Rows], sizes: &Sizes) {
     ));
     for rows in results {
         match &rows.measured {
-            Some((tight, _, _)) => say(format!(
+            Ok((tight, _, _)) => say(format!(
                 "      {:<26} refused {}   with {} pauses: refused {}",
                 rows.label,
                 refused(tight.tight.0, tight.tight.1),
                 fmt_dur(PACED),
                 refused(tight.paced.0, tight.paced.1)
             )),
-            None => say(format!("      {:<26} {SKIPPED}", rows.label)),
+            Err(why) => say(format!("      {:<26} {why}", rows.label)),
         }
     }
     say(format!(
@@ -601,7 +815,7 @@ fn report(results: &[Rows], sizes: &Sizes) {
     ));
     for rows in results {
         match &rows.measured {
-            Some((_, relocation, _)) => {
+            Ok((_, relocation, _)) => {
                 let at: Vec<String> = relocation
                     .refused_at
                     .iter()
@@ -628,7 +842,7 @@ fn report(results: &[Rows], sizes: &Sizes) {
                     }
                 ));
             }
-            None => say(format!("      {:<26} {SKIPPED}", rows.label)),
+            Err(why) => say(format!("      {:<26} {why}", rows.label)),
         }
     }
     say(format!(
@@ -643,11 +857,11 @@ fn report(results: &[Rows], sizes: &Sizes) {
     ));
     let base = results
         .first()
-        .and_then(|rows| rows.measured.as_ref())
+        .and_then(|rows| rows.measured.as_ref().ok())
         .map(|(_, _, latency)| latency);
     for (i, rows) in results.iter().enumerate() {
         match &rows.measured {
-            Some((_, _, latency)) => {
+            Ok((_, _, latency)) => {
                 // `1.49 ms (539×)`, the ratio column blank on the baseline.
                 let cell = |pick: fn(&LatencyRow) -> Duration| {
                     let vs = match base {
@@ -668,7 +882,7 @@ fn report(results: &[Rows], sizes: &Sizes) {
                     latency.monitor_cpu * 100.0
                 ));
             }
-            None => say(format!("      {:<26} {SKIPPED}", rows.label)),
+            Err(why) => say(format!("      {:<26} {why}", rows.label)),
         }
     }
 }

@@ -142,6 +142,31 @@ pub struct EngineStats {
     /// Holder processes re-read by the once-a-second refresh of held keys
     /// (`/proc/<pid>/stat`; never `/proc/locks`).
     pub holder_refreshes: AtomicU64,
+    /// `LOCK_NB` requests refused on claims' files, by the claim's kind
+    /// (told by the kernel's lock events: always 0 under inference).
+    pub refused_tries: RefusedTryCounts,
+}
+
+/// Refused `LOCK_NB` requests by the kind of claim they were refused on.
+#[derive(Debug, Default)]
+pub struct RefusedTryCounts {
+    /// On tag claims.
+    pub tag: AtomicU64,
+    /// On instance claims.
+    pub instance: AtomicU64,
+    /// On other claims under the locks root.
+    pub other: AtomicU64,
+}
+
+impl RefusedTryCounts {
+    /// The counter of `kind`.
+    pub fn of(&self, kind: crate::disk::key::KeyKind) -> &AtomicU64 {
+        match kind {
+            crate::disk::key::KeyKind::Tag => &self.tag,
+            crate::disk::key::KeyKind::Instance => &self.instance,
+            crate::disk::key::KeyKind::Other => &self.other,
+        }
+    }
 }
 
 /// A running engine: its deltas and a way to command it. Dropping the

@@ -35,12 +35,23 @@ fn script(base: SystemTime, changes: usize, seed: u64) -> Vec<Delta> {
                     at,
                 },
                 1 => key_delta(key, KeyState::bare(Liveness::InFlight), None, at),
-                2..=5 => key_delta(
-                    key,
-                    held(Liveness::Live, rng.u32(100..200), "agent --x 'y z'", base),
-                    Some(Liveness::Free),
-                    at,
-                ),
+                2..=5 => {
+                    let mut state =
+                        held(Liveness::Live, rng.u32(100..200), "agent --x 'y z'", base);
+                    // Tries refused on it (the kernel's lock events): in
+                    // the change lines and the checkpoints alike.
+                    if rng.bool() {
+                        let count = rng.u64(1..500);
+                        state.refused = Some(crate::liveness::state::RefusedTries {
+                            last_minute: count,
+                            by: vec![crate::liveness::state::RefusedBy {
+                                pid: rng.u32(300..400),
+                                count,
+                            }],
+                        });
+                    }
+                    key_delta(key, state, Some(Liveness::Free), at)
+                }
                 _ => key_delta(key, free(), Some(Liveness::Live), at),
             }
         })

@@ -1,7 +1,9 @@
 //! The blocking view's rows (pg_activity's running / waiting / blocking is
 //! the model), and the answer to "what is stuck?": every held key, those
 //! someone waits on whose holder needs someone to act first, then the
-//! other keys contenders wait to take (contended: someone is blocked),
+//! other keys contenders wait to take (contended: someone is blocked, or
+//! was refused a `LOCK_NB` try in the last minute — a process looping on
+//! `try_acquire` never blocks, but it wants the key as much),
 //! then the other suspects, then those only watchers wait to see released
 //! (a daemon waiting for an agent to end: normal), then the rest; the
 //! oldest hold first within each. Keys held by this
@@ -24,7 +26,8 @@ use super::tree::NodeId;
 pub enum Urgency {
     /// Someone waits on it, and its holder is a suspect.
     StuckOnSuspect,
-    /// Contenders wait to take it (the SDK's `wait_acquire`).
+    /// Contenders wait to take it (the SDK's `wait_acquire`), or tries
+    /// to take it were refused in the last minute (`try_acquire`).
     Contended,
     /// Its holder is a suspect; nobody waits yet.
     Suspect,
@@ -43,6 +46,9 @@ pub struct BlockingRow {
     pub verdict: Option<Verdict>,
     /// Processes blocked on it: contenders and watchers.
     pub waiting: usize,
+    /// `LOCK_NB` tries refused on it in the last minute (0 when none, or
+    /// when the source cannot tell).
+    pub refused: u64,
     /// How urgent it is.
     pub urgency: Urgency,
     /// Held by this monitor's own test holder.
@@ -62,7 +68,7 @@ impl BlockingRow {
 pub struct Attention {
     /// Keys with a suspect verdict, own keys excluded.
     pub suspects: usize,
-    /// Keys someone waits on, own keys excluded.
+    /// Keys someone waits on or was refused, own keys excluded.
     pub waited_on: usize,
     /// Own test holders' keys with a suspect verdict.
     pub own_suspects: usize,
@@ -78,7 +84,7 @@ impl Attention {
                 true => attention.own_suspects += usize::from(suspect),
                 false => {
                     attention.suspects += usize::from(suspect);
-                    attention.waited_on += usize::from(row.waiting > 0);
+                    attention.waited_on += usize::from(row.waiting > 0 || row.refused > 0);
                 }
             }
         }
@@ -99,10 +105,11 @@ impl Data {
                 let lock = self.lock(node)?;
                 let verdict = self.verdict(lock, now, materializing);
                 let waiting = lock.state.waiters.len() + lock.state.watchers.len();
+                let refused = lock.state.refused.as_ref().map_or(0, |r| r.last_minute);
                 let suspect = verdict.as_ref().is_some_and(Verdict::is_suspect);
                 let urgency = match (suspect, &lock.state) {
-                    (true, _) if waiting > 0 => Urgency::StuckOnSuspect,
-                    (_, state) if !state.waiters.is_empty() => Urgency::Contended,
+                    (true, _) if waiting > 0 || refused > 0 => Urgency::StuckOnSuspect,
+                    (_, state) if !state.waiters.is_empty() || refused > 0 => Urgency::Contended,
                     (_, state) if !state.watchers.is_empty() => Urgency::Watched,
                     (true, _) => Urgency::Suspect,
                     (false, _) => Urgency::Held,
@@ -111,6 +118,7 @@ impl Data {
                     node,
                     verdict,
                     waiting,
+                    refused,
                     urgency,
                     own: lock.liveness() == Liveness::Own,
                 };

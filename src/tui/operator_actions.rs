@@ -175,7 +175,10 @@ impl App {
             && report.seq == outcome.seq
         {
             report.lines = Some(match outcome.result {
-                Ok(report) => report_lines(&report, now),
+                Ok(mut checked) => {
+                    with_known_refusals(&mut checked, self.model.data());
+                    report_lines(&checked, now)
+                }
                 Err(error) => vec![format!("the check could not run: {error}")],
             });
             self.mark_dirty();
@@ -457,4 +460,18 @@ enum NotCheckable {
     /// The key is neither an instance nor a tag lock.
     #[error("{0} is not an agent lock: c checks instances and tags")]
     NotAnAgentLock(String),
+}
+
+/// A probe checks the members as they are now; the tries refused on them
+/// in the last minute are what the monitor's kernel lock events told it:
+/// each member the check left without them gets the model's.
+fn with_known_refusals(report: &mut crate::operate::check::CheckReport, data: &crate::model::Data) {
+    for member in report.members.iter_mut().filter(|m| m.refused.is_none()) {
+        let section = crate::model::Section::of(member.kind);
+        member.refused = data
+            .tree
+            .find(section, &member.name)
+            .and_then(|id| data.lock(id))
+            .and_then(|lock| lock.state.refused.clone());
+    }
 }

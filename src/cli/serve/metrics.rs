@@ -49,6 +49,9 @@ pub struct Exporter {
     pub stats: Arc<EngineStats>,
     /// The "materializing too long" threshold.
     pub materializing: Duration,
+    /// The engine runs the kernel's lock events, which tell refused tries
+    /// (under inference nobody counts them: the series is absent, not 0).
+    pub refusals_counted: bool,
 }
 
 impl Exporter {
@@ -115,6 +118,9 @@ impl Collector for Exporter {
         encode_health(&mut encoder, &view)?;
         drop(view);
         encode_counters(&mut encoder, &self.stats)?;
+        if self.refusals_counted {
+            encode_refused(&mut encoder, &self.stats)?;
+        }
         // A gauge, not an OpenMetrics `info`: promtool's linter and
         // Prometheus's text format know no `info` type.
         gauges(
@@ -344,6 +350,26 @@ fn encode_counters(
         let counter = ConstCounter::new(value.load(Ordering::Relaxed));
         let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
         counter.encode(metric)?;
+    }
+    Ok(())
+}
+
+/// `locktop_refused_tries_total{kind}`: every refused `LOCK_NB` request
+/// on a claim's files since the start, by the claim's kind (never by
+/// key: which keys and which PIDs are `/snapshot.json`'s).
+fn encode_refused(
+    encoder: &mut DescriptorEncoder,
+    stats: &EngineStats,
+) -> Result<(), std::fmt::Error> {
+    let mut metric = encoder.encode_descriptor(
+        "locktop_refused_tries",
+        "LOCK_NB lock requests refused on claims' files, by the claim's kind (from the kernel's lock events).",
+        None,
+        MetricType::Counter,
+    )?;
+    for kind in KeyKind::ALL {
+        let value = stats.refused_tries.of(kind).load(Ordering::Relaxed);
+        ConstCounter::new(value).encode(metric.encode_family(&[("kind", kind.as_str())])?)?;
     }
     Ok(())
 }

@@ -231,6 +231,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
             view: view.clone(),
             stats: handle.stats.clone(),
             materializing,
+            refusals_counted: engine.source.is_kernel(),
         }),
         view,
         full: full_snapshot::FullSnapshots::new(handle.commands.clone()),
@@ -592,6 +593,7 @@ mod tests {
                 view: view.clone(),
                 stats: Arc::default(),
                 materializing,
+                refusals_counted: true,
             }),
             view,
             // No engine: a full snapshot answers 503.
@@ -637,5 +639,37 @@ mod tests {
         assert!(scrape.contains("locktop_keys{"), "{scrape}");
         assert!(scrape.contains("locktop_tag_held_seconds{"), "{scrape}");
         assert!(scrape.contains("locktop_watcher_healthy 1"), "{scrape}");
+    }
+
+    /// Refused tries are a counter by the claim's kind, with the kernel's
+    /// lock events only: under inference nobody counts them, and the
+    /// series is absent rather than a 0 that reads as "none refused".
+    #[test]
+    fn refused_tries_are_counted_by_kind_only_where_the_kernel_tells_them() {
+        let scrape = |counted: bool| {
+            let stats = Arc::new(crate::engine::EngineStats::default());
+            stats
+                .refused_tries
+                .tag
+                .store(7, std::sync::atomic::Ordering::Relaxed);
+            Arc::new(Exporter {
+                view: Arc::default(),
+                stats,
+                materializing: crate::operate::verdict::MATERIALIZING_AFTER,
+                refusals_counted: counted,
+            })
+            .render(metrics::Format::PrometheusText)
+        };
+        let counted = scrape(true);
+        assert!(
+            counted.contains("locktop_refused_tries_total{kind=\"tag\"} 7"),
+            "{counted}"
+        );
+        assert!(
+            counted.contains("locktop_refused_tries_total{kind=\"instance\"} 0"),
+            "{counted}"
+        );
+        let inferred = scrape(false);
+        assert!(!inferred.contains("locktop_refused_tries"), "{inferred}");
     }
 }

@@ -32,6 +32,7 @@ fn json_line(line: &Line) -> Option<String> {
                     pids,
                     error,
                     holders_note,
+                    refused,
                 },
         } => {
             let mut value = serde_json::json!({
@@ -45,6 +46,9 @@ fn json_line(line: &Line) -> Option<String> {
             });
             if let Some(note) = holders_note {
                 value["holders_note"] = serde_json::json!(note);
+            }
+            if let Some(refused) = refused {
+                value["refused"] = serde_json::json!(refused);
             }
             value
         }
@@ -84,10 +88,16 @@ fn text_line(line: &Line) -> String {
         Report::Key {
             key,
             from,
-            to: KeyTo::State { liveness, pids, .. },
+            to:
+                KeyTo::State {
+                    liveness,
+                    pids,
+                    refused,
+                    ..
+                },
         } => {
             let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
-            format!(
+            let mut text = format!(
                 "{time} {:<8} {:<9} → {:<9} {:<40} {}",
                 key.kind().as_str(),
                 from.map_or("new", |l| l.as_str()),
@@ -98,7 +108,11 @@ fn text_line(line: &Line) -> String {
                 } else {
                     format!("pid {}", pids.join(","))
                 }
-            )
+            );
+            if let Some(refused) = refused {
+                text.push_str(&format!(" — {}", refused.describe()));
+            }
+            text
         }
         Report::Key {
             key,
@@ -161,6 +175,7 @@ mod tests {
             pids: pids.to_vec(),
             error: None,
             holders_note: None,
+            refused: None,
         }
     }
 
@@ -171,11 +186,43 @@ mod tests {
             pids: Vec::new(),
             error: None,
             holders_note: Some(crate::liveness::HoldersNote::NotVisible),
+            refused: None,
         };
         let json = line(&key_line(unnamed, 0), true).unwrap();
         assert!(
             json.ends_with(r#""pids":[],"error":null,"holders_note":"not_visible"}"#),
             "{json}"
+        );
+    }
+
+    /// Refused tries ride on the key's line: JSON as in the key's state,
+    /// text as the details pane says them.
+    #[test]
+    fn a_line_says_the_tries_refused_in_the_last_minute() {
+        let refused = KeyTo::State {
+            liveness: Liveness::Live,
+            pids: vec![7],
+            error: None,
+            holders_note: None,
+            refused: Some(crate::liveness::state::RefusedTries {
+                last_minute: 340,
+                by: vec![
+                    crate::liveness::state::RefusedBy { pid: 9, count: 300 },
+                    crate::liveness::state::RefusedBy { pid: 11, count: 40 },
+                ],
+            }),
+        };
+        let json = line(&key_line(refused.clone(), 0), true).unwrap();
+        assert!(
+            json.ends_with(
+                r#""pids":[7],"error":null,"refused":{"last_minute":340,"by":[{"pid":9,"count":300},{"pid":11,"count":40}]}}"#
+            ),
+            "{json}"
+        );
+        let text = line(&key_line(refused, 0), false).unwrap();
+        assert!(
+            text.ends_with("pid 7 — refused 340× in the last minute, by pid 9 (300), 11 (40)"),
+            "{text}"
         );
     }
 

@@ -317,6 +317,30 @@ mod tests {
             "no line shows the process state"
         );
         assert!(!repeat(live(8), Some(Liveness::Live)), "another holder");
+        let refused = |count| {
+            let mut state = live(8);
+            state.refused = Some(crate::liveness::state::RefusedTries {
+                last_minute: count,
+                by: vec![crate::liveness::state::RefusedBy { pid: 9, count }],
+            });
+            state
+        };
+        assert!(
+            !repeat(refused(3), Some(Liveness::Live)),
+            "tries refused: the line says so"
+        );
+        assert!(
+            repeat(refused(3), Some(Liveness::Live)),
+            "the same count again"
+        );
+        assert!(
+            !repeat(refused(40), Some(Liveness::Live)),
+            "more refused (the engine says it at most once a second)"
+        );
+        assert!(
+            !repeat(live(8), Some(Liveness::Live)),
+            "none refused in the last minute any more"
+        );
         assert!(!repeat(free(), Some(Liveness::Live)), "released");
         assert!(repeat(free(), Some(Liveness::Free)), "free again");
     }

@@ -40,8 +40,8 @@
 //! verdict now or had one when the reader was last told. On top of that at
 //! most
 //! [`MAX_PENDING_HEALTH`] health lines and one `synced` line. A line
-//! holds a key's liveness, holder PIDs and error, never the holders'
-//! command lines.
+//! holds a key's liveness, holder PIDs, error and refused-try count (with
+//! at most [`REFUSED_BY_SHOWN`] PIDs), never the holders' command lines.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
@@ -49,6 +49,7 @@ use std::time::SystemTime;
 use crate::disk::LockKey;
 use crate::engine::{KeyState, Liveness, WatcherHealth};
 use crate::liveness::HoldersNote;
+use crate::liveness::state::RefusedTries;
 use crate::operate::verdict::Verdict;
 
 #[cfg(test)]
@@ -71,6 +72,10 @@ pub enum KeyTo {
         error: Option<String>,
         /// Why a held key lists no holder, when it lists none.
         holders_note: Option<HoldersNote>,
+        /// `LOCK_NB` requests refused in the last minute (the kernel's
+        /// lock events), with at most [`REFUSED_BY_SHOWN`] PIDs: the
+        /// engine says it again at most once a second while tries go on.
+        refused: Option<RefusedTries>,
     },
     /// Its files went away.
     Removed,
@@ -84,9 +89,16 @@ impl KeyTo {
             pids: state.holders.iter().map(|p| p.pid).collect(),
             error: state.error.clone(),
             holders_note: state.holders_note,
+            refused: state.refused.as_ref().map(|refused| RefusedTries {
+                last_minute: refused.last_minute,
+                by: refused.by.iter().take(REFUSED_BY_SHOWN).copied().collect(),
+            }),
         }
     }
 }
+
+/// How many refusing PIDs a line names (most refused first).
+pub const REFUSED_BY_SHOWN: usize = 5;
 
 /// What one line reports.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -110,12 +110,18 @@ impl Kernel {
                 let mut batch = Vec::new();
                 tokio::select! {
                     read = stream.next_batch(&mut batch) => {
+                        let failed = read.is_err();
                         if let Err(error) = read {
                             tracing::warn!(%error, "reading the kernel's lock events failed");
                             batch.push(Record::Lost(0));
                         }
                         if records_tx.send(batch).await.is_err() {
                             return;
+                        }
+                        if failed {
+                            // A reader that fails keeps failing: resync
+                            // (the Lost above) at most once a second.
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                         }
                     }
                     devices = devices_rx.recv() => match devices {
@@ -271,6 +277,12 @@ impl Engine {
                         let Some(key) = kernel.files.get(&event.file) else {
                             continue;
                         };
+                        if applied.refused {
+                            self.stats
+                                .refused_tries
+                                .of(key.kind())
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
                         if applied.changed || settled {
                             touched.push(key.clone());
                         } else if applied.refused {

@@ -172,7 +172,7 @@ pub struct RingPages {
 
 /// The kernel's flock events on a set of devices, one ring per online CPU.
 /// Readable ([`AsFd`], [`KernelLockEvents::wait`],
-/// [`AsyncKernelLockEvents`]) when any ring has news.
+/// [`AsyncKernelLockEvents`]'s thread) when any ring has news.
 pub struct KernelLockEvents {
     rings: Vec<CpuRing>,
     /// The rings' owner fds, for one poll.
@@ -373,13 +373,7 @@ impl KernelLockEvents {
     /// Blocks until some ring has news or `timeout` passes; `true` if one
     /// has (it may hold nothing new when an earlier drain took it).
     pub fn wait(&self, timeout: Duration) -> Result<bool, Errno> {
-        let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
-        let mut fds = [PollFd::new(self.epoll.0.as_fd(), PollFlags::POLLIN)];
-        match nix::poll::poll(&mut fds, timeout) {
-            Ok(ready) => Ok(ready > 0),
-            Err(Errno::EINTR) => Ok(false),
-            Err(errno) => Err(errno),
-        }
+        wait_on(self.epoll.0.as_fd(), timeout)
     }
 
     /// What has been read so far.
@@ -411,7 +405,7 @@ const _: () = {
 };
 
 /// The fd to wait on (an epoll of the per-CPU rings): readable when a
-/// ring has news ([`AsyncKernelLockEvents`] waits on it with tokio); drain
+/// ring has news ([`AsyncKernelLockEvents`]'s thread waits on it); drain
 /// after each wake-up.
 impl AsFd for KernelLockEvents {
     fn as_fd(&self) -> BorrowedFd<'_> {
@@ -422,6 +416,18 @@ impl AsFd for KernelLockEvents {
 impl AsRawFd for KernelLockEvents {
     fn as_raw_fd(&self) -> RawFd {
         self.epoll.0.as_raw_fd()
+    }
+}
+
+/// Blocks until the rings' epoll `fd` is readable or `timeout` passes
+/// (`true`: readable); a signal is a `false`.
+fn wait_on(fd: BorrowedFd<'_>, timeout: Duration) -> Result<bool, Errno> {
+    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    match nix::poll::poll(&mut fds, timeout) {
+        Ok(ready) => Ok(ready > 0),
+        Err(Errno::EINTR) => Ok(false),
+        Err(errno) => Err(errno),
     }
 }
 

@@ -1,6 +1,7 @@
-//! The kernel's lock events as the engine's [`EventStream`], read on the
-//! engine's runtime (woken by the rings' epoll descriptor: no thread, no
-//! timer while no flock happens), in the order the events happened.
+//! The kernel's lock events as the engine's [`EventStream`], as the paced
+//! reader thread of [`super::wait`] drains them (no wake-up while no flock
+//! happens, at most one a [`super::wait::PACE`] while many do), in the
+//! order the events happened.
 //!
 //! Order: one drain reads the CPUs' rings one after the other, so an event
 //! written to an earlier ring just after that ring was read comes in the
@@ -91,7 +92,7 @@ impl EventStream for OrderedEvents {
 
     fn watch_devices(&mut self, devices: &[(u32, u32)]) -> std::io::Result<()> {
         self.events
-            .get_mut()
+            .reader()
             .set_devices(devices)
             .map_err(std::io::Error::other)
     }

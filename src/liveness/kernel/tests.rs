@@ -774,7 +774,7 @@ fn the_reader_wakes_a_tokio_task() {
                 .expect("drained");
         }
         flocker.join().expect("flocker");
-        assert!(events.get_ref().counters().events >= 2);
+        assert!(events.reader().counters().events >= 2);
         seen
     });
     assert_eq!(on(id, &seen).len(), 2);

@@ -83,6 +83,9 @@ pub fn report_lines(report: &CheckReport, now: SystemTime) -> Vec<String> {
                 ));
             }
         }
+        if let Some(refused) = &member.refused {
+            lines.push(format!("        {}", refused.describe()));
+        }
         if let Some(verdict) = &member.verdict {
             lines.push(format!("        verdict: {}", verdict.describe(now)));
         }

@@ -178,6 +178,11 @@ pub struct MemberReport {
     /// the member. Any makes the member busy.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held_unlinked: Vec<UnlinkedHolder>,
+    /// `LOCK_NB` tries refused on it in the last minute, where the
+    /// kernel's lock events told them (the monitor's check, a replay's):
+    /// a one-shot probe cannot know past tries, and leaves it `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<crate::liveness::state::RefusedTries>,
 }
 
 /// A process holding a member's file that was unlinked (the SDK create
@@ -429,6 +434,7 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
                 contenders,
                 watchers,
                 held_unlinked,
+                refused: None,
             }
         })
         .collect();

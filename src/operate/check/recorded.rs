@@ -59,6 +59,7 @@ pub fn report_from_states<'a>(
                     contenders: Vec::new(),
                     watchers: Vec::new(),
                     held_unlinked,
+                    refused: None,
                 };
             };
             let shared = state.liveness == Liveness::Shared;
@@ -90,6 +91,7 @@ pub fn report_from_states<'a>(
                 contenders: state.waiters.iter().map(|&pid| by_pid(pid)).collect(),
                 watchers: state.watchers.iter().map(|&pid| by_pid(pid)).collect(),
                 held_unlinked,
+                refused: state.refused.clone(),
             }
         })
         .collect();

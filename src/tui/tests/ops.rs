@@ -262,6 +262,7 @@ fn report(members: usize) -> CheckReport {
             contenders: vec![],
             watchers: vec![],
             held_unlinked: vec![],
+            refused: None,
         },
         MemberReport {
             kind: KeyKind::Tag,
@@ -272,6 +273,7 @@ fn report(members: usize) -> CheckReport {
             contenders: vec![],
             watchers: vec![],
             held_unlinked: vec![],
+            refused: None,
         },
     ];
     for i in 2..members {
@@ -284,6 +286,7 @@ fn report(members: usize) -> CheckReport {
             contenders: vec![],
             watchers: vec![],
             held_unlinked: vec![],
+            refused: None,
         });
     }
     CheckReport {
@@ -318,6 +321,29 @@ fn check_report_dialog_names_each_busy_member_its_holder_and_what_else_it_holds(
     assert!(shown.contains("held by pid 1201 for 9m48s"), "{shown}");
     assert!(shown.contains(r#"also holds: instance "cli/daemon/abc""#));
     insta::assert_snapshot!(terminal.backend());
+}
+
+/// A probe cannot know past tries: the monitor's check adds the tries
+/// its kernel lock events saw refused on a busy member in the last minute.
+#[test]
+fn the_monitors_check_says_who_was_refused_a_busy_member() {
+    let mut app = demo_app();
+    let mut state = held(crate::engine::Liveness::Live, 1201, HOLD, t(12));
+    state.refused = Some(crate::liveness::state::RefusedTries {
+        last_minute: 340,
+        by: vec![crate::liveness::state::RefusedBy { pid: 9, count: 340 }],
+    });
+    app.apply(key_delta(tag("deploy"), state, None, t(600)));
+    app.open_report(1, &Family::Group(vec!["deploy".into()]), ProbeMode::Passive);
+    app.check_done(CheckOutcome {
+        seq: 1,
+        result: Ok(report(2)),
+    });
+    let shown = text_of(&mut app);
+    assert!(
+        shown.contains("refused 340× in the last minute, by pid 9 (340)"),
+        "{shown}"
+    );
 }
 
 #[test]

@@ -412,6 +412,35 @@ fn the_blocking_pane_lists_what_someone_waits_on_first_then_suspects_and_enter_s
     assert_eq!(app.model().data().tree.node(id).path, "stuck");
 }
 
+/// A process looping on `try_acquire` never blocks: with no waiter at
+/// all, the tries refused on a stopped agent's tag make it the stuck key
+/// the header names, with who is refused.
+#[test]
+fn refused_tries_make_a_key_stuck_and_the_header_says_by_whom() {
+    let mut model = demo_model();
+    let mut stopped = held(Liveness::Live, 4000, "agent --tag parked", t(300));
+    stopped.holders[0].state = Some(crate::liveness::process::ProcState::Stopped);
+    model.apply(key_delta(tag("parked"), stopped, None, t(500)));
+    let mut tried = held(Liveness::Live, 4001, "agent --tag relocating", t(400));
+    tried.holders[0].state = Some(crate::liveness::process::ProcState::Stopped);
+    tried.refused = Some(crate::liveness::state::RefusedTries {
+        last_minute: 340,
+        by: vec![
+            crate::liveness::state::RefusedBy { pid: 9, count: 300 },
+            crate::liveness::state::RefusedBy { pid: 11, count: 40 },
+        ],
+    });
+    model.apply(key_delta(tag("relocating"), tried, None, t(500)));
+    let mut app = app_with(Theme::monochrome(), model, STATE.as_ref());
+    let screen = render(&mut app, 140, 30).backend().to_string();
+    assert!(
+        screen.contains(
+            "stuck: tag relocating — ‖ stopped: refused 340× in the last minute, by pid 9 (300), 11 (40), held"
+        ),
+        "{screen}"
+    );
+}
+
 #[test]
 fn an_idle_holder_is_a_suspect_and_a_contended_key_says_who_waits() {
     let mut model = demo_model();

@@ -141,8 +141,9 @@ pub fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[BlockingRow
 }
 
 /// The header's third line: the most urgent key, named — `stuck` when
-/// someone waits on it, `suspect` otherwise — with its verdict's marker,
-/// what it is, how long it is held and by whom.
+/// someone waits on it or was refused it, `suspect` otherwise — with its
+/// verdict's marker, what it is, who is refused it, how long it is held
+/// and by whom.
 fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
     let theme = app.config.theme;
     let (data, now) = (app.model.data(), app.model.now());
@@ -167,6 +168,9 @@ fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
     let mut what = Vec::new();
     if row.waiting > 0 {
         what.push(format!("{} waiting", row.waiting));
+    }
+    if let Some(refused) = &lock.state.refused {
+        what.push(refused.describe());
     }
     let mut held = String::from("held");
     if let Some(since) = lock.state.since {

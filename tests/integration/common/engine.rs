@@ -334,6 +334,11 @@ impl Engine {
         self.handle.stats.index_reads.load(Ordering::Relaxed)
     }
 
+    /// The engine's counters (refused tries by kind, …).
+    pub fn stats(&self) -> &locktop::engine::EngineStats {
+        &self.handle.stats
+    }
+
     /// Full sweeps so far.
     pub fn sweeps(&self) -> u64 {
         self.handle.stats.sweeps.load(Ordering::Relaxed)

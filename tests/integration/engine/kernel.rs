@@ -291,7 +291,8 @@ fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
 /// An agent that loops on `try_acquire` never blocks, so no lock table
 /// shows it: the kernel's events count its refused tries. 100 refused
 /// `LOCK_NB` requests on a held tag are 100 on the tag's state, by that
-/// process.
+/// process, and 100 on the engine's count of tries refused on tags (the
+/// `serve` counter's).
 #[tokio::test(flavor = "multi_thread")]
 async fn refused_tries_on_a_held_key_are_counted_by_pid() {
     if !root_or_skip("engine::kernel::refused_tries_on_a_held_key_are_counted_by_pid") {
@@ -335,6 +336,73 @@ async fn refused_tries_on_a_held_key_are_counted_by_pid() {
             })
         })
         .await;
+    let counted = &engine.stats().refused_tries;
+    assert_eq!(
+        (
+            counted.tag.load(std::sync::atomic::Ordering::Relaxed),
+            counted.instance.load(std::sync::atomic::Ordering::Relaxed),
+        ),
+        (100, 0),
+        "refused tries counted by kind"
+    );
     drop(file);
     drop(holder);
+}
+
+/// `watch --json` says the refused tries on the key's line (at most once
+/// a second while they go on): 100 refused `LOCK_NB` requests on a held
+/// tag end as a line counting 100, by this process.
+#[test]
+fn watch_says_the_tries_refused_on_a_held_key() {
+    if !root_or_skip("engine::kernel::watch_says_the_tries_refused_on_a_held_key") {
+        return;
+    }
+    let _serial = common::serial_blocking();
+    let (_tmp, state) = state_with_locks_root();
+    let mut watch = common::locktop_command(&state, &["watch", "--json", "--source", "kernel"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("locktop watch");
+    let lines = common::lines_of(watch.stdout.take().expect("stdout"));
+    let next = |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| {
+        let deadline = Instant::now() + common::PROCESS_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no line {what}"));
+            let value: serde_json::Value = serde_json::from_str(&line).expect("NDJSON");
+            if pred(&value) {
+                return value;
+            }
+        }
+    };
+    next("watching", &|v| v["watcher"]["health"] == "watching");
+    let holder = hold(&state, &["--tag", "wanted"]);
+    next("the tag live", &|v| {
+        v["name"] == "wanted" && v["to"] == "live"
+    });
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "wanted");
+    let gate = locktop::locks::escape::gate_path(&dir, &key);
+    let file = std::fs::File::open(&gate).expect("open the gate");
+    for _ in 0..100 {
+        let refused = nix::fcntl::Flock::lock(
+            file.try_clone().expect("dup"),
+            nix::fcntl::FlockArg::LockExclusiveNonblock,
+        );
+        assert!(refused.is_err(), "the tag is held: every try is refused");
+    }
+    let me = u64::from(std::process::id());
+    let line = next("counting 100 refused tries", &|v| {
+        v["name"] == "wanted" && v["refused"]["last_minute"] == 100
+    });
+    assert_eq!(line["to"], "live", "{line}");
+    assert_eq!(line["refused"]["by"][0]["pid"], me, "{line}");
+    assert_eq!(line["refused"]["by"][0]["count"], 100, "{line}");
+    drop(file);
+    drop(holder);
+    let _ = watch.kill();
+    let _ = watch.wait();
 }

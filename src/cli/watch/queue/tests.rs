@@ -45,6 +45,7 @@ fn to(liveness: Liveness, pids: &[u32]) -> KeyTo {
         pids: pids.to_vec(),
         error: None,
         holders_note: None,
+        refused: None,
     }
 }
 
