@@ -100,6 +100,9 @@ impl SourceArgs {
         }
         let options = Options {
             tracepoint_id: self.tracepoint_id,
+            // The engine nudges its reader (inotify, a backstop timer):
+            // the kernel wakes it only in storms.
+            wake_every: crate::liveness::kernel::wait::WAKE_EVERY,
             ..Options::default()
         };
         // The test opens them on the state dir's filesystem (opening on

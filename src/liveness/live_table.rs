@@ -22,7 +22,7 @@
 //! - the table holds only files someone locks or waits on: an emptied
 //!   file is dropped, so its size follows the locks, not the tree.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::kernel::Record;
 use super::kernel::event::{LockEvent, LockKind};
@@ -40,7 +40,17 @@ pub trait EventStream: Send + 'static {
 
     /// Delivers events of files on exactly these devices (major, minor).
     fn watch_devices(&mut self, devices: &[(u32, u32)]) -> std::io::Result<()>;
+
+    /// What asks the source to deliver what it has now (the engine calls it
+    /// when inotify tells of activity in the tree); `None` when the source
+    /// delivers every record as it comes.
+    fn nudger(&self) -> Option<Nudger> {
+        None
+    }
 }
+
+/// Asks an [`EventStream`] to deliver what it has now.
+pub type Nudger = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// What [`LiveTable::apply`] changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -110,18 +120,54 @@ impl FileState {
     }
 }
 
-/// How many refused requests per file are kept with their time (the
-/// counts go on past it).
-const REFUSALS_KEPT: usize = 4_096;
+/// How long refused requests are kept, per file, in whole seconds (a
+/// minute, and the second under way).
+const REFUSALS_KEPT_SECONDS: u64 = 61;
 
-/// Refused `LOCK_NB` requests on one file.
+/// After this many refusals, files with none kept any more are forgotten
+/// (so refusals on files nobody watches cannot grow the table forever).
+const REFUSALS_PRUNE_EVERY: u64 = 4_096;
+
+const NS_PER_SECOND: u64 = 1_000_000_000;
+
+/// Refused `LOCK_NB` requests on one file: counted per PID in one-second
+/// buckets, so a loop refused a million times a minute costs a bucket a
+/// second, and every refusal is counted.
 #[derive(Debug, Clone, Default)]
 struct Refusals {
     /// Every refusal since the table began.
     total: u64,
-    /// The most recent ones (`CLOCK_MONOTONIC` ns, PID), oldest first, at
-    /// most [`REFUSALS_KEPT`].
-    recent: VecDeque<(u64, u32)>,
+    /// The recent seconds, oldest first, at most
+    /// [`REFUSALS_KEPT_SECONDS`]: (`CLOCK_MONOTONIC` second, (PID, count)).
+    seconds: VecDeque<(u64, Vec<(u32, u64)>)>,
+}
+
+impl Refusals {
+    fn add(&mut self, at: u64, pid: u32) {
+        self.total += 1;
+        let second = at / NS_PER_SECOND;
+        if self.seconds.back().is_none_or(|(last, _)| *last < second) {
+            self.seconds.push_back((second, Vec::new()));
+        }
+        // A late event of an earlier second counts in the latest one.
+        let (_, by) = self.seconds.back_mut().expect("pushed");
+        match by.iter_mut().find(|(of, _)| *of == pid) {
+            Some((_, count)) => *count += 1,
+            None => by.push((pid, 1)),
+        }
+        while self
+            .seconds
+            .front()
+            .is_some_and(|(first, _)| first + REFUSALS_KEPT_SECONDS <= second)
+        {
+            self.seconds.pop_front();
+        }
+    }
+
+    /// The last second with a refusal.
+    fn latest(&self) -> Option<u64> {
+        self.seconds.back().map(|(second, _)| *second)
+    }
 }
 
 /// Refused requests on one file since a moment.
@@ -138,6 +184,12 @@ pub struct RefusedSince {
 pub struct LiveTable {
     files: HashMap<FileId, FileState>,
     refusals: HashMap<FileId, Refusals>,
+    /// Refusals applied since files' stale refusals were last forgotten.
+    refusals_since_prune: u64,
+    /// The files some process waits on (so asking whether anyone waits,
+    /// on every turn of the engine's loop, costs nothing however many
+    /// locks the filesystem has).
+    waited_on: HashSet<FileId>,
     /// Every event applied.
     events: u64,
 }
@@ -171,6 +223,12 @@ impl LiveTable {
             }
         }
         table.files.retain(|_, state| !state.is_empty());
+        table.waited_on = table
+            .files
+            .iter()
+            .filter(|(_, state)| !state.waiters.is_empty())
+            .map(|(file, _)| *file)
+            .collect();
         table
     }
 
@@ -185,12 +243,20 @@ impl LiveTable {
                 // refused conversion leaves its owner holding nothing.
                 applied.changed = self.drop_hold_of(event.file, event.owner);
                 applied.refused = true;
-                let refusals = self.refusals.entry(event.file).or_default();
-                refusals.total += 1;
-                if refusals.recent.len() == REFUSALS_KEPT {
-                    refusals.recent.pop_front();
+                self.refusals
+                    .entry(event.file)
+                    .or_default()
+                    .add(event.at, event.pid);
+                self.refusals_since_prune += 1;
+                if self.refusals_since_prune >= REFUSALS_PRUNE_EVERY {
+                    self.refusals_since_prune = 0;
+                    let now = event.at / NS_PER_SECOND;
+                    self.refusals.retain(|_, refusals| {
+                        refusals
+                            .latest()
+                            .is_some_and(|latest| latest + REFUSALS_KEPT_SECONDS > now)
+                    });
                 }
-                refusals.recent.push_back((event.at, event.pid));
             }
             LockKind::Taken { exclusive } => {
                 let state = self.files.entry(event.file).or_default();
@@ -240,10 +306,25 @@ impl LiveTable {
                     before.0 == state.holds.len() && state.holds.iter().any(|hold| hold.owner == 0);
             }
         }
-        if self.files.get(&event.file).is_some_and(FileState::is_empty) {
-            self.files.remove(&event.file);
-        }
+        self.note_waiters(event.file);
         applied
+    }
+
+    /// Keeps [`Self::waited_on`] right for `file`, and forgets it when
+    /// nothing is left on it.
+    fn note_waiters(&mut self, file: FileId) {
+        match self.files.get(&file) {
+            Some(state) if !state.waiters.is_empty() => {
+                self.waited_on.insert(file);
+            }
+            Some(state) if state.is_empty() => {
+                self.files.remove(&file);
+                self.waited_on.remove(&file);
+            }
+            _ => {
+                self.waited_on.remove(&file);
+            }
+        }
     }
 
     /// Drops `owner`'s hold on `file`, if any; true when there was one.
@@ -283,29 +364,36 @@ impl LiveTable {
     /// waiting leaves no event); the files whose waiters changed.
     pub fn forget_waiters(&mut self, alive: impl Fn(u32) -> bool) -> Vec<FileId> {
         let mut changed = Vec::new();
-        for (file, state) in &mut self.files {
-            let before = state.waiters.len();
-            state.waiters.retain(|waiter| alive(waiter.pid));
-            if state.waiters.len() != before {
-                changed.push(*file);
+        let waited_on: Vec<FileId> = self.waited_on.iter().copied().collect();
+        for file in waited_on {
+            if let Some(state) = self.files.get_mut(&file) {
+                let before = state.waiters.len();
+                state.waiters.retain(|waiter| alive(waiter.pid));
+                if state.waiters.len() != before {
+                    changed.push(file);
+                }
             }
+            self.note_waiters(file);
         }
-        self.files.retain(|_, state| !state.is_empty());
         changed
     }
 
     /// True when some process waits on some file (asked on every turn of
     /// the engine's loop: no allocation).
     pub fn has_waiters(&self) -> bool {
-        self.files.values().any(|state| !state.waiters.is_empty())
+        !self.waited_on.is_empty()
     }
 
-    /// The table as one `/proc/locks` read would give it (never torn).
-    pub fn index(&self) -> LockIndex {
+    /// The table as one `/proc/locks` read would give it (never torn), for
+    /// `files` alone: what judging their claims needs,
+    /// at the cost of those files — never of every lock on the filesystem
+    /// (a host with thousands of foreign locks would pay for all of them
+    /// at each change of a claim).
+    pub fn index_of<'a>(&self, files: impl IntoIterator<Item = &'a FileId>) -> LockIndex {
         LockIndex::from_files(
-            self.files
-                .iter()
-                .map(|(file, state)| (*file, state.locks()))
+            files
+                .into_iter()
+                .filter_map(|file| Some((*file, self.files.get(file)?.locks())))
                 .collect(),
         )
     }
@@ -319,15 +407,19 @@ impl LiveTable {
     }
 
     /// The refused requests on `files` since `since` (`CLOCK_MONOTONIC`
-    /// ns, as events are stamped), by PID.
+    /// ns, as events are stamped), by PID — to the second: the second
+    /// `since` falls in counts whole.
     pub fn refused_since(&self, files: &[FileId], since: u64) -> RefusedSince {
+        let since = since / NS_PER_SECOND;
         let mut by: HashMap<u32, u64> = HashMap::new();
         for refusals in files.iter().filter_map(|file| self.refusals.get(file)) {
-            for &(at, pid) in refusals.recent.iter().rev() {
-                if at < since {
+            for (second, pids) in refusals.seconds.iter().rev() {
+                if *second < since {
                     break;
                 }
-                *by.entry(pid).or_default() += 1;
+                for &(pid, count) in pids {
+                    *by.entry(pid).or_default() += count;
+                }
             }
         }
         let mut by: Vec<(u32, u64)> = by.into_iter().collect();
@@ -504,9 +596,48 @@ mod tests {
         let refused = table.refused_since(&[GATE, ANNOUNCE], start);
         assert_eq!(refused.count, 3);
         assert_eq!(refused.by, vec![(7, 2), (8, 1)]);
-        let later = table.refused_since(&[GATE], monotonic_now() + 1_000_000_000);
+        let later = table.refused_since(&[GATE], monotonic_now() + 2_000_000_000);
         assert_eq!(later.count, 0);
         assert_eq!(table.refused_total(&GATE), 3);
         assert!(table.is_empty(), "a refusal locks nothing");
+    }
+
+    /// A loop refused far more often than any list could keep is counted
+    /// whole, by second, for a minute; then forgotten, file and all.
+    #[test]
+    fn every_refusal_of_a_minute_counts_and_older_ones_are_forgotten() {
+        let mut table = LiveTable::default();
+        let second = |s: u64| 1_000 * NS_PER_SECOND + s * NS_PER_SECOND;
+        let refuse = |table: &mut LiveTable, file, at, pid| {
+            table.apply(&LockEvent {
+                at,
+                file,
+                pid,
+                owner: 0x1,
+                kind: LockKind::Refused { exclusive: true },
+            });
+        };
+        for i in 0..100_000u64 {
+            refuse(
+                &mut table,
+                GATE,
+                second(0) + i * 600_000,
+                7 + (i % 2) as u32,
+            );
+        }
+        let minute = table.refused_since(&[GATE], second(0));
+        assert_eq!(minute.count, 100_000);
+        assert_eq!(minute.by, vec![(7, 50_000), (8, 50_000)]);
+        // Two minutes on, on another file: the gate's seconds are all
+        // older than kept, and a prune forgets the file.
+        for i in 0..REFUSALS_PRUNE_EVERY {
+            refuse(&mut table, ANNOUNCE, second(180) + i, 9);
+        }
+        assert_eq!(table.refused_since(&[GATE], second(0)).count, 0);
+        assert!(!table.refusals.contains_key(&GATE), "forgotten");
+        assert_eq!(
+            table.refused_since(&[ANNOUNCE], second(179)).count,
+            REFUSALS_PRUNE_EVERY
+        );
     }
 }

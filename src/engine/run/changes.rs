@@ -10,6 +10,15 @@ impl Engine {
     /// Handles one change; `Some` ends the watch phase.
     pub(super) async fn on_change(&mut self, change: FsChange) -> Option<PhaseEnd> {
         self.stats.events.fetch_add(1, Ordering::Relaxed);
+        if let Some(nudge) = self
+            .kernel
+            .as_ref()
+            .and_then(|kernel| kernel.nudge.as_ref())
+        {
+            // The kernel's events are read when the tree says something
+            // happened (its rings wake the reader only in storms).
+            nudge();
+        }
         match change {
             FsChange::Key(key) => {
                 self.trace(&key, Stage::Dequeued);

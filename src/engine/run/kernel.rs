@@ -94,6 +94,9 @@ pub(super) struct Kernel {
     /// last judged for one: judged again at most once a
     /// [`REFUSALS_EVERY`], and once a second until none is left.
     refused: HashMap<LockKey, Instant>,
+    /// Asks the stream to deliver what it has now: inotify heard the
+    /// tree's files opened or closed, so lock events are likely waiting.
+    pub(super) nudge: Option<crate::liveness::live_table::Nudger>,
 }
 
 impl Kernel {
@@ -103,6 +106,7 @@ impl Kernel {
         if let Err(error) = stream.watch_devices(&devices) {
             tracing::warn!(%error, "the lock events' device filter was refused");
         }
+        let nudge = stream.nudger();
         let (records_tx, records) = mpsc::channel(RECORD_QUEUE);
         let (devices_tx, mut devices_rx) = mpsc::unbounded_channel::<Vec<(u32, u32)>>();
         tokio::spawn(async move {
@@ -136,6 +140,7 @@ impl Kernel {
             }
         });
         Self {
+            nudge,
             table: LiveTable::default(),
             files: HashMap::new(),
             claims: HashMap::new(),
@@ -340,7 +345,13 @@ impl Engine {
         let Some(kernel) = self.kernel.as_ref() else {
             return;
         };
-        let index = kernel.table.index();
+        // The judged claims' files only (registered just above, from a
+        // fresh lstat): a judgement costs its claims, not the table.
+        let index = kernel.table.index_of(
+            keys.iter()
+                .filter_map(|key| kernel.claims.get(key))
+                .flatten(),
+        );
         self.stats
             .probes
             .fetch_add(keys.len() as u64, Ordering::Relaxed);

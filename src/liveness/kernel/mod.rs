@@ -127,15 +127,22 @@ pub struct Options {
     /// The tracepoint's id, for a process that cannot read tracefs (see the
     /// module doc); `None` reads it from tracefs.
     pub tracepoint_id: Option<u64>,
+    /// The kernel wakes the reader once this many samples were written
+    /// into a ring (at least 1). Each wake-up is paid by the flocking
+    /// process; a reader that is told when to look by other means (the
+    /// engine: inotify's opens and closes, a backstop timer) sets it high
+    /// and wakes only so that a storm cannot fill the rings.
+    pub wake_every: u32,
 }
 
 impl Default for Options {
     /// 64 pages a CPU (256 KiB with 4 KiB pages: about 2,000 samples), the
-    /// id read from tracefs.
+    /// id read from tracefs, a wake-up at every sample.
     fn default() -> Self {
         Self {
             ring_pages: 64,
             tracepoint_id: None,
+            wake_every: 1,
         }
     }
 }
@@ -181,6 +188,8 @@ pub struct KernelLockEvents {
     /// Whether each event counts its lost samples (else only the kernel's
     /// lost records, written with the next sample that finds room, say so).
     count_losses: bool,
+    /// [`Options::wake_every`].
+    wake_every: u32,
     /// Lost samples of devices no longer watched, not yet reported.
     unreported_lost: u64,
     layout: Layout,
@@ -205,7 +214,7 @@ impl KernelLockEvents {
         // The id and the permission are tried once, whatever the devices;
         // and whether this kernel counts each event's lost samples.
         let probe = |count_losses| {
-            ring::open_event(&mut source::attr(tracepoint.id, count_losses), cpus[0])
+            ring::open_event(&mut source::attr(tracepoint.id, count_losses, 1), cpus[0])
         };
         let count_losses = match probe(true) {
             Ok(_) => true,
@@ -242,6 +251,7 @@ impl KernelLockEvents {
             epoll,
             tracepoint_id: tracepoint.id,
             count_losses,
+            wake_every: options.wake_every.max(1),
             unreported_lost: 0,
             layout: tracepoint.layout,
             layout_from_format: tracepoint.from_format,
@@ -267,15 +277,20 @@ impl KernelLockEvents {
             .filter(|device| !self.sources.contains_key(device))
         {
             let filter = filter::for_device(device)?;
-            let source =
-                DeviceSource::open(self.tracepoint_id, &filter, &self.rings, self.count_losses)
-                    .map_err(|(call, cpu, errno)| match call {
-                        "PERF_EVENT_IOC_SET_FILTER" => Refused::FilterRejected {
-                            filter: filter.clone(),
-                            errno,
-                        },
-                        call => refusal(call, cpu, errno, self.tracepoint_id),
-                    })?;
+            let source = DeviceSource::open(
+                self.tracepoint_id,
+                &filter,
+                &self.rings,
+                self.count_losses,
+                self.wake_every,
+            )
+            .map_err(|(call, cpu, errno)| match call {
+                "PERF_EVENT_IOC_SET_FILTER" => Refused::FilterRejected {
+                    filter: filter.clone(),
+                    errno,
+                },
+                call => refusal(call, cpu, errno, self.tracepoint_id),
+            })?;
             added.push((device, source));
         }
         let unreported = &mut self.unreported_lost;

@@ -43,11 +43,12 @@ impl DeviceSource {
         filter: &str,
         rings: &[CpuRing],
         count_losses: bool,
+        wake_every: u32,
     ) -> Result<Self, (&'static str, u32, Errno)> {
         let filter = CString::new(filter).map_err(|_| ("filter", 0, Errno::EINVAL))?;
         let mut events = Vec::with_capacity(rings.len());
         for ring in rings {
-            let fd = open_one(id, &filter, ring, count_losses)
+            let fd = open_one(id, &filter, ring, count_losses, wake_every)
                 .map_err(|(call, errno)| (call, ring.cpu, errno))?;
             events.push(SourceEvent {
                 fd,
@@ -90,8 +91,9 @@ pub fn open_one(
     filter: &CString,
     ring: &CpuRing,
     count_losses: bool,
+    wake_every: u32,
 ) -> Result<OwnedFd, (&'static str, Errno)> {
-    let mut attr = attr(id, count_losses);
+    let mut attr = attr(id, count_losses, wake_every);
     let event =
         ring::open_event(&mut attr, ring.cpu).map_err(|errno| ("perf_event_open", errno))?;
     let fd = event.as_raw_fd();
@@ -110,16 +112,21 @@ pub fn open_one(
 }
 
 /// The tracepoint event's attributes: disabled, every hit sampled with its
-/// raw entry, a wake-up at each; with `count_losses`, a `read` gives the
-/// samples it lost (Linux 6.0 and later).
-pub fn attr(id: u64, count_losses: bool) -> perf_event_open_sys::bindings::perf_event_attr {
+/// raw entry, a wake-up every `wake_every` samples of its ring; with
+/// `count_losses`, a `read` gives the samples it lost (Linux 6.0 and
+/// later).
+pub fn attr(
+    id: u64,
+    count_losses: bool,
+    wake_every: u32,
+) -> perf_event_open_sys::bindings::perf_event_attr {
     let mut attr = ring::attr(PERF_TYPE_TRACEPOINT, id);
     attr.sample_type |= u64::from(PERF_SAMPLE_RAW);
     if count_losses {
         attr.read_format = u64::from(PERF_FORMAT_LOST);
     }
     attr.__bindgen_anon_1.sample_period = 1;
-    attr.__bindgen_anon_2.wakeup_events = 1;
+    attr.__bindgen_anon_2.wakeup_events = wake_every.max(1);
     attr.set_disabled(1);
     attr
 }

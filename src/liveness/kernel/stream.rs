@@ -90,6 +90,11 @@ impl EventStream for OrderedEvents {
         Box::pin(self.next_in_order(out))
     }
 
+    fn nudger(&self) -> Option<crate::liveness::live_table::Nudger> {
+        let nudge = self.events.nudge();
+        Some(std::sync::Arc::new(move || nudge.now()))
+    }
+
     fn watch_devices(&mut self, devices: &[(u32, u32)]) -> std::io::Result<()> {
         self.events
             .reader()

@@ -780,6 +780,46 @@ fn the_reader_wakes_a_tokio_task() {
     assert_eq!(on(id, &seen).len(), 2);
 }
 
+/// A reader the kernel wakes only every [`wait::WAKE_EVERY`] samples (as
+/// the engine's) still hands over a lone flock's two events: its thread
+/// drains on a nudge, and with none at the backstop.
+#[test]
+fn a_reader_woken_only_in_storms_gets_lone_events_by_nudge_and_backstop() {
+    let Some(_recording) = may_open(
+        "liveness::kernel::tests::a_reader_woken_only_in_storms_gets_lone_events_by_nudge_and_backstop",
+    ) else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let options = Options {
+        wake_every: wait::WAKE_EVERY,
+        ..roomy()
+    };
+    let events = open(&[(id.major, id.minor)], &options);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async move {
+        let mut events = AsyncKernelLockEvents::new(events).expect("started");
+        for nudged in [false, true] {
+            lock_and_unlock(&path);
+            if nudged {
+                events.nudge().now();
+            }
+            let mut seen = Vec::new();
+            while on(id, &seen).len() < 2 {
+                tokio::time::timeout(EVENT_TIMEOUT, events.next_batch(&mut seen))
+                    .await
+                    .unwrap_or_else(|_| panic!("the pair handed over (nudged: {nudged})"))
+                    .expect("drained");
+            }
+            assert_eq!(on(id, &seen).len(), 2, "nudged: {nudged}");
+        }
+    });
+}
+
 /// Set in a test re-run as `nobody`: what to do there.
 const CHILD: &str = "LOCKTOP_KERNEL_TEST_CHILD";
 
@@ -877,6 +917,7 @@ fn cap_perfmon_with_the_id_reads_events_in_a_smaller_ring() {
         let options = Options {
             ring_pages: 1 << 16,
             tracepoint_id: Some(id.to_string_lossy().parse().expect("an id")),
+            ..Options::default()
         };
         let mut events = open(&[(id_file.major, id_file.minor)], &options);
         lock_and_unlock(&path);
