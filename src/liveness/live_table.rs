@@ -16,9 +16,11 @@
 //!   the lock, unlocks or closes the file, or is found dead
 //!   ([`LiveTable::forget_waiters`]: a waiter that dies waiting leaves no
 //!   event);
-//! - a refused `LOCK_NB` request changes no lock; it is counted per file
-//!   and per PID ([`LiveTable::refused_since`]), the recent ones kept
-//!   bounded;
+//! - a refused `LOCK_NB` request changes no lock (a refused conversion
+//!   releases first, as flock(2) does); an exclusive one — a try to take
+//!   it — is counted per file and per PID by second
+//!   ([`LiveTable::refused_since`]), a shared one (a check whether it is
+//!   held) is not;
 //! - the table holds only files someone locks or waits on: an emptied
 //!   file is dropped, so its size follows the locks, not the tree.
 
@@ -61,7 +63,7 @@ pub struct Applied {
     /// holds of unknown description (seeded): one of them may have ended;
     /// [`LiveTable::settle`] tells which from their fdinfo.
     pub uncertain: bool,
-    /// A `LOCK_NB` request was refused (counted).
+    /// An exclusive `LOCK_NB` request was refused (counted).
     pub refused: bool,
 }
 
@@ -238,10 +240,16 @@ impl LiveTable {
         let mut applied = Applied::default();
         match event.kind {
             LockKind::Other { .. } => return applied,
-            LockKind::Refused { .. } => {
+            LockKind::Refused { exclusive } => {
                 // Converting a held lock releases it first (flock(2)): a
                 // refused conversion leaves its owner holding nothing.
                 applied.changed = self.drop_hold_of(event.file, event.owner);
+                // A refused shared request is someone checking whether it
+                // is held (the SDK's try_held, a passive probe), not a try
+                // to take it: only exclusive ones are counted.
+                if !exclusive {
+                    return self.finish(event.file, applied);
+                }
                 applied.refused = true;
                 self.refusals
                     .entry(event.file)
@@ -306,7 +314,12 @@ impl LiveTable {
                     before.0 == state.holds.len() && state.holds.iter().any(|hold| hold.owner == 0);
             }
         }
-        self.note_waiters(event.file);
+        self.finish(event.file, applied)
+    }
+
+    /// The end of [`Self::apply`] on `file`.
+    fn finish(&mut self, file: FileId, applied: Applied) -> Applied {
+        self.note_waiters(file);
         applied
     }
 
@@ -600,6 +613,11 @@ mod tests {
         assert_eq!(later.count, 0);
         assert_eq!(table.refused_total(&GATE), 3);
         assert!(table.is_empty(), "a refusal locks nothing");
+        // Someone checking whether it is held (LOCK_SH|LOCK_NB: try_held,
+        // a passive probe) is not trying to take it.
+        let checked = table.apply(&event(GATE, 9, 0x2, LockKind::Refused { exclusive: false }));
+        assert!(!checked.refused);
+        assert_eq!(table.refused_total(&GATE), 3);
     }
 
     /// A loop refused far more often than any list could keep is counted

@@ -14,9 +14,11 @@
 //!   claim's files through inotify — an agent's lock, release or death
 //!   opens or closes one — and nudges; the thread drains at once, and
 //!   again [`PACE`] later (a flock comes just after its open);
-//! - a **backstop**: with no nudge, the rings are drained every
-//!   [`BACKSTOP`] (a flock on a file opened long before, a waiter granted
-//!   its lock, tells inotify nothing);
+//! - a **backstop**: for [`ACTIVE_SPELL`] after the last nudge or record,
+//!   the rings are drained every [`BACKSTOP`] (a waiter granted its lock,
+//!   a flock on a file opened before, tells inotify nothing); once the
+//!   tree is quiet that long, nothing wakes the thread but a nudge or the
+//!   kernel — an idle monitor costs nothing;
 //! - the kernel's own wake-up, every `wake_every` samples of a ring.
 //!
 //! A thread of its own waits (not tokio's reactor: a reactor woken by the
@@ -26,9 +28,10 @@
 //!
 //! Invariants: every record drained is handed over, in drain order, each
 //! batch with the `CLOCK_MONOTONIC` time taken just before its drain began
-//! (see [`super::stream`]); no record waits in a ring longer than
-//! [`BACKSTOP`] (plus a drain); the thread ends within [`BACKSTOP`] of the
-//! [`AsyncKernelLockEvents`] being dropped, and the rings close with it.
+//! (see [`super::stream`]); within [`ACTIVE_SPELL`] of activity in the
+//! tree no record waits in a ring longer than [`BACKSTOP`] (plus a
+//! drain); the thread ends as soon as the [`AsyncKernelLockEvents`] is
+//! dropped (the drop nudges it), and the rings close with it.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -46,8 +49,12 @@ use super::{KernelLockEvents, Record};
 /// the follow-up drain after a nudge.
 pub const PACE: Duration = Duration::from_millis(1);
 
-/// The longest a record waits in a ring when nothing nudges.
+/// The longest a record waits in a ring when nothing nudges, within
+/// [`ACTIVE_SPELL`] of the last activity.
 pub const BACKSTOP: Duration = Duration::from_millis(10);
+
+/// How long after the last nudge or record the backstop runs.
+pub const ACTIVE_SPELL: Duration = Duration::from_secs(1);
 
 /// [`super::Options::wake_every`] for a reader that is nudged: a quarter
 /// of the default ring (about 2,000 samples), so a storm wakes it well
@@ -137,6 +144,14 @@ impl AsyncKernelLockEvents {
     }
 }
 
+impl Drop for AsyncKernelLockEvents {
+    /// Ends the thread at once: it finds the receiver closed.
+    fn drop(&mut self) {
+        self.batches.close();
+        self.nudge.now();
+    }
+}
+
 /// Why the thread woke.
 #[derive(Debug, Clone, Copy, Default)]
 struct Woke {
@@ -158,8 +173,17 @@ fn drain_paced(
     // thread's Arc guarantees; waiting needs no lock (a device change may
     // run meanwhile).
     let epoll = lock().as_raw_fd();
-    let mut timeout = BACKSTOP;
+    let mut follow_up = false;
+    let mut active_until: Option<std::time::Instant> = None;
     loop {
+        let now = std::time::Instant::now();
+        let timeout = if follow_up {
+            Some(PACE)
+        } else if active_until.is_some_and(|until| now < until) {
+            Some(BACKSTOP)
+        } else {
+            None
+        };
         if sender.is_closed() {
             return;
         }
@@ -180,20 +204,30 @@ fn drain_paced(
         let began = super::event::monotonic_now();
         let mut records = Vec::new();
         lock().drain(&mut records);
+        if woke.nudged || !records.is_empty() {
+            active_until = Some(std::time::Instant::now() + ACTIVE_SPELL);
+        }
         if !records.is_empty() && sender.send((began, records)).is_err() {
             return;
         }
         // After a nudge, look again soon: the flock follows its open.
-        timeout = if woke.nudged { PACE } else { BACKSTOP };
+        follow_up = woke.nudged;
         if woke.rings {
             std::thread::sleep(PACE);
         }
     }
 }
 
-/// Blocks until the rings' epoll or the nudge is readable, or `timeout`.
-fn wait(rings: BorrowedFd<'_>, nudge: BorrowedFd<'_>, timeout: Duration) -> Result<Woke, Errno> {
-    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+/// Blocks until the rings' epoll or the nudge is readable, or `timeout`
+/// (`None`: no timeout).
+fn wait(
+    rings: BorrowedFd<'_>,
+    nudge: BorrowedFd<'_>,
+    timeout: Option<Duration>,
+) -> Result<Woke, Errno> {
+    let timeout = timeout.map_or(PollTimeout::NONE, |timeout| {
+        PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX)
+    });
     let mut fds = [
         PollFd::new(rings, PollFlags::POLLIN),
         PollFd::new(nudge, PollFlags::POLLIN),

@@ -31,6 +31,26 @@ fn root_or_skip(test: &str) -> bool {
     )
 }
 
+/// The next NDJSON line of `lines` that `pred` accepts; panics naming
+/// `what` when none came within the process timeout.
+fn next_matching(
+    lines: &std::sync::mpsc::Receiver<String>,
+    what: &str,
+    pred: &dyn Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + common::PROCESS_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no line {what}"));
+        let value: serde_json::Value = serde_json::from_str(&line).expect("NDJSON");
+        if pred(&value) {
+            return value;
+        }
+    }
+}
+
 /// An engine whose liveness source is the kernel's lock events.
 fn kernel_engine(state: &std::path::Path) -> Engine {
     let args = SourceArgs {
@@ -258,19 +278,8 @@ fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
         .spawn()
         .expect("setpriv");
     let lines = common::lines_of(watch.stdout.take().expect("stdout"));
-    let next = |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| {
-        let deadline = Instant::now() + common::PROCESS_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = lines
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no line {what}"));
-            let value: serde_json::Value = serde_json::from_str(&line).expect("NDJSON");
-            if pred(&value) {
-                return value;
-            }
-        }
-    };
+    let next =
+        |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| next_matching(&lines, what, pred);
     let first = next("saying the source", &|v| v.get("source").is_some());
     assert_eq!(first["source"], "kernel", "{first}");
     next("watching", &|v| v["watcher"]["health"] == "watching");
@@ -366,19 +375,8 @@ fn watch_says_the_tries_refused_on_a_held_key() {
         .spawn()
         .expect("locktop watch");
     let lines = common::lines_of(watch.stdout.take().expect("stdout"));
-    let next = |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| {
-        let deadline = Instant::now() + common::PROCESS_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = lines
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no line {what}"));
-            let value: serde_json::Value = serde_json::from_str(&line).expect("NDJSON");
-            if pred(&value) {
-                return value;
-            }
-        }
-    };
+    let next =
+        |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| next_matching(&lines, what, pred);
     next("watching", &|v| v["watcher"]["health"] == "watching");
     let holder = hold(&state, &["--tag", "wanted"]);
     next("the tag live", &|v| {
