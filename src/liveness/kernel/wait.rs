@@ -15,10 +15,10 @@
 //!   opens or closes one — and nudges; the thread drains at once, and
 //!   again [`PACE`] later (a flock comes just after its open);
 //! - a **backstop**: for [`ACTIVE_SPELL`] after the last nudge or record,
-//!   the rings are drained every [`BACKSTOP`] (a waiter granted its lock,
-//!   a flock on a file opened before, tells inotify nothing); once the
-//!   tree is quiet that long, nothing wakes the thread but a nudge or the
-//!   kernel — an idle monitor costs nothing;
+//!   the rings are drained every [`BACKSTOP`], then every
+//!   [`IDLE_BACKSTOP`] (a waiter granted its lock, a read-only holder's
+//!   close, a flock on a file opened before: inotify tells none of them);
+//!   an idle monitor wakes once a second;
 //! - the kernel's own wake-up, every `wake_every` samples of a ring.
 //!
 //! A thread of its own waits (not tokio's reactor: a reactor woken by the
@@ -28,9 +28,9 @@
 //!
 //! Invariants: every record drained is handed over, in drain order, each
 //! batch with the `CLOCK_MONOTONIC` time taken just before its drain began
-//! (see [`super::stream`]); within [`ACTIVE_SPELL`] of activity in the
-//! tree no record waits in a ring longer than [`BACKSTOP`] (plus a
-//! drain); the thread ends as soon as the [`AsyncKernelLockEvents`] is
+//! (see [`super::stream`]); no record waits in a ring longer than
+//! [`BACKSTOP`] within [`ACTIVE_SPELL`] of activity in the tree, nor longer
+//! than [`IDLE_BACKSTOP`] after it (plus a drain); the thread ends as soon as the [`AsyncKernelLockEvents`] is
 //! dropped (the drop nudges it), and the rings close with it.
 
 use std::io;
@@ -53,8 +53,12 @@ pub const PACE: Duration = Duration::from_millis(1);
 /// [`ACTIVE_SPELL`] of the last activity.
 pub const BACKSTOP: Duration = Duration::from_millis(10);
 
-/// How long after the last nudge or record the backstop runs.
+/// How long after the last nudge or record the backstop runs every
+/// [`BACKSTOP`].
 pub const ACTIVE_SPELL: Duration = Duration::from_secs(1);
+
+/// The backstop once the tree has been quiet for [`ACTIVE_SPELL`].
+pub const IDLE_BACKSTOP: Duration = Duration::from_secs(1);
 
 /// [`super::Options::wake_every`] for a reader that is nudged: a quarter
 /// of the default ring (about 2,000 samples), so a storm wakes it well
@@ -178,11 +182,11 @@ fn drain_paced(
     loop {
         let now = std::time::Instant::now();
         let timeout = if follow_up {
-            Some(PACE)
+            PACE
         } else if active_until.is_some_and(|until| now < until) {
-            Some(BACKSTOP)
+            BACKSTOP
         } else {
-            None
+            IDLE_BACKSTOP
         };
         if sender.is_closed() {
             return;
@@ -218,16 +222,9 @@ fn drain_paced(
     }
 }
 
-/// Blocks until the rings' epoll or the nudge is readable, or `timeout`
-/// (`None`: no timeout).
-fn wait(
-    rings: BorrowedFd<'_>,
-    nudge: BorrowedFd<'_>,
-    timeout: Option<Duration>,
-) -> Result<Woke, Errno> {
-    let timeout = timeout.map_or(PollTimeout::NONE, |timeout| {
-        PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX)
-    });
+/// Blocks until the rings' epoll or the nudge is readable, or `timeout`.
+fn wait(rings: BorrowedFd<'_>, nudge: BorrowedFd<'_>, timeout: Duration) -> Result<Woke, Errno> {
+    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
     let mut fds = [
         PollFd::new(rings, PollFlags::POLLIN),
         PollFd::new(nudge, PollFlags::POLLIN),
