@@ -51,6 +51,24 @@ fn next_matching(
     }
 }
 
+/// 100 exclusive `LOCK_NB` tries by this process on held `tag`'s gate,
+/// each refused, through one open file (a second description would add a
+/// close unlock per try, as a real agent's does; one is enough); the file
+/// is returned open.
+fn refuse_100_tries(state: &std::path::Path, tag: &str) -> std::fs::File {
+    let (dir, key) = locktop::locks::agent_tag_lock(state, tag);
+    let gate = locktop::locks::escape::gate_path(&dir, &key);
+    let file = std::fs::File::open(&gate).expect("open the gate");
+    for _ in 0..100 {
+        let refused = nix::fcntl::Flock::lock(
+            file.try_clone().expect("dup"),
+            nix::fcntl::FlockArg::LockExclusiveNonblock,
+        );
+        assert!(refused.is_err(), "the tag is held: every try is refused");
+    }
+    file
+}
+
 /// An engine whose liveness source is the kernel's lock events.
 fn kernel_engine(state: &std::path::Path) -> Engine {
     let args = SourceArgs {
@@ -319,18 +337,7 @@ async fn refused_tries_on_a_held_key_are_counted_by_pid() {
             view.is(&name, Liveness::Live, &[pid])
         })
         .await;
-    let (dir, key) = locktop::locks::agent_tag_lock(&state, "wanted");
-    let gate = locktop::locks::escape::gate_path(&dir, &key);
-    // One open file, 100 refused tries (a second description would add
-    // a close unlock per try, as a real agent's does; one is enough).
-    let file = std::fs::File::open(&gate).expect("open the gate");
-    for _ in 0..100 {
-        let refused = nix::fcntl::Flock::lock(
-            file.try_clone().expect("dup"),
-            nix::fcntl::FlockArg::LockExclusiveNonblock,
-        );
-        assert!(refused.is_err(), "the tag is held: every try is refused");
-    }
+    let file = refuse_100_tries(&state, "wanted");
     let me = std::process::id();
     engine
         .wait_view("100 refused tries by this process", |view| {
@@ -382,16 +389,7 @@ fn watch_says_the_tries_refused_on_a_held_key() {
     next("the tag live", &|v| {
         v["name"] == "wanted" && v["to"] == "live"
     });
-    let (dir, key) = locktop::locks::agent_tag_lock(&state, "wanted");
-    let gate = locktop::locks::escape::gate_path(&dir, &key);
-    let file = std::fs::File::open(&gate).expect("open the gate");
-    for _ in 0..100 {
-        let refused = nix::fcntl::Flock::lock(
-            file.try_clone().expect("dup"),
-            nix::fcntl::FlockArg::LockExclusiveNonblock,
-        );
-        assert!(refused.is_err(), "the tag is held: every try is refused");
-    }
+    let file = refuse_100_tries(&state, "wanted");
     let me = u64::from(std::process::id());
     let line = next("counting 100 refused tries", &|v| {
         v["name"] == "wanted" && v["refused"]["last_minute"] == 100
