@@ -13,7 +13,8 @@
 //! - a **nudge** ([`Nudge`]): the engine hears every open and close of a
 //!   claim's files through inotify — an agent's lock, release or death
 //!   opens or closes one — and nudges; the thread drains at once, and
-//!   again [`PACE`] later (a flock comes just after its open);
+//!   again [`PACE`] later (a flock comes just after its open; the nudges
+//!   of that burst are answered by that second look);
 //! - a **backstop**: for [`ACTIVE_SPELL`] after the last nudge or record,
 //!   the rings are drained every [`BACKSTOP`], then every
 //!   [`IDLE_BACKSTOP`] (a waiter granted its lock, a read-only holder's
@@ -182,7 +183,7 @@ fn drain_paced(
     loop {
         let now = std::time::Instant::now();
         let timeout = if follow_up {
-            PACE
+            Duration::ZERO
         } else if active_until.is_some_and(|until| now < until) {
             BACKSTOP
         } else {
@@ -215,8 +216,11 @@ fn drain_paced(
             return;
         }
         // After a nudge, look again soon: the flock follows its open.
+        // Nudges come in bursts (an acquire opens, writes and closes two
+        // files): whatever comes within PACE is answered by that look, and
+        // a storm in the rings is read in batches.
         follow_up = woke.nudged;
-        if woke.rings {
+        if woke.rings || woke.nudged {
             std::thread::sleep(PACE);
         }
     }
