@@ -149,6 +149,27 @@ pub struct EventFilter {
     /// While set, opens are dropped: a sweep is opening every claim file,
     /// and its own read of `/proc/locks` (made after it) stands for them.
     opens_muted: AtomicBool,
+    /// Set when the kernel's lock events tell liveness: opens and closes
+    /// then say nothing the events do not, and are dropped on the
+    /// watcher's thread (never waking the engine); every event nudges the
+    /// events' reader (`nudge`), since lock events are likely waiting.
+    told_by_kernel: AtomicBool,
+    /// Asks the lock events' reader to deliver what it has now.
+    nudge: NudgeSlot,
+}
+
+/// Where [`EventFilter::told_by_kernel`] keeps the reader's nudge.
+#[derive(Default)]
+struct NudgeSlot(std::sync::OnceLock<crate::liveness::live_table::Nudger>);
+
+impl std::fmt::Debug for NudgeSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "NudgeSlot(set)"
+        } else {
+            "NudgeSlot(unset)"
+        })
+    }
 }
 
 /// Opens stay muted (see [`EventFilter::mute_opens`]) while this lives.
@@ -161,6 +182,30 @@ impl Drop for MutedOpens {
 }
 
 impl EventFilter {
+    /// From now on the kernel's lock events tell liveness: opens and
+    /// closes are dropped here, and every event calls `nudge` (when the
+    /// source has one).
+    pub fn told_by_kernel(&self, nudge: Option<crate::liveness::live_table::Nudger>) {
+        if let Some(nudge) = nudge {
+            let _ = self.nudge.0.set(nudge);
+        }
+        self.told_by_kernel.store(true, Ordering::Release);
+    }
+
+    /// Under the kernel's lock events, nudges their reader and says
+    /// whether `event` is dropped (an open or a close).
+    fn told_by_kernel_drops(&self, event: &notify::Result<notify::Event>) -> bool {
+        if !self.told_by_kernel.load(Ordering::Acquire) {
+            return false;
+        }
+        if let Some(nudge) = self.nudge.0.get() {
+            nudge();
+        }
+        event
+            .as_ref()
+            .is_ok_and(|event| !event.need_rescan() && (is_open(event) || is_close(event)))
+    }
+
     /// A filter that records each claim's event as [`Stage::Read`] in
     /// `trace` (when given).
     pub fn traced(trace: Option<Arc<Trace>>) -> Self {
@@ -244,6 +289,9 @@ pub fn subscribe(
 ) -> notify::Result<FsWatcher> {
     let state_dir = state_dir.to_path_buf();
     let handler = move |result: notify::Result<notify::Event>| {
+        if filter.told_by_kernel_drops(&result) {
+            return;
+        }
         let changes = match result {
             Ok(event) if is_open(&event) => filter.opened(&state_dir, event),
             Ok(event) => classify(&state_dir, event),
@@ -272,6 +320,10 @@ pub fn subscribe(
 
 fn is_open(event: &notify::Event) -> bool {
     matches!(event.kind, EventKind::Access(AccessKind::Open(_))) && !event.need_rescan()
+}
+
+fn is_close(event: &notify::Event) -> bool {
+    matches!(event.kind, EventKind::Access(AccessKind::Close(_)))
 }
 
 /// Named like a gate or an announce (both end in the gate suffix).

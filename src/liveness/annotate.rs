@@ -181,7 +181,11 @@ fn annotate_stated(
 ) {
     let mut rereads: Vec<LockIndex> = Vec::new();
     let mut fresh_after_death: Option<LockIndex> = None;
-    let mut verifier = HolderVerifier::default();
+    let mut verifier = if recheck == Recheck::Table {
+        HolderVerifier::deferring_keepers()
+    } else {
+        HolderVerifier::default()
+    };
     // Shared locks are rare: look for them (one lstat per free key) only
     // if the locks' own filesystem has one.
     let look_for_shared = batch
@@ -226,7 +230,9 @@ fn annotate_stated(
             let early = next == 0 && first_read == FirstRead::BeforeProbes;
             let may_be_held = match recheck {
                 Recheck::SharedProbe => still_held(key, gate.as_ref()),
-                Recheck::ReadAgain => gate.as_ref().is_some_and(std::fs::Metadata::is_file),
+                Recheck::ReadAgain | Recheck::Table => {
+                    gate.as_ref().is_some_and(std::fs::Metadata::is_file)
+                }
             };
             if !(last.is_torn() || early) || !may_be_held {
                 break;
@@ -304,10 +310,12 @@ fn annotate_stated(
             let let_go = resolved.released
                 || !named
                     && match recheck {
-                        Recheck::ReadAgain => true,
+                        Recheck::ReadAgain | Recheck::Table => true,
                         Recheck::SharedProbe => !still_held(key, gate.as_ref()),
                     };
-            state.holders_note = Some(if let_go {
+            state.holders_note = Some(if resolved.taker_let_go {
+                crate::liveness::HoldersNote::TakerLetGo
+            } else if let_go {
                 crate::liveness::HoldersNote::ReleasedBeforeLookup
             } else {
                 crate::liveness::HoldersNote::NotVisible
@@ -327,6 +335,13 @@ pub enum Recheck {
     /// No probe: read again while its gate is a regular file (what the
     /// lock-free probe does; a read takes no lock).
     ReadAgain,
+    /// The index is a lock table the kernel's events keep current (never
+    /// torn, never early): as [`Recheck::ReadAgain`], and a taker that runs
+    /// and has closed the claim's files is not followed by a search of
+    /// every process for a keeper — the claim is noted
+    /// [`crate::liveness::HoldersNote::TakerLetGo`], for the caller to
+    /// judge again a moment later ([`HolderVerifier::deferring_keepers`]).
+    Table,
 }
 
 /// One claim's files, `lstat`ed.

@@ -146,6 +146,11 @@ pub enum HoldersNote {
     /// It was released before its holder could be looked up (the lookup
     /// is rate-limited; the hold itself was seen).
     ReleasedBeforeLookup,
+    /// The process that took it runs and has closed it, and no release was
+    /// heard yet: either the release is on its way, or a process it
+    /// shared the lock's open file with (a forked child) keeps it — looked
+    /// for if the lock still stands a moment later.
+    TakerLetGo,
 }
 
 impl HoldersNote {
@@ -156,6 +161,9 @@ impl HoldersNote {
                 "holder not visible (outside this PID namespace, or its PID was reused)"
             }
             HoldersNote::ReleasedBeforeLookup => "released before its holder could be looked up",
+            HoldersNote::TakerLetGo => {
+                "its taker closed it; released, or kept by a process that shares it (looking)"
+            }
         }
     }
 }

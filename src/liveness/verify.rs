@@ -62,6 +62,10 @@ pub struct Resolved {
     /// A read made after the first one lists no lock on the claim's
     /// files: it was let go meanwhile.
     pub released: bool,
+    /// Every taker named runs and has closed the claim's files, and the
+    /// keeper search was left for later ([`HolderVerifier::deferring_keepers`]):
+    /// nobody is named yet.
+    pub taker_let_go: bool,
 }
 
 /// The keepers last found per claim (its files): a hint, re-verified
@@ -87,9 +91,26 @@ const KEEPER_HINTS_MAX: usize = 1024;
 pub struct HolderVerifier {
     processes: HashMap<u32, ProcessInfo>,
     held: HashMap<u32, HeldFiles>,
+    /// Whether [`Self::resolve`] leaves the keeper search for later when
+    /// every taker named runs and let go.
+    defer_keepers: bool,
 }
 
 impl HolderVerifier {
+    /// A verifier for a lock table kept current by the kernel's events:
+    /// a taker that runs and has closed the claim's files is most often
+    /// releasing it (its unlock is on its way), so the search of every
+    /// process for a keeper (a `stat` of every fd on the machine) is left
+    /// to the caller, which asks again a moment later if the lock still
+    /// stands ([`Resolved::taker_let_go`]). A gone taker is searched for at
+    /// once: no unlock is coming from it.
+    pub fn deferring_keepers() -> Self {
+        Self {
+            defer_keepers: true,
+            ..Self::default()
+        }
+    }
+
     /// What `pid` (named by `/proc/locks` for the claim made of `files`,
     /// held since `since`) proves about its hold on it.
     pub fn hold(&mut self, pid: u32, files: &[FileId], since: Option<SystemTime>) -> Hold {
@@ -134,14 +155,14 @@ impl HolderVerifier {
         if named.is_empty() || holds.iter().any(|(_, hold)| hold.is_holding()) {
             return Resolved {
                 holders: self.listed(&holds),
-                released: false,
+                ..Resolved::default()
             };
         }
         let again = fresh();
         if again.is_empty() {
             return Resolved {
-                holders: Vec::new(),
                 released: true,
+                ..Resolved::default()
             };
         }
         let again: Vec<(u32, Hold)> = again
@@ -151,7 +172,13 @@ impl HolderVerifier {
         if again.iter().any(|(_, hold)| hold.is_holding()) {
             return Resolved {
                 holders: self.listed(&again),
-                released: false,
+                ..Resolved::default()
+            };
+        }
+        if self.defer_keepers && again.iter().all(|(_, hold)| *hold == Hold::LetGo) {
+            return Resolved {
+                taker_let_go: true,
+                ..Resolved::default()
             };
         }
         let keepers = self.keepers(files);
@@ -167,7 +194,7 @@ impl HolderVerifier {
         holders.extend(self.listed(&takers));
         Resolved {
             holders,
-            released: false,
+            ..Resolved::default()
         }
     }
 
@@ -208,7 +235,10 @@ impl HolderVerifier {
         files: &[FileId],
         fresh: &mut dyn FnMut() -> Vec<u32>,
     ) -> Vec<ProcessInfo> {
-        self.resolve(pids, files, None, fresh).holders
+        let defer = std::mem::replace(&mut self.defer_keepers, false);
+        let holders = self.resolve(pids, files, None, fresh).holders;
+        self.defer_keepers = defer;
+        holders
     }
 
     /// `holds` as listed: holding first (unverified ones marked), then the

@@ -10,25 +10,18 @@ impl Engine {
     /// Handles one change; `Some` ends the watch phase.
     pub(super) async fn on_change(&mut self, change: FsChange) -> Option<PhaseEnd> {
         self.stats.events.fetch_add(1, Ordering::Relaxed);
-        if let Some(nudge) = self
-            .kernel
-            .as_ref()
-            .and_then(|kernel| kernel.nudge.as_ref())
-        {
-            // The kernel's events are read when the tree says something
-            // happened (its rings wake the reader only in storms).
-            nudge();
-        }
         match change {
             FsChange::Key(key) => {
                 self.trace(&key, Stage::Dequeued);
                 self.written.insert(key.clone());
                 self.mark(key);
             }
-            // With the kernel's lock events, a close of a known claim's
-            // file says nothing they do not (its unlock is an event).
-            FsChange::Closed(key) if self.told_by_kernel() && self.states.contains_key(&key) => {}
-            FsChange::Opened(_) | FsChange::OthersOpened if self.told_by_kernel() => {}
+            // With the kernel's lock events, opens and closes say nothing
+            // they do not (the watcher's thread drops them; a close of a
+            // new claim's file follows its creation or a write, each a
+            // change of its own).
+            FsChange::Closed(_) | FsChange::Opened(_) | FsChange::OthersOpened
+                if self.told_by_kernel() => {}
             FsChange::Closed(key) => {
                 self.trace(&key, Stage::Dequeued);
                 self.closed.insert(key.clone());

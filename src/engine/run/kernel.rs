@@ -64,6 +64,12 @@ pub(super) const REFUSALS_EVERY: Duration = Duration::from_secs(1);
 /// The span refused tries are counted over.
 pub(super) const REFUSALS_OVER: Duration = Duration::from_secs(60);
 
+/// How long a claim whose taker runs and has closed it waits before the
+/// search of every process for who keeps it (its release, heard meanwhile,
+/// makes the search needless: an agent's release is heard within a few
+/// ms).
+pub(super) const KEEPER_WAIT: Duration = Duration::from_millis(50);
+
 /// The sweep period with the event source: never, in practice (a resync
 /// is asked for, never scheduled).
 pub(super) const NO_SWEEP: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -94,6 +100,12 @@ pub(super) struct Kernel {
     /// last judged for one: judged again at most once a
     /// [`REFUSALS_EVERY`], and once a second until none is left.
     refused: HashMap<LockKey, Instant>,
+    /// Claims held while their taker, running, has closed them: when each
+    /// is judged again, searching every process for who keeps it.
+    keepers_due: HashMap<LockKey, Instant>,
+    /// Claims whose next judgement searches for their keeper (their
+    /// [`KEEPER_WAIT`] passed).
+    search_keepers: std::collections::HashSet<LockKey>,
     /// Asks the stream to deliver what it has now: inotify heard the
     /// tree's files opened or closed, so lock events are likely waiting.
     pub(super) nudge: Option<crate::liveness::live_table::Nudger>,
@@ -151,6 +163,8 @@ impl Kernel {
             lost: 0,
             next_waiter_check: Instant::now() + WAITER_CHECK,
             refused: HashMap::new(),
+            keepers_due: HashMap::new(),
+            search_keepers: std::collections::HashSet::new(),
         }
     }
 
@@ -164,9 +178,13 @@ impl Kernel {
     }
 
     /// When waiters are next looked at, if any waits (or refusals are
-    /// counted on some claim).
+    /// counted on some claim), or a claim is next judged for its keeper,
+    /// whichever comes first.
     pub(super) fn waiter_check_due(&self) -> Option<Instant> {
-        (!self.refused.is_empty() || self.table.has_waiters()).then_some(self.next_waiter_check)
+        let waiters = (!self.refused.is_empty() || self.table.has_waiters())
+            .then_some(self.next_waiter_check);
+        let keepers = self.keepers_due.values().min().copied();
+        waiters.into_iter().chain(keepers).min()
     }
 
     /// Events lost so far.
@@ -236,9 +254,12 @@ impl Engine {
 
     /// Forgets a claim that is gone.
     pub(super) fn unregister(&mut self, key: &LockKey) {
-        if let Some(kernel) = self.kernel.as_mut()
-            && let Some(files) = kernel.claims.remove(key)
-        {
+        let Some(kernel) = self.kernel.as_mut() else {
+            return;
+        };
+        kernel.keepers_due.remove(key);
+        kernel.search_keepers.remove(key);
+        if let Some(files) = kernel.claims.remove(key) {
             for file in files {
                 kernel.files.remove(&file);
             }
@@ -342,6 +363,27 @@ impl Engine {
             self.sweep_touched.touch(key);
             self.trace(key, Stage::ProbeStart);
         }
+        let Some(kernel) = self.kernel.as_mut() else {
+            return;
+        };
+        // A claim whose keeper is due is judged with the search; the others
+        // leave it for later when their taker let go.
+        let (search, defer): (Vec<LockKey>, Vec<LockKey>) = keys
+            .into_iter()
+            .partition(|key| kernel.search_keepers.remove(key));
+        for key in search.iter().chain(&defer) {
+            kernel.keepers_due.remove(key);
+        }
+        self.judge_from_table_with(search, Recheck::ReadAgain);
+        self.judge_from_table_with(defer, Recheck::Table);
+    }
+
+    /// [`Self::judge_from_table`] for `keys` (registered), searching for a
+    /// keeper at once ([`Recheck::ReadAgain`]) or later ([`Recheck::Table`]).
+    fn judge_from_table_with(&mut self, keys: Vec<LockKey>, recheck: Recheck) {
+        if keys.is_empty() {
+            return;
+        }
         let Some(kernel) = self.kernel.as_ref() else {
             return;
         };
@@ -361,7 +403,7 @@ impl Engine {
             &index,
             &self.own_pids,
             &mut || index.clone(),
-            Recheck::ReadAgain,
+            recheck,
         );
         let at = SystemTime::now();
         let since = crate::liveness::kernel::event::monotonic_now()
@@ -378,7 +420,13 @@ impl Engine {
                     .collect(),
             });
         }
+        let now = Instant::now();
         for (key, mut state) in pairs {
+            if state.holders_note == Some(crate::liveness::HoldersNote::TakerLetGo)
+                && let Some(kernel) = self.kernel.as_mut()
+            {
+                kernel.keepers_due.insert(key.clone(), now + KEEPER_WAIT);
+            }
             self.trace(&key, Stage::Probed(state.liveness));
             if state.liveness.is_held() && state.holders.is_empty() {
                 state
@@ -389,23 +437,41 @@ impl Engine {
         }
     }
 
-    /// Drops the waiters whose processes are gone, and judges again the
-    /// claims they waited on.
+    /// Marks for judgement, with a search for who keeps them, the claims
+    /// whose [`KEEPER_WAIT`] passed; once a [`WAITER_CHECK`], drops the
+    /// waiters whose processes are gone and judges again the claims they
+    /// waited on.
     pub(super) fn check_waiters(&mut self) {
         let Some(kernel) = self.kernel.as_mut() else {
             return;
         };
-        kernel.next_waiter_check = Instant::now() + WAITER_CHECK;
+        let now = Instant::now();
+        let mut keys: Vec<LockKey> = Vec::new();
+        kernel.keepers_due.retain(|key, due| {
+            let waits = *due > now;
+            if !waits {
+                keys.push(key.clone());
+            }
+            waits
+        });
+        kernel.search_keepers.extend(keys.iter().cloned());
+        if now < kernel.next_waiter_check {
+            for key in keys {
+                self.mark(key);
+            }
+            return;
+        }
+        kernel.next_waiter_check = now + WAITER_CHECK;
         let changed = kernel
             .table
             .forget_waiters(crate::liveness::process::pid_alive);
-        let mut keys: Vec<LockKey> = changed
-            .iter()
-            .filter_map(|file| kernel.files.get(file).cloned())
-            .collect();
+        keys.extend(
+            changed
+                .iter()
+                .filter_map(|file| kernel.files.get(file).cloned()),
+        );
         // Refusal counts age: judged again once a second until none is
         // left in the last minute (the judgement then clears it).
-        let now = Instant::now();
         kernel
             .refused
             .retain(|_, judged| now < *judged + REFUSALS_OVER + WAITER_CHECK);

@@ -237,7 +237,9 @@ impl Engine {
             match open() {
                 Ok(stream) => {
                     let devices = device_of(&self.state_dir).into_iter().collect();
-                    self.kernel = Some(kernel::Kernel::start(stream, devices));
+                    let kernel = kernel::Kernel::start(stream, devices);
+                    self.filter.told_by_kernel(kernel.nudge.clone());
+                    self.kernel = Some(kernel);
                 }
                 // The caller checked it could open them; if it cannot now,
                 // inference goes on, and the log says why.

@@ -36,6 +36,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -69,16 +70,40 @@ pub const WAKE_EVERY: u32 = 512;
 /// One drain: when it began, and what it read (never empty).
 type Batch = (u64, Vec<Record>);
 
-/// Tells the reader thread to drain now (cheap: one `write` of an
-/// eventfd; any number of nudges before the drain are one).
+/// Tells the reader thread to drain now: one `write` of an eventfd for
+/// the first nudge since the last drain, nothing for the others (a burst
+/// of a thousand inotify events is one syscall, one wake-up).
 #[derive(Clone)]
-pub struct Nudge(Arc<EventFd>);
+pub struct Nudge(Arc<(EventFd, AtomicBool)>);
 
 impl Nudge {
-    /// Asks for a drain now.
+    /// A nudge with nothing asked yet.
+    fn new() -> io::Result<Self> {
+        let fd = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .map_err(io::Error::from)?;
+        Ok(Self(Arc::new((fd, AtomicBool::new(false)))))
+    }
+
+    /// Asks for a drain now (a no-op when one is asked and not yet begun).
     pub fn now(&self) {
-        // A full counter (2^64 - 2 nudges unread) already asks.
-        let _ = self.0.write(1);
+        if !self.0.1.swap(true, Ordering::AcqRel) {
+            // A full counter (2^64 - 2 nudges unread) already asks.
+            let _ = self.0.0.write(1);
+        }
+    }
+
+    /// The reader's side, before it drains: every nudge so far is answered
+    /// by that drain; the next one writes again. (The counter is read
+    /// first: a nudge between the read and the reset found the flag set and
+    /// wrote nothing, and the drain that follows answers it.)
+    fn answered(&self) {
+        let _ = self.0.0.read();
+        self.0.1.store(false, Ordering::Release);
+    }
+
+    /// The eventfd the reader polls.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.0.as_fd()
     }
 }
 
@@ -94,10 +119,7 @@ impl AsyncKernelLockEvents {
     /// Starts the thread that drains `events`.
     pub fn new(events: KernelLockEvents) -> io::Result<Self> {
         let reader = Arc::new(Mutex::new(events));
-        let nudge = Nudge(Arc::new(
-            EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
-                .map_err(io::Error::from)?,
-        ));
+        let nudge = Nudge::new()?;
         let (sender, batches) = mpsc::unbounded_channel();
         let (drained, nudged) = (reader.clone(), nudge.clone());
         std::thread::Builder::new()
@@ -153,7 +175,8 @@ impl Drop for AsyncKernelLockEvents {
     /// Ends the thread at once: it finds the receiver closed.
     fn drop(&mut self) {
         self.batches.close();
-        self.nudge.now();
+        // Whatever the flag says: the thread must wake to see the close.
+        let _ = self.nudge.0.0.write(1);
     }
 }
 
@@ -195,7 +218,7 @@ fn drain_paced(
         // SAFETY: `epoll` is the reader's epoll fd, which it opens once and
         // closes only when dropped; `reader` outlives this loop.
         let rings = unsafe { BorrowedFd::borrow_raw(epoll) };
-        let woke = match wait(rings, nudge.0.as_fd(), timeout) {
+        let woke = match wait(rings, nudge.as_fd(), timeout) {
             Ok(woke) => woke,
             Err(errno) => {
                 tracing::warn!(%errno, "waiting for the kernel's lock events failed");
@@ -203,8 +226,7 @@ fn drain_paced(
             }
         };
         if woke.nudged {
-            // Reset the counter: every nudge so far is answered by this drain.
-            let _ = nudge.0.read();
+            nudge.answered();
         }
         let began = super::event::monotonic_now();
         let mut records = Vec::new();

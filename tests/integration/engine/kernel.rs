@@ -315,6 +315,61 @@ fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
     let _ = watch.wait();
 }
 
+/// A lock whose taker runs on but has handed it to a forked child (the
+/// child shares the lock's open file; the taker closed its own fd): no
+/// unlock comes, so the process that keeps it is searched for — once the
+/// short wait for a release has passed — and named, with no
+/// `/proc/locks` read.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lock_its_running_taker_handed_to_a_child_names_the_child() {
+    if !root_or_skip("engine::kernel::a_lock_its_running_taker_handed_to_a_child_names_the_child") {
+        return;
+    }
+    let _serial = serial().await;
+    let (_tmp, state) = state_with_locks_root();
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "handed");
+    std::fs::create_dir_all(&dir).expect("the tags dir");
+    let open = |path: std::path::PathBuf| {
+        std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .expect("open a claim file")
+    };
+    let gate = open(locktop::locks::escape::gate_path(&dir, &key));
+    let announce = open(locktop::locks::escape::announce_path(&dir, &key));
+    let mut engine = kernel_engine(&state);
+    engine.synced().await;
+    let reads = engine.index_reads();
+    gate.lock().expect("lock the gate");
+    announce.lock().expect("lock the announce");
+    // The child's stdin and stdout are the locked descriptions; this
+    // process (the taker) closes its own fds and runs on.
+    let mut child = Command::new("sleep")
+        .arg("60")
+        .stdin(Stdio::from(gate))
+        .stdout(Stdio::from(announce))
+        .spawn()
+        .expect("spawn sleep");
+    let keeper = child.id();
+    let name = tag("handed");
+    engine
+        .wait_view("the child named as the holder", |view| {
+            view.is(&name, Liveness::Live, &[keeper])
+        })
+        .await;
+    assert_eq!(engine.index_reads(), reads, "no /proc/locks read");
+    let _ = child.kill();
+    let _ = child.wait();
+    engine
+        .wait_view("free once the child is gone", |view| {
+            view.liveness(&name) == Some(Liveness::Free)
+        })
+        .await;
+}
+
 /// An agent that loops on `try_acquire` never blocks, so no lock table
 /// shows it: the kernel's events count its refused tries. 100 refused
 /// `LOCK_NB` requests on a held tag are 100 on the tag's state, by that
