@@ -52,11 +52,21 @@
 //! inotifywait's. Without `inotifywait` the section prints `skipped:` (and
 //! panics when `LOCKTOP_REQUIRE_ALL=1`).
 //!
+//! Section 3, IDLE STEADY STATE. The big fixture again (1,000,000 keys,
+//! 1,000 held, nothing changing), and for each liveness source — the
+//! kernel's lock events (`--source kernel`) and the inference
+//! (`--source inference`) — `watch`, `serve` and the TUI side by side:
+//! once each shows its first complete view (as in section 1) and a settle,
+//! CPU (utime + stime) over an idle window of two minutes, and each one's
+//! RSS at its end and VmHWM. Without the kernel's events (not root, no
+//! CAP_PERFMON) its rows print `skipped:` (and panic when
+//! `LOCKTOP_REQUIRE_ALL=1`).
+//!
 //! Plans: `cargo bench --bench scale` (argv contains `--bench`) is the full
 //! run. Without `--bench` (what `cargo test --all-targets` runs) or with
 //! `--smoke`: the same code paths at tiny sizes (20,000 and 2,000 keys, 20
-//! held, 1 run, churn 1 s). `-- --only-memory` / `-- --only-churn` run one
-//! section. Targets are printed as PASS/MISS at the end; they never fail
+//! held, 1 run, churn 1 s, idle 2 s). `-- --only-memory` / `-- --only-churn`
+//! / `-- --only-idle` run one section. Targets are printed as PASS/MISS at the end; they never fail
 //! the run. Every child process is SIGKILLed on exit, panic included
 //! ([`support::Guarded`], [`PtyTui`]); holders also release and exit on
 //! their own when this process dies (their stdin closes).
@@ -105,6 +115,8 @@ struct Plan {
     /// (the remaining runs of that front end at that size are skipped).
     view_timeout: Duration,
     churn: Churn,
+    /// Section 3's idle window.
+    idle: Duration,
 }
 
 impl Plan {
@@ -133,6 +145,7 @@ impl Plan {
                 alive: 6,
                 per_second: 24.0,
             },
+            idle: Duration::from_secs(120),
         }
     }
 
@@ -161,6 +174,7 @@ impl Plan {
                 alive: 6,
                 per_second: 24.0,
             },
+            idle: Duration::from_secs(2),
         }
     }
 
@@ -186,14 +200,23 @@ fn main() {
         .expect("tempdir");
     header(&plan, &args, &bin, tmp.path());
     let mut targets = Targets::default();
-    if !has("--only-churn") {
+    let only = ["--only-memory", "--only-churn", "--only-idle"]
+        .into_iter()
+        .find(|flag| has(flag));
+    let runs = |flag: &str| only.is_none_or(|only| only == flag);
+    if runs("--only-memory") {
         let t = Instant::now();
         section_memory(&plan, &bin, tmp.path(), &mut targets);
         took(t);
     }
-    if !has("--only-memory") {
+    if runs("--only-churn") {
         let t = Instant::now();
         section_churn(&plan, &bin, tmp.path(), &mut targets);
+        took(t);
+    }
+    if runs("--only-idle") {
+        let t = Instant::now();
+        section_idle(&plan, &bin, tmp.path(), &mut targets);
         took(t);
     }
     targets.say(plan.name == "SMOKE", "scale");
@@ -262,7 +285,7 @@ fn header(plan: &Plan, args: &[String], bin: &Path, tmp: &Path) {
     say(format!(
         "command:  {}   [argv; `cargo bench --bench scale` passes --bench → full run, \
          without it (cargo test --all-targets) or with --smoke → smoke run; \
-         --only-memory / --only-churn: one section]",
+         --only-memory / --only-churn / --only-idle: one section]",
         args.join(" ")
     ));
     say_where(bin, tmp);
@@ -715,22 +738,27 @@ fn run_serve(plan: &Plan, bin: &Path, fixture: &Fixture) -> ServeRun {
 
 /// Spawns `serve` on a free loopback port; the child and its base URL.
 fn start_serve(bin: &Path, state: &Path) -> (Guarded, String) {
-    let mut child = spawn_locktop(
-        bin,
-        state,
-        &["serve", "--listen", "127.0.0.1:0"],
-        Stdio::piped(),
-    );
+    start_serve_with(bin, state, &[])
+}
+
+/// [`start_serve`] with `flags` added (the lines serve says on stderr
+/// before it listens, such as its liveness source, are passed over).
+fn start_serve_with(bin: &Path, state: &Path, flags: &[&str]) -> (Guarded, String) {
+    let args = [&["serve", "--listen", "127.0.0.1:0"][..], flags].concat();
+    let mut child = spawn_locktop(bin, state, &args, Stdio::piped());
     drop(child.child_mut().stdout.take());
     let stderr = child.child_mut().stderr.take().expect("piped");
     let mut stderr = BufReader::new(stderr);
-    let mut line = String::new();
-    stderr.read_line(&mut line).expect("serve's first line");
-    let base = line
-        .trim()
-        .strip_prefix("locktop serve: listening on ")
-        .unwrap_or_else(|| panic!("serve said {line:?}"))
-        .to_string();
+    let mut said = Vec::new();
+    let base = loop {
+        let mut line = String::new();
+        let read = stderr.read_line(&mut line).expect("serve's stderr");
+        if let Some(base) = line.trim().strip_prefix("locktop serve: listening on ") {
+            break base.to_string();
+        }
+        said.push(line);
+        assert!(read > 0 && said.len() < 5, "serve said {said:?}");
+    };
     // Whatever else it says on stderr, read so it never blocks.
     std::thread::spawn(move || {
         let _ = std::io::copy(&mut stderr, &mut std::io::sink());
@@ -845,6 +873,29 @@ fn tui_complete(screen: &str, live: usize, free: usize, pids: &[String]) -> bool
 /// The TUI until its first complete view ([`tui_complete`], polled every
 /// 50 ms), then the settle and its VmHWM; quit with `q`.
 fn run_tui(plan: &Plan, bin: &Path, fixture: &Fixture) -> (Option<Duration>, u64) {
+    let start = Instant::now();
+    let tui = PtyTui::spawn(
+        bin,
+        &["--state-dir".as_ref(), fixture.state.as_os_str()],
+        TUI_ROWS,
+        TUI_COLS,
+    );
+    let view = tui_view(&tui, fixture, start, plan.view_timeout);
+    std::thread::sleep(plan.settle);
+    let kib = vm_hwm(tui.pid());
+    tui.quit();
+    (view, kib)
+}
+
+/// Polls `tui`'s screen every 50 ms until its first complete view of
+/// `fixture` ([`tui_complete`]): the time since `start`, or `None` (its
+/// screen said) when it did not come within `timeout`.
+fn tui_view(
+    tui: &PtyTui,
+    fixture: &Fixture,
+    start: Instant,
+    timeout: Duration,
+) -> Option<Duration> {
     let live = fixture.held.len();
     let free = fixture.size.keys() - live;
     let mut pids: Vec<String> = fixture
@@ -855,30 +906,19 @@ fn run_tui(plan: &Plan, bin: &Path, fixture: &Fixture) -> (Option<Duration>, u64
         .collect();
     pids.sort();
     pids.dedup();
-    let start = Instant::now();
-    let tui = PtyTui::spawn(
-        bin,
-        &["--state-dir".as_ref(), fixture.state.as_os_str()],
-        TUI_ROWS,
-        TUI_COLS,
-    );
-    let view = loop {
+    loop {
         if tui_complete(&tui.screen(), live, free, &pids) {
-            break Some(start.elapsed());
+            return Some(start.elapsed());
         }
-        if start.elapsed() > plan.view_timeout {
+        if start.elapsed() > timeout {
             say(format!(
                 "   the TUI never showed its complete view; its screen:\n{}",
                 tui.screen()
             ));
-            break None;
+            return None;
         }
         std::thread::sleep(Duration::from_millis(50));
-    };
-    std::thread::sleep(plan.settle);
-    let kib = vm_hwm(tui.pid());
-    tui.quit();
-    (view, kib)
+    }
 }
 
 // ===========================================================================
@@ -1031,6 +1071,165 @@ fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
             verdict(r.is_some_and(|r| r <= CHURN_RATIO))
         ));
     }
+}
+
+// ===========================================================================
+// 3. Idle steady state
+
+/// Steady-state RSS target of every front end at the big size (MB).
+const IDLE_MB: f64 = 250.0;
+/// Steady-state CPU target of every front end at the big size (% of one
+/// core).
+const IDLE_CORE_PERCENT: f64 = 1.0;
+
+/// The liveness sources section 3 compares: label and flags.
+const IDLE_SOURCES: [(&str, &[&str]); 2] = [
+    ("kernel events", &["--source", "kernel"]),
+    ("inference", &["--source", "inference"]),
+];
+
+fn section_idle(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
+    say(format!(
+        "\n3. IDLE STEADY STATE  {} keys, {} held, nothing changing; per liveness source, `watch`, \
+         `serve` and the TUI side by side: after each one's first complete view and a settle of \
+         {}, CPU = utime+stime over {}, RSS at its end, VmHWM",
+        thousands(plan.big.keys()),
+        thousands(plan.held()),
+        fmt_dur(plan.settle),
+        fmt_dur(plan.idle),
+    ));
+    let fixture = make_fixture(
+        bin,
+        &tmp.join(format!("state-{}", plan.big.keys())),
+        plan.big,
+        plan.holders,
+        plan.keys_per_holder,
+    );
+    for (source, flags) in IDLE_SOURCES {
+        say(format!("\n {source} ({})", flags.join(" ")));
+        match idle_rows(plan, bin, &fixture, flags) {
+            Ok(rows) => {
+                for row in rows {
+                    row.report(source, plan.idle, targets);
+                }
+            }
+            Err(why) => {
+                let line = format!("   skipped: {why}");
+                if std::env::var("LOCKTOP_REQUIRE_ALL").is_ok_and(|v| v == "1") {
+                    panic!("{line}, and LOCKTOP_REQUIRE_ALL=1");
+                }
+                say(line);
+            }
+        }
+    }
+}
+
+/// One front end's idle figures.
+struct IdleRow {
+    what: &'static str,
+    /// CPU ticks over the idle window.
+    ticks: u64,
+    rss_kib: u64,
+    hwm_kib: u64,
+}
+
+impl IdleRow {
+    fn report(&self, source: &str, window: Duration, targets: &mut Targets) {
+        let hz = clock_ticks_per_second();
+        let core = self.ticks as f64 / hz as f64 * 100.0 / window.as_secs_f64();
+        say(format!(
+            "   {:<8} CPU {:>5.2}% of one core ({} ticks)   RSS {:>6.1} MB   VmHWM {:>6.1} MB",
+            self.what,
+            core,
+            self.ticks,
+            mb(self.rss_kib),
+            mb(self.hwm_kib)
+        ));
+        targets.add(format!(
+            "idle at 1M keys, {source}, {} ≤ {IDLE_MB:.0} MB and ≤ {IDLE_CORE_PERCENT:.0}% of a core: \
+             VmHWM {:.1} MB, {core:.2}%  {}",
+            self.what,
+            mb(self.hwm_kib),
+            verdict(mb(self.hwm_kib) <= IDLE_MB && core <= IDLE_CORE_PERCENT)
+        ));
+    }
+}
+
+/// `watch`, `serve` and the TUI with `flags` on `fixture`, side by side,
+/// until each one's first complete view, then the idle window. `Err` with
+/// what a front end said when it refused the flags (the kernel's events
+/// not granted to this user).
+fn idle_rows(
+    plan: &Plan,
+    bin: &Path,
+    fixture: &Fixture,
+    flags: &[&str],
+) -> Result<Vec<IdleRow>, String> {
+    let start = Instant::now();
+    let mut watch = spawn_locktop(
+        bin,
+        &fixture.state,
+        &[&["watch"][..], flags].concat(),
+        Stdio::piped(),
+    );
+    let (synced, watch_reader) = drain_lines(
+        watch.child_mut().stdout.take().expect("piped"),
+        Arc::default(),
+        |line| line.contains(" synced: "),
+    );
+    let stderr = watch.child_mut().stderr.take().expect("piped");
+    let refused = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut text);
+        text
+    });
+    if synced.recv_timeout(plan.view_timeout).is_err() {
+        stop(&mut watch);
+        let said = refused.join().unwrap_or_default();
+        return Err(format!("watch {} said: {}", flags.join(" "), said.trim()));
+    }
+    let (mut serve, base) = start_serve_with(bin, &fixture.state, flags);
+    let tui_args: Vec<&std::ffi::OsStr> = ["--state-dir".as_ref(), fixture.state.as_os_str()]
+        .into_iter()
+        .chain(flags.iter().map(std::ffi::OsStr::new))
+        .collect();
+    let tui = PtyTui::spawn(bin, &tui_args, TUI_ROWS, TUI_COLS);
+    let views = [
+        wait_healthy(&base, start, plan.view_timeout).is_some(),
+        tui_view(&tui, fixture, start, plan.view_timeout).is_some(),
+    ];
+    assert!(
+        views.iter().all(|v| *v),
+        "no first complete view in {}: serve, TUI = {views:?}",
+        fmt_dur(plan.view_timeout)
+    );
+    say(format!(
+        "   all three showing their first complete view after {}",
+        fmt_dur(start.elapsed())
+    ));
+    std::thread::sleep(plan.settle);
+    let pids = [
+        ("watch", watch.pid()),
+        ("serve", serve.pid()),
+        ("TUI", tui.pid()),
+    ];
+    let before = pids.map(|(_, pid)| cpu_ticks(pid).unwrap_or(0));
+    std::thread::sleep(plan.idle);
+    let rows = pids
+        .iter()
+        .zip(before)
+        .map(|(&(what, pid), before)| IdleRow {
+            what,
+            ticks: cpu_ticks(pid).unwrap_or(0).saturating_sub(before),
+            rss_kib: vm_status_kib(pid, "VmRSS:").unwrap_or(0),
+            hwm_kib: vm_hwm(pid),
+        })
+        .collect();
+    tui.quit();
+    stop(&mut serve);
+    stop(&mut watch);
+    let _ = (watch_reader.join(), refused.join());
+    Ok(rows)
 }
 
 // ===========================================================================
