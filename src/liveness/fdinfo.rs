@@ -101,13 +101,49 @@ pub fn keepers_of(files: &[FileId]) -> Vec<u32> {
 /// True when one of `pid`'s fds is open on one of `files` and its fdinfo
 /// shows a held flock on that file.
 fn keeps_any(pid: u32, files: &[FileId]) -> bool {
+    let mut text = Vec::new();
+    find_fd_on(pid, files, |_, name, id| {
+        let path = format!("/proc/{pid}/fdinfo/{}", name.to_string_lossy());
+        let Ok(fd) = open(
+            path.as_str(),
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return false;
+        };
+        read_fdinfo(fd, &mut text).is_ok() && held_rows(&text).any(|file| file == id)
+    })
+}
+
+/// The path `pid` opened `file` by, as its fd's link names it — in
+/// `pid`'s own mount namespace and root: a caller compares it with what it
+/// sees at that path before trusting it. `None` when `pid` has no fd open
+/// on `file` (or is gone, or its fds may not be read).
+pub fn path_of_open_file(pid: u32, file: FileId) -> Option<std::path::PathBuf> {
+    let mut found = None;
+    find_fd_on(pid, &[file], |dir, name, _| {
+        found = nix::fcntl::readlinkat(dir, name)
+            .ok()
+            .map(std::path::PathBuf::from);
+        found.is_some()
+    });
+    found
+}
+
+/// Calls `each` with `pid`'s fd directory, an fd's name and its file for
+/// every fd of `pid` open on one of `files` (one `fstatat` per fd, through
+/// its magic link), until `each` says true; true when it did.
+fn find_fd_on(
+    pid: u32,
+    files: &[FileId],
+    mut each: impl FnMut(std::os::fd::BorrowedFd<'_>, &std::ffi::CStr, FileId) -> bool,
+) -> bool {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let Ok(mut fds) = nix::dir::Dir::open(format!("/proc/{pid}/fd").as_str(), flags, Mode::empty())
     else {
         return false;
     };
     let dir = fds.as_raw_fd();
-    let mut text = Vec::new();
     for entry in fds.iter().flatten() {
         let name = entry.file_name();
         if name.to_bytes().starts_with(b".") {
@@ -120,18 +156,7 @@ fn keeps_any(pid: u32, files: &[FileId]) -> bool {
             continue;
         };
         let id = FileId::from_stat(&stat);
-        if !files.contains(&id) {
-            continue;
-        }
-        let path = format!("/proc/{pid}/fdinfo/{}", name.to_string_lossy());
-        let Ok(fd) = open(
-            path.as_str(),
-            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        ) else {
-            continue;
-        };
-        if read_fdinfo(fd, &mut text).is_ok() && held_rows(&text).any(|file| file == id) {
+        if files.contains(&id) && each(dir, name, id) {
             return true;
         }
     }

@@ -70,6 +70,10 @@ pub(super) const REFUSALS_OVER: Duration = Duration::from_secs(60);
 /// ms).
 pub(super) const KEEPER_WAIT: Duration = Duration::from_millis(50);
 
+/// How many foreign files [`Kernel`] remembers as no claim's before it
+/// starts afresh.
+const NOT_CLAIMS_MAX: usize = 65_536;
+
 /// The sweep period with the event source: never, in practice (a resync
 /// is asked for, never scheduled).
 pub(super) const NO_SWEEP: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -78,8 +82,16 @@ pub(super) const NO_SWEEP: Duration = Duration::from_secs(365 * 24 * 3600);
 pub(super) struct Kernel {
     /// The lock table the events keep current.
     table: LiveTable,
-    /// Every registered claim file → its claim.
+    /// Every registered claim file → its claim. Registered: the claims
+    /// held at the first judgement, every claim judged since, and the
+    /// claim an event's requester opened ([`Engine::resolve_claim`]) —
+    /// never every claim on disk (a million idle keys would cost hundreds
+    /// of megabytes here for nothing).
     files: HashMap<FileId, LockKey>,
+    /// Files lock requests were made on that are no claim's (a foreign
+    /// lock on the same filesystem): not looked up again. Bounded: cleared
+    /// when [`NOT_CLAIMS_MAX`] is reached.
+    not_claims: std::collections::HashSet<FileId>,
     /// Each registered claim → its files (to forget them when they
     /// change or the claim goes).
     claims: HashMap<LockKey, Vec<FileId>>,
@@ -155,6 +167,7 @@ impl Kernel {
             nudge,
             table: LiveTable::default(),
             files: HashMap::new(),
+            not_claims: std::collections::HashSet::new(),
             claims: HashMap::new(),
             records,
             devices: devices_tx,
@@ -200,16 +213,80 @@ impl Engine {
     }
 
     /// Seeds the table from a judgement's `/proc/locks` read (the first
-    /// sweep, or the resync after lost events) and registers every claim
-    /// of `keys`: from now on, events keep it current.
-    pub(super) fn seed_from(&mut self, index: &LockIndex, keys: impl Iterator<Item = LockKey>) {
+    /// sweep, or the resync after lost events), registers the claims of
+    /// `held` (every claim the judgement did not find free) and watches
+    /// the devices of the directories of `all` (a bind mount below the
+    /// root): from now on, events keep the table current, and a claim
+    /// free now joins when it is judged or an event's requester names it.
+    pub(super) fn seed_from<'a>(
+        &mut self,
+        index: &LockIndex,
+        held: impl Iterator<Item = &'a LockKey>,
+        all: impl Iterator<Item = &'a LockKey>,
+    ) {
         let Some(kernel) = self.kernel.as_mut() else {
             return;
         };
         kernel.table = LiveTable::seeded(index);
         kernel.seeded = true;
-        for key in keys {
-            self.register(&key);
+        let mut dirs: std::collections::HashSet<&std::path::Path> = Default::default();
+        let mut new_device = false;
+        for key in all {
+            if dirs.insert(key.dir())
+                && let Ok(dir) = std::fs::symlink_metadata(key.dir())
+            {
+                let id = FileId::from_metadata(&dir);
+                let device = (id.major, id.minor);
+                if !kernel.watched.contains(&device) {
+                    kernel.watched.push(device);
+                    new_device = true;
+                }
+            }
+        }
+        if new_device {
+            let _ = kernel.devices.send(kernel.watched.clone());
+        }
+        for key in held {
+            self.register(key);
+        }
+    }
+
+    /// The claim whose file `file` is, found from the process that just
+    /// asked to lock it (`pid`) — or, when it has closed it already and
+    /// the lock stands, from a process that keeps it: the path its fd was
+    /// opened by, if that path names a claim here and is that very file.
+    /// Registered when found; remembered as no claim's when a path was
+    /// found and it is not one (a foreign lock).
+    fn resolve_claim(&mut self, file: FileId, pid: u32) -> Option<LockKey> {
+        let kernel = self.kernel.as_mut()?;
+        if kernel.not_claims.contains(&file) {
+            return None;
+        }
+        // The requester may have closed it since (handed to a forked
+        // child, or released): while the lock stands, whoever keeps it
+        // names the path (a search of every process: rare).
+        let path = crate::liveness::fdinfo::path_of_open_file(pid, file).or_else(|| {
+            if kernel.table.locks(&file).holders.is_empty() {
+                return None;
+            }
+            keepers_of(&[file])
+                .into_iter()
+                .find_map(|keeper| crate::liveness::fdinfo::path_of_open_file(keeper, file))
+        })?;
+        let key = crate::engine::fs_events::claim_of(&self.state_dir, &path)
+            .filter(|_| FileId::of(&path).is_ok_and(|seen| seen == file));
+        match key {
+            Some(key) => {
+                self.register(&key);
+                Some(key)
+            }
+            None => {
+                if kernel.not_claims.len() >= NOT_CLAIMS_MAX {
+                    kernel.not_claims.clear();
+                }
+                kernel.not_claims.insert(file);
+                None
+            }
         }
     }
 
@@ -274,6 +351,9 @@ impl Engine {
         // Whether a taker runs, asked once a batch per PID (a loop of tries
         // makes a close event each).
         let mut running: HashMap<u32, bool> = HashMap::new();
+        // Requests on files no registered claim has: (requester, refused
+        // tries), looked up once the batch is applied.
+        let mut unknown: HashMap<FileId, (u32, u64)> = HashMap::new();
         if let Some(kernel) = self.kernel.as_mut() {
             for record in records {
                 match record {
@@ -301,6 +381,16 @@ impl Engine {
                             });
                         }
                         let Some(key) = kernel.files.get(&event.file) else {
+                            let request = !matches!(
+                                event.kind,
+                                crate::liveness::kernel::LockKind::Unlocked { .. }
+                                    | crate::liveness::kernel::LockKind::Other { .. }
+                            );
+                            if request && (applied.changed || applied.refused) {
+                                let entry = unknown.entry(event.file).or_insert((event.pid, 0));
+                                entry.0 = event.pid;
+                                entry.1 += u64::from(applied.refused);
+                            }
                             continue;
                         };
                         if applied.refused {
@@ -326,6 +416,15 @@ impl Engine {
                 }
             }
             kernel.lost += lost;
+        }
+        for (file, (pid, refused)) in unknown {
+            if let Some(key) = self.resolve_claim(file, pid) {
+                self.stats
+                    .refused_tries
+                    .of(key.kind())
+                    .fetch_add(refused, Ordering::Relaxed);
+                touched.push(key);
+            }
         }
         self.stats
             .events

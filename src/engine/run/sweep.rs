@@ -148,7 +148,7 @@ impl Engine {
         if let Some(index) = &index
             && self.told_by_kernel()
         {
-            self.seed_from(index, batch.keys().cloned());
+            self.seed_from(index, batch.rest.iter().map(|(key, _)| key), batch.keys());
         }
         let gone: Vec<LockKey> = match &found {
             // Nothing was known when the sweep began: every key known now

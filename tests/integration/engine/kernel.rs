@@ -315,6 +315,61 @@ fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
     let _ = watch.wait();
 }
 
+/// A claim free at the first judgement is not indexed (a million idle
+/// keys would cost hundreds of megabytes): when a process that opened it
+/// without writing (util-linux `flock`, whose opens and closes the kernel
+/// source does not listen to) locks it, the claim is found from that
+/// process's own fd and judged held with its PID — no sweep, no
+/// `/proc/locks` read.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_free_at_start_locked_without_a_write_is_found_from_the_locker() {
+    if !root_or_skip(
+        "engine::kernel::a_claim_free_at_start_locked_without_a_write_is_found_from_the_locker",
+    ) {
+        return;
+    }
+    let _serial = serial().await;
+    let (_tmp, state) = state_with_locks_root();
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "quiet");
+    std::fs::create_dir_all(&dir).expect("the tags dir");
+    let (gate, announce) = (
+        locktop::locks::escape::gate_path(&dir, &key),
+        locktop::locks::escape::announce_path(&dir, &key),
+    );
+    std::fs::write(&gate, b"").expect("the gate");
+    std::fs::write(&announce, b"1").expect("the announce");
+    let mut engine = kernel_engine(&state);
+    engine.synced().await;
+    let name = tag("quiet");
+    engine
+        .wait_view("the claim free", |view| {
+            view.liveness(&name) == Some(Liveness::Free)
+        })
+        .await;
+    let (reads, sweeps) = (engine.index_reads(), engine.sweeps());
+    // flock(1) opens each file (no write), locks it, and runs the next.
+    let mut locker = Command::new("flock")
+        .arg("-x")
+        .arg(&gate)
+        .args(["flock", "-x"])
+        .arg(&announce)
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("spawn flock (util-linux)");
+    engine
+        .wait_view("the claim held, with the lockers' PIDs", |view| {
+            view.get(&name).is_some_and(|state| {
+                state.liveness == Liveness::Live
+                    && state.holders.iter().any(|holder| holder.pid == locker.id())
+            })
+        })
+        .await;
+    assert_eq!(engine.index_reads(), reads, "no /proc/locks read");
+    assert_eq!(engine.sweeps(), sweeps, "no sweep");
+    let _ = locker.kill();
+    let _ = locker.wait();
+}
+
 /// A lock whose taker runs on but has handed it to a forked child (the
 /// child shares the lock's open file; the taker closed its own fd): no
 /// unlock comes, so the process that keeps it is searched for — once the
