@@ -62,8 +62,9 @@ pub struct Resolved {
     /// A read made after the first one lists no lock on the claim's
     /// files: it was let go meanwhile.
     pub released: bool,
-    /// Every taker named runs and has closed the claim's files, and the
-    /// keeper search was left for later ([`HolderVerifier::deferring_keepers`]):
+    /// Every taker named has closed the claim's files (it runs and let
+    /// go, or it is gone), no keeper found before still keeps it, and the
+    /// search was left for later ([`HolderVerifier::deferring_keepers`]):
     /// nobody is named yet.
     pub taker_let_go: bool,
 }
@@ -98,12 +99,14 @@ pub struct HolderVerifier {
 
 impl HolderVerifier {
     /// A verifier for a lock table kept current by the kernel's events:
-    /// a taker that runs and has closed the claim's files is most often
-    /// releasing it (its unlock is on its way), so the search of every
-    /// process for a keeper (a `stat` of every fd on the machine) is left
-    /// to the caller, which asks again a moment later if the lock still
-    /// stands ([`Resolved::taker_let_go`]). A gone taker is searched for at
-    /// once: no unlock is coming from it.
+    /// a taker that has closed the claim's files — it runs and let go, or
+    /// it died — is most often releasing it (its unlock is on its way), so
+    /// the search of every process for a keeper (a `stat` of every fd on
+    /// the machine: tens of ms on a loaded host) is left to the caller,
+    /// which asks again a moment later if the lock still stands
+    /// ([`Resolved::taker_let_go`]); the keepers found before, still
+    /// verified, are named at once. A PID reused since is searched for at
+    /// once: its taker died long ago.
     pub fn deferring_keepers() -> Self {
         Self {
             defer_keepers: true,
@@ -175,13 +178,25 @@ impl HolderVerifier {
                 ..Resolved::default()
             };
         }
-        if self.defer_keepers && again.iter().all(|(_, hold)| *hold == Hold::LetGo) {
-            return Resolved {
-                taker_let_go: true,
-                ..Resolved::default()
-            };
-        }
-        let keepers = self.keepers(files);
+        let keepers = if self.defer_keepers
+            && again
+                .iter()
+                .all(|(_, hold)| matches!(hold, Hold::LetGo | Hold::Gone))
+        {
+            // Its release is most likely on its way (a taker that let go,
+            // or died: a dying process closes every file). Only the
+            // keepers found last time, still verified, are named now.
+            let hinted = self.hinted_keepers(files);
+            if hinted.is_empty() {
+                return Resolved {
+                    taker_let_go: true,
+                    ..Resolved::default()
+                };
+            }
+            hinted
+        } else {
+            self.keepers(files)
+        };
         let takers: Vec<(u32, Hold)> = holds
             .into_iter()
             .filter(|(pid, _)| again.iter().any(|(other, _)| other == pid))
@@ -267,15 +282,7 @@ impl HolderVerifier {
     /// every process ([`keepers_of`]: a `stat` per fd, an fdinfo read
     /// only for fds open on the claim).
     pub fn keepers(&mut self, files: &[FileId]) -> Vec<u32> {
-        let hinted = KEEPER_HINTS
-            .lock()
-            .ok()
-            .and_then(|hints| hints.as_ref()?.get(files).cloned())
-            .unwrap_or_default();
-        let still: Vec<u32> = hinted
-            .into_iter()
-            .filter(|&pid| self.hold(pid, files, None) == Hold::Verified)
-            .collect();
+        let still = self.hinted_keepers(files);
         if !still.is_empty() {
             return still;
         }
@@ -288,6 +295,20 @@ impl HolderVerifier {
             hints.insert(files.to_vec(), found.clone());
         }
         found
+    }
+
+    /// The keepers found last time for `files` whose fdinfo still shows
+    /// the lock (no search).
+    fn hinted_keepers(&mut self, files: &[FileId]) -> Vec<u32> {
+        let hinted = KEEPER_HINTS
+            .lock()
+            .ok()
+            .and_then(|hints| hints.as_ref()?.get(files).cloned())
+            .unwrap_or_default();
+        hinted
+            .into_iter()
+            .filter(|&pid| self.hold(pid, files, None) == Hold::Verified)
+            .collect()
     }
 
     /// Reads, up front, the `/proc` of every PID in `pids` not read yet

@@ -429,9 +429,16 @@ impl Engine {
         self.stats
             .events
             .fetch_add(touched.len() as u64, Ordering::Relaxed);
+        let judge_now = !touched.is_empty();
         for key in touched {
             self.trace(&key, Stage::Dequeued);
             self.mark(key);
+        }
+        if judge_now {
+            // A batch of records is already a coalesced burst (the reader
+            // drains 1 ms after a nudge, in order across CPUs): judged on
+            // the loop's next turn, not after another coalescing window.
+            self.batch_due = Some(Instant::now());
         }
         if lost > 0 {
             self.set_health(WatcherHealth::Rescanning {
