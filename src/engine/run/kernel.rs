@@ -429,16 +429,13 @@ impl Engine {
         self.stats
             .events
             .fetch_add(touched.len() as u64, Ordering::Relaxed);
-        let judge_now = !touched.is_empty();
+        // Judged after the coalescing window, like any change: a claim's
+        // write (its announce, after the lock) then shares the judgement.
+        // Judging each batch at once cut a kill's p99 from 19 to 7 ms here
+        // but cost a monitor under churn 32% of a core instead of 21%.
         for key in touched {
             self.trace(&key, Stage::Dequeued);
             self.mark(key);
-        }
-        if judge_now {
-            // A batch of records is already a coalesced burst (the reader
-            // drains 1 ms after a nudge, in order across CPUs): judged on
-            // the loop's next turn, not after another coalescing window.
-            self.batch_due = Some(Instant::now());
         }
         if lost > 0 {
             self.set_health(WatcherHealth::Rescanning {
