@@ -204,6 +204,22 @@ impl Kernel {
     pub(super) fn lost(&self) -> u64 {
         self.lost
     }
+
+    /// Asks the stream for the devices of `files` it does not watch yet
+    /// (a bind mount below the root), in one message.
+    fn watch_devices_of(&mut self, files: &[FileId]) {
+        let mut new_device = false;
+        for file in files {
+            let device = (file.major, file.minor);
+            if !self.watched.contains(&device) {
+                self.watched.push(device);
+                new_device = true;
+            }
+        }
+        if new_device {
+            let _ = self.devices.send(self.watched.clone());
+        }
+    }
 }
 
 impl Engine {
@@ -230,22 +246,12 @@ impl Engine {
         kernel.table = LiveTable::seeded(index);
         kernel.seeded = true;
         let mut dirs: std::collections::HashSet<&std::path::Path> = Default::default();
-        let mut new_device = false;
-        for key in all {
-            if dirs.insert(key.dir())
-                && let Ok(dir) = std::fs::symlink_metadata(key.dir())
-            {
-                let id = FileId::from_metadata(&dir);
-                let device = (id.major, id.minor);
-                if !kernel.watched.contains(&device) {
-                    kernel.watched.push(device);
-                    new_device = true;
-                }
-            }
-        }
-        if new_device {
-            let _ = kernel.devices.send(kernel.watched.clone());
-        }
+        let devices: Vec<FileId> = all
+            .filter(|key| dirs.insert(key.dir()))
+            .filter_map(|key| std::fs::symlink_metadata(key.dir()).ok())
+            .map(|dir| FileId::from_metadata(&dir))
+            .collect();
+        kernel.watch_devices_of(&devices);
         for key in held {
             self.register(key);
         }
@@ -306,18 +312,10 @@ impl Engine {
                 kernel.files.remove(&file);
             }
         }
-        let mut new_device = false;
         for file in &files {
             kernel.files.insert(*file, key.clone());
-            let device = (file.major, file.minor);
-            if !kernel.watched.contains(&device) {
-                kernel.watched.push(device);
-                new_device = true;
-            }
         }
-        if new_device {
-            let _ = kernel.devices.send(kernel.watched.clone());
-        }
+        kernel.watch_devices_of(&files);
         kernel.claims.insert(key.clone(), files);
     }
 
