@@ -118,8 +118,9 @@ pub(super) struct Kernel {
     /// Claims whose next judgement searches for their keeper (their
     /// [`KEEPER_WAIT`] passed).
     search_keepers: std::collections::HashSet<LockKey>,
-    /// Asks the stream to deliver what it has now: inotify heard the
-    /// tree's files opened or closed, so lock events are likely waiting.
+    /// Asks the stream to deliver what it has now; handed to inotify's
+    /// thread, which calls it at every event of the tree (lock events are
+    /// likely waiting).
     pub(super) nudge: Option<crate::liveness::live_table::Nudger>,
 }
 

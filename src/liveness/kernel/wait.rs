@@ -10,9 +10,10 @@
 //! look in other ways, and the kernel wakes it only so that a storm
 //! cannot fill the rings ([`super::Options::wake_every`]):
 //!
-//! - a **nudge** ([`Nudge`]): the engine hears every open and close of a
-//!   claim's files through inotify — an agent's lock, release or death
-//!   opens or closes one — and nudges; the thread drains at once, and
+//! - a **nudge** ([`Nudge`]): inotify's thread nudges at every event of
+//!   the tree — an agent's lock, release or death opens, writes or closes
+//!   a claim's files — (the first nudge since the last drain writes the
+//!   eventfd, the others nothing); the thread drains at once, and
 //!   again [`PACE`] later (a flock comes just after its open; the nudges
 //!   of that burst are answered by that second look);
 //! - a **backstop**: for [`ACTIVE_SPELL`] after the last nudge or record,
