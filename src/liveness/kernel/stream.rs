@@ -11,7 +11,10 @@
 //! [`REORDER_WINDOW`]: a drain passes on only the events stamped at least
 //! that long before it began (every one of those was in its ring by then,
 //! so none can come later), merged in time order with those held from
-//! before; the rest wait for the next drain, at most one window later.
+//! before; the rest wait for the next drain, at most one window later —
+//! one is asked for if none comes by then. A pass is judged by a drain's
+//! start, never by the clock: an event older than the held ones may still
+//! sit in a ring that no drain has read since.
 //!
 //! Invariants: every event passes, once, in time order; a lost record
 //! passes at once (the table is resynchronized either way).
@@ -28,16 +31,51 @@ use crate::liveness::live_table::EventStream;
 /// the kernel takes from stamping a sample to writing it (microseconds).
 pub const REORDER_WINDOW: Duration = Duration::from_millis(1);
 
+/// Drains of the rings as they are handed over, each with the time it
+/// began: what [`OrderedEvents`] puts in order.
+pub trait Drains: Send {
+    /// Waits for the next drain's records (appended to `out`) and returns
+    /// when it began: every record stamped well before then has been
+    /// handed over, by this drain or an earlier one.
+    fn next_drain<'a>(
+        &'a mut self,
+        out: &'a mut Vec<Record>,
+    ) -> Pin<Box<dyn Future<Output = std::io::Result<u64>> + Send + 'a>>;
+
+    /// Asks for a drain now and waits for it, as [`Self::next_drain`]
+    /// does, its batch handed over even if it read nothing.
+    fn flush<'a>(
+        &'a mut self,
+        out: &'a mut Vec<Record>,
+    ) -> Pin<Box<dyn Future<Output = std::io::Result<u64>> + Send + 'a>>;
+}
+
+impl Drains for AsyncKernelLockEvents {
+    fn next_drain<'a>(
+        &'a mut self,
+        out: &'a mut Vec<Record>,
+    ) -> Pin<Box<dyn Future<Output = std::io::Result<u64>> + Send + 'a>> {
+        Box::pin(self.next_batch_stamped(out))
+    }
+
+    fn flush<'a>(
+        &'a mut self,
+        out: &'a mut Vec<Record>,
+    ) -> Pin<Box<dyn Future<Output = std::io::Result<u64>> + Send + 'a>> {
+        Box::pin(self.flush_stamped(out))
+    }
+}
+
 /// The kernel's events in time order across drains.
-pub struct OrderedEvents {
-    events: AsyncKernelLockEvents,
+pub struct OrderedEvents<D = AsyncKernelLockEvents> {
+    events: D,
     /// Events drained but too recent to pass yet, in time order.
     held: Vec<LockEvent>,
 }
 
-impl OrderedEvents {
+impl<D: Drains> OrderedEvents<D> {
     /// Reads `events` in order.
-    pub fn new(events: AsyncKernelLockEvents) -> Self {
+    pub fn new(events: D) -> Self {
         Self {
             events,
             held: Vec::new(),
@@ -50,18 +88,18 @@ impl OrderedEvents {
         loop {
             let mut records = Vec::new();
             let began = if self.held.is_empty() {
-                self.events.next_batch_stamped(&mut records).await?
+                self.events.next_drain(&mut records).await?
             } else {
-                // Held events pass once the window has gone by, with what
-                // came meanwhile.
-                match tokio::time::timeout(
-                    REORDER_WINDOW,
-                    self.events.next_batch_stamped(&mut records),
-                )
-                .await
+                // Held events pass once a drain that began a window after
+                // them has read every ring: the next one if it comes
+                // within the window, else one asked for now. (A drain's
+                // time, never the clock's: an older event may still sit
+                // in a ring no drain has read since.)
+                match tokio::time::timeout(REORDER_WINDOW, self.events.next_drain(&mut records))
+                    .await
                 {
                     Ok(began) => began?,
-                    Err(_) => super::event::monotonic_now(),
+                    Err(_) => self.events.flush(&mut records).await?,
                 }
             };
             for record in records {
@@ -82,7 +120,7 @@ impl OrderedEvents {
     }
 }
 
-impl EventStream for OrderedEvents {
+impl EventStream for OrderedEvents<AsyncKernelLockEvents> {
     fn next_batch<'a>(
         &'a mut self,
         out: &'a mut Vec<Record>,
@@ -100,5 +138,95 @@ impl EventStream for OrderedEvents {
             .reader()
             .set_devices(devices)
             .map_err(std::io::Error::other)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::liveness::kernel::event::{LockKind, monotonic_now};
+    use crate::liveness::proc_locks::FileId;
+
+    /// Drains scripted by a test: `next` hands over what it queued (a
+    /// drain that never comes when empty), `flush` the next scripted
+    /// flush, begun at the time the test gives.
+    struct Scripted {
+        next: Vec<(u64, Vec<Record>)>,
+        flushes: Vec<(u64, Vec<Record>)>,
+    }
+
+    impl Drains for Scripted {
+        fn next_drain<'a>(
+            &'a mut self,
+            out: &'a mut Vec<Record>,
+        ) -> Pin<Box<dyn Future<Output = std::io::Result<u64>> + Send + 'a>> {
+            Box::pin(async move {
+                if self.next.is_empty() {
+                    return std::future::pending().await;
+                }
+                let (began, records) = self.next.remove(0);
+                out.extend(records);
+                Ok(began)
+            })
+        }
+
+        fn flush<'a>(
+            &'a mut self,
+            out: &'a mut Vec<Record>,
+        ) -> Pin<Box<dyn Future<Output = std::io::Result<u64>> + Send + 'a>> {
+            Box::pin(async move {
+                let (began, records) = self.flushes.remove(0);
+                out.extend(records);
+                Ok(began)
+            })
+        }
+    }
+
+    fn taken(at: u64, pid: u32) -> Record {
+        Record::Event(LockEvent {
+            at,
+            file: FileId {
+                major: 8,
+                minor: 1,
+                inode: 7,
+            },
+            pid,
+            owner: u64::from(pid),
+            kind: LockKind::Taken { exclusive: true },
+        })
+    }
+
+    fn pids(records: &[Record]) -> Vec<u32> {
+        records
+            .iter()
+            .map(|record| match record {
+                Record::Event(event) => event.pid,
+                Record::Lost(_) => 0,
+            })
+            .collect()
+    }
+
+    /// An event of one CPU written to its ring just after the drain read
+    /// that ring comes with the next drain, after a later event of another
+    /// CPU: when no drain comes within the window, the held later event
+    /// must not pass by the clock alone (the older one still sits in its
+    /// ring); a drain asked for then brings the older one, and both pass
+    /// in the order they happened.
+    #[tokio::test]
+    async fn a_held_event_waits_for_a_drain_not_the_clock() {
+        let window = REORDER_WINDOW.as_nanos() as u64;
+        let start = monotonic_now();
+        // The first drain began just after the later event was stamped:
+        // it is held. Its clock passes the window long before any other
+        // drain comes.
+        let later = taken(start, 2);
+        let older = taken(start - 1, 1);
+        let mut ordered = OrderedEvents::new(Scripted {
+            next: vec![(start + 10, vec![later])],
+            flushes: vec![(start + 2 * window, vec![older])],
+        });
+        let mut out = Vec::new();
+        ordered.next_in_order(&mut out).await.expect("scripted");
+        assert_eq!(pids(&out), [1, 2], "the older event first");
     }
 }

@@ -821,6 +821,48 @@ fn a_reader_woken_only_in_storms_gets_lone_events_by_nudge_and_backstop() {
     });
 }
 
+/// A flush is answered by a drain begun after it was asked, handed over
+/// even when the rings are empty, with the records stamped before it: a
+/// flock made before the flush is in its answer (or handed over before).
+#[test]
+fn a_flush_is_answered_by_a_later_drain_even_an_empty_one() {
+    let Some(_recording) =
+        may_open("liveness::kernel::tests::a_flush_is_answered_by_a_later_drain_even_an_empty_one")
+    else {
+        return;
+    };
+    let (_dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let options = Options {
+        wake_every: wait::WAKE_EVERY,
+        ..roomy()
+    };
+    let events = open(&[(id.major, id.minor)], &options);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async move {
+        let mut events = AsyncKernelLockEvents::new(events).expect("started");
+        let asked = monotonic_now();
+        let mut seen = Vec::new();
+        let began = tokio::time::timeout(EVENT_TIMEOUT, events.flush_stamped(&mut seen))
+            .await
+            .expect("an empty ring's flush is answered")
+            .expect("drained");
+        assert!(began >= asked, "answered by a drain begun after the ask");
+        assert!(on(id, &seen).is_empty());
+        lock_and_unlock(&path);
+        let asked = monotonic_now();
+        let began = tokio::time::timeout(EVENT_TIMEOUT, events.flush_stamped(&mut seen))
+            .await
+            .expect("answered")
+            .expect("drained");
+        assert!(began >= asked);
+        assert_eq!(on(id, &seen).len(), 2, "the pair made before the flush");
+    });
+}
+
 /// Set in a test re-run as `nobody`: what to do there.
 const CHILD: &str = "LOCKTOP_KERNEL_TEST_CHILD";
 

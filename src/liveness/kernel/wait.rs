@@ -75,36 +75,64 @@ type Batch = (u64, Vec<Record>);
 /// the first nudge since the last drain, nothing for the others (a burst
 /// of a thousand inotify events is one syscall, one wake-up).
 #[derive(Clone)]
-pub struct Nudge(Arc<(EventFd, AtomicBool)>);
+pub struct Nudge(Arc<NudgeState>);
+
+/// What a [`Nudge`] shares with the reader thread.
+struct NudgeState {
+    /// Readable while a drain is asked and not yet begun.
+    fd: EventFd,
+    /// A drain is asked and not yet begun (the eventfd was written).
+    asked: AtomicBool,
+    /// The asker needs a batch from the next drain even if it reads
+    /// nothing: its time says that nothing older is left in the rings.
+    flush: AtomicBool,
+}
 
 impl Nudge {
     /// A nudge with nothing asked yet.
     fn new() -> io::Result<Self> {
         let fd = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
             .map_err(io::Error::from)?;
-        Ok(Self(Arc::new((fd, AtomicBool::new(false)))))
+        Ok(Self(Arc::new(NudgeState {
+            fd,
+            asked: AtomicBool::new(false),
+            flush: AtomicBool::new(false),
+        })))
     }
 
     /// Asks for a drain now (a no-op when one is asked and not yet begun).
     pub fn now(&self) {
-        if !self.0.1.swap(true, Ordering::AcqRel) {
+        if !self.0.asked.swap(true, Ordering::AcqRel) {
             // A full counter (2^64 - 2 nudges unread) already asks.
-            let _ = self.0.0.write(1);
+            let _ = self.0.fd.write(1);
         }
+    }
+
+    /// Asks for a drain now whose batch is handed over even if empty: its
+    /// start time tells the receiver that every record stamped before it
+    /// has been handed over.
+    fn flush(&self) {
+        self.0.flush.store(true, Ordering::Release);
+        // Whatever `asked` says: a drain asked earlier may have begun
+        // before the flag was set.
+        self.0.asked.store(true, Ordering::Release);
+        let _ = self.0.fd.write(1);
     }
 
     /// The reader's side, before it drains: every nudge so far is answered
     /// by that drain; the next one writes again. (The counter is read
     /// first: a nudge between the read and the reset found the flag set and
-    /// wrote nothing, and the drain that follows answers it.)
-    fn answered(&self) {
-        let _ = self.0.0.read();
-        self.0.1.store(false, Ordering::Release);
+    /// wrote nothing, and the drain that follows answers it.) True when a
+    /// flush was asked: the drain's batch is handed over even if empty.
+    fn answered(&self) -> bool {
+        let _ = self.0.fd.read();
+        self.0.asked.store(false, Ordering::Release);
+        self.0.flush.swap(false, Ordering::AcqRel)
     }
 
     /// The eventfd the reader polls.
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.0.0.as_fd()
+        self.0.fd.as_fd()
     }
 }
 
@@ -165,6 +193,25 @@ impl AsyncKernelLockEvents {
         Ok(began)
     }
 
+    /// Asks the reader's thread for a drain now and waits for its batch
+    /// (handed over even if empty), appending it — and any queued before
+    /// it — to `out`; returns the time that drain began. Every record
+    /// stamped well before that time is in `out` or was handed over
+    /// before.
+    pub async fn flush_stamped(&mut self, out: &mut Vec<Record>) -> io::Result<u64> {
+        let requested = super::event::monotonic_now();
+        self.nudge.flush();
+        loop {
+            let began = self.next_batch_stamped(out).await?;
+            // A batch drained before the flush was seen (queued, or begun
+            // before the flag was set) is not its answer; the flag stays
+            // set for the drain that is.
+            if began >= requested {
+                return Ok(began);
+            }
+        }
+    }
+
     /// The reader (counters, devices), for as long as the guard lives:
     /// the drain waits meanwhile.
     pub fn reader(&self) -> MutexGuard<'_, KernelLockEvents> {
@@ -177,7 +224,7 @@ impl Drop for AsyncKernelLockEvents {
     fn drop(&mut self) {
         self.batches.close();
         // Whatever the flag says: the thread must wake to see the close.
-        let _ = self.nudge.0.0.write(1);
+        let _ = self.nudge.0.fd.write(1);
     }
 }
 
@@ -226,16 +273,14 @@ fn drain_paced(
                 return;
             }
         };
-        if woke.nudged {
-            nudge.answered();
-        }
+        let flush = woke.nudged && nudge.answered();
         let began = super::event::monotonic_now();
         let mut records = Vec::new();
         lock().drain(&mut records);
         if woke.nudged || !records.is_empty() {
             active_until = Some(std::time::Instant::now() + ACTIVE_SPELL);
         }
-        if !records.is_empty() && sender.send((began, records)).is_err() {
+        if (flush || !records.is_empty()) && sender.send((began, records)).is_err() {
             return;
         }
         // After a nudge, look again soon: the flock follows its open.
