@@ -267,10 +267,13 @@ fn annotate_stated(
                     .collect()
             };
             let shared = verifier.shared_holders(&shared, &files, &mut fresh);
-            if !shared.is_empty() {
+            if !shared.holders.is_empty() || shared.taker_let_go {
                 state.liveness = Liveness::Shared;
-                state.holders = shared;
+                state.holders = shared.holders;
                 state.waiters = waiters;
+            }
+            if shared.taker_let_go {
+                state.holders_note = Some(crate::liveness::HoldersNote::TakerLetGo);
             }
             continue;
         }

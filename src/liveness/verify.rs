@@ -243,17 +243,16 @@ impl HolderVerifier {
     /// [`Self::resolve`] resolves exclusive ones (`fresh` names the shared
     /// holders a read made now lists): verified, or marked unverified
     /// where fdinfo may not be read; a caller gone with its lock released
-    /// is no holder, one whose lock outlived it is listed after its keeper.
+    /// is no holder, one whose lock outlived it is listed after its keeper
+    /// — or, for a verifier [`Self::deferring_keepers`], noted
+    /// [`Resolved::taker_let_go`] with the search left for later.
     pub fn shared_holders(
         &mut self,
         pids: &[u32],
         files: &[FileId],
         fresh: &mut dyn FnMut() -> Vec<u32>,
-    ) -> Vec<ProcessInfo> {
-        let defer = std::mem::replace(&mut self.defer_keepers, false);
-        let holders = self.resolve(pids, files, None, fresh).holders;
-        self.defer_keepers = defer;
-        holders
+    ) -> Resolved {
+        self.resolve(pids, files, None, fresh)
     }
 
     /// `holds` as listed: holding first (unverified ones marked), then the
@@ -541,6 +540,8 @@ mod tests {
     use crate::liveness::proc_locks::LockIndex;
     use crate::liveness::{KeyState, Liveness};
     use std::collections::HashSet;
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
 
     /// The flock caller died, a forked descendant keeps the lock, and the
     /// caller's PID now belongs to an unrelated process: that process is
@@ -626,6 +627,50 @@ mod tests {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// A shared lock whose taker is gone, kept by the shell it was taken
+    /// through: a verifier for the kernel's events leaves the search of
+    /// every process for later (noted, nobody named), as it does for an
+    /// exclusive one; any other verifier searches at once and names the
+    /// keeper, then the gone taker.
+    #[test]
+    fn a_deferring_verifier_leaves_a_shared_locks_keeper_for_later() {
+        let state = tempfile::tempdir().unwrap();
+        let file = state.path().join("shared.lock");
+        let mut keeper = Command::new("sh")
+            .arg("-c")
+            .arg("exec 3<>\"$1\" && { flock -s 3 & p=$!; wait $p; } && echo ready $p && exec sleep 60")
+            .arg("sh")
+            .arg(&file)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn sh");
+        let mut line = String::new();
+        std::io::BufReader::new(keeper.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("read ready");
+        let taker: u32 = line
+            .strip_prefix("ready ")
+            .and_then(|pid| pid.trim().parse().ok())
+            .expect("the shell's flock caller");
+        let files = [crate::liveness::proc_locks::FileId::of(&file).unwrap()];
+
+        let deferred = super::HolderVerifier::deferring_keepers().shared_holders(
+            &[taker],
+            &files,
+            &mut || vec![taker],
+        );
+        assert!(deferred.taker_let_go, "{deferred:?}");
+        assert!(deferred.holders.is_empty(), "{deferred:?}");
+
+        let searched =
+            super::HolderVerifier::default().shared_holders(&[taker], &files, &mut || vec![taker]);
+        assert!(!searched.taker_let_go);
+        let named: Vec<(u32, bool)> = searched.holders.iter().map(|p| (p.pid, p.alive)).collect();
+        assert_eq!(named, [(keeper.id(), true), (taker, false)]);
+        let _ = keeper.kill();
+        let _ = keeper.wait();
     }
 
     /// The keeper search finds a forked child's lock however many other

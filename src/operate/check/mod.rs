@@ -98,7 +98,7 @@ fn verified_holders(
         )
     };
     let shared = verifier.shared_holders(&not_me(locks.shared), &files, &mut fresh);
-    (resolved.holders, shared)
+    (resolved.holders, shared.holders)
 }
 
 impl BusyMember {
