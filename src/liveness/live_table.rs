@@ -411,6 +411,13 @@ impl LiveTable {
         )
     }
 
+    /// True when nobody holds `file` or waits for it.
+    pub fn is_unlocked(&self, file: &FileId) -> bool {
+        self.files
+            .get(file)
+            .is_none_or(|state| state.holds.is_empty() && state.waiters.is_empty())
+    }
+
     /// Holders and waiters of `file`, as `/proc/locks` lists them.
     pub fn locks(&self, file: &FileId) -> FileLocks {
         self.files

@@ -428,13 +428,35 @@ impl Engine {
         self.stats
             .events
             .fetch_add(touched.len() as u64, Ordering::Relaxed);
-        // Judged after the coalescing window, like any change: a claim's
-        // write (its announce, after the lock) then shares the judgement.
-        // Judging each batch at once cut a kill's p99 from 19 to 7 ms here
-        // but cost a monitor under churn 32% of a core instead of 21%.
+        // A claim the batch left unlocked (nobody holds or waits for any of
+        // its files) is judged now: a release, a holder's death — what an
+        // operator waits for — costs no holder lookup, and no write of the
+        // claim's follows it to share the judgement with. Any other change
+        // waits for the coalescing window: a claim's write (its announce,
+        // after the lock) then shares the judgement. (Judging every batch
+        // at once cut a kill's p99 from 19 to 7 ms here but cost a monitor
+        // under churn 32% of a core instead of 21%: the holder lookups of
+        // 1 ms holds already over.)
+        let mut now = Vec::new();
         for key in touched {
             self.trace(&key, Stage::Dequeued);
-            self.mark(key);
+            let unlocked = self.kernel.as_ref().is_some_and(|kernel| {
+                kernel
+                    .claims
+                    .get(&key)
+                    .is_some_and(|files| files.iter().all(|file| kernel.table.is_unlocked(file)))
+            });
+            if unlocked {
+                self.pending.remove(&key);
+                if !now.contains(&key) {
+                    now.push(key);
+                }
+            } else {
+                self.mark(key);
+            }
+        }
+        if !now.is_empty() {
+            self.probe_batch(now).await;
         }
         if lost > 0 {
             self.set_health(WatcherHealth::Rescanning {
