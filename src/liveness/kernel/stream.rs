@@ -16,8 +16,10 @@
 //! start, never by the clock: an event older than the held ones may still
 //! sit in a ring that no drain has read since.
 //!
-//! Invariants: every event passes, once, in time order; a lost record
-//! passes at once (the table is resynchronized either way).
+//! Invariants: every event passes, once, in time order — or, drained
+//! after a newer one passed (written to its ring later than the window
+//! allows for), as a lost record; a lost record passes at once (the table
+//! is resynchronized either way).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,8 +30,15 @@ use super::{AsyncKernelLockEvents, Record};
 use crate::liveness::live_table::EventStream;
 
 /// How long before a drain an event must be stamped to pass: more than
-/// the kernel takes from stamping a sample to writing it (microseconds).
-pub const REORDER_WINDOW: Duration = Duration::from_millis(1);
+/// the kernel takes from stamping a sample to writing it (microseconds,
+/// with interrupts off). An event that comes later than that anyway is
+/// never applied out of order: it is reported lost
+/// ([`OrderedEvents`]), and the table judged again.
+pub const REORDER_WINDOW: Duration = Duration::from_micros(250);
+
+/// How long held events wait for the drain the reader owes them before
+/// one is asked for (the reader's thread starved).
+pub const FLUSH_AFTER: Duration = Duration::from_millis(1);
 
 /// Drains of the rings as they are handed over, each with the time it
 /// began: what [`OrderedEvents`] puts in order.
@@ -71,6 +80,9 @@ pub struct OrderedEvents<D = AsyncKernelLockEvents> {
     events: D,
     /// Events drained but too recent to pass yet, in time order.
     held: Vec<LockEvent>,
+    /// The stamp of the newest event passed: one older than it, drained
+    /// since, would be applied out of order.
+    passed: u64,
 }
 
 impl<D: Drains> OrderedEvents<D> {
@@ -79,6 +91,7 @@ impl<D: Drains> OrderedEvents<D> {
         Self {
             events,
             held: Vec::new(),
+            passed: 0,
         }
     }
 
@@ -95,8 +108,7 @@ impl<D: Drains> OrderedEvents<D> {
                 // within the window, else one asked for now. (A drain's
                 // time, never the clock's: an older event may still sit
                 // in a ring no drain has read since.)
-                match tokio::time::timeout(REORDER_WINDOW, self.events.next_drain(&mut records))
-                    .await
+                match tokio::time::timeout(FLUSH_AFTER, self.events.next_drain(&mut records)).await
                 {
                     Ok(began) => began?,
                     Err(_) => self.events.flush(&mut records).await?,
@@ -105,6 +117,9 @@ impl<D: Drains> OrderedEvents<D> {
             for record in records {
                 match record {
                     Record::Lost(count) => out.push(Record::Lost(count)),
+                    // Later than the window allows for: said as lost (the
+                    // table is judged again), never applied out of order.
+                    Record::Event(event) if event.at < self.passed => out.push(Record::Lost(1)),
                     Record::Event(event) => self.held.push(event),
                 }
             }
@@ -112,6 +127,9 @@ impl<D: Drains> OrderedEvents<D> {
             let ready = self
                 .held
                 .partition_point(|event| event.at.saturating_add(window) <= began);
+            if let Some(newest) = ready.checked_sub(1).map(|last| self.held[last].at) {
+                self.passed = newest;
+            }
             out.extend(self.held.drain(..ready).map(Record::Event));
             if !out.is_empty() {
                 return Ok(());
@@ -228,5 +246,28 @@ mod tests {
         let mut out = Vec::new();
         ordered.next_in_order(&mut out).await.expect("scripted");
         assert_eq!(pids(&out), [1, 2], "the older event first");
+    }
+
+    /// An event drained after a newer one passed is never applied out of
+    /// order: it comes as a lost record (the table is judged again).
+    #[tokio::test]
+    async fn an_event_later_than_the_window_is_reported_lost() {
+        let window = REORDER_WINDOW.as_nanos() as u64;
+        let start = monotonic_now();
+        let newer = taken(start, 2);
+        let late = taken(start - 1, 1);
+        let mut ordered = OrderedEvents::new(Scripted {
+            next: vec![
+                (start + window, vec![newer]),
+                (start + 2 * window, vec![late]),
+            ],
+            flushes: Vec::new(),
+        });
+        let mut out = Vec::new();
+        ordered.next_in_order(&mut out).await.expect("scripted");
+        assert_eq!(pids(&out), [2]);
+        out.clear();
+        ordered.next_in_order(&mut out).await.expect("scripted");
+        assert!(matches!(out[..], [Record::Lost(1)]), "{out:?}");
     }
 }

@@ -14,8 +14,14 @@
 //!   the tree — an agent's lock, release or death opens, writes or closes
 //!   a claim's files — (the first nudge since the last drain writes the
 //!   eventfd, the others nothing); the thread drains at once, and
-//!   again [`PACE`] later (a flock comes just after its open; the nudges
-//!   of that burst are answered by that second look);
+//!   again [`FOLLOW_UP`] later (a flock comes just after its open, a
+//!   dying process's unlocks just after its closes; the nudges of that
+//!   burst are answered by that second look);
+//! - the **drain owed** to the records handed over: one that begins a
+//!   [`super::stream::REORDER_WINDOW`] after the newest of them, handed
+//!   over even if empty — the receiver passes on only records stamped a
+//!   window before a drain began, and this one lets them pass without
+//!   waiting for the next flock;
 //! - a **backstop**: for [`ACTIVE_SPELL`] after the last nudge or record,
 //!   the rings are drained every [`BACKSTOP`], then every
 //!   [`IDLE_BACKSTOP`] (a waiter granted its lock, a read-only holder's
@@ -30,7 +36,9 @@
 //!
 //! Invariants: every record drained is handed over, in drain order, each
 //! batch with the `CLOCK_MONOTONIC` time taken just before its drain began
-//! (see [`super::stream`]); no record waits in a ring longer than
+//! (see [`super::stream`]); a drain begins within a window (plus the
+//! timer's slack) of a reorder window after the newest record handed
+//! over, and is handed over; no record waits in a ring longer than
 //! [`BACKSTOP`] within [`ACTIVE_SPELL`] of activity in the tree, nor longer
 //! than [`IDLE_BACKSTOP`] after it (plus a drain); the thread ends as soon as the [`AsyncKernelLockEvents`] is
 //! dropped (the drop nudges it), and the rings close with it.
@@ -42,15 +50,19 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::poll::{PollFd, PollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::time::TimeSpec;
 use tokio::sync::mpsc;
 
 use super::{KernelLockEvents, Record};
 
-/// The least time between two drains after a wake-up by the rings, and
-/// the follow-up drain after a nudge.
+/// The least time between two drains after a wake-up by the rings.
 pub const PACE: Duration = Duration::from_millis(1);
+
+/// The follow-up drain after a nudge: the flock after an open, a dying
+/// process's unlocks after its closes, come within microseconds.
+pub const FOLLOW_UP: Duration = Duration::from_micros(250);
 
 /// The longest a record waits in a ring when nothing nudges, within
 /// [`ACTIVE_SPELL`] of the last activity.
@@ -237,8 +249,9 @@ struct Woke {
     nudged: bool,
 }
 
-/// The thread: wait (rings, nudge, or the timeout), drain, hand the batch
-/// over; until the receiver is gone or the rings fail.
+/// The thread: wait (rings, nudge, the drain owed, or the timeout),
+/// drain, hand the batch over; until the receiver is gone or the rings
+/// fail.
 fn drain_paced(
     reader: &Mutex<KernelLockEvents>,
     nudge: &Nudge,
@@ -251,15 +264,24 @@ fn drain_paced(
     let epoll = lock().as_raw_fd();
     let mut follow_up = false;
     let mut active_until: Option<std::time::Instant> = None;
+    // The drain owed to the records handed over: one that begins at least
+    // the reorder window after the newest of them (`CLOCK_MONOTONIC` ns),
+    // handed over even if empty, so that they pass without waiting for
+    // the next flock.
+    let mut owed: Option<u64> = None;
     loop {
         let now = std::time::Instant::now();
-        let timeout = if follow_up {
+        let mut timeout = if follow_up {
             Duration::ZERO
         } else if active_until.is_some_and(|until| now < until) {
             BACKSTOP
         } else {
             IDLE_BACKSTOP
         };
+        if let Some(at) = owed {
+            let wait = Duration::from_nanos(at.saturating_sub(super::event::monotonic_now()));
+            timeout = timeout.min(wait);
+        }
         if sender.is_closed() {
             return;
         }
@@ -280,15 +302,35 @@ fn drain_paced(
         if woke.nudged || !records.is_empty() {
             active_until = Some(std::time::Instant::now() + ACTIVE_SPELL);
         }
-        if (flush || !records.is_empty()) && sender.send((began, records)).is_err() {
+        let paid = owed.is_some_and(|at| began >= at);
+        if paid {
+            owed = None;
+        }
+        let newest = records
+            .iter()
+            .filter_map(|record| match record {
+                Record::Event(event) => Some(event.at),
+                Record::Lost(_) => None,
+            })
+            .max();
+        if let Some(newest) = newest {
+            let due = newest.saturating_add(super::stream::REORDER_WINDOW.as_nanos() as u64);
+            if due > began {
+                owed = Some(owed.map_or(due, |at| at.max(due)));
+            }
+        }
+        if (flush || paid || !records.is_empty()) && sender.send((began, records)).is_err() {
             return;
         }
-        // After a nudge, look again soon: the flock follows its open.
-        // Nudges come in bursts (an acquire opens, writes and closes two
-        // files): whatever comes within PACE is answered by that look, and
-        // a storm in the rings is read in batches.
+        // After a nudge, look again soon: the flock follows its open (and
+        // a dying process's unlocks follow its closes). Nudges come in
+        // bursts (an acquire opens, writes and closes two files): whatever
+        // comes within FOLLOW_UP is answered by that look. A storm in the
+        // rings is read in batches, PACE apart.
         follow_up = woke.nudged;
-        if woke.rings || woke.nudged {
+        if woke.nudged {
+            std::thread::sleep(FOLLOW_UP);
+        } else if woke.rings {
             std::thread::sleep(PACE);
         }
     }
@@ -296,12 +338,13 @@ fn drain_paced(
 
 /// Blocks until the rings' epoll or the nudge is readable, or `timeout`.
 fn wait(rings: BorrowedFd<'_>, nudge: BorrowedFd<'_>, timeout: Duration) -> Result<Woke, Errno> {
-    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
     let mut fds = [
         PollFd::new(rings, PollFlags::POLLIN),
         PollFd::new(nudge, PollFlags::POLLIN),
     ];
-    match nix::poll::poll(&mut fds, timeout) {
+    // ppoll: a timeout to the microsecond (poll's is whole milliseconds,
+    // too coarse for the drain owed a reorder window after a record).
+    match nix::poll::ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None) {
         Ok(_) => {
             let readable =
                 |fd: &PollFd| fd.revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
