@@ -22,9 +22,10 @@ pub struct EngineArgs {
     probe: ProbeMode,
     /// Seconds between safety-net sweeps (a rescan of every key: one
     /// /proc/locks read with the lock-free probe, passive probes with the
-    /// others).
-    #[arg(long, default_value_t = super::SWEEP_SECS, value_name = "SECS")]
-    sweep: f64,
+    /// others) [default: 10, stretched on a large tree so that sweeping
+    /// costs at most about 1% of a core; given, exactly this]
+    #[arg(long, value_name = "SECS")]
+    sweep: Option<f64>,
     /// When holders become suspects (verdict lines).
     #[command(flatten)]
     thresholds: super::thresholds::ThresholdArgs,
@@ -62,7 +63,7 @@ impl EngineArgs {
     /// The engine for `state_dir`, or a one-line error (a bad number);
     /// `command` names the command in the fallback's stderr line.
     pub fn engine(&self, state_dir: &Path, command: &str) -> anyhow::Result<Engine> {
-        let sweep_every = super::seconds("--sweep", self.sweep)?;
+        let (sweep_every, sweep_stretch) = super::sweep_period(self.sweep)?;
         let materializing = self.thresholds.materializing_after()?;
         let idle_after = self.thresholds.idle_after()?;
         let probe = lock_free::choose(self.probe, state_dir);
@@ -75,6 +76,7 @@ impl EngineArgs {
             config: EngineConfig {
                 probe: probe.runs,
                 sweep_every,
+                sweep_stretch,
                 idle_after,
                 trace: None,
                 source: source.source.clone(),

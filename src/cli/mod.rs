@@ -32,10 +32,6 @@ use crate::liveness::probe::ProbeMode;
 
 pub use family_args::FamilyArgs;
 
-/// `--sweep`'s default, in seconds: the engine's own
-/// ([`crate::engine::SWEEP_EVERY`]), for every command that takes it.
-pub const SWEEP_SECS: f64 = crate::engine::SWEEP_EVERY.as_secs_f64();
-
 /// Exit code for "a member was busy".
 pub const EXIT_BUSY: u8 = 1;
 /// Exit code for bad input and every other error.
@@ -80,9 +76,10 @@ pub struct MonitorArgs {
     pub probe: ProbeMode,
     /// Seconds between safety-net sweeps (a rescan of every key: one
     /// /proc/locks read with the lock-free probe, passive probes with the
-    /// others).
-    #[arg(long, default_value_t = SWEEP_SECS, value_name = "SECS")]
-    pub sweep: f64,
+    /// others) [default: 10, stretched on a large tree so that sweeping
+    /// costs at most about 1% of a core; given, exactly this]
+    #[arg(long, value_name = "SECS")]
+    pub sweep: Option<f64>,
     /// Write nothing and signal nothing: the probe is lock-free or passive
     /// (never acquire), and test holders and K are disabled.
     #[arg(long)]
@@ -113,7 +110,7 @@ impl Default for MonitorArgs {
     fn default() -> Self {
         Self {
             probe: ProbeMode::LockFree,
-            sweep: SWEEP_SECS,
+            sweep: None,
             read_only: false,
             log: None,
             thresholds: thresholds::ThresholdArgs::default(),
@@ -249,6 +246,19 @@ pub(crate) fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
     }
 }
 
+/// The sweep's period and stretch from `--sweep`: given, exactly that
+/// period; not given, the default period stretched on a large tree
+/// ([`crate::engine::SWEEP_STRETCH`]).
+pub(crate) fn sweep_period(sweep: Option<f64>) -> anyhow::Result<(Duration, Option<u32>)> {
+    match sweep {
+        Some(secs) => Ok((seconds("--sweep", secs)?, None)),
+        None => Ok((
+            crate::engine::SWEEP_EVERY,
+            Some(crate::engine::SWEEP_STRETCH),
+        )),
+    }
+}
+
 /// Resolves on the first SIGINT or SIGTERM.
 pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -264,7 +274,7 @@ pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output =
 
 /// Opens the monitor on `state_dir` until the operator quits.
 pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyhow::Result<()> {
-    let sweep_every = seconds("--sweep", args.sweep)?;
+    let (sweep_every, sweep_stretch) = sweep_period(args.sweep)?;
     let probe = crate::liveness::lock_free::choose(args.requested_probe()?, &state_dir);
     let source = args.source.choose(&state_dir)?;
     let context = crate::context::Context::new(state_dir);
@@ -273,6 +283,7 @@ pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyho
         crate::engine::EngineConfig {
             probe: probe.runs,
             sweep_every,
+            sweep_stretch,
             idle_after: args.thresholds.idle_after()?,
             trace: None,
             source: source.source.clone(),
@@ -306,4 +317,28 @@ fn ensure_watchable(state_dir: &std::path::Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sweep_period;
+    use std::time::Duration;
+
+    /// `--sweep` given is exactly that period; not given, the default one,
+    /// stretched on a large tree; a bad number is refused.
+    #[test]
+    fn sweep_given_is_exact_and_its_default_is_stretched() {
+        assert_eq!(
+            sweep_period(Some(2.0)).unwrap(),
+            (Duration::from_secs(2), None)
+        );
+        assert_eq!(
+            sweep_period(None).unwrap(),
+            (
+                crate::engine::SWEEP_EVERY,
+                Some(crate::engine::SWEEP_STRETCH)
+            )
+        );
+        assert!(sweep_period(Some(-1.0)).is_err());
+    }
 }

@@ -40,6 +40,12 @@ pub struct EngineConfig {
     /// one `/proc/locks` read with the lock-free probe, passively with
     /// the others (never by acquiring).
     pub sweep_every: Duration,
+    /// `Some(n)`: the periodic sweep also waits, after each sweep, `n`
+    /// times as long as that sweep ran — sweeping costs at most about
+    /// `1/n` of a core however large the tree (the default,
+    /// [`SWEEP_STRETCH`], when `--sweep` is not given); `None`: every
+    /// `sweep_every`, exactly.
+    pub sweep_stretch: Option<u32>,
     /// How long a holder must have used no CPU before its `idle_since` is
     /// set (`--idle-after`): set only past it, so a holder that runs now
     /// and then makes no delta.
@@ -84,6 +90,11 @@ impl std::fmt::Debug for LivenessSource {
 /// The default of [`EngineConfig::sweep_every`] (`--sweep`).
 pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
+/// [`EngineConfig::sweep_stretch`] when `--sweep` is not given: sweeps
+/// cost at most about 1% of a core (a million keys' sweep runs for
+/// seconds).
+pub const SWEEP_STRETCH: u32 = 100;
+
 /// The default of [`EngineConfig::idle_after`] (`--idle-after`).
 pub const IDLE_AFTER: Duration = Duration::from_secs(600);
 
@@ -92,6 +103,7 @@ impl Default for EngineConfig {
         Self {
             probe: ProbeMode::LockFree,
             sweep_every: SWEEP_EVERY,
+            sweep_stretch: None,
             idle_after: IDLE_AFTER,
             trace: None,
             source: LivenessSource::Inference,

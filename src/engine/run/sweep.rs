@@ -18,7 +18,7 @@ use std::hash::BuildHasher;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
@@ -143,8 +143,16 @@ impl Engine {
             found,
             problems,
             index,
+            took,
             ..
         } = outcome;
+        if let Some(stretch) = self.config.sweep_stretch {
+            // The next periodic sweep waits `stretch` times as long as
+            // this one ran: sweeping costs at most about 1/stretch of a
+            // core, however many keys the tree holds.
+            let later = Instant::now() + took.saturating_mul(stretch);
+            self.next_sweep = self.next_sweep.max(later);
+        }
         if let Some(index) = &index
             && self.told_by_kernel()
         {
@@ -280,6 +288,8 @@ pub(super) struct SweepOutcome {
     /// The lock-free sweep's `/proc/locks` read (what seeds the event
     /// source's table).
     index: Option<LockIndex>,
+    /// How long the sweep ran (its walk and judgement, not the merge).
+    took: Duration,
 }
 
 /// The set of keys a sweep found, built on the sweep's thread so that
@@ -364,6 +374,13 @@ impl SweepJob {
     /// files held though unlinked); `None` if the root could not be
     /// scanned.
     async fn run(self) -> Option<SweepOutcome> {
+        let began = std::time::Instant::now();
+        let mut outcome = self.run_untimed().await?;
+        outcome.took = began.elapsed();
+        Some(outcome)
+    }
+
+    async fn run_untimed(self) -> Option<SweepOutcome> {
         let SweepJob {
             generation,
             state_dir,
@@ -456,6 +473,7 @@ async fn outcome(
         batch,
         problems,
         index: Some(index),
+        took: Duration::ZERO,
     }
 }
 
@@ -524,6 +542,43 @@ mod tests {
     use crate::engine::EngineConfig;
     use crate::liveness::Liveness;
 
+    /// A sweep that ran for a second puts the next periodic one at least
+    /// `stretch` seconds away when the period is stretched (the default),
+    /// and leaves an exact period (`--sweep` given) as it is.
+    #[tokio::test]
+    async fn a_long_sweep_pushes_the_next_one_back_only_when_stretched() {
+        for (stretch, pushed) in [(Some(100), true), (None, false)] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (tx, _deltas) = mpsc::channel(16);
+            let config = EngineConfig {
+                sweep_stretch: stretch,
+                ..EngineConfig::default()
+            };
+            let mut engine = Engine::new(
+                Context::new(tmp.path().to_path_buf()),
+                config,
+                tx,
+                Default::default(),
+            );
+            let before = Instant::now();
+            engine.next_sweep = before + crate::engine::SWEEP_EVERY;
+            engine.begin_merge(SweepOutcome {
+                index: None,
+                generation: engine.generation,
+                found: None,
+                batch: Probed::default(),
+                problems: Vec::new(),
+                took: Duration::from_secs(1),
+            });
+            let wait = engine.next_sweep - before;
+            if pushed {
+                assert!(wait >= Duration::from_secs(100), "{wait:?}");
+            } else {
+                assert_eq!(wait, crate::engine::SWEEP_EVERY);
+            }
+        }
+    }
+
     /// A directory removed while a sweep's findings are being merged (a
     /// removal event names the directory only): its keys not merged yet
     /// are gone, never merged in as if they were on disk.
@@ -548,6 +603,7 @@ mod tests {
             found: None,
             batch,
             problems: Vec::new(),
+            took: Duration::ZERO,
         });
         engine
             .merging
@@ -600,6 +656,7 @@ mod tests {
             found: Some(FoundKeys::of(&batch)),
             batch,
             problems: Vec::new(),
+            took: Duration::ZERO,
         });
 
         assert!(!engine.states.contains_key(&gone));
