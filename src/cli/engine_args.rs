@@ -22,8 +22,8 @@ pub struct EngineArgs {
     probe: ProbeMode,
     /// Seconds between safety-net sweeps (a rescan of every key: one
     /// /proc/locks read with the lock-free probe, passive probes with the
-    /// others) [default: 10, stretched on a large tree so that sweeping
-    /// costs at most about 1% of a core; given, exactly this]
+    /// others). Not given: every 10 s, stretched on a large tree so that
+    /// sweeping costs at most about 1% of a core; given: exactly this.
     #[arg(long, value_name = "SECS")]
     sweep: Option<f64>,
     /// When holders become suspects (verdict lines).

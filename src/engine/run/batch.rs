@@ -58,6 +58,12 @@ fn holds_still(
 
 impl Engine {
     pub(super) fn mark(&mut self, key: LockKey) {
+        // With the kernel's events each claim waits from its own first
+        // change: a batch is no `/proc/locks` read to share.
+        if let Some(kernel) = self.kernel.as_mut() {
+            kernel.queue(key);
+            return;
+        }
         self.pending.insert(key);
         if self.batch_due.is_none() {
             self.batch_due = Some(Instant::now() + COALESCE);
@@ -73,6 +79,17 @@ impl Engine {
             let keys: Vec<LockKey> = self.pending.drain().collect();
             let items = keys.len();
             self.probe_batch(keys).await;
+            self.span("probe batch", from, items);
+        }
+        let due = self
+            .kernel
+            .as_mut()
+            .map(|kernel| kernel.due(now))
+            .unwrap_or_default();
+        if !due.is_empty() {
+            let from = self.clock();
+            let items = due.len();
+            self.probe_batch(due).await;
             self.span("probe batch", from, items);
         }
         if self.told_by_kernel() {
@@ -487,6 +504,9 @@ impl Engine {
         self.lookups.touch(key);
         self.sweep_touched.touch(key);
         self.pending.remove(key);
+        if let Some(kernel) = self.kernel.as_mut() {
+            kernel.unqueue(key);
+        }
         self.closed.remove(key);
         self.written.remove(key);
         self.confirming.remove(key);

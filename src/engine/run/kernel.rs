@@ -70,6 +70,14 @@ pub(super) const REFUSALS_OVER: Duration = Duration::from_secs(60);
 /// ms).
 pub(super) const KEEPER_WAIT: Duration = Duration::from_millis(50);
 
+/// How long a claim whose taker has closed it is judged again (every
+/// [`super::COALESCE`], the reader asked to drain each time) before that
+/// state is shown: the taker's unlock is most often on its way — written
+/// a moment after its close, which was what made the judgement — and a
+/// release that arrives within this is shown as the release it is, with
+/// no "taker let go" in between.
+pub(super) const LET_GO_GRACE: Duration = Duration::from_millis(10);
+
 /// How many foreign files [`Kernel`] remembers as no claim's before it
 /// starts afresh.
 const NOT_CLAIMS_MAX: usize = 65_536;
@@ -118,6 +126,17 @@ pub(super) struct Kernel {
     /// Claims whose next judgement searches for their keeper (their
     /// [`KEEPER_WAIT`] passed).
     search_keepers: std::collections::HashSet<LockKey>,
+    /// Claims changed and not judged yet, each due [`super::COALESCE`]
+    /// after its own first change (in that order): a hold that ends
+    /// sooner is judged once, free, at its release — never held by a
+    /// batch that happened to fall due in between.
+    queue: std::collections::VecDeque<(Instant, LockKey)>,
+    /// The claims in `queue` still to be judged (one judged meanwhile
+    /// is left in `queue`, skipped when it comes up).
+    queued: std::collections::HashSet<LockKey>,
+    /// Claims judged with their taker let go and not shown so yet, since
+    /// when ([`LET_GO_GRACE`]).
+    let_go_since: HashMap<LockKey, Instant>,
     /// Asks the stream to deliver what it has now; handed to inotify's
     /// thread, which calls it at every event of the tree (lock events are
     /// likely waiting).
@@ -179,6 +198,9 @@ impl Kernel {
             refused: HashMap::new(),
             keepers_due: HashMap::new(),
             search_keepers: std::collections::HashSet::new(),
+            queue: std::collections::VecDeque::new(),
+            queued: std::collections::HashSet::new(),
+            let_go_since: HashMap::new(),
         }
     }
 
@@ -199,6 +221,51 @@ impl Kernel {
             .then_some(self.next_waiter_check);
         let keepers = self.keepers_due.values().min().copied();
         waiters.into_iter().chain(keepers).min()
+    }
+
+    /// Queues `key` for judgement [`super::COALESCE`] after now, unless
+    /// it is queued already (its first change sets when).
+    pub(super) fn queue(&mut self, key: LockKey) {
+        if self.queued.insert(key.clone()) {
+            self.queue
+                .push_back((Instant::now() + super::COALESCE, key));
+        }
+    }
+
+    /// Takes `key` out of the queue (judged now).
+    pub(super) fn unqueue(&mut self, key: &LockKey) {
+        self.queued.remove(key);
+    }
+
+    /// Empties the queue (a judgement of everything comes).
+    pub(super) fn clear_queue(&mut self) {
+        self.queue.clear();
+        self.queued.clear();
+    }
+
+    /// The queued claims due by `now`, in the order they were queued.
+    pub(super) fn due(&mut self, now: Instant) -> Vec<LockKey> {
+        let mut due = Vec::new();
+        while let Some((at, _)) = self.queue.front() {
+            if *at > now {
+                break;
+            }
+            let Some((_, key)) = self.queue.pop_front() else {
+                break;
+            };
+            if self.queued.remove(&key) {
+                due.push(key);
+            }
+        }
+        due
+    }
+
+    /// When the first queued claim is due.
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.queue
+            .iter()
+            .find(|(_, key)| self.queued.contains(key))
+            .map(|(at, _)| *at)
     }
 
     /// Events lost so far.
@@ -335,6 +402,7 @@ impl Engine {
         };
         kernel.keepers_due.remove(key);
         kernel.search_keepers.remove(key);
+        kernel.let_go_since.remove(key);
         if let Some(files) = kernel.claims.remove(key) {
             for file in files {
                 kernel.files.remove(&file);
@@ -448,6 +516,9 @@ impl Engine {
             });
             if unlocked {
                 self.pending.remove(&key);
+                if let Some(kernel) = self.kernel.as_mut() {
+                    kernel.unqueue(&key);
+                }
                 if !now.contains(&key) {
                     now.push(key);
                 }
@@ -546,10 +617,23 @@ impl Engine {
         }
         let now = Instant::now();
         for (key, mut state) in pairs {
-            if state.holders_note == Some(crate::liveness::HoldersNote::TakerLetGo)
-                && let Some(kernel) = self.kernel.as_mut()
-            {
-                kernel.keepers_due.insert(key.clone(), now + KEEPER_WAIT);
+            if let Some(kernel) = self.kernel.as_mut() {
+                if state.holders_note == Some(crate::liveness::HoldersNote::TakerLetGo) {
+                    let since = *kernel.let_go_since.entry(key.clone()).or_insert(now);
+                    if now < since + LET_GO_GRACE {
+                        // Its unlock is most likely in a ring: drain, and
+                        // judge again in a moment, showing nothing yet.
+                        if let Some(nudge) = &kernel.nudge {
+                            nudge();
+                        }
+                        kernel.queue(key.clone());
+                        self.trace(&key, Stage::Deferred);
+                        continue;
+                    }
+                    kernel.keepers_due.insert(key.clone(), since + KEEPER_WAIT);
+                } else {
+                    kernel.let_go_since.remove(&key);
+                }
             }
             self.trace(&key, Stage::Probed(state.liveness));
             if state.liveness.is_held() && state.holders.is_empty() {

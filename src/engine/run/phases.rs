@@ -193,6 +193,9 @@ impl Engine {
         if let Some(due) = self.batch_due {
             wake = wake.min(due);
         }
+        if let Some(due) = self.kernel.as_ref().and_then(kernel::Kernel::next_due) {
+            wake = wake.min(due);
+        }
         // While a lookup runs, its answer wakes the loop.
         if !self.lookups.running() {
             if let Some(due) = self.opens_due {

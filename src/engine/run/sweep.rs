@@ -70,6 +70,9 @@ impl Engine {
         // its answer is newer (and passive, so after an overflow it cannot
         // start a storm of acquire probes of its own).
         self.pending.clear();
+        if let Some(kernel) = self.kernel.as_mut() {
+            kernel.clear_queue();
+        }
         self.closed.clear();
         self.written.clear();
         self.confirming.clear();
