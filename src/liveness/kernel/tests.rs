@@ -749,6 +749,27 @@ fn lost_records_report_losses_where_events_cannot_count_them() {
     }
 }
 
+/// A claim file in a directory of its own, the kernel's events of its
+/// device read with `options`, and a runtime to await them on.
+fn claim_and_reader(
+    options: &Options,
+) -> (
+    tempfile::TempDir,
+    PathBuf,
+    FileId,
+    KernelLockEvents,
+    tokio::runtime::Runtime,
+) {
+    let (dir, path) = temp_file("claim");
+    let id = FileId::of(&path).expect("stat");
+    let events = open(&[(id.major, id.minor)], options);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    (dir, path, id, events, runtime)
+}
+
 /// A tokio task awaiting the reader wakes when a flock happens.
 #[test]
 fn the_reader_wakes_a_tokio_task() {
@@ -756,13 +777,7 @@ fn the_reader_wakes_a_tokio_task() {
     else {
         return;
     };
-    let (_dir, path) = temp_file("claim");
-    let id = FileId::of(&path).expect("stat");
-    let events = open(&[(id.major, id.minor)], &roomy());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (_dir, path, id, events, runtime) = claim_and_reader(&roomy());
     let seen = runtime.block_on(async move {
         let mut events = AsyncKernelLockEvents::new(events).expect("registered");
         let flocker = std::thread::spawn(move || lock_and_unlock(&path));
@@ -791,17 +806,10 @@ fn a_reader_woken_only_in_storms_gets_lone_events_by_nudge_and_backstop() {
     ) else {
         return;
     };
-    let (_dir, path) = temp_file("claim");
-    let id = FileId::of(&path).expect("stat");
-    let options = Options {
+    let (_dir, path, id, events, runtime) = claim_and_reader(&Options {
         wake_every: wait::WAKE_EVERY,
         ..roomy()
-    };
-    let events = open(&[(id.major, id.minor)], &options);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    });
     runtime.block_on(async move {
         let mut events = AsyncKernelLockEvents::new(events).expect("started");
         for nudged in [true, false] {
@@ -831,17 +839,10 @@ fn a_flush_is_answered_by_a_later_drain_even_an_empty_one() {
     else {
         return;
     };
-    let (_dir, path) = temp_file("claim");
-    let id = FileId::of(&path).expect("stat");
-    let options = Options {
+    let (_dir, path, id, events, runtime) = claim_and_reader(&Options {
         wake_every: wait::WAKE_EVERY,
         ..roomy()
-    };
-    let events = open(&[(id.major, id.minor)], &options);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    });
     runtime.block_on(async move {
         let mut events = AsyncKernelLockEvents::new(events).expect("started");
         let asked = monotonic_now();
