@@ -749,6 +749,14 @@ fn lost_records_report_losses_where_events_cannot_count_them() {
     }
 }
 
+/// The engine's reader options: woken by the kernel only in storms.
+fn nudged() -> Options {
+    Options {
+        wake_every: wait::WAKE_EVERY,
+        ..roomy()
+    }
+}
+
 /// A claim file in a directory of its own, the kernel's events of its
 /// device read with `options`, and a runtime to await them on.
 fn claim_and_reader(
@@ -806,10 +814,7 @@ fn a_reader_woken_only_in_storms_gets_lone_events_by_nudge_and_backstop() {
     ) else {
         return;
     };
-    let (_dir, path, id, events, runtime) = claim_and_reader(&Options {
-        wake_every: wait::WAKE_EVERY,
-        ..roomy()
-    });
+    let (_dir, path, id, events, runtime) = claim_and_reader(&nudged());
     runtime.block_on(async move {
         let mut events = AsyncKernelLockEvents::new(events).expect("started");
         for nudged in [true, false] {
@@ -839,10 +844,7 @@ fn a_flush_is_answered_by_a_later_drain_even_an_empty_one() {
     else {
         return;
     };
-    let (_dir, path, id, events, runtime) = claim_and_reader(&Options {
-        wake_every: wait::WAKE_EVERY,
-        ..roomy()
-    });
+    let (_dir, path, id, events, runtime) = claim_and_reader(&nudged());
     runtime.block_on(async move {
         let mut events = AsyncKernelLockEvents::new(events).expect("started");
         let asked = monotonic_now();
