@@ -4,9 +4,10 @@
 //! it (the first sweep's single `/proc/locks` read seeds a
 //! [`LiveTable`]); from then on every flock request on the state dir's
 //! filesystems arrives as an event, keeps the table current, and marks the
-//! claim whose gate or announce it was on; a marked claim is judged from
-//! the table at once — no `/proc/locks` read, no sweep, no confirmation
-//! window, no settle. inotify still tells the tree's shape (new claims,
+//! claim whose gate or announce it was on; a claim an event leaves
+//! unlocked is judged from the table at once, any other [`super::COALESCE`]
+//! after its own first change (its writes share the judgement) — no
+//! `/proc/locks` read, no sweep, no confirmation window, no settle. inotify still tells the tree's shape (new claims,
 //! new directories, removals, problems); its opens and closes say nothing
 //! here.
 //!
@@ -506,24 +507,21 @@ impl Engine {
         // under churn 32% of a core instead of 21%: the holder lookups of
         // 1 ms holds already over.)
         let mut now = Vec::new();
+        let mut judged_now = std::collections::HashSet::new();
         for key in touched {
             self.trace(&key, Stage::Dequeued);
-            let unlocked = self.kernel.as_ref().is_some_and(|kernel| {
-                kernel
-                    .claims
-                    .get(&key)
-                    .is_some_and(|files| files.iter().all(|file| kernel.table.is_unlocked(file)))
-            });
-            if unlocked {
-                self.pending.remove(&key);
-                if let Some(kernel) = self.kernel.as_mut() {
-                    kernel.unqueue(&key);
-                }
-                if !now.contains(&key) {
-                    now.push(key);
-                }
-            } else {
-                self.mark(key);
+            let Some(kernel) = self.kernel.as_mut() else {
+                break;
+            };
+            let unlocked = kernel
+                .claims
+                .get(&key)
+                .is_some_and(|files| files.iter().all(|file| kernel.table.is_unlocked(file)));
+            if !unlocked {
+                kernel.queue(key);
+            } else if judged_now.insert(key.clone()) {
+                kernel.unqueue(&key);
+                now.push(key);
             }
         }
         if !now.is_empty() {
