@@ -193,7 +193,9 @@ impl EventFilter {
     }
 
     /// Under the kernel's lock events, nudges their reader and says
-    /// whether `event` is dropped (an open or a close).
+    /// whether `event` is dropped (an open or a close). A write is kept:
+    /// it names its claim, which a monitor that may not read the writer's
+    /// fds (another user's agent) learns from nothing else.
     fn told_by_kernel_drops(&self, event: &notify::Result<notify::Event>) -> bool {
         if !self.told_by_kernel.load(Ordering::Acquire) {
             return false;
@@ -424,6 +426,48 @@ mod tests {
         assert!(matches!(opened.as_slice(), [FsChange::Opened(key)] if key.name() == "a"));
         let foreign = classify(Path::new("/s"), event(kind, "/s/locks/agents/tags/README"));
         assert!(foreign.is_empty(), "opens of other files are dropped");
+    }
+
+    #[test]
+    fn under_the_kernels_events_opens_and_closes_stay_on_the_watchers_thread() {
+        let filter = EventFilter::default();
+        let path = "/s/locks/agents/tags/a.lock";
+        let open = Ok(event(
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            path,
+        ));
+        let close = Ok(event(
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            path,
+        ));
+        let write = Ok(event(
+            EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any)),
+            path,
+        ));
+        let create = Ok(event(EventKind::Create(CreateKind::File), path));
+        for kept in [&open, &close, &write, &create] {
+            assert!(
+                !filter.told_by_kernel_drops(kept),
+                "inference hears every event"
+            );
+        }
+        let nudges = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = nudges.clone();
+        filter.told_by_kernel(Some(Arc::new(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        })));
+        assert!(filter.told_by_kernel_drops(&open));
+        assert!(filter.told_by_kernel_drops(&close));
+        assert!(
+            !filter.told_by_kernel_drops(&write),
+            "a write names its claim"
+        );
+        assert!(!filter.told_by_kernel_drops(&create), "a new claim joins");
+        assert_eq!(
+            nudges.load(Ordering::Relaxed),
+            4,
+            "every event nudges the reader"
+        );
     }
 
     fn open_of(paths: &[PathBuf]) -> notify::Event {
