@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::echo::{ECHO_ALARM_PER_SECOND, Fingerprint};
 use super::lookup::Observed;
+use super::source::Source;
 use super::{COALESCE, Engine};
 use crate::disk::LockKey;
 use crate::engine::trace::Stage;
@@ -58,49 +59,43 @@ fn holds_still(
 
 impl Engine {
     pub(super) fn mark(&mut self, key: LockKey) {
-        // With the kernel's events each claim waits from its own first
-        // change: a batch is no `/proc/locks` read to share.
-        if let Some(kernel) = self.kernel.as_mut() {
-            kernel.queue(key);
-            return;
-        }
-        self.pending.insert(key);
-        if self.batch_due.is_none() {
-            self.batch_due = Some(Instant::now() + COALESCE);
+        match &mut self.source {
+            // With the kernel's events each claim waits from its own first
+            // change: a batch is no `/proc/locks` read to share.
+            Source::Kernel(kernel) => kernel.queue(key),
+            Source::Inference(inference) => {
+                inference.pending.insert(key);
+                inference
+                    .batch_due
+                    .get_or_insert_with(|| Instant::now() + COALESCE);
+            }
         }
     }
 
     pub(super) async fn on_timers(&mut self) {
         let now = Instant::now();
         self.flush_problems();
-        if self.batch_due.is_some_and(|due| due <= now) {
-            let from = self.clock();
-            self.batch_due = None;
-            let keys: Vec<LockKey> = self.pending.drain().collect();
-            let items = keys.len();
-            self.probe_batch(keys).await;
-            self.span("probe batch", from, items);
-        }
-        let due = self
-            .kernel
-            .as_mut()
-            .map(|kernel| kernel.due(now))
-            .unwrap_or_default();
+        let due = match &mut self.source {
+            Source::Kernel(kernel) => kernel.due(now),
+            Source::Inference(inference) => {
+                if inference.batch_due.is_some_and(|due| due <= now) {
+                    inference.batch_due = None;
+                    inference.pending.drain().collect()
+                } else {
+                    Vec::new()
+                }
+            }
+        };
         if !due.is_empty() {
             let from = self.clock();
             let items = due.len();
             self.probe_batch(due).await;
             self.span("probe batch", from, items);
         }
-        if self.told_by_kernel() {
+        if let Some(kernel) = self.source.kernel() {
             // Events tell every change: no periodic sweep.
             self.next_sweep = now + super::kernel::NO_SWEEP;
-            if self
-                .kernel
-                .as_ref()
-                .and_then(super::kernel::Kernel::waiter_check_due)
-                .is_some_and(|due| due <= now)
-            {
+            if kernel.waiter_check_due().is_some_and(|due| due <= now) {
                 self.check_waiters();
             }
         } else if self.next_sweep <= now {
@@ -114,18 +109,16 @@ impl Engine {
             self.refresh_holders();
             self.span("refresh holders", from, items);
         }
-        if self.lookups.may_start(now) {
+        if self
+            .source
+            .inference()
+            .is_some_and(|inference| inference.lookups.may_start(now))
+        {
             let from = self.clock();
             self.start_waiting_lookup(now);
             self.span("start lookup", from, 0);
         }
         self.watch_echo_rate();
-    }
-
-    /// Whether held states wait for a `/proc/locks` read (deferred, or
-    /// sent with kept holders to confirm).
-    pub(super) fn waiting(&self) -> bool {
-        !self.deferred.is_empty() || !self.recheck.is_empty()
     }
 
     /// Probes changed keys: in the engine's mode, but passively when the
@@ -157,12 +150,12 @@ impl Engine {
                 // Its gate came back: no longer an orphan.
                 self.recheck_problem(&announce);
             }
-            let closed = self.closed.remove(&key);
-            let written = self.written.remove(&key);
-            if self.told_by_kernel() {
+            let Some(inference) = self.source.inference_mut() else {
                 from_table.push(key);
                 continue;
-            }
+            };
+            let closed = inference.closed.remove(&key);
+            let written = inference.written.remove(&key);
             if lock_free {
                 let settled = !written
                     && (self.confirmed_by_holder(&key, &mut holders_now)
@@ -172,9 +165,9 @@ impl Engine {
                 }
                 continue;
             }
-            let echo = self.echo_marks.get(&key) == Some(&Fingerprint::of(&key));
+            let echo = inference.echo_marks.get(&key) == Some(&Fingerprint::of(&key));
             if echo {
-                self.echo_rate.count();
+                inference.echo_rate.count();
             }
             let mode = if echo || closed {
                 ProbeMode::Passive
@@ -185,8 +178,12 @@ impl Engine {
             let probed = self.prober.probe_without_waiting(&key, mode).await;
             self.stats.probes.fetch_add(1, Ordering::Relaxed);
             self.sweep_touched.touch(&key);
-            if mode.writes() {
-                self.echo_marks.insert(key.clone(), Fingerprint::of(&key));
+            if mode.writes()
+                && let Some(inference) = self.source.inference_mut()
+            {
+                inference
+                    .echo_marks
+                    .insert(key.clone(), Fingerprint::of(&key));
             }
             if let Some(state) = self.answered(&key, probed, closed) {
                 batch.push((key, state));
@@ -263,17 +260,20 @@ impl Engine {
         key: &LockKey,
         holders_now: &mut HashMap<u32, HeldFiles>,
     ) -> bool {
-        let Some(confirming) = self.confirming.get(key) else {
+        let Some(inference) = self.source.inference_mut() else {
+            return false;
+        };
+        let Some(confirming) = inference.confirming.get(key) else {
             return false;
         };
         if !holds_still(&confirming.state.holders, &claim_files(key), holders_now) {
             return false;
         }
-        let Some(Confirming { state, .. }) = self.confirming.remove(key) else {
+        let Some(Confirming { state, .. }) = inference.confirming.remove(key) else {
             return false;
         };
+        inference.lookups.touch(key);
         self.looked_by_fdinfo(key, state.liveness);
-        self.lookups.touch(key);
         self.settle(key.clone(), state, SystemTime::now(), true);
         true
     }
@@ -312,11 +312,14 @@ impl Engine {
         state: &KeyState,
         closed: bool,
     ) -> bool {
+        let Some(inference) = self.source.inference_mut() else {
+            return false;
+        };
         if !state.liveness.is_held() || !closed {
-            self.confirming.remove(key);
+            inference.confirming.remove(key);
             return false;
         }
-        let confirming = self
+        let confirming = inference
             .confirming
             .entry(key.clone())
             .or_insert_with(|| Confirming {
@@ -326,7 +329,7 @@ impl Engine {
         confirming.looks += 1;
         confirming.state = state.clone();
         if confirming.looks > CLOSE_CONFIRMS {
-            self.confirming.remove(key);
+            inference.confirming.remove(key);
             return false;
         }
         self.trace(key, Stage::Deferred);
@@ -340,18 +343,21 @@ impl Engine {
     /// was first found — what a probe waiting in place would answer, but
     /// without holding up every change behind it for that long.
     fn settle_in_flight(&mut self, key: &LockKey, probed: Option<KeyState>) -> Option<KeyState> {
+        let in_flight_since = match self.source.inference_mut() {
+            Some(inference) => &mut inference.in_flight_since,
+            None => return probed,
+        };
         if let Some(state) = probed {
-            self.in_flight_since.remove(key);
+            in_flight_since.remove(key);
             return Some(state);
         }
-        let since = *self
-            .in_flight_since
+        let since = *in_flight_since
             .entry(key.clone())
             .or_insert_with(Instant::now);
         if since.elapsed() < IN_FLIGHT_AFTER {
             return None;
         }
-        self.in_flight_since.remove(key);
+        in_flight_since.remove(key);
         Some(KeyState::bare(Liveness::InFlight))
     }
 
@@ -368,11 +374,14 @@ impl Engine {
     /// batch, so waiting for one of their own could starve them for as
     /// long as the stream lasts.
     pub(super) fn publish(&mut self, batch: Vec<Observed>) {
+        let Some(inference) = self.source.inference_mut() else {
+            return;
+        };
         for (key, _, _) in &batch {
-            self.lookups.touch(key);
+            inference.lookups.touch(key);
         }
         let any_held = batch.iter().any(|(_, state, _)| state.liveness.is_held());
-        if (any_held || self.waiting()) && self.lookups.may_start(Instant::now()) {
+        if (any_held || inference.waiting()) && inference.lookups.may_start(Instant::now()) {
             let newer: HashSet<LockKey> = batch.iter().map(|(key, _, _)| key.clone()).collect();
             let mut lookup = batch.clone();
             lookup.extend(self.waiting_states(&newer));
@@ -391,9 +400,12 @@ impl Engine {
         at: SystemTime,
         annotated: bool,
     ) {
+        let Some(inference) = self.source.inference_mut() else {
+            return self.update(key, state, at);
+        };
         if !state.liveness.is_held() {
-            self.recheck.remove(&key);
-            if let Some((mut spell, seen)) = self.deferred.remove(&key) {
+            inference.recheck.remove(&key);
+            if let Some((mut spell, seen)) = inference.deferred.remove(&key) {
                 // The hold was seen; its holder was never read: say so.
                 spell.holders_note = Some(HoldersNote::ReleasedBeforeLookup);
                 self.update(key.clone(), spell, seen);
@@ -401,7 +413,7 @@ impl Engine {
             return self.update(key, state, at);
         }
         if annotated {
-            self.deferred.remove(&key);
+            inference.deferred.remove(&key);
             if state.holders.is_empty() {
                 state.holders_note.get_or_insert(HoldersNote::NotVisible);
             }
@@ -410,10 +422,14 @@ impl Engine {
         self.keep_holders_if_same_claim(&key, &mut state);
         if state.holders.is_empty() {
             self.trace(&key, Stage::Deferred);
-            let first_seen = self.deferred.get(&key).map_or(at, |(_, seen)| *seen);
-            self.deferred.insert(key, (state, first_seen));
+            if let Some(inference) = self.source.inference_mut() {
+                let first_seen = inference.deferred.get(&key).map_or(at, |(_, seen)| *seen);
+                inference.deferred.insert(key, (state, first_seen));
+            }
         } else {
-            self.recheck.insert(key.clone());
+            if let Some(inference) = self.source.inference_mut() {
+                inference.recheck.insert(key.clone());
+            }
             self.update(key, state, at);
         }
     }
@@ -474,10 +490,13 @@ impl Engine {
     /// Shows a sustained rate of the engine's own echo in its health (and
     /// takes it back once the rate falls).
     pub(super) fn watch_echo_rate(&mut self) {
-        if !self.echo_rate.roll() {
+        let Some(echo_rate) = self.source.inference_mut().map(|i| &mut i.echo_rate) else {
+            return;
+        };
+        if !echo_rate.roll() {
             return;
         }
-        let per_second = self.echo_rate.last_second;
+        let per_second = echo_rate.last_second;
         match (&self.health, per_second >= ECHO_ALARM_PER_SECOND) {
             (Some(WatcherHealth::Watching), true) => {
                 self.set_health(WatcherHealth::SelfInflicted { per_second })
@@ -499,20 +518,11 @@ impl Engine {
         if self.held.remove(key) {
             self.share_held(key, false);
         }
-        self.echo_marks.remove(key);
-        self.in_flight_since.remove(key);
-        self.lookups.touch(key);
         self.sweep_touched.touch(key);
-        self.pending.remove(key);
-        if let Some(kernel) = self.kernel.as_mut() {
-            kernel.unqueue(key);
+        match &mut self.source {
+            Source::Inference(inference) => inference.forget(key),
+            Source::Kernel(kernel) => kernel.unqueue(key),
         }
-        self.closed.remove(key);
-        self.written.remove(key);
-        self.confirming.remove(key);
-        self.deferred.remove(key);
-        self.recheck.remove(key);
-        self.opened_held.remove(key);
         if let Some(state) = self.states.remove(key) {
             self.send(Delta::Removed {
                 key: key.clone(),

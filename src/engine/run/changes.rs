@@ -13,7 +13,9 @@ impl Engine {
         match change {
             FsChange::Key(key) => {
                 self.trace(&key, Stage::Dequeued);
-                self.written.insert(key.clone());
+                if let Some(inference) = self.source.inference_mut() {
+                    inference.written.insert(key.clone());
+                }
                 self.mark(key);
             }
             // With the kernel's lock events, opens and closes say nothing
@@ -24,7 +26,9 @@ impl Engine {
                 if self.told_by_kernel() => {}
             FsChange::Closed(key) => {
                 self.trace(&key, Stage::Dequeued);
-                self.closed.insert(key.clone());
+                if let Some(inference) = self.source.inference_mut() {
+                    inference.closed.insert(key.clone());
+                }
                 self.mark(key);
             }
             FsChange::DirCreated(dir) => {
@@ -55,15 +59,21 @@ impl Engine {
                 // held key, where a new waiter would show — once the open
                 // settled: read at once, it could come between the open
                 // and the blocked flock, and nothing else would tell.
-                if self.held.contains(&key) {
-                    self.opened_held.insert(key);
-                    self.opens_due
+                if self.held.contains(&key)
+                    && let Some(inference) = self.source.inference_mut()
+                {
+                    inference.opened_held.insert(key);
+                    inference
+                        .opens_due
                         .get_or_insert(Instant::now() + opens::OPEN_SETTLE);
                 }
             }
             FsChange::OthersOpened => {
-                self.opens_due
-                    .get_or_insert(Instant::now() + opens::OPEN_SETTLE);
+                if let Some(inference) = self.source.inference_mut() {
+                    inference
+                        .opens_due
+                        .get_or_insert(Instant::now() + opens::OPEN_SETTLE);
+                }
             }
             FsChange::Rescan => {
                 self.set_health(WatcherHealth::Rescanning {

@@ -294,7 +294,7 @@ impl Kernel {
 impl Engine {
     /// True when liveness comes from the kernel's lock events.
     pub(super) fn told_by_kernel(&self) -> bool {
-        self.kernel.is_some()
+        self.source.kernel().is_some()
     }
 
     /// Seeds the table from a judgement's `/proc/locks` read (the first
@@ -309,7 +309,7 @@ impl Engine {
         held: impl Iterator<Item = &'a LockKey>,
         all: impl Iterator<Item = &'a LockKey>,
     ) {
-        let Some(kernel) = self.kernel.as_mut() else {
+        let Some(kernel) = self.source.kernel_mut() else {
             return;
         };
         kernel.table = LiveTable::seeded(index);
@@ -333,7 +333,7 @@ impl Engine {
     /// Registered when found; remembered as no claim's when a path was
     /// found and it is not one (a foreign lock).
     fn resolve_claim(&mut self, file: FileId, pid: u32) -> Option<LockKey> {
-        let kernel = self.kernel.as_mut()?;
+        let kernel = self.source.kernel_mut()?;
         if kernel.not_claims.contains(&file) {
             return None;
         }
@@ -369,7 +369,7 @@ impl Engine {
     /// had; asks the source for their device when it is a new one (a
     /// bind mount below the root).
     fn register(&mut self, key: &LockKey) {
-        let Some(kernel) = self.kernel.as_mut() else {
+        let Some(kernel) = self.source.kernel_mut() else {
             return;
         };
         let files = claim_files(key);
@@ -391,14 +391,14 @@ impl Engine {
     /// Holds the events back until the next judgement seeds the table
     /// again (a sweep begins).
     pub(super) fn unseed(&mut self) {
-        if let Some(kernel) = self.kernel.as_mut() {
+        if let Some(kernel) = self.source.kernel_mut() {
             kernel.seeded = false;
         }
     }
 
     /// Forgets a claim that is gone.
     pub(super) fn unregister(&mut self, key: &LockKey) {
-        let Some(kernel) = self.kernel.as_mut() else {
+        let Some(kernel) = self.source.kernel_mut() else {
             return;
         };
         kernel.keepers_due.remove(key);
@@ -422,7 +422,7 @@ impl Engine {
         // Requests on files no registered claim has: (requester, refused
         // tries), looked up once the batch is applied.
         let mut unknown: HashMap<FileId, (u32, u64)> = HashMap::new();
-        if let Some(kernel) = self.kernel.as_mut() {
+        if let Some(kernel) = self.source.kernel_mut() {
             for record in records {
                 match record {
                     Record::Lost(count) => lost += count.max(1),
@@ -510,7 +510,7 @@ impl Engine {
         let mut judged_now = std::collections::HashSet::new();
         for key in touched {
             self.trace(&key, Stage::Dequeued);
-            let Some(kernel) = self.kernel.as_mut() else {
+            let Some(kernel) = self.source.kernel_mut() else {
                 break;
             };
             let unlocked = kernel
@@ -531,7 +531,7 @@ impl Engine {
             self.set_health(WatcherHealth::Rescanning {
                 reason: format!(
                     "{lost} kernel lock events were lost ({} in all): judging everything again",
-                    self.kernel.as_ref().map_or(lost, Kernel::lost)
+                    self.source.kernel().map_or(lost, Kernel::lost)
                 ),
             });
             self.resync().await;
@@ -556,7 +556,7 @@ impl Engine {
             self.sweep_touched.touch(key);
             self.trace(key, Stage::ProbeStart);
         }
-        let Some(kernel) = self.kernel.as_mut() else {
+        let Some(kernel) = self.source.kernel_mut() else {
             return;
         };
         // A claim whose keeper is due is judged with the search; the others
@@ -577,7 +577,7 @@ impl Engine {
         if keys.is_empty() {
             return;
         }
-        let Some(kernel) = self.kernel.as_ref() else {
+        let Some(kernel) = self.source.kernel() else {
             return;
         };
         // The judged claims' files only (registered just above, from a
@@ -615,7 +615,7 @@ impl Engine {
         }
         let now = Instant::now();
         for (key, mut state) in pairs {
-            if let Some(kernel) = self.kernel.as_mut() {
+            if let Some(kernel) = self.source.kernel_mut() {
                 if state.holders_note == Some(crate::liveness::HoldersNote::TakerLetGo) {
                     let since = *kernel.let_go_since.entry(key.clone()).or_insert(now);
                     if now < since + LET_GO_GRACE {
@@ -648,7 +648,7 @@ impl Engine {
     /// waiters whose processes are gone and judges again the claims they
     /// waited on.
     pub(super) fn check_waiters(&mut self) {
-        let Some(kernel) = self.kernel.as_mut() else {
+        let Some(kernel) = self.source.kernel_mut() else {
             return;
         };
         let now = Instant::now();

@@ -271,8 +271,12 @@ impl Engine {
         judge: Vec<(LockKey, bool)>,
         opened: Vec<PathBuf>,
     ) {
-        self.lookups.touched.begin();
-        self.lookups.last_start = Some(Instant::now());
+        let Some(inference) = self.source.inference_mut() else {
+            return;
+        };
+        inference.lookups.touched.begin();
+        inference.lookups.last_start = Some(Instant::now());
+        let tx: UnboundedSender<LookupOutcome> = inference.lookup_results_tx.clone();
         let job = LookupJob {
             generation: self.generation,
             batch,
@@ -287,7 +291,6 @@ impl Engine {
             stats: self.stats.clone(),
             trace: self.config.trace.clone(),
         };
-        let tx: UnboundedSender<LookupOutcome> = self.lookup_results_tx.clone();
         tokio::task::spawn_blocking(move || {
             let _ = tx.send(job.run());
         });
@@ -297,13 +300,17 @@ impl Engine {
     /// or to confirm, and opened files once they settled — if the rate
     /// limit allows and anything waits.
     pub(super) fn start_waiting_lookup(&mut self, now: Instant) {
-        if !self.lookups.may_start(now) {
+        let Some(inference) = self.source.inference_mut() else {
+            return;
+        };
+        if !inference.lookups.may_start(now) {
             return;
         }
-        let opened = if self.opens_due.is_some_and(|due| due <= now) {
-            self.opens_due = None;
-            let held = std::mem::take(&mut self.opened_held);
-            self.recheck
+        let opened = if inference.opens_due.is_some_and(|due| due <= now) {
+            inference.opens_due = None;
+            let held = std::mem::take(&mut inference.opened_held);
+            inference
+                .recheck
                 .extend(held.into_iter().filter(|key| self.held.contains(key)));
             self.filter.take_opened().into_iter().collect()
         } else {
@@ -322,15 +329,19 @@ impl Engine {
     /// one, the keys wait in the pending set: the next read takes them all.
     pub(super) fn judge_lock_free(&mut self, keys: Vec<(LockKey, bool)>) {
         let now = Instant::now();
-        if !self.lookups.may_judge(now) {
+        let Some(inference) = self.source.inference_mut() else {
+            return;
+        };
+        if !inference.lookups.may_judge(now) {
             for (key, closed) in keys {
                 if closed {
-                    self.closed.insert(key.clone());
+                    inference.closed.insert(key.clone());
                 }
-                self.pending.insert(key);
+                inference.pending.insert(key);
             }
             // A running lookup's answer wakes the loop (see apply_lookup).
-            self.batch_due = (!self.lookups.running()).then(|| self.lookups.judge_ready_at());
+            let lookups = &inference.lookups;
+            inference.batch_due = (!lookups.running()).then(|| lookups.judge_ready_at());
             return;
         }
         self.stats
@@ -359,24 +370,29 @@ impl Engine {
             let Some(state) = self.answered(&key, probed, closed) else {
                 continue;
             };
-            self.recheck.remove(&key);
+            if let Some(inference) = self.source.inference_mut() {
+                inference.recheck.remove(&key);
+            }
             self.settle(key, state, at, true);
         }
-        if !self.pending.is_empty() {
+        let Some(inference) = self.source.inference_mut() else {
+            return;
+        };
+        if !inference.pending.is_empty() {
             // Changes that came while the read ran: the next read — but a
             // key held back to confirm is looked at after the coalescing
             // window, from its holder's fdinfo, with no read to wait for.
             let now = Instant::now();
-            let confirming = self
+            let confirming = inference
                 .pending
                 .iter()
-                .any(|key| self.confirming.contains_key(key));
+                .any(|key| inference.confirming.contains_key(key));
             let due = if confirming {
                 now + super::COALESCE
             } else {
-                self.lookups.judge_ready_at().max(now)
+                inference.lookups.judge_ready_at().max(now)
             };
-            self.batch_due = Some(due);
+            inference.batch_due = Some(due);
         }
     }
 
@@ -384,20 +400,25 @@ impl Engine {
     /// since is settled as annotated; each opened file someone locked
     /// while the view does not show its key held is probed.
     pub(super) fn apply_lookup(&mut self, outcome: LookupOutcome) -> usize {
-        let touched = self.lookups.touched.end();
+        let Some(inference) = self.source.inference_mut() else {
+            return 0;
+        };
+        let touched = inference.lookups.touched.end();
         if outcome.generation != self.generation {
             return 0;
         }
         let items = outcome.annotated.len() + outcome.judged.len() + outcome.locked.len();
         if let Some(cpu) = outcome.read_cpu {
-            self.lookups.charge(cpu);
+            inference.lookups.charge(cpu);
         }
         self.settle_judged(outcome.judged, &touched);
         for (key, state, at) in outcome.annotated {
             if touched.contains(&key) && !self.same_claim_still_waiting(&key, &state) {
                 continue;
             }
-            self.recheck.remove(&key);
+            if let Some(inference) = self.source.inference_mut() {
+                inference.recheck.remove(&key);
+            }
             self.settle(key, state, at, true);
         }
         for path in outcome.locked {
@@ -422,8 +443,9 @@ impl Engine {
         state.liveness.is_held()
             && state.liveness != Liveness::InFlight
             && self
-                .deferred
-                .get(key)
+                .source
+                .inference()
+                .and_then(|inference| inference.deferred.get(key))
                 .is_some_and(|(waiting, _)| waiting.liveness.is_held())
             && state.since.is_some()
             && state.since == key.held_since()
@@ -434,16 +456,19 @@ impl Engine {
     /// result stands for them), made ready to be annotated afresh. They
     /// stay waiting until the lookup's answer settles them.
     pub(super) fn waiting_states(&self, skip: &HashSet<LockKey>) -> Vec<Observed> {
+        let Some(inference) = self.source.inference() else {
+            return Vec::new();
+        };
         let at = SystemTime::now();
-        let deferred = self
+        let deferred = inference
             .deferred
             .iter()
             .filter(|(key, _)| !skip.contains(*key))
             .map(|(key, (state, seen))| (key.clone(), state.clone(), *seen));
-        let recheck = self
+        let recheck = inference
             .recheck
             .iter()
-            .filter(|key| !skip.contains(*key) && !self.deferred.contains_key(*key))
+            .filter(|key| !skip.contains(*key) && !inference.deferred.contains_key(*key))
             .filter_map(|key| Some((key.clone(), self.states.get(key)?.clone(), at)));
         deferred
             .chain(recheck)
@@ -471,6 +496,17 @@ mod tests {
     use super::*;
     use crate::context::Context;
     use crate::engine::{Delta, EngineConfig};
+
+    impl Engine {
+        /// The inference's bookkeeping (these tests' engines infer).
+        fn inference(&self) -> &super::super::source::Inference {
+            self.source.inference().expect("the engine infers")
+        }
+
+        fn inference_mut(&mut self) -> &mut super::super::source::Inference {
+            self.source.inference_mut().expect("the engine infers")
+        }
+    }
 
     /// An engine (its loop not running) on a fresh state dir, the deltas it
     /// sends, and a claim `t` whose gate this process holds.
@@ -509,10 +545,13 @@ mod tests {
     }
 
     async fn next_answer(engine: &mut Engine) -> LookupOutcome {
-        tokio::time::timeout(Duration::from_secs(10), engine.lookup_results.recv())
-            .await
-            .expect("a lookup answers")
-            .expect("the channel is open")
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            engine.inference_mut().lookup_results.recv(),
+        )
+        .await
+        .expect("a lookup answers")
+        .expect("the channel is open")
     }
 
     /// A held probe result waits, unsent, for its lookup, which names the
@@ -521,7 +560,7 @@ mod tests {
     async fn a_held_state_goes_out_once_its_lookup_names_the_holder() {
         let (_tmp, mut engine, mut deltas, key, _gate) = engine_with_a_claim();
         engine.publish(observed(&key, Liveness::Live));
-        assert!(engine.lookups.running());
+        assert!(engine.inference().lookups.running());
         assert!(
             sent(&mut deltas, &key).is_empty(),
             "sent before it was named"
@@ -535,7 +574,7 @@ mod tests {
                 && state.holders.iter().map(|p| p.pid).eq([me])),
             "{states:?}"
         );
-        assert!(!engine.waiting());
+        assert!(!engine.inference().waiting());
     }
 
     /// The key is released (probed free) while its lookup runs: the
@@ -545,7 +584,7 @@ mod tests {
     async fn an_answer_older_than_the_keys_last_probe_is_dropped() {
         let (_tmp, mut engine, mut deltas, key, gate) = engine_with_a_claim();
         engine.publish(observed(&key, Liveness::Live));
-        assert!(engine.lookups.running());
+        assert!(engine.inference().lookups.running());
         drop(gate);
         engine.publish(observed(&key, Liveness::Free));
         let answer = next_answer(&mut engine).await;
@@ -576,7 +615,7 @@ mod tests {
         let (_tmp, mut engine, mut deltas, key, _gate) = engine_with_a_claim();
         engine.publish(observed(&key, Liveness::Live));
         engine.publish(observed(&key, Liveness::Live));
-        assert!(engine.waiting());
+        assert!(engine.inference().waiting());
         let answer = next_answer(&mut engine).await;
         engine.apply_lookup(answer);
         let states = sent(&mut deltas, &key);
@@ -585,7 +624,7 @@ mod tests {
                 && !state.holders.is_empty()),
             "{states:?}"
         );
-        assert!(!engine.waiting());
+        assert!(!engine.inference().waiting());
     }
 
     /// One lookup at a time: a key found held while one runs waits for
@@ -605,10 +644,13 @@ mod tests {
         engine.apply_lookup(answer);
         assert_eq!(sent(&mut deltas, &first).len(), 1);
         assert!(sent(&mut deltas, &second).is_empty());
-        assert!(engine.waiting(), "the second key no longer waits");
+        assert!(
+            engine.inference().waiting(),
+            "the second key no longer waits"
+        );
 
-        engine.start_waiting_lookup(engine.lookups.ready_at());
-        assert!(engine.lookups.running());
+        engine.start_waiting_lookup(engine.inference().lookups.ready_at());
+        assert!(engine.inference().lookups.running());
         let answer = next_answer(&mut engine).await;
         engine.apply_lookup(answer);
         let states = sent(&mut deltas, &second);
@@ -616,6 +658,6 @@ mod tests {
             matches!(&states[..], [state] if state.liveness == Liveness::Own),
             "{states:?}"
         );
-        assert!(!engine.waiting());
+        assert!(!engine.inference().waiting());
     }
 }

@@ -1,7 +1,25 @@
 //! The engine task: one loop that owns the current view of every claim and
 //! sends a [`Delta`] for each difference it observes.
 //!
-//! Invariants:
+//! How liveness is learned is the engine's one [`source::Source`]: the
+//! kernel's lock events ([`kernel`]) or inference from inotify and
+//! `/proc/locks` (the rest of the files below); each keeps its own
+//! bookkeeping behind that boundary.
+//!
+//! Invariants (under both sources):
+//! - bulk judgements (initial scan, rescans, sweeps) never acquire: with
+//!   the lock-free probe (the default) or the kernel's events they are one
+//!   `/proc/locks` read, with the other probes passive — thousands of
+//!   acquire probes would flood the inotify queue with their own echo;
+//! - the periodic sweep (inference only: the kernel's events make none)
+//!   runs on its own task, so a kill is still seen at once while it runs,
+//!   and is merged [`sweep::MERGE_CHUNK`] keys per turn of the loop, so a
+//!   change waits for one chunk at most; its findings never overwrite a
+//!   key that events judged after it began;
+//! - every degradation (root missing, overflow, watch limit, lost lock
+//!   events) is a visible [`WatcherHealth`].
+//!
+//! Invariants of inference:
 //! - events are coalesced per key over a short window, then probed once;
 //!   a claim found in flight is probed again a window later, never waited
 //!   for in place (one stuck acquisition holds up no other change);
@@ -10,19 +28,9 @@
 //!   engine's last acquire probe left them ([`echo`]) is re-probed
 //!   PASSIVELY (which never writes), so an echo costs one passive probe and
 //!   can never loop; a sustained echo rate is a visible health;
-//! - bulk probes (initial scan, rescans, sweeps) never acquire: with the
-//!   lock-free probe (the default) they are one `/proc/locks` read, with
-//!   the others passive — thousands of acquire probes would flood the
-//!   inotify queue with their own echo;
-//! - the periodic sweep runs on its own task, so a kill is still seen at
-//!   once while it runs, and is merged [`sweep::MERGE_CHUNK`] keys per turn
-//!   of the loop, so a change waits for one chunk at most; its findings
-//!   never overwrite a key that events probed after it began;
 //! - `/proc/locks` is read off the loop ([`lookup`]), by at most one
 //!   lookup at a time, begun at most once per [`INDEX_MIN_INTERVAL`]
-//!   (the sweep's own read aside);
-//! - every degradation (root missing, overflow, watch limit) is a visible
-//!   [`WatcherHealth`].
+//!   (the sweep's own read aside).
 
 mod batch;
 mod changes;
@@ -35,12 +43,14 @@ mod outbox;
 mod phases;
 mod problems;
 mod refresh;
+mod source;
 mod sweep;
 
 pub use outbox::{DELTA_QUEUE, FOLD_SLACK};
+use source::{Inference, Source};
 use sweep::SweepOutcome;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -104,9 +114,6 @@ pub(super) struct Engine {
     /// Shared with the watcher thread: `held`'s files, the other claim
     /// files opened, and whether a change was lost.
     filter: Arc<fs_events::EventFilter>,
-    /// When the opened claim files are next compared with `/proc/locks`
-    /// (`Some` while some wait).
-    opens_due: Option<Instant>,
     /// When held keys' holders are next re-read.
     next_holder_refresh: Instant,
     /// Held keys' holders' CPU time across refreshes (idle holders).
@@ -117,43 +124,6 @@ pub(super) struct Engine {
     /// Deltas the consumer has not had room for yet, folded per key.
     outbox: outbox::Outbox,
     stats: Arc<EngineStats>,
-    /// What each key's files looked like right after the engine's last
-    /// acquire probe of it (its own writes).
-    echo_marks: HashMap<LockKey, echo::Fingerprint>,
-    /// The engine's own echoes per second.
-    echo_rate: echo::EchoRate,
-    /// Keys changed since the last batch.
-    pending: HashSet<LockKey>,
-    /// Keys of `pending` whose changes include a close of a file opened
-    /// for writing (see [`batch`]'s close confirmation).
-    closed: HashSet<LockKey>,
-    /// Keys of `pending` whose changes include something else than a
-    /// close (a create, a write, a removal): someone may have taken them.
-    written: HashSet<LockKey>,
-    /// Keys found held after a close, with how many looks confirmed it
-    /// so far and the held state found last: it is sent only once a look
-    /// with no close since agrees ([`batch::CLOSE_CONFIRMS`] at most).
-    confirming: HashMap<LockKey, batch::Confirming>,
-    /// Keys found in flight (gate locked, announce not), since when: they
-    /// are probed again, not waited for.
-    in_flight_since: HashMap<LockKey, Instant>,
-    /// When the pending batch is due.
-    batch_due: Option<Instant>,
-    /// The `/proc/locks` lookups, which run off the loop.
-    lookups: lookup::Lookups,
-    lookup_results_tx: UnboundedSender<lookup::LookupOutcome>,
-    lookup_results: UnboundedReceiver<lookup::LookupOutcome>,
-    /// Held probe results whose holders the rate-limited `/proc/locks`
-    /// read has not named yet: sent once it has (never without holders
-    /// and a reason), with the time they were observed.
-    deferred: HashMap<LockKey, (KeyState, SystemTime)>,
-    /// Held keys sent with the holders of the same claim, to confirm at
-    /// the next read.
-    recheck: HashSet<LockKey>,
-    /// Held keys whose files were opened (a contender or a watcher may be
-    /// arriving): rechecked once the opens settled ([`opens::OPEN_SETTLE`]),
-    /// so that the look finds the `flock` the open came before.
-    opened_held: HashSet<LockKey>,
     next_sweep: Instant,
     /// Scans of created directories (off the loop: adding a watch waits
     /// for notify's thread, which a storm of events keeps busy).
@@ -171,8 +141,8 @@ pub(super) struct Engine {
     sweep_results: UnboundedReceiver<Option<SweepOutcome>>,
     /// The inotify watcher while watching: walks add directories to it.
     watcher: Option<fs_events::FsWatcher>,
-    /// The kernel's lock events, when they are the liveness source.
-    kernel: Option<kernel::Kernel>,
+    /// How liveness is learned, with what that way keeps.
+    source: Source,
 }
 
 impl Engine {
@@ -184,7 +154,6 @@ impl Engine {
     ) -> Self {
         let state_dir = context.state_dir().to_path_buf();
         let (sweep_results_tx, sweep_results) = mpsc::unbounded_channel();
-        let (lookup_results_tx, lookup_results) = mpsc::unbounded_channel();
         let (dir_scans_tx, dir_scans) = mpsc::unbounded_channel();
         let filter = Arc::new(fs_events::EventFilter::traced(config.trace.clone()));
         Self {
@@ -197,7 +166,6 @@ impl Engine {
             states: Default::default(),
             held: HashSet::new(),
             filter,
-            opens_due: None,
             next_holder_refresh: Instant::now() + refresh::HOLDER_REFRESH,
             cpu: crate::liveness::CpuClock::default(),
             problems: problems::Problems::default(),
@@ -205,20 +173,6 @@ impl Engine {
             deltas,
             outbox: outbox::Outbox::default(),
             stats,
-            echo_marks: HashMap::new(),
-            echo_rate: echo::EchoRate::default(),
-            pending: HashSet::new(),
-            closed: HashSet::new(),
-            written: HashSet::new(),
-            confirming: HashMap::new(),
-            in_flight_since: HashMap::new(),
-            batch_due: None,
-            lookups: lookup::Lookups::default(),
-            lookup_results_tx,
-            lookup_results,
-            deferred: HashMap::new(),
-            recheck: HashSet::new(),
-            opened_held: HashSet::new(),
             dir_scans_tx,
             dir_scans,
             sweep_touched: newer::Newer::default(),
@@ -227,7 +181,7 @@ impl Engine {
             sweep_results_tx,
             sweep_results,
             watcher: None,
-            kernel: None,
+            source: Source::Inference(Box::new(Inference::new())),
         }
     }
 
@@ -239,7 +193,7 @@ impl Engine {
                     let devices = device_of(&self.state_dir).into_iter().collect();
                     let kernel = kernel::Kernel::start(stream, devices);
                     self.filter.told_by_kernel(kernel.nudge.clone());
-                    self.kernel = Some(kernel);
+                    self.source = Source::Kernel(Box::new(kernel));
                 }
                 // The caller checked it could open them; if it cannot now,
                 // inference goes on, and the log says why.

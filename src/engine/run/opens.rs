@@ -26,8 +26,10 @@ impl Engine {
     /// Forgets the opens remembered so far: a full sweep probes every key
     /// after this, which stands for them.
     pub(super) fn forget_opened_files(&mut self) {
-        self.opens_due = None;
         self.filter.take_opened();
-        self.opened_held.clear();
+        if let Some(inference) = self.source.inference_mut() {
+            inference.opens_due = None;
+            inference.opened_held.clear();
+        }
     }
 }

@@ -98,16 +98,19 @@ impl Engine {
                     }
                     self.span("new dir scanned", from, items);
                 }
-                Some(records) = next_records(&mut self.kernel) => {
+                Some(told) = told_by_source(&mut self.source) => {
                     let from = self.clock();
-                    let items = records.len();
-                    self.on_records(records).await;
-                    self.span("lock events", from, items);
-                }
-                Some(outcome) = self.lookup_results.recv() => {
-                    let from = self.clock();
-                    let items = self.apply_lookup(outcome);
-                    self.span("apply lookup", from, items);
+                    match told {
+                        Told::Records(records) => {
+                            let items = records.len();
+                            self.on_records(records).await;
+                            self.span("lock events", from, items);
+                        }
+                        Told::Lookup(outcome) => {
+                            let items = self.apply_lookup(outcome);
+                            self.span("apply lookup", from, items);
+                        }
+                    }
                 }
                 outcome = self.sweep_results.recv() => {
                     let from = self.clock();
@@ -176,13 +179,6 @@ impl Engine {
 
     pub(super) fn next_wake(&self) -> Instant {
         let mut wake = self.next_sweep;
-        if let Some(due) = self
-            .kernel
-            .as_ref()
-            .and_then(kernel::Kernel::waiter_check_due)
-        {
-            wake = wake.min(due);
-        }
         if let Some(due) = self.holder_refresh_due() {
             wake = wake.min(due);
         }
@@ -190,33 +186,48 @@ impl Engine {
             // Quiet now? The next second's count takes the alarm back.
             wake = wake.min(Instant::now() + Duration::from_secs(1));
         }
-        if let Some(due) = self.batch_due {
-            wake = wake.min(due);
-        }
-        if let Some(due) = self.kernel.as_ref().and_then(kernel::Kernel::next_due) {
-            wake = wake.min(due);
-        }
-        // While a lookup runs, its answer wakes the loop.
-        if !self.lookups.running() {
-            if let Some(due) = self.opens_due {
-                wake = wake.min(due.max(self.lookups.ready_at()));
+        match &self.source {
+            Source::Kernel(kernel) => {
+                for due in [kernel.waiter_check_due(), kernel.next_due()]
+                    .into_iter()
+                    .flatten()
+                {
+                    wake = wake.min(due);
+                }
             }
-            if self.waiting() {
-                wake = wake.min(self.lookups.ready_at());
+            Source::Inference(inference) => {
+                if let Some(due) = inference.batch_due {
+                    wake = wake.min(due);
+                }
+                // While a lookup runs, its answer wakes the loop.
+                if !inference.lookups.running() {
+                    if let Some(due) = inference.opens_due {
+                        wake = wake.min(due.max(inference.lookups.ready_at()));
+                    }
+                    if inference.waiting() {
+                        wake = wake.min(inference.lookups.ready_at());
+                    }
+                }
             }
         }
         wake
     }
 }
 
-/// The next batch of lock events, when they are the source (never
-/// otherwise).
-async fn next_records(
-    kernel: &mut Option<kernel::Kernel>,
-) -> Option<Vec<crate::liveness::kernel::Record>> {
-    match kernel {
-        Some(kernel) => kernel.next().await,
-        None => std::future::pending().await,
+/// What the liveness source has for the loop.
+enum Told {
+    /// A batch of the kernel's lock events.
+    Records(Vec<crate::liveness::kernel::Record>),
+    /// A `/proc/locks` lookup's outcome (inference).
+    Lookup(super::lookup::LookupOutcome),
+}
+
+/// The next thing the source tells: lock events with the kernel's,
+/// lookups' outcomes with inference.
+async fn told_by_source(source: &mut Source) -> Option<Told> {
+    match source {
+        Source::Kernel(kernel) => kernel.next().await.map(Told::Records),
+        Source::Inference(inference) => inference.lookup_results.recv().await.map(Told::Lookup),
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::Engine;
+use super::{Engine, Source};
 use crate::disk::{LockKey, ScanProblem, ScanProblemKind};
 use crate::engine::fs_events::EventFilter;
 use crate::engine::trace::Stage;
@@ -69,14 +69,10 @@ impl Engine {
         // The sweep probes every key after the changes that marked these:
         // its answer is newer (and passive, so after an overflow it cannot
         // start a storm of acquire probes of its own).
-        self.pending.clear();
-        if let Some(kernel) = self.kernel.as_mut() {
-            kernel.clear_queue();
+        match &mut self.source {
+            Source::Inference(inference) => inference.clear_changes(),
+            Source::Kernel(kernel) => kernel.clear_queue(),
         }
-        self.closed.clear();
-        self.written.clear();
-        self.confirming.clear();
-        self.batch_due = None;
         self.forget_opened_files();
         let outcome = self.sweep_job(Workers::Runtime).run().await;
         if let Some(outcome) = outcome {
@@ -231,7 +227,9 @@ impl Engine {
                 continue;
             }
             self.trace(&key, Stage::Swept(state.liveness));
-            self.lookups.touch(&key);
+            if let Some(inference) = self.source.inference_mut() {
+                inference.lookups.touch(&key);
+            }
             self.update(key, state, merge.at);
         }
         if merge.batch.len() > 0 {

@@ -1,0 +1,177 @@
+//! How the engine learns liveness — the one boundary between the engine
+//! and its two ways of knowing what is locked — and the bookkeeping each
+//! way keeps for itself.
+//!
+//! The engine proper (the view, the tree's shape, problems, holders'
+//! refresh, sweeps, the deltas) is the same under both; everything a
+//! source needs beyond it lives in that source's variant:
+//!
+//! - [`Inference`]: inotify's events tell that something changed, and a
+//!   probe or a `/proc/locks` read says what. Its bookkeeping is about
+//!   reading too early, too often or too late: the coalescing batch, the
+//!   close confirmation, claims in flight, held states waiting for a read
+//!   to name their holders, the reads' rate limit and budget, opened
+//!   files to look at once they settle, and the acquire probe's echo;
+//! - [`Kernel`]: the kernel's own lock events keep a table of who holds
+//!   and waits; each claim is judged from it a moment after its own first
+//!   change (see [`super::kernel`]). None of the inference's windows,
+//!   settles, budgets or fdinfo shortcuts apply.
+//!
+//! Invariant: the engine holds exactly one source at a time, so the
+//! compiler keeps the kernel's path from reaching the inference's
+//! bookkeeping (a method of one reaches the other's state only through
+//! [`Source::inference_mut`] or [`Source::kernel_mut`], which answer
+//! `None` under the other). The engine begins inferring and switches to
+//! the kernel's events once it could open them, before its first view.
+
+use std::collections::{HashMap, HashSet};
+
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+
+use super::kernel::Kernel;
+use super::{batch, echo, lookup};
+use crate::disk::LockKey;
+use crate::liveness::KeyState;
+
+/// The engine's way of learning liveness, with what it keeps.
+pub(super) enum Source {
+    /// Inotify's events and `/proc/locks` reads or probes.
+    Inference(Box<Inference>),
+    /// The kernel's lock events.
+    Kernel(Box<Kernel>),
+}
+
+impl Source {
+    /// The inference's bookkeeping, when it is the source.
+    pub(super) fn inference(&self) -> Option<&Inference> {
+        match self {
+            Self::Inference(inference) => Some(inference),
+            Self::Kernel(_) => None,
+        }
+    }
+
+    /// The inference's bookkeeping, when it is the source.
+    pub(super) fn inference_mut(&mut self) -> Option<&mut Inference> {
+        match self {
+            Self::Inference(inference) => Some(inference),
+            Self::Kernel(_) => None,
+        }
+    }
+
+    /// The kernel's events' side, when they are the source.
+    pub(super) fn kernel(&self) -> Option<&Kernel> {
+        match self {
+            Self::Kernel(kernel) => Some(kernel),
+            Self::Inference(_) => None,
+        }
+    }
+
+    /// The kernel's events' side, when they are the source.
+    pub(super) fn kernel_mut(&mut self) -> Option<&mut Kernel> {
+        match self {
+            Self::Kernel(kernel) => Some(kernel),
+            Self::Inference(_) => None,
+        }
+    }
+}
+
+/// What the engine keeps only while it infers liveness.
+pub(super) struct Inference {
+    /// Keys changed since the last batch.
+    pub(super) pending: HashSet<LockKey>,
+    /// When the pending batch is due.
+    pub(super) batch_due: Option<Instant>,
+    /// Keys of `pending` whose changes include a close of a file opened
+    /// for writing (see [`batch`]'s close confirmation).
+    pub(super) closed: HashSet<LockKey>,
+    /// Keys of `pending` whose changes include something else than a
+    /// close (a create, a write, a removal): someone may have taken them.
+    pub(super) written: HashSet<LockKey>,
+    /// Keys found held after a close, with how many looks confirmed it
+    /// so far and the held state found last: it is sent only once a look
+    /// with no close since agrees ([`batch::CLOSE_CONFIRMS`] at most).
+    pub(super) confirming: HashMap<LockKey, batch::Confirming>,
+    /// Keys found in flight (gate locked, announce not), since when: they
+    /// are probed again, not waited for.
+    pub(super) in_flight_since: HashMap<LockKey, Instant>,
+    /// The `/proc/locks` lookups, which run off the loop.
+    pub(super) lookups: lookup::Lookups,
+    /// Where a lookup's outcome is sent, and received by the loop.
+    pub(super) lookup_results_tx: UnboundedSender<lookup::LookupOutcome>,
+    pub(super) lookup_results: UnboundedReceiver<lookup::LookupOutcome>,
+    /// Held probe results whose holders the rate-limited `/proc/locks`
+    /// read has not named yet: sent once it has (never without holders
+    /// and a reason), with the time they were observed.
+    pub(super) deferred: HashMap<LockKey, (KeyState, std::time::SystemTime)>,
+    /// Held keys sent with the holders of the same claim, to confirm at
+    /// the next read.
+    pub(super) recheck: HashSet<LockKey>,
+    /// Held keys whose files were opened (a contender or a watcher may be
+    /// arriving): rechecked once the opens settled
+    /// ([`super::opens::OPEN_SETTLE`]), so that the look finds the `flock`
+    /// the open came before.
+    pub(super) opened_held: HashSet<LockKey>,
+    /// When the opened claim files are next compared with `/proc/locks`
+    /// (`Some` while some wait).
+    pub(super) opens_due: Option<Instant>,
+    /// What each key's files looked like right after the engine's last
+    /// acquire probe of it (its own writes).
+    pub(super) echo_marks: HashMap<LockKey, echo::Fingerprint>,
+    /// The engine's own echoes per second.
+    pub(super) echo_rate: echo::EchoRate,
+}
+
+impl Inference {
+    /// Nothing pending, waiting or remembered.
+    pub(super) fn new() -> Self {
+        let (lookup_results_tx, lookup_results) = mpsc::unbounded_channel();
+        Self {
+            pending: HashSet::new(),
+            batch_due: None,
+            closed: HashSet::new(),
+            written: HashSet::new(),
+            confirming: HashMap::new(),
+            in_flight_since: HashMap::new(),
+            lookups: lookup::Lookups::default(),
+            lookup_results_tx,
+            lookup_results,
+            deferred: HashMap::new(),
+            recheck: HashSet::new(),
+            opened_held: HashSet::new(),
+            opens_due: None,
+            echo_marks: HashMap::new(),
+            echo_rate: echo::EchoRate::default(),
+        }
+    }
+
+    /// Forgets everything kept about `key` (removed from the view).
+    pub(super) fn forget(&mut self, key: &LockKey) {
+        self.echo_marks.remove(key);
+        self.in_flight_since.remove(key);
+        self.lookups.touch(key);
+        self.pending.remove(key);
+        self.closed.remove(key);
+        self.written.remove(key);
+        self.confirming.remove(key);
+        self.deferred.remove(key);
+        self.recheck.remove(key);
+        self.opened_held.remove(key);
+    }
+
+    /// Drops the changes waiting for a batch and the looks held back: a
+    /// judgement of every key comes, and stands for them.
+    pub(super) fn clear_changes(&mut self) {
+        self.pending.clear();
+        self.closed.clear();
+        self.written.clear();
+        self.confirming.clear();
+        self.batch_due = None;
+    }
+
+    /// Whether held states wait for a `/proc/locks` read (deferred, or
+    /// sent with kept holders to confirm).
+    pub(super) fn waiting(&self) -> bool {
+        !self.deferred.is_empty() || !self.recheck.is_empty()
+    }
+}
