@@ -124,6 +124,15 @@ pub(super) struct Kernel {
     /// Claims held while their taker, running, has closed them: when each
     /// is judged again, searching every process for who keeps it.
     keepers_due: HashMap<LockKey, Instant>,
+    /// Files locked by a requester that had closed them by the time its
+    /// event was read, no claim's yet, with that requester and when every
+    /// process is searched for one that keeps the lock ([`KEEPER_WAIT`]
+    /// after it was first read: most often the requester's unlock comes
+    /// meanwhile, and no search is needed — a search reads every
+    /// process's fds, tens of milliseconds on a busy host, which the
+    /// engine must not spend inside a batch of events). Bounded like
+    /// `not_claims`.
+    files_to_search: HashMap<FileId, (u32, Instant)>,
     /// Claims whose next judgement searches for their keeper (their
     /// [`KEEPER_WAIT`] passed).
     search_keepers: std::collections::HashSet<LockKey>,
@@ -198,6 +207,7 @@ impl Kernel {
             next_waiter_check: Instant::now() + WAITER_CHECK,
             refused: HashMap::new(),
             keepers_due: HashMap::new(),
+            files_to_search: HashMap::new(),
             search_keepers: std::collections::HashSet::new(),
             queue: std::collections::VecDeque::new(),
             queued: std::collections::HashSet::new(),
@@ -221,7 +231,8 @@ impl Kernel {
         let waiters = (!self.refused.is_empty() || self.table.has_waiters())
             .then_some(self.next_waiter_check);
         let keepers = self.keepers_due.values().min().copied();
-        waiters.into_iter().chain(keepers).min()
+        let files = self.files_to_search.values().map(|(_, due)| *due).min();
+        waiters.into_iter().chain(keepers).chain(files).min()
     }
 
     /// Queues `key` for judgement [`super::COALESCE`] after now, unless
@@ -339,15 +350,32 @@ impl Engine {
         }
         // The requester may have closed it since (handed to a forked
         // child, or released): while the lock stands, whoever keeps it
-        // names the path (a search of every process: rare).
-        let path = crate::liveness::fdinfo::path_of_open_file(pid, file).or_else(|| {
-            if kernel.table.locks(&file).holders.is_empty() {
-                return None;
+        // names the path — searched for once KEEPER_WAIT passed, never
+        // at once (see `files_to_search`).
+        let path = match crate::liveness::fdinfo::path_of_open_file(pid, file) {
+            Some(path) => path,
+            None => {
+                if kernel.table.locks(&file).holders.is_empty() {
+                    kernel.files_to_search.remove(&file);
+                    return None;
+                }
+                let now = Instant::now();
+                if kernel.files_to_search.len() >= NOT_CLAIMS_MAX {
+                    kernel.files_to_search.clear();
+                }
+                let (_, due) = *kernel
+                    .files_to_search
+                    .entry(file)
+                    .or_insert((pid, now + KEEPER_WAIT));
+                if now < due {
+                    return None;
+                }
+                kernel.files_to_search.remove(&file);
+                keepers_of(&[file])
+                    .into_iter()
+                    .find_map(|keeper| crate::liveness::fdinfo::path_of_open_file(keeper, file))?
             }
-            keepers_of(&[file])
-                .into_iter()
-                .find_map(|keeper| crate::liveness::fdinfo::path_of_open_file(keeper, file))
-        })?;
+        };
         let key = crate::engine::fs_events::claim_of(&self.state_dir, &path)
             .filter(|_| FileId::of(&path).is_ok_and(|seen| seen == file));
         match key {
@@ -661,6 +689,18 @@ impl Engine {
             waits
         });
         kernel.search_keepers.extend(keys.iter().cloned());
+        let files: Vec<(FileId, u32)> = kernel
+            .files_to_search
+            .iter()
+            .filter(|(_, (_, due))| *due <= now)
+            .map(|(file, (pid, _))| (*file, *pid))
+            .collect();
+        for (file, pid) in files {
+            keys.extend(self.resolve_claim(file, pid));
+        }
+        let Some(kernel) = self.source.kernel_mut() else {
+            return;
+        };
         if now < kernel.next_waiter_check {
             for key in keys {
                 self.mark(key);

@@ -370,6 +370,63 @@ async fn a_claim_free_at_start_locked_without_a_write_is_found_from_the_locker()
     let _ = locker.wait();
 }
 
+/// A claim free at the first judgement, locked by processes that exit at
+/// once while the shell whose files they locked keeps the locks
+/// (`flock N` on the shell's fds): the requesters' fds are gone by the
+/// time their events are read, so the claim is found from the process
+/// that keeps the lock — searched for once the short wait for a release
+/// has passed, never inside the batch of events (a search of every
+/// process stalled the engine for ~150 ms there under the chaos test's
+/// load, and its judgements lagged the events) — and named.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_locked_by_requesters_that_exit_is_found_from_its_keeper() {
+    if !root_or_skip(
+        "engine::kernel::a_claim_locked_by_requesters_that_exit_is_found_from_its_keeper",
+    ) {
+        return;
+    }
+    let _serial = serial().await;
+    let (_tmp, state) = state_with_locks_root();
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "kept");
+    std::fs::create_dir_all(&dir).expect("the tags dir");
+    let (gate, announce) = (
+        locktop::locks::escape::gate_path(&dir, &key),
+        locktop::locks::escape::announce_path(&dir, &key),
+    );
+    std::fs::write(&gate, b"").expect("the gate");
+    std::fs::write(&announce, b"1").expect("the announce");
+    let mut engine = kernel_engine(&state);
+    engine.synced().await;
+    let name = tag("kept");
+    engine
+        .wait_view("the claim free", |view| {
+            view.liveness(&name) == Some(Liveness::Free)
+        })
+        .await;
+    let reads = engine.index_reads();
+    // Each flock(1) locks the shell's description and exits; the shell
+    // becomes sleep, keeping both.
+    let mut keeper = Command::new("sh")
+        .arg("-c")
+        .arg("exec 8<\"$1\" 9<\"$2\"; flock -x 8 && flock -x 9 && exec sleep 60")
+        .arg("sh")
+        .arg(&gate)
+        .arg(&announce)
+        .spawn()
+        .expect("spawn sh");
+    engine
+        .wait_view("the claim held, with its keeper's PID", |view| {
+            view.get(&name).is_some_and(|state| {
+                state.liveness == Liveness::Live
+                    && state.holders.iter().any(|holder| holder.pid == keeper.id())
+            })
+        })
+        .await;
+    assert_eq!(engine.index_reads(), reads, "no /proc/locks read");
+    let _ = keeper.kill();
+    let _ = keeper.wait();
+}
+
 /// A lock whose taker runs on but has handed it to a forked child (the
 /// child shares the lock's open file; the taker closed its own fd): no
 /// unlock comes, so the process that keeps it is searched for — once the
