@@ -18,7 +18,7 @@ use locktop::context::Context;
 use locktop::engine::EngineConfig;
 use locktop::liveness::Liveness;
 
-use crate::common::engine::{Engine, held_names, hold, state_with_locks_root, tag};
+use crate::common::engine::{Engine, Name, held_names, hold, state_with_locks_root, tag};
 use crate::common::{self, NOBODY, binary_for_anyone, serial, skip_unless};
 
 /// True when root; otherwise one line says `test` is skipped.
@@ -315,6 +315,32 @@ fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
     let _ = watch.wait();
 }
 
+/// A tag claim `name` on disk, free, and a kernel-source engine whose
+/// view shows it free (so it is judged, not indexed as held): the
+/// engine, the claim's name and its gate and announce paths.
+async fn free_tag_watched(
+    state: &std::path::Path,
+    name: &str,
+) -> (Engine, Name, std::path::PathBuf, std::path::PathBuf) {
+    let (dir, key) = locktop::locks::agent_tag_lock(state, name);
+    std::fs::create_dir_all(&dir).expect("the tags dir");
+    let (gate, announce) = (
+        locktop::locks::escape::gate_path(&dir, &key),
+        locktop::locks::escape::announce_path(&dir, &key),
+    );
+    std::fs::write(&gate, b"").expect("the gate");
+    std::fs::write(&announce, b"1").expect("the announce");
+    let mut engine = kernel_engine(state);
+    engine.synced().await;
+    let name = tag(name);
+    engine
+        .wait_view("the claim free", |view| {
+            view.liveness(&name) == Some(Liveness::Free)
+        })
+        .await;
+    (engine, name, gate, announce)
+}
+
 /// A claim free at the first judgement is not indexed (a million idle
 /// keys would cost hundreds of megabytes): when a process that opened it
 /// without writing (util-linux `flock`, whose opens and closes the kernel
@@ -330,22 +356,7 @@ async fn a_claim_free_at_start_locked_without_a_write_is_found_from_the_locker()
     }
     let _serial = serial().await;
     let (_tmp, state) = state_with_locks_root();
-    let (dir, key) = locktop::locks::agent_tag_lock(&state, "quiet");
-    std::fs::create_dir_all(&dir).expect("the tags dir");
-    let (gate, announce) = (
-        locktop::locks::escape::gate_path(&dir, &key),
-        locktop::locks::escape::announce_path(&dir, &key),
-    );
-    std::fs::write(&gate, b"").expect("the gate");
-    std::fs::write(&announce, b"1").expect("the announce");
-    let mut engine = kernel_engine(&state);
-    engine.synced().await;
-    let name = tag("quiet");
-    engine
-        .wait_view("the claim free", |view| {
-            view.liveness(&name) == Some(Liveness::Free)
-        })
-        .await;
+    let (mut engine, name, gate, announce) = free_tag_watched(&state, "quiet").await;
     let (reads, sweeps) = (engine.index_reads(), engine.sweeps());
     // flock(1) opens each file (no write), locks it, and runs the next.
     let mut locker = Command::new("flock")
@@ -387,22 +398,7 @@ async fn a_claim_locked_by_requesters_that_exit_is_found_from_its_keeper() {
     }
     let _serial = serial().await;
     let (_tmp, state) = state_with_locks_root();
-    let (dir, key) = locktop::locks::agent_tag_lock(&state, "kept");
-    std::fs::create_dir_all(&dir).expect("the tags dir");
-    let (gate, announce) = (
-        locktop::locks::escape::gate_path(&dir, &key),
-        locktop::locks::escape::announce_path(&dir, &key),
-    );
-    std::fs::write(&gate, b"").expect("the gate");
-    std::fs::write(&announce, b"1").expect("the announce");
-    let mut engine = kernel_engine(&state);
-    engine.synced().await;
-    let name = tag("kept");
-    engine
-        .wait_view("the claim free", |view| {
-            view.liveness(&name) == Some(Liveness::Free)
-        })
-        .await;
+    let (mut engine, name, gate, announce) = free_tag_watched(&state, "kept").await;
     let reads = engine.index_reads();
     // Each flock(1) locks the shell's description and exits; the shell
     // becomes sleep, keeping both.
