@@ -194,7 +194,12 @@ pub(super) fn each_claim_at<K: std::borrow::Borrow<LockKey>, T>(
             .as_ref()
             .is_none_or(|(dir, _)| !Arc::ptr_eq(dir, key.claim_dir()) && dir.path() != key.dir())
         {
-            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+            // A path handle, not an open: the `*at` calls work from it,
+            // and inotify tells no one of it (an open and a close of the
+            // directory per judgement woke every watcher of the tree —
+            // this monitor's own inotify thread, and through it the lock
+            // events' reader, included).
+            let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
             let fd = open(key.dir(), flags, Mode::empty()).ok();
             open_dir = Some((key.claim_dir().clone(), fd));
         }

@@ -422,6 +422,44 @@ mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
 
+    /// Judging keys makes no inotify event in their directory (each
+    /// event wakes every watcher of the tree, a monitor's own included):
+    /// the directory is reached by a path handle, never opened.
+    #[test]
+    fn judging_keys_makes_no_inotify_event() {
+        use notify::Watcher;
+        let tmp = tempfile::tempdir().unwrap();
+        let namer = crate::disk::key::DirNamer::new(tmp.path(), tmp.path());
+        let keys: Vec<LockKey> = ["a", "b"].iter().map(|name| namer.key(name)).collect();
+        let held = std::fs::File::create(keys[0].gate_path()).unwrap();
+        std::fs::File::create(keys[0].announce_path()).unwrap();
+        flock(&held, libc::LOCK_EX);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut watcher = notify::recommended_watcher(tx).unwrap();
+        watcher
+            .watch(tmp.path(), notify::RecursiveMode::NonRecursive)
+            .unwrap();
+        let index = LockIndex::read().unwrap();
+        let states = judged(keys.clone(), &index);
+        assert_eq!(states.len(), 2);
+        assert_eq!(judged_split(keys, &index, true).len(), 2);
+        // The last event: whatever the judgements made came before it.
+        let sentinel = tmp.path().join("sentinel");
+        std::fs::File::create(&sentinel).unwrap();
+        let mut before = Vec::new();
+        loop {
+            let event = rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("the sentinel's event")
+                .unwrap();
+            if event.paths.contains(&sentinel) {
+                break;
+            }
+            before.push(event);
+        }
+        assert!(before.is_empty(), "judging made events: {before:?}");
+    }
+
     fn flock(file: &std::fs::File, how: libc::c_int) {
         // SAFETY: a valid open descriptor for the duration of the call.
         assert_eq!(unsafe { libc::flock(file.as_raw_fd(), how) }, 0);
