@@ -404,6 +404,11 @@ fn file_change(state_dir: &Path, path: PathBuf) -> FsChange {
 /// a directory named `x.lock` are problems (it may be gone: a removed file
 /// still names its claim).
 pub fn claim_of(state_dir: &Path, path: &Path) -> Option<LockKey> {
+    // A file named like a claim outside the locks root (a path read from
+    // a process's fds: any `*.lock` on the filesystem) is no claim.
+    if !path.starts_with(crate::locks::coords::locks_root(state_dir)) {
+        return None;
+    }
     if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
         return None;
     }
@@ -546,6 +551,17 @@ mod tests {
         assert!(rx.try_recv().is_ok(), "the queue kept what fitted");
         assert!(filter.take_lost(), "the engine is told");
         assert!(!filter.take_lost(), "once");
+    }
+
+    /// A path read from a process's fds names a claim only under the
+    /// locks root: a `*.lock` elsewhere (the state dir itself, another
+    /// program's lock on the same filesystem) is none.
+    #[test]
+    fn only_files_under_the_locks_root_are_claims() {
+        let state = Path::new("/s");
+        assert!(claim_of(state, Path::new("/s/foreign.lock")).is_none());
+        assert!(claim_of(state, Path::new("/var/lib/x/agents/tags/t.lock")).is_none());
+        assert!(claim_of(state, Path::new("/s/locks/agents/tags/t.lock")).is_some());
     }
 
     #[test]
