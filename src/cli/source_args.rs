@@ -117,7 +117,8 @@ impl SourceArgs {
         let open: OpenEvents = std::sync::Arc::new(move || {
             let events = KernelLockEvents::open(&[], &options).map_err(|why| why.to_string())?;
             let events = AsyncKernelLockEvents::new(events).map_err(|why| why.to_string())?;
-            Ok(Box::new(OrderedEvents::new(events))
+            let quiet = events.quiet_files();
+            Ok(Box::new(OrderedEvents::with_quiet(events, quiet))
                 as Box<dyn crate::liveness::live_table::EventStream>)
         });
         match (test, self.source) {

@@ -49,6 +49,13 @@ pub trait EventStream: Send + 'static {
     fn nudger(&self) -> Option<Nudger> {
         None
     }
+
+    /// The files whose events may be delivered late (no claim's), for
+    /// the engine to fill in; `None` when the source delivers every
+    /// record as it comes.
+    fn quiet_files(&self) -> Option<super::kernel::wait::QuietFiles> {
+        None
+    }
 }
 
 /// Asks an [`EventStream`] to deliver what it has now.

@@ -98,9 +98,11 @@ pub(super) struct Kernel {
     /// of megabytes here for nothing).
     files: HashMap<FileId, LockKey>,
     /// Files lock requests were made on that are no claim's (a foreign
-    /// lock on the same filesystem): not looked up again. Bounded: cleared
-    /// when [`NOT_CLAIMS_MAX`] is reached.
-    not_claims: std::collections::HashSet<FileId>,
+    /// lock on the same filesystem): not looked up again, and shared with
+    /// the source as its quiet files (their events may come late).
+    /// Bounded: cleared when [`NOT_CLAIMS_MAX`] is reached; a file that
+    /// becomes a claim's leaves it.
+    not_claims: NotClaims,
     /// Each registered claim → its files (to forget them when they
     /// change or the claim goes).
     claims: HashMap<LockKey, Vec<FileId>>,
@@ -161,6 +163,7 @@ impl Kernel {
             tracing::warn!(%error, "the lock events' device filter was refused");
         }
         let nudge = stream.nudger();
+        let not_claims = NotClaims(stream.quiet_files().unwrap_or_default());
         let (records_tx, records) = mpsc::channel(RECORD_QUEUE);
         let (devices_tx, mut devices_rx) = mpsc::unbounded_channel::<Vec<(u32, u32)>>();
         tokio::spawn(async move {
@@ -197,7 +200,7 @@ impl Kernel {
             nudge,
             table: LiveTable::default(),
             files: HashMap::new(),
-            not_claims: std::collections::HashSet::new(),
+            not_claims,
             claims: HashMap::new(),
             records,
             devices: devices_tx,
@@ -302,6 +305,42 @@ impl Kernel {
     }
 }
 
+/// Files known to be no claim's, in a set the source reads too
+/// ([`crate::liveness::kernel::wait::QuietFiles`]).
+struct NotClaims(crate::liveness::kernel::wait::QuietFiles);
+
+impl NotClaims {
+    fn set(&self) -> std::sync::RwLockWriteGuard<'_, std::collections::HashSet<FileId>> {
+        self.0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn contains(&self, file: &FileId) -> bool {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(file)
+    }
+
+    /// Adds `file`, starting afresh at [`NOT_CLAIMS_MAX`].
+    fn insert(&self, file: FileId) {
+        let mut set = self.set();
+        if set.len() >= NOT_CLAIMS_MAX {
+            set.clear();
+        }
+        set.insert(file);
+    }
+
+    /// Forgets `files` (a claim's now).
+    fn remove(&self, files: &[FileId]) {
+        let mut set = self.set();
+        for file in files {
+            set.remove(file);
+        }
+    }
+}
+
 impl Engine {
     /// True when liveness comes from the kernel's lock events.
     pub(super) fn told_by_kernel(&self) -> bool {
@@ -384,9 +423,6 @@ impl Engine {
                 Some(key)
             }
             None => {
-                if kernel.not_claims.len() >= NOT_CLAIMS_MAX {
-                    kernel.not_claims.clear();
-                }
                 kernel.not_claims.insert(file);
                 None
             }
@@ -412,6 +448,8 @@ impl Engine {
         for file in &files {
             kernel.files.insert(*file, key.clone());
         }
+        // An inode reused: its events are the claim's now, none may wait.
+        kernel.not_claims.remove(&files);
         kernel.watch_devices_of(&files);
         kernel.claims.insert(key.clone(), files);
     }

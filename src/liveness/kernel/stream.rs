@@ -26,6 +26,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use super::event::LockEvent;
+use super::wait::QuietFiles;
 use super::{AsyncKernelLockEvents, Record};
 use crate::liveness::live_table::EventStream;
 
@@ -83,16 +84,35 @@ pub struct OrderedEvents<D = AsyncKernelLockEvents> {
     /// The stamp of the newest event passed: one older than it, drained
     /// since, would be applied out of order.
     passed: u64,
+    /// Files whose held events wait for the next drain, however late,
+    /// with no drain asked for them (see [`QuietFiles`]).
+    quiet: QuietFiles,
 }
 
 impl<D: Drains> OrderedEvents<D> {
     /// Reads `events` in order.
     pub fn new(events: D) -> Self {
+        Self::with_quiet(events, QuietFiles::default())
+    }
+
+    /// Reads `events` in order, asking no drain for held events of
+    /// `quiet` files.
+    pub fn with_quiet(events: D, quiet: QuietFiles) -> Self {
         Self {
             events,
             held: Vec::new(),
             passed: 0,
+            quiet,
         }
+    }
+
+    /// True when a held event is of a file that is not quiet.
+    fn holds_urgent(&self) -> bool {
+        let quiet = self
+            .quiet
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.held.iter().any(|event| !quiet.contains(&event.file))
     }
 
     /// The records that may pass now, waiting for them as long as needed.
@@ -100,7 +120,7 @@ impl<D: Drains> OrderedEvents<D> {
         let window = REORDER_WINDOW.as_nanos() as u64;
         loop {
             let mut records = Vec::new();
-            let began = if self.held.is_empty() {
+            let began = if !self.holds_urgent() {
                 self.events.next_drain(&mut records).await?
             } else {
                 // Held events pass once a drain that began a window after
@@ -149,6 +169,10 @@ impl EventStream for OrderedEvents<AsyncKernelLockEvents> {
     fn nudger(&self) -> Option<crate::liveness::live_table::Nudger> {
         let nudge = self.events.nudge();
         Some(std::sync::Arc::new(move || nudge.now()))
+    }
+
+    fn quiet_files(&self) -> Option<QuietFiles> {
+        Some(self.quiet.clone())
     }
 
     fn watch_devices(&mut self, devices: &[(u32, u32)]) -> std::io::Result<()> {
@@ -269,5 +293,42 @@ mod tests {
         out.clear();
         ordered.next_in_order(&mut out).await.expect("scripted");
         assert!(matches!(out[..], [Record::Lost(1)]), "{out:?}");
+    }
+
+    /// A held event of a quiet file (no claim's) asks for no drain: it
+    /// waits for the next one, however late (a host's foreign flocks would
+    /// otherwise ask for one every [`FLUSH_AFTER`]); held with an event of
+    /// another file, it passes as any.
+    #[tokio::test]
+    async fn a_quiet_files_held_event_asks_for_no_drain() {
+        let start = monotonic_now();
+        let quiet = QuietFiles::default();
+        let foreign = taken(start, 1);
+        let Record::Event(event) = &foreign else {
+            unreachable!()
+        };
+        quiet.write().unwrap().insert(event.file);
+        // No flush scripted: one asked for would panic.
+        let mut ordered = OrderedEvents::with_quiet(
+            Scripted {
+                next: vec![(start + 10, vec![foreign])],
+                flushes: Vec::new(),
+            },
+            quiet.clone(),
+        );
+        let mut out = Vec::new();
+        let waited = tokio::time::timeout(10 * FLUSH_AFTER, ordered.next_in_order(&mut out)).await;
+        assert!(waited.is_err(), "held, no drain asked: {out:?}");
+        quiet.write().unwrap().clear();
+        let window = REORDER_WINDOW.as_nanos() as u64;
+        let mut ordered = OrderedEvents::with_quiet(
+            Scripted {
+                next: vec![(start + 10, vec![taken(start, 1)])],
+                flushes: vec![(start + 2 * window, Vec::new())],
+            },
+            quiet,
+        );
+        ordered.next_in_order(&mut out).await.expect("scripted");
+        assert_eq!(pids(&out), [1], "not quiet: a drain is asked for it");
     }
 }

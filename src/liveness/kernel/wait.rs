@@ -46,10 +46,11 @@
 //! than [`IDLE_BACKSTOP`] after it (plus a drain); the thread ends as soon as the [`AsyncKernelLockEvents`] is
 //! dropped (the drop nudges it), and the rings close with it.
 
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -60,6 +61,7 @@ use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFl
 use tokio::sync::mpsc;
 
 use super::{KernelLockEvents, Record};
+use crate::liveness::proc_locks::FileId;
 
 /// The least time between two drains after a wake-up by the rings.
 pub const PACE: Duration = Duration::from_millis(1);
@@ -83,6 +85,17 @@ pub const IDLE_BACKSTOP: Duration = Duration::from_secs(1);
 /// of the default ring (about 2,000 samples), so a storm wakes it well
 /// before the ring is full.
 pub const WAKE_EVERY: u32 = 512;
+
+/// Files whose lock events nobody waits for: files known to be no
+/// claim's — a foreign lock on the state dir's filesystem, which the
+/// kernel's device filter cannot tell from a claim. Whoever learns that a
+/// file is no claim's adds it; a file that becomes a claim's is removed.
+/// Their events are handed over as any, in drain order, but no drain is
+/// owed to them (nor asked for by [`super::stream`]): they pass with the
+/// next drain, whenever it comes. (Owed a drain a reorder window after
+/// each, a host's foreign flocks — thousands a second — kept the reader
+/// draining and handing over every ~250 µs.)
+pub type QuietFiles = Arc<RwLock<HashSet<FileId>>>;
 
 /// One drain: when it began, and what it read (never empty).
 type Batch = (u64, Vec<Record>);
@@ -186,6 +199,7 @@ pub struct AsyncKernelLockEvents {
     reader: Arc<Mutex<KernelLockEvents>>,
     batches: mpsc::UnboundedReceiver<Batch>,
     nudge: Nudge,
+    quiet: QuietFiles,
 }
 
 impl AsyncKernelLockEvents {
@@ -194,15 +208,23 @@ impl AsyncKernelLockEvents {
         let reader = Arc::new(Mutex::new(events));
         let nudge = Nudge::new(FOLLOW_UP)?;
         let (sender, batches) = mpsc::unbounded_channel();
-        let (drained, nudged) = (reader.clone(), nudge.clone());
+        let quiet = QuietFiles::default();
+        let (drained, nudged, quieted) = (reader.clone(), nudge.clone(), quiet.clone());
         std::thread::Builder::new()
             .name("locktop-lock-events".into())
-            .spawn(move || drain_paced(&drained, &nudged, &sender))?;
+            .spawn(move || drain_paced(&drained, &nudged, &quieted, &sender))?;
         Ok(Self {
             reader,
             batches,
             nudge,
+            quiet,
         })
+    }
+
+    /// The files whose records may wait in this reader (see
+    /// [`QuietFiles`]).
+    pub fn quiet_files(&self) -> QuietFiles {
+        self.quiet.clone()
     }
 
     /// What asks this reader's thread to drain now.
@@ -287,6 +309,7 @@ struct Woke {
 fn drain_paced(
     reader: &Mutex<KernelLockEvents>,
     nudge: &Nudge,
+    quiet: &RwLock<HashSet<FileId>>,
     sender: &mpsc::UnboundedSender<Batch>,
 ) {
     let lock = || reader.lock().unwrap_or_else(PoisonError::into_inner);
@@ -328,21 +351,16 @@ fn drain_paced(
         let began = super::event::monotonic_now();
         let mut records = Vec::new();
         lock().drain(&mut records);
-        if woke.nudged || !records.is_empty() {
+        let urgent = Urgent::of(&records, quiet);
+        if woke.nudged || urgent.any {
             active_until = Some(std::time::Instant::now() + ACTIVE_SPELL);
         }
         let paid = owed.is_some_and(|at| began >= at);
         if paid {
             owed = None;
         }
-        let newest = records
-            .iter()
-            .filter_map(|record| match record {
-                Record::Event(event) => Some(event.at),
-                Record::Lost(_) => None,
-            })
-            .max();
-        if let Some(newest) = newest {
+        // Owed to the records someone waits for, not to quiet ones.
+        if let Some(newest) = urgent.newest {
             let due = newest.saturating_add(super::stream::REORDER_WINDOW.as_nanos() as u64);
             if due > began {
                 owed = Some(owed.map_or(due, |at| at.max(due)));
@@ -355,6 +373,35 @@ fn drain_paced(
         if woke.rings && !woke.nudged {
             std::thread::sleep(PACE);
         }
+    }
+}
+
+/// What in a drain someone waits for: a lost record, or an event on a
+/// file that is not quiet.
+#[derive(Debug, Default)]
+struct Urgent {
+    /// Any record is.
+    any: bool,
+    /// The newest such event's stamp.
+    newest: Option<u64>,
+}
+
+impl Urgent {
+    /// Looks through `records` (one read of `quiet`).
+    fn of(records: &[Record], quiet: &RwLock<HashSet<FileId>>) -> Self {
+        let quiet = quiet.read().unwrap_or_else(PoisonError::into_inner);
+        let mut urgent = Self::default();
+        for record in records {
+            match record {
+                Record::Lost(_) => urgent.any = true,
+                Record::Event(event) if !quiet.contains(&event.file) => {
+                    urgent.any = true;
+                    urgent.newest = urgent.newest.max(Some(event.at));
+                }
+                Record::Event(_) => {}
+            }
+        }
+        urgent
     }
 }
 
@@ -399,6 +446,38 @@ mod tests {
             PollFd::new(timer, PollFlags::POLLIN),
         ];
         nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).expect("poll") > 0
+    }
+
+    /// A drain's events of quiet files owe it nothing: no later drain, no
+    /// active spell; any other event, or a loss, does.
+    #[test]
+    fn only_events_of_files_not_quiet_are_urgent() {
+        use crate::liveness::kernel::event::{LockEvent, LockKind};
+        let event = |inode, at| {
+            Record::Event(LockEvent {
+                at,
+                file: FileId {
+                    major: 8,
+                    minor: 1,
+                    inode,
+                },
+                pid: 1,
+                owner: 1,
+                kind: LockKind::Taken { exclusive: true },
+            })
+        };
+        let quiet = RwLock::new(HashSet::from([FileId {
+            major: 8,
+            minor: 1,
+            inode: 7,
+        }]));
+        let foreign = Urgent::of(&[event(7, 10), event(7, 30)], &quiet);
+        assert!(!foreign.any && foreign.newest.is_none(), "{foreign:?}");
+        let mixed = Urgent::of(&[event(7, 10), event(9, 20), event(7, 30)], &quiet);
+        assert!(mixed.any);
+        assert_eq!(mixed.newest, Some(20), "the newest event not quiet");
+        let lost = Urgent::of(&[event(7, 10), Record::Lost(3)], &quiet);
+        assert!(lost.any && lost.newest.is_none());
     }
 
     /// A nudge asks for a drain its delay later, never at once (that
