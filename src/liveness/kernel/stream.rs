@@ -12,7 +12,9 @@
 //! that long before it began (every one of those was in its ring by then,
 //! so none can come later), merged in time order with those held from
 //! before; the rest wait for the next drain, at most one window later —
-//! one is asked for if none comes by then. A pass is judged by a drain's
+//! one is asked for if none comes by then (never for the events of
+//! [`QuietFiles`], files known to be no claim's: they wait for the next
+//! drain, whenever it comes). A pass is judged by a drain's
 //! start, never by the clock: an event older than the held ones may still
 //! sit in a ring that no drain has read since.
 //!

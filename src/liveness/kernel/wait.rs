@@ -221,7 +221,7 @@ impl AsyncKernelLockEvents {
         })
     }
 
-    /// The files whose records may wait in this reader (see
+    /// The files whose records this reader owes no drain (see
     /// [`QuietFiles`]).
     pub fn quiet_files(&self) -> QuietFiles {
         self.quiet.clone()
