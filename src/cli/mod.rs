@@ -157,7 +157,8 @@ pub enum Command {
 /// hundreds of times a second under churn; with a second worker, each
 /// hand-over may also wake that worker to steal it — a context switch for
 /// nothing (one `watch --source kernel` under a churn of ~540 acquisitions
-/// a second: 26.5 % of a core with two workers, 21.7 % with one).
+/// a second: 24.3–27.2 % of a core with two workers, 21.5–21.9 % with
+/// one).
 const MONITOR_WORKERS: usize = 1;
 
 /// Parses the process arguments, runs, and maps the outcome to an exit code.
