@@ -21,11 +21,14 @@
 //!   under a churn of ~540 acquisitions a second: 21.5–21.9 % of a core
 //!   then, 16.7–19.7 % with one drain per burst, three runs);
 //! - the **drain owed** to the records handed over: one that begins a
-//!   [`super::stream::REORDER_WINDOW`] after the newest of them, handed
+//!   [`super::stream::REORDER_WINDOW`] after the newest of them that is
+//!   not of a [`QuietFiles`] file (a foreign lock's events are owed
+//!   nothing: they pass with the next drain, whenever it comes), handed
 //!   over even if empty — the receiver passes on only records stamped a
 //!   window before a drain began, and this one lets them pass without
 //!   waiting for the next flock;
-//! - a **backstop**: for [`ACTIVE_SPELL`] after the last nudge or record,
+//! - a **backstop**: for [`ACTIVE_SPELL`] after the last nudge or record
+//!   (of a file not quiet, or a loss),
 //!   the rings are drained every [`BACKSTOP`], then every
 //!   [`IDLE_BACKSTOP`] (a waiter granted its lock, a read-only holder's
 //!   close, a flock on a file opened before: inotify tells none of them);
@@ -41,7 +44,7 @@
 //! batch with the `CLOCK_MONOTONIC` time taken just before its drain began
 //! (see [`super::stream`]); a drain begins within a window (plus the
 //! timer's slack) of a reorder window after the newest record handed
-//! over, and is handed over; no record waits in a ring longer than
+//! over that is not of a quiet file, and is handed over; no record waits in a ring longer than
 //! [`BACKSTOP`] within [`ACTIVE_SPELL`] of activity in the tree, nor longer
 //! than [`IDLE_BACKSTOP`] after it (plus a drain); the thread ends as soon as the [`AsyncKernelLockEvents`] is
 //! dropped (the drop nudges it), and the rings close with it.
