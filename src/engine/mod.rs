@@ -157,6 +157,12 @@ pub struct EngineStats {
     /// `LOCK_NB` requests refused on claims' files, by the claim's kind
     /// (told by the kernel's lock events: always 0 under inference).
     pub refused_tries: RefusedTryCounts,
+    /// Files the kernel's filter drops now: foreign files on the state
+    /// dir's filesystem that flock often (0 under inference).
+    pub foreign_dropped: AtomicU64,
+    /// Dropped files that became a claim's, each readmission a judgement
+    /// of everything (0 under inference).
+    pub readmissions: AtomicU64,
 }
 
 /// Refused `LOCK_NB` requests by the kind of claim they were refused on.

@@ -42,7 +42,7 @@ use crate::engine::WatcherHealth;
 use crate::engine::trace::Stage;
 use crate::liveness::annotate::{Recheck, annotate_with};
 use crate::liveness::fdinfo::{HeldFiles, keepers_of};
-use crate::liveness::kernel::Record;
+use crate::liveness::kernel::{Record, quiet};
 use crate::liveness::live_table::{EventStream, LiveTable};
 use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
@@ -310,34 +310,31 @@ impl Kernel {
 struct NotClaims(crate::liveness::kernel::wait::QuietFiles);
 
 impl NotClaims {
-    fn set(&self) -> std::sync::RwLockWriteGuard<'_, std::collections::HashSet<FileId>> {
-        self.0
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     fn contains(&self, file: &FileId) -> bool {
-        self.0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .contains(file)
+        quiet::read(&self.0).contains(file)
     }
 
-    /// Adds `file`, starting afresh at [`NOT_CLAIMS_MAX`].
+    /// Adds `file`, starting afresh at [`NOT_CLAIMS_MAX`] (but for the
+    /// files the kernel's filter drops: only a claim readmits them).
     fn insert(&self, file: FileId) {
-        let mut set = self.set();
-        if set.len() >= NOT_CLAIMS_MAX {
-            set.clear();
-        }
+        let mut set = quiet::write(&self.0);
+        set.bound(NOT_CLAIMS_MAX);
         set.insert(file);
     }
 
-    /// Forgets `files` (a claim's now).
+    /// Forgets `files` (a claim's now): the reader samples them again if
+    /// its filter dropped them, and says so with a
+    /// [`Record::Readmitted`].
     fn remove(&self, files: &[FileId]) {
-        let mut set = self.set();
+        let mut set = quiet::write(&self.0);
         for file in files {
             set.remove(file);
         }
+    }
+
+    /// How many files the kernel's filter drops.
+    fn dropped(&self) -> usize {
+        quiet::read(&self.0).dropped_count()
     }
 }
 
@@ -481,6 +478,7 @@ impl Engine {
     /// the claim it touched; a lost record starts a new judgement.
     pub(super) async fn on_records(&mut self, records: Vec<Record>) {
         let mut lost = 0;
+        let mut readmitted = 0;
         let mut touched: Vec<LockKey> = Vec::new();
         // Whether a taker runs, asked once a batch per PID (a loop of tries
         // makes a close event each).
@@ -492,6 +490,7 @@ impl Engine {
             for record in records {
                 match record {
                     Record::Lost(count) => lost += count.max(1),
+                    Record::Readmitted(count) => readmitted += count.max(1),
                     Record::Event(event) => {
                         let applied = kernel.table.apply(&event);
                         let mut settled = false;
@@ -550,6 +549,9 @@ impl Engine {
                 }
             }
             kernel.lost += lost;
+            self.stats
+                .foreign_dropped
+                .store(kernel.not_claims.dropped() as u64, Ordering::Relaxed);
         }
         for (file, (pid, refused)) in unknown {
             if let Some(key) = self.resolve_claim(file, pid) {
@@ -598,6 +600,16 @@ impl Engine {
                 reason: format!(
                     "{lost} kernel lock events were lost ({} in all): judging everything again",
                     self.source.kernel().map_or(lost, Kernel::lost)
+                ),
+            });
+            self.resync().await;
+        } else if readmitted > 0 {
+            self.stats
+                .readmissions
+                .fetch_add(readmitted, Ordering::Relaxed);
+            self.set_health(WatcherHealth::Rescanning {
+                reason: format!(
+                    "{readmitted} file(s) the kernel's filter dropped as foreign became a claim's: judging everything again"
                 ),
             });
             self.resync().await;

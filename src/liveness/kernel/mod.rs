@@ -80,8 +80,11 @@
 //!   be learned again another way.
 //!
 //! Invariants: events are sampled only on the devices last set (none: not
-//! at all) and only after the filter is in place; changing the set leaves
-//! the devices kept untouched (no gap, no duplicate); within one drain,
+//! at all), less the inodes each device's filter drops
+//! ([`KernelLockEvents::set_dropped`]), and only after the filter is in
+//! place; changing the set leaves the devices kept untouched (no gap, no
+//! duplicate), and replacing a device's filter misses no flock and
+//! delivers none twice; within one drain,
 //! records are in time order; events that follow one another on the same
 //! file (a lock and its unlock, a waiter's `Waiting` and `Taken`) come in
 //! order across drains too, as each is written before the next can happen,
@@ -92,6 +95,7 @@
 pub mod cpus;
 pub mod event;
 pub mod filter;
+pub mod quiet;
 pub mod record;
 pub mod refused;
 pub mod ring;
@@ -155,6 +159,10 @@ pub enum Record {
     /// This many events are missing here (the ring was full, or a sample
     /// could not be read): resynchronize.
     Lost(u64),
+    /// This many files whose flocks the filter dropped are sampled again
+    /// (one became a claim's: an inode reused, a file moved in): what
+    /// they did while dropped is unknown, so resynchronize.
+    Readmitted(u64),
 }
 
 /// What has been read so far.
@@ -166,6 +174,10 @@ pub struct Counters {
     pub lost: u64,
     /// Samples that could not be read (counted in a [`Record::Lost`] too).
     pub unreadable: u64,
+    /// Times a device's filter was replaced (files dropped or readmitted).
+    pub refilters: u64,
+    /// Records written twice while a filter was replaced, and read once.
+    pub duplicates: u64,
 }
 
 /// The ring size asked for and got.
@@ -195,6 +207,11 @@ pub struct KernelLockEvents {
     layout: Layout,
     layout_from_format: bool,
     sources: BTreeMap<(u32, u32), DeviceSource>,
+    /// The inodes each device's filter drops.
+    dropped: BTreeMap<(u32, u32), BTreeSet<u64>>,
+    /// Each filter replacement since the last drain: the ids of the
+    /// replaced events and of their successors, by ring.
+    replaced: Vec<(Vec<u64>, Vec<u64>)>,
     ring_pages: RingPages,
     counters: Counters,
     /// Records of one drain, before they are put in time order.
@@ -256,6 +273,8 @@ impl KernelLockEvents {
             layout: tracepoint.layout,
             layout_from_format: tracepoint.from_format,
             sources: BTreeMap::new(),
+            dropped: BTreeMap::new(),
+            replaced: Vec::new(),
             ring_pages: RingPages { asked, got },
             counters: Counters::default(),
             pending: Vec::new(),
@@ -294,6 +313,7 @@ impl KernelLockEvents {
             added.push((device, source));
         }
         let unreported = &mut self.unreported_lost;
+        self.dropped.retain(|device, _| wanted.contains(device));
         self.sources.retain(|device, source| {
             let kept = wanted.contains(device);
             if !kept {
@@ -308,6 +328,70 @@ impl KernelLockEvents {
     /// The devices watched, as last set, in order.
     pub fn devices(&self) -> Vec<(u32, u32)> {
         self.sources.keys().copied().collect()
+    }
+
+    /// Drops the flocks on `inodes` of watched `device` in the kernel's
+    /// filter from now on, instead of the ones dropped before (at most
+    /// [`filter::MAX_DROPPED`]; the first in order are named). `Ok(false)`
+    /// when nothing changed (the same set, or a device not watched).
+    ///
+    /// The kernel takes an event's filter once, so the device's events
+    /// are opened again with the new filter and enabled before the old
+    /// ones close: no flock between is missed, and one sampled by both is
+    /// read once. The kernel runs a CPU's events of a tracepoint newest
+    /// first (it adds each at the head of the CPU's list as it enables
+    /// it), so from a ring's first record by the new event on, every
+    /// record by the old one is of a flock the new one sampled too (or,
+    /// when the new filter drops more, one it drops): the drain skips
+    /// them. On `Err`, the old filter stays.
+    pub fn set_dropped(
+        &mut self,
+        device: (u32, u32),
+        inodes: BTreeSet<u64>,
+    ) -> Result<bool, Refused> {
+        if !self.sources.contains_key(&device) {
+            return Ok(false);
+        }
+        let inodes: BTreeSet<u64> = inodes.into_iter().take(filter::MAX_DROPPED).collect();
+        if self
+            .dropped
+            .get(&device)
+            .map_or(inodes.is_empty(), |now| *now == inodes)
+        {
+            return Ok(false);
+        }
+        let filter = filter::for_device_dropping(device, inodes.iter().copied())?;
+        let source = DeviceSource::open(
+            self.tracepoint_id,
+            &filter,
+            &self.rings,
+            self.count_losses,
+            self.wake_every,
+        )
+        .map_err(|(call, cpu, errno)| match call {
+            "PERF_EVENT_IOC_SET_FILTER" => Refused::FilterRejected {
+                filter: filter.clone(),
+                errno,
+            },
+            call => refusal(call, cpu, errno, self.tracepoint_id),
+        })?;
+        let new_ids = source.ids();
+        if let Some(mut old) = self.sources.insert(device, source) {
+            self.unreported_lost += old.take_all_lost();
+            self.replaced.push((old.ids(), new_ids));
+        }
+        self.counters.refilters += 1;
+        if inodes.is_empty() {
+            self.dropped.remove(&device);
+        } else {
+            self.dropped.insert(device, inodes);
+        }
+        Ok(true)
+    }
+
+    /// The inodes `device`'s filter drops.
+    pub fn dropped(&self, device: (u32, u32)) -> BTreeSet<u64> {
+        self.dropped.get(&device).cloned().unwrap_or_default()
     }
 
     /// Appends every record the rings hold to `out`, in time order across
@@ -326,6 +410,7 @@ impl KernelLockEvents {
             pending,
             count_losses,
             unreported_lost,
+            replaced,
             ..
         } = self;
         pending.clear();
@@ -335,18 +420,35 @@ impl KernelLockEvents {
         for (index, ring) in rings.iter_mut().enumerate() {
             let mut last = 0;
             let mut lost_record = false;
+            // This ring's replaced events: (old id, new id, a record by
+            // the new one read).
+            let mut superseded: Vec<(u64, u64, bool)> = replaced
+                .iter()
+                .filter_map(|(old, new)| Some((*old.get(index)?, *new.get(index)?, false)))
+                .filter(|&(old, new, _)| old != 0 && new != 0)
+                .collect();
             let may_have_lost = ring.read(|parsed| {
                 let (at, record) = match parsed {
-                    Parsed::Sample { time, raw } => match LockEvent::decode(layout, time, raw) {
-                        Some(event) => {
-                            counters.events += 1;
-                            (time, Record::Event(event))
+                    Parsed::Sample { id, time, raw } => {
+                        for (old, new, new_seen) in &mut superseded {
+                            if id == *new {
+                                *new_seen = true;
+                            } else if id == *old && *new_seen {
+                                counters.duplicates += 1;
+                                return;
+                            }
                         }
-                        None => {
-                            counters.unreadable += 1;
-                            (time, Record::Lost(1))
+                        match LockEvent::decode(layout, time, raw) {
+                            Some(event) => {
+                                counters.events += 1;
+                                (time, Record::Event(event))
+                            }
+                            None => {
+                                counters.unreadable += 1;
+                                (time, Record::Lost(1))
+                            }
                         }
-                    },
+                    }
                     // Counted from the events instead, where they can be.
                     Parsed::Lost { .. } if *count_losses => {
                         lost_record = true;
@@ -374,6 +476,9 @@ impl KernelLockEvents {
                 lost_at_end += lost;
             }
         }
+        // Every record of a replaced event was in its ring by now (it was
+        // closed before this drain began).
+        replaced.clear();
         // Stable: each ring's records are already in order, ties keep it.
         pending.sort_by_key(|(at, _)| *at);
         let appended = pending.len() + usize::from(lost_at_end > 0);

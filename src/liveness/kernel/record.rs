@@ -2,8 +2,9 @@
 //! and raw tracepoint data) or a count of samples the kernel lost.
 //!
 //! Invariants: the layout parsed is the one the events are opened with
-//! (`PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW`, `sample_id_all`
-//! so a lost record carries its time too); a record too short for its type
+//! (`PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+//! PERF_SAMPLE_CPU | PERF_SAMPLE_RAW`, `sample_id_all` so a lost record
+//! carries its time too); a record too short for its type
 //! is [`Parsed::Malformed`], never read past its end; record types the
 //! reader did not ask for are [`Parsed::Skipped`].
 
@@ -17,6 +18,9 @@ pub const HEADER_SIZE: usize = 8;
 pub enum Parsed<'a> {
     /// A tracepoint sample.
     Sample {
+        /// `PERF_SAMPLE_IDENTIFIER`: the id of the event that wrote it
+        /// (`PERF_EVENT_IOC_ID`).
+        id: u64,
         /// `PERF_SAMPLE_TIME`: nanoseconds of the event's clock.
         time: u64,
         /// `PERF_SAMPLE_RAW`: the tracepoint's entry, padding included.
@@ -53,16 +57,19 @@ pub fn parse(record: &[u8]) -> Parsed<'_> {
     }
 }
 
-/// header, pid u32, tid u32, time u64, size u32, raw[size].
+/// header, id u64, pid u32, tid u32, time u64, cpu u32, res u32, size
+/// u32, raw[size].
 fn sample(record: &[u8]) -> Option<Parsed<'_>> {
-    let time = u64_at(record, HEADER_SIZE + 8)?;
-    let size = u32_at(record, HEADER_SIZE + 16)? as usize;
-    let start = HEADER_SIZE + 20;
+    let id = u64_at(record, HEADER_SIZE)?;
+    let time = u64_at(record, HEADER_SIZE + 16)?;
+    let size = u32_at(record, HEADER_SIZE + 32)? as usize;
+    let start = HEADER_SIZE + 36;
     let raw = record.get(start..start + size)?;
-    Some(Parsed::Sample { time, raw })
+    Some(Parsed::Sample { id, time, raw })
 }
 
-/// header, id u64, lost u64, then sample_id: pid u32, tid u32, time u64.
+/// header, id u64, lost u64, then sample_id: pid u32, tid u32, time u64,
+/// cpu u32, res u32, id u64.
 fn lost(record: &[u8]) -> Option<Parsed<'_>> {
     let count = u64_at(record, HEADER_SIZE + 8)?;
     let time = u64_at(record, HEADER_SIZE + 24)?;
@@ -89,14 +96,16 @@ pub(crate) mod build {
         record
     }
 
-    /// A sample record of `raw` (whose length keeps the record 8-aligned,
-    /// as the kernel's padding does: `len % 8 == 4`).
+    /// A sample record of `raw` by event 3 (whose length keeps the record
+    /// 8-aligned, as the kernel's padding does: `len % 8 == 4`).
     pub(crate) fn sample(time: u64, raw: &[u8]) -> Vec<u8> {
-        let size = HEADER_SIZE + 20 + raw.len();
+        let size = HEADER_SIZE + 36 + raw.len();
         let mut record = header(PERF_RECORD_SAMPLE, size);
+        record.extend(3u64.to_ne_bytes());
         record.extend(1u32.to_ne_bytes());
         record.extend(2u32.to_ne_bytes());
         record.extend(time.to_ne_bytes());
+        record.extend(0u64.to_ne_bytes());
         record.extend(u32::try_from(raw.len()).expect("fits").to_ne_bytes());
         record.extend(raw);
         record
@@ -104,12 +113,14 @@ pub(crate) mod build {
 
     /// A lost record with `sample_id_all`.
     pub(crate) fn lost(time: u64, count: u64) -> Vec<u8> {
-        let mut record = header(PERF_RECORD_LOST, HEADER_SIZE + 32);
+        let mut record = header(PERF_RECORD_LOST, HEADER_SIZE + 48);
         record.extend(9u64.to_ne_bytes());
         record.extend(count.to_ne_bytes());
         record.extend(1u32.to_ne_bytes());
         record.extend(2u32.to_ne_bytes());
         record.extend(time.to_ne_bytes());
+        record.extend(0u64.to_ne_bytes());
+        record.extend(9u64.to_ne_bytes());
         record
     }
 }
@@ -126,6 +137,7 @@ mod tests {
         assert_eq!(
             parse(&record),
             Parsed::Sample {
+                id: 3,
                 time: 123,
                 raw: &raw
             }

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use nix::errno::Errno;
 use nix::sys::mman::{MapFlags, ProtFlags};
 use perf_event_open_sys::bindings::{
-    PERF_COUNT_SW_DUMMY, PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
-    PERF_TYPE_SOFTWARE, perf_event_attr, perf_event_mmap_page,
+    PERF_COUNT_SW_DUMMY, PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER,
+    PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_SOFTWARE, perf_event_attr, perf_event_mmap_page,
 };
 
 use super::record::{self, HEADER_SIZE, Parsed};
@@ -33,14 +33,20 @@ use super::record::{self, HEADER_SIZE, Parsed};
 /// The attributes every event of this reader shares, for an event of
 /// `type_`/`config`: for every process, `CLOCK_MONOTONIC` times (the clock
 /// of `std::time::Instant`, and the same for all events of a ring, as the
-/// kernel requires), thread and time in every record (`sample_id_all`, so
-/// lost records carry their time).
+/// kernel requires), the writing event's id, thread, time and CPU in every
+/// record (`sample_id_all`, so lost records carry their time). The id
+/// tells a replaced filter's records from its successor's; the CPU keeps
+/// a sample 136 bytes, no divisor of a page, so records straddle the
+/// ring's end and the reading of a split record is proved on the kernel's
+/// own records.
 pub fn attr(type_: u32, config: u64) -> perf_event_attr {
     let mut attr = perf_event_attr {
         type_,
         size: std::mem::size_of::<perf_event_attr>() as u32,
         config,
-        sample_type: u64::from(PERF_SAMPLE_TID | PERF_SAMPLE_TIME),
+        sample_type: u64::from(
+            PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU,
+        ),
         clockid: libc::CLOCK_MONOTONIC,
         ..Default::default()
     };
@@ -142,7 +148,7 @@ impl CpuRing {
 }
 
 /// Room (bytes) that, left unread, could not take a sample: more than any
-/// record this reader asks for (a sample is 120 bytes on Linux 6.18).
+/// record this reader asks for (a sample is 136 bytes on Linux 6.18).
 pub const FULL_MARGIN: usize = 1024;
 
 /// Passes each record in `[tail, head)` of `area` to `each` and returns
@@ -297,7 +303,7 @@ mod tests {
         let mut scratch = Vec::new();
         let tail = read_between(&area, tail, head, &mut scratch, &mut |parsed| {
             seen.push(match parsed {
-                Parsed::Sample { time, raw } => format!("sample {time} {}", raw[0]),
+                Parsed::Sample { time, raw, .. } => format!("sample {time} {}", raw[0]),
                 Parsed::Lost { time, count } => format!("lost {time} {count}"),
                 other => format!("{other:?}"),
             })
@@ -319,15 +325,15 @@ mod tests {
     #[test]
     fn a_record_that_wraps_is_read_whole() {
         let mut buffer = vec![0u8; 512];
-        let first = build::sample(10, &[1u8; 92]); // 120 bytes
+        let first = build::sample(10, &[1u8; 92]); // 136 bytes
         let second = build::sample(20, &[2u8; 92]);
-        let lost = build::lost(30, 5); // 40 bytes
+        let lost = build::lost(30, 5); // 56 bytes
         let lap = 512 * 7;
-        let start = lap + 362; // the second sample straddles the end (482..602)
+        let start = lap + 346; // the second sample straddles the end (482..618)
         write(&mut buffer, start, &first);
-        write(&mut buffer, start + 120, &second);
-        write(&mut buffer, start + 240, &lost);
-        let head = start + 280;
+        write(&mut buffer, start + 136, &second);
+        write(&mut buffer, start + 272, &lost);
+        let head = start + 328;
         let (tail, seen) = read(&mut buffer, start, head);
         assert_eq!(tail, head);
         assert_eq!(seen, ["sample 10 1", "sample 20 2", "lost 30 5"]);

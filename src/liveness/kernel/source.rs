@@ -77,6 +77,23 @@ impl DeviceSource {
         }
     }
 
+    /// The kernel's id of each ring's event (`PERF_EVENT_IOC_ID`), in the
+    /// rings' order: the `id` of the samples it writes. 0 where the kernel
+    /// would not say (no sample carries 0).
+    pub fn ids(&self) -> Vec<u64> {
+        self.events
+            .iter()
+            .map(|event| {
+                let mut id = 0u64;
+                // SAFETY: `event.fd` is an open perf event fd; the kernel
+                // writes one u64 through the pointer, which lives for the
+                // call.
+                let done = unsafe { ioctls::ID(event.fd.as_raw_fd(), &mut id) };
+                if done < 0 { 0 } else { id }
+            })
+            .collect()
+    }
+
     /// Samples lost on every ring since the last count.
     pub fn take_all_lost(&mut self) -> u64 {
         (0..self.events.len())

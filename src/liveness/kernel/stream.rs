@@ -138,7 +138,7 @@ impl<D: Drains> OrderedEvents<D> {
             };
             for record in records {
                 match record {
-                    Record::Lost(count) => out.push(Record::Lost(count)),
+                    Record::Lost(_) | Record::Readmitted(_) => out.push(record),
                     // Later than the window allows for: said as lost (the
                     // table is judged again), never applied out of order.
                     Record::Event(event) if event.at < self.passed => out.push(Record::Lost(1)),
@@ -245,7 +245,7 @@ mod tests {
             .iter()
             .map(|record| match record {
                 Record::Event(event) => event.pid,
-                Record::Lost(_) => 0,
+                Record::Lost(_) | Record::Readmitted(_) => 0,
             })
             .collect()
     }

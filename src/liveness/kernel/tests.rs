@@ -505,8 +505,204 @@ fn the_device_filter_drops_other_devices_until_added() {
     assert_eq!(on(other_id, &seen).len(), 4, "nothing while none");
 }
 
+/// An inode the filter drops costs no sample: its flocks are not
+/// delivered, another file's on the device are; readmitted, it is
+/// sampled again.
+#[test]
+fn an_inode_the_filter_drops_is_not_sampled_until_readmitted() {
+    let Some(_recording) = may_open(
+        "liveness::kernel::tests::an_inode_the_filter_drops_is_not_sampled_until_readmitted",
+    ) else {
+        return;
+    };
+    let (dir, foreign) = temp_file("foreign");
+    let claim = dir.path().join("claim");
+    File::create(&claim).expect("create");
+    let (foreign_id, claim_id) = (
+        FileId::of(&foreign).expect("stat"),
+        FileId::of(&claim).expect("stat"),
+    );
+    let device = (foreign_id.major, foreign_id.minor);
+    let mut events = open(&[device], &roomy());
+    assert!(
+        events
+            .set_dropped(device, [foreign_id.inode].into())
+            .expect("a filter dropping one inode"),
+        "the filter changed"
+    );
+    assert_eq!(events.dropped(device), [foreign_id.inode].into());
+    // The dropped file's flock first: were it delivered, the drain that
+    // sees the claim's would see it too.
+    lock_and_unlock(&foreign);
+    lock_and_unlock(&claim);
+    let mut seen = Vec::new();
+    drain_until(&mut events, &mut seen, "the claim's events", |seen| {
+        on(claim_id, seen).len() >= 2
+    });
+    assert_eq!(on(foreign_id, &seen), [], "dropped by the kernel");
+    assert!(
+        !events
+            .set_dropped(device, [foreign_id.inode].into())
+            .expect("the same set"),
+        "the same set changes nothing"
+    );
+
+    events
+        .set_dropped(device, Default::default())
+        .expect("readmitted");
+    lock_and_unlock(&foreign);
+    drain_until(
+        &mut events,
+        &mut seen,
+        "the readmitted file's events",
+        |seen| on(foreign_id, seen).len() >= 2,
+    );
+    assert_eq!(events.counters().refilters, 2);
+}
+
+/// A quiet file that flocks [`quiet::HOT_EVENTS`] times is dropped by
+/// its device's filter at the next count, and costs no sample from then
+/// on; once it is a claim's (no longer quiet), the next readmission
+/// samples it again and says so with one `Readmitted` record. A quiet
+/// file that flocks less stays sampled.
+#[test]
+fn a_busy_quiet_file_is_dropped_and_readmitted_when_it_is_a_claims() {
+    let Some(_recording) = may_open(
+        "liveness::kernel::tests::a_busy_quiet_file_is_dropped_and_readmitted_when_it_is_a_claims",
+    ) else {
+        return;
+    };
+    let (dir, busy) = temp_file("busy");
+    let calm = dir.path().join("calm");
+    File::create(&calm).expect("create");
+    let (busy_id, calm_id) = (
+        FileId::of(&busy).expect("stat"),
+        FileId::of(&calm).expect("stat"),
+    );
+    let device = (busy_id.major, busy_id.minor);
+    let mut events = open(&[device], &roomy());
+    let quiet = quiet::QuietFiles::default();
+    quiet::write(&quiet).insert(busy_id);
+    quiet::write(&quiet).insert(calm_id);
+    let mut dropping = quiet::Dropping::new(quiet.clone());
+    let flocks = quiet::HOT_EVENTS as usize / 2;
+    for _ in 0..flocks {
+        lock_and_unlock(&busy);
+    }
+    lock_and_unlock(&calm);
+    let mut seen = Vec::new();
+    drain_until(&mut events, &mut seen, "the busy file's events", |seen| {
+        on(busy_id, seen).len() >= 2 * flocks && on(calm_id, seen).len() >= 2
+    });
+    dropping.count(&seen, &mut events);
+    assert_eq!(
+        events.dropped(device),
+        [busy_id.inode].into(),
+        "only the busy one"
+    );
+    assert!(quiet::read(&quiet).is_dropped(&busy_id));
+
+    seen.clear();
+    lock_and_unlock(&busy);
+    lock_and_unlock(&calm);
+    drain_until(&mut events, &mut seen, "the calm file's events", |seen| {
+        on(calm_id, seen).len() >= 2
+    });
+    assert_eq!(on(busy_id, &seen), [], "dropped by the kernel");
+    assert_eq!(
+        dropping.readmit(&mut events),
+        None,
+        "still quiet: stays dropped"
+    );
+
+    quiet::write(&quiet).remove(&busy_id);
+    assert_eq!(dropping.readmit(&mut events), Some(Record::Readmitted(1)));
+    assert!(events.dropped(device).is_empty());
+    assert!(!quiet::read(&quiet).is_dropped(&busy_id));
+    lock_and_unlock(&busy);
+    drain_until(
+        &mut events,
+        &mut seen,
+        "the readmitted file's events",
+        |seen| on(busy_id, seen).len() >= 2,
+    );
+}
+
+/// Replacing a device's filter, again and again, while another thread
+/// flocks a file of that device as fast as it can: every flock is read
+/// exactly once — none missed while the filters changed places, none read
+/// twice where both sampled it (the reader drops the second copy, which
+/// it counts).
+#[test]
+fn replacing_a_filter_misses_no_flock_and_repeats_none() {
+    let Some(_recording) =
+        may_open("liveness::kernel::tests::replacing_a_filter_misses_no_flock_and_repeats_none")
+    else {
+        return;
+    };
+    let (dir, busy) = temp_file("busy");
+    let other = dir.path().join("other");
+    File::create(&other).expect("create");
+    let (busy_id, other_id) = (
+        FileId::of(&busy).expect("stat"),
+        FileId::of(&other).expect("stat"),
+    );
+    let device = (busy_id.major, busy_id.minor);
+    let mut events = open(&[device], &roomy());
+    const FLOCKS: usize = 20_000;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flocker = {
+        let (busy, stop) = (busy.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let file = File::open(&busy).expect("open");
+            for _ in 0..FLOCKS {
+                file.lock().expect("flock");
+                file.unlock().expect("unlock");
+            }
+            stop.store(true, std::sync::atomic::Ordering::Release);
+        })
+    };
+    let mut seen = Vec::new();
+    let mut replaced = 0;
+    while !stop.load(std::sync::atomic::Ordering::Acquire) {
+        let dropped = if replaced % 2 == 0 {
+            [other_id.inode].into()
+        } else {
+            Default::default()
+        };
+        events
+            .set_dropped(device, dropped)
+            .expect("replace the filter");
+        replaced += 1;
+        events.drain(&mut seen);
+    }
+    flocker.join().expect("the flocker");
+    drain_until(&mut events, &mut seen, "every flock", |seen| {
+        on(busy_id, seen).len() >= 2 * FLOCKS
+    });
+    assert!(
+        !seen.iter().any(|record| matches!(record, Record::Lost(_))),
+        "a roomy ring loses nothing"
+    );
+    let mine = on(busy_id, &seen);
+    let taken = mine
+        .iter()
+        .filter(|event| matches!(event.kind, LockKind::Taken { .. }))
+        .count();
+    assert_eq!(
+        (taken, mine.len()),
+        (FLOCKS, 2 * FLOCKS),
+        "each flock and unlock once, after {replaced} replacements"
+    );
+    assert!(replaced > 10, "the filter was replaced while it flocked");
+    assert!(
+        events.counters().duplicates > 0,
+        "both filters sampled some flock (else this proves nothing)"
+    );
+}
+
 /// Records in a ring of four pages wrap past its end again and again (a
-/// sample is 120 bytes, not a divisor of a page), and every one is read
+/// sample is 136 bytes, not a divisor of a page), and every one is read
 /// whole and in order. (Other tests' flocks on the temp dir's device share
 /// the ring: a round they overflowed is told by its `Lost` and skipped.)
 #[test]
@@ -555,7 +751,7 @@ fn records_wrapping_a_small_ring_are_read_whole() {
         whole_rounds += 1;
     }
     assert_eq!(events.counters().unreadable, 0);
-    // 1,200 bytes a round: 50 rounds are over three laps of 16 KiB.
+    // 1,360 bytes a round: 50 rounds are over four laps of 16 KiB.
     assert!(
         whole_rounds >= 50,
         "only {whole_rounds} rounds without a loss"
@@ -636,7 +832,7 @@ fn a_burst_beyond_a_tiny_ring_is_reported_lost() {
         ..Options::default()
     };
     let mut events = open(&[(id.major, id.minor)], &options);
-    // 4,000 samples of 120 bytes; one page holds 34.
+    // 4,000 samples of 136 bytes; one page holds 30.
     for _ in 0..2000 {
         lock_and_unlock(&path);
     }
@@ -646,7 +842,7 @@ fn a_burst_beyond_a_tiny_ring_is_reported_lost() {
         .iter()
         .map(|record| match record {
             Record::Lost(count) => *count,
-            Record::Event(_) => 0,
+            Record::Event(_) | Record::Readmitted(_) => 0,
         })
         .sum();
     let delivered = on(id, &seen).len() as u64;
@@ -724,7 +920,7 @@ fn lost_records_report_losses_where_events_cannot_count_them() {
             .iter()
             .map(|record| match record {
                 Record::Lost(count) => *count,
-                Record::Event(_) => 0,
+                Record::Event(_) | Record::Readmitted(_) => 0,
             })
             .sum();
         let delivered = on(id, &seen).len() as u64;

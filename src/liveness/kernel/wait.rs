@@ -35,6 +35,10 @@
 //!   an idle monitor wakes once a second;
 //! - the kernel's own wake-up, every `wake_every` samples of a ring.
 //!
+//! At each wake-up, before its drain, the thread also has the filters
+//! sample again the files the engine found to be a claim's, and after it
+//! drops the busiest quiet files ([`super::quiet`]).
+//!
 //! A thread of its own waits (not tokio's reactor: a reactor woken by the
 //! rings would be woken for every flock on the filesystem), and after a
 //! wake-up by the rings it sleeps [`PACE`] before it waits again, so a
@@ -49,11 +53,10 @@
 //! than [`IDLE_BACKSTOP`] after it (plus a drain); the thread ends as soon as the [`AsyncKernelLockEvents`] is
 //! dropped (the drop nudges it), and the rings close with it.
 
-use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -63,8 +66,8 @@ use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use tokio::sync::mpsc;
 
+use super::quiet::{Dropping, Quiet};
 use super::{KernelLockEvents, Record};
-use crate::liveness::proc_locks::FileId;
 
 /// The least time between two drains after a wake-up by the rings.
 pub const PACE: Duration = Duration::from_millis(1);
@@ -89,16 +92,7 @@ pub const IDLE_BACKSTOP: Duration = Duration::from_secs(1);
 /// before the ring is full.
 pub const WAKE_EVERY: u32 = 512;
 
-/// Files whose lock events nobody waits for: files known to be no
-/// claim's — a foreign lock on the state dir's filesystem, which the
-/// kernel's device filter cannot tell from a claim. Whoever learns that a
-/// file is no claim's adds it; a file that becomes a claim's is removed.
-/// Their events are handed over as any, in drain order, but no drain is
-/// owed to them (nor asked for by [`super::stream`]): they pass with the
-/// next drain, whenever it comes. (Owed a drain a reorder window after
-/// each, a host's foreign flocks — thousands a second — kept the reader
-/// draining and handing over every ~250 µs.)
-pub type QuietFiles = Arc<RwLock<HashSet<FileId>>>;
+pub use super::quiet::QuietFiles;
 
 /// One drain: when it began, and what it read (never empty).
 type Batch = (u64, Vec<Record>);
@@ -312,9 +306,10 @@ struct Woke {
 fn drain_paced(
     reader: &Mutex<KernelLockEvents>,
     nudge: &Nudge,
-    quiet: &RwLock<HashSet<FileId>>,
+    quiet: &QuietFiles,
     sender: &mpsc::UnboundedSender<Batch>,
 ) {
+    let mut dropping = Dropping::new(quiet.clone());
     let lock = || reader.lock().unwrap_or_else(PoisonError::into_inner);
     // The epoll fd stays open for as long as `reader` lives, which this
     // thread's Arc guarantees; waiting needs no lock (a device change may
@@ -353,8 +348,16 @@ fn drain_paced(
         let flush = woke.nudged && nudge.answered();
         let began = super::event::monotonic_now();
         let mut records = Vec::new();
-        lock().drain(&mut records);
-        let urgent = Urgent::of(&records, quiet);
+        {
+            let mut reader = lock();
+            // Before the drain: its batch ends with the record that says
+            // so, after the filter samples the file again.
+            let readmitted = dropping.readmit(&mut reader);
+            reader.drain(&mut records);
+            dropping.count(&records, &mut reader);
+            records.extend(readmitted);
+        }
+        let urgent = Urgent::of(&records, &super::quiet::read(quiet));
         if woke.nudged || urgent.any {
             active_until = Some(std::time::Instant::now() + ACTIVE_SPELL);
         }
@@ -390,13 +393,12 @@ struct Urgent {
 }
 
 impl Urgent {
-    /// Looks through `records` (one read of `quiet`).
-    fn of(records: &[Record], quiet: &RwLock<HashSet<FileId>>) -> Self {
-        let quiet = quiet.read().unwrap_or_else(PoisonError::into_inner);
+    /// Looks through `records`.
+    fn of(records: &[Record], quiet: &Quiet) -> Self {
         let mut urgent = Self::default();
         for record in records {
             match record {
-                Record::Lost(_) => urgent.any = true,
+                Record::Lost(_) | Record::Readmitted(_) => urgent.any = true,
                 Record::Event(event) if !quiet.contains(&event.file) => {
                     urgent.any = true;
                     urgent.newest = urgent.newest.max(Some(event.at));
@@ -456,6 +458,7 @@ mod tests {
     #[test]
     fn only_events_of_files_not_quiet_are_urgent() {
         use crate::liveness::kernel::event::{LockEvent, LockKind};
+        use crate::liveness::proc_locks::FileId;
         let event = |inode, at| {
             Record::Event(LockEvent {
                 at,
@@ -469,11 +472,12 @@ mod tests {
                 kind: LockKind::Taken { exclusive: true },
             })
         };
-        let quiet = RwLock::new(HashSet::from([FileId {
+        let mut quiet = Quiet::default();
+        quiet.insert(FileId {
             major: 8,
             minor: 1,
             inode: 7,
-        }]));
+        });
         let foreign = Urgent::of(&[event(7, 10), event(7, 30)], &quiet);
         assert!(!foreign.any && foreign.newest.is_none(), "{foreign:?}");
         let mixed = Urgent::of(&[event(7, 10), event(9, 20), event(7, 30)], &quiet);

@@ -565,3 +565,92 @@ fn watch_says_the_tries_refused_on_a_held_key() {
     let _ = watch.kill();
     let _ = watch.wait();
 }
+
+/// A foreign file on the state dir's filesystem that flocks often is
+/// dropped by the kernel's filter (it costs no sample from then on); when
+/// it becomes a claim's file — here moved into the locks root while a
+/// process holds it, as a reused inode would be — its events missed
+/// while dropped are not taken for "free": the file is sampled again and
+/// everything judged once more, and the claim's gate is held by that
+/// process.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_foreign_file_that_becomes_a_claims_is_judged_again() {
+    if !root_or_skip("engine::kernel::a_dropped_foreign_file_that_becomes_a_claims_is_judged_again")
+    {
+        return;
+    }
+    let _serial = serial().await;
+    let (_tmp, state) = state_with_locks_root();
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "moved");
+    std::fs::create_dir_all(&dir).expect("the tags dir");
+    let (gate, announce) = (
+        locktop::locks::escape::gate_path(&dir, &key),
+        locktop::locks::escape::announce_path(&dir, &key),
+    );
+    let foreign = state.join("moved.gate");
+    let pulse = state.join("pulse.lock");
+    std::fs::write(&foreign, b"").expect("the foreign file");
+    std::fs::write(&pulse, b"").expect("a second foreign file");
+    let mut engine = kernel_engine(&state);
+    engine.synced().await;
+    // Flocked through a file kept open: the engine learns from this
+    // process's fds that it is no claim's, then the reader that it is busy.
+    // Each flock of the second file is a batch for the engine, which
+    // counts the files the filter drops as it applies it.
+    let file = std::fs::File::open(&foreign).expect("open");
+    let deadline = Instant::now() + common::PROCESS_TIMEOUT;
+    while engine
+        .stats()
+        .foreign_dropped
+        .load(std::sync::atomic::Ordering::Relaxed)
+        == 0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the busy foreign file was never dropped"
+        );
+        for _ in 0..100 {
+            file.lock().expect("flock");
+            file.unlock().expect("unlock");
+        }
+        let pulse = std::fs::File::open(&pulse).expect("open");
+        pulse.lock().expect("flock");
+        drop(pulse);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(file);
+    let mut holder = Command::new("flock")
+        .arg("-x")
+        .arg(&foreign)
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("spawn flock");
+    let probe = std::fs::File::open(&foreign).expect("open");
+    while probe.try_lock().is_ok() {
+        probe.unlock().expect("unlock");
+        assert!(Instant::now() < deadline, "flock never took the file");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(probe);
+    std::fs::write(&announce, b"1").expect("the announce");
+    std::fs::rename(&foreign, &gate).expect("move the held file in as the gate");
+    let name = tag("moved");
+    // Its gate locked, its announce not: a taker between the two, named.
+    // (Without the readmission the gate's lock, never sampled, is not in
+    // the table: the claim stays free.)
+    engine
+        .wait_view("the moved-in claim in flight, by flock's process", |view| {
+            view.is(&name, Liveness::InFlight, &[holder.id()])
+        })
+        .await;
+    assert!(
+        engine
+            .stats()
+            .readmissions
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1,
+        "the file was readmitted"
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+}

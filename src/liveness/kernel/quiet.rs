@@ -1,0 +1,273 @@
+//! Files known to be no claim's — a foreign lock on the state dir's
+//! filesystem, which the kernel's device filter cannot tell from a claim
+//! — and which of them the kernel's filter drops.
+//!
+//! Nobody waits for a quiet file's events: they are handed over as any,
+//! in drain order, but no drain is owed to them (owed one a reorder window
+//! after each, a host's foreign flocks — thousands a second — kept the
+//! reader draining and handing over every ~250 µs). Better still, the
+//! busiest are not sampled at all: each sample costs the flocking process
+//! (a process flocking a file on the state dir's filesystem every 100 µs
+//! beside one monitor: p99 21–22 µs, against 4.8–4.9 µs on a filesystem
+//! the filter drops), and costs every monitor a record to read.
+//!
+//! How a file comes to be dropped, and back ([`Dropping`], run by the
+//! reader's thread at each wake-up):
+//! - a quiet file with [`HOT_EVENTS`] events within [`HOT_SPAN`] is
+//!   dropped by its device's filter (at most [`super::filter::MAX_DROPPED`]
+//!   a device, the first to be hot; replaced at most every
+//!   [`REFILTER_EVERY`]);
+//! - whoever learns that a file is a claim's removes it from the quiet
+//!   files (an inode reused by a new claim file, a file moved into the
+//!   locks root); at the reader's next wake-up the filter samples it again,
+//!   and a [`super::Record::Readmitted`] after that tells the engine that
+//!   what the file did meanwhile is unknown (it judges everything again).
+//!
+//! Invariants: `dropped` ⊆ `files` except between a removal and the
+//! reader's next wake-up; a file is in a filter's dropped inodes only
+//! while it is in `dropped` (added before, removed after the filter
+//! changes); whoever bounds `files` keeps the dropped ones
+//! ([`Quiet::bound`]), so a file leaves `dropped` only by becoming a
+//! claim's, and every readmission is one.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use super::{KernelLockEvents, Record};
+use crate::liveness::proc_locks::FileId;
+
+/// A quiet file this busy is dropped by the kernel's filter: [`HOT_EVENTS`]
+/// events within [`HOT_SPAN`].
+pub const HOT_EVENTS: u32 = 64;
+
+/// See [`HOT_EVENTS`].
+pub const HOT_SPAN: Duration = Duration::from_secs(1);
+
+/// The least time between two filter replacements that drop more files
+/// (a readmission does not wait).
+pub const REFILTER_EVERY: Duration = Duration::from_millis(100);
+
+/// The quiet files, shared by whoever learns of them (the engine) and the
+/// reader's thread.
+pub type QuietFiles = Arc<RwLock<Quiet>>;
+
+/// Files known to be no claim's, and which of them the filter drops.
+#[derive(Debug, Default)]
+pub struct Quiet {
+    files: HashSet<FileId>,
+    dropped: HashSet<FileId>,
+}
+
+impl Quiet {
+    /// Whether `file` is known to be no claim's.
+    pub fn contains(&self, file: &FileId) -> bool {
+        self.files.contains(file)
+    }
+
+    /// `file` is known to be no claim's.
+    pub fn insert(&mut self, file: FileId) {
+        self.files.insert(file);
+    }
+
+    /// `file` is a claim's (or may be): its events are waited for again,
+    /// and, if the filter drops it, the reader readmits it.
+    pub fn remove(&mut self, file: &FileId) {
+        self.files.remove(file);
+    }
+
+    /// Forgets every quiet file that is not dropped (the dropped ones stay:
+    /// only a claim may readmit them).
+    pub fn clear(&mut self) {
+        let dropped = &self.dropped;
+        self.files.retain(|file| dropped.contains(file));
+    }
+
+    /// [`Self::clear`] once there are `max` files or more.
+    pub fn bound(&mut self, max: usize) {
+        if self.files.len() >= max {
+            self.clear();
+        }
+    }
+
+    /// Whether the kernel's filter drops `file`.
+    pub fn is_dropped(&self, file: &FileId) -> bool {
+        self.dropped.contains(file)
+    }
+
+    /// How many files the filter drops.
+    pub fn dropped_count(&self) -> usize {
+        self.dropped.len()
+    }
+}
+
+/// Reads a [`QuietFiles`] (a poisoned lock is read as it stands).
+pub fn read(quiet: &QuietFiles) -> std::sync::RwLockReadGuard<'_, Quiet> {
+    quiet.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Writes a [`QuietFiles`] (a poisoned lock is written as it stands).
+pub fn write(quiet: &QuietFiles) -> std::sync::RwLockWriteGuard<'_, Quiet> {
+    quiet.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The reader thread's side: which quiet files are hot, and the filters
+/// that drop them.
+#[derive(Debug)]
+pub struct Dropping {
+    quiet: QuietFiles,
+    /// Events of each quiet file not dropped, since `counted_since`.
+    events: HashMap<FileId, u32>,
+    counted_since: Instant,
+    /// Hot files not dropped yet (waiting for [`REFILTER_EVERY`], or for
+    /// room in their device's filter).
+    hot: BTreeSet<FileId>,
+    next_refilter: Instant,
+    /// A filter was refused: no more are tried (the device's filter
+    /// stands as it was).
+    refused: bool,
+}
+
+impl Dropping {
+    /// Nothing dropped, nothing counted yet.
+    pub fn new(quiet: QuietFiles) -> Self {
+        let now = Instant::now();
+        Self {
+            quiet,
+            events: HashMap::new(),
+            counted_since: now,
+            hot: BTreeSet::new(),
+            next_refilter: now,
+            refused: false,
+        }
+    }
+
+    /// Before a drain: readmits every dropped file that is no longer
+    /// quiet (its filter no longer drops it); returns the record that
+    /// says so, to hand over after the drain's (`None` when none was).
+    pub fn readmit(&mut self, reader: &mut KernelLockEvents) -> Option<Record> {
+        let gone: Vec<FileId> = {
+            let quiet = read(&self.quiet);
+            quiet
+                .dropped
+                .iter()
+                .filter(|file| !quiet.files.contains(file))
+                .copied()
+                .collect()
+        };
+        if gone.is_empty() {
+            return None;
+        }
+        for (device, inodes) in by_device(&gone) {
+            let kept = reader
+                .dropped(device)
+                .difference(&inodes)
+                .copied()
+                .collect();
+            if let Err(error) = reader.set_dropped(device, kept) {
+                // The old filter still drops them: they stay dropped, and
+                // are tried again at the next wake-up.
+                tracing::warn!(%error, "the lock events' filter could not readmit a claim's file");
+                return None;
+            }
+        }
+        let mut quiet = write(&self.quiet);
+        for file in &gone {
+            quiet.dropped.remove(file);
+        }
+        Some(Record::Readmitted(gone.len() as u64))
+    }
+
+    /// After a drain: counts the events of quiet files in `records`, and
+    /// drops the hot ones when a filter may be replaced.
+    pub fn count(&mut self, records: &[Record], reader: &mut KernelLockEvents) {
+        let now = Instant::now();
+        if now.duration_since(self.counted_since) >= HOT_SPAN {
+            self.events.clear();
+            self.counted_since = now;
+        }
+        {
+            let quiet = read(&self.quiet);
+            for record in records {
+                let Record::Event(event) = record else {
+                    continue;
+                };
+                if !quiet.files.contains(&event.file) || quiet.dropped.contains(&event.file) {
+                    continue;
+                }
+                let seen = self.events.entry(event.file).or_default();
+                *seen += 1;
+                if *seen == HOT_EVENTS {
+                    self.hot.insert(event.file);
+                }
+            }
+        }
+        if self.hot.is_empty() || self.refused || now < self.next_refilter {
+            return;
+        }
+        self.next_refilter = now + REFILTER_EVERY;
+        self.drop_hot(reader);
+    }
+
+    /// Drops the hot files still quiet, as many as each device's filter
+    /// has room for.
+    fn drop_hot(&mut self, reader: &mut KernelLockEvents) {
+        let hot: Vec<FileId> = {
+            let quiet = read(&self.quiet);
+            std::mem::take(&mut self.hot)
+                .into_iter()
+                .filter(|file| quiet.files.contains(file))
+                .collect()
+        };
+        for (device, inodes) in by_device(&hot) {
+            let mut dropped = reader.dropped(device);
+            let room = super::filter::MAX_DROPPED.saturating_sub(dropped.len());
+            let added: Vec<u64> = inodes
+                .into_iter()
+                .filter(|inode| !dropped.contains(inode))
+                .take(room)
+                .collect();
+            if added.is_empty() {
+                continue;
+            }
+            dropped.extend(&added);
+            // Marked before the filter drops them: a claim that takes one
+            // meanwhile is readmitted at the next wake-up.
+            {
+                let mut quiet = write(&self.quiet);
+                for &inode in &added {
+                    quiet.dropped.insert(FileId {
+                        major: device.0,
+                        minor: device.1,
+                        inode,
+                    });
+                }
+            }
+            if let Err(error) = reader.set_dropped(device, dropped) {
+                tracing::warn!(%error, "the lock events' filter refused to drop foreign files; they stay sampled");
+                self.refused = true;
+                let mut quiet = write(&self.quiet);
+                for &inode in &added {
+                    quiet.dropped.remove(&FileId {
+                        major: device.0,
+                        minor: device.1,
+                        inode,
+                    });
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// `files` grouped by device, as inode sets.
+fn by_device(files: &[FileId]) -> BTreeMap<(u32, u32), BTreeSet<u64>> {
+    let mut devices: BTreeMap<(u32, u32), BTreeSet<u64>> = BTreeMap::new();
+    for file in files {
+        devices
+            .entry((file.major, file.minor))
+            .or_default()
+            .insert(file.inode);
+    }
+    devices
+}
