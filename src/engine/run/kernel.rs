@@ -24,7 +24,9 @@
 //!   changes nothing);
 //! - lost events ([`Record::Lost`]) are never a silently wrong view:
 //!   the engine says so in its health and judges the whole table again
-//!   (one `/proc/locks` read), then goes on from events;
+//!   (one `/proc/locks` read), then goes on from events; so is a file the
+//!   kernel's filter dropped as foreign that became a claim's
+//!   ([`Record::Readmitted`]);
 //! - a waiter that dies waiting leaves no event: waiters' processes are
 //!   looked at once a second ([`WAITER_CHECK`]), and a dead one leaves the
 //!   view.
@@ -99,9 +101,11 @@ pub(super) struct Kernel {
     files: HashMap<FileId, LockKey>,
     /// Files lock requests were made on that are no claim's (a foreign
     /// lock on the same filesystem): not looked up again, and shared with
-    /// the source as its quiet files (their events may come late).
-    /// Bounded: cleared when [`NOT_CLAIMS_MAX`] is reached; a file that
-    /// becomes a claim's leaves it.
+    /// the source as its quiet files (their events may come late; the
+    /// busiest are dropped by the kernel's filter). Bounded: cleared when
+    /// [`NOT_CLAIMS_MAX`] is reached, but for the dropped ones; a file
+    /// that becomes a claim's leaves it (and, dropped, is readmitted: a
+    /// [`Record::Readmitted`] follows, and a judgement of everything).
     not_claims: NotClaims,
     /// Each registered claim → its files (to forget them when they
     /// change or the claim goes).
@@ -445,7 +449,8 @@ impl Engine {
         for file in &files {
             kernel.files.insert(*file, key.clone());
         }
-        // An inode reused: its events are the claim's now, none may wait.
+        // An inode reused: its events are the claim's now, none may wait
+        // (and none may be dropped: the source samples it again).
         kernel.not_claims.remove(&files);
         kernel.watch_devices_of(&files);
         kernel.claims.insert(key.clone(), files);
