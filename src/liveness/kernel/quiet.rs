@@ -14,9 +14,10 @@
 //! How a file comes to be dropped, and back ([`Dropping`], run by the
 //! reader's thread at each wake-up):
 //! - a quiet file with [`HOT_EVENTS`] events within [`HOT_SPAN`] is
-//!   dropped by its device's filter (at most [`super::filter::MAX_DROPPED`]
-//!   a device, the first to be hot; replaced at most every
-//!   [`REFILTER_EVERY`]);
+//!   dropped by its device's filter (replaced at most every
+//!   [`REFILTER_EVERY`]); a device's filter drops at most [`MAX_DROPPED`]
+//!   files, and when it is full the files dropped longest ago make room
+//!   (sampled again: a foreign lock file deleted since keeps no slot);
 //! - whoever learns that a file is a claim's removes it from the quiet
 //!   files (an inode reused by a new claim file, a file moved into the
 //!   locks root); at the reader's next wake-up the filter samples it again,
@@ -30,10 +31,11 @@
 //! ([`Quiet::bound`]), so a file leaves `dropped` only by becoming a
 //! claim's, and every readmission is one.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
+use super::filter::MAX_DROPPED;
 use super::{KernelLockEvents, Record};
 use crate::liveness::proc_locks::FileId;
 
@@ -119,9 +121,10 @@ pub struct Dropping {
     /// Events of each quiet file not dropped, since `counted_since`.
     events: HashMap<FileId, u32>,
     counted_since: Instant,
-    /// Hot files not dropped yet (waiting for [`REFILTER_EVERY`], or for
-    /// room in their device's filter).
+    /// Hot files not dropped yet (waiting for [`REFILTER_EVERY`]).
     hot: BTreeSet<FileId>,
+    /// The dropped files, oldest first.
+    order: VecDeque<FileId>,
     next_refilter: Instant,
     /// A filter was refused: no more are tried (the device's filter
     /// stands as it was).
@@ -137,6 +140,7 @@ impl Dropping {
             events: HashMap::new(),
             counted_since: now,
             hot: BTreeSet::new(),
+            order: VecDeque::new(),
             next_refilter: now,
             refused: false,
         }
@@ -175,6 +179,7 @@ impl Dropping {
         for file in &gone {
             quiet.dropped.remove(file);
         }
+        self.order.retain(|file| !gone.contains(file));
         Some(Record::Readmitted(gone.len() as u64))
     }
 
@@ -209,8 +214,9 @@ impl Dropping {
         self.drop_hot(reader);
     }
 
-    /// Drops the hot files still quiet, as many as each device's filter
-    /// has room for.
+    /// Drops the hot files still quiet; where a device's filter is full,
+    /// its files dropped longest ago make room (sampled again, still
+    /// quiet: no claim's, so nothing was missed).
     fn drop_hot(&mut self, reader: &mut KernelLockEvents) {
         let hot: Vec<FileId> = {
             let quiet = read(&self.quiet);
@@ -220,42 +226,57 @@ impl Dropping {
                 .collect()
         };
         for (device, inodes) in by_device(&hot) {
-            let mut dropped = reader.dropped(device);
-            let room = super::filter::MAX_DROPPED.saturating_sub(dropped.len());
+            let file = |inode| FileId {
+                major: device.0,
+                minor: device.1,
+                inode,
+            };
+            let now = reader.dropped(device);
             let added: Vec<u64> = inodes
                 .into_iter()
-                .filter(|inode| !dropped.contains(inode))
-                .take(room)
+                .filter(|inode| !now.contains(inode))
+                .take(MAX_DROPPED)
                 .collect();
             if added.is_empty() {
                 continue;
             }
-            dropped.extend(&added);
+            let overflow = (now.len() + added.len()).saturating_sub(MAX_DROPPED);
+            let evicted: Vec<FileId> = self
+                .order
+                .iter()
+                .filter(|old| (old.major, old.minor) == device)
+                .take(overflow)
+                .copied()
+                .collect();
+            let mut next = now;
+            for old in &evicted {
+                next.remove(&old.inode);
+            }
+            next.extend(&added);
             // Marked before the filter drops them: a claim that takes one
             // meanwhile is readmitted at the next wake-up.
             {
                 let mut quiet = write(&self.quiet);
                 for &inode in &added {
-                    quiet.dropped.insert(FileId {
-                        major: device.0,
-                        minor: device.1,
-                        inode,
-                    });
+                    quiet.dropped.insert(file(inode));
                 }
             }
-            if let Err(error) = reader.set_dropped(device, dropped) {
+            if let Err(error) = reader.set_dropped(device, next) {
                 tracing::warn!(%error, "the lock events' filter refused to drop foreign files; they stay sampled");
                 self.refused = true;
                 let mut quiet = write(&self.quiet);
                 for &inode in &added {
-                    quiet.dropped.remove(&FileId {
-                        major: device.0,
-                        minor: device.1,
-                        inode,
-                    });
+                    quiet.dropped.remove(&file(inode));
                 }
                 return;
             }
+            // Unmarked once the filter samples them again.
+            let mut quiet = write(&self.quiet);
+            for old in &evicted {
+                quiet.dropped.remove(old);
+            }
+            self.order.retain(|old| !evicted.contains(old));
+            self.order.extend(added.into_iter().map(file));
         }
     }
 }

@@ -628,6 +628,71 @@ fn a_busy_quiet_file_is_dropped_and_readmitted_when_it_is_a_claims() {
     );
 }
 
+/// A device's filter drops at most [`filter::MAX_DROPPED`] files: one
+/// more hot file takes the slot of the file dropped longest ago, which is
+/// sampled again (still quiet, so no `Readmitted`: nothing was missed).
+#[test]
+fn a_full_filter_samples_again_the_file_dropped_longest_ago() {
+    let Some(_recording) = may_open(
+        "liveness::kernel::tests::a_full_filter_samples_again_the_file_dropped_longest_ago",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files: Vec<(PathBuf, FileId)> = (0..=filter::MAX_DROPPED)
+        .map(|n| {
+            let path = dir.path().join(format!("foreign-{n}"));
+            File::create(&path).expect("create");
+            let id = FileId::of(&path).expect("stat");
+            (path, id)
+        })
+        .collect();
+    let device = (files[0].1.major, files[0].1.minor);
+    let mut events = open(&[device], &roomy());
+    let quiet = quiet::QuietFiles::default();
+    for (_, id) in &files {
+        quiet::write(&quiet).insert(*id);
+    }
+    let mut dropping = quiet::Dropping::new(quiet.clone());
+    let make_hot = |events: &mut KernelLockEvents, which: &[(PathBuf, FileId)]| {
+        for (path, _) in which {
+            let file = File::open(path).expect("open");
+            for _ in 0..quiet::HOT_EVENTS / 2 {
+                file.lock().expect("flock");
+                file.unlock().expect("unlock");
+            }
+        }
+        let mut seen = Vec::new();
+        drain_until(events, &mut seen, "the hot files' events", |seen| {
+            which
+                .iter()
+                .all(|(_, id)| on(*id, seen).len() >= quiet::HOT_EVENTS as usize)
+        });
+        seen
+    };
+    let (first, last) = files.split_at(filter::MAX_DROPPED);
+    let seen = make_hot(&mut events, first);
+    dropping.count(&seen, &mut events);
+    assert_eq!(events.dropped(device).len(), filter::MAX_DROPPED);
+    std::thread::sleep(quiet::REFILTER_EVERY);
+    let seen = make_hot(&mut events, last);
+    dropping.count(&seen, &mut events);
+    let dropped = events.dropped(device);
+    assert_eq!(dropped.len(), filter::MAX_DROPPED);
+    // Dropped together, the first batch's files are in inode order.
+    let oldest = first.iter().map(|(_, id)| *id).min().expect("files");
+    let newest = last[0].1;
+    assert!(
+        dropped.contains(&newest.inode),
+        "the newest hot file is dropped"
+    );
+    assert!(!dropped.contains(&oldest.inode), "the oldest made room");
+    let quiet_now = quiet::read(&quiet);
+    assert!(!quiet_now.is_dropped(&oldest) && quiet_now.contains(&oldest));
+    drop(quiet_now);
+    assert_eq!(dropping.readmit(&mut events), None, "nothing to readmit");
+}
+
 /// Replacing a device's filter, again and again, while another thread
 /// flocks a file of that device as fast as it can: every flock is read
 /// exactly once — none missed while the filters changed places, none read
