@@ -22,10 +22,12 @@
 //!
 //! Data flows one way: filesystem events → probes → model → view.
 
+// The seed is a crate of its own (`crates/locks`), below all of these:
+// re-exported, so `locktop::locks` and `crate::locks` name it as before.
+pub use locktop_locks::{context, locks};
+
 // One declaration per layer, each apart from the next: rustfmt would sort
 // a contiguous group alphabetically, and this order is the layering.
-pub mod context;
-pub mod locks;
 
 pub mod time_format;
 

@@ -5,16 +5,14 @@
 //! `super::` chains that climb to the crate root — in production code and
 //! in tests alike; comments do not.
 //!
-//! One exception, named: `context` and `locks` are one layer (the seed's
-//! module: `Context` carries the `AgentLockMap`, and the gate takes a
-//! `Context`'s map). `tui/`'s submodules use each other both ways; that
-//! cycle stays inside `tui/`, which this test does not look into.
+//! The seed (`context` and `locks`) is no module of `src/` any more: it is
+//! the crate `crates/locks`, which the compiler keeps below everything
+//! here (it depends on nothing of locktop's). `tui/`'s submodules use
+//! each other both ways; that cycle stays inside `tui/`, which this test
+//! does not look into.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// The modules that are one layer, though declared one after the other.
-const SAME_LAYER: [(&str, &str); 1] = [("context", "locks")];
 
 /// The top-level modules in the order `src/lib.rs` declares them.
 fn declared_order(src: &Path) -> Vec<String> {
@@ -26,20 +24,13 @@ fn declared_order(src: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Each module's layer: its place in the order, shared with its partner
-/// in [`SAME_LAYER`].
+/// Each module's layer: its place in the order.
 fn layers(order: &[String]) -> BTreeMap<String, usize> {
-    let mut layers: BTreeMap<String, usize> = order
+    order
         .iter()
         .enumerate()
         .map(|(index, name)| (name.clone(), index))
-        .collect();
-    for (a, b) in SAME_LAYER {
-        let layer = layers[a].min(layers[b]);
-        layers.insert(a.to_string(), layer);
-        layers.insert(b.to_string(), layer);
-    }
-    layers
+        .collect()
 }
 
 /// Every `.rs` file under `dir`.
@@ -210,8 +201,8 @@ fn no_module_uses_one_declared_after_it() {
     let order = declared_order(&src);
     assert_eq!(
         order.first().map(String::as_str),
-        Some("context"),
-        "src/lib.rs declares the seed first: {order:?}"
+        Some("time_format"),
+        "src/lib.rs declares the lowest layer first: {order:?}"
     );
     assert_eq!(order.last().map(String::as_str), Some("cli"), "{order:?}");
     let upward = upward_uses(&src);
