@@ -97,10 +97,13 @@ pub struct MonitorArgs {
 
 impl MonitorArgs {
     /// The probe asked for, or a one-line error: `--read-only` refuses
-    /// `--probe acquire`, which takes an exclusive lock and writes.
+    /// a probe that writes (`--probe acquire` takes an exclusive lock).
     pub fn requested_probe(&self) -> anyhow::Result<ProbeMode> {
-        if self.read_only && self.probe == ProbeMode::Acquire {
-            anyhow::bail!("--probe acquire takes locks and writes: not with --read-only");
+        if self.read_only && self.probe.writes() {
+            anyhow::bail!(
+                "--probe {} takes locks and writes: not with --read-only",
+                self.probe.as_str()
+            );
         }
         Ok(self.probe)
     }

@@ -1,7 +1,11 @@
 //! What the operator can ask for, independent of which key asked.
 //! Invariant: every input (key, mouse) becomes one [`Action`] (or none)
 //! before it touches state; the key map in [`super::keymap`] is the only
-//! place that binds keys to actions.
+//! place that binds keys to actions. An open overlay takes the keys
+//! first and reads its own few ([`super::overlay`]: `y`/`n`/`q`/Esc to
+//! answer a dialog, `K` and `c` after a signal, `j`/`k`/`g`/`G` and the
+//! arrows to scroll a report, typing into a form), each shown in the
+//! overlay's own line; they are no actions of the panes.
 
 /// The main panes, switched with `1`…`5` and Tab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

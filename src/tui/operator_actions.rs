@@ -114,10 +114,11 @@ impl App {
         self.open_report(seq, &family, probe);
     }
 
-    /// The probe a family check runs when `probe` is asked for: never
-    /// `acquire` in read-only (it takes the family for an instant).
+    /// The probe a family check runs when `probe` is asked for: never one
+    /// that writes in read-only (`acquire` takes the family for an
+    /// instant).
     fn check_probe(&self, probe: ProbeMode) -> ProbeMode {
-        if self.config.read_only && probe == ProbeMode::Acquire {
+        if self.config.read_only && probe.writes() {
             ProbeMode::Passive
         } else {
             probe

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::cli::watch::verdicts::Change;
 use crate::cli::watch::verdicts::Verdicts;
-use crate::cli::watch::writer::Outbox;
+use crate::cli::watch::writer::PendingLines;
 use crate::cli::watch::{format, lines_of, push_delta, push_verdicts};
 use crate::engine::Delta;
 
@@ -25,7 +25,7 @@ pub const MAX_SUBSCRIBERS: usize = 64;
 /// changes, as `watch` prints them).
 #[derive(Debug)]
 pub struct Subscribers {
-    list: Mutex<Vec<Weak<Outbox>>>,
+    list: Mutex<Vec<Weak<PendingLines>>>,
     verdicts: Mutex<Verdicts>,
     closing: std::sync::atomic::AtomicBool,
 }
@@ -41,7 +41,7 @@ impl Subscribers {
     }
 
     /// A new stream's queue, or `None` when [`MAX_SUBSCRIBERS`] are open.
-    pub fn subscribe(&self) -> Option<Arc<Outbox>> {
+    pub fn subscribe(&self) -> Option<Arc<PendingLines>> {
         if self.is_closing() {
             return None;
         }
@@ -50,7 +50,7 @@ impl Subscribers {
         if list.len() >= MAX_SUBSCRIBERS {
             return None;
         }
-        let outbox = Arc::new(Outbox::default());
+        let outbox = Arc::new(PendingLines::default());
         list.push(Arc::downgrade(&outbox));
         Some(outbox)
     }
@@ -118,7 +118,7 @@ impl Subscribers {
 }
 
 /// The body of one stream: NDJSON chunks until the queue is closed.
-pub fn body(outbox: Arc<Outbox>) -> axum::body::Body {
+pub fn body(outbox: Arc<PendingLines>) -> axum::body::Body {
     let chunks = futures::stream::unfold(outbox, |outbox| async move {
         let batch = outbox.take_async().await?;
         let mut text = String::new();

@@ -4,7 +4,7 @@
 //!
 //! Invariant: a slow reader never stops the engine from being drained,
 //! and never makes memory grow. The loop here only folds deltas into the
-//! [`writer::Outbox`]; a thread of its own writes stdout ([`writer`]).
+//! [`writer::PendingLines`]; a thread of its own writes stdout ([`writer`]).
 //! While lines wait, each key keeps one pending line with its latest
 //! state and a count of what it folded ([`queue`], which states the
 //! bound). On SIGINT/SIGTERM `watch` stops receiving, flushes what is
@@ -34,7 +34,7 @@ use crate::context::Context;
 use crate::engine::{self, Delta, EngineHandle, KeyState};
 use queue::KeyTo;
 use verdicts::Verdicts;
-use writer::Outbox;
+use writer::PendingLines;
 
 /// How long `watch` keeps flushing pending lines after SIGINT/SIGTERM
 /// before it exits anyway (a second signal ends it at once).
@@ -64,7 +64,7 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
     engine.say();
     let verdicts = Verdicts::new(engine.materializing);
     let stop = super::stop_signal()?;
-    let outbox = Arc::new(Outbox::default());
+    let outbox = Arc::new(PendingLines::default());
     if args.json {
         // The first line says how liveness is learned (a reader that
         // cannot take it has stopped reading: the writer finds out).
@@ -100,7 +100,7 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
 /// again against the clock (a verdict that comes with time alone).
 async fn drain(
     mut handle: EngineHandle,
-    outbox: &Outbox,
+    outbox: &PendingLines,
     args: &WatchArgs,
     mut verdicts: Verdicts,
     stop: impl Future<Output = ()>,
@@ -168,7 +168,7 @@ pub(crate) struct Show {
 /// in text mode the end of each full scan. Verdicts are followed from
 /// the start, printed like key changes.
 pub(crate) fn enqueue(
-    outbox: &Outbox,
+    outbox: &PendingLines,
     delta: Delta,
     show: Show,
     synced: &mut bool,
@@ -222,7 +222,7 @@ pub(crate) fn lines_of(delta: &Delta, verdicts: &mut Verdicts) -> DeltaLines {
 /// Adds what `delta` prints, followed by the verdict `changes` it caused
 /// (see [`enqueue`]).
 pub(crate) fn push_delta(
-    outbox: &Outbox,
+    outbox: &PendingLines,
     delta: Delta,
     json: bool,
     synced: &mut bool,
@@ -261,7 +261,7 @@ pub(crate) fn push_delta(
 
 /// Adds a line per verdict change, once the initial scan is over.
 pub(crate) fn push_verdicts(
-    outbox: &Outbox,
+    outbox: &PendingLines,
     changes: Vec<verdicts::Change>,
     synced: bool,
     at: SystemTime,

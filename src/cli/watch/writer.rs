@@ -1,4 +1,4 @@
-//! The output side of `locktop watch`: an [`Outbox`] (the coalescing
+//! The output side of `locktop watch`: a [`PendingLines`] (the coalescing
 //! [`Queue`] behind a mutex) and a thread that takes its lines and writes
 //! them to stdout.
 //!
@@ -21,7 +21,7 @@ pub const WRITE_BATCH: usize = 256;
 
 /// The pending lines, shared by the loop that adds them and the writer.
 #[derive(Debug, Default)]
-pub struct Outbox {
+pub struct PendingLines {
     state: Mutex<Pending>,
     ready: Condvar,
     /// The same wake-up for async readers (`serve`'s `/events`).
@@ -34,7 +34,7 @@ struct Pending {
     closed: bool,
 }
 
-impl Outbox {
+impl PendingLines {
     fn lock(&self) -> MutexGuard<'_, Pending> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -95,7 +95,7 @@ fn take_batch(pending: &mut Pending) -> Option<Vec<Line>> {
 /// reports `Ok`; or until a write fails, and reports the error (a reader
 /// that went away is `BrokenPipe`).
 pub fn spawn(
-    outbox: Arc<Outbox>,
+    outbox: Arc<PendingLines>,
     json: bool,
     mut out: impl Write + Send + 'static,
 ) -> std::io::Result<oneshot::Receiver<std::io::Result<()>>> {
@@ -108,7 +108,7 @@ pub fn spawn(
     Ok(written)
 }
 
-fn write_all(outbox: &Outbox, json: bool, out: &mut impl Write) -> std::io::Result<()> {
+fn write_all(outbox: &PendingLines, json: bool, out: &mut impl Write) -> std::io::Result<()> {
     let mut text = String::new();
     while let Some(batch) = outbox.take() {
         text.clear();

@@ -43,7 +43,7 @@ enum Slot {
 
 /// Deltas waiting for room in the channel, in order. They are kept as
 /// they come while they are few — one copy each, no index — and folded
-/// per slot ([`Folder`]) whenever they outnumber the keys on disk (plus
+/// per slot ([`SlotFolds`]) whenever they outnumber the keys on disk (plus
 /// [`FOLD_SLACK`]): memory stays within about twice that bound, and a
 /// burst that fits (the initial scan of 100,000 keys) costs no more than
 /// the deltas themselves.
@@ -72,7 +72,7 @@ impl Outbox {
     pub(super) fn push(&mut self, delta: Delta, keys: usize) {
         self.queue.push_back(delta);
         if self.queue.len() > keys + FOLD_SLACK {
-            let mut folder = Folder::default();
+            let mut folder = SlotFolds::default();
             self.queue.drain(..).for_each(|delta| folder.push(delta));
             self.queue.extend(std::iter::from_fn(|| folder.pop()));
         }
@@ -91,12 +91,12 @@ impl Outbox {
 
 /// Deltas folded per slot, in the order each slot was first filled.
 #[derive(Debug, Default)]
-struct Folder {
+struct SlotFolds {
     order: VecDeque<Slot>,
     waiting: HashMap<Slot, Delta>,
 }
 
-impl Folder {
+impl SlotFolds {
     /// How many slots wait.
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -187,13 +187,13 @@ mod tests {
         }
     }
 
-    fn drain(outbox: &mut Folder) -> Vec<Delta> {
+    fn drain(outbox: &mut SlotFolds) -> Vec<Delta> {
         std::iter::from_fn(|| outbox.pop()).collect()
     }
 
     #[test]
     fn a_key_keeps_what_the_consumer_heard_and_takes_the_latest_state() {
-        let mut outbox = Folder::default();
+        let mut outbox = SlotFolds::default();
         outbox.push(changed("a", Some(Liveness::Free), Liveness::Live));
         outbox.push(changed("b", None, Liveness::Free));
         outbox.push(changed("a", Some(Liveness::Live), Liveness::Free));
@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn removals_fold_without_inventing_or_losing_a_key() {
-        let mut outbox = Folder::default();
+        let mut outbox = SlotFolds::default();
         // Never heard of, gone again: nothing.
         outbox.push(changed("new", None, Liveness::Live));
         outbox.push(removed("new", Liveness::Live));
@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn health_problems_and_synced_keep_the_latest_and_nothing_overtakes() {
-        let mut outbox = Folder::default();
+        let mut outbox = SlotFolds::default();
         outbox.push(Delta::Health(WatcherHealth::Starting));
         outbox.push(changed("a", None, Liveness::Free));
         outbox.push(Delta::Health(WatcherHealth::Watching));
@@ -284,7 +284,7 @@ mod tests {
         fn folding_never_changes_the_final_view(
             steps in proptest::collection::vec((0..4usize, 0..4u8), 0..60),
         ) {
-            let mut outbox = Folder::default();
+            let mut outbox = SlotFolds::default();
             let mut truth: HashMap<String, Liveness> = HashMap::new();
             let mut heard = truth.clone();
             let livenesses = [Liveness::Free, Liveness::Live, Liveness::InFlight];

@@ -232,7 +232,7 @@ pub async fn check_family(
     // acquire would write wherever it points), and one with a member that
     // has no lock files yet (nobody can hold it; taking it would leave new,
     // never-deleted files behind — a typo must not create a stale key).
-    let passive = probe != ProbeMode::Acquire
+    let passive = !probe.writes()
         || coords.iter().any(|(dir, key)| {
             crate::disk::confine::ensure_no_symlink_below_root(context.state_dir(), dir).is_err()
                 || std::fs::symlink_metadata(crate::locks::escape::gate_path(dir, key)).is_err()

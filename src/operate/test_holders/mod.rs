@@ -201,13 +201,6 @@ impl Holders {
         ))
     }
 
-    /// Uses `exe` (a `locktop` binary) for child holders instead of this
-    /// process's own executable (tests run from a test binary).
-    pub fn with_exe(mut self, exe: PathBuf) -> Self {
-        self.exe = exe;
-        self
-    }
-
     /// Starts a holder; its progress arrives as updates. Must be called
     /// inside a tokio runtime, from a thread that lives as long as the
     /// holder — a runtime worker or the thread running `block_on` (the
