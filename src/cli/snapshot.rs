@@ -19,7 +19,7 @@ use crate::tui::fit::visible;
 /// Flags of `locktop snapshot`.
 #[derive(Debug, clap::Args)]
 pub struct SnapshotArgs {
-    /// Print JSON (schema in the README) instead of a table.
+    /// Print JSON (schema in docs/formats.md) instead of a table.
     #[arg(long)]
     json: bool,
     /// Include free (stale) keys.
@@ -45,7 +45,7 @@ struct JsonKey<'a> {
     verdict: Option<Verdict>,
 }
 
-/// The JSON document (schema in the README).
+/// The JSON document (schema in docs/formats.md).
 #[derive(serde::Serialize)]
 struct JsonSnapshot<'a, K> {
     state_dir: std::borrow::Cow<'a, str>,
@@ -124,7 +124,7 @@ pub fn terminal_width() -> Option<usize> {
         .map(|(columns, _)| usize::from(columns))
 }
 
-/// Writes the `snapshot --json` document (schema in the README) for
+/// Writes the `snapshot --json` document (schema in docs/formats.md) for
 /// `keys` as they are at `now` (verdicts judged then, `taken_at`), one
 /// line. Streamed from borrowed data: no JSON value tree of every key.
 /// `locktop serve` writes the same document from the live view, `locktop

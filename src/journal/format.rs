@@ -1,7 +1,7 @@
 //! One journal line, written and read: the header, a checkpoint's lines,
 //! the change lines (a `watch --json` line with the key's whole state
-//! and directory added), and the end line a clean stop writes. The
-//! README's "Journal format" states the same schema for readers outside
+//! and directory added), and the end line a clean stop writes.
+//! `docs/formats.md` ("Journal format") states the same schema for readers outside
 //! locktop.
 //!
 //! Invariants: every line is one JSON object on one line (names and

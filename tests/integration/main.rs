@@ -15,3 +15,5 @@ mod cli;
 mod e2e;
 
 mod layering;
+
+mod guarantees;
