@@ -1,13 +1,14 @@
-//! The layering of `src/` is a test, not a convention: `src/lib.rs`
-//! declares its modules in the order data flows, and a module may use
-//! only the modules declared before it (and itself). Every path that
+//! The layering inside each crate is a test, not a convention: its
+//! `lib.rs` (`crates/core/src/lib.rs`, `src/lib.rs`) declares its modules
+//! in the order data flows, and a module may use only the modules
+//! declared before it (and itself); between crates, the compiler keeps
+//! the order (a crate names only what it depends on). Every path that
 //! names a module of the crate counts — `crate::x`, `crate::{x, y}`, and
 //! `super::` chains that climb to the crate root — in production code and
 //! in tests alike; comments do not.
 //!
-//! The seed (`context` and `locks`) is no module of `src/` any more: it is
-//! the crate `crates/locks`, which the compiler keeps below everything
-//! here (it depends on nothing of locktop's). `tui/`'s submodules use
+//! The seed (`context` and `locks`) is the crate `crates/locks`, below
+//! both (it depends on nothing of locktop's). `tui/`'s submodules use
 //! each other both ways; that cycle stays inside `tui/`, which this test
 //! does not look into.
 
@@ -195,22 +196,32 @@ fn upward_uses(src: &Path) -> Vec<String> {
     found
 }
 
+/// Each crate's source root and the modules its `lib.rs` must declare
+/// first and last.
+const CRATES: [(&str, &str, &str); 2] = [
+    ("crates/core/src", "time_format", "operate"),
+    ("src", "model", "cli"),
+];
+
 #[test]
 fn no_module_uses_one_declared_after_it() {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
-    let order = declared_order(&src);
-    assert_eq!(
-        order.first().map(String::as_str),
-        Some("time_format"),
-        "src/lib.rs declares the lowest layer first: {order:?}"
-    );
-    assert_eq!(order.last().map(String::as_str), Some("cli"), "{order:?}");
-    let upward = upward_uses(&src);
-    assert!(
-        upward.is_empty(),
-        "imports against the order of src/lib.rs:\n{}",
-        upward.join("\n")
-    );
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for (dir, first, last) in CRATES {
+        let src = root.join(dir);
+        let order = declared_order(&src);
+        assert_eq!(
+            order.first().map(String::as_str),
+            Some(first),
+            "{dir}/lib.rs declares its lowest layer first: {order:?}"
+        );
+        assert_eq!(order.last().map(String::as_str), Some(last), "{order:?}");
+        let upward = upward_uses(&src);
+        assert!(
+            upward.is_empty(),
+            "imports against the order of {dir}/lib.rs:\n{}",
+            upward.join("\n")
+        );
+    }
 }
 
 /// The checker sees what it must: grouped imports, paths in code, and

@@ -8,8 +8,8 @@
 //! [`ScanProblem`]).
 
 pub mod delta;
-#[cfg(test)]
-pub(crate) mod fixtures;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixtures;
 pub mod fold;
 pub mod fs_events;
 mod run;

@@ -421,8 +421,8 @@ fn idle(state: &KeyState) -> Option<Verdict> {
 
 /// One verdict of every kind, for tests that must cover them all (a
 /// `match` here fails to compile when a kind is added).
-#[cfg(test)]
-pub(crate) fn one_of_each() -> Vec<Verdict> {
+#[cfg(any(test, feature = "test-support"))]
+pub fn one_of_each() -> Vec<Verdict> {
     let since = SystemTime::UNIX_EPOCH;
     let all = vec![
         Verdict::UnverifiedHolder { pid: 1 },

@@ -380,8 +380,8 @@ fn started_after(process: &ProcessInfo, since: Option<SystemTime>) -> bool {
 }
 
 /// Real processes for tests of PID reuse.
-#[cfg(test)]
-pub(crate) mod testing {
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing {
     use std::io::BufRead;
     use std::path::Path;
     use std::process::{Child, Command, Stdio};
@@ -394,7 +394,7 @@ pub(crate) mod testing {
     /// panics with its output. Without `unshare`, one line says what to
     /// install, and the test is skipped (failed under
     /// `LOCKTOP_REQUIRE_ALL`, as `.ci/run` sets).
-    pub(crate) fn may_reuse_pids(path: &str) -> bool {
+    pub fn may_reuse_pids(path: &str) -> bool {
         // Opening is allowed to anyone; the write checks the capability.
         // Writing back the value read changes nothing that matters.
         let knob = "/proc/sys/kernel/ns_last_pid";
@@ -453,7 +453,7 @@ pub(crate) mod testing {
     /// True when this process is root; otherwise one line says that `path`
     /// is skipped and `why` it needs root (failed under
     /// `LOCKTOP_REQUIRE_ALL`, as `.ci/run` sets, which runs as root).
-    pub(crate) fn is_root_or_skip(path: &str, why: &str) -> bool {
+    pub fn is_root_or_skip(path: &str, why: &str) -> bool {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             return true;
@@ -471,7 +471,7 @@ pub(crate) mod testing {
     /// Spawns `sleep 60` under PID `pid`, through
     /// `/proc/sys/kernel/ns_last_pid` (see [`may_reuse_pids`]); retries
     /// while other forks take the PID first.
-    pub(crate) fn sleep_with_pid(pid: u32) -> Child {
+    pub fn sleep_with_pid(pid: u32) -> Child {
         for _ in 0..500 {
             std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string())
                 .expect("writing ns_last_pid (see may_reuse_pids)");
@@ -493,7 +493,7 @@ pub(crate) mod testing {
     /// process, not the shell) and then becomes `sleep 60`, keeping the
     /// locked descriptions: the lock is held by a PID `/proc/locks` does not
     /// name, while the PIDs it names are gone.
-    pub(crate) fn hold_through_flock(files: &[&Path]) -> Child {
+    pub fn hold_through_flock(files: &[&Path]) -> Child {
         hold_through_flock_naming(files).0
     }
 
@@ -501,7 +501,7 @@ pub(crate) mod testing {
     /// callers, one per file (inside a PID namespace of its own,
     /// `/proc/locks` hides the locks of gone callers, so it cannot name
     /// them).
-    pub(crate) fn hold_through_flock_naming(files: &[&Path]) -> (Child, Vec<u32>) {
+    pub fn hold_through_flock_naming(files: &[&Path]) -> (Child, Vec<u32>) {
         let mut script = String::from("pids=; ");
         for (index, _) in files.iter().enumerate() {
             let fd = 3 + index;
