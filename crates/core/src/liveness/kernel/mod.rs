@@ -295,22 +295,7 @@ impl KernelLockEvents {
             .iter()
             .filter(|device| !self.sources.contains_key(device))
         {
-            let filter = filter::for_device(device)?;
-            let source = DeviceSource::open(
-                self.tracepoint_id,
-                &filter,
-                &self.rings,
-                self.count_losses,
-                self.wake_every,
-            )
-            .map_err(|(call, cpu, errno)| match call {
-                "PERF_EVENT_IOC_SET_FILTER" => Refused::FilterRejected {
-                    filter: filter.clone(),
-                    errno,
-                },
-                call => refusal(call, cpu, errno, self.tracepoint_id),
-            })?;
-            added.push((device, source));
+            added.push((device, self.open_source(&filter::for_device(device)?)?));
         }
         let unreported = &mut self.unreported_lost;
         self.dropped.retain(|device, _| wanted.contains(device));
@@ -323,6 +308,25 @@ impl KernelLockEvents {
         });
         self.sources.extend(added);
         Ok(())
+    }
+
+    /// One device's events, filtered by `filter`, writing into the rings,
+    /// enabled; or why the kernel refused them.
+    fn open_source(&self, filter: &str) -> Result<DeviceSource, Refused> {
+        DeviceSource::open(
+            self.tracepoint_id,
+            filter,
+            &self.rings,
+            self.count_losses,
+            self.wake_every,
+        )
+        .map_err(|(call, cpu, errno)| match call {
+            "PERF_EVENT_IOC_SET_FILTER" => Refused::FilterRejected {
+                filter: filter.to_string(),
+                errno,
+            },
+            call => refusal(call, cpu, errno, self.tracepoint_id),
+        })
     }
 
     /// The devices watched, as last set, in order.
@@ -360,21 +364,10 @@ impl KernelLockEvents {
         {
             return Ok(false);
         }
-        let filter = filter::for_device_dropping(device, inodes.iter().copied())?;
-        let source = DeviceSource::open(
-            self.tracepoint_id,
-            &filter,
-            &self.rings,
-            self.count_losses,
-            self.wake_every,
-        )
-        .map_err(|(call, cpu, errno)| match call {
-            "PERF_EVENT_IOC_SET_FILTER" => Refused::FilterRejected {
-                filter: filter.clone(),
-                errno,
-            },
-            call => refusal(call, cpu, errno, self.tracepoint_id),
-        })?;
+        let source = self.open_source(&filter::for_device_dropping(
+            device,
+            inodes.iter().copied(),
+        )?)?;
         let new_ids = source.ids();
         if let Some(mut old) = self.sources.insert(device, source) {
             self.unreported_lost += old.take_all_lost();
