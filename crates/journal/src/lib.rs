@@ -1,5 +1,7 @@
 //! Lock history on disk: the journal `locktop record` (and `serve
-//! --journal`) writes, and `locktop replay` reads.
+//! --journal`) writes, and `locktop replay` reads. A crate above
+//! `locktop-core` and below the front ends; `locktop` re-exports it as
+//! `locktop::journal`.
 //!
 //! A journal is NDJSON: a header line, a checkpoint (the whole state, as
 //! several lines), then one line per change in the order the engine
@@ -12,6 +14,9 @@
 //! sides keep the state in the engine's own [`crate::engine::fold::Fold`],
 //! so a recording and its replay can never disagree on what a sequence of
 //! changes means.
+
+// The core's modules, named from here as `crate::engine` and so on.
+use locktop_core::{disk, engine, liveness, locks, operate, time_format};
 
 pub mod format;
 pub mod reader;

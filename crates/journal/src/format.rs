@@ -432,7 +432,7 @@ struct KeyLine<'a> {
 }
 
 /// Writes the line for `delta`, stamped `time` (never earlier than the
-/// line before: see [`crate::journal::writer`]), with `holder_alive` for
+/// line before: see [`crate::writer`]), with `holder_alive` for
 /// a key that stopped being held, ending in a newline.
 pub fn encode_delta(
     out: &mut Vec<u8>,
