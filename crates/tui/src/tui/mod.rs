@@ -26,7 +26,7 @@ pub mod fit;
 mod handles;
 mod hints;
 mod input;
-pub(crate) mod keymap;
+pub mod keymap;
 mod operator;
 mod operator_actions;
 mod overlay;
