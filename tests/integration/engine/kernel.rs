@@ -654,3 +654,67 @@ async fn a_dropped_foreign_file_that_becomes_a_claims_is_judged_again() {
     let _ = holder.kill();
     let _ = holder.wait();
 }
+
+/// Anyone who may write the state dir's filesystem can hard-link a free
+/// claim's gate outside the locks root and flock it there as often as
+/// they like: the file is never taken for a foreign one (a path that is
+/// not its only name proves nothing), so the kernel's filter never drops
+/// it, and an agent's lock on it is seen.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claims_file_flocked_through_a_hard_link_outside_the_root_is_never_dropped() {
+    if !root_or_skip(
+        "engine::kernel::a_claims_file_flocked_through_a_hard_link_outside_the_root_is_never_dropped",
+    ) {
+        return;
+    }
+    let _serial = serial().await;
+    let (_tmp, state) = state_with_locks_root();
+    let (dir, key) = locktop::locks::agent_tag_lock(&state, "linked");
+    std::fs::create_dir_all(&dir).expect("the tags dir");
+    let (gate, announce) = (
+        locktop::locks::escape::gate_path(&dir, &key),
+        locktop::locks::escape::announce_path(&dir, &key),
+    );
+    std::fs::write(&gate, b"").expect("the gate");
+    std::fs::write(&announce, b"1").expect("the announce");
+    let link = state.join("linked.gate");
+    std::fs::hard_link(&gate, &link).expect("hard-link the gate outside the root");
+    let pulse = state.join("pulse.lock");
+    std::fs::write(&pulse, b"").expect("a foreign file");
+    let mut engine = kernel_engine(&state);
+    engine.synced().await;
+    let through_link = std::fs::File::open(&link).expect("open the link");
+    for _ in 0..10 {
+        for _ in 0..100 {
+            through_link.lock().expect("flock");
+            through_link.unlock().expect("unlock");
+        }
+        let pulse = std::fs::File::open(&pulse).expect("open");
+        pulse.lock().expect("flock");
+        drop(pulse);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        engine
+            .stats()
+            .foreign_dropped
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "a claim's file, hard-linked, is no foreign file"
+    );
+    let mut holder = Command::new("flock")
+        .arg("-x")
+        .arg(&gate)
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("spawn flock");
+    let name = tag("linked");
+    engine
+        .wait_view("the claim's gate held by flock's process", |view| {
+            view.is(&name, Liveness::InFlight, &[holder.id()])
+        })
+        .await;
+    drop(through_link);
+    let _ = holder.kill();
+    let _ = holder.wait();
+}

@@ -81,6 +81,10 @@ pub(super) const KEEPER_WAIT: Duration = Duration::from_millis(50);
 /// no "taker let go" in between.
 pub(super) const LET_GO_GRACE: Duration = Duration::from_millis(10);
 
+/// The longest a claim waits for its dropped file's readmission before it
+/// is judged from the table anyway (the source failing to readmit it).
+const READMIT_WAIT: Duration = Duration::from_secs(1);
+
 /// How many foreign files [`Kernel`] remembers as no claim's before it
 /// starts afresh.
 const NOT_CLAIMS_MAX: usize = 65_536;
@@ -153,6 +157,11 @@ pub(super) struct Kernel {
     /// Claims judged with their taker let go and not shown so yet, since
     /// when ([`LET_GO_GRACE`]).
     let_go_since: HashMap<LockKey, Instant>,
+    /// Claims' files the kernel's filter dropped as foreign, since when:
+    /// their claims are not judged until the source has sampled them again
+    /// and said so ([`Record::Readmitted`], then everything is judged), or
+    /// [`READMIT_WAIT`] passed — the table lacks what they did meanwhile.
+    readmitting: HashMap<FileId, Instant>,
     /// Asks the stream to deliver what it has now; handed to inotify's
     /// thread, which calls it at every event of the tree (lock events are
     /// likely waiting).
@@ -219,6 +228,7 @@ impl Kernel {
             queue: std::collections::VecDeque::new(),
             queued: std::collections::HashSet::new(),
             let_go_since: HashMap::new(),
+            readmitting: HashMap::new(),
         }
     }
 
@@ -328,12 +338,17 @@ impl NotClaims {
 
     /// Forgets `files` (a claim's now): the reader samples them again if
     /// its filter dropped them, and says so with a
-    /// [`Record::Readmitted`].
-    fn remove(&self, files: &[FileId]) {
+    /// [`Record::Readmitted`]. Returns the ones it dropped.
+    fn remove(&self, files: &[FileId]) -> Vec<FileId> {
         let mut set = quiet::write(&self.0);
         for file in files {
             set.remove(file);
         }
+        files
+            .iter()
+            .filter(|file| set.is_dropped(file))
+            .copied()
+            .collect()
     }
 
     /// How many files the kernel's filter drops.
@@ -416,15 +431,27 @@ impl Engine {
                     .find_map(|keeper| crate::liveness::fdinfo::path_of_open_file(keeper, file))?
             }
         };
-        let key = crate::engine::fs_events::claim_of(&self.state_dir, &path)
-            .filter(|_| FileId::of(&path).is_ok_and(|seen| seen == file));
+        // The path as this process sees it must be that very file: a path
+        // in another mount namespace (a container's view of the state
+        // dir), or one unlinked since, says nothing here.
+        let here = std::fs::symlink_metadata(&path)
+            .ok()
+            .filter(|seen| FileId::from_metadata(seen) == file);
+        let key =
+            crate::engine::fs_events::claim_of(&self.state_dir, &path).filter(|_| here.is_some());
         match key {
             Some(key) => {
                 self.register(&key);
                 Some(key)
             }
             None => {
-                kernel.not_claims.insert(file);
+                // Known to be no claim's only when that path is its one
+                // name: a claim's file hard-linked outside the locks root
+                // (anyone may make the link) is never taken for a foreign
+                // one, whose events the kernel's filter would then drop.
+                if here.is_some_and(|seen| std::os::unix::fs::MetadataExt::nlink(&seen) == 1) {
+                    kernel.not_claims.insert(file);
+                }
                 None
             }
         }
@@ -450,8 +477,17 @@ impl Engine {
             kernel.files.insert(*file, key.clone());
         }
         // An inode reused: its events are the claim's now, none may wait
-        // (and none may be dropped: the source samples it again).
-        kernel.not_claims.remove(&files);
+        // (and none may be dropped: the source samples it again, soon).
+        let dropped = kernel.not_claims.remove(&files);
+        if !dropped.is_empty() {
+            let now = Instant::now();
+            kernel
+                .readmitting
+                .extend(dropped.into_iter().map(|file| (file, now)));
+            if let Some(nudge) = &kernel.nudge {
+                nudge();
+            }
+        }
         kernel.watch_devices_of(&files);
         kernel.claims.insert(key.clone(), files);
     }
@@ -495,7 +531,11 @@ impl Engine {
             for record in records {
                 match record {
                     Record::Lost(count) => lost += count.max(1),
-                    Record::Readmitted(count) => readmitted += count.max(1),
+                    Record::Readmitted(count) => {
+                        readmitted += count.max(1);
+                        // Everything is judged again below, these too.
+                        kernel.readmitting.clear();
+                    }
                     Record::Event(event) => {
                         let applied = kernel.table.apply(&event);
                         let mut settled = false;
@@ -638,6 +678,28 @@ impl Engine {
             self.register(key);
             self.sweep_touched.touch(key);
             self.trace(key, Stage::ProbeStart);
+        }
+        let Some(kernel) = self.source.kernel_mut() else {
+            return;
+        };
+        // A claim whose file the filter dropped waits for its readmission
+        // (a judgement of everything), for at most READMIT_WAIT.
+        let now = Instant::now();
+        kernel
+            .readmitting
+            .retain(|_, since| now < *since + READMIT_WAIT);
+        let (keys, waiting): (Vec<LockKey>, Vec<LockKey>) = keys.into_iter().partition(|key| {
+            kernel.claims.get(key).is_none_or(|files| {
+                !files
+                    .iter()
+                    .any(|file| kernel.readmitting.contains_key(file))
+            })
+        });
+        for key in &waiting {
+            kernel.queue(key.clone());
+        }
+        for key in &waiting {
+            self.trace(key, Stage::Deferred);
         }
         let Some(kernel) = self.source.kernel_mut() else {
             return;

@@ -302,6 +302,7 @@ impl KernelLockEvents {
         self.sources.retain(|device, source| {
             let kept = wanted.contains(device);
             if !kept {
+                source.disable();
                 *unreported += source.take_all_lost();
             }
             kept
@@ -370,6 +371,8 @@ impl KernelLockEvents {
         )?)?;
         let new_ids = source.ids();
         if let Some(mut old) = self.sources.insert(device, source) {
+            // Stopped before its losses are read: none comes after.
+            old.disable();
             self.unreported_lost += old.take_all_lost();
             self.replaced.push((old.ids(), new_ids));
         }

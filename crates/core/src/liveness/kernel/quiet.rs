@@ -24,12 +24,17 @@
 //!   and a [`super::Record::Readmitted`] after that tells the engine that
 //!   what the file did meanwhile is unknown (it judges everything again).
 //!
-//! Invariants: `dropped` ⊆ `files` except between a removal and the
-//! reader's next wake-up; a file is in a filter's dropped inodes only
-//! while it is in `dropped` (added before, removed after the filter
-//! changes); whoever bounds `files` keeps the dropped ones
-//! ([`Quiet::bound`]), so a file leaves `dropped` only by becoming a
-//! claim's, and every readmission is one.
+//! Invariants: `dropped` ⊆ `files` except between a removal from `files`
+//! and the reader's next wake-up (files are chosen and marked under one
+//! lock); a file is in a filter's dropped inodes only while it is in
+//! `dropped` (added before, removed after the filter changes); whoever
+//! bounds `files` keeps the dropped ones ([`Quiet::bound`]). A file
+//! leaves `dropped` in two ways only: made room for (still quiet, so
+//! nothing of a claim's was missed; no record), or no longer quiet — a
+//! claim's, or possibly one — readmitted with a record. A file is called
+//! no claim's only when the path a process opened it by is, as this
+//! process sees it, that very file and its only name (a hard link of a
+//! claim's file outside the locks root, or a container's path, is not).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -47,8 +52,12 @@ pub const HOT_EVENTS: u32 = 64;
 pub const HOT_SPAN: Duration = Duration::from_secs(1);
 
 /// The least time between two filter replacements that drop more files
-/// (a readmission does not wait).
+/// (a readmission does not wait); [`HOT_SPAN`] after one that had to make
+/// room.
 pub const REFILTER_EVERY: Duration = Duration::from_millis(100);
+
+/// How long no file is dropped after the kernel refused a filter.
+pub const REFUSED_PAUSE: Duration = Duration::from_secs(60);
 
 /// The quiet files, shared by whoever learns of them (the engine) and the
 /// reader's thread.
@@ -126,9 +135,9 @@ pub struct Dropping {
     /// The dropped files, oldest first.
     order: VecDeque<FileId>,
     next_refilter: Instant,
-    /// A filter was refused: no more are tried (the device's filter
-    /// stands as it was).
-    refused: bool,
+    /// A filter was refused: none is tried again before this (the
+    /// device's filter stands as it was).
+    refused_until: Option<Instant>,
 }
 
 impl Dropping {
@@ -142,7 +151,7 @@ impl Dropping {
             hot: BTreeSet::new(),
             order: VecDeque::new(),
             next_refilter: now,
-            refused: false,
+            refused_until: None,
         }
     }
 
@@ -162,25 +171,36 @@ impl Dropping {
         if gone.is_empty() {
             return None;
         }
+        let mut readmitted: Vec<FileId> = Vec::new();
         for (device, inodes) in by_device(&gone) {
             let kept = reader
                 .dropped(device)
                 .difference(&inodes)
                 .copied()
                 .collect();
-            if let Err(error) = reader.set_dropped(device, kept) {
+            match reader.set_dropped(device, kept) {
+                Ok(_) => readmitted.extend(
+                    gone.iter()
+                        .filter(|file| (file.major, file.minor) == device),
+                ),
                 // The old filter still drops them: they stay dropped, and
-                // are tried again at the next wake-up.
-                tracing::warn!(%error, "the lock events' filter could not readmit a claim's file");
-                return None;
+                // are tried again at the next wake-up (each device on its
+                // own: one that failed holds up no other).
+                Err(error) => tracing::warn!(
+                    %error,
+                    "the lock events' filter could not readmit a claim's file"
+                ),
             }
         }
+        if readmitted.is_empty() {
+            return None;
+        }
         let mut quiet = write(&self.quiet);
-        for file in &gone {
+        for file in &readmitted {
             quiet.dropped.remove(file);
         }
-        self.order.retain(|file| !gone.contains(file));
-        Some(Record::Readmitted(gone.len() as u64))
+        self.order.retain(|file| !readmitted.contains(file));
+        Some(Record::Readmitted(readmitted.len() as u64))
     }
 
     /// After a drain: counts the events of quiet files in `records`, and
@@ -207,7 +227,10 @@ impl Dropping {
                 }
             }
         }
-        if self.hot.is_empty() || self.refused || now < self.next_refilter {
+        if self.refused_until.is_some_and(|until| now < until) {
+            return;
+        }
+        if self.hot.is_empty() || now < self.next_refilter {
             return;
         }
         self.next_refilter = now + REFILTER_EVERY;
@@ -218,13 +241,14 @@ impl Dropping {
     /// its files dropped longest ago make room (sampled again, still
     /// quiet: no claim's, so nothing was missed).
     fn drop_hot(&mut self, reader: &mut KernelLockEvents) {
-        let hot: Vec<FileId> = {
-            let quiet = read(&self.quiet);
-            std::mem::take(&mut self.hot)
-                .into_iter()
-                .filter(|file| quiet.files.contains(file))
-                .collect()
-        };
+        // Chosen and marked under one lock: a file the engine finds to be
+        // a claim's (or forgets) meanwhile is either not chosen, or
+        // readmitted at the next wake-up.
+        let mut quiet = write(&self.quiet);
+        let hot: Vec<FileId> = std::mem::take(&mut self.hot)
+            .into_iter()
+            .filter(|file| quiet.files.contains(file))
+            .collect();
         for (device, inodes) in by_device(&hot) {
             let file = |inode| FileId {
                 major: device.0,
@@ -255,23 +279,23 @@ impl Dropping {
             next.extend(&added);
             // Marked before the filter drops them: a claim that takes one
             // meanwhile is readmitted at the next wake-up.
-            {
-                let mut quiet = write(&self.quiet);
-                for &inode in &added {
-                    quiet.dropped.insert(file(inode));
-                }
+            for &inode in &added {
+                quiet.dropped.insert(file(inode));
             }
             if let Err(error) = reader.set_dropped(device, next) {
-                tracing::warn!(%error, "the lock events' filter refused to drop foreign files; they stay sampled");
-                self.refused = true;
-                let mut quiet = write(&self.quiet);
+                tracing::warn!(%error, "the lock events' filter refused to drop foreign files; they stay sampled for a while");
+                self.refused_until = Some(Instant::now() + REFUSED_PAUSE);
                 for &inode in &added {
                     quiet.dropped.remove(&file(inode));
                 }
                 return;
             }
+            if !evicted.is_empty() {
+                // More busy foreign files than slots: replace no more
+                // than once a span, whoever makes them.
+                self.next_refilter = Instant::now() + HOT_SPAN;
+            }
             // Unmarked once the filter samples them again.
-            let mut quiet = write(&self.quiet);
             for old in &evicted {
                 quiet.dropped.remove(old);
             }

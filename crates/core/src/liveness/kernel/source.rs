@@ -3,13 +3,14 @@
 //!
 //! Invariants: an event is opened disabled and enabled only once its
 //! filter is set and its output is the CPU's ring, so it never writes an
-//! unfiltered sample, nor one anywhere else; it samples every hit (a
-//! period of one) with its raw entry and wakes the ring's poller at each;
-//! it counts the samples it lost where the kernel can (Linux 6.0 on), so a
-//! loss is known at the drain that follows it, not only at the next
-//! sample. Dropping a
-//! source closes its events: the device's samples stop, those already in
-//! the rings stay to be read.
+//! unfiltered sample, nor one anywhere else; a source's events are enabled
+//! only once every CPU's is opened and its id known, so a source that
+//! fails to open wrote nothing; each samples every hit (a period of one)
+//! with its raw entry and wakes the ring's poller every `wake_every`
+//! samples; it counts the samples it lost where the kernel can (Linux 6.0
+//! on), so a loss is known at the drain that follows it, not only at the
+//! next sample. Dropping a source closes its events: the device's samples
+//! stop, those already in the rings stay to be read.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -34,10 +35,11 @@ struct SourceEvent {
 
 impl DeviceSource {
     /// Opens tracepoint `id` on each ring's CPU, filtered by `filter`
-    /// (`s_dev == N`), writing into that ring, enabled; with
+    /// (`s_dev == N`), writing into that ring, then enables them all; with
     /// `count_losses`, each counts the samples it lost (`PERF_FORMAT_LOST`).
     /// `Err` names the call that failed, and the CPU; what was opened is
-    /// closed again.
+    /// closed again, having written nothing (a CPU's event that cannot say
+    /// its id fails it too: the id tells its records from another's).
     pub fn open(
         id: u64,
         filter: &str,
@@ -55,7 +57,30 @@ impl DeviceSource {
                 reported_lost: 0,
             });
         }
-        Ok(Self { events })
+        let source = Self { events };
+        for (ring, id) in rings.iter().zip(source.ids()) {
+            if id == 0 {
+                return Err(("PERF_EVENT_IOC_ID", ring.cpu, Errno::EINVAL));
+            }
+        }
+        for (ring, event) in rings.iter().zip(&source.events) {
+            // SAFETY: `event.fd` is an open perf event fd of this source;
+            // ENABLE takes no pointer.
+            let done = unsafe { ioctls::ENABLE(event.fd.as_raw_fd(), 0) };
+            Errno::result(done).map_err(|errno| ("PERF_EVENT_IOC_ENABLE", ring.cpu, errno))?;
+        }
+        Ok(source)
+    }
+
+    /// Stops every event of this source (a disabled event writes nothing
+    /// more), so that what it lost can be read once and for all before it
+    /// is dropped.
+    pub fn disable(&self) {
+        for event in &self.events {
+            // SAFETY: `event.fd` is an open perf event fd of this source;
+            // DISABLE takes no pointer.
+            let _ = unsafe { ioctls::DISABLE(event.fd.as_raw_fd(), 0) };
+        }
     }
 
     /// Samples lost by this device's event on ring `index` since the last
@@ -102,7 +127,8 @@ impl DeviceSource {
     }
 }
 
-/// Tracepoint `id` on `ring`'s CPU, filtered, writing into `ring`, enabled.
+/// Tracepoint `id` on `ring`'s CPU, filtered, writing into `ring`, still
+/// disabled.
 pub fn open_one(
     id: u64,
     filter: &CString,
@@ -122,9 +148,6 @@ pub fn open_one(
     // clock; SET_OUTPUT takes the target fd by value.
     let done = unsafe { ioctls::SET_OUTPUT(fd, ring.fd().as_raw_fd()) };
     Errno::result(done).map_err(|errno| ("PERF_EVENT_IOC_SET_OUTPUT", errno))?;
-    // SAFETY: `fd` is the event just opened; ENABLE takes no pointer.
-    let done = unsafe { ioctls::ENABLE(fd, 0) };
-    Errno::result(done).map_err(|errno| ("PERF_EVENT_IOC_ENABLE", errno))?;
     Ok(event)
 }
 
