@@ -566,6 +566,41 @@ fn watch_says_the_tries_refused_on_a_held_key() {
     let _ = watch.wait();
 }
 
+/// A tag claim's gate and announce paths, its directory made.
+fn tag_claim_paths(
+    state: &std::path::Path,
+    name: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (dir, key) = locktop::locks::agent_tag_lock(state, name);
+    std::fs::create_dir_all(&dir).expect("the tags dir");
+    (
+        locktop::locks::escape::gate_path(&dir, &key),
+        locktop::locks::escape::announce_path(&dir, &key),
+    )
+}
+
+/// One round of a busy flocker: 100 flock pairs through `file`, then one
+/// flock of the foreign file `pulse` (whose batch has the engine count
+/// the files the filter drops), then 20 ms.
+async fn flock_round(file: &std::fs::File, pulse: &std::path::Path) {
+    for _ in 0..100 {
+        file.lock().expect("flock");
+        file.unlock().expect("unlock");
+    }
+    let pulse = std::fs::File::open(pulse).expect("open");
+    pulse.lock().expect("flock");
+    drop(pulse);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+/// How many files the engine's kernel filter drops now.
+fn foreign_dropped(engine: &Engine) -> u64 {
+    engine
+        .stats()
+        .foreign_dropped
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A foreign file on the state dir's filesystem that flocks often is
 /// dropped by the kernel's filter (it costs no sample from then on); when
 /// it becomes a claim's file — here moved into the locks root while a
@@ -581,12 +616,7 @@ async fn a_dropped_foreign_file_that_becomes_a_claims_is_judged_again() {
     }
     let _serial = serial().await;
     let (_tmp, state) = state_with_locks_root();
-    let (dir, key) = locktop::locks::agent_tag_lock(&state, "moved");
-    std::fs::create_dir_all(&dir).expect("the tags dir");
-    let (gate, announce) = (
-        locktop::locks::escape::gate_path(&dir, &key),
-        locktop::locks::escape::announce_path(&dir, &key),
-    );
+    let (gate, announce) = tag_claim_paths(&state, "moved");
     let foreign = state.join("moved.gate");
     let pulse = state.join("pulse.lock");
     std::fs::write(&foreign, b"").expect("the foreign file");
@@ -595,28 +625,14 @@ async fn a_dropped_foreign_file_that_becomes_a_claims_is_judged_again() {
     engine.synced().await;
     // Flocked through a file kept open: the engine learns from this
     // process's fds that it is no claim's, then the reader that it is busy.
-    // Each flock of the second file is a batch for the engine, which
-    // counts the files the filter drops as it applies it.
     let file = std::fs::File::open(&foreign).expect("open");
     let deadline = Instant::now() + common::PROCESS_TIMEOUT;
-    while engine
-        .stats()
-        .foreign_dropped
-        .load(std::sync::atomic::Ordering::Relaxed)
-        == 0
-    {
+    while foreign_dropped(&engine) == 0 {
         assert!(
             Instant::now() < deadline,
             "the busy foreign file was never dropped"
         );
-        for _ in 0..100 {
-            file.lock().expect("flock");
-            file.unlock().expect("unlock");
-        }
-        let pulse = std::fs::File::open(&pulse).expect("open");
-        pulse.lock().expect("flock");
-        drop(pulse);
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        flock_round(&file, &pulse).await;
     }
     drop(file);
     let mut holder = Command::new("flock")
@@ -669,12 +685,7 @@ async fn a_claims_file_flocked_through_a_hard_link_outside_the_root_is_never_dro
     }
     let _serial = serial().await;
     let (_tmp, state) = state_with_locks_root();
-    let (dir, key) = locktop::locks::agent_tag_lock(&state, "linked");
-    std::fs::create_dir_all(&dir).expect("the tags dir");
-    let (gate, announce) = (
-        locktop::locks::escape::gate_path(&dir, &key),
-        locktop::locks::escape::announce_path(&dir, &key),
-    );
+    let (gate, announce) = tag_claim_paths(&state, "linked");
     std::fs::write(&gate, b"").expect("the gate");
     std::fs::write(&announce, b"1").expect("the announce");
     let link = state.join("linked.gate");
@@ -685,20 +696,10 @@ async fn a_claims_file_flocked_through_a_hard_link_outside_the_root_is_never_dro
     engine.synced().await;
     let through_link = std::fs::File::open(&link).expect("open the link");
     for _ in 0..10 {
-        for _ in 0..100 {
-            through_link.lock().expect("flock");
-            through_link.unlock().expect("unlock");
-        }
-        let pulse = std::fs::File::open(&pulse).expect("open");
-        pulse.lock().expect("flock");
-        drop(pulse);
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        flock_round(&through_link, &pulse).await;
     }
     assert_eq!(
-        engine
-            .stats()
-            .foreign_dropped
-            .load(std::sync::atomic::Ordering::Relaxed),
+        foreign_dropped(&engine),
         0,
         "a claim's file, hard-linked, is no foreign file"
     );
