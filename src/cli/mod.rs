@@ -48,7 +48,8 @@ pub const EXIT_ERROR: u8 = 2;
         locks, who holds each (PID, command line, since when), what needs attention \
         (a stopped or orphaned holder, a spawn materializing too long, an idle holder, \
         a contended key), and test holders of any family. By default it observes \
-        without taking any lock (it reads /proc/locks). The commands print the same \
+        without taking any lock: from the kernel's own lock events where it may read \
+        them (root, or CAP_PERFMON), else from /proc/locks. The commands print the same \
         facts for scripts (snapshot, watch, check, wait), serve them to Prometheus \
         (serve), or hold a family (hold). Linux only."
 )]
