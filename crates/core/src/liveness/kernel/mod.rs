@@ -15,8 +15,11 @@
 //! drops every flock not on the device before writing it ([`filter`]:
 //! `s_dev == N` in the kernel's `major << 20 | minor` encoding).
 //! [`KernelLockEvents::drain`] copies out what the rings hold, typed
-//! ([`event`]), merged across CPUs in time order. Closing (drop, or the
-//! process dying, SIGKILL included) removes everything from the kernel.
+//! ([`event`]), merged across CPUs in time order. A device's filter is
+//! replaced ([`KernelLockEvents::set_dropped`]) by new events that take
+//! over its sampling ([`handover`]); the old ones close after a grace
+//! period of the kernel's ([`grace`]). Closing (drop, or the process
+//! dying, SIGKILL included) removes everything from the kernel.
 //!
 //! # Who may
 //!
@@ -95,6 +98,8 @@
 pub mod cpus;
 pub mod event;
 pub mod filter;
+pub mod grace;
+pub mod handover;
 pub mod quiet;
 pub mod record;
 pub mod refused;
@@ -117,6 +122,7 @@ pub use event::{LockEvent, LockKind, monotonic_now};
 pub use refused::Refused;
 pub use wait::AsyncKernelLockEvents;
 
+use handover::Handovers;
 use record::Parsed;
 use ring::{CpuRing, RingError};
 use source::DeviceSource;
@@ -209,9 +215,9 @@ pub struct KernelLockEvents {
     sources: BTreeMap<(u32, u32), DeviceSource>,
     /// The inodes each device's filter drops.
     dropped: BTreeMap<(u32, u32), BTreeSet<u64>>,
-    /// Each filter replacement since the last drain: the ids of the
-    /// replaced events and of their successors, by ring.
-    replaced: Vec<(Vec<u64>, Vec<u64>)>,
+    /// Filters being replaced: old events still sampling, and the rule
+    /// that reads a flock both sampled once.
+    handovers: Handovers,
     ring_pages: RingPages,
     counters: Counters,
     /// Records of one drain, before they are put in time order.
@@ -274,7 +280,7 @@ impl KernelLockEvents {
             layout_from_format: tracepoint.from_format,
             sources: BTreeMap::new(),
             dropped: BTreeMap::new(),
-            replaced: Vec::new(),
+            handovers: Handovers::default(),
             ring_pages: RingPages { asked, got },
             counters: Counters::default(),
             pending: Vec::new(),
@@ -298,12 +304,14 @@ impl KernelLockEvents {
             added.push((device, self.open_source(&filter::for_device(device)?)?));
         }
         let unreported = &mut self.unreported_lost;
+        let handovers = &mut self.handovers;
         self.dropped.retain(|device, _| wanted.contains(device));
         self.sources.retain(|device, source| {
             let kept = wanted.contains(device);
             if !kept {
                 source.disable();
                 *unreported += source.take_all_lost();
+                *unreported += handovers.close_device(*device);
             }
             kept
         });
@@ -341,14 +349,13 @@ impl KernelLockEvents {
     /// when nothing changed (the same set, or a device not watched).
     ///
     /// The kernel takes an event's filter once, so the device's events
-    /// are opened again with the new filter and enabled before the old
-    /// ones close: no flock between is missed, and one sampled by both is
-    /// read once. The kernel runs a CPU's events of a tracepoint newest
-    /// first (it adds each at the head of the CPU's list as it enables
-    /// it), so from a ring's first record by the new event on, every
-    /// record by the old one is of a flock the new one sampled too (or,
-    /// when the new filter drops more, one it drops): the drain skips
-    /// them. On `Err`, the old filter stays.
+    /// are opened again with the new filter and enabled; the old ones keep
+    /// sampling until the kernel's grace period says no flock can be
+    /// missed by both, then close at a drain ([`handover`]: no flock
+    /// missed, one sampled by both read once). Blocks only when
+    /// [`handover::MAX_OVERLAPPING`] old sources of the device still
+    /// sample, for the oldest's grace period (milliseconds). On `Err`,
+    /// the old filter stays.
     pub fn set_dropped(
         &mut self,
         device: (u32, u32),
@@ -370,11 +377,8 @@ impl KernelLockEvents {
             inodes.iter().copied(),
         )?)?;
         let new_ids = source.ids();
-        if let Some(mut old) = self.sources.insert(device, source) {
-            // Stopped before its losses are read: none comes after.
-            old.disable();
-            self.unreported_lost += old.take_all_lost();
-            self.replaced.push((old.ids(), new_ids));
+        if let Some(old) = self.sources.insert(device, source) {
+            self.unreported_lost += self.handovers.begin(device, old, new_ids);
         }
         self.counters.refilters += 1;
         if inodes.is_empty() {
@@ -383,6 +387,13 @@ impl KernelLockEvents {
             self.dropped.insert(device, inodes);
         }
         Ok(true)
+    }
+
+    /// Whether a replaced filter's events still sample beside their
+    /// successors' (until their grace period has passed and a drain
+    /// closed them): till then a file newly dropped may still be read.
+    pub fn handing_over(&self) -> bool {
+        self.handovers.any_overlapping()
     }
 
     /// The inodes `device`'s filter drops.
@@ -406,33 +417,24 @@ impl KernelLockEvents {
             pending,
             count_losses,
             unreported_lost,
-            replaced,
+            handovers,
             ..
         } = self;
         pending.clear();
-        // Lost by devices since unwatched (counted when they were closed).
+        *unreported_lost += handovers.close_due();
+        handovers.mark_forgettable();
+        // Lost by sources since closed (counted when they were).
         let mut lost_at_end = std::mem::take(unreported_lost);
         counters.lost += lost_at_end;
         for (index, ring) in rings.iter_mut().enumerate() {
             let mut last = 0;
             let mut lost_record = false;
-            // This ring's replaced events: (old id, new id, a record by
-            // the new one read).
-            let mut superseded: Vec<(u64, u64, bool)> = replaced
-                .iter()
-                .filter_map(|(old, new)| Some((*old.get(index)?, *new.get(index)?, false)))
-                .filter(|&(old, new, _)| old != 0 && new != 0)
-                .collect();
             let may_have_lost = ring.read(|parsed| {
                 let (at, record) = match parsed {
                     Parsed::Sample { id, time, raw } => {
-                        for (old, new, new_seen) in &mut superseded {
-                            if id == *new {
-                                *new_seen = true;
-                            } else if id == *old && *new_seen {
-                                counters.duplicates += 1;
-                                return;
-                            }
+                        if handovers.is_repeat(index, id) {
+                            counters.duplicates += 1;
+                            return;
                         }
                         match LockEvent::decode(layout, time, raw) {
                             Some(event) => {
@@ -467,14 +469,13 @@ impl KernelLockEvents {
                 let lost: u64 = sources
                     .values_mut()
                     .map(|source| source.take_lost(index))
-                    .sum();
+                    .sum::<u64>()
+                    + handovers.take_lost(index);
                 counters.lost += lost;
                 lost_at_end += lost;
             }
         }
-        // Every record of a replaced event was in its ring by now (it was
-        // closed before this drain began).
-        replaced.clear();
+        handovers.forget_marked();
         // Stable: each ring's records are already in order, ties keep it.
         pending.sort_by_key(|(at, _)| *at);
         let appended = pending.len() + usize::from(lost_at_end > 0);
