@@ -1,0 +1,180 @@
+//! One journal file on its own: its header, its first checkpoint, the
+//! checkpoints found by bisecting it by byte offset, and its last time.
+//!
+//! Invariant: nothing here reads a file whole — a checkpoint is looked
+//! for in [`SCAN_CHUNK`] reads between two offsets, the last time in a
+//! window from the end that grows until a line with a time is in it.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::SystemTime;
+
+use anyhow::{Context as _, bail};
+
+use super::JournalFile;
+use super::entry_time;
+use crate::format::{self, CHECKPOINT_PREFIX, Entry, Namer, VERSION};
+
+/// Bytes read at a time while looking for a checkpoint.
+const SCAN_CHUNK: usize = 256 << 10;
+
+/// Reads a file's header and finds its first checkpoint.
+pub(super) fn open_file(path: &Path) -> anyhow::Result<JournalFile> {
+    let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let len = file.metadata()?.len();
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    reader
+        .read_until(b'\n', &mut line)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if line.is_empty() {
+        bail!("{}: empty, not a locktop journal", path.display());
+    }
+    let mut namer = Namer::new(Path::new("/"));
+    let header = match format::decode(trim_newline(&line), &mut namer) {
+        Ok(Entry::Header(header)) => header,
+        _ => bail!("{}: not a locktop journal (no header line)", path.display()),
+    };
+    if header.format != format::FORMAT {
+        bail!(
+            "{}: not a locktop journal ({:?})",
+            path.display(),
+            header.format
+        );
+    }
+    if header.version > VERSION {
+        bail!(
+            "{}: journal format version {} is newer than this locktop reads ({VERSION}): upgrade locktop",
+            path.display(),
+            header.version
+        );
+    }
+    let offset = line.len() as u64;
+    line.clear();
+    reader.read_until(b'\n', &mut line)?;
+    let first_checkpoint = if line.starts_with(CHECKPOINT_PREFIX) && line.ends_with(b"\n") {
+        match format::decode(trim_newline(&line), &mut namer) {
+            Ok(Entry::CheckpointHead(head)) => Some((offset, head.time)),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let mut file = JournalFile {
+        path: path.to_path_buf(),
+        end: header.started,
+        header,
+        len,
+        first_checkpoint,
+    };
+    if let Some(end) = last_time(&file)? {
+        file.end = end;
+    }
+    Ok(file)
+}
+
+pub(super) fn trim_newline(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\n").unwrap_or(line)
+}
+
+/// The first checkpoint starting at or after `from` and before `limit`:
+/// its offset and time. Reads forward in chunks, looking for a newline
+/// followed by the checkpoint prefix.
+pub(super) fn next_checkpoint(
+    file: &mut File,
+    from: u64,
+    limit: u64,
+) -> anyhow::Result<Option<(u64, SystemTime)>> {
+    let mut needle = vec![b'\n'];
+    needle.extend_from_slice(CHECKPOINT_PREFIX);
+    let finder = memchr::memmem::Finder::new(&needle);
+    // Start one byte early: a line starting exactly at `from` counts.
+    let mut at = from.saturating_sub(1);
+    let mut buffer = vec![0u8; SCAN_CHUNK + needle.len()];
+    while at < limit {
+        file.seek(SeekFrom::Start(at))?;
+        let want = ((limit - at) as usize + needle.len()).min(buffer.len());
+        let read = read_fully(file, &mut buffer[..want])?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if let Some(found) = finder.find(&buffer[..read]) {
+            let offset = at + found as u64 + 1;
+            if offset >= limit {
+                return Ok(None);
+            }
+            return Ok(checkpoint_time(file, offset)?.map(|time| (offset, time)));
+        }
+        if read < want {
+            return Ok(None);
+        }
+        at += (read - needle.len()) as u64;
+    }
+    Ok(None)
+}
+
+/// The time of the checkpoint head at `offset`, if its line is whole.
+pub(super) fn checkpoint_time(file: &mut File, offset: u64) -> anyhow::Result<Option<SystemTime>> {
+    file.seek(SeekFrom::Start(offset))?;
+    let mut line = Vec::new();
+    BufReader::new(&mut *file).read_until(b'\n', &mut line)?;
+    if !line.ends_with(b"\n") {
+        return Ok(None);
+    }
+    Ok(
+        match format::decode(trim_newline(&line), &mut Namer::new(Path::new("/"))) {
+            Ok(Entry::CheckpointHead(head)) => Some(head.time),
+            _ => None,
+        },
+    )
+}
+
+pub(super) fn read_fully(file: &mut File, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut read = 0;
+    while read < buffer.len() {
+        match file.read(&mut buffer[read..])? {
+            0 => break,
+            n => read += n,
+        }
+    }
+    Ok(read)
+}
+
+/// The time of the last whole line of `file` that carries one.
+pub(super) fn last_time(file: &JournalFile) -> anyhow::Result<Option<SystemTime>> {
+    let mut reader =
+        File::open(&file.path).with_context(|| format!("cannot read {}", file.path.display()))?;
+    let mut window = 64u64 << 10;
+    let mut namer = Namer::new(&file.header.state_dir);
+    loop {
+        let start = file.len.saturating_sub(window);
+        reader.seek(SeekFrom::Start(start))?;
+        let mut tail = vec![0u8; (file.len - start) as usize];
+        let read = read_fully(&mut reader, &mut tail)?;
+        tail.truncate(read);
+        let whole = match tail.iter().rposition(|b| *b == b'\n') {
+            Some(end) => &tail[..end],
+            None => &[][..],
+        };
+        let mut lines: Vec<&[u8]> = whole.split(|b| *b == b'\n').collect();
+        if start > 0 && !lines.is_empty() {
+            // The first piece may be the end of a line cut by the window.
+            lines.remove(0);
+        }
+        for line in lines.iter().rev() {
+            if line.starts_with(b"{\"ck\":") || line.starts_with(b"{\"cf\":") {
+                continue;
+            }
+            if let Ok(entry) = format::decode(line, &mut namer)
+                && let Some(time) = entry_time(&entry)
+            {
+                return Ok(Some(time));
+            }
+        }
+        if start == 0 {
+            return Ok(None);
+        }
+        window *= 4;
+    }
+}
