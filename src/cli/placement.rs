@@ -10,6 +10,12 @@
 //! subcommand that reads no state dir. The options are taken from clap's
 //! definition (`Cli::command()`), so a new one is covered with no list to
 //! keep here.
+//!
+//! Why not clap's own `args_conflicts_with_subcommands`: it refuses every
+//! top-level option before a subcommand, the global `--state-dir` too, so
+//! `locktop --state-dir D watch` (how scripts and the benches call it)
+//! would stop working; and its refusal is several lines of usage. A test
+//! below keeps that reason true.
 
 use std::ffi::OsString;
 
@@ -178,6 +184,18 @@ mod tests {
             ["state_dir"],
             "say where a new global option applies"
         );
+    }
+
+    /// Were clap's setting ever to take the global option before a
+    /// subcommand, this module could give way to it.
+    #[test]
+    fn clap_refuses_the_state_dir_before_a_subcommand_under_its_conflict_setting() {
+        let error = Cli::command()
+            .args_conflicts_with_subcommands(true)
+            .try_get_matches_from(["locktop", "--state-dir", "x", "snapshot"])
+            .expect_err("clap refuses it");
+        assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert!(parse_from(["locktop", "--state-dir", "x", "snapshot"]).is_ok());
     }
 
     #[test]
