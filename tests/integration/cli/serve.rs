@@ -425,10 +425,8 @@ fn free_port() -> u16 {
 }
 
 #[test]
+#[ignore = "soak: seconds of load or churn; the full suite runs it (cargo test -- --include-ignored)"]
 fn a_real_prometheus_sees_a_held_tag_and_sees_it_go_within_two_scrapes() {
-    if !crate::common::soak("a real prometheus sees a held tag and sees it go within two scrapes") {
-        return;
-    }
     if !crate::common::have_program("prometheus", PROMETHEUS_PACKAGE) {
         return;
     }
@@ -465,35 +463,42 @@ fn a_real_prometheus_sees_a_held_tag_and_sees_it_go_within_two_scrapes() {
     assert_eq!(serve.terminate().code(), Some(0));
 }
 
-/// The shipped dashboard, read as Grafana would: every query runs on a
-/// real Prometheus scraping `serve`; when all is well (a live agent, no
-/// suspect, nobody waiting) the suspect and waiter panels read 0, not
-/// "no data"; every aggregation keeps `instance` (several hosts on one
-/// dashboard); suspect keys have a table; "Watcher healthy" maps 1 and 0
-/// to words.
+/// The dashboard's panels, from the shipped JSON.
+fn dashboard_panels() -> Vec<Value> {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/grafana/locktop-dashboard.json");
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON");
+    dashboard["panels"].as_array().expect("panels").clone()
+}
+
+/// The panel whose title starts with `title`.
+fn dashboard_panel(panels: &[Value], title: &str) -> Value {
+    panels
+        .iter()
+        .find(|p| p["title"].as_str().is_some_and(|t| t.starts_with(title)))
+        .unwrap_or_else(|| panic!("no panel {title}"))
+        .clone()
+}
+
+/// A panel's PromQL expressions.
+fn panel_exprs(panel: &Value) -> Vec<String> {
+    panel["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["expr"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The dashboard's shape, without a Prometheus: suspect keys have a
+/// table, "Watcher healthy" maps 1 and 0 to words, and no query sums the
+/// instance label away.
 #[test]
-fn the_dashboard_queries_run_on_a_real_prometheus_and_read_0_when_all_is_well() {
-    let dashboard: Value = {
-        let path =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/grafana/locktop-dashboard.json");
-        serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON")
-    };
-    let panels = dashboard["panels"].as_array().expect("panels").clone();
-    let panel = |title: &str| {
-        panels
-            .iter()
-            .find(|p| p["title"].as_str().is_some_and(|t| t.starts_with(title)))
-            .unwrap_or_else(|| panic!("no panel {title}"))
-            .clone()
-    };
-    let exprs = |panel: &Value| -> Vec<String> {
-        panel["targets"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| t["expr"].as_str().map(str::to_string))
-            .collect()
-    };
+fn the_dashboard_has_its_suspect_table_and_health_words_and_keeps_the_instance() {
+    let panels = dashboard_panels();
+    let panel = |title: &str| dashboard_panel(&panels, title);
+    let exprs = panel_exprs;
     let table = panel("Suspect keys:");
     assert_eq!(table["type"], "table");
     assert!(exprs(&table)[0].starts_with("locktop_suspect{"), "{table}");
@@ -508,11 +513,21 @@ fn the_dashboard_queries_run_on_a_real_prometheus_and_read_0_when_all_is_well() 
             }
         }
     }
-    if !crate::common::soak("the dashboard's queries on a real Prometheus")
-        || !crate::common::have_program("prometheus", PROMETHEUS_PACKAGE)
-    {
+}
+
+/// The shipped dashboard, read as Grafana would: every query runs on a
+/// real Prometheus scraping `serve`; when all is well (a live agent, no
+/// suspect, nobody waiting) the suspect and waiter panels read 0, not
+/// "no data".
+#[test]
+#[ignore = "soak: seconds of load or churn; the full suite runs it (cargo test -- --include-ignored)"]
+fn the_dashboard_queries_run_on_a_real_prometheus_and_read_0_when_all_is_well() {
+    if !crate::common::have_program("prometheus", PROMETHEUS_PACKAGE) {
         return;
     }
+    let panels = dashboard_panels();
+    let panel = |title: &str| dashboard_panel(&panels, title);
+    let exprs = panel_exprs;
     let _serial = serial_blocking();
     let (_tmp, state) = state_in_tempdir();
     let _agent = Holder::hold(&state, &["--aih", "cli/daemon/well", "--tag", "well"]);
@@ -624,10 +639,8 @@ const LOAD_FOR: Duration = Duration::from_secs(10);
 /// keeps up (a holder killed meanwhile is seen free, on `/events` and in
 /// the metrics), and `serve`'s memory stays bounded.
 #[test]
+#[ignore = "soak: seconds of load or churn; the full suite runs it (cargo test -- --include-ignored)"]
 fn a_hundred_concurrent_scrapers_get_answers_and_the_engine_keeps_up() {
-    if !crate::common::soak("a hundred concurrent scrapers get answers and the engine keeps up") {
-        return;
-    }
     let _serial = serial_blocking();
     let (_tmp, state) = state_in_tempdir();
     let tags = crate::common::engine::tags_dir(&state);

@@ -117,10 +117,8 @@ fn an_unknown_path_is_404_and_a_wrong_method_405() {
 /// freed anything (a correctness bound, not a speed figure), and then the
 /// server closes every one of them.
 #[test]
+#[ignore = "soak: seconds of load or churn; the full suite runs it (cargo test -- --include-ignored)"]
 fn slow_clients_that_never_finish_their_headers_do_not_stop_a_scrape() {
-    if !crate::common::soak("slow clients that never finish their headers do not stop a scrape") {
-        return;
-    }
     let (_tmp, state) = state_in_tempdir();
     let serve = Serve::start_on(&state, "127.0.0.1:0", &[]);
     let address = serve.address.clone();

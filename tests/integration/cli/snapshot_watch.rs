@@ -469,12 +469,8 @@ fn snapshot_json_spells_in_flight_as_watch_does() {
 /// directories. `watch` must say it is polling, and still report a holder
 /// arriving and leaving.
 #[test]
+#[ignore = "soak: seconds of load or churn; the full suite runs it (cargo test -- --include-ignored)"]
 fn watch_polls_when_the_inotify_watch_budget_is_spent_and_still_sees_holders() {
-    if !crate::common::soak(
-        "watch polls when the inotify watch budget is spent and still sees holders",
-    ) {
-        return;
-    }
     let _serial = serial_blocking();
     let (_tmp, state) = state_in_tempdir();
     for i in 0..6 {
@@ -617,10 +613,8 @@ fn snapshot_json_names_the_lock_free_probe_by_default() {
 /// acquire monitors' probe writes were taken by the others for an
 /// agent's: the freed tag flipped free ↔ live about 10 times a second.
 #[test]
+#[ignore = "soak: seconds of load or churn; the full suite runs it (cargo test -- --include-ignored)"]
 fn monitors_in_every_mode_never_feed_each_other() {
-    if !crate::common::soak("monitors in every mode never feed each other") {
-        return;
-    }
     let _serial = serial_blocking();
     let (_tmp, state) = state_in_tempdir();
     std::fs::create_dir_all(tags_dir(&state)).unwrap();
@@ -671,10 +665,8 @@ fn monitors_in_every_mode_never_feed_each_other() {
 /// monitor's probes came and went, and every monitor flashing
 /// `orphaned_child` on the exited `flock` for as long as its probe took.
 #[test]
+#[ignore = "soak: seconds of load or churn; the full suite runs it (cargo test -- --include-ignored)"]
 fn a_shared_holder_reads_shared_for_its_whole_life_in_every_mode() {
-    if !crate::common::soak("a shared holder reads shared for its whole life in every mode") {
-        return;
-    }
     let _serial = serial_blocking();
     let (_tmp, state) = state_in_tempdir();
     drop(Holder::hold(&state, &["--tag", "sh"])); // the tag's files

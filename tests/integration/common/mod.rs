@@ -530,19 +530,6 @@ pub fn skip_unless(ok: bool, line: &str) -> bool {
     ok
 }
 
-/// False, with one line saying what is skipped, under `LOCKTOP_QUICK=1`
-/// (the quick tier: `LOCKTOP_QUICK=1 cargo test --lib --tests`); true
-/// otherwise. For the soak runs — seconds of churn, load or a differential
-/// sweep — whose guarantees the whole suite (and CI, which never sets it)
-/// proves; under `LOCKTOP_REQUIRE_ALL=1` a quick tier is refused.
-pub fn soak(what: &str) -> bool {
-    let quick = std::env::var_os("LOCKTOP_QUICK").is_some_and(|v| v != "0");
-    skip_unless(
-        !quick,
-        &format!("skipped in the quick tier (LOCKTOP_QUICK): {what}"),
-    )
-}
-
 /// `full` cases (proptest cases, race trials), or a tenth of them (at
 /// least 8) in the quick tier (`LOCKTOP_QUICK=1`): a differential sweep
 /// that still runs, only shorter.

@@ -79,10 +79,8 @@ fn demo_dir(screen: &str) -> std::path::PathBuf {
 }
 
 #[test]
+#[ignore = "soak: seconds of load or churn; the full suite runs it (cargo test -- --include-ignored)"]
 fn demo_shows_the_swarm_and_quitting_cleans_up() {
-    if !crate::common::soak("demo shows the swarm and quitting cleans up") {
-        return;
-    }
     let unused = tempfile::tempdir().unwrap();
     // --state-dir is not passed to demo by Tui::spawn's convention, so run
     // demo through its own args: the helper always passes --state-dir; the

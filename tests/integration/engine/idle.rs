@@ -70,10 +70,8 @@ impl Drop for Spinner {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "soak: seconds of load or churn; the full suite runs it (cargo test -- --include-ignored)"]
 async fn a_sleeping_holder_becomes_idle_and_a_spinning_one_never_does() {
-    if !crate::common::soak("a sleeping holder becomes idle and a spinning one never does") {
-        return;
-    }
     let _serial = serial().await;
     let (_tmp, state) = state_in_tempdir();
     let spinner = blocking(|| spinning_holder(&state, "busy", 0));

@@ -404,24 +404,3 @@ fn monitors_in_the_default_mode_never_refuse_an_agent_nor_leave_its_tag_held() {
     let _serial = serial_blocking();
     check_monitors_never_interfere("default probe", &[]);
 }
-
-/// The same check with `--probe passive` monitors, for comparison (it
-/// prints the counts; run with `--ignored --nocapture`). A passive
-/// probe's shared flock refuses an agent's `LOCK_EX|LOCK_NB` while it is
-/// held, so this is expected to fail now and then.
-#[test]
-#[ignore = "comparison: passive monitors take a shared flock, which can refuse an agent"]
-fn passive_monitors_for_comparison() {
-    let _serial = serial_blocking();
-    check_monitors_never_interfere("--probe passive", &["--probe", "passive"]);
-}
-
-/// The same check with `--probe acquire` monitors (the default before
-/// `lock-free`), for comparison: an acquire probe takes the gate
-/// exclusively, so this is expected to fail.
-#[test]
-#[ignore = "comparison: acquire monitors take the gate exclusively, which refuses an agent"]
-fn acquire_monitors_for_comparison() {
-    let _serial = serial_blocking();
-    check_monitors_never_interfere("--probe acquire", &["--probe", "acquire"]);
-}
