@@ -579,7 +579,15 @@ pub fn binary_for_anyone() -> (tempfile::TempDir, PathBuf) {
     )
     .expect("chmod");
     let bin = dir.path().join("locktop");
-    std::fs::copy(locktop_bin(), &bin).expect("copy the binary");
+    // Copied by another process: a file this process had open for writing
+    // is inherited by every child another test thread forks meanwhile, and
+    // exec of it fails with ETXTBSY ("Text file busy") until they exec.
+    let copied = Command::new("cp")
+        .arg(locktop_bin())
+        .arg(&bin)
+        .status()
+        .expect("run cp");
+    assert!(copied.success(), "cp of the binary: {copied}");
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod");
     (dir, bin)

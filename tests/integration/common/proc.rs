@@ -31,13 +31,32 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
 
 /// Nanoseconds the threads of `pid` have run
 /// (`/proc/<pid>/task/*/schedstat`, its first field).
-fn cpu_run_ns(pid: u32) -> u64 {
+pub fn cpu_run_ns(pid: u32) -> u64 {
     let tasks = Path::new("/proc").join(pid.to_string()).join("task");
     let entries = std::fs::read_dir(&tasks).unwrap_or_else(|e| panic!("{tasks:?}: {e}"));
     entries
         .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path().join("schedstat")).ok())
         .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
         .sum()
+}
+
+/// Each thread of `pid`: its name and how long it ran, for a failure's
+/// message.
+fn threads_run(pid: u32) -> String {
+    let tasks = Path::new("/proc").join(pid.to_string()).join("task");
+    let Ok(entries) = std::fs::read_dir(&tasks) else {
+        return "gone".into();
+    };
+    entries
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let name = std::fs::read_to_string(path.join("comm")).ok()?;
+            let ran = std::fs::read_to_string(path.join("schedstat")).ok()?;
+            let ns: u64 = ran.split_whitespace().next()?.parse().ok()?;
+            Some(format!("{} {:?}", name.trim(), Duration::from_nanos(ns)))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The share of a window a process may run and still count as idle: a
@@ -55,6 +74,7 @@ pub fn wait_until_idle(pid: u32, window: Duration, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     let allowed = (window / IDLE_SHARE).as_nanos() as u64;
     let mut samples = std::collections::VecDeque::from([(Instant::now(), cpu_run_ns(pid))]);
+    let mut least = u64::MAX;
     loop {
         std::thread::sleep(Duration::from_millis(50));
         let now = (Instant::now(), cpu_run_ns(pid));
@@ -63,12 +83,18 @@ pub fn wait_until_idle(pid: u32, window: Duration, timeout: Duration) {
             samples.pop_front();
         }
         let (since, ran_then) = samples[0];
-        if now.0.duration_since(since) >= window && now.1 - ran_then < allowed {
-            return;
+        if now.0.duration_since(since) >= window {
+            if now.1 - ran_then < allowed {
+                return;
+            }
+            least = least.min(now.1 - ran_then);
         }
         assert!(
             Instant::now() < deadline,
-            "pid {pid} never stayed idle for {window:?} within {timeout:?}"
+            "pid {pid} never stayed idle for {window:?} within {timeout:?} \
+             (it ran at least {:?} in every window; its threads: {})",
+            Duration::from_nanos(least),
+            threads_run(pid)
         );
     }
 }

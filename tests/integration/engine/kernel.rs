@@ -719,3 +719,81 @@ async fn a_claims_file_flocked_through_a_hard_link_outside_the_root_is_never_dro
     let _ = holder.kill();
     let _ = holder.wait();
 }
+
+/// A foreign lock whose taker is gone by the time its event is read
+/// waits for a search of who keeps it; when another process's try names
+/// the file first (no claim's), that search is dropped. Left due, it made
+/// the engine's next wake-up due at once, forever: every monitor on the
+/// kernel's events burned a core once other programs flocked this way on
+/// its filesystem (found as a test that waits for an idle `watch` failing
+/// beside other tests).
+#[test]
+fn a_foreign_lock_named_before_its_keeper_search_leaves_the_monitor_idle() {
+    if !root_or_skip(
+        "engine::kernel::a_foreign_lock_named_before_its_keeper_search_leaves_the_monitor_idle",
+    ) || !common::have_program("flock", "util-linux")
+    {
+        return;
+    }
+    let _serial = common::serial_blocking();
+    let (tmp, state) = state_with_locks_root();
+    // Outside the locks root, on the state dir's filesystem.
+    let foreign = tmp.path().join("foreign.lock");
+    std::fs::write(&foreign, b"").expect("write the foreign file");
+    let mut watch = common::locktop_command(&state, &["watch", "--json", "--source", "kernel"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("locktop watch");
+    let lines = common::lines_of(watch.stdout.take().expect("stdout"));
+    next_matching(&lines, "watching", &|v| {
+        v["watcher"]["health"] == "watching"
+    });
+    // The shell keeps the open file; flock(1), its child, takes the lock
+    // on it and exits.
+    let mut keeper = Command::new("sh")
+        .arg("-c")
+        .arg("exec 9>>\"$1\"; flock -x 9; echo locked; read _")
+        .arg("sh")
+        .arg(&foreign)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let mut said = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(keeper.stdout.take().expect("stdout")),
+        &mut said,
+    )
+    .expect("read");
+    assert_eq!(said.trim(), "locked");
+    // A file made in the tree has the monitor read its rings at once
+    // (inotify tells it): the lock's event is read with its taker gone,
+    // and a search for its keeper is due a moment later.
+    std::fs::write(state.join("locks").join("nudge"), b"").expect("write in the tree");
+    std::thread::sleep(Duration::from_millis(20));
+    // This process tries it with the file open, before that search: its
+    // path says the file is no claim's.
+    let file = std::fs::File::open(&foreign).expect("open");
+    let refused = nix::fcntl::Flock::lock(
+        file.try_clone().expect("dup"),
+        nix::fcntl::FlockArg::LockExclusiveNonblock,
+    );
+    assert!(refused.is_err(), "the shell holds it");
+    // Both events read (an idle monitor drains its rings at least once a
+    // second) and the keeper search's wait passed.
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = common::proc::cpu_run_ns(watch.id());
+    std::thread::sleep(Duration::from_secs(1));
+    let ran = Duration::from_nanos(common::proc::cpu_run_ns(watch.id()) - before);
+    assert!(
+        ran < Duration::from_millis(250),
+        "watch ran {ran:?} of the last second with nothing to do"
+    );
+    drop(file);
+    drop(keeper.stdin.take());
+    let _ = keeper.wait();
+    let _ = watch.kill();
+    let _ = watch.wait();
+}

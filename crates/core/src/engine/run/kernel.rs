@@ -398,8 +398,13 @@ impl Engine {
     /// opened by, if that path names a claim here and is that very file.
     /// Registered when found; remembered as no claim's when a path was
     /// found and it is not one (a foreign lock).
+    ///
+    /// Whatever it answers, `file` stays in `files_to_search` only while
+    /// its search is still to come: an entry left due would make the
+    /// engine's next wake-up due at once, forever (a busy loop).
     fn resolve_claim(&mut self, file: FileId, pid: u32) -> Option<LockKey> {
         let kernel = self.source.kernel_mut()?;
+        let searching = kernel.files_to_search.remove(&file);
         if kernel.not_claims.contains(&file) {
             return None;
         }
@@ -411,21 +416,17 @@ impl Engine {
             Some(path) => path,
             None => {
                 if kernel.table.locks(&file).holders.is_empty() {
-                    kernel.files_to_search.remove(&file);
                     return None;
                 }
                 let now = Instant::now();
-                if kernel.files_to_search.len() >= NOT_CLAIMS_MAX {
-                    kernel.files_to_search.clear();
-                }
-                let (_, due) = *kernel
-                    .files_to_search
-                    .entry(file)
-                    .or_insert((pid, now + KEEPER_WAIT));
+                let (asker, due) = searching.unwrap_or((pid, now + KEEPER_WAIT));
                 if now < due {
+                    if kernel.files_to_search.len() >= NOT_CLAIMS_MAX {
+                        kernel.files_to_search.clear();
+                    }
+                    kernel.files_to_search.insert(file, (asker, due));
                     return None;
                 }
-                kernel.files_to_search.remove(&file);
                 keepers_of(&[file])
                     .into_iter()
                     .find_map(|keeper| crate::liveness::fdinfo::path_of_open_file(keeper, file))?
