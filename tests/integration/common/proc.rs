@@ -29,34 +29,25 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmHWM")
 }
 
-/// Nanoseconds the threads of `pid` have run
-/// (`/proc/<pid>/task/*/schedstat`, its first field).
-pub fn cpu_run_ns(pid: u32) -> u64 {
+/// Each thread of `pid`: its name and the nanoseconds it has run
+/// (`/proc/<pid>/task/*/{comm,schedstat}`, the latter's first field).
+fn thread_runs(pid: u32) -> Vec<(String, u64)> {
     let tasks = Path::new("/proc").join(pid.to_string()).join("task");
     let entries = std::fs::read_dir(&tasks).unwrap_or_else(|e| panic!("{tasks:?}: {e}"));
     entries
-        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path().join("schedstat")).ok())
-        .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
-}
-
-/// Each thread of `pid`: its name and how long it ran, for a failure's
-/// message.
-fn threads_run(pid: u32) -> String {
-    let tasks = Path::new("/proc").join(pid.to_string()).join("task");
-    let Ok(entries) = std::fs::read_dir(&tasks) else {
-        return "gone".into();
-    };
-    entries
         .filter_map(|entry| {
             let path = entry.ok()?.path();
-            let name = std::fs::read_to_string(path.join("comm")).ok()?;
             let ran = std::fs::read_to_string(path.join("schedstat")).ok()?;
-            let ns: u64 = ran.split_whitespace().next()?.parse().ok()?;
-            Some(format!("{} {:?}", name.trim(), Duration::from_nanos(ns)))
+            let ns = ran.split_whitespace().next()?.parse().ok()?;
+            let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            Some((name.trim().to_string(), ns))
         })
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect()
+}
+
+/// Nanoseconds the threads of `pid` have run.
+pub fn cpu_run_ns(pid: u32) -> u64 {
+    thread_runs(pid).iter().map(|(_, ns)| ns).sum()
 }
 
 /// The share of a window a process may run and still count as idle: a
@@ -94,7 +85,11 @@ pub fn wait_until_idle(pid: u32, window: Duration, timeout: Duration) {
             "pid {pid} never stayed idle for {window:?} within {timeout:?} \
              (it ran at least {:?} in every window; its threads: {})",
             Duration::from_nanos(least),
-            threads_run(pid)
+            thread_runs(pid)
+                .iter()
+                .map(|(name, ns)| format!("{name} {:?}", Duration::from_nanos(*ns)))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
 }

@@ -69,6 +69,20 @@ fn refuse_100_tries(state: &std::path::Path, tag: &str) -> std::fs::File {
     file
 }
 
+/// `locktop watch --json --source kernel` on `state`, and its lines.
+fn kernel_watch(
+    state: &std::path::Path,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut watch = common::locktop_command(state, &["watch", "--json", "--source", "kernel"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("locktop watch");
+    let lines = common::lines_of(watch.stdout.take().expect("stdout"));
+    (watch, lines)
+}
+
 /// An engine whose liveness source is the kernel's lock events.
 fn kernel_engine(state: &std::path::Path) -> Engine {
     let args = SourceArgs {
@@ -538,13 +552,7 @@ fn watch_says_the_tries_refused_on_a_held_key() {
     }
     let _serial = common::serial_blocking();
     let (_tmp, state) = state_with_locks_root();
-    let mut watch = common::locktop_command(&state, &["watch", "--json", "--source", "kernel"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("locktop watch");
-    let lines = common::lines_of(watch.stdout.take().expect("stdout"));
+    let (mut watch, lines) = kernel_watch(&state);
     let next =
         |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| next_matching(&lines, what, pred);
     next("watching", &|v| v["watcher"]["health"] == "watching");
@@ -740,13 +748,7 @@ fn a_foreign_lock_named_before_its_keeper_search_leaves_the_monitor_idle() {
     // Outside the locks root, on the state dir's filesystem.
     let foreign = tmp.path().join("foreign.lock");
     std::fs::write(&foreign, b"").expect("write the foreign file");
-    let mut watch = common::locktop_command(&state, &["watch", "--json", "--source", "kernel"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("locktop watch");
-    let lines = common::lines_of(watch.stdout.take().expect("stdout"));
+    let (mut watch, lines) = kernel_watch(&state);
     next_matching(&lines, "watching", &|v| {
         v["watcher"]["health"] == "watching"
     });
