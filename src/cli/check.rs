@@ -64,7 +64,7 @@ pub async fn run(
     let (report, probe) = match checked(state_dir, &args).await {
         Ok(checked) => checked,
         Err(error) if args.json => {
-            println!("{}", serde_json::to_string(&JsonFailure::from(&error))?);
+            println!("{}", crate::text::to_json(&JsonFailure::from(&error))?);
             return Ok(ExitCode::from(EXIT_ERROR));
         }
         Err(error) => return Err(error.into()),
@@ -74,7 +74,7 @@ pub async fn run(
             probe: &probe,
             report: &report,
         };
-        println!("{}", serde_json::to_string(&json)?);
+        println!("{}", crate::text::to_json(&json)?);
     } else {
         if let Some(why) = &probe.fallback {
             eprintln!("locktop: probe {} ({why})", probe.runs.as_str());

@@ -154,7 +154,7 @@ pub fn write_json<'a>(
         keys,
         problems,
     };
-    serde_json::to_writer(&mut *out, &doc).map_err(std::io::Error::from)?;
+    crate::text::write_json(&mut *out, &doc).map_err(std::io::Error::from)?;
     writeln!(out)
 }
 

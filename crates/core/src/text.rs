@@ -9,8 +9,10 @@
 //! reorder what follows it on screen (bidi overrides and isolates) or
 //! hide itself (zero-width marks). Each hazard becomes a visible stand-in,
 //! so the name stays readable and two different names never print alike
-//! because something was dropped. JSON output needs none of this: its
-//! strings are escaped by `serde_json`.
+//! because something was dropped. JSON output keeps every name exactly
+//! ([`write_json`], [`to_json`]): a hazard is written as a `\uXXXX`
+//! escape, which parses back to the same character — `serde_json` alone
+//! escapes C0 controls but passes DEL, C1 and bidi controls through.
 
 use std::borrow::Cow;
 
@@ -54,6 +56,50 @@ pub fn visible(text: &str) -> Cow<'_, str> {
     Cow::Owned(shown)
 }
 
+/// Writes `value` as compact JSON, as `serde_json::to_writer` does, with
+/// every hazard ([`is_hazard`]) in a string escaped as `\uXXXX`: the same
+/// JSON value, and nothing in it a terminal would obey.
+pub fn write_json<W: std::io::Write, T: serde::Serialize + ?Sized>(
+    out: W,
+    value: &T,
+) -> serde_json::Result<()> {
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        out,
+        HazardEscaping,
+    ))
+}
+
+/// [`write_json`] into a string.
+pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    let mut out = Vec::new();
+    write_json(&mut out, value)?;
+    // Only UTF-8 was written: the escapes are ASCII, the rest is `str`.
+    Ok(String::from_utf8(out).expect("JSON is UTF-8"))
+}
+
+/// `serde_json`'s compact formatter, but a string's hazards it leaves
+/// as they are (DEL, C1, bidi controls, invisible marks) are escaped.
+struct HazardEscaping;
+
+impl serde_json::ser::Formatter for HazardEscaping {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut start = 0;
+        for (at, c) in fragment.char_indices().filter(|(_, c)| is_hazard(*c)) {
+            writer.write_all(&fragment.as_bytes()[start..at])?;
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                write!(writer, "\\u{unit:04x}")?;
+            }
+            start = at + c.len_utf8();
+        }
+        writer.write_all(&fragment.as_bytes()[start..])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,12 +118,34 @@ mod tests {
         assert!(matches!(visible("plain: v2.1 日本"), Cow::Borrowed(_)));
     }
 
+    #[test]
+    fn json_escapes_what_serde_json_leaves_as_it_is() {
+        let name = "a\u{1b}b\u{7f}\u{9b}c\u{202e}d 日本";
+        assert_eq!(
+            to_json(name).unwrap(),
+            r#""a\u001bb\u007f\u009bc\u202ed 日本""#
+        );
+        assert!(serde_json::to_string(name).unwrap().contains('\u{202e}'));
+    }
+
     proptest! {
         #[test]
         fn visible_text_holds_no_hazard(
             text in "\\PC{0,20}[\\x00-\\x1f\\x7f\\u{80}-\\u{9f}\\u{202a}-\\u{202e}\\u{2066}-\\u{2069}\\u{200e}\\u{200f}\\u{2028}\\u{2029}]{0,5}\\PC{0,5}"
         ) {
             prop_assert!(!visible(&text).chars().any(is_hazard));
+        }
+
+        /// JSON keeps every name exactly and holds no hazard as it is.
+        #[test]
+        fn json_holds_no_hazard_and_reads_back_the_same(
+            text in "\\PC{0,20}[\\x00-\\x1f\\x7f\\u{80}-\\u{9f}\\u{202a}-\\u{202e}\\u{2066}-\\u{2069}\\u{200e}\\u{200f}\\u{2028}\\u{2029}\\u{feff}]{0,5}\\PC{0,5}"
+        ) {
+            let value = serde_json::json!({ text.clone(): [text.clone()] });
+            let json = to_json(&value).expect("JSON");
+            prop_assert!(!json.chars().any(is_hazard), "{}", json);
+            let back: serde_json::Value = serde_json::from_str(&json).expect("parses");
+            prop_assert_eq!(back, value);
         }
 
         #[test]

@@ -450,7 +450,7 @@ pub fn encode_delta(
             ..
         } => {
             let bare = *state == KeyState::bare(state.liveness);
-            serde_json::to_writer(
+            crate::text::write_json(
                 &mut *out,
                 &KeyLine {
                     time: &stamp,
@@ -466,7 +466,7 @@ pub fn encode_delta(
                 },
             )
         }
-        Delta::Removed { key, previous, .. } => serde_json::to_writer(
+        Delta::Removed { key, previous, .. } => crate::text::write_json(
             &mut *out,
             &KeyLine {
                 time: &stamp,
@@ -481,21 +481,21 @@ pub fn encode_delta(
                 holder_alive,
             },
         ),
-        Delta::Health(watcher) => serde_json::to_writer(
+        Delta::Health(watcher) => crate::text::write_json(
             &mut *out,
             &HealthLine {
                 time: &stamp,
                 watcher,
             },
         ),
-        Delta::Problems(problems) => serde_json::to_writer(
+        Delta::Problems(problems) => crate::text::write_json(
             &mut *out,
             &ProblemsLine {
                 time: &stamp,
                 problems,
             },
         ),
-        Delta::Synced { keys, .. } => serde_json::to_writer(
+        Delta::Synced { keys, .. } => crate::text::write_json(
             &mut *out,
             &SyncedLine {
                 time: &stamp,
@@ -527,7 +527,7 @@ pub fn encode_verdict(
         verdict_from: from,
         verdict: to,
     };
-    let _ = serde_json::to_writer(&mut *out, &line);
+    let _ = crate::text::write_json(&mut *out, &line);
     out.push(b'\n');
 }
 
@@ -538,7 +538,7 @@ pub fn encode_tagged(out: &mut Vec<u8>, field: &str, value: &impl Serialize) {
         field.to_string(),
         serde_json::to_value(value).unwrap_or(serde_json::Value::Null),
     );
-    let _ = serde_json::to_writer(&mut *out, &map);
+    let _ = crate::text::write_json(&mut *out, &map);
     out.push(b'\n');
 }
 

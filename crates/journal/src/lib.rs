@@ -16,7 +16,7 @@
 //! changes means.
 
 // The core's modules, named from here as `crate::engine` and so on.
-use locktop_core::{disk, engine, liveness, locks, operate, time_format};
+use locktop_core::{disk, engine, liveness, locks, operate, text, time_format};
 
 pub mod format;
 pub mod reader;

@@ -79,7 +79,7 @@ fn json_line(line: &Line) -> Option<String> {
     if line.folded > 0 {
         value["folded"] = line.folded.into();
     }
-    Some(value.to_string())
+    crate::text::to_json(&value).ok()
 }
 
 fn text_line(line: &Line) -> String {

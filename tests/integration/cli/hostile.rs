@@ -1,8 +1,9 @@
 //! Hostile names through every text face: a tag an agent chose, an AIH
 //! segment, a holder's command line and files dropped in the tree carry
 //! ESC, BEL, CR, C1 controls, bidi overrides and invalid UTF-8; `watch`,
-//! `snapshot` (`--all`, problems), `check`, `record`/`replay` and the
-//! monitor in a real terminal print none of them as they are.
+//! `snapshot` (`--all`, problems, `--json`), `check` (and `--json`),
+//! `record`'s journal, `replay` and the monitor in a real terminal print
+//! none of them as they are.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -149,11 +150,16 @@ fn every_text_face_shows_hostile_names_inert() {
         vec!["snapshot", "--all"],
         vec!["check", "--tag", HOSTILE_TAG],
         vec!["check", "--aih", HOSTILE_AIH, "--tag", HOSTILE_TAG],
+        vec!["snapshot", "--json"],
+        vec!["check", "--json", "--tag", HOSTILE_TAG],
     ] {
         let out = finish(locktop_command(&state, &args));
+        // JSON keeps the name exactly, its hazards as \u escapes.
+        let json_tag = r#"a\u001b]2;PWNED\u0007b\r\u009b31m\u202eevil"#;
         assert!(
             String::from_utf8_lossy(out.stdout.as_bytes()).contains(shown_tag)
-                || args[0] == "snapshot" && out.stdout.contains("leaf"),
+                || args[0] == "snapshot" && out.stdout.contains("leaf")
+                || args.contains(&"--json") && out.stdout.contains(json_tag),
             "{args:?} does not name the key: {out:?}"
         );
         faces.push((format!("{args:?} stdout"), out.stdout.into_bytes()));
@@ -193,6 +199,10 @@ fn every_text_face_shows_hostile_names_inert() {
     std::thread::sleep(Duration::from_millis(300));
     let (_, err) = record.stop();
     faces.push(("record stderr".into(), err));
+    faces.push((
+        "the journal record wrote".into(),
+        std::fs::read(journal).expect("read the journal"),
+    ));
 
     for args in [
         vec!["replay", journal, "--at", "-0s"],

@@ -69,7 +69,7 @@ impl HoldLine {
 
     /// The line as printed (one JSON object, no newline).
     pub fn to_line(&self) -> String {
-        serde_json::to_string(self).expect("a hold line always serializes")
+        crate::text::to_json(self).expect("a hold line always serializes")
     }
 }
 
