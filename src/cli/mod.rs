@@ -15,6 +15,10 @@ mod hold;
 pub mod placement;
 mod record;
 mod replay;
+#[cfg(feature = "serve")]
+mod serve;
+#[cfg(not(feature = "serve"))]
+#[path = "serve_unbuilt.rs"]
 mod serve;
 mod snapshot;
 pub mod source_args;
@@ -37,11 +41,16 @@ pub const EXIT_BUSY: u8 = 1;
 /// Exit code for bad input and every other error.
 pub const EXIT_ERROR: u8 = 2;
 
+/// What `--version` says: the crate's version and the commit it was built
+/// from (`-dirty` when tracked files differed from it), as the build
+/// script found it.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("LOCKTOP_COMMIT"), ")");
+
 /// locktop — a live monitor for ObjectiveAI agent locks.
 #[derive(Debug, Parser)]
 #[command(
     name = "locktop",
-    version,
+    version = VERSION,
     about = "a live monitor for ObjectiveAI agent locks",
     long_about = "a live monitor for ObjectiveAI agent locks. Without a command it opens \
         the monitor on the state dir: a live tree of agent instance hierarchies and tag \

@@ -552,10 +552,14 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
         .unwrap_or_else(PoisonError::into_inner)
         .healthy();
     match health {
-        Ok(()) => (StatusCode::OK, "ok: watching\n".to_string()).into_response(),
+        Ok(()) => (
+            StatusCode::OK,
+            format!("ok: watching\nversion: locktop {}\n", super::VERSION),
+        )
+            .into_response(),
         Err(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("unhealthy: {reason}\n"),
+            format!("unhealthy: {reason}\nversion: locktop {}\n", super::VERSION),
         )
             .into_response(),
     }

@@ -527,3 +527,36 @@ fn a_default_stated_in_words_is_the_one_applied() {
     }
     assert!(stated >= 1, "--materializing-after states its default");
 }
+
+/// `--version` names the version and the commit the binary was built
+/// from (`-dirty` when tracked files differed from it), and the man page
+/// says the same: a report of a bug names the build that had it.
+#[test]
+fn the_version_names_the_commit_it_was_built_from() {
+    let (tmp, _state) = crate::common::state_in_tempdir();
+    let version = run_bare(tmp.path(), &["--version"]);
+    assert_eq!(version.code(), 0, "{}", version.stderr);
+    let line = version.stdout.trim_end();
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string());
+    let expected = format!("locktop {} (", env!("CARGO_PKG_VERSION"));
+    assert!(line.starts_with(&expected), "{line}");
+    match head {
+        Some(head) => {
+            let commit = line[expected.len()..].trim_end_matches(')');
+            assert!(
+                commit == head || commit == format!("{head}-dirty"),
+                "{line} is not built from HEAD {head}"
+            );
+        }
+        None => assert!(line.ends_with("(unknown commit)"), "{line}"),
+    }
+    let man = run_bare(tmp.path(), &["man"]);
+    let said = line.trim_start_matches("locktop ");
+    assert!(man.stdout.contains(said), "the man page names {said}");
+}

@@ -171,7 +171,14 @@ fn every_endpoint_answers_from_the_live_view_and_a_scrape_probes_nothing() {
     let (_tmp, state) = state_in_tempdir();
     drop(Holder::hold(&state, &["--tag", "seed"]));
     let mut serve = Serve::start(&state, &["--sweep", "3600"]);
-    wait_body(&serve.url("/healthz"), "ok", |body| body.starts_with("ok"));
+    let health = wait_body(&serve.url("/healthz"), "ok", |body| body.starts_with("ok"));
+    // Which build answers: the version and commit `--version` names.
+    let version = crate::common::run_locktop(&state, &["--version"]);
+    let version = version.stdout.trim_end();
+    assert!(
+        health.contains(&format!("version: {version}\n")),
+        "{health:?} names {version}"
+    );
 
     let mut holder = Holder::hold(
         &state,
