@@ -1,7 +1,10 @@
 //! Names the commit the binary is built from, for `--version`, the man
 //! page and `serve`'s `/healthz`: `LOCKTOP_COMMIT` is the commit's first
 //! 12 hex digits, with `-dirty` when tracked files differ from it, or
-//! `unknown commit` outside a git checkout (a crate tarball).
+//! `unknown commit` outside a git checkout (a crate tarball). The build
+//! script runs again when the sources, the Cargo files or git's HEAD,
+//! index or refs change: an edit elsewhere (a doc, a test) is seen as
+//! dirty only from the next of those.
 
 use std::path::PathBuf;
 use std::process::Command;

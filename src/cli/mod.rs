@@ -211,6 +211,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Some(Command::Completions(args)) => return docs::completions(args),
         Some(Command::Man) => return docs::man(),
+        // Before the state dir is looked at: its problems are not the
+        // reason this build cannot serve.
+        #[cfg(not(feature = "serve"))]
+        Some(Command::Serve(_)) => return serve::refuse(),
         _ => {}
     }
     if let Some(Command::Demo(args)) = cli.command {

@@ -15,11 +15,16 @@ pub struct ServeArgs {
     rest: Vec<OsString>,
 }
 
-/// Refuses: this build has no `serve`.
-pub async fn run(_state_dir: PathBuf, _args: ServeArgs) -> anyhow::Result<ExitCode> {
+/// Refuses: this build has no `serve` (before anything else is checked).
+pub fn refuse() -> anyhow::Result<ExitCode> {
     anyhow::bail!(
         "this locktop was built without `serve` (--no-default-features): \
          build it with its default features (cargo install --locked --path .) \
          or install the Debian package"
     )
+}
+
+/// As [`refuse`] (the dispatch reaches it only if the early refusal moved).
+pub async fn run(_state_dir: PathBuf, _args: ServeArgs) -> anyhow::Result<ExitCode> {
+    refuse()
 }
