@@ -12,7 +12,7 @@
 
 // The crates below, re-exported: `locktop::engine` and `crate::engine`
 // name them as before.
-pub use locktop_core::{disk, engine, liveness, operate, text, time_format};
+pub use locktop_core::{disk, engine, liveness, operate, stream, text, time_format};
 pub use locktop_journal as journal;
 pub use locktop_locks::{context, locks};
 pub use locktop_tui::{model, tui};

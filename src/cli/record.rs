@@ -12,7 +12,7 @@
 //! and given at most [`super::watch::FLUSH_TIMEOUT`] (a second signal
 //! ends it at once); a recording so stopped ends with its end line (the
 //! time it stopped, whatever its last change). Verdict changes are judged as
-//! `watch` judges them ([`Verdicts`]) and recorded after the change that
+//! `watch` judges them (the one held view, [`HeldView`]) and recorded after the change that
 //! caused them.
 
 use std::path::PathBuf;
@@ -25,8 +25,8 @@ use crate::context::Context;
 use crate::engine::{self, Delta, EngineHandle};
 use crate::journal::{Journal, Output, Recording};
 
-use super::watch::lines_of;
-use super::watch::verdicts::{self, Verdicts};
+use crate::operate::held::{self, Change, HeldView};
+use crate::stream::lines_of;
 
 /// How often held keys are judged again against the clock.
 const VERDICT_CLOCK: Duration = Duration::from_secs(1);
@@ -81,7 +81,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCode> {
     let engine = args.engine.engine(&state_dir, "record")?;
     engine.say();
-    let verdicts = Verdicts::new(engine.materializing);
+    let verdicts = HeldView::new(engine.materializing);
     let output = match args.out {
         Some(path) => Output::File {
             path,
@@ -100,7 +100,7 @@ pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCod
     .with_materializing_after(engine.materializing);
     let stop = super::stop_signal()?;
     let handle = engine::spawn(Context::new(state_dir), engine.config);
-    let recorder = Recorder::new(journal, verdicts);
+    let recorder = Recorder::new(JournalWriter::new(journal), verdicts);
     let stopping = Arc::new(AtomicBool::new(false));
     let (done, finished) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Handle::current();
@@ -140,22 +140,71 @@ pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCod
     }
 }
 
-/// A journal and the verdicts it records: what `record` and `serve
-/// --journal` keep.
-pub struct Recorder {
+/// A journal, and whether the first full scan is in it: what `record`
+/// and `serve --journal` write through. Verdict changes are recorded
+/// only once it is (those of the first state are the checkpoint's to
+/// tell: a replay judges them from it).
+pub struct JournalWriter {
     journal: Journal,
-    verdicts: Verdicts,
     scanned: bool,
+}
+
+impl JournalWriter {
+    /// Writes into `journal`, from its start.
+    pub fn new(journal: Journal) -> Self {
+        Self {
+            journal,
+            scanned: false,
+        }
+    }
+
+    /// Records one delta and the verdict `changes` it caused (see
+    /// [`lines_of`]).
+    pub fn record(&mut self, delta: Delta, changes: Vec<Change>) -> std::io::Result<()> {
+        let first_scan_done = matches!(delta, Delta::Synced { .. });
+        let at = match &delta {
+            Delta::Key { at, .. } | Delta::Removed { at, .. } => *at,
+            _ => SystemTime::now(),
+        };
+        self.journal.record(delta)?;
+        self.record_verdicts(changes, at)?;
+        self.scanned |= first_scan_done;
+        Ok(())
+    }
+
+    /// Records verdict `changes` found `at` without a delta of their own
+    /// (a burst settled, the clock moved).
+    pub fn record_verdicts(&mut self, changes: Vec<Change>, at: SystemTime) -> std::io::Result<()> {
+        if !self.scanned {
+            return Ok(());
+        }
+        for change in changes {
+            self.journal
+                .record_verdict(&change.key, change.from, change.to.as_ref(), at)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the journal with its end line: the recording went on until
+    /// now (a clean stop; see [`Journal::finish`]).
+    pub fn finish(self) -> std::io::Result<()> {
+        self.journal.finish()
+    }
+}
+
+/// `record`'s journal and the held view it judges verdicts with.
+struct Recorder {
+    writer: JournalWriter,
+    held: HeldView,
     settle_at: Option<tokio::time::Instant>,
 }
 
 impl Recorder {
-    /// Records into `journal`, judging verdicts with `verdicts`.
-    pub fn new(journal: Journal, verdicts: Verdicts) -> Self {
+    /// Records into `writer`, judging verdicts with `held`.
+    fn new(writer: JournalWriter, held: HeldView) -> Self {
         Self {
-            journal,
-            verdicts,
-            scanned: false,
+            writer,
+            held,
             settle_at: None,
         }
     }
@@ -193,62 +242,37 @@ impl Recorder {
         Ok(())
     }
 
-    /// Ends the journal with its end line: the recording went on until
-    /// now (a clean stop; see [`Journal::finish`]).
-    pub fn finish(self) -> std::io::Result<()> {
-        self.journal.finish()
+    fn finish(self) -> std::io::Result<()> {
+        self.writer.finish()
     }
 
     /// Records one delta and the verdict changes it caused.
-    pub fn delta(&mut self, delta: Delta) -> std::io::Result<()> {
-        let first_scan_done = !self.scanned && matches!(delta, Delta::Synced { .. });
-        let lines = lines_of(&delta, &mut self.verdicts);
-        let at = match &delta {
-            Delta::Key { at, .. } | Delta::Removed { at, .. } => *at,
-            _ => SystemTime::now(),
-        };
-        self.journal.record(delta)?;
-        if self.scanned {
-            self.record_verdicts(lines.changes, at)?;
-        }
-        self.settle_at = Some(tokio::time::Instant::now() + verdicts::SETTLE_AFTER);
+    fn delta(&mut self, delta: Delta) -> std::io::Result<()> {
+        let first_scan_done = !self.writer.scanned && matches!(delta, Delta::Synced { .. });
+        let lines = lines_of(&delta, &mut self.held);
+        self.writer.record(delta, lines.changes)?;
+        self.settle_at = Some(tokio::time::Instant::now() + held::SETTLE_AFTER);
         if first_scan_done {
-            self.scanned = true;
             // Every key is in: the verdicts of the first state are the
             // checkpoint's to tell (a replay judges them from it).
-            self.verdicts.settle(SystemTime::now());
+            self.held.settle(SystemTime::now());
         }
         Ok(())
     }
 
     /// Judges the keys a burst of deltas left unsettled.
-    pub fn settle(&mut self) -> std::io::Result<()> {
+    fn settle(&mut self) -> std::io::Result<()> {
         self.settle_at = None;
         let now = SystemTime::now();
-        let changes = self.verdicts.settle(now);
-        self.record_verdicts(changes, now)
+        let changes = self.held.settle(now);
+        self.writer.record_verdicts(changes, now)
     }
 
     /// Judges held keys again against the clock.
-    pub fn tick(&mut self) -> std::io::Result<()> {
+    fn tick(&mut self) -> std::io::Result<()> {
         let now = SystemTime::now();
-        let changes = self.verdicts.tick(now);
-        self.record_verdicts(changes, now)
-    }
-
-    fn record_verdicts(
-        &mut self,
-        changes: Vec<verdicts::Change>,
-        at: SystemTime,
-    ) -> std::io::Result<()> {
-        if !self.scanned {
-            return Ok(());
-        }
-        for change in changes {
-            self.journal
-                .record_verdict(&change.key, change.from, change.to.as_ref(), at)?;
-        }
-        Ok(())
+        let changes = self.held.tick(now);
+        self.writer.record_verdicts(changes, now)
     }
 }
 

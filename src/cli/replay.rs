@@ -26,10 +26,10 @@ use crate::liveness::lock_free::ProbeChoice;
 use crate::operate::verdict::MATERIALIZING_AFTER;
 use crate::time_format::rfc3339;
 
-use super::watch::format as watch_format;
-use super::watch::lines_of;
-use super::watch::queue::{KeyTo, Line, Report};
-use super::watch::verdicts::Verdicts;
+use crate::operate::held::HeldView;
+use crate::stream::format as watch_format;
+use crate::stream::lines_of;
+use crate::stream::queue::{KeyTo, Line, Report};
 
 /// Flags of `locktop replay`.
 #[derive(Debug, clap::Args)]
@@ -158,7 +158,7 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
             runs: header.probe,
             fallback: None,
         };
-        super::snapshot::write_json(
+        crate::stream::snapshot::write_json(
             &mut out,
             &header.state_dir,
             &probe,
@@ -216,7 +216,7 @@ fn print_changes(
         None => set.at_start()?,
     };
     // Verdicts as `watch` follows them, from the state at the start.
-    let mut verdicts = Verdicts::new(materializing_of(set.header()));
+    let mut verdicts = HeldView::new(materializing_of(set.header()));
     for (key, state) in start.state.keys().iter() {
         if state.liveness.is_held() {
             verdicts.apply(key, Some(state), from);
@@ -274,7 +274,7 @@ fn materializing_of(header: &crate::journal::format::Header) -> std::time::Durat
 
 /// The `watch` line a recorded change makes (`None`: watch prints none —
 /// a change no line shows, or the scan problems).
-fn change_report(delta: &Delta, verdicts: &mut Verdicts) -> Option<Report> {
+fn change_report(delta: &Delta, verdicts: &mut HeldView) -> Option<Report> {
     let repeat = lines_of(delta, verdicts).repeat;
     match delta {
         Delta::Key {

@@ -2,17 +2,19 @@
 //! JSON) and exit 0. Free keys only with `--all`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use crate::disk::key::{KeyKind, LockKey};
+use crate::disk::key::LockKey;
 use crate::engine::{KeyState, Liveness, ScanProblem};
 use crate::liveness::ProcessInfo;
-use crate::liveness::lock_free::{self, ProbeChoice};
+use crate::liveness::lock_free;
 use crate::liveness::probe::ProbeMode;
 use crate::liveness::snapshot::take;
-use crate::operate::verdict::{MATERIALIZING_AFTER, RoleIndex, Verdict, judge};
+use crate::operate::held::HeldView;
+use crate::operate::verdict::MATERIALIZING_AFTER;
+use crate::stream::snapshot::write_json;
 use crate::time_format;
 use crate::tui::fit::visible;
 
@@ -29,41 +31,6 @@ pub struct SnapshotArgs {
     /// taken), passive (momentary shared locks) or acquire (writes).
     #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
     probe: ProbeMode,
-}
-
-/// One claim in the JSON output.
-#[derive(serde::Serialize)]
-struct JsonKey<'a> {
-    kind: KeyKind,
-    name: &'a str,
-    #[serde(serialize_with = "crate::time_format::lossy_path")]
-    dir: &'a Path,
-    key: &'a str,
-    #[serde(flatten)]
-    state: &'a KeyState,
-    /// Why it is held and what to do (held keys only).
-    verdict: Option<Verdict>,
-}
-
-/// The JSON document (schema in docs/formats.md).
-#[derive(serde::Serialize)]
-struct JsonSnapshot<'a, K> {
-    state_dir: std::borrow::Cow<'a, str>,
-    taken_at: String,
-    #[serde(flatten)]
-    probe: &'a ProbeChoice,
-    keys: K,
-    problems: &'a [ScanProblem],
-}
-
-/// The keys of a [`JsonSnapshot`], written one by one as the iterator
-/// yields them: a million keys are never a million values in memory.
-struct JsonKeys<I>(I);
-
-impl<'a, I: Iterator<Item = JsonKey<'a>> + Clone> serde::Serialize for JsonKeys<I> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.clone())
-    }
 }
 
 /// Runs `locktop snapshot`.
@@ -124,40 +91,6 @@ pub fn terminal_width() -> Option<usize> {
         .map(|(columns, _)| usize::from(columns))
 }
 
-/// Writes the `snapshot --json` document (schema in docs/formats.md) for
-/// `keys` as they are at `now` (verdicts judged then, `taken_at`), one
-/// line. Streamed from borrowed data: no JSON value tree of every key.
-/// `locktop serve` writes the same document from the live view, `locktop
-/// replay --at` from a recording.
-pub fn write_json<'a>(
-    out: &mut impl Write,
-    state_dir: &Path,
-    probe: &ProbeChoice,
-    keys: impl Iterator<Item = (&'a LockKey, &'a KeyState)> + Clone,
-    problems: &[ScanProblem],
-    materializing: std::time::Duration,
-    now: SystemTime,
-) -> std::io::Result<()> {
-    let roles = RoleIndex::of(keys.clone().filter(|(_, state)| state.liveness.is_held()));
-    let keys = JsonKeys(keys.map(|(key, state)| JsonKey {
-        kind: key.kind(),
-        name: key.name(),
-        dir: key.dir(),
-        key: key.key(),
-        state,
-        verdict: judge(state, |pid| roles.role(pid), now, materializing),
-    }));
-    let doc = JsonSnapshot {
-        state_dir: state_dir.to_string_lossy(),
-        taken_at: time_format::rfc3339(now),
-        probe,
-        keys,
-        problems,
-    };
-    crate::text::write_json(&mut *out, &doc).map_err(std::io::Error::from)?;
-    writeln!(out)
-}
-
 /// The table: one line per key with its verdict as at `now`, spawns
 /// judged with `materializing` (what needs
 /// attention is visible without JSON); on a terminal each line is cut to
@@ -171,7 +104,7 @@ pub fn write_table<'a>(
     now: SystemTime,
     materializing: std::time::Duration,
 ) -> std::io::Result<()> {
-    let roles = RoleIndex::of(keys.clone().filter(|(_, state)| state.liveness.is_held()));
+    let held = HeldView::of(keys.clone(), materializing);
     let fixed = format!(
         "{:<10} {:<8} {:>7} {:>6}  {:<10} ",
         "STATE", "KIND", "PID", "AGE", "VERDICT"
@@ -199,7 +132,8 @@ pub fn write_table<'a>(
         let age = state
             .since
             .map_or_else(|| "-".to_string(), |since| time_format::age(since, now));
-        let verdict = judge(state, |pid| roles.role(pid), now, materializing)
+        let verdict = held
+            .judge(state, now)
             .map_or("-", |verdict| verdict.short_word());
         let command = match (&state.error, state.holders.first()) {
             (Some(error), _) => error.clone(),

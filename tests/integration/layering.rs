@@ -200,7 +200,7 @@ fn upward_uses(src: &Path) -> Vec<String> {
 /// Each crate's source root and the modules its `lib.rs` must declare
 /// first and last.
 const CRATES: [(&str, &str, &str); 3] = [
-    ("crates/core/src", "time_format", "operate"),
+    ("crates/core/src", "time_format", "stream"),
     ("crates/tui/src", "model", "tui"),
     ("src", "cli", "cli"),
 ];

@@ -14,7 +14,8 @@
 //! | [`disk`] | what is on disk: the state dir, a claim's name ([`disk::LockKey`]), the scan of `<state>/locks` |
 //! | [`liveness`] | how liveness and holders are learned: the kernel's lock events, probes, `/proc/locks`, `/proc/<pid>` |
 //! | [`engine`] | filesystem events and lock events → coalesced changes → judgements → [`engine::Delta`]s |
-//! | [`operate`] | what an operator does: test holders, family checks, signals, the demo swarm |
+//! | [`operate`] | what an operator does: test holders, family checks, signals, the demo swarm; the one held view (holders, roles, verdicts) |
+//! | [`stream`] | the change stream `watch`, `serve`'s `/events`, `record` and `replay` tell: lines, their coalescing queue, text and NDJSON |
 
 pub use locktop_locks::{context, locks};
 
@@ -31,3 +32,5 @@ pub mod liveness;
 pub mod engine;
 
 pub mod operate;
+
+pub mod stream;

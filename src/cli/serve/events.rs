@@ -3,7 +3,7 @@
 //!
 //! Invariants: each subscriber has its own coalescing queue (the one
 //! `watch` uses: at most two pending lines per key, see
-//! `cli::watch::queue`), so a subscriber that stops reading costs a
+//! `crate::stream::queue`), so a subscriber that stops reading costs a
 //! bounded amount of memory and never slows the engine or the others; at
 //! most [`MAX_SUBSCRIBERS`] streams at once (a further one is refused
 //! with 503); a stream starts with the changes after it connected (as
@@ -11,35 +11,24 @@
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use crate::cli::watch::verdicts::Change;
-use crate::cli::watch::verdicts::Verdicts;
-use crate::cli::watch::writer::PendingLines;
-use crate::cli::watch::{format, lines_of, push_delta, push_verdicts};
 use crate::engine::Delta;
+use crate::operate::held::Change;
+use crate::stream::writer::PendingLines;
+use crate::stream::{DeltaLines, format, push_delta, push_verdicts};
 
 /// The most `/events` streams served at once.
 pub const MAX_SUBSCRIBERS: usize = 64;
 
-/// The open `/events` streams, and the verdict on every held key (kept
-/// from the first delta, so a stream that joins late still gets verdict
-/// changes, as `watch` prints them).
-#[derive(Debug)]
+/// The open `/events` streams. The verdict changes they tell come from
+/// the live view's one held view (kept from the first delta, so a stream
+/// that joins late still gets verdict changes, as `watch` prints them).
+#[derive(Debug, Default)]
 pub struct Subscribers {
     list: Mutex<Vec<Weak<PendingLines>>>,
-    verdicts: Mutex<Verdicts>,
     closing: std::sync::atomic::AtomicBool,
 }
 
 impl Subscribers {
-    /// No stream yet; spawns become suspects after `materializing`.
-    pub fn new(materializing: std::time::Duration) -> Self {
-        Self {
-            list: Mutex::default(),
-            verdicts: Mutex::new(Verdicts::new(materializing)),
-            closing: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
     /// A new stream's queue, or `None` when [`MAX_SUBSCRIBERS`] are open.
     pub fn subscribe(&self) -> Option<Arc<PendingLines>> {
         if self.is_closing() {
@@ -60,13 +49,10 @@ impl Subscribers {
         self.closing.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Folds a delta, and the verdict changes it caused, into every open
+    /// Folds a delta, and what it means for the lines (the verdict
+    /// changes it caused: [`crate::stream::lines_of`]), into every open
     /// stream's queue.
-    pub fn publish(&self, delta: &Delta) {
-        let lines = {
-            let mut verdicts = self.verdicts.lock().unwrap_or_else(PoisonError::into_inner);
-            lines_of(delta, &mut verdicts)
-        };
+    pub fn publish(&self, delta: &Delta, lines: &DeltaLines) {
         let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         for outbox in list.iter().filter_map(Weak::upgrade) {
             // Streams start after the initial scan: every change counts.
@@ -75,33 +61,15 @@ impl Subscribers {
         }
     }
 
-    /// Once no delta came for a moment: the verdicts of the other keys
-    /// the last deltas' holders hold (see `Verdicts::settle`).
-    pub fn settle(&self, now: std::time::SystemTime) {
-        self.judge_again(now, Verdicts::settle);
-    }
-
-    /// Judges held keys again against the clock; sends what changed.
-    pub fn tick(&self, now: std::time::SystemTime) {
-        self.judge_again(now, Verdicts::tick);
-    }
-
-    /// Sends every stream the verdict changes `judge` finds at `now`.
-    fn judge_again(
-        &self,
-        now: std::time::SystemTime,
-        judge: impl FnOnce(&mut Verdicts, std::time::SystemTime) -> Vec<Change>,
-    ) {
-        let changes = judge(
-            &mut self.verdicts.lock().unwrap_or_else(PoisonError::into_inner),
-            now,
-        );
+    /// Sends every stream verdict `changes` found at `now` without a
+    /// delta of their own (a burst settled, the clock moved).
+    pub fn publish_verdicts(&self, changes: &[Change], now: std::time::SystemTime) {
         if changes.is_empty() {
             return;
         }
         let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         for outbox in list.iter().filter_map(Weak::upgrade) {
-            push_verdicts(&outbox, changes.clone(), true, now);
+            push_verdicts(&outbox, changes.to_vec(), true, now);
         }
     }
 

@@ -28,7 +28,6 @@ use prometheus_client::registry::Registry;
 use super::view::LiveView;
 use crate::disk::{KeyKind, LockKey};
 use crate::engine::{EngineStats, KeyState, Liveness, WatcherHealth};
-use crate::operate::verdict::{RoleIndex, judge};
 
 /// Every health state, for the `locktop_watcher_health` state set.
 const HEALTH_STATES: [&str; 6] = [
@@ -113,7 +112,7 @@ impl Collector for Exporter {
             // keys on disk: no key gauge at all (absent, not 0 — a restart
             // must not read as every agent gone).
             encode_keys(&mut encoder, &view)?;
-            encode_held(&mut encoder, &view, now, self.materializing)?;
+            encode_held(&mut encoder, &view, now)?;
         }
         encode_health(&mut encoder, &view)?;
         drop(view);
@@ -188,11 +187,9 @@ fn encode_held(
     encoder: &mut DescriptorEncoder,
     view: &LiveView,
     now: SystemTime,
-    materializing: Duration,
 ) -> Result<(), std::fmt::Error> {
-    let held: Vec<(&LockKey, &KeyState)> = view.held().collect();
-    let roles = RoleIndex::of(held.iter().copied());
-    let role_of = |pid: u32| roles.role(pid);
+    let held: Vec<(&LockKey, &KeyState)> = view.held.held().collect();
+    let role_of = |pid: u32| view.held.role_of(pid);
     let mut tags = Vec::new();
     let mut tag_waiters = Vec::new();
     let mut roots: BTreeMap<String, u64> = BTreeMap::new();
@@ -239,7 +236,7 @@ fn encode_held(
             let root = key.name().split('/').next().unwrap_or_default().to_string();
             *roots.entry(root).or_default() += 1;
         }
-        let verdict = judge(state, role_of, now, materializing);
+        let verdict = view.held.judge(state, now);
         if let Some(verdict) = verdict.filter(|v| v.is_suspect()) {
             let word = verdict_word(&verdict);
             *suspect_counts.entry(word.clone()).or_default() += 1;

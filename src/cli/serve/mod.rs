@@ -34,10 +34,11 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::record::Recorder;
+use super::record::JournalWriter;
 use crate::context::Context;
-use crate::engine::{self, EngineHandle, Liveness};
+use crate::engine::{self, Delta, EngineHandle, Liveness};
 use crate::liveness::lock_free::ProbeChoice;
+use crate::operate::held::{Change, HeldView};
 use events::Subscribers;
 use metrics::Exporter;
 use view::LiveView;
@@ -225,7 +226,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     // Its own thread: a hundred scrapers must not delay what it sees.
     let handle = engine::spawn_dedicated(Context::new(state_dir.clone()), engine.config)
         .context("cannot start the engine")?;
-    let view = Arc::new(RwLock::new(LiveView::default()));
+    let view = Arc::new(RwLock::new(LiveView::new(materializing)));
     let shared = Arc::new(Shared {
         exporter: Arc::new(Exporter {
             view: view.clone(),
@@ -235,7 +236,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         }),
         view,
         full: full_snapshot::FullSnapshots::new(handle.commands.clone()),
-        subscribers: Subscribers::new(materializing),
+        subscribers: Subscribers::default(),
         state_dir,
         probe,
         exposure,
@@ -265,14 +266,13 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `follow` hands the journal's thread.
+/// What `follow` hands the journal's thread, in order.
 enum ToJournal {
-    /// A delta, in order.
-    Delta(crate::engine::Delta),
-    /// A burst settled: judge the keys it left unsettled.
-    Settle,
-    /// A second passed: judge held keys against the clock.
-    Tick,
+    /// A delta and the verdict changes it caused.
+    Delta(crate::engine::Delta, Vec<Change>),
+    /// Verdict changes found at a time without a delta of their own (a
+    /// burst settled, the clock moved).
+    Verdicts(Vec<Change>, std::time::SystemTime),
 }
 
 /// How many of them may wait for the journal's thread.
@@ -288,16 +288,15 @@ struct JournalThread {
 }
 
 impl JournalThread {
-    fn start(mut recorder: Recorder) -> anyhow::Result<Self> {
+    fn start(mut writer: JournalWriter) -> anyhow::Result<Self> {
         let (queue, work) = std::sync::mpsc::sync_channel(JOURNAL_QUEUE);
         std::thread::Builder::new()
             .name("locktop-journal".into())
             .spawn(move || {
                 for message in work {
                     let written = match message {
-                        ToJournal::Delta(delta) => recorder.delta(delta),
-                        ToJournal::Settle => recorder.settle(),
-                        ToJournal::Tick => recorder.tick(),
+                        ToJournal::Delta(delta, changes) => writer.record(delta, changes),
+                        ToJournal::Verdicts(changes, at) => writer.record_verdicts(changes, at),
                     };
                     if let Err(error) = written {
                         eprintln!("locktop serve: the journal stopped: {error}");
@@ -335,7 +334,7 @@ fn journal_in(
     max_size: u64,
     keep: u64,
     materializing: Duration,
-) -> anyhow::Result<Recorder> {
+) -> anyhow::Result<JournalWriter> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("--journal: cannot create {}", dir.display()))?;
     let journal = crate::journal::Journal::create(
@@ -350,10 +349,7 @@ fn journal_in(
         },
     )?
     .with_materializing_after(materializing);
-    Ok(Recorder::new(
-        journal,
-        crate::cli::watch::verdicts::Verdicts::new(materializing),
-    ))
+    Ok(JournalWriter::new(journal))
 }
 
 /// The current journal file's name in `serve --journal DIR`.
@@ -365,31 +361,59 @@ pub const JOURNAL_FILE: &str = "journal.jsonl";
 /// `watch` does). A journal that cannot be written is said once on
 /// stderr and stops; serving goes on.
 async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut journal: Option<JournalThread>) {
-    use crate::cli::watch::{settled, verdicts::SETTLE_AFTER};
+    use crate::operate::held::{SETTLE_AFTER, settled};
     let mut settle_at = None;
+    let mut scanned = false;
     let mut clock = tokio::time::interval(Duration::from_secs(1));
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let judge_again =
+        |journal: &mut Option<JournalThread>,
+         judge: fn(&mut HeldView, std::time::SystemTime) -> Vec<Change>| {
+            let now = std::time::SystemTime::now();
+            let changes = judge(
+                &mut shared
+                    .view
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .held,
+                now,
+            );
+            shared.subscribers.publish_verdicts(&changes, now);
+            if !changes.is_empty() {
+                record(journal, ToJournal::Verdicts(changes, now));
+            }
+        };
     loop {
         tokio::select! {
             delta = handle.deltas.recv() => {
                 let Some(delta) = delta else { return };
-                shared
-                    .view
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .apply(&delta);
-                shared.subscribers.publish(&delta);
-                record(&mut journal, ToJournal::Delta(delta));
+                let first_scan_done = !scanned && matches!(delta, Delta::Synced { .. });
+                let (lines, first_state) = {
+                    let mut view = shared.view.write().unwrap_or_else(PoisonError::into_inner);
+                    let lines = view.apply(&delta);
+                    // Every key is in: the keys left unsettled are judged
+                    // now. Their verdicts are the first state's: a stream
+                    // hears them, the journal's checkpoint tells them.
+                    let first_state = first_scan_done.then(|| {
+                        let now = std::time::SystemTime::now();
+                        (view.held.settle(now), now)
+                    });
+                    (lines, first_state)
+                };
+                shared.subscribers.publish(&delta, &lines);
+                if let Some((changes, now)) = first_state {
+                    scanned = true;
+                    shared.subscribers.publish_verdicts(&changes, now);
+                }
+                record(&mut journal, ToJournal::Delta(delta, lines.changes));
                 settle_at = Some(tokio::time::Instant::now() + SETTLE_AFTER);
             }
             () = settled(settle_at) => {
                 settle_at = None;
-                shared.subscribers.settle(std::time::SystemTime::now());
-                record(&mut journal, ToJournal::Settle);
+                judge_again(&mut journal, HeldView::settle);
             }
             _ = clock.tick(), if settle_at.is_none() => {
-                shared.subscribers.tick(std::time::SystemTime::now());
-                record(&mut journal, ToJournal::Tick);
+                judge_again(&mut journal, HeldView::tick);
             }
         }
     }
@@ -485,7 +509,7 @@ async fn snapshot(
             .full
             .respond(move |out, everything| {
                 let mut out = out;
-                crate::cli::snapshot::write_json(
+                crate::stream::snapshot::write_json(
                     &mut out,
                     &state_dir,
                     &probe,
@@ -509,7 +533,7 @@ async fn snapshot(
     };
     keys.sort_by(|a, b| a.0.cmp(&b.0));
     let mut body = Vec::new();
-    let written = crate::cli::snapshot::write_json(
+    let written = crate::stream::snapshot::write_json(
         &mut body,
         &shared.state_dir,
         &shared.probe,
@@ -577,7 +601,7 @@ mod tests {
     /// A server's shared state whose view has seen one held tag, and
     /// (when `synced`) the end of the first full scan.
     fn shared_with_one_held_tag(synced: bool) -> Arc<Shared> {
-        let mut view = LiveView::default();
+        let mut view = LiveView::new(crate::operate::verdict::MATERIALIZING_AFTER);
         let key = LockKey::from_coord(Path::new("/s"), Path::new("/s/locks/agents/tags"), "t");
         let at = SystemTime::now();
         view.apply(&Delta::Health(WatcherHealth::Watching));
@@ -602,7 +626,7 @@ mod tests {
             view,
             // No engine: a full snapshot answers 503.
             full: full_snapshot::FullSnapshots::new(tokio::sync::mpsc::unbounded_channel().0),
-            subscribers: Subscribers::new(materializing),
+            subscribers: Subscribers::default(),
             state_dir: "/s".into(),
             probe: ProbeChoice::as_asked(crate::liveness::probe::ProbeMode::LockFree),
             exposure: Exposure::Everything,
@@ -657,7 +681,9 @@ mod tests {
                 .tag
                 .store(7, std::sync::atomic::Ordering::Relaxed);
             Arc::new(Exporter {
-                view: Arc::default(),
+                view: Arc::new(RwLock::new(LiveView::new(
+                    crate::operate::verdict::MATERIALIZING_AFTER,
+                ))),
                 stats,
                 materializing: crate::operate::verdict::MATERIALIZING_AFTER,
                 refusals_counted: counted,

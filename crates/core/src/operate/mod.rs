@@ -8,6 +8,7 @@
 
 pub mod check;
 pub mod demo;
+pub mod held;
 pub mod hold_protocol;
 pub mod signal;
 pub mod test_holders;

@@ -272,40 +272,6 @@ impl Verdict {
     }
 }
 
-/// Which keys each holding PID holds (kind and name), built once from a
-/// set of held keys: where a one-shot view (`snapshot`, a scrape) reads
-/// a holder's role. The monitor and `watch` keep the same index
-/// incrementally; all read a role through [`Role::from_kinds`].
-#[derive(Debug, Default)]
-pub struct RoleIndex<'a> {
-    by_pid: std::collections::HashMap<u32, Vec<(KeyKind, &'a str)>>,
-}
-
-impl<'a> RoleIndex<'a> {
-    /// The index of the held keys among `keys`.
-    pub fn of(keys: impl IntoIterator<Item = (&'a crate::disk::LockKey, &'a KeyState)>) -> Self {
-        let mut by_pid: std::collections::HashMap<u32, Vec<(KeyKind, &str)>> =
-            std::collections::HashMap::new();
-        for (key, state) in keys {
-            if !state.liveness.is_held() {
-                continue;
-            }
-            for holder in &state.holders {
-                by_pid
-                    .entry(holder.pid)
-                    .or_default()
-                    .push((key.kind(), key.name()));
-            }
-        }
-        Self { by_pid }
-    }
-
-    /// The role of `pid`, from the keys it holds.
-    pub fn role(&self, pid: u32) -> Role {
-        Role::from_kinds(self.by_pid.get(&pid).into_iter().flatten().copied())
-    }
-}
-
 impl Role {
     /// The word scripts and metrics use: `agent`, `materializing`,
     /// `other`.
@@ -459,6 +425,5 @@ pub fn one_of_each() -> Vec<Verdict> {
     all
 }
 
-pub mod changes;
 #[cfg(test)]
 mod tests;

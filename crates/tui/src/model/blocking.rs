@@ -93,12 +93,10 @@ impl Attention {
 }
 
 impl Data {
-    /// Every held key, in the blocking view's order (the most urgent
-    /// first: see the module doc).
+    /// Every held key with a named holder, in the blocking view's order
+    /// (the most urgent first: see the module doc).
     pub fn blocking_rows(&self, now: SystemTime, materializing: Duration) -> Vec<BlockingRow> {
-        let mut ids: Vec<NodeId> = self.by_pid.values().flatten().copied().collect();
-        ids.sort_unstable();
-        ids.dedup();
+        let ids = self.held_nodes();
         let mut rows: Vec<(Option<SystemTime>, BlockingRow)> = ids
             .into_iter()
             .filter_map(|node| {

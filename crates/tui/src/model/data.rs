@@ -8,19 +8,20 @@
 //! million stale keys are a count, not a million nodes or names: whether
 //! a key without a node was stale is the engine's `previous`); while free
 //! keys are shown, up to [`FREE_LISTED`] remembered ones are nodes. The counts
-//! cover both and the PID index agrees with the lock nodes; `version`
+//! cover both, and every held lock node's key is in the held view
+//! ([`HeldView`]: holders, roles, verdicts) with its state; `version`
 //! grows on every change, so caches keyed by it are never stale. Pure: no
 //! terminal, no filesystem (the "is this PID still alive" question is
 //! asked through the function the caller passes).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::fold::{Folder, WatcherView, fold};
 use crate::engine::{Delta, KeyState, Liveness};
-use crate::operate::verdict::changes::{Change, SETTLE_AFTER, Verdicts};
+use crate::operate::held::{Change, HeldView, SETTLE_AFTER};
 
 use super::events::{Event, EventKind, EventLog, classify};
 use super::tree::{Lock, NodeId, Section, Tree};
@@ -97,8 +98,6 @@ pub struct Data {
     pub tree: Tree,
     /// Counts per state.
     pub counts: Counts,
-    /// Held keys by holder PID.
-    pub by_pid: BTreeMap<u32, BTreeSet<NodeId>>,
     /// Transitions, newest first.
     pub events: EventLog,
     /// Each key's recent holders.
@@ -109,10 +108,11 @@ pub struct Data {
     pub watcher: WatcherView,
     /// Bumped on every change.
     pub version: u64,
-    /// Each held key's verdict, followed as `watch` follows it: a key's
-    /// own change is judged at once, the other keys of its holders only
-    /// once the deltas that came together are in (see [`Verdicts`]).
-    verdicts: Verdicts,
+    /// The one held view: which keys each holder holds (so its role),
+    /// and each held key's verdict, followed as `watch` follows it: a
+    /// key's own change is judged at once, the other keys of its holders
+    /// only once the deltas that came together are in (see [`HeldView`]).
+    held: HeldView,
     /// When the keys the last changes left unsettled are judged: the last
     /// key change's time plus [`SETTLE_AFTER`] (`None`: none waits).
     settle_due: Option<SystemTime>,
@@ -163,7 +163,7 @@ impl Data {
         {
             // Every key is in: the verdicts of the initial state are noted
             // (not events), and only changes from here on are logged.
-            let changes = self.verdicts.tick(at);
+            let changes = self.held.tick(at);
             self.log_changes(changes, at);
             self.settle_due = None;
             self.verdicts_noted = true;
@@ -180,7 +180,7 @@ impl Data {
         at: SystemTime,
     ) -> Vec<Change> {
         self.settle_due = Some(at + SETTLE_AFTER);
-        self.verdicts.apply(key, state, at)
+        self.held.apply(key, state, at)
     }
 
     /// When the keys the last changes left unsettled are to be judged
@@ -197,7 +197,7 @@ impl Data {
             return false;
         };
         self.settle_due = None;
-        let changes = self.verdicts.settle(due);
+        let changes = self.held.settle(due);
         self.log_changes(changes, due)
     }
 
@@ -210,13 +210,13 @@ impl Data {
             return false;
         }
         let settled = self.settle(now);
-        let changes = self.verdicts.tick(now);
+        let changes = self.held.tick(now);
         self.log_changes(changes, now) || settled
     }
 
     /// Sets `--materializing-after` for the verdicts followed.
     pub fn set_materializing(&mut self, materializing: Duration) {
-        self.verdicts.set_materializing(materializing);
+        self.held.set_materializing(materializing);
     }
 
     fn apply_key(
@@ -249,7 +249,6 @@ impl Data {
         let old = self.tree.lock_mut(id).take();
         if let Some(old) = &old {
             self.counts.bump(old.key.kind(), &old.state, false);
-            self.unindex(id, &old.state);
             self.free_nodes -= usize::from(old.state.liveness == Liveness::Free);
         }
         let last_holder = old
@@ -286,7 +285,6 @@ impl Data {
             self.freed.push_back((at, key.clone()));
         }
         self.counts.bump(key.kind(), &state, true);
-        self.index(id, &state);
         self.free_nodes += usize::from(state.liveness == Liveness::Free);
         *self.tree.lock_mut(id) = Some(Lock {
             key,
@@ -361,7 +359,7 @@ impl Data {
         self.stale_in[section as usize]
     }
 
-    /// Takes `key`'s node out of the tree (uncounted, unindexed), if it
+    /// Takes `key`'s node out of the tree (uncounted), if it
     /// has one.
     fn remove_node(&mut self, key: &LockKey) {
         let Some(id) = self.tree.find(Section::of(key.kind()), key.name()) else {
@@ -369,7 +367,6 @@ impl Data {
         };
         if let Some(old) = self.tree.lock_mut(id).take() {
             self.counts.bump(old.key.kind(), &old.state, false);
-            self.unindex(id, &old.state);
             self.free_nodes -= usize::from(old.state.liveness == Liveness::Free);
         }
         self.tree.prune(id);
@@ -560,23 +557,35 @@ impl Data {
         self.counts.problems = self.watcher.problems.len();
     }
 
-    fn index(&mut self, id: NodeId, state: &KeyState) {
-        if state.liveness.is_held() {
-            for holder in &state.holders {
-                self.by_pid.entry(holder.pid).or_default().insert(id);
-            }
-        }
+    /// The held view: holders, their keys and roles, verdicts.
+    pub fn held(&self) -> &HeldView {
+        &self.held
     }
 
-    fn unindex(&mut self, id: NodeId, state: &KeyState) {
-        for holder in &state.holders {
-            if let Some(set) = self.by_pid.get_mut(&holder.pid) {
-                set.remove(&id);
-                if set.is_empty() {
-                    self.by_pid.remove(&holder.pid);
-                }
-            }
-        }
+    /// The nodes of the keys `pid` holds, in key order.
+    pub fn held_by(&self, pid: u32) -> Vec<NodeId> {
+        self.held
+            .keys_of(pid)
+            .filter_map(|key| self.node_of(key))
+            .collect()
+    }
+
+    /// The nodes of every held key with a holder this monitor names,
+    /// sorted, each once.
+    pub fn held_nodes(&self) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = self
+            .held
+            .holders()
+            .flat_map(|pid| self.held_by(pid))
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
+
+    /// The node of `key`, when it has one.
+    fn node_of(&self, key: &LockKey) -> Option<NodeId> {
+        self.tree.find(Section::of(key.kind()), key.name())
     }
 
     /// The lock at `id`, if the node holds one.

@@ -4,7 +4,7 @@
 //! is live, own or in-flight and passes the filter; groups are ordered
 //! oldest hold first (unknown ages last, then by PID); within a group the
 //! AIH locks come first, then tags, then other keys, each oldest first.
-//! Built from the PID index, so its cost is the number of held keys, not
+//! Built from the held view, so its cost is the number of held keys, not
 //! the number of keys on disk.
 
 use std::time::SystemTime;
@@ -49,11 +49,12 @@ pub enum HolderRow {
 pub fn holder_groups(data: &Data, settings: &ViewSettings) -> Vec<HolderGroup> {
     let filter = settings.filter.as_str();
     let mut groups = Vec::new();
-    for (&pid, ids) in &data.by_pid {
+    for pid in data.held().holders() {
+        let ids = data.held_by(pid);
         let pid_matches = contains_ignore_ascii_case(&pid.to_string(), filter);
         let mut process = None;
         let mut keys: Vec<(Section, Option<SystemTime>, NodeId)> = Vec::new();
-        for &id in ids {
+        for id in ids {
             let node = data.tree.node(id);
             let Some(lock) = &node.lock else { continue };
             if !lock.liveness().is_held() {

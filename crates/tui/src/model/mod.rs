@@ -201,7 +201,7 @@ impl Model {
     }
 
     /// When the keys the last burst of changes left unsettled are to be
-    /// judged ([`crate::operate::verdict::changes::SETTLE_AFTER`] after
+    /// judged ([`crate::operate::held::SETTLE_AFTER`] after
     /// its last change); the event loop wakes then and calls
     /// [`Model::settle`].
     pub fn settle_due(&self) -> Option<SystemTime> {
@@ -655,10 +655,10 @@ impl Model {
             .iter()
             .map(|holder| {
                 let others = data
-                    .by_pid
-                    .get(&holder.pid)
-                    .map(|ids| ids.iter().copied().filter(|&o| o != id).collect())
-                    .unwrap_or_default();
+                    .held_by(holder.pid)
+                    .into_iter()
+                    .filter(|&o| o != id)
+                    .collect();
                 (holder.pid, others)
             })
             .collect()

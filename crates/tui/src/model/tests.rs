@@ -641,7 +641,7 @@ fn an_agent_exiting_with_an_instance_and_a_tag_logs_no_materializing_suspect() {
 /// clock only to each change, logs the same).
 #[test]
 fn a_spawn_claiming_its_aih_ends_its_tags_verdict_once_the_burst_has_settled() {
-    use crate::operate::verdict::changes::SETTLE_AFTER;
+    use crate::operate::held::SETTLE_AFTER;
     let ms = |n| std::time::Duration::from_millis(n);
     for by_clock in [true, false] {
         let mut model = Model::new(Box::new(|_| Some(true)));

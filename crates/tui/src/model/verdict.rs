@@ -1,5 +1,5 @@
 //! Verdicts on the model's held keys (see [`crate::operate::verdict`]):
-//! the role of a PID from the locks the model shows it holding.
+//! the role of a PID from the locks the held view has it holding.
 
 use std::time::{Duration, SystemTime};
 
@@ -11,12 +11,7 @@ use super::tree::Lock;
 impl Data {
     /// The role of `pid`, from the locks it holds.
     pub fn role_of(&self, pid: u32) -> Role {
-        let locks = self.by_pid.get(&pid).into_iter().flatten();
-        Role::from_kinds(
-            locks
-                .filter_map(|&id| self.lock(id))
-                .map(|lock| (lock.key.kind(), lock.key.name())),
-        )
+        self.held().role_of(pid)
     }
 
     /// The verdict on a held lock (`None` when it is not held, or held by

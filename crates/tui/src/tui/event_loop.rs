@@ -28,8 +28,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::MissedTickBehavior;
 
 use crate::engine::{Delta, EngineHandle};
+use crate::operate::held::settled;
 use crate::operate::test_holders::HolderUpdate;
-use crate::operate::verdict::changes::settled;
 
 use super::app::App;
 use super::handles::OpsEvents;

@@ -229,11 +229,9 @@ impl App {
         }
         let data = self.model.data();
         let locks: Vec<&Lock> = data
-            .by_pid
-            .get(&process.pid)
+            .held_by(process.pid)
             .into_iter()
-            .flatten()
-            .filter_map(|&id| data.lock(id))
+            .filter_map(|id| data.lock(id))
             .collect();
         let holds = locks.iter().map(|lock| lock.key.label()).collect();
         let files: Vec<_> = locks
@@ -384,9 +382,9 @@ impl App {
         process: &crate::liveness::process::ProcessInfo,
     ) -> Option<crate::liveness::process::ProcState> {
         let data = self.model.live_data();
-        let ids = data.by_pid.get(&process.pid)?;
-        ids.iter()
-            .filter_map(|&id| data.lock(id))
+        data.held_by(process.pid)
+            .into_iter()
+            .filter_map(|id| data.lock(id))
             .flat_map(|lock| &lock.state.holders)
             .find(|p| p.pid == process.pid && p.started == process.started)
             .and_then(|p| p.state)

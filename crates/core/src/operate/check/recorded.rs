@@ -11,11 +11,11 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use crate::disk::{KeyKind, LockKey, ScanProblem, ScanProblemKind};
+use crate::disk::{LockKey, ScanProblem, ScanProblemKind};
 use crate::liveness::process::ProcessInfo;
 use crate::liveness::{KeyState, Liveness};
 use crate::locks::{self, Family, LocksError};
-use crate::operate::verdict::{Role, judge};
+use crate::operate::held::HeldView;
 
 use super::{CheckReport, HolderReport, MemberReport, UnlinkedHolder};
 
@@ -25,29 +25,19 @@ use super::{CheckReport, HolderReport, MemberReport, UnlinkedHolder};
 pub fn report_from_states<'a>(
     state_dir: &Path,
     family: &Family,
-    held: impl Iterator<Item = (&'a LockKey, &'a KeyState)> + Clone,
+    held: impl Iterator<Item = (&'a LockKey, &'a KeyState)>,
     problems: &[ScanProblem],
     now: SystemTime,
     materializing: std::time::Duration,
 ) -> Result<CheckReport, LocksError> {
     let coords = locks::family_coords(state_dir, family)?;
     let unique = locks::dedup_coords(&coords);
-    let held_by = |pid: u32| -> Vec<(KeyKind, &'a str)> {
-        held.clone()
-            .filter(|(_, state)| state.holders.iter().any(|holder| holder.pid == pid))
-            .map(|(key, _)| (key.kind(), key.name()))
-            .collect()
-    };
-    let role = |pid: u32| Role::from_kinds(held_by(pid));
+    let view = HeldView::of(held, materializing);
     let members: Vec<MemberReport> = unique
         .iter()
         .map(|(dir, key)| {
             let key = LockKey::from_coord(state_dir, dir, key);
-            let state = held
-                .clone()
-                .find(|(held, _)| **held == key)
-                .map(|(_, state)| state)
-                .filter(|state| state.liveness.is_held());
+            let state = view.held_state(&key);
             let held_unlinked = unlinked(problems, &key);
             let Some(state) = state else {
                 return MemberReport {
@@ -73,12 +63,12 @@ pub fn report_from_states<'a>(
                     } else {
                         state.since
                     },
-                    also_holds: held_by(process.pid)
-                        .into_iter()
-                        .filter(|(kind, name)| (*kind, *name) != (key.kind(), key.name()))
-                        .map(|(kind, name)| crate::disk::key::label(kind, name))
+                    also_holds: view
+                        .keys_of(process.pid)
+                        .filter(|other| (other.kind(), other.name()) != (key.kind(), key.name()))
+                        .map(LockKey::label)
                         .collect(),
-                    role: role(process.pid),
+                    role: view.role_of(process.pid),
                     shared,
                 })
                 .collect();
@@ -87,7 +77,7 @@ pub fn report_from_states<'a>(
                 name: key.name().to_string(),
                 busy: true,
                 holders,
-                verdict: judge(state, role, now, materializing),
+                verdict: view.judge(state, now),
                 contenders: state.waiters.iter().map(|&pid| by_pid(pid)).collect(),
                 watchers: state.watchers.iter().map(|&pid| by_pid(pid)).collect(),
                 held_unlinked,

@@ -55,7 +55,6 @@ impl PendingLines {
     }
 
     /// [`Self::take`] for async readers: waits without blocking a thread.
-    #[cfg(feature = "serve")]
     pub async fn take_async(&self) -> Option<Vec<Line>> {
         loop {
             let notified = self.ready_async.notified();

@@ -1,17 +1,20 @@
-//! The verdict on every held key, kept from the engine's deltas, so a
-//! reader can say when a key's verdict changes (see
-//! [`crate::operate::verdict`] for what a verdict is): one mechanism for
-//! `watch`, `serve`, `record`, `replay --from` and the monitor's event
-//! log, so they tell the same changes.
+//! The one held view: every held key's state, which keys each holder
+//! PID holds (so its role), and each held key's last verdict, kept from
+//! the engine's deltas (see [`crate::operate::verdict`] for what a
+//! verdict is). Every front end reads holders, roles and verdicts here —
+//! the monitor's model, `watch`, `record`, `replay`, `serve` (its
+//! `/events`, its scrapes) and the one-shot views (`snapshot`, `check`
+//! of a recording, built with [`HeldView::of`]) — so they tell the same
+//! roles and the same verdict changes.
 //!
 //! Invariants: it holds only held keys' states (few), the PIDs holding
 //! them and each key's last verdict; a change of one key re-judges that
 //! key at once, and every other key its holders (before and after) hold
 //! — a holder's role comes from all of them — once no delta came for
-//! [`SETTLE_AFTER`] ([`Verdicts::settle`]): a holder releasing its family
+//! [`SETTLE_AFTER`] ([`HeldView::settle`]): a holder releasing its family
 //! frees its keys one after the other, and the keys still held in
 //! between would read a role it is only dropping (a tag's `contended`
-//! naming no agent, just before the tag goes free); [`Verdicts::tick`]
+//! naming no agent, just before the tag goes free); [`HeldView::tick`]
 //! re-judges every held key against the clock (`materializing too long`
 //! starts without any delta). A verdict "changes" when any of it differs
 //! (kind, holder, waiters, since).
@@ -22,7 +25,7 @@ use std::time::{Duration, SystemTime};
 use crate::disk::LockKey;
 use crate::engine::KeyState;
 
-use super::{MATERIALIZING_AFTER, Role, Verdict, judge};
+use super::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
 
 /// How long after the last delta the keys it left unsettled are judged
 /// (see the module doc): a family's keys are freed within microseconds
@@ -51,9 +54,9 @@ pub struct Change {
     pub to: Option<Verdict>,
 }
 
-/// Held keys and their last verdicts.
+/// Held keys, their holders and their last verdicts.
 #[derive(Debug, Clone)]
-pub struct Verdicts {
+pub struct HeldView {
     materializing: Duration,
     held: HashMap<LockKey, KeyState>,
     by_pid: HashMap<u32, BTreeSet<LockKey>>,
@@ -62,14 +65,14 @@ pub struct Verdicts {
     unsettled: BTreeSet<LockKey>,
 }
 
-impl Default for Verdicts {
+impl Default for HeldView {
     /// No key yet; spawns become suspects after [`MATERIALIZING_AFTER`].
     fn default() -> Self {
         Self::new(MATERIALIZING_AFTER)
     }
 }
 
-impl Verdicts {
+impl HeldView {
     /// No key yet; spawns become suspects after `materializing`.
     pub fn new(materializing: Duration) -> Self {
         Self {
@@ -86,14 +89,60 @@ impl Verdicts {
         self.materializing = materializing;
     }
 
+    /// The view of the held keys among `keys`, as one-shot views
+    /// (`snapshot`, a recording's `check`) read roles: indexed, not yet
+    /// judged (judge with [`HeldView::judge`], or [`HeldView::tick`]).
+    pub fn of<'a>(
+        keys: impl IntoIterator<Item = (&'a LockKey, &'a KeyState)>,
+        materializing: Duration,
+    ) -> Self {
+        let mut view = Self::new(materializing);
+        for (key, state) in keys {
+            view.index(key, Some(state), &mut BTreeSet::new());
+        }
+        view
+    }
+
     /// The state `key` had as of the last delta, when it was held.
     pub fn held_state(&self, key: &LockKey) -> Option<&KeyState> {
         self.held.get(key)
     }
 
+    /// Every held key with its state, in no order.
+    pub fn held(&self) -> impl Iterator<Item = (&LockKey, &KeyState)> {
+        self.held.iter()
+    }
+
+    /// The keys `pid` holds, in key order (none when it holds none).
+    pub fn keys_of(&self, pid: u32) -> impl Iterator<Item = &LockKey> {
+        self.by_pid.get(&pid).into_iter().flatten()
+    }
+
+    /// Every PID holding a key, in no order.
+    pub fn holders(&self) -> impl Iterator<Item = u32> + '_ {
+        self.by_pid.keys().copied()
+    }
+
+    /// The role of `pid`, from every key it holds.
+    pub fn role_of(&self, pid: u32) -> Role {
+        Role::from_kinds(self.keys_of(pid).map(|key| (key.kind(), key.name())))
+    }
+
+    /// The verdict `key` got when it was last judged (`None`: not held,
+    /// or no fact applies).
+    pub fn verdict(&self, key: &LockKey) -> Option<&Verdict> {
+        self.verdicts.get(key)
+    }
+
+    /// The verdict on `state` at `now`, its holders' roles read here:
+    /// judged afresh, nothing kept (a scrape, a frame, a one-shot view).
+    pub fn judge(&self, state: &KeyState, now: SystemTime) -> Option<Verdict> {
+        judge(state, |pid| self.role_of(pid), now, self.materializing)
+    }
+
     /// Folds in `key`'s new state (`None`: its files are gone); returns
     /// `key`'s verdict change, if any. The other keys of its holders wait
-    /// for [`Verdicts::settle`].
+    /// for [`HeldView::settle`].
     pub fn apply(
         &mut self,
         key: &LockKey,
@@ -101,17 +150,7 @@ impl Verdicts {
         now: SystemTime,
     ) -> Vec<Change> {
         let mut touched = BTreeSet::from([key.clone()]);
-        if let Some(old) = self.held.remove(key) {
-            self.unindex(key, &old, &mut touched);
-        }
-        if let Some(state) = state.filter(|state| state.liveness.is_held()) {
-            for holder in &state.holders {
-                let keys = self.by_pid.entry(holder.pid).or_default();
-                touched.extend(keys.iter().cloned());
-                keys.insert(key.clone());
-            }
-            self.held.insert(key.clone(), state.clone());
-        }
+        self.index(key, state, &mut touched);
         touched.remove(key);
         self.unsettled.remove(key);
         self.unsettled.extend(touched);
@@ -151,6 +190,22 @@ impl Verdicts {
             .collect()
     }
 
+    /// Puts `key`'s new state (`None`: gone) in the index; adds to
+    /// `touched` every other key its holders (before and after) hold.
+    fn index(&mut self, key: &LockKey, state: Option<&KeyState>, touched: &mut BTreeSet<LockKey>) {
+        if let Some(old) = self.held.remove(key) {
+            self.unindex(key, &old, touched);
+        }
+        if let Some(state) = state.filter(|state| state.liveness.is_held()) {
+            for holder in &state.holders {
+                let keys = self.by_pid.entry(holder.pid).or_default();
+                touched.extend(keys.iter().cloned());
+                keys.insert(key.clone());
+            }
+            self.held.insert(key.clone(), state.clone());
+        }
+    }
+
     fn unindex(&mut self, key: &LockKey, old: &KeyState, touched: &mut BTreeSet<LockKey>) {
         for holder in &old.holders {
             if let Some(keys) = self.by_pid.get_mut(&holder.pid) {
@@ -163,16 +218,8 @@ impl Verdicts {
         }
     }
 
-    fn role_of(&self, pid: u32) -> Role {
-        let keys = self.by_pid.get(&pid).into_iter().flatten();
-        Role::from_kinds(keys.map(|key| (key.kind(), key.name())))
-    }
-
     fn rejudge(&mut self, key: &LockKey, now: SystemTime) -> Option<Change> {
-        let verdict = self
-            .held
-            .get(key)
-            .and_then(|state| judge(state, |pid| self.role_of(pid), now, self.materializing));
+        let verdict = self.held.get(key).and_then(|state| self.judge(state, now));
         let old = match &verdict {
             Some(verdict) => self.verdicts.insert(key.clone(), verdict.clone()),
             None => self.verdicts.remove(key),
@@ -195,7 +242,7 @@ mod tests {
 
     #[test]
     fn a_spawn_becomes_materializing_too_long_on_the_clock_and_an_agent_when_it_claims_its_aih() {
-        let mut verdicts = Verdicts::new(LIMIT);
+        let mut verdicts = HeldView::new(LIMIT);
         let spawn = held(Liveness::Live, 7, "spawn", t(0));
         assert_eq!(verdicts.apply(&tag("t"), Some(&spawn), t(1)), vec![]);
         assert_eq!(verdicts.tick(t(10)), vec![]);
@@ -231,7 +278,7 @@ mod tests {
     /// are in — by then it is free, and no such line is told.
     #[test]
     fn a_family_released_key_by_key_tells_no_role_it_is_only_dropping() {
-        let mut verdicts = Verdicts::new(LIMIT);
+        let mut verdicts = HeldView::new(LIMIT);
         let agent = held(Liveness::Live, 7, "agent", t(0));
         let contended = KeyState {
             waiters: vec![9],
@@ -250,7 +297,7 @@ mod tests {
 
     #[test]
     fn freeing_or_removing_a_key_takes_its_verdict_away() {
-        let mut verdicts = Verdicts::new(LIMIT);
+        let mut verdicts = HeldView::new(LIMIT);
         let agent = held(Liveness::Live, 7, "agent", t(0));
         verdicts.apply(&instance("cli/a/b"), Some(&agent), t(1));
         let freed = verdicts.apply(&instance("cli/a/b"), Some(&free()), t(2));
@@ -261,5 +308,51 @@ mod tests {
         let removed = verdicts.apply(&instance("cli/a/b"), None, t(4));
         assert_eq!(removed[0].to, None);
         assert!(verdicts.by_pid.is_empty());
+    }
+
+    /// A one-shot view of a set of states reads the same holders, roles
+    /// and verdicts as a view kept from the deltas that led there.
+    #[test]
+    fn a_view_of_states_reads_as_the_view_kept_from_their_deltas() {
+        let agent = held(Liveness::Live, 7, "agent", t(0));
+        let spawn = held(Liveness::Live, 8, "spawn", t(0));
+        let states = [
+            (instance("cli/a/b"), agent.clone()),
+            (tag("t1"), agent),
+            (tag("t2"), spawn),
+            (tag("gone"), free()),
+        ];
+        let mut kept = HeldView::new(LIMIT);
+        for (key, state) in &states {
+            kept.apply(key, Some(state), t(1));
+        }
+        kept.settle(t(1));
+        let once = HeldView::of(states.iter().map(|(key, state)| (key, state)), LIMIT);
+        for view in [&kept, &once] {
+            assert_eq!(
+                view.role_of(7),
+                Role::Agent {
+                    aih: "cli/a/b".into()
+                }
+            );
+            assert_eq!(view.role_of(8), Role::Materializing);
+            assert_eq!(view.role_of(9), Role::Other, "holds nothing");
+            let names: Vec<&str> = view.keys_of(7).map(LockKey::name).collect();
+            assert_eq!(names, ["cli/a/b", "t1"], "kind, then name");
+            let mut holders: Vec<u32> = view.holders().collect();
+            holders.sort_unstable();
+            assert_eq!(holders, [7, 8]);
+            assert!(view.held_state(&tag("gone")).is_none(), "free is not held");
+        }
+        for (key, state) in &states[..3] {
+            assert_eq!(
+                kept.verdict(key),
+                once.judge(state, t(1)).as_ref(),
+                "{}",
+                key.name()
+            );
+        }
+        let late = once.judge(&states[2].1, t(31)).map(|v| v.kind());
+        assert_eq!(late, Some("materializing_too_long"), "judged at the time asked");
     }
 }

@@ -1,0 +1,156 @@
+//! `locktop watch`: stream liveness changes until SIGINT/SIGTERM — text
+//! lines, or NDJSON with `--json` (`time, kind, name, from, to, pids`) —
+//! and a line whenever a held key's verdict changes ([`verdicts`]).
+//!
+//! Invariant: a slow reader never stops the engine from being drained,
+//! and never makes memory grow. The loop here only folds deltas into the
+//! [`writer::PendingLines`]; a thread of its own writes stdout ([`writer`]).
+//! While lines wait, each key keeps one pending line with its latest
+//! state and a count of what it folded ([`queue`], which states the
+//! bound). On SIGINT/SIGTERM `watch` stops receiving, flushes what is
+//! pending for at most [`FLUSH_TIMEOUT`], and exits 0 whether or not the
+//! reader took it. Safe in a pipe: a closed stdout (`| head`) ends the
+//! command with exit 0.
+
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::oneshot;
+
+use crate::context::Context;
+use crate::engine::{self, Delta, EngineHandle};
+use crate::operate::held::{self, HeldView, settled};
+use crate::stream::writer::{self, PendingLines};
+use crate::stream::{Show, enqueue, push_verdicts};
+
+/// How long `watch` keeps flushing pending lines after SIGINT/SIGTERM
+/// before it exits anyway (a second signal ends it at once).
+pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often held keys are judged again against the clock.
+const VERDICT_CLOCK: Duration = Duration::from_secs(1);
+
+/// Flags of `locktop watch`.
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// Print NDJSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Also print the initial state of every key (default: changes only).
+    #[arg(long)]
+    initial: bool,
+    #[command(flatten)]
+    engine: super::engine_args::EngineArgs,
+}
+
+/// What the writer thread reports when it ends.
+type Written = oneshot::Receiver<std::io::Result<()>>;
+
+/// Runs `locktop watch`.
+pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode> {
+    let engine = args.engine.engine(&state_dir, "watch")?;
+    engine.say();
+    let verdicts = HeldView::new(engine.materializing);
+    let stop = super::stop_signal()?;
+    let outbox = Arc::new(PendingLines::default());
+    if args.json {
+        // The first line says how liveness is learned (a reader that
+        // cannot take it has stopped reading: the writer finds out).
+        let line = serde_json::json!({
+            "time": crate::time_format::rfc3339(SystemTime::now()),
+            "source": engine.source.word(),
+            "probe": engine.probe.runs.as_str(),
+            "source_fallback": engine.source.fallback,
+        });
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{line}\n").as_bytes());
+    }
+    let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let mut written = writer::spawn(outbox.clone(), args.json, stdout)?;
+    let handle = engine::spawn(Context::new(state_dir), engine.config);
+    let drained = drain(handle, &outbox, &args, verdicts, stop, &mut written).await;
+    if let Some(outcome) = drained {
+        return exit_code(outcome);
+    }
+    // Stopped receiving (the engine is gone with its handle): flush what
+    // is pending, but never wait on a reader for longer than the bound.
+    outbox.close();
+    let again = super::stop_signal()?;
+    tokio::select! {
+        outcome = &mut written => exit_code(writer_outcome(outcome)),
+        () = tokio::time::sleep(FLUSH_TIMEOUT) => Ok(ExitCode::SUCCESS),
+        () = again => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Folds the engine's deltas into `outbox` until SIGINT/SIGTERM or the
+/// end of the engine (`None`), or until the writer ends first (its
+/// outcome). Never waits on stdout. Once a second, held keys are judged
+/// again against the clock (a verdict that comes with time alone).
+async fn drain(
+    mut handle: EngineHandle,
+    outbox: &PendingLines,
+    args: &WatchArgs,
+    mut verdicts: HeldView,
+    stop: impl Future<Output = ()>,
+    written: &mut Written,
+) -> Option<std::io::Result<()>> {
+    tokio::pin!(stop);
+    let mut synced = args.initial;
+    let mut scanned = false;
+    let mut settle_at = None;
+    let mut clock = tokio::time::interval(VERDICT_CLOCK);
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            delta = handle.deltas.recv() => match delta {
+                Some(delta) => {
+                    let first_scan_done = !scanned && matches!(delta, Delta::Synced { .. });
+                    let show = Show { json: args.json, verdicts: scanned };
+                    enqueue(outbox, delta, show, &mut synced, &mut verdicts);
+                    settle_at = Some(tokio::time::Instant::now() + held::SETTLE_AFTER);
+                    if first_scan_done {
+                        scanned = true;
+                        // Every key is in: judge the keys left unsettled.
+                        verdicts.settle(SystemTime::now());
+                        if args.initial {
+                            // The verdicts of the initial state, now that
+                            // every holder's keys are known.
+                            push_verdicts(outbox, verdicts.current(), true, SystemTime::now());
+                        }
+                    }
+                }
+                None => return None,
+            },
+            () = settled(settle_at) => {
+                // The deltas that came together are in: judge the other
+                // keys of the holders they touched.
+                settle_at = None;
+                let changes = verdicts.settle(SystemTime::now());
+                push_verdicts(outbox, changes, scanned, SystemTime::now());
+            }
+            _ = clock.tick(), if settle_at.is_none() => {
+                let changes = verdicts.tick(SystemTime::now());
+                push_verdicts(outbox, changes, scanned, SystemTime::now());
+            }
+            () = &mut stop => return None,
+            outcome = &mut *written => return Some(writer_outcome(outcome)),
+        }
+    }
+}
+
+fn writer_outcome(
+    outcome: Result<std::io::Result<()>, oneshot::error::RecvError>,
+) -> std::io::Result<()> {
+    outcome.unwrap_or_else(|_| Err(std::io::Error::other("the stdout writer stopped")))
+}
+
+/// Exit 0 when everything was written or the reader went away (EPIPE).
+fn exit_code(outcome: std::io::Result<()>) -> anyhow::Result<ExitCode> {
+    match outcome {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(error) => Err(error.into()),
+    }
+}
