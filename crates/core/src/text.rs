@@ -27,7 +27,7 @@ const BIDI_CONTROLS: [char; 12] = [
 /// C1), a bidi control, a line or paragraph separator, or an invisible
 /// format mark that could hide part of a name (zero-width space, word
 /// joiner and the invisible operators, the byte-order mark).
-pub fn is_hazard(c: char) -> bool {
+pub(crate) fn is_hazard(c: char) -> bool {
     c.is_control()
         || BIDI_CONTROLS.contains(&c)
         || matches!(

@@ -24,7 +24,7 @@ pub fn age(since: SystemTime, now: SystemTime) -> String {
 
 /// Serializes a path as a (lossy) UTF-8 string: JSON output never fails,
 /// even on a non-UTF-8 name (those are reported as scan problems).
-pub fn lossy_path<S: serde::Serializer>(
+pub(crate) fn lossy_path<S: serde::Serializer>(
     path: &std::path::Path,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {

@@ -28,9 +28,9 @@ pub const FORMAT: &str = "locktop-journal";
 /// The format's version: a reader refuses a journal of a newer one.
 pub const VERSION: u32 = 1;
 /// How a checkpoint's first line starts (and no other line does).
-pub const CHECKPOINT_PREFIX: &[u8] = b"{\"checkpoint\":";
+pub(crate) const CHECKPOINT_PREFIX: &[u8] = b"{\"checkpoint\":";
 /// Free keys of one directory per checkpoint line.
-pub const FREE_PER_LINE: usize = 1000;
+pub(crate) const FREE_PER_LINE: usize = 1000;
 
 /// The first line of every journal file: what was recorded, where, by
 /// what.
@@ -99,7 +99,7 @@ pub struct KeyRef<'a> {
 
 /// A key of a checkpoint that is not simply free.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckpointKey<'a> {
+pub(crate) struct CheckpointKey<'a> {
     /// Which.
     #[serde(flatten, borrow)]
     pub key: KeyRef<'a>,
@@ -109,7 +109,7 @@ pub struct CheckpointKey<'a> {
 
 /// Free keys of one directory in a checkpoint: their SDK keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckpointFree<'a> {
+pub(crate) struct CheckpointFree<'a> {
     /// Their kind.
     pub kind: KeyKind,
     /// Their directory, relative to the locks root.
@@ -255,7 +255,7 @@ impl Namer {
 }
 
 /// `key`'s directory relative to `root` (the locks root).
-pub fn relative_dir<'k>(root: &Path, key: &'k LockKey) -> Cow<'k, str> {
+pub(crate) fn relative_dir<'k>(root: &Path, key: &'k LockKey) -> Cow<'k, str> {
     key.dir()
         .strip_prefix(root)
         .unwrap_or(key.dir())
@@ -434,7 +434,7 @@ struct KeyLine<'a> {
 /// Writes the line for `delta`, stamped `time` (never earlier than the
 /// line before: see [`crate::writer`]), with `holder_alive` for
 /// a key that stopped being held, ending in a newline.
-pub fn encode_delta(
+pub(crate) fn encode_delta(
     out: &mut Vec<u8>,
     delta: &Delta,
     time: SystemTime,
@@ -509,7 +509,7 @@ pub fn encode_delta(
 }
 
 /// Writes a verdict line (`watch --json`'s, with the key's `dir`).
-pub fn encode_verdict(
+pub(crate) fn encode_verdict(
     out: &mut Vec<u8>,
     key: &LockKey,
     from: Option<&str>,
@@ -532,7 +532,7 @@ pub fn encode_verdict(
 }
 
 /// Writes any other line: `{"<field>": value}` and a newline.
-pub fn encode_tagged(out: &mut Vec<u8>, field: &str, value: &impl Serialize) {
+pub(crate) fn encode_tagged(out: &mut Vec<u8>, field: &str, value: &impl Serialize) {
     let mut map = serde_json::Map::new();
     map.insert(
         field.to_string(),

@@ -38,7 +38,7 @@ use super::format::{
 use crate::engine::fold::Fold;
 
 /// The least a checkpoint waits for, in bytes of changes after the last.
-pub const CHECKPOINT_EVERY: u64 = 4 << 20;
+pub(crate) const CHECKPOINT_EVERY: u64 = 4 << 20;
 /// Files `--keep` keeps by default (the current one and the older ones).
 pub const KEEP: usize = 8;
 /// Bytes of a checkpoint gathered before they are written.
@@ -132,8 +132,9 @@ impl Journal {
     }
 
     /// Checkpoints after at least `bytes` of changes (instead of
-    /// [`CHECKPOINT_EVERY`]): tests and benchmarks of many checkpoints.
-    pub fn with_checkpoint_every(mut self, bytes: u64) -> Self {
+    /// [`CHECKPOINT_EVERY`]): tests of many checkpoints.
+    #[cfg(test)]
+    pub(crate) fn with_checkpoint_every(mut self, bytes: u64) -> Self {
         self.checkpoint_every = bytes;
         self
     }

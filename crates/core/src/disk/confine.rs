@@ -29,7 +29,7 @@ pub enum Unconfined {
 /// follow it, and an acquire would create and write files wherever it
 /// points). Components that do not exist yet are fine: the SDK creates
 /// real directories.
-pub fn ensure_no_symlink_below_root(state_dir: &Path, dir: &Path) -> Result<(), Unconfined> {
+pub(crate) fn ensure_no_symlink_below_root(state_dir: &Path, dir: &Path) -> Result<(), Unconfined> {
     let root = locks_root(state_dir);
     let Ok(relative) = dir.strip_prefix(&root) else {
         return Err(Unconfined::Outside {

@@ -77,7 +77,7 @@ pub struct LockKey {
 /// What every key of one claim directory shares: the SDK's lock dir, the
 /// kind of its keys and how long the name's prefix is.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ClaimDir {
+pub(crate) struct ClaimDir {
     kind: KeyKind,
     path: Box<Path>,
     /// Bytes of a key's name before its SDK key.
@@ -146,7 +146,7 @@ impl LockKey {
     }
 
     /// The directory this key shares with its siblings.
-    pub fn claim_dir(&self) -> &Arc<ClaimDir> {
+    pub(crate) fn claim_dir(&self) -> &Arc<ClaimDir> {
         &self.dir
     }
 
@@ -162,7 +162,7 @@ impl LockKey {
 
     /// When the claim became held, as far as the disk tells: see
     /// [`held_since`]. Never follows a symlink.
-    pub fn held_since(&self) -> Option<SystemTime> {
+    pub(crate) fn held_since(&self) -> Option<SystemTime> {
         held_since(&std::fs::symlink_metadata(self.announce_path()).ok()?)
     }
 
@@ -205,7 +205,7 @@ impl ClaimFile {
 /// `stat`: the file may be gone, or unlinked while still open). `None`
 /// unless the name is UTF-8, ends in `.lock` and its escape decodes.
 /// Invariant: names exactly as [`crate::disk::scan`] names what it finds.
-pub fn claim_named(state_dir: &Path, path: &Path) -> Option<(LockKey, ClaimFile)> {
+pub(crate) fn claim_named(state_dir: &Path, path: &Path) -> Option<(LockKey, ClaimFile)> {
     let name = path.file_name()?.to_str()?;
     let (stem, file) = match name.strip_suffix(escape::ANNOUNCE_SUFFIX) {
         Some(stem) => (stem, ClaimFile::Announce),
@@ -218,7 +218,7 @@ pub fn claim_named(state_dir: &Path, path: &Path) -> Option<(LockKey, ClaimFile)
 /// "Held since": the mtime of a claim's announce file (`announce`, read
 /// without following symlinks), i.e. the moment its holder wrote the
 /// beacon. Meaningful only while the claim is held.
-pub fn held_since(announce: &std::fs::Metadata) -> Option<SystemTime> {
+pub(crate) fn held_since(announce: &std::fs::Metadata) -> Option<SystemTime> {
     announce.modified().ok()
 }
 

@@ -14,4 +14,4 @@ pub mod state_dir;
 
 pub use key::{ClaimFile, DirNamer, KeyKind, LockKey};
 pub use problem::{ScanProblem, ScanProblemKind};
-pub use scan::{ScanReport, scan, scan_subtree};
+pub use scan::{ScanReport, scan};

@@ -116,7 +116,7 @@ impl ScanProblemKind {
     /// the directory re-derives it); false for one learned from `/proc`
     /// ([`ScanProblemKind::HeldUnlinked`]), which only a sweep re-derives —
     /// an event at its path says nothing about it.
-    pub fn is_on_disk(&self) -> bool {
+    pub(crate) fn is_on_disk(&self) -> bool {
         !matches!(self, ScanProblemKind::HeldUnlinked(_))
     }
 }

@@ -31,7 +31,7 @@ use crate::locks::locks_root;
 /// Called with each directory just before the walk reads it: the engine
 /// adds its inotify watch there, so whatever is created in it afterwards
 /// is heard, and whatever was created before is read.
-pub type OnDir = std::sync::Arc<dyn Fn(&Path) + Send + Sync>;
+pub(crate) type OnDir = std::sync::Arc<dyn Fn(&Path) + Send + Sync>;
 
 /// Every claim and every problem found under a directory.
 #[derive(Debug, Default, Clone)]
@@ -55,7 +55,7 @@ impl ScanReport {
     /// directory): no agent can take them, so no probe may answer "free"
     /// for them without looking. Empty, with nothing allocated, in the
     /// usual tree.
-    pub fn unfit_claims(&self) -> HashSet<PathBuf> {
+    pub(crate) fn unfit_claims(&self) -> HashSet<PathBuf> {
         self.problems
             .iter()
             .filter(|problem| matches!(problem.kind, ScanProblemKind::NotRegular(_)))
@@ -78,7 +78,7 @@ pub fn scan(state_dir: &Path, on_dir: Option<&OnDir>) -> std::io::Result<ScanRep
 
 /// Scans `dir` and everything below it (a subtree of the locks root).
 /// A missing `dir` yields an empty report.
-pub fn scan_subtree(state_dir: &Path, dir: &Path, on_dir: Option<&OnDir>) -> ScanReport {
+pub(crate) fn scan_subtree(state_dir: &Path, dir: &Path, on_dir: Option<&OnDir>) -> ScanReport {
     if !walkable(&locks_root(state_dir), dir) {
         // Its parent's scan reports it as a problem; nothing below it is
         // a claim.
@@ -101,7 +101,7 @@ pub fn scan_subtree(state_dir: &Path, dir: &Path, on_dir: Option<&OnDir>) -> Sca
 /// time (fewer at the end of a directory; never two directories' keys in
 /// one call), so that probes can start while the walk goes on; the
 /// report comes back with no keys.
-pub fn scan_feeding(
+pub(crate) fn scan_feeding(
     state_dir: &Path,
     chunk: usize,
     on_dir: Option<&OnDir>,
@@ -184,7 +184,11 @@ fn walkable(root: &Path, dir: &Path) -> bool {
 /// with `O_NOFOLLOW | O_DIRECTORY`, so a symlink anywhere on the way,
 /// swapped in at any moment, is refused (`ELOOP`), never followed. A
 /// `dir` not below the root is refused (`EXDEV`).
-pub fn open_below_root(root: &Path, root_fd: BorrowedFd<'_>, dir: &Path) -> nix::Result<OwnedFd> {
+pub(crate) fn open_below_root(
+    root: &Path,
+    root_fd: BorrowedFd<'_>,
+    dir: &Path,
+) -> nix::Result<OwnedFd> {
     let relative = dir.strip_prefix(root).map_err(|_| Errno::EXDEV)?;
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let mut at = root_fd.try_clone_to_owned().map_err(|_| Errno::EMFILE)?;
@@ -451,7 +455,7 @@ fn classify_regular(name: &str) -> (Option<ScanProblemKind>, Entry<'_>) {
 /// report it (`None`: it is a claim's file, a directory, or gone). One
 /// `lstat` (two for an announce, whose gate must exist); opens nothing.
 /// For the engine, which reports problems when their events arrive.
-pub fn problem_at(path: &Path) -> Option<ScanProblemKind> {
+pub(crate) fn problem_at(path: &Path) -> Option<ScanProblemKind> {
     let meta = std::fs::symlink_metadata(path).ok()?;
     let (problem, entry) = classify(path.file_name()?, meta.file_type());
     match entry {
@@ -474,7 +478,7 @@ pub async fn scan_root(state_dir: &Path) -> std::io::Result<ScanReport> {
 }
 
 /// [`scan_root`], calling `on_dir` before each directory is read.
-pub async fn scan_root_watching(
+pub(crate) async fn scan_root_watching(
     state_dir: &Path,
     on_dir: Option<OnDir>,
 ) -> std::io::Result<ScanReport> {

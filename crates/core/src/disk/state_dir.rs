@@ -47,7 +47,7 @@ pub fn resolve(flag: Option<PathBuf>) -> Result<PathBuf, StateDirError> {
 }
 
 /// [`resolve`] with the environment supplied by `env` (testable).
-pub fn resolve_with(
+pub(crate) fn resolve_with(
     flag: Option<PathBuf>,
     env: impl Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Result<PathBuf, StateDirError> {

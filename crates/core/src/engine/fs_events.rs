@@ -30,7 +30,7 @@ use crate::locks::escape::GATE_SUFFIX;
 
 /// One thing that happened under the watched directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FsChange {
+pub(crate) enum FsChange {
     /// A gate or announce file was created, written, closed after writing
     /// or removed: the claim may have changed state.
     Key(LockKey),
@@ -72,7 +72,7 @@ pub enum FsChange {
 /// tree before the first event (2 million claim files: 9 s of a first
 /// view spent before a single key was read).
 #[derive(Clone)]
-pub struct FsWatcher {
+pub(crate) struct FsWatcher {
     watcher: Arc<Mutex<RecommendedWatcher>>,
     /// The first failure to add a directory's watch that matters (the
     /// watch limit), for the engine to act on.
@@ -82,7 +82,7 @@ pub struct FsWatcher {
 impl FsWatcher {
     /// Adds (or keeps) the watch of `dir`, its entries only. A directory
     /// gone meanwhile is no failure (its removal is an event of its own).
-    pub fn watch_dir(&self, dir: &Path) {
+    pub(crate) fn watch_dir(&self, dir: &Path) {
         let Ok(mut watcher) = self.watcher.lock() else {
             return;
         };
@@ -112,31 +112,31 @@ impl FsWatcher {
     }
 
     /// The walks' hook: watch each directory before it is read.
-    pub fn dir_hook(&self) -> crate::disk::scan::OnDir {
+    pub(crate) fn dir_hook(&self) -> crate::disk::scan::OnDir {
         let watcher = self.clone();
         Arc::new(move |dir: &Path| watcher.watch_dir(dir))
     }
 
     /// The failure to watch a directory since the last call, if any.
-    pub fn take_failure(&self) -> Option<FsChange> {
+    pub(crate) fn take_failure(&self) -> Option<FsChange> {
         self.failure.lock().ok()?.take()
     }
 }
 
 /// How many changes may wait for the engine; one more is lost (and the
 /// engine rescans), as inotify itself does with its own queue.
-pub const CHANGE_QUEUE: usize = 16 * 1024;
+pub(crate) const CHANGE_QUEUE: usize = 16 * 1024;
 
 /// How many distinct opened claim files are remembered between two looks
 /// of the engine; past that, the opens are dropped (a burst that large is
 /// the engine's own sweep or an agent storm, whose keys are probed anyway;
 /// the periodic sweep covers the rest).
-pub const MAX_OPENED: usize = 4096;
+pub(crate) const MAX_OPENED: usize = 4096;
 
 /// What the watcher thread needs to sort and bound events, shared with
 /// the engine.
 #[derive(Debug, Default)]
-pub struct EventFilter {
+pub(crate) struct EventFilter {
     /// The files of the keys the engine knows as held: an open of one of
     /// them may be a waiter arriving.
     held: RwLock<HashSet<PathBuf>>,
@@ -173,7 +173,7 @@ impl std::fmt::Debug for NudgeSlot {
 }
 
 /// Opens stay muted (see [`EventFilter::mute_opens`]) while this lives.
-pub struct MutedOpens(Arc<EventFilter>);
+pub(crate) struct MutedOpens(Arc<EventFilter>);
 
 impl Drop for MutedOpens {
     fn drop(&mut self) {
@@ -185,7 +185,7 @@ impl EventFilter {
     /// From now on the kernel's lock events tell liveness: opens and
     /// closes are dropped here, and every event calls `nudge` (when the
     /// source has one).
-    pub fn told_by_kernel(&self, nudge: Option<crate::liveness::live_table::Nudger>) {
+    pub(crate) fn told_by_kernel(&self, nudge: Option<crate::liveness::live_table::Nudger>) {
         if let Some(nudge) = nudge {
             let _ = self.nudge.0.set(nudge);
         }
@@ -219,7 +219,7 @@ impl EventFilter {
 
     /// Adds or removes a held key's files (the engine keeps this in step
     /// with its view).
-    pub fn set_held(&self, key: &LockKey, held: bool) {
+    pub(crate) fn set_held(&self, key: &LockKey, held: bool) {
         let Ok(mut files) = self.held.write() else {
             return;
         };
@@ -233,7 +233,7 @@ impl EventFilter {
     }
 
     /// The claim files (not held keys') opened since the last call.
-    pub fn take_opened(&self) -> HashSet<PathBuf> {
+    pub(crate) fn take_opened(&self) -> HashSet<PathBuf> {
         self.opened
             .lock()
             .map(|mut opened| std::mem::take(&mut *opened))
@@ -245,13 +245,13 @@ impl EventFilter {
     /// recheck or an entry in the opened set), and the `/proc/locks` read
     /// it makes after its probes — drop the guard right before it — sees
     /// every lock those opens could have revealed.
-    pub fn mute_opens(self: &Arc<Self>) -> MutedOpens {
+    pub(crate) fn mute_opens(self: &Arc<Self>) -> MutedOpens {
         self.opens_muted.store(true, Ordering::Release);
         MutedOpens(self.clone())
     }
 
     /// True (once) when a change was lost since the last call.
-    pub fn take_lost(&self) -> bool {
+    pub(crate) fn take_lost(&self) -> bool {
         self.lost.swap(false, Ordering::AcqRel)
     }
 
@@ -403,7 +403,7 @@ fn file_change(state_dir: &Path, path: PathBuf) -> FsChange {
 /// regular file is a claim's file, whatever its name — a symlink, a FIFO,
 /// a directory named `x.lock` are problems (it may be gone: a removed file
 /// still names its claim).
-pub fn claim_of(state_dir: &Path, path: &Path) -> Option<LockKey> {
+pub(crate) fn claim_of(state_dir: &Path, path: &Path) -> Option<LockKey> {
     // A file named like a claim outside the locks root (a path read from
     // a process's fds: any `*.lock` on the filesystem) is no claim.
     if !path.starts_with(crate::locks::coords::locks_root(state_dir)) {

@@ -11,7 +11,7 @@ pub mod delta;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fixtures;
 pub mod fold;
-pub mod fs_events;
+pub(crate) mod fs_events;
 mod run;
 pub mod store;
 pub mod trace;

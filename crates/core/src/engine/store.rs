@@ -57,7 +57,7 @@ impl KeyStore {
 
     /// Room for `more` keys without growing (a sweep's findings are
     /// merged into a table sized once).
-    pub fn reserve(&mut self, more: usize) {
+    pub(crate) fn reserve(&mut self, more: usize) {
         self.states.reserve(more);
     }
 
@@ -72,7 +72,7 @@ impl KeyStore {
     }
 
     /// How many of them are held.
-    pub fn held_len(&self) -> usize {
+    pub(crate) fn held_len(&self) -> usize {
         self.held
     }
 

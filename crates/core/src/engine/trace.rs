@@ -76,10 +76,10 @@ pub struct Trace {
 impl Trace {
     /// Records (and, apart, spans) kept at most until [`Trace::take`]
     /// and [`Trace::take_spans`] empty the store.
-    pub const CAPACITY: usize = 1 << 20;
+    pub(crate) const CAPACITY: usize = 1 << 20;
 
     /// The shortest loop work kept as a [`Span`].
-    pub const SPAN_MIN: std::time::Duration = std::time::Duration::from_millis(1);
+    pub(crate) const SPAN_MIN: std::time::Duration = std::time::Duration::from_millis(1);
 
     /// Records that the loop did `what` (to `items` things) from `from`
     /// until now (if it took at least [`Trace::SPAN_MIN`]).

@@ -35,7 +35,7 @@ use crate::liveness::verify::HolderVerifier;
 /// but not always: with two rereads, `.ci/run` once saw a claim missed by
 /// all three reads while the other unit tests ran beside this module's
 /// test. A reread happens only for a held claim still locked by then.
-pub const MAX_REREADS: usize = 3;
+pub(crate) const MAX_REREADS: usize = 3;
 
 /// Fills holders, waiters and `since` of every held state in `batch`,
 /// turns `Live` into `Own` when a holder is one of `own_pids`, and turns a
@@ -62,7 +62,7 @@ pub fn annotate(batch: &mut [(LockKey, KeyState)], own_pids: &HashSet<u32>) {
 /// time of their own. `read` reads `/proc/locks` (again, for the rereads
 /// [`annotate_with`] may need). Returns the first read, for the caller's
 /// other uses (claim files held though unlinked).
-pub fn annotate_reading(
+pub(crate) fn annotate_reading(
     batch: &mut [(LockKey, KeyState)],
     own_pids: &HashSet<u32>,
     read: &(dyn Fn() -> LockIndex + Sync),
@@ -92,7 +92,7 @@ pub fn annotate_reading(
 /// it, so a held claim with no holder in it is read again (`read`) while
 /// it is still held, torn read or not; a PID it names is verified after
 /// the probes, as always. Returns `early`.
-pub fn annotate_after_early_read(
+pub(crate) fn annotate_after_early_read(
     batch: &mut [(LockKey, KeyState)],
     own_pids: &HashSet<u32>,
     early: LockIndex,
@@ -125,7 +125,7 @@ enum FirstRead {
 /// [`annotate`] with an already-read index; `reread` reads `/proc/locks`
 /// again (see the module doc for when: at most [`MAX_REREADS`] + 1 times;
 /// `recheck` says how a claim is found still held before that).
-pub fn annotate_with(
+pub(crate) fn annotate_with(
     batch: &mut [(LockKey, KeyState)],
     index: &LockIndex,
     own_pids: &HashSet<u32>,
@@ -331,7 +331,7 @@ fn annotate_stated(
 /// How an annotation learns whether a held claim missing from a torn
 /// read is still held before it reads `/proc/locks` again for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recheck {
+pub(crate) enum Recheck {
     /// A shared-lock probe of its files (a momentary lock: never under
     /// the lock-free probe).
     SharedProbe,

@@ -117,7 +117,7 @@ pub fn judge_lock_free(
 
 /// [`judge_lock_free`], split ([`Probed`]: a bare free key is its key
 /// alone) and in no particular order: what the whole-tree probes use.
-pub fn judge_lock_free_split(
+pub(crate) fn judge_lock_free_split(
     keys: Vec<LockKey>,
     index: &LockIndex,
     threads: usize,
@@ -278,7 +278,7 @@ pub async fn probe_all(
 
 /// Probes every key (in `mode`) one after the other, in the calling task;
 /// no holder details.
-pub async fn probe_each(
+pub(crate) async fn probe_each(
     prober: &Prober,
     keys: Vec<LockKey>,
     mode: ProbeMode,

@@ -25,7 +25,7 @@ struct Seen {
 
 /// CPU time per PID across looks (one per holder refresh).
 #[derive(Debug, Default)]
-pub struct CpuClock {
+pub(crate) struct CpuClock {
     seen: HashMap<u32, Seen>,
 }
 
@@ -33,7 +33,7 @@ impl CpuClock {
     /// Records that `pid` (started at `started`) had used `ticks` of CPU
     /// when looked at `now`; returns since when its CPU time has stood
     /// still (`now` when it moved or was first seen).
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         pid: u32,
         started: Option<SystemTime>,
@@ -54,7 +54,7 @@ impl CpuClock {
 
     /// Since when `pid` (started at `started`) has used no CPU, as far as
     /// the looks so far tell; `None` if it was never looked at.
-    pub fn still_since(&self, pid: u32, started: Option<SystemTime>) -> Option<SystemTime> {
+    pub(crate) fn still_since(&self, pid: u32, started: Option<SystemTime>) -> Option<SystemTime> {
         self.seen
             .get(&pid)
             .filter(|seen| seen.started == started)
@@ -76,12 +76,8 @@ impl CpuClock {
         self.seen.retain(|pid, _| keep(*pid));
     }
 
-    /// How many PIDs are remembered.
-    pub fn len(&self) -> usize {
-        self.seen.len()
-    }
-
     /// True when no PID is remembered.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.seen.is_empty()
     }

@@ -85,7 +85,7 @@ impl HeldFiles {
 /// its fdinfo read — so locks held elsewhere on the machine (thousands of
 /// them) cost a `stat` per fd, not a read and a parse each. Processes
 /// whose fds may not be read are skipped: nothing is proved of them.
-pub fn keepers_of(files: &[FileId]) -> Vec<u32> {
+pub(crate) fn keepers_of(files: &[FileId]) -> Vec<u32> {
     let Ok(proc_dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -119,7 +119,7 @@ fn keeps_any(pid: u32, files: &[FileId]) -> bool {
 /// `pid`'s own mount namespace and root: a caller compares it with what it
 /// sees at that path before trusting it. `None` when `pid` has no fd open
 /// on `file` (or is gone, or its fds may not be read).
-pub fn path_of_open_file(pid: u32, file: FileId) -> Option<std::path::PathBuf> {
+pub(crate) fn path_of_open_file(pid: u32, file: FileId) -> Option<std::path::PathBuf> {
     let mut found = None;
     find_fd_on(pid, &[file], |dir, name, _| {
         found = nix::fcntl::readlinkat(dir, name)

@@ -59,11 +59,11 @@ pub trait EventStream: Send + 'static {
 }
 
 /// Asks an [`EventStream`] to deliver what it has now.
-pub type Nudger = std::sync::Arc<dyn Fn() + Send + Sync>;
+pub(crate) type Nudger = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// What [`LiveTable::apply`] changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Applied {
+pub(crate) struct Applied {
     /// Holders or waiters of the file changed.
     pub changed: bool,
     /// An unlock that matched no known description while the file has
@@ -181,7 +181,7 @@ impl Refusals {
 
 /// Refused requests on one file since a moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RefusedSince {
+pub(crate) struct RefusedSince {
     /// How many (at most the recent ones kept).
     pub count: u64,
     /// By whom, each PID with its count, most first.
@@ -190,7 +190,7 @@ pub struct RefusedSince {
 
 /// The lock table the kernel's events keep current.
 #[derive(Debug, Default)]
-pub struct LiveTable {
+pub(crate) struct LiveTable {
     files: HashMap<FileId, FileState>,
     refusals: HashMap<FileId, Refusals>,
     /// Refusals applied since files' stale refusals were last forgotten.
@@ -206,7 +206,7 @@ pub struct LiveTable {
 impl LiveTable {
     /// A table starting from one `/proc/locks` read: every hold with an
     /// unknown description, every waiter as listed.
-    pub fn seeded(index: &LockIndex) -> Self {
+    pub(crate) fn seeded(index: &LockIndex) -> Self {
         let mut table = Self::default();
         for (file, locks) in index.files() {
             let state = table.files.entry(*file).or_default();
@@ -382,7 +382,7 @@ impl LiveTable {
 
     /// Drops the waiters `alive` says are gone (a process that dies
     /// waiting leaves no event); the files whose waiters changed.
-    pub fn forget_waiters(&mut self, alive: impl Fn(u32) -> bool) -> Vec<FileId> {
+    pub(crate) fn forget_waiters(&mut self, alive: impl Fn(u32) -> bool) -> Vec<FileId> {
         let mut changed = Vec::new();
         let waited_on: Vec<FileId> = self.waited_on.iter().copied().collect();
         for file in waited_on {
@@ -400,7 +400,7 @@ impl LiveTable {
 
     /// True when some process waits on some file (asked on every turn of
     /// the engine's loop: no allocation).
-    pub fn has_waiters(&self) -> bool {
+    pub(crate) fn has_waiters(&self) -> bool {
         !self.waited_on.is_empty()
     }
 
@@ -409,7 +409,7 @@ impl LiveTable {
     /// at the cost of those files — never of every lock on the filesystem
     /// (a host with thousands of foreign locks would pay for all of them
     /// at each change of a claim).
-    pub fn index_of<'a>(&self, files: impl IntoIterator<Item = &'a FileId>) -> LockIndex {
+    pub(crate) fn index_of<'a>(&self, files: impl IntoIterator<Item = &'a FileId>) -> LockIndex {
         LockIndex::from_files(
             files
                 .into_iter()
@@ -419,7 +419,7 @@ impl LiveTable {
     }
 
     /// True when nobody holds `file` or waits for it.
-    pub fn is_unlocked(&self, file: &FileId) -> bool {
+    pub(crate) fn is_unlocked(&self, file: &FileId) -> bool {
         self.files
             .get(file)
             .is_none_or(|state| state.holds.is_empty() && state.waiters.is_empty())
@@ -436,7 +436,7 @@ impl LiveTable {
     /// The refused requests on `files` since `since` (`CLOCK_MONOTONIC`
     /// ns, as events are stamped), by PID — to the second: the second
     /// `since` falls in counts whole.
-    pub fn refused_since(&self, files: &[FileId], since: u64) -> RefusedSince {
+    pub(crate) fn refused_since(&self, files: &[FileId], since: u64) -> RefusedSince {
         let since = since / NS_PER_SECOND;
         let mut by: HashMap<u32, u64> = HashMap::new();
         for refusals in files.iter().filter_map(|file| self.refusals.get(file)) {
@@ -458,21 +458,13 @@ impl LiveTable {
     }
 
     /// Every refusal on `file` since the table began.
-    pub fn refused_total(&self, file: &FileId) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn refused_total(&self, file: &FileId) -> u64 {
         self.refusals.get(file).map_or(0, |refusals| refusals.total)
     }
 
-    /// How many events were applied.
-    pub fn events(&self) -> u64 {
-        self.events
-    }
-
-    /// How many files are locked or waited on.
-    pub fn len(&self) -> usize {
-        self.files.len()
-    }
-
     /// True when no file is locked or waited on.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
     }

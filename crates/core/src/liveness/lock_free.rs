@@ -102,7 +102,7 @@ fn locked(index: &LockIndex, file: FileId) -> bool {
 /// The answer for the claim whose files are `gate` and `announce` in
 /// `dir` (`AT_FDCWD` with full paths, or a directory descriptor with
 /// names).
-pub fn answer_at<P: ?Sized + NixPath>(
+pub(crate) fn answer_at<P: ?Sized + NixPath>(
     dir: BorrowedFd<'_>,
     gate: &P,
     announce: &P,
@@ -150,7 +150,7 @@ pub fn judged(keys: Vec<LockKey>, index: &LockIndex) -> Vec<(LockKey, KeyState)>
 /// filesystem), a free claim either of whose files has a row in `index`
 /// is kept with its state, for the annotation to name (a shared holder
 /// turns it [`Liveness::Shared`]).
-pub fn judged_split(keys: Vec<LockKey>, index: &LockIndex, shared_possible: bool) -> Probed {
+pub(crate) fn judged_split(keys: Vec<LockKey>, index: &LockIndex, shared_possible: bool) -> Probed {
     let mut probed = Probed::default();
     let judging = super::dir_probe::each_claim_at(keys, |key, at| {
         let (answer, rows) = match at {
@@ -186,7 +186,7 @@ pub fn judged_split(keys: Vec<LockKey>, index: &LockIndex, shared_possible: bool
 /// numbers than `stat`), and only on a filesystem known to number its
 /// entries as `stat` does ([`entries_are_inodes`]); the keys of a
 /// directory that is not are all judged the usual way.
-pub fn surely_free(
+pub(crate) fn surely_free(
     keys: Vec<LockKey>,
     inodes: Vec<u64>,
     index: &LockIndex,

@@ -27,7 +27,7 @@ pub mod state;
 pub mod unlinked;
 pub mod verify;
 
-pub use cpu::CpuClock;
+pub(crate) use cpu::CpuClock;
 pub use lock_free::ProbeChoice;
 pub use probe::{ProbeMode, Prober};
 pub use process::ProcessInfo;

@@ -73,7 +73,7 @@ impl ProbeMode {
     /// True when this mode learns liveness from the kernel's lock table
     /// (`/proc/locks`), one read for a whole batch of claims, instead of
     /// a probe per claim: callers batch the keys and read once.
-    pub fn reads_lock_table(self) -> bool {
+    pub(crate) fn reads_lock_table(self) -> bool {
         self == ProbeMode::LockFree
     }
 }
@@ -118,7 +118,11 @@ impl Prober {
     /// announce not) is `None` at once instead of a wait of up to
     /// [`IN_FLIGHT_AFTER`]: the caller looks again later (the engine does,
     /// so one claim in flight never holds up the changes behind it).
-    pub async fn probe_without_waiting(&self, key: &LockKey, mode: ProbeMode) -> Option<KeyState> {
+    pub(crate) async fn probe_without_waiting(
+        &self,
+        key: &LockKey,
+        mode: ProbeMode,
+    ) -> Option<KeyState> {
         self.probe_with(key, mode, Patience::None).await
     }
 
@@ -205,7 +209,7 @@ async fn lock_free_with(key: &LockKey, patience: Patience) -> Option<KeyState> {
 /// How long a lock-free probe waits before it reads `/proc/locks` again
 /// for a claim in flight (each read delays every lock call on the
 /// machine a little: never a tight loop).
-pub const IN_FLIGHT_REREAD: std::time::Duration = std::time::Duration::from_millis(5);
+pub(crate) const IN_FLIGHT_REREAD: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The passive answer for `key`: what the SDK's `try_held` says (held →
 /// `Live`, not held → `Free`), except that a claim still in flight after

@@ -58,7 +58,7 @@ impl Probed {
     }
 
     /// Every answer by value, `rest` first: what a merge moves in.
-    pub fn into_iter_rest_first(self) -> impl ExactSizeIterator<Item = (LockKey, KeyState)> {
+    pub(crate) fn into_iter_rest_first(self) -> impl ExactSizeIterator<Item = (LockKey, KeyState)> {
         RestFirst {
             rest: self.rest.into_iter(),
             free: self.free.into_iter(),

@@ -34,7 +34,7 @@ impl FileId {
     }
 
     /// The identity from a `stat` made through `nix`.
-    pub fn from_stat(stat: &nix::sys::stat::FileStat) -> Self {
+    pub(crate) fn from_stat(stat: &nix::sys::stat::FileStat) -> Self {
         Self {
             major: libc::major(stat.st_dev),
             minor: libc::minor(stat.st_dev),
@@ -73,7 +73,7 @@ pub struct FileLocks {
 impl FileLocks {
     /// Adds the PIDs of `other` not already listed (a second read of the
     /// same files).
-    pub fn absorb(&mut self, other: FileLocks) {
+    pub(crate) fn absorb(&mut self, other: FileLocks) {
         push_unique(&mut self.holders, &other.holders);
         push_unique(&mut self.waiters, &other.waiters);
         push_unique(&mut self.shared, &other.shared);
@@ -147,7 +147,7 @@ impl LockIndex {
 
     /// True when the kernel handed the text out in several pieces, so a
     /// line may have slipped between them (never for a parsed text).
-    pub fn is_torn(&self) -> bool {
+    pub(crate) fn is_torn(&self) -> bool {
         self.torn
     }
 
@@ -174,7 +174,7 @@ impl LockIndex {
 
     /// An index of exactly `files` (a table kept by other means than a
     /// read: never torn).
-    pub fn from_files(files: HashMap<FileId, FileLocks>) -> Self {
+    pub(crate) fn from_files(files: HashMap<FileId, FileLocks>) -> Self {
         Self { files, torn: false }
     }
 
@@ -200,7 +200,7 @@ impl LockIndex {
 
     /// Holders and waiters over several files (a claim's gate and
     /// announce), each PID once, in first-seen order.
-    pub fn union(&self, files: impl IntoIterator<Item = FileId>) -> FileLocks {
+    pub(crate) fn union(&self, files: impl IntoIterator<Item = FileId>) -> FileLocks {
         let mut out = FileLocks::default();
         for locks in files.into_iter().filter_map(|id| self.get(&id)) {
             push_unique(&mut out.holders, &locks.holders);
@@ -213,7 +213,8 @@ impl LockIndex {
 
     /// True when some file has a shared holder (cheap: lets callers skip
     /// looking for one).
-    pub fn has_shared(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has_shared(&self) -> bool {
         self.files.values().any(|locks| !locks.shared.is_empty())
     }
 
@@ -221,7 +222,7 @@ impl LockIndex {
     /// other than `except` (shared locks elsewhere on the machine say
     /// nothing about the locks root; this process's own probes hold
     /// theirs for a moment, and a read made while they run lists them).
-    pub fn has_shared_on(&self, on: FileId, except: &HashSet<u32>) -> bool {
+    pub(crate) fn has_shared_on(&self, on: FileId, except: &HashSet<u32>) -> bool {
         self.files.iter().any(|(file, locks)| {
             (file.major, file.minor) == (on.major, on.minor)
                 && locks.shared.iter().any(|pid| !except.contains(pid))
@@ -230,7 +231,7 @@ impl LockIndex {
 
     /// Every file on the device of `on` that some PID holds exclusively,
     /// with those PIDs (unordered).
-    pub fn held_on(&self, on: FileId) -> impl Iterator<Item = (FileId, &[u32])> + '_ {
+    pub(crate) fn held_on(&self, on: FileId) -> impl Iterator<Item = (FileId, &[u32])> + '_ {
         self.files.iter().filter_map(move |(file, locks)| {
             let same_device = (file.major, file.minor) == (on.major, on.minor);
             (same_device && !locks.holders.is_empty()).then_some((*file, &locks.holders[..]))

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 /// count as "started before it": start times are precise to a clock tick
 /// (10 ms, see [`boot_time`]), file times to the kernel's coarse clock (a
 /// few ms). A process that started later than that cannot have written it.
-pub const START_TIME_SLACK: Duration = Duration::from_millis(50);
+pub(crate) const START_TIME_SLACK: Duration = Duration::from_millis(50);
 
 /// True while `/proc/<pid>` exists and is not a zombie: a holder that
 /// exited is "gone" even before its parent reaps it.
@@ -193,7 +193,7 @@ impl ProcessInfo {
     /// time it has used (utime + stime, in clock ticks) from the same
     /// read. Gone (and no CPU time) if the PID now belongs to another
     /// process (its start time changed).
-    pub fn refreshed(&self) -> (Self, Option<u64>) {
+    pub(crate) fn refreshed(&self) -> (Self, Option<u64>) {
         if !self.alive {
             return (self.clone(), None);
         }

@@ -30,7 +30,7 @@ use nix::sys::stat::{Mode, SFlag, fstatat};
 
 /// What a non-blocking shared lock found on one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileLock {
+pub(crate) enum FileLock {
     /// The shared lock was granted (and released): no exclusive holder.
     Unlocked,
     /// The shared lock was refused: someone holds the file exclusively.
@@ -43,13 +43,14 @@ pub enum FileLock {
 }
 
 /// Probes `path` with a non-blocking shared flock (see the module doc).
-pub fn file_lock(path: &Path) -> FileLock {
+#[cfg(test)]
+pub(crate) fn file_lock(path: &Path) -> FileLock {
     file_lock_at(AT_FDCWD, path)
 }
 
 /// [`file_lock`] of `name` relative to the directory `dir` (no path walk
 /// from the root: what a bulk probe of one directory's claims uses).
-pub fn file_lock_at<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, name: &P) -> FileLock {
+pub(crate) fn file_lock_at<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, name: &P) -> FileLock {
     let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
     let fd: OwnedFd = match openat(dir, name, flags, Mode::empty()) {
         Ok(fd) => fd,
@@ -72,7 +73,7 @@ pub fn file_lock_at<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, name: &P) -> FileL
 
 /// Whether `name` in `dir` exists and is not a regular file (`lstat`:
 /// a symlink counts as not regular, and is not followed).
-pub fn exists_not_regular<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, name: &P) -> bool {
+pub(crate) fn exists_not_regular<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, name: &P) -> bool {
     fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
         .is_ok_and(|stat| SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG)
 }
@@ -106,7 +107,7 @@ pub fn quick(gate: &Path, announce: &Path) -> Quick {
 }
 
 /// [`quick`] for the files `gate` and `announce` of the directory `dir`.
-pub fn quick_at<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, gate: &P, announce: &P) -> Quick {
+pub(crate) fn quick_at<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, gate: &P, announce: &P) -> Quick {
     match file_lock_at(dir, gate) {
         // A claim whose announce is no regular file is none an agent can
         // take, locked gate or not: never "free" (as `check` says).

@@ -173,7 +173,10 @@ impl HoldersNote {
 /// the one named): never earlier than that holder's own start (beyond
 /// [`START_TIME_SLACK`]) — an announce written by an
 /// earlier holder must not give this one an age it cannot have.
-pub fn held_since_by(announce: Option<SystemTime>, holders: &[ProcessInfo]) -> Option<SystemTime> {
+pub(crate) fn held_since_by(
+    announce: Option<SystemTime>,
+    holders: &[ProcessInfo],
+) -> Option<SystemTime> {
     let started = holders
         .iter()
         .find(|holder| holder.alive)
@@ -195,7 +198,7 @@ impl KeyState {
     pub const FREE: KeyState = KeyState::bare(Liveness::Free);
 
     /// [`Self::FREE`] as a `'static` reference.
-    pub fn free_ref() -> &'static KeyState {
+    pub(crate) fn free_ref() -> &'static KeyState {
         &FREE_STATE
     }
 

@@ -35,7 +35,7 @@ use crate::locks::locks_root;
 
 /// What the kernel appends to an fd's link target once its file was
 /// unlinked.
-pub const DELETED_SUFFIX: &[u8] = b" (deleted)";
+pub(crate) const DELETED_SUFFIX: &[u8] = b" (deleted)";
 
 /// The inodes of the claim files on disk, as a scan found them. Invariant:
 /// sorted and without duplicates (a lookup is a binary search).
@@ -140,7 +140,7 @@ fn held_by(
 /// `state_dir`'s locks root as every other path locktop reports. `None`
 /// for a target without the ` (deleted)` suffix, outside the root, or whose
 /// name is no claim file's (non-UTF-8, a malformed escape, no `.lock`).
-pub fn unlinked_claim(
+pub(crate) fn unlinked_claim(
     state_dir: &Path,
     canonical_root: &Path,
     target: &Path,

@@ -43,7 +43,7 @@ pub enum Hold {
 
 impl Hold {
     /// True when the PID is listed as holding the claim now.
-    pub fn is_holding(self) -> bool {
+    pub(crate) fn is_holding(self) -> bool {
         matches!(self, Hold::Verified | Hold::Unverified)
     }
 
@@ -55,7 +55,7 @@ impl Hold {
 
 /// Who holds one claim, as [`HolderVerifier::resolve`] found out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     /// The holders: those that hold it now first (verified, or marked
     /// unverified), then the gone processes that took it.
     pub holders: Vec<ProcessInfo>,
@@ -89,7 +89,7 @@ const KEEPER_HINTS_MAX: usize = 1024;
 
 /// Verifies holder PIDs for one batch, reading each PID's `/proc` once.
 #[derive(Debug, Default)]
-pub struct HolderVerifier {
+pub(crate) struct HolderVerifier {
     processes: HashMap<u32, ProcessInfo>,
     held: HashMap<u32, HeldFiles>,
     /// Whether [`Self::resolve`] leaves the keeper search for later when
@@ -107,7 +107,7 @@ impl HolderVerifier {
     /// ([`Resolved::taker_let_go`]); the keepers found before, still
     /// verified, are named at once. A PID reused since is searched for at
     /// once: its taker died long ago.
-    pub fn deferring_keepers() -> Self {
+    pub(crate) fn deferring_keepers() -> Self {
         Self {
             defer_keepers: true,
             ..Self::default()
@@ -246,7 +246,7 @@ impl HolderVerifier {
     /// is no holder, one whose lock outlived it is listed after its keeper
     /// — or, for a verifier [`Self::deferring_keepers`], noted
     /// [`Resolved::taker_let_go`] with the search left for later.
-    pub fn shared_holders(
+    pub(crate) fn shared_holders(
         &mut self,
         pids: &[u32],
         files: &[FileId],
@@ -280,7 +280,7 @@ impl HolderVerifier {
     /// for these files if their fdinfo still shows it, else a search of
     /// every process ([`keepers_of`]: a `stat` per fd, an fdinfo read
     /// only for fds open on the claim).
-    pub fn keepers(&mut self, files: &[FileId]) -> Vec<u32> {
+    pub(crate) fn keepers(&mut self, files: &[FileId]) -> Vec<u32> {
         let still = self.hinted_keepers(files);
         if !still.is_empty() {
             return still;
@@ -314,7 +314,7 @@ impl HolderVerifier {
     /// (fdinfo and process details), spread over the machine's threads:
     /// what [`Self::hold`] and [`Self::process`] would read one PID at a
     /// time. 20 holders of 100 fds each are 2,000 fdinfo files.
-    pub fn prefetch(&mut self, mut pids: Vec<u32>) {
+    pub(crate) fn prefetch(&mut self, mut pids: Vec<u32>) {
         pids.sort_unstable();
         pids.dedup();
         pids.retain(|pid| !self.held.contains_key(pid));
@@ -453,7 +453,8 @@ pub mod testing {
     /// True when this process is root; otherwise one line says that `path`
     /// is skipped and `why` it needs root (failed under
     /// `LOCKTOP_REQUIRE_ALL`, as `.ci/run` sets, which runs as root).
-    pub fn is_root_or_skip(path: &str, why: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_root_or_skip(path: &str, why: &str) -> bool {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             return true;
@@ -501,7 +502,7 @@ pub mod testing {
     /// callers, one per file (inside a PID namespace of its own,
     /// `/proc/locks` hides the locks of gone callers, so it cannot name
     /// them).
-    pub fn hold_through_flock_naming(files: &[&Path]) -> (Child, Vec<u32>) {
+    pub(crate) fn hold_through_flock_naming(files: &[&Path]) -> (Child, Vec<u32>) {
         let mut script = String::from("pids=; ");
         for (index, _) in files.iter().enumerate() {
             let fd = 3 + index;

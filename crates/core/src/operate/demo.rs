@@ -28,13 +28,13 @@ use crate::operate::test_holders::child::{ChildHolder, spawn_hold_dying_by};
 use nix::sys::signal::Signal;
 
 /// The tag the stuck holder keeps.
-pub const STUCK_TAG: &str = "research: v2.1";
+pub(crate) const STUCK_TAG: &str = "research: v2.1";
 
 /// The tag of the agent that stopped itself (SIGSTOP) while holding it.
-pub const STOPPED_TAG: &str = "weekly digest";
+pub(crate) const STOPPED_TAG: &str = "weekly digest";
 
 /// The tag a spawn holds without ever claiming its AIH lock.
-pub const MATERIALIZING_TAG: &str = "draft: q3 plan";
+pub(crate) const MATERIALIZING_TAG: &str = "draft: q3 plan";
 
 const TAGS: &[&str] = &[
     "triage",

@@ -353,6 +353,10 @@ mod tests {
             );
         }
         let late = once.judge(&states[2].1, t(31)).map(|v| v.kind());
-        assert_eq!(late, Some("materializing_too_long"), "judged at the time asked");
+        assert_eq!(
+            late,
+            Some("materializing_too_long"),
+            "judged at the time asked"
+        );
     }
 }

@@ -177,13 +177,13 @@ fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
 
 /// SIGTERM to a child this process spawned and still owns (a `locktop
 /// hold` test holder or demo member): it releases its locks and exits.
-pub fn terminate_child(pid: u32) -> nix::Result<()> {
+pub(crate) fn terminate_child(pid: u32) -> nix::Result<()> {
     signal_child(pid, Signal::SIGTERM)
 }
 
 /// `signal` to a child this process spawned and still owns (the demo's
 /// stopped agent: SIGSTOP, then SIGCONT before it is released).
-pub fn signal_child(pid: u32, signal: Signal) -> nix::Result<()> {
+pub(crate) fn signal_child(pid: u32, signal: Signal) -> nix::Result<()> {
     send(pid, signal)
 }
 

@@ -293,7 +293,7 @@ impl Role {
     }
 
     /// The role of a process holding keys of these kinds.
-    pub fn from_kinds<'a>(kinds: impl IntoIterator<Item = (KeyKind, &'a str)>) -> Self {
+    pub(crate) fn from_kinds<'a>(kinds: impl IntoIterator<Item = (KeyKind, &'a str)>) -> Self {
         let mut role = Role::Other;
         for (kind, name) in kinds {
             match kind {

@@ -57,7 +57,7 @@ mod tests;
 
 /// Health lines that may wait unfolded; past this, the newest pending
 /// health line absorbs the next one.
-pub const MAX_PENDING_HEALTH: usize = 32;
+pub(crate) const MAX_PENDING_HEALTH: usize = 32;
 
 /// What a key line says the key went to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,7 +98,7 @@ impl KeyTo {
 }
 
 /// How many refusing PIDs a line names (most refused first).
-pub const REFUSED_BY_SHOWN: usize = 5;
+pub(crate) const REFUSED_BY_SHOWN: usize = 5;
 
 /// What one line reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,7 +198,13 @@ impl Queue {
 
     /// A transition of `key`: `from` its liveness before (`None`: new)
     /// `to` a state or its removal, observed `at`.
-    pub fn push_key(&mut self, key: LockKey, from: Option<Liveness>, to: KeyTo, at: SystemTime) {
+    pub(crate) fn push_key(
+        &mut self,
+        key: LockKey,
+        from: Option<Liveness>,
+        to: KeyTo,
+        at: SystemTime,
+    ) {
         match to {
             KeyTo::Removed => self.push_removal(key, from, at),
             to => self.push_change(key, from, to, at),
@@ -272,7 +278,7 @@ impl Queue {
     }
 
     /// `key`'s verdict changed `at`, `from` a kind `to` a verdict.
-    pub fn push_verdict(
+    pub(crate) fn push_verdict(
         &mut self,
         key: LockKey,
         from: Option<&'static str>,
@@ -303,7 +309,7 @@ impl Queue {
     }
 
     /// The watcher's health changed `at`.
-    pub fn push_health(&mut self, health: WatcherHealth, at: SystemTime) {
+    pub(crate) fn push_health(&mut self, health: WatcherHealth, at: SystemTime) {
         let report = Report::Health(health);
         let seq = match self.newest_health {
             Some(newest) if self.health >= MAX_PENDING_HEALTH => {
@@ -318,7 +324,7 @@ impl Queue {
     }
 
     /// A full scan found `keys` keys on disk `at`.
-    pub fn push_synced(&mut self, keys: usize, at: SystemTime) {
+    pub(crate) fn push_synced(&mut self, keys: usize, at: SystemTime) {
         let report = Report::Synced { keys };
         let seq = match self.synced {
             Some(old) => self.fold_notice(old, report, at),

@@ -17,7 +17,7 @@ use super::format;
 use super::queue::{Line, Queue};
 
 /// The most lines the writer takes out of the queue at once.
-pub const WRITE_BATCH: usize = 256;
+pub(crate) const WRITE_BATCH: usize = 256;
 
 /// The pending lines, shared by the loop that adds them and the writer.
 #[derive(Debug, Default)]

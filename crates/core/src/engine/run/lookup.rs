@@ -45,7 +45,7 @@ use crate::liveness::{KeyState, Liveness};
 /// [`INDEX_MIN_INTERVAL`](super::INDEX_MIN_INTERVAL)): each read makes
 /// every lock call on the machine wait while it runs, so under a steady
 /// churn reads are spaced, and the changes of the interval share one.
-pub const JUDGE_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
+pub(crate) const JUDGE_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The judging reads' share of time, as its inverse: over any stretch
 /// longer than [`JUDGE_BURST`], the judging reads' CPU time is at most
@@ -54,14 +54,14 @@ pub const JUDGE_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_mi
 /// locks the machine holds: 2,000 locks cost about 1–2 ms a read, so
 /// reads are then 10–20 ms apart; a few dozen cost 0.1 ms, and
 /// [`JUDGE_MIN_INTERVAL`] applies).
-pub const JUDGE_READ_SHARE_INVERSE: u32 = 10;
+pub(crate) const JUDGE_READ_SHARE_INVERSE: u32 = 10;
 
 /// How far ahead of its budget a judging read may start: a lone change
 /// after a quiet spell (a kill) is read at once, even when the last
 /// read was costly; only a steady stream of reads is held to the share.
 /// A bucket: each read adds its CPU time × [`JUDGE_READ_SHARE_INVERSE`],
 /// time drains it, and a read may start while it holds at most this.
-pub const JUDGE_BURST: std::time::Duration = std::time::Duration::from_millis(100);
+pub(crate) const JUDGE_BURST: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`).
 fn thread_cpu() -> std::time::Duration {

@@ -71,11 +71,11 @@ use crate::liveness::Prober;
 use crate::locks::locks_root;
 
 /// How long events are gathered before a batch is probed.
-pub const COALESCE: Duration = Duration::from_millis(2);
+pub(crate) const COALESCE: Duration = Duration::from_millis(2);
 /// Minimum time between two reads of `/proc/locks`.
-pub const INDEX_MIN_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const INDEX_MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// Sweep period when inotify cannot be used.
-pub const POLL_EVERY: Duration = Duration::from_secs(2);
+pub(crate) const POLL_EVERY: Duration = Duration::from_secs(2);
 /// How often a missing locks root is looked for (besides its events).
 const ROOT_RECHECK: Duration = Duration::from_secs(1);
 

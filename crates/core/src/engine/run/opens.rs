@@ -20,7 +20,7 @@ use super::Engine;
 
 /// How long after the first open the look is made: `flock(1)` locks right
 /// after it opens, and one look then stands for every open of a burst.
-pub const OPEN_SETTLE: Duration = Duration::from_millis(10);
+pub(crate) const OPEN_SETTLE: Duration = Duration::from_millis(10);
 
 impl Engine {
     /// Forgets the opens remembered so far: a full sweep probes every key

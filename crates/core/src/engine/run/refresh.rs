@@ -24,7 +24,7 @@ use crate::liveness::ProcessInfo;
 use crate::liveness::process::ProcState;
 
 /// How often held keys' holders are re-read.
-pub const HOLDER_REFRESH: Duration = Duration::from_secs(1);
+pub(crate) const HOLDER_REFRESH: Duration = Duration::from_secs(1);
 
 impl Engine {
     /// When the next refresh is due, if any key is held.

@@ -9,10 +9,10 @@ use std::path::Path;
 use super::Refused;
 
 /// Where the kernel lists the online CPUs (`0-3,5`).
-pub const ONLINE: &str = "/sys/devices/system/cpu/online";
+pub(crate) const ONLINE: &str = "/sys/devices/system/cpu/online";
 
 /// The online CPUs, in ascending order.
-pub fn online() -> Result<Vec<u32>, Refused> {
+pub(crate) fn online() -> Result<Vec<u32>, Refused> {
     let path = Path::new(ONLINE);
     let unknown = |why: String| Refused::CpusUnknown {
         path: path.to_path_buf(),

@@ -130,7 +130,7 @@ impl LockEvent {
 }
 
 /// Now, in nanoseconds of `CLOCK_MONOTONIC`: the clock of [`LockEvent::at`].
-pub fn monotonic_now() -> u64 {
+pub(crate) fn monotonic_now() -> u64 {
     let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
         .expect("CLOCK_MONOTONIC is always readable");
     now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64

@@ -35,10 +35,10 @@ pub fn decode(kernel_dev: u32) -> (u32, u32) {
 /// The most inodes one device's filter drops: each costs at most 33
 /// bytes of text (` && i_ino != ` and 20 digits), 100 of them 3,300, well
 /// within a 4 KiB page with the device's own test.
-pub const MAX_DROPPED: usize = 100;
+pub(crate) const MAX_DROPPED: usize = 100;
 
 /// The filter text for one device: `s_dev == N`.
-pub fn for_device(device: (u32, u32)) -> Result<String, Refused> {
+pub(crate) fn for_device(device: (u32, u32)) -> Result<String, Refused> {
     for_device_dropping(device, std::iter::empty())
 }
 
@@ -46,7 +46,7 @@ pub fn for_device(device: (u32, u32)) -> Result<String, Refused> {
 /// [`MAX_DROPPED`] of them are named; the others are not dropped):
 /// `s_dev == N && i_ino != A && i_ino != B …`. The device's test comes
 /// first, so a flock on another device costs the kernel one comparison.
-pub fn for_device_dropping(
+pub(crate) fn for_device_dropping(
     (major, minor): (u32, u32),
     dropped: impl IntoIterator<Item = u64>,
 ) -> Result<String, Refused> {

@@ -25,7 +25,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 /// Stands in for a barrier the kernel refuses.
-pub const FALLBACK: Duration = Duration::from_secs(1);
+pub(crate) const FALLBACK: Duration = Duration::from_secs(1);
 
 /// A grace period asked for: [`passed`] once it has ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

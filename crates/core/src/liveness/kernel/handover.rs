@@ -35,11 +35,11 @@ use super::source::DeviceSource;
 
 /// Old sources of one device still sampling, at most: each doubles the
 /// cost of every flock on the device while it does.
-pub const MAX_OVERLAPPING: usize = 4;
+pub(crate) const MAX_OVERLAPPING: usize = 4;
 
 /// The handovers in progress, oldest first.
 #[derive(Default)]
-pub struct Handovers {
+pub(crate) struct Handovers {
     list: Vec<Handover>,
 }
 
@@ -65,7 +65,12 @@ impl Handovers {
     /// Hands `device` from `old` to the already enabled events `new_ids`.
     /// Returns the samples lost by old sources that had to be closed to
     /// keep within [`MAX_OVERLAPPING`] (after waiting for their grace).
-    pub fn begin(&mut self, device: (u32, u32), old: DeviceSource, new_ids: Vec<u64>) -> u64 {
+    pub(crate) fn begin(
+        &mut self,
+        device: (u32, u32),
+        old: DeviceSource,
+        new_ids: Vec<u64>,
+    ) -> u64 {
         let old_ids = old.ids();
         self.list.push(Handover {
             device,
@@ -103,7 +108,7 @@ impl Handovers {
     }
 
     /// Whether any old source still samples.
-    pub fn any_overlapping(&self) -> bool {
+    pub(crate) fn any_overlapping(&self) -> bool {
         self.list
             .iter()
             .any(|handover| matches!(handover.stage, Stage::Overlapping { .. }))
@@ -111,7 +116,7 @@ impl Handovers {
 
     /// Closes every old source whose grace period has passed; returns the
     /// samples they lost.
-    pub fn close_due(&mut self) -> u64 {
+    pub(crate) fn close_due(&mut self) -> u64 {
         self.list
             .iter_mut()
             .filter(|handover| {
@@ -123,7 +128,7 @@ impl Handovers {
 
     /// Closes `device`'s old sources now (it is no longer watched: what
     /// it does next is not wanted); returns the samples they lost.
-    pub fn close_device(&mut self, device: (u32, u32)) -> u64 {
+    pub(crate) fn close_device(&mut self, device: (u32, u32)) -> u64 {
         self.list
             .iter_mut()
             .filter(|handover| {
@@ -134,7 +139,7 @@ impl Handovers {
     }
 
     /// The samples ring `index`'s old sources lost since last asked.
-    pub fn take_lost(&mut self, index: usize) -> u64 {
+    pub(crate) fn take_lost(&mut self, index: usize) -> u64 {
         self.list
             .iter_mut()
             .map(|handover| match &mut handover.stage {
@@ -146,7 +151,7 @@ impl Handovers {
 
     /// At a drain's start: the rules whose second grace period has passed
     /// are forgotten at its end ([`Handovers::forget_marked`]).
-    pub fn mark_forgettable(&mut self) {
+    pub(crate) fn mark_forgettable(&mut self) {
         for handover in &mut self.list {
             if let Stage::Closed {
                 forget,
@@ -159,7 +164,7 @@ impl Handovers {
     }
 
     /// At a drain's end: forgets the rules marked at its start.
-    pub fn forget_marked(&mut self) {
+    pub(crate) fn forget_marked(&mut self) {
         self.list.retain(|handover| {
             !matches!(
                 handover.stage,
@@ -173,7 +178,7 @@ impl Handovers {
 
     /// Whether a sample by event `id` read from ring `index`, in ring
     /// order, repeats one already read (see the module doc).
-    pub fn is_repeat(&mut self, index: usize, id: u64) -> bool {
+    pub(crate) fn is_repeat(&mut self, index: usize, id: u64) -> bool {
         let mut repeat = false;
         for handover in &mut self.list {
             let (Some(&old), Some(&new)) =

@@ -95,11 +95,11 @@
 //! only in [`ring`] (mmap, the ring's head and tail, copies out of it),
 //! [`source`] and [`wait`] (ioctls, registration), each with its reason.
 
-pub mod cpus;
+pub(crate) mod cpus;
 pub mod event;
 pub mod filter;
 pub mod grace;
-pub mod handover;
+pub(crate) mod handover;
 pub mod quiet;
 pub mod record;
 pub mod refused;
@@ -118,7 +118,7 @@ use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 
-pub use event::{LockEvent, LockKind, monotonic_now};
+pub(crate) use event::{LockEvent, LockKind};
 pub use refused::Refused;
 pub use wait::AsyncKernelLockEvents;
 
@@ -294,7 +294,7 @@ impl KernelLockEvents {
     /// or repeated. An added one is sampled from before this returns; a
     /// removed one's samples already in the rings are still drained. On
     /// `Err`, nothing changed.
-    pub fn set_devices(&mut self, devices: &[(u32, u32)]) -> Result<(), Refused> {
+    pub(crate) fn set_devices(&mut self, devices: &[(u32, u32)]) -> Result<(), Refused> {
         let wanted: BTreeSet<(u32, u32)> = devices.iter().copied().collect();
         let mut added = Vec::new();
         for &device in wanted
@@ -356,7 +356,7 @@ impl KernelLockEvents {
     /// [`handover::MAX_OVERLAPPING`] old sources of the device still
     /// sample, for the oldest's grace period (milliseconds). On `Err`,
     /// the old filter stays.
-    pub fn set_dropped(
+    pub(crate) fn set_dropped(
         &mut self,
         device: (u32, u32),
         inodes: BTreeSet<u64>,

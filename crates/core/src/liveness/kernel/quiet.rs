@@ -46,22 +46,22 @@ use crate::liveness::proc_locks::FileId;
 
 /// A quiet file this busy is dropped by the kernel's filter: [`HOT_EVENTS`]
 /// events within [`HOT_SPAN`].
-pub const HOT_EVENTS: u32 = 64;
+pub(crate) const HOT_EVENTS: u32 = 64;
 
 /// See [`HOT_EVENTS`].
-pub const HOT_SPAN: Duration = Duration::from_secs(1);
+pub(crate) const HOT_SPAN: Duration = Duration::from_secs(1);
 
 /// The least time between two filter replacements that drop more files
 /// (a readmission does not wait); [`HOT_SPAN`] after one that had to make
 /// room.
-pub const REFILTER_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const REFILTER_EVERY: Duration = Duration::from_millis(100);
 
 /// How long no file is dropped after the kernel refused a filter.
-pub const REFUSED_PAUSE: Duration = Duration::from_secs(60);
+pub(crate) const REFUSED_PAUSE: Duration = Duration::from_secs(60);
 
 /// The quiet files, shared by whoever learns of them (the engine) and the
 /// reader's thread.
-pub type QuietFiles = Arc<RwLock<Quiet>>;
+pub(crate) type QuietFiles = Arc<RwLock<Quiet>>;
 
 /// Files known to be no claim's, and which of them the filter drops.
 #[derive(Debug, Default)]
@@ -102,12 +102,12 @@ impl Quiet {
     }
 
     /// Whether the kernel's filter drops `file`.
-    pub fn is_dropped(&self, file: &FileId) -> bool {
+    pub(crate) fn is_dropped(&self, file: &FileId) -> bool {
         self.dropped.contains(file)
     }
 
     /// How many files the filter drops.
-    pub fn dropped_count(&self) -> usize {
+    pub(crate) fn dropped_count(&self) -> usize {
         self.dropped.len()
     }
 }
@@ -158,7 +158,7 @@ impl Dropping {
     /// Before a drain: readmits every dropped file that is no longer
     /// quiet (its filter no longer drops it); returns the record that
     /// says so, to hand over after the drain's (`None` when none was).
-    pub fn readmit(&mut self, reader: &mut KernelLockEvents) -> Option<Record> {
+    pub(crate) fn readmit(&mut self, reader: &mut KernelLockEvents) -> Option<Record> {
         let gone: Vec<FileId> = {
             let quiet = read(&self.quiet);
             quiet

@@ -11,7 +11,7 @@
 use perf_event_open_sys::bindings::{PERF_RECORD_LOST, PERF_RECORD_SAMPLE};
 
 /// The size of `struct perf_event_header`: type u32, misc u16, size u16.
-pub const HEADER_SIZE: usize = 8;
+pub(crate) const HEADER_SIZE: usize = 8;
 
 /// One record, parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub enum Parsed<'a> {
 }
 
 /// The size a header says its record has (`None` if `header` is short).
-pub fn size_of_record(header: &[u8]) -> Option<usize> {
+pub(crate) fn size_of_record(header: &[u8]) -> Option<usize> {
     let bytes = header.get(6..8)?;
     Some(usize::from(u16::from_ne_bytes([bytes[0], bytes[1]])))
 }

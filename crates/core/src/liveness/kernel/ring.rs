@@ -39,7 +39,7 @@ use super::record::{self, HEADER_SIZE, Parsed};
 /// a sample 136 bytes, no divisor of a page, so records straddle the
 /// ring's end and the reading of a split record is proved on the kernel's
 /// own records.
-pub fn attr(type_: u32, config: u64) -> perf_event_attr {
+pub(crate) fn attr(type_: u32, config: u64) -> perf_event_attr {
     let mut attr = perf_event_attr {
         type_,
         size: std::mem::size_of::<perf_event_attr>() as u32,
@@ -57,7 +57,7 @@ pub fn attr(type_: u32, config: u64) -> perf_event_attr {
 
 /// `perf_event_open(attr, pid -1, cpu)`: an event counting every process
 /// on `cpu`, close-on-exec.
-pub fn open_event(attr: &mut perf_event_attr, cpu: u32) -> Result<OwnedFd, Errno> {
+pub(crate) fn open_event(attr: &mut perf_event_attr, cpu: u32) -> Result<OwnedFd, Errno> {
     let cpu = libc::c_int::try_from(cpu).map_err(|_| Errno::EINVAL)?;
     // SAFETY: `attr` is a whole perf_event_attr (built by `attr`, zeroed
     // past what it sets) whose `size` is its own; the kernel reads it only
@@ -81,7 +81,7 @@ pub fn open_event(attr: &mut perf_event_attr, cpu: u32) -> Result<OwnedFd, Errno
 
 /// Why a ring could not be made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RingError {
+pub(crate) enum RingError {
     /// `perf_event_open` of its owner failed.
     Open(Errno),
     /// `mmap` failed (`EPERM`/`ENOMEM`: the `mlock` limit).
@@ -89,7 +89,7 @@ pub enum RingError {
 }
 
 /// One CPU's ring and the dummy event that owns it.
-pub struct CpuRing {
+pub(crate) struct CpuRing {
     /// The CPU it is for.
     pub cpu: u32,
     owner: OwnedFd,
@@ -120,7 +120,7 @@ impl CpuRing {
     }
 
     /// Data pages in this ring.
-    pub fn data_pages(&self) -> usize {
+    pub(crate) fn data_pages(&self) -> usize {
         self.mapping.area.len / page_size()
     }
 
@@ -149,7 +149,7 @@ impl CpuRing {
 
 /// Room (bytes) that, left unread, could not take a sample: more than any
 /// record this reader asks for (a sample is 136 bytes on Linux 6.18).
-pub const FULL_MARGIN: usize = 1024;
+pub(crate) const FULL_MARGIN: usize = 1024;
 
 /// Passes each record in `[tail, head)` of `area` to `each` and returns
 /// the new tail (`head`). A header that cannot be a record's (shorter than
@@ -280,7 +280,7 @@ impl Drop for Mapping {
 }
 
 /// The size of a page (the unit of ring sizes).
-pub fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
         .ok()
         .flatten()

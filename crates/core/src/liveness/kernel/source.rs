@@ -22,7 +22,7 @@ use perf_event_open_sys::ioctls;
 use super::ring::{self, CpuRing};
 
 /// One device's events, one per ring (in the rings' order).
-pub struct DeviceSource {
+pub(crate) struct DeviceSource {
     events: Vec<SourceEvent>,
 }
 
@@ -75,7 +75,7 @@ impl DeviceSource {
     /// Stops every event of this source (a disabled event writes nothing
     /// more), so that what it lost can be read once and for all before it
     /// is dropped.
-    pub fn disable(&self) {
+    pub(crate) fn disable(&self) {
         for event in &self.events {
             // SAFETY: `event.fd` is an open perf event fd of this source;
             // DISABLE takes no pointer.
@@ -85,7 +85,7 @@ impl DeviceSource {
 
     /// Samples lost by this device's event on ring `index` since the last
     /// call (0 when they cannot be counted; see `open`).
-    pub fn take_lost(&mut self, index: usize) -> u64 {
+    pub(crate) fn take_lost(&mut self, index: usize) -> u64 {
         let Some(event) = self.events.get_mut(index) else {
             return 0;
         };
@@ -120,7 +120,7 @@ impl DeviceSource {
     }
 
     /// Samples lost on every ring since the last count.
-    pub fn take_all_lost(&mut self) -> u64 {
+    pub(crate) fn take_all_lost(&mut self) -> u64 {
         (0..self.events.len())
             .map(|index| self.take_lost(index))
             .sum()
@@ -129,7 +129,7 @@ impl DeviceSource {
 
 /// Tracepoint `id` on `ring`'s CPU, filtered, writing into `ring`, still
 /// disabled.
-pub fn open_one(
+pub(crate) fn open_one(
     id: u64,
     filter: &CString,
     ring: &CpuRing,
@@ -155,7 +155,7 @@ pub fn open_one(
 /// raw entry, a wake-up every `wake_every` samples of its ring; with
 /// `count_losses`, a `read` gives the samples it lost (Linux 6.0 and
 /// later).
-pub fn attr(
+pub(crate) fn attr(
     id: u64,
     count_losses: bool,
     wake_every: u32,

@@ -37,11 +37,11 @@ use crate::liveness::live_table::EventStream;
 /// with interrupts off). An event that comes later than that anyway is
 /// never applied out of order: it is reported lost
 /// ([`OrderedEvents`]), and the table judged again.
-pub const REORDER_WINDOW: Duration = Duration::from_micros(250);
+pub(crate) const REORDER_WINDOW: Duration = Duration::from_micros(250);
 
 /// How long held events wait for the drain the reader owes them before
 /// one is asked for (the reader's thread starved).
-pub const FLUSH_AFTER: Duration = Duration::from_millis(1);
+pub(crate) const FLUSH_AFTER: Duration = Duration::from_millis(1);
 
 /// Drains of the rings as they are handed over, each with the time it
 /// began: what [`OrderedEvents`] puts in order.

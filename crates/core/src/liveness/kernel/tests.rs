@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::event::monotonic_now;
 use super::*;
 use crate::liveness::proc_locks::FileId;
 use crate::liveness::verify::testing::is_root_or_skip;

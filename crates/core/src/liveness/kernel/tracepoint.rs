@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use super::Refused;
 
 /// Where tracefs is looked for, in order.
-pub const TRACEFS_ROOTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+pub(crate) const TRACEFS_ROOTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
 /// The event's directory under a tracefs root.
 const EVENT_DIR: &str = "events/filelock/flock_lock_inode";
@@ -34,7 +34,7 @@ pub struct Field {
 impl Field {
     /// The field's bytes as a native-endian unsigned number, or `None` if
     /// `raw` is too short.
-    pub fn unsigned(&self, raw: &[u8]) -> Option<u64> {
+    pub(crate) fn unsigned(&self, raw: &[u8]) -> Option<u64> {
         let bytes = raw.get(self.offset..self.offset + self.size)?;
         Some(match *bytes {
             [a] => u64::from(a),
@@ -173,7 +173,7 @@ impl Layout {
 }
 
 /// The raw sample size measured with [`Layout::measured`].
-pub const MEASURED_RAW_SIZE: usize = 92;
+pub(crate) const MEASURED_RAW_SIZE: usize = 92;
 
 /// `field:TYPE NAME;\toffset:N;\tsize:N;\tsigned:N;` → (NAME, field).
 fn parse_field_line(line: &str) -> Option<(&str, Field)> {
@@ -197,7 +197,7 @@ fn parse_field_line(line: &str) -> Option<(&str, Field)> {
 
 /// Where the tracepoint was found, and what its files said.
 #[derive(Debug, Clone)]
-pub struct Tracepoint {
+pub(crate) struct Tracepoint {
     /// The event id (`config` for `perf_event_open`).
     pub id: u64,
     /// How to read its raw samples.

@@ -70,29 +70,29 @@ use super::quiet::{Dropping, Quiet};
 use super::{KernelLockEvents, Record};
 
 /// The least time between two drains after a wake-up by the rings.
-pub const PACE: Duration = Duration::from_millis(1);
+pub(crate) const PACE: Duration = Duration::from_millis(1);
 
 /// The follow-up drain after a nudge: the flock after an open, a dying
 /// process's unlocks after its closes, come within microseconds.
-pub const FOLLOW_UP: Duration = Duration::from_micros(250);
+pub(crate) const FOLLOW_UP: Duration = Duration::from_micros(250);
 
 /// The longest a record waits in a ring when nothing nudges, within
 /// [`ACTIVE_SPELL`] of the last activity.
-pub const BACKSTOP: Duration = Duration::from_millis(10);
+pub(crate) const BACKSTOP: Duration = Duration::from_millis(10);
 
 /// How long after the last nudge or record the backstop runs every
 /// [`BACKSTOP`].
-pub const ACTIVE_SPELL: Duration = Duration::from_secs(1);
+pub(crate) const ACTIVE_SPELL: Duration = Duration::from_secs(1);
 
 /// The backstop once the tree has been quiet for [`ACTIVE_SPELL`].
-pub const IDLE_BACKSTOP: Duration = Duration::from_secs(1);
+pub(crate) const IDLE_BACKSTOP: Duration = Duration::from_secs(1);
 
 /// [`super::Options::wake_every`] for a reader that is nudged: a quarter
 /// of the default ring (about 2,000 samples), so a storm wakes it well
 /// before the ring is full.
 pub const WAKE_EVERY: u32 = 512;
 
-pub use super::quiet::QuietFiles;
+pub(crate) use super::quiet::QuietFiles;
 
 /// One drain: when it began, and what it read (never empty).
 type Batch = (u64, Vec<Record>);
@@ -232,7 +232,8 @@ impl AsyncKernelLockEvents {
     /// Waits until the rings hold records, then appends all of them to
     /// `out` (in time order across CPUs within each drain) and returns how
     /// many (at least 1).
-    pub async fn next_batch(&mut self, out: &mut Vec<Record>) -> io::Result<usize> {
+    #[cfg(test)]
+    pub(crate) async fn next_batch(&mut self, out: &mut Vec<Record>) -> io::Result<usize> {
         let before = out.len();
         self.next_batch_stamped(out).await?;
         Ok(out.len() - before)
@@ -243,7 +244,7 @@ impl AsyncKernelLockEvents {
     /// every sample stamped well before it was in a ring by then, so it
     /// is in this batch or an earlier one (see [`super::stream`]'s reorder
     /// window).
-    pub async fn next_batch_stamped(&mut self, out: &mut Vec<Record>) -> io::Result<u64> {
+    pub(crate) async fn next_batch_stamped(&mut self, out: &mut Vec<Record>) -> io::Result<u64> {
         let Some((mut began, records)) = self.batches.recv().await else {
             return Err(io::Error::other("the kernel lock events' reader stopped"));
         };
@@ -261,7 +262,7 @@ impl AsyncKernelLockEvents {
     /// it — to `out`; returns the time that drain began. Every record
     /// stamped well before that time is in `out` or was handed over
     /// before.
-    pub async fn flush_stamped(&mut self, out: &mut Vec<Record>) -> io::Result<u64> {
+    pub(crate) async fn flush_stamped(&mut self, out: &mut Vec<Record>) -> io::Result<u64> {
         let requested = super::event::monotonic_now();
         self.nudge.flush();
         loop {

@@ -25,11 +25,11 @@ use crate::locks::escape::{announce_path, gate_path};
 use crate::operate::test_holders::child::die_with_parent;
 
 /// The tag kept by an orphaned forked child.
-pub const ORPHAN_TAG: &str = "export: nightly";
+pub(crate) const ORPHAN_TAG: &str = "export: nightly";
 
 /// The demo's waiters and orphan keeper.
 #[derive(Default)]
-pub struct Extras {
+pub(crate) struct Extras {
     waiters: Vec<Child>,
     /// The orphan keeper's only pipe writer: dropping it ends the keeper.
     orphan_pipe: Option<ChildStdin>,

@@ -41,10 +41,12 @@ pub fn family_args(family: &Family) -> Vec<String> {
 }
 
 /// A spawned `locktop hold` child with its pipes.
-pub struct ChildHolder {
+pub(crate) struct ChildHolder {
     /// The process (killed on drop).
     pub child: Child,
-    /// Its stdin: dropping it makes the holder release and exit.
+    /// Its stdin: dropping it makes the holder release and exit (kept
+    /// for that drop; nothing writes to it).
+    #[allow(dead_code, reason = "held for its drop, which releases the holder")]
     pub stdin: Option<ChildStdin>,
     /// Its JSON protocol lines.
     pub lines: tokio::io::Lines<BufReader<ChildStdout>>,
@@ -59,7 +61,7 @@ impl ChildHolder {
 
 /// Spawns `<exe> --state-dir <state> hold <family> [--wait]` that dies with
 /// this process. Stderr is captured (it carries the "busy:" lines).
-pub fn spawn_hold(
+pub(crate) fn spawn_hold(
     exe: &Path,
     state_dir: &Path,
     family: &Family,
@@ -71,7 +73,7 @@ pub fn spawn_hold(
 /// [`spawn_hold`] whose child gets `death_signal` when this process dies:
 /// SIGKILL for a holder that will be stopped (a stopped process acts on
 /// no other signal, so SIGTERM would leave it holding).
-pub fn spawn_hold_dying_by(
+pub(crate) fn spawn_hold_dying_by(
     exe: &Path,
     state_dir: &Path,
     family: &Family,
@@ -106,7 +108,7 @@ pub fn spawn_hold_dying_by(
 }
 
 /// Makes the child receive `signal` when this process dies (Linux).
-pub fn die_with_parent(command: &mut Command, signal: libc::c_int) {
+pub(crate) fn die_with_parent(command: &mut Command, signal: libc::c_int) {
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id();
