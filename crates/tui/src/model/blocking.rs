@@ -23,7 +23,7 @@ use super::tree::NodeId;
 
 /// How badly a held key needs someone, most urgent first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Urgency {
+pub(crate) enum Urgency {
     /// Someone waits on it, and its holder is a suspect.
     StuckOnSuspect,
     /// Contenders wait to take it (the SDK's `wait_acquire`), or tries
@@ -39,7 +39,7 @@ pub enum Urgency {
 
 /// One held key in the blocking view.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockingRow {
+pub(crate) struct BlockingRow {
     /// The key's node.
     pub node: NodeId,
     /// Why it is held, if locktop can say.
@@ -57,7 +57,7 @@ pub struct BlockingRow {
 
 impl BlockingRow {
     /// True when it needs attention and is not the operator's own.
-    pub fn needs_attention(&self) -> bool {
+    pub(crate) fn needs_attention(&self) -> bool {
         !self.own && self.urgency < Urgency::Held
     }
 }
@@ -65,7 +65,7 @@ impl BlockingRow {
 /// What the header counts: suspects and keys waited on, apart from the
 /// operator's own test holders.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Attention {
+pub(crate) struct Attention {
     /// Keys with a suspect verdict, own keys excluded.
     pub suspects: usize,
     /// Keys someone waits on or was refused, own keys excluded.
@@ -95,7 +95,11 @@ impl Attention {
 impl Data {
     /// Every held key with a named holder, in the blocking view's order
     /// (the most urgent first: see the module doc).
-    pub fn blocking_rows(&self, now: SystemTime, materializing: Duration) -> Vec<BlockingRow> {
+    pub(crate) fn blocking_rows(
+        &self,
+        now: SystemTime,
+        materializing: Duration,
+    ) -> Vec<BlockingRow> {
         let ids = self.held_nodes();
         let mut rows: Vec<(Option<SystemTime>, BlockingRow)> = ids
             .into_iter()

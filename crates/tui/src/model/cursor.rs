@@ -29,13 +29,13 @@ impl ListCursor {
     }
 
     /// Records the first visible row the last frame showed.
-    pub fn set_offset(&mut self, offset: usize) {
+    pub(crate) fn set_offset(&mut self, offset: usize) {
         self.offset = offset;
     }
 
     /// The offset that keeps the selection inside a viewport of `height`
     /// rows over `len` rows, moving as little as possible from the last one.
-    pub fn scrolled(&self, height: usize, len: usize) -> usize {
+    pub(crate) fn scrolled(&self, height: usize, len: usize) -> usize {
         if height == 0 {
             return self.offset;
         }
@@ -60,7 +60,7 @@ impl ListCursor {
 /// there becomes the anchor. Until a row is selected there is no anchor:
 /// the selection is the first row of the list as it is now.
 #[derive(Debug, Clone)]
-pub struct KeyedCursor<K> {
+pub(crate) struct KeyedCursor<K> {
     cursor: ListCursor,
     key: Option<K>,
 }
@@ -81,6 +81,7 @@ impl<K: PartialEq + Clone> KeyedCursor<K> {
     }
 
     /// The anchored identity, if any row was ever selected.
+    #[cfg(test)]
     pub fn key(&self) -> Option<&K> {
         self.key.as_ref()
     }
@@ -115,7 +116,7 @@ impl<K: PartialEq + Clone> KeyedCursor<K> {
     }
 
     /// Records the first visible row the last frame showed.
-    pub fn set_offset(&mut self, offset: usize) {
+    pub(crate) fn set_offset(&mut self, offset: usize) {
         self.cursor.set_offset(offset);
     }
 }

@@ -30,12 +30,12 @@ use super::view::RECENTLY_FREED;
 /// At most this many free keys are listed (nodes, about 500 bytes each)
 /// while free keys are shown — the first by name; the rest are counted,
 /// and found by filtering.
-pub const FREE_LISTED: usize = 50_000;
+pub(crate) const FREE_LISTED: usize = 50_000;
 
 /// The names of at most this many stale keys are remembered (to list
 /// them with `a`); the rest are counted only (`snapshot --all` lists
 /// every key).
-pub const STALE_REMEMBERED: usize = 100_000;
+pub(crate) const STALE_REMEMBERED: usize = 100_000;
 
 /// Keys per state, as the header shows them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -185,7 +185,7 @@ impl Data {
 
     /// When the keys the last changes left unsettled are to be judged
     /// (see [`Data::settle`]).
-    pub fn settle_due(&self) -> Option<SystemTime> {
+    pub(crate) fn settle_due(&self) -> Option<SystemTime> {
         self.settle_due
     }
 
@@ -205,7 +205,7 @@ impl Data {
     /// verdicts come with time alone: a spawn materializing too long) —
     /// unless a burst of changes is still settling (then not before it
     /// has). Returns whether anything was logged.
-    pub fn judge_at(&mut self, now: SystemTime) -> bool {
+    pub(crate) fn judge_at(&mut self, now: SystemTime) -> bool {
         if self.settle_due.is_some_and(|due| now < due) {
             return false;
         }
@@ -355,7 +355,7 @@ impl Data {
     }
 
     /// Free keys of `section` not listed.
-    pub fn unlisted_in(&self, section: Section) -> usize {
+    pub(crate) fn unlisted_in(&self, section: Section) -> usize {
         self.stale_in[section as usize]
     }
 
@@ -373,14 +373,14 @@ impl Data {
     }
 
     /// Free keys not listed: counted, and found by filtering.
-    pub fn unlisted_free(&self) -> usize {
+    pub(crate) fn unlisted_free(&self) -> usize {
         self.stale_in.iter().sum()
     }
 
     /// Moves keys freed more than [`RECENTLY_FREED`] before `now` from
     /// the tree to the stale set (unless free keys are shown). Returns
     /// whether any moved.
-    pub fn age_freed(&mut self, now: SystemTime) -> bool {
+    pub(crate) fn age_freed(&mut self, now: SystemTime) -> bool {
         let mut moved = false;
         while let Some((at, _)) = self.freed.front() {
             if now.duration_since(*at).unwrap_or_default() < RECENTLY_FREED {
@@ -410,7 +410,7 @@ impl Data {
     /// Shows free keys (listing up to [`FREE_LISTED`], those matching
     /// `filter` — a substring of the name, ASCII case ignored — first) or
     /// hides them (every free key not freed recently leaves the tree).
-    pub fn set_show_free(&mut self, show: bool, filter: &str, now: SystemTime) {
+    pub(crate) fn set_show_free(&mut self, show: bool, filter: &str, now: SystemTime) {
         self.show_free = show;
         self.version += 1;
         if show {
@@ -435,7 +435,7 @@ impl Data {
     /// While free keys are shown: lists stale keys matching `filter` as
     /// nodes, the first by kind and name, up to [`FREE_LISTED`] free
     /// nodes.
-    pub fn list_free(&mut self, filter: &str) {
+    pub(crate) fn list_free(&mut self, filter: &str) {
         if !self.show_free || self.free_nodes >= FREE_LISTED {
             return;
         }
@@ -572,7 +572,7 @@ impl Data {
 
     /// The nodes of every held key with a holder this monitor names,
     /// sorted, each once.
-    pub fn held_nodes(&self) -> Vec<NodeId> {
+    pub(crate) fn held_nodes(&self) -> Vec<NodeId> {
         let mut nodes: Vec<NodeId> = self
             .held
             .holders()

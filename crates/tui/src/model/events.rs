@@ -18,7 +18,7 @@ use crate::engine::Liveness;
 use crate::liveness::process::ProcessInfo;
 
 /// How many events the log keeps.
-pub const EVENT_LOG_CAPACITY: usize = 10_000;
+pub(crate) const EVENT_LOG_CAPACITY: usize = 10_000;
 
 /// How many processes locktop remembers having signalled.
 const SIGNALLED_CAPACITY: usize = 64;
@@ -137,7 +137,7 @@ impl EventLog {
     /// Remembers that locktop signalled `pid` (started at `started`, when
     /// known), so its keys' ends read "killed by locktop". Bounded: the
     /// oldest of [`SIGNALLED_CAPACITY`] is forgotten first.
-    pub fn note_signalled(&mut self, pid: u32, started: Option<SystemTime>) {
+    pub(crate) fn note_signalled(&mut self, pid: u32, started: Option<SystemTime>) {
         if self.signalled.len() == SIGNALLED_CAPACITY {
             self.signalled.pop_front();
         }
@@ -146,7 +146,7 @@ impl EventLog {
 
     /// True when locktop signalled this process: same PID, and the same
     /// start time when both are known (a reused PID is another process).
-    pub fn was_signalled(&self, process: &ProcessInfo) -> bool {
+    pub(crate) fn was_signalled(&self, process: &ProcessInfo) -> bool {
         self.signalled.iter().any(|&(pid, started)| {
             pid == process.pid
                 && (started.is_none() || process.started.is_none() || started == process.started)

@@ -18,7 +18,7 @@ pub const HOLD: &str = "locktop hold --aih cli/daemon/abc --tag deploy";
 /// has children, directory-only nodes), live / own / free / in-flight /
 /// error keys, tags, an other key, a scan problem, and a few events.
 /// Its clock is `t(600)`.
-pub fn demo_model() -> Model {
+pub(crate) fn demo_model() -> Model {
     let mut model = Model::new(Box::new(|pid| Some(pid != 4242)));
     for delta in demo_deltas() {
         model.apply(delta);
@@ -28,7 +28,7 @@ pub fn demo_model() -> Model {
 }
 
 /// The deltas of [`demo_model`], in order.
-pub fn demo_deltas() -> Vec<Delta> {
+pub(crate) fn demo_deltas() -> Vec<Delta> {
     let mut deltas = vec![Delta::Health(WatcherHealth::Starting)];
     let initial = [
         (

@@ -14,7 +14,7 @@ use crate::operate::test_holders::{HoldMode, HolderSpec, Placement};
 
 /// What submitting the form does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FormPurpose {
+pub(crate) enum FormPurpose {
     /// Start a test holder of the family.
     Hold,
     /// Run a family check with `probe` (the monitor's: only `acquire`
@@ -27,7 +27,7 @@ pub enum FormPurpose {
 
 /// Group (tags that upgrade together) or hierarchy (AIH + bound tags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FamilyKind {
+pub(crate) enum FamilyKind {
     /// `Family::Group`: one lock per tag of the group.
     Group,
     /// `Family::Hierarchy`: the AIH lock first, then its bound tags.
@@ -36,7 +36,7 @@ pub enum FamilyKind {
 
 /// One line of the form, in display order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FormField {
+pub(crate) enum FormField {
     /// Group or hierarchy.
     Kind,
     /// The AIH (hierarchy only).
@@ -51,14 +51,14 @@ pub enum FormField {
 
 impl FormField {
     /// True for the fields that take typed text.
-    pub fn is_text(self) -> bool {
+    pub(crate) fn is_text(self) -> bool {
         matches!(self, FormField::Aih | FormField::Tags)
     }
 }
 
 /// The form's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HolderForm {
+pub(crate) struct HolderForm {
     /// Hold or check.
     pub purpose: FormPurpose,
     /// Group or hierarchy.
@@ -121,7 +121,7 @@ impl HolderForm {
     }
 
     /// Moves the focus to the next (or previous) field, wrapping.
-    pub fn move_focus(&mut self, forward: bool) {
+    pub(crate) fn move_focus(&mut self, forward: bool) {
         let fields = self.fields();
         let index = fields.iter().position(|&f| f == self.focus).unwrap_or(0);
         let len = fields.len();
@@ -130,7 +130,7 @@ impl HolderForm {
     }
 
     /// Flips the focused choice (kind, placement or mode). No-op on text.
-    pub fn toggle(&mut self) {
+    pub(crate) fn toggle(&mut self) {
         match self.focus {
             FormField::Kind => {
                 self.kind = match self.kind {
@@ -155,7 +155,7 @@ impl HolderForm {
     }
 
     /// The text of the focused field, if it is a text field.
-    pub fn text_mut(&mut self) -> Option<&mut String> {
+    pub(crate) fn text_mut(&mut self) -> Option<&mut String> {
         match self.focus {
             FormField::Aih => Some(&mut self.aih),
             FormField::Tags => Some(&mut self.tags),
@@ -164,21 +164,21 @@ impl HolderForm {
     }
 
     /// Types `c` into the focused text field.
-    pub fn type_char(&mut self, c: char) {
+    pub(crate) fn type_char(&mut self, c: char) {
         if let Some(text) = self.text_mut() {
             text.push(c);
         }
     }
 
     /// Deletes the last character of the focused text field.
-    pub fn backspace(&mut self) {
+    pub(crate) fn backspace(&mut self) {
         if let Some(text) = self.text_mut() {
             text.pop();
         }
     }
 
     /// Empties the focused text field.
-    pub fn clear_field(&mut self) {
+    pub(crate) fn clear_field(&mut self) {
         if let Some(text) = self.text_mut() {
             text.clear();
         }
@@ -187,7 +187,7 @@ impl HolderForm {
     /// The typed tags: split on commas, trimmed, empty items dropped (so a
     /// trailing comma while typing is not an error). A tag containing a
     /// comma cannot be typed here (`locktop hold --group` takes any).
-    pub fn tag_list(&self) -> Vec<String> {
+    pub(crate) fn tag_list(&self) -> Vec<String> {
         self.tags
             .split(',')
             .map(str::trim)
@@ -238,7 +238,7 @@ impl HolderForm {
 
 /// Why the form cannot be submitted yet (one line, shown under it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FormError {
+pub(crate) enum FormError {
     /// A group with no tag typed.
     #[error("type at least one tag name")]
     NoTag,
@@ -251,7 +251,7 @@ pub enum FormError {
 }
 
 /// `group a, b` / `aih x/y + a, b` — a family in one short line.
-pub fn describe_family(family: &Family) -> String {
+pub(crate) fn describe_family(family: &Family) -> String {
     match family {
         Family::Group(tags) => format!("group {}", tags.join(", ")),
         Family::Hierarchy { aih, tags } if tags.is_empty() => format!("aih {aih}"),

@@ -19,7 +19,7 @@ use crate::liveness::ProcessInfo;
 use super::EventKind;
 
 /// Holds kept per key.
-pub const PER_KEY: usize = 5;
+pub(crate) const PER_KEY: usize = 5;
 /// Keys with a history kept.
 pub const KEYS: usize = 10_000;
 

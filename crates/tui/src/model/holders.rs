@@ -46,7 +46,7 @@ pub enum HolderRow {
 }
 
 /// Groups the held keys of `data` by holder, filtered by `settings`.
-pub fn holder_groups(data: &Data, settings: &ViewSettings) -> Vec<HolderGroup> {
+pub(crate) fn holder_groups(data: &Data, settings: &ViewSettings) -> Vec<HolderGroup> {
     let filter = settings.filter.as_str();
     let mut groups = Vec::new();
     for pid in data.held().holders() {
@@ -90,7 +90,7 @@ pub fn holder_groups(data: &Data, settings: &ViewSettings) -> Vec<HolderGroup> {
 }
 
 /// Each row's identity (see [`super::HolderIdentity`]), in row order.
-pub fn holder_identities(
+pub(crate) fn holder_identities(
     data: &Data,
     groups: &[HolderGroup],
     rows: &[HolderRow],
@@ -108,7 +108,7 @@ pub fn holder_identities(
 }
 
 /// The rows of the holders pane: each process, then its keys.
-pub fn holder_rows(groups: &[HolderGroup]) -> Vec<HolderRow> {
+pub(crate) fn holder_rows(groups: &[HolderGroup]) -> Vec<HolderRow> {
     let mut rows = Vec::new();
     for (index, group) in groups.iter().enumerate() {
         rows.push(HolderRow::Process { group: index });

@@ -25,7 +25,7 @@ mod events;
 pub mod form;
 pub mod history;
 mod holders;
-pub mod test_holder_list;
+pub(crate) mod test_holder_list;
 mod tree;
 mod verdict;
 mod view;
@@ -38,30 +38,36 @@ mod tests;
 use std::time::SystemTime;
 
 pub use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict};
-pub use blocking::{Attention, BlockingRow, Urgency};
-pub use cursor::{KeyedCursor, ListCursor};
-pub use data::{Counts, Data, FREE_LISTED};
-pub use events::{EVENT_LOG_CAPACITY, Event, EventKind, EventLog};
-pub use form::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
-pub use history::{Ended, History, Hold};
-pub use holders::{HolderGroup, HolderRow};
-pub use test_holder_list::{OwnPid, TestHolder, TestHolders};
-pub use tree::{Lock, Node, NodeId, Section, Tree};
-pub use view::{Flat, RECENTLY_FREED, Row, SectionTally, Sort, ViewSettings};
+pub(crate) use blocking::{Attention, BlockingRow, Urgency};
+pub(crate) use cursor::{KeyedCursor, ListCursor};
+pub use data::{Counts, Data};
+pub(crate) use events::EventLog;
+pub use events::{Event, EventKind};
+pub(crate) use form::{FamilyKind, FormField, FormPurpose, HolderForm, describe_family};
+pub use history::Hold;
+pub(crate) use history::{Ended, History};
+pub(crate) use holders::{HolderGroup, HolderRow};
+pub(crate) use test_holder_list::{OwnPid, TestHolders};
+pub use tree::{Lock, Section, Tree};
+pub(crate) use tree::{Node, NodeId};
+pub use view::Row;
+pub(crate) use view::{Flat, RECENTLY_FREED, SectionTally, Sort, ViewSettings};
+#[cfg(test)]
+pub(crate) use {data::FREE_LISTED, events::EVENT_LOG_CAPACITY};
 
 use crate::engine::Delta;
 
 /// Answers whether a PID is still a running process (`None`: nobody can
 /// tell — a replay of a change the recorder did not see happen).
-pub type PidAlive = Box<dyn Fn(u32) -> Option<bool> + Send + Sync>;
+pub(crate) type PidAlive = Box<dyn Fn(u32) -> Option<bool> + Send + Sync>;
 
 /// A key's identity across changes: its section and path (node ids are
 /// reused once pruned).
-pub type KeyIdentity = (Section, String);
+pub(crate) type KeyIdentity = (Section, String);
 
 /// A holders-pane row's identity: the holder's PID, and the key for a
 /// key row (`None` for the process line).
-pub type HolderIdentity = (u32, Option<KeyIdentity>);
+pub(crate) type HolderIdentity = (u32, Option<KeyIdentity>);
 
 /// The whole UI state, minus the terminal.
 pub struct Model {
@@ -126,7 +132,7 @@ impl Model {
     /// cursor rebuilds them from the recording); the settings and the
     /// selected key stay, the selected event does not (events are
     /// numbered anew).
-    pub fn reset_data(&mut self) {
+    pub(crate) fn reset_data(&mut self) {
         self.data = Data::default();
         self.data.set_materializing(self.materializing);
         self.data
@@ -150,7 +156,7 @@ impl Model {
     }
 
     /// Notes that locktop signalled `pid` (see [`EventLog::note_signalled`]).
-    pub fn note_signalled(&mut self, pid: u32, started: Option<SystemTime>) {
+    pub(crate) fn note_signalled(&mut self, pid: u32, started: Option<SystemTime>) {
         self.data.events.note_signalled(pid, started);
     }
 
@@ -166,7 +172,7 @@ impl Model {
     }
 
     /// The data as of the last delta, even while paused.
-    pub fn live_data(&self) -> &Data {
+    pub(crate) fn live_data(&self) -> &Data {
         &self.data
     }
 
@@ -177,7 +183,7 @@ impl Model {
 
     /// Moves the clock. Returns true when rows may have changed (a
     /// recently freed key aged out).
-    pub fn set_now(&mut self, now: SystemTime) -> bool {
+    pub(crate) fn set_now(&mut self, now: SystemTime) -> bool {
         self.now = now;
         // (Ages out of the live data only: a paused view keeps its rows.)
         self.data.age_freed(now);
@@ -204,7 +210,7 @@ impl Model {
     /// judged ([`crate::operate::held::SETTLE_AFTER`] after
     /// its last change); the event loop wakes then and calls
     /// [`Model::settle`].
-    pub fn settle_due(&self) -> Option<SystemTime> {
+    pub(crate) fn settle_due(&self) -> Option<SystemTime> {
         self.data.settle_due()
     }
 
@@ -227,7 +233,7 @@ impl Model {
     // ----- pause -----------------------------------------------------
 
     /// Freezes (or thaws) what the views show; deltas keep being applied.
-    pub fn set_paused(&mut self, paused: bool) {
+    pub(crate) fn set_paused(&mut self, paused: bool) {
         if paused == self.paused() {
             return;
         }
@@ -242,14 +248,14 @@ impl Model {
     }
 
     /// Deltas applied since the view was frozen.
-    pub fn changes_while_paused(&self) -> u64 {
+    pub(crate) fn changes_while_paused(&self) -> u64 {
         self.changes_while_paused
     }
 
     // ----- settings --------------------------------------------------
 
     /// Sets the incremental filter (substring of AIH, tag or holder PID).
-    pub fn set_filter(&mut self, filter: &str) {
+    pub(crate) fn set_filter(&mut self, filter: &str) {
         if self.settings.filter != filter {
             self.settings.filter = filter.to_string();
             // Free keys not listed that match are listed now.
@@ -275,18 +281,18 @@ impl Model {
     }
 
     /// Orders the holders view.
-    pub fn set_holders_sort(&mut self, sort: Sort) {
+    pub(crate) fn set_holders_sort(&mut self, sort: Sort) {
         self.settings.holders_sort = sort;
         self.holders_cache = None;
     }
 
     /// Orders the blocking view (the app sorts its rows).
-    pub fn set_blocking_sort(&mut self, sort: Sort) {
+    pub(crate) fn set_blocking_sort(&mut self, sort: Sort) {
         self.settings.blocking_sort = sort;
     }
 
     /// Shows or hides free (stale) keys.
-    pub fn set_show_free(&mut self, show: bool) {
+    pub(crate) fn set_show_free(&mut self, show: bool) {
         if self.settings.show_free != show {
             self.settings.show_free = show;
             self.data
@@ -352,7 +358,7 @@ impl Model {
     }
 
     /// True when the rows derived by the last [`Model::refresh`] are current.
-    pub fn is_fresh(&self) -> bool {
+    pub(crate) fn is_fresh(&self) -> bool {
         let version = self.data().version;
         self.flat_version == Some(version)
             && matches!(&self.holders_cache,
@@ -381,33 +387,34 @@ impl Model {
     }
 
     /// The tree pane's cursor (its selection is the selected row's index).
-    pub fn tree_cursor(&self) -> &ListCursor {
+    pub(crate) fn tree_cursor(&self) -> &ListCursor {
         &self.tree_cursor
     }
 
     /// Index of the selected row.
-    pub fn selected_row(&self) -> usize {
+    pub(crate) fn selected_row(&self) -> usize {
         self.tree_cursor.selected(self.rows().len())
     }
 
     /// The selected node.
-    pub fn selected_node(&self) -> Option<NodeId> {
+    pub(crate) fn selected_node(&self) -> Option<NodeId> {
         self.rows().get(self.selected_row()).map(|row| row.node)
     }
 
     /// The selection's identity, `(section, path)`.
-    pub fn selection(&self) -> Option<&(Section, String)> {
+    #[cfg(test)]
+    pub(crate) fn selection(&self) -> Option<&(Section, String)> {
         self.selected.as_ref()
     }
 
     /// How many tree selections were made so far (a change means someone
     /// moved the selection since the count was read).
-    pub fn selections(&self) -> u64 {
+    pub(crate) fn selections(&self) -> u64 {
         self.selections
     }
 
     /// Selects row `index` (clamped).
-    pub fn select_row(&mut self, index: usize) {
+    pub(crate) fn select_row(&mut self, index: usize) {
         self.selections += 1;
         self.place_row(index);
     }
@@ -429,7 +436,7 @@ impl Model {
     /// Selects the row of node `id`; false (selection unchanged) when the
     /// node is not a row (filtered out, free and hidden, under a collapsed
     /// node).
-    pub fn select_node(&mut self, id: NodeId) -> bool {
+    pub(crate) fn select_node(&mut self, id: NodeId) -> bool {
         self.refresh();
         match self.rows().iter().position(|row| row.node == id) {
             Some(index) => {
@@ -441,7 +448,7 @@ impl Model {
     }
 
     /// Moves the selection by `by` rows (clamped).
-    pub fn move_selection(&mut self, by: isize) {
+    pub(crate) fn move_selection(&mut self, by: isize) {
         self.refresh();
         let row = self.selected_row();
         self.select_row(row.saturating_add_signed(by));
@@ -465,7 +472,7 @@ impl Model {
 
     /// Expands the selected node, or moves to its first child if it is
     /// already expanded.
-    pub fn expand(&mut self) {
+    pub(crate) fn expand(&mut self) {
         let Some(row) = self.current_row() else {
             return;
         };
@@ -477,7 +484,7 @@ impl Model {
     }
 
     /// Toggles the selected node's expansion.
-    pub fn toggle(&mut self) {
+    pub(crate) fn toggle(&mut self) {
         let Some(row) = self.current_row() else {
             return;
         };
@@ -510,7 +517,7 @@ impl Model {
     }
 
     /// [`Model::holders`] plus the shown data the groups index into.
-    pub fn holders_with_data(&self) -> (&Data, &[HolderGroup], &[HolderRow]) {
+    pub(crate) fn holders_with_data(&self) -> (&Data, &[HolderGroup], &[HolderRow]) {
         self.assert_fresh();
         let (_, _, groups, rows) = self.holders_cache.as_ref().expect("filled by refresh");
         (self.data(), groups, rows)
@@ -518,12 +525,12 @@ impl Model {
 
     /// The holders pane's cursor (on the selected row's identity since
     /// the last refresh).
-    pub fn holders_cursor(&self) -> &ListCursor {
+    pub(crate) fn holders_cursor(&self) -> &ListCursor {
         self.holders_cursor.cursor()
     }
 
     /// Index of the selected holders row (clamped to the rows).
-    pub fn holders_selected(&self) -> usize {
+    pub(crate) fn holders_selected(&self) -> usize {
         self.holders_cursor
             .cursor()
             .selected(self.holders().1.len())
@@ -531,7 +538,7 @@ impl Model {
 
     /// Moves the holders selection to `index` (clamped) and anchors it on
     /// that row's process or key.
-    pub fn select_holder_row(&mut self, index: usize) {
+    pub(crate) fn select_holder_row(&mut self, index: usize) {
         self.refresh();
         let (data, groups, rows) = self.holders_with_data();
         let keys = holders::holder_identities(data, groups, rows);
@@ -545,14 +552,14 @@ impl Model {
 
     /// The events pane's rows: indexes into [`Model::events`] of the
     /// events the filter passes, newest first.
-    pub fn event_rows(&self) -> &[usize] {
+    pub(crate) fn event_rows(&self) -> &[usize] {
         self.assert_fresh();
         let (_, _, rows) = self.events_cache.as_ref().expect("filled by refresh");
         rows
     }
 
     /// The event log's cursor (0 = newest row), on the selected event.
-    pub fn events_cursor(&self) -> ListCursor {
+    pub(crate) fn events_cursor(&self) -> ListCursor {
         let mut cursor = self.events_cursor;
         cursor.select(self.events_selected(), self.event_rows().len());
         cursor
@@ -563,7 +570,7 @@ impl Model {
     /// since (events are only added at the front and dropped from the
     /// back, so the `n`-th event ever logged is at index `total - 1 - n`);
     /// else the last row, clamped.
-    pub fn events_selected(&self) -> usize {
+    pub(crate) fn events_selected(&self) -> usize {
         let (log, rows) = (self.events(), self.event_rows());
         let (total, len) = (log.total(), log.len() as u64);
         let anchored = match self.event_anchor {
@@ -577,13 +584,13 @@ impl Model {
     }
 
     /// The log index of the selected event, if any row is shown.
-    pub fn selected_event(&self) -> Option<usize> {
+    pub(crate) fn selected_event(&self) -> Option<usize> {
         self.event_rows().get(self.events_selected()).copied()
     }
 
     /// Moves the event selection to row `index` (clamped) and anchors it
     /// on that event.
-    pub fn select_event(&mut self, index: usize) {
+    pub(crate) fn select_event(&mut self, index: usize) {
         self.refresh();
         let len = self.event_rows().len();
         self.events_cursor.select(index, len);
@@ -601,39 +608,39 @@ impl Model {
     }
 
     /// The blocking view's cursor.
-    pub fn blocking_cursor(&self) -> &ListCursor {
+    pub(crate) fn blocking_cursor(&self) -> &ListCursor {
         self.blocking_cursor.cursor()
     }
 
     /// Keeps the blocking view's selection on its key among `keys` (the
     /// rows' identities, in order).
-    pub fn follow_blocking(&mut self, keys: &[KeyIdentity]) {
+    pub(crate) fn follow_blocking(&mut self, keys: &[KeyIdentity]) {
         self.blocking_cursor.follow(keys);
     }
 
     /// Selects row `index` (clamped) of the blocking view whose rows'
     /// identities are `keys`.
-    pub fn select_blocking(&mut self, index: usize, keys: &[KeyIdentity]) {
+    pub(crate) fn select_blocking(&mut self, index: usize, keys: &[KeyIdentity]) {
         self.blocking_cursor.select(index, keys);
     }
 
     /// Records where the last frame scrolled the blocking view.
-    pub fn set_blocking_offset(&mut self, offset: usize) {
+    pub(crate) fn set_blocking_offset(&mut self, offset: usize) {
         self.blocking_cursor.set_offset(offset);
     }
 
     /// Records where the last frame scrolled the tree.
-    pub fn set_tree_offset(&mut self, offset: usize) {
+    pub(crate) fn set_tree_offset(&mut self, offset: usize) {
         self.tree_cursor.set_offset(offset);
     }
 
     /// Records where the last frame scrolled the holders list.
-    pub fn set_holders_offset(&mut self, offset: usize) {
+    pub(crate) fn set_holders_offset(&mut self, offset: usize) {
         self.holders_cursor.set_offset(offset);
     }
 
     /// Records where the last frame scrolled the event log.
-    pub fn set_events_offset(&mut self, offset: usize) {
+    pub(crate) fn set_events_offset(&mut self, offset: usize) {
         self.events_cursor.set_offset(offset);
     }
 
@@ -645,7 +652,7 @@ impl Model {
 
     /// Other held keys of the holders of `id` ("its family as seen from
     /// the locks"), by PID.
-    pub fn held_by_same_pids(&self, id: NodeId) -> Vec<(u32, Vec<NodeId>)> {
+    pub(crate) fn held_by_same_pids(&self, id: NodeId) -> Vec<(u32, Vec<NodeId>)> {
         let data = self.data();
         let Some(lock) = data.lock(id) else {
             return Vec::new();

@@ -113,7 +113,7 @@ impl TestHolders {
     }
 
     /// Records where the last frame scrolled the list.
-    pub fn set_offset(&mut self, offset: usize) {
+    pub(crate) fn set_offset(&mut self, offset: usize) {
         self.cursor.set_offset(offset);
     }
 
@@ -123,7 +123,7 @@ impl TestHolders {
     }
 
     /// The selected holder.
-    pub fn selected_holder(&self) -> Option<&TestHolder> {
+    pub(crate) fn selected_holder(&self) -> Option<&TestHolder> {
         self.list.get(self.selected())
     }
 
@@ -135,7 +135,7 @@ impl TestHolders {
     /// Removes holder `id` from the list if it is over (failed or exited);
     /// true when it was removed. A running holder is never dropped: its
     /// updates (and its own PID) are still to come.
-    pub fn remove_over(&mut self, id: HolderId) -> bool {
+    pub(crate) fn remove_over(&mut self, id: HolderId) -> bool {
         let before = self.list.len();
         self.list.retain(|h| h.id != id || !h.status.is_over());
         let removed = self.list.len() < before;

@@ -108,12 +108,13 @@ pub struct Node {
 
 impl Node {
     /// True for a section root.
-    pub fn is_root(&self) -> bool {
+    pub(crate) fn is_root(&self) -> bool {
         self.parent.is_none()
     }
 
     /// True for a node that is only a directory (no lock, no problem).
-    pub fn is_directory(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_directory(&self) -> bool {
         !self.is_root() && self.lock.is_none() && self.problem.is_none()
     }
 }
@@ -185,7 +186,7 @@ impl Tree {
     }
 
     /// The node of `key`, creating it (and its directory ancestors).
-    pub fn ensure_key(&mut self, key: &LockKey) -> NodeId {
+    pub(crate) fn ensure_key(&mut self, key: &LockKey) -> NodeId {
         let section = Section::of(key.kind());
         match section {
             Section::Instances => {
@@ -205,7 +206,7 @@ impl Tree {
     }
 
     /// The problem node for `path`, created under Problems.
-    pub fn ensure_problem(&mut self, path: &str) -> NodeId {
+    pub(crate) fn ensure_problem(&mut self, path: &str) -> NodeId {
         self.ensure_child(self.root(Section::Problems), path, path)
     }
 
@@ -240,12 +241,12 @@ impl Tree {
     }
 
     /// Mutable access to the lock slot of `id`.
-    pub fn lock_mut(&mut self, id: NodeId) -> &mut Option<Lock> {
+    pub(crate) fn lock_mut(&mut self, id: NodeId) -> &mut Option<Lock> {
         &mut self.node_mut(id).lock
     }
 
     /// Sets the problem text of `id`.
-    pub fn set_problem(&mut self, id: NodeId, problem: Option<String>) {
+    pub(crate) fn set_problem(&mut self, id: NodeId, problem: Option<String>) {
         self.node_mut(id).problem = problem;
     }
 

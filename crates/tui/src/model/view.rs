@@ -22,7 +22,7 @@ use super::tree::{Node, NodeId, Section};
 /// keys are hidden, so an operator sees the row turn free. Short: on a
 /// busy host every spawned agent frees a key, and a minute of them
 /// buried the held keys (the Events pane keeps the history).
-pub const RECENTLY_FREED: Duration = Duration::from_secs(10);
+pub(crate) const RECENTLY_FREED: Duration = Duration::from_secs(10);
 
 /// One row of the tree pane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl Sort {
 
 impl ViewSettings {
     /// Whether `node`'s children are rows.
-    pub fn is_expanded(&self, node: &Node) -> bool {
+    pub(crate) fn is_expanded(&self, node: &Node) -> bool {
         !self.collapsed[node.section as usize].contains(node.path.as_str())
     }
 
@@ -130,7 +130,7 @@ impl ViewSettings {
     /// Whether a key named `name`, involving processes `pids`, passes the
     /// filter (a substring of the name or of a PID; all pass when empty):
     /// the one rule every pane the filter applies to uses.
-    pub fn matches_key(&self, name: &str, mut pids: impl Iterator<Item = u32>) -> bool {
+    pub(crate) fn matches_key(&self, name: &str, mut pids: impl Iterator<Item = u32>) -> bool {
         self.filter.is_empty()
             || self.matches_text(name)
             || pids.any(|pid| self.matches_text(&pid.to_string()))
@@ -138,7 +138,7 @@ impl ViewSettings {
 }
 
 /// `needle` in `haystack`, ASCII case-insensitive, without allocating.
-pub fn contains_ignore_ascii_case(haystack: &str, needle: &str) -> bool {
+pub(crate) fn contains_ignore_ascii_case(haystack: &str, needle: &str) -> bool {
     let (hay, needle) = (haystack.as_bytes(), needle.as_bytes());
     needle.is_empty()
         || hay

@@ -123,7 +123,7 @@ impl App {
     }
 
     /// Gives the UI its hands: holders, checks, engine commands.
-    pub fn with_ops(mut self, ops: Ops) -> Self {
+    pub(crate) fn with_ops(mut self, ops: Ops) -> Self {
         self.operator.ops = Some(ops);
         self
     }
@@ -134,12 +134,13 @@ impl App {
     }
 
     /// Whether a form or dialog is open.
-    pub fn has_overlay(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has_overlay(&self) -> bool {
         self.operator.overlay.is_some()
     }
 
     /// Sets the status line (e.g. why the holder manager is missing).
-    pub fn set_message(&mut self, message: impl Into<String>) {
+    pub(crate) fn set_message(&mut self, message: impl Into<String>) {
         self.message = Some(message.into());
         self.dirty = true;
     }
@@ -155,7 +156,7 @@ impl App {
     }
 
     /// The model, for tests and callers that drive it directly.
-    pub fn model_mut(&mut self) -> &mut Model {
+    pub(crate) fn model_mut(&mut self) -> &mut Model {
         self.dirty = true;
         &mut self.model
     }
@@ -171,7 +172,7 @@ impl App {
     }
 
     /// Whether the operator asked to quit.
-    pub fn should_quit(&self) -> bool {
+    pub(crate) fn should_quit(&self) -> bool {
         self.quit
     }
 
@@ -181,17 +182,17 @@ impl App {
     }
 
     /// True once after Ctrl-L: clear the terminal before the next frame.
-    pub fn take_clear_screen(&mut self) -> bool {
+    pub(crate) fn take_clear_screen(&mut self) -> bool {
         std::mem::take(&mut self.clear_screen)
     }
 
     /// True once since the last call if anything changed (then draw).
-    pub fn take_dirty(&mut self) -> bool {
+    pub(crate) fn take_dirty(&mut self) -> bool {
         std::mem::take(&mut self.dirty)
     }
 
     /// Marks the screen as needing a redraw (e.g. after a resize).
-    pub fn mark_dirty(&mut self) {
+    pub(crate) fn mark_dirty(&mut self) {
         self.dirty = true;
     }
 
@@ -210,7 +211,7 @@ impl App {
     }
 
     /// Notes that the engine's channel closed: no more updates.
-    pub fn engine_stopped(&mut self) {
+    pub(crate) fn engine_stopped(&mut self) {
         self.engine_stopped = true;
         self.message = Some("engine stopped: the view is no longer updated".into());
         self.dirty = true;
@@ -261,7 +262,7 @@ impl App {
     }
 
     /// Performs one action.
-    pub fn perform(&mut self, action: Action) {
+    pub(crate) fn perform(&mut self, action: Action) {
         self.dirty = true;
         if !action.keeps_following() {
             self.following_urgent = None;
@@ -361,12 +362,12 @@ impl App {
     }
 
     /// What the operator asked of the replay since the last call.
-    pub fn take_replay_requests(&mut self) -> Vec<super::replay::ReplayRequest> {
+    pub(crate) fn take_replay_requests(&mut self) -> Vec<super::replay::ReplayRequest> {
         std::mem::take(&mut self.replay_requests)
     }
 
     /// The replay's cursor and playing, as the header shows them.
-    pub fn set_replay_status(&mut self, status: super::replay::ReplayStatus) {
+    pub(crate) fn set_replay_status(&mut self, status: super::replay::ReplayStatus) {
         self.replay = Some(status);
         self.dirty = true;
     }

@@ -20,7 +20,7 @@ use super::keymap::key_of;
 use super::selection::Selected;
 
 /// A backend that can put text on the terminal's clipboard.
-pub trait Clipboard {
+pub(crate) trait Clipboard {
     /// Writes the OSC 52 sequence carrying `text` (no-op where there is
     /// no terminal).
     fn copy(&mut self, text: &str) -> io::Result<()>;
@@ -59,7 +59,7 @@ impl App {
     }
 
     /// What is waiting to be written to the clipboard (taken once).
-    pub fn take_clipboard(&mut self) -> Option<String> {
+    pub(crate) fn take_clipboard(&mut self) -> Option<String> {
         self.clipboard.take()
     }
 

@@ -39,7 +39,7 @@ use super::terminal::{TerminalGuard, install_panic_hook};
 const DRAIN_BUDGET: Duration = Duration::from_millis(30);
 
 /// How long quitting waits for test holders to report their release.
-pub const RELEASE_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const RELEASE_GRACE: Duration = Duration::from_secs(2);
 
 /// The next message of an optional channel; pends forever once it is
 /// gone (closed channels are set to `None` by the caller).
@@ -51,7 +51,7 @@ async fn next<T>(rx: &mut Option<UnboundedReceiver<T>>) -> Option<T> {
 }
 
 /// Everything the main loop listens to besides the terminal's input.
-pub struct Sources<Stop> {
+pub(crate) struct Sources<Stop> {
     /// The engine's deltas.
     pub deltas: tokio::sync::mpsc::Receiver<Delta>,
     /// What the operator's actions report back (absent without a holder
@@ -121,7 +121,7 @@ pub(crate) fn require_terminal() -> anyhow::Result<()> {
 /// delta, holder update, check outcome, clock tick or stop request. On the
 /// way out every test holder is released and given at most
 /// [`RELEASE_GRACE`] to report its exit.
-pub async fn run_main_loop<B, Input, Stop>(
+pub(crate) async fn run_main_loop<B, Input, Stop>(
     terminal: &mut Terminal<B>,
     mut app: App,
     mut input: Input,

@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 /// The mark a shortened text carries where its middle was.
-pub const ELLIPSIS: char = '…';
+pub(crate) const ELLIPSIS: char = '…';
 
 /// Columns `text` takes on screen (after [`visible`]).
 pub fn width(text: &str) -> usize {

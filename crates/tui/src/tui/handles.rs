@@ -19,7 +19,7 @@ use crate::operate::test_holders::{HolderUpdate, Holders};
 
 /// The result of one family check, tagged with the check's number.
 #[derive(Debug, Clone)]
-pub struct CheckOutcome {
+pub(crate) struct CheckOutcome {
     /// Which check (from [`Ops::check`]); a dialog shows only its own.
     pub seq: u64,
     /// The report, or the one-line reason the check could not run.
@@ -28,7 +28,7 @@ pub struct CheckOutcome {
 
 /// What the operator's actions report back, for the event loop to select
 /// on and hand to the [`App`](super::App).
-pub struct OpsEvents {
+pub(crate) struct OpsEvents {
     /// Every test holder's progress, in order.
     pub holder_updates: mpsc::UnboundedReceiver<HolderUpdate>,
     /// Finished family checks.
@@ -36,7 +36,7 @@ pub struct OpsEvents {
 }
 
 /// The handles the UI acts through.
-pub struct Ops {
+pub(crate) struct Ops {
     context: Context,
     holders: Holders,
     engine: Option<mpsc::UnboundedSender<EngineCommand>>,
@@ -57,7 +57,7 @@ impl Ops {
 
     /// Handles around an existing holder manager (e.g. one whose child
     /// holders run another `locktop` binary, for tests).
-    pub fn with_holders(
+    pub(crate) fn with_holders(
         context: Context,
         holders: Holders,
         holder_updates: mpsc::UnboundedReceiver<HolderUpdate>,

@@ -6,7 +6,7 @@ use super::action::{Action, Pane};
 use super::keymap::{key_of, pane_hint};
 
 /// Nothing to act on in the test holders pane yet.
-pub fn no_test_holder() -> String {
+pub(crate) fn no_test_holder() -> String {
     format!(
         "no test holder yet: {} starts one",
         key_of(Action::NewHolder)
@@ -14,7 +14,7 @@ pub fn no_test_holder() -> String {
 }
 
 /// What the empty test holders pane says.
-pub fn no_test_holder_yet(read_only: bool) -> String {
+pub(crate) fn no_test_holder_yet(read_only: bool) -> String {
     let new = key_of(Action::NewHolder);
     if read_only {
         format!("no test holder (read-only: {new} is disabled)")
@@ -24,7 +24,7 @@ pub fn no_test_holder_yet(read_only: bool) -> String {
 }
 
 /// Release was asked outside the test holders pane.
-pub fn release_where() -> String {
+pub(crate) fn release_where() -> String {
     format!(
         "{} releases a test holder: select it in {}",
         key_of(Action::Release),
@@ -33,7 +33,7 @@ pub fn release_where() -> String {
 }
 
 /// A signal was asked with nothing held selected.
-pub fn signal_where() -> String {
+pub(crate) fn signal_where() -> String {
     format!(
         "{} signals the holder of a held key: select one in {} or {}",
         key_of(Action::Kill),
@@ -43,7 +43,7 @@ pub fn signal_where() -> String {
 }
 
 /// Kill was asked for an in-process test holder.
-pub fn in_process_kill() -> String {
+pub(crate) fn in_process_kill() -> String {
     format!(
         "an in-process holder cannot be killed; release it ({})",
         key_of(Action::Release)
@@ -52,7 +52,7 @@ pub fn in_process_kill() -> String {
 
 /// Signals to this process are refused: its locks belong to in-process
 /// test holders.
-pub fn release_in_process_holders() -> String {
+pub(crate) fn release_in_process_holders() -> String {
     format!(
         "release them with {} in {}",
         key_of(Action::Release),
@@ -61,7 +61,7 @@ pub fn release_in_process_holders() -> String {
 }
 
 /// The footer line under a test holder's details.
-pub fn test_holder_keys(over: bool, child: bool) -> String {
+pub(crate) fn test_holder_keys(over: bool, child: bool) -> String {
     let (release, kill, new) = (
         key_of(Action::Release),
         key_of(Action::Kill),
@@ -80,7 +80,7 @@ pub fn test_holder_keys(over: bool, child: bool) -> String {
 }
 
 /// Sort was asked where nothing sorts.
-pub fn sort_where() -> String {
+pub(crate) fn sort_where() -> String {
     format!(
         "{} sorts {} and {}",
         key_of(Action::CycleSort),
@@ -90,6 +90,6 @@ pub fn sort_where() -> String {
 }
 
 /// A key bound to nothing (said once per run).
-pub fn unknown_key() -> String {
+pub(crate) fn unknown_key() -> String {
     format!("unknown key: {} for help", key_of(Action::ToggleHelp))
 }

@@ -59,7 +59,7 @@ const WHEEL_STEP: isize = 3;
 
 impl App {
     /// Handles one terminal event.
-    pub fn handle_event(&mut self, event: Event) {
+    pub(crate) fn handle_event(&mut self, event: Event) {
         match event {
             Event::Key(key) => self.handle_key(key),
             Event::Mouse(mouse) => self.handle_mouse(mouse),
@@ -178,7 +178,7 @@ impl App {
 
     /// Handles one mouse event: wheel scrolls the current list, a left
     /// click selects a row or a tab.
-    pub fn handle_mouse(&mut self, mouse: MouseEvent) {
+    pub(crate) fn handle_mouse(&mut self, mouse: MouseEvent) {
         if self.help || self.operator.overlay.is_some() {
             return;
         }

@@ -142,7 +142,7 @@ pub const BINDINGS: &[Binding] = &[
 /// The first key bound to `action`, as the help writes it (`r`, `K`, `/`):
 /// how a message names the key that does something. Every action has a
 /// binding (a test proves it).
-pub fn key_of(action: Action) -> &'static str {
+pub(crate) fn key_of(action: Action) -> &'static str {
     BINDINGS
         .iter()
         .find(|binding| binding.action == action)
@@ -151,20 +151,20 @@ pub fn key_of(action: Action) -> &'static str {
 }
 
 /// `4 Test holders`: how a message points at a pane.
-pub fn pane_hint(pane: Pane) -> String {
+pub(crate) fn pane_hint(pane: Pane) -> String {
     format!("{} {}", key_of(Action::Show(pane)), pane.title())
 }
 
 /// The action bound to `key`, if any. Releases are ignored; bindings that
 /// write resolve to nothing when `read_only`.
-pub fn action_for(key: KeyEvent, read_only: bool) -> Option<Action> {
+pub(crate) fn action_for(key: KeyEvent, read_only: bool) -> Option<Action> {
     binding_for(key)
         .filter(|binding| !(read_only && binding.writes))
         .map(|binding| binding.action)
 }
 
 /// The binding `key` would trigger, read-only or not (releases: none).
-pub fn binding_for(key: KeyEvent) -> Option<&'static Binding> {
+pub(crate) fn binding_for(key: KeyEvent) -> Option<&'static Binding> {
     if key.kind == KeyEventKind::Release {
         return None;
     }

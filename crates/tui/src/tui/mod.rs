@@ -44,17 +44,18 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-pub use action::{Action, Pane};
 pub use app::{App, AppConfig};
-pub use clipboard::Clipboard;
-pub use event_loop::{RELEASE_GRACE, Sources, run_main_loop};
-pub use handles::{CheckOutcome, Ops, OpsEvents};
-pub use keymap::{BINDINGS, Binding, Group, action_for, binding_for};
-pub use operator::Operator;
-pub use overlay::{KillTestHolder, Overlay, ReportDialog, SignalDialog, SignalStage};
-pub use terminal::{TerminalGuard, install_panic_hook, restore};
-pub use theme::{Theme, state_label};
-pub use views::{Drawn, HitMap};
+pub(crate) use handles::Ops;
+pub use keymap::{BINDINGS, Group};
+pub use terminal::restore;
+pub use theme::Theme;
+#[cfg(test)]
+pub(crate) use {
+    action::Pane,
+    event_loop::{Sources, run_main_loop},
+    handles::{CheckOutcome, OpsEvents},
+    overlay::Overlay,
+};
 
 /// How the TUI runs.
 #[derive(Debug, Clone)]

@@ -18,11 +18,11 @@ use super::overlay::Overlay;
 /// Binds a shown holder for signalling (see [`verify_target`]): the
 /// process, the files of the claims it is shown holding, the earliest
 /// claim's "held since".
-pub type VerifyHolder =
+pub(crate) type VerifyHolder =
     Box<dyn Fn(&ProcessInfo, &[FileId], Option<SystemTime>) -> Result<Target, SignalError> + Send>;
 
 /// What the operator is doing, and with what.
-pub struct Operator {
+pub(crate) struct Operator {
     /// The handles operator actions act through (`None` in tests).
     pub(crate) ops: Option<Ops>,
     /// The test holders started from this monitor.

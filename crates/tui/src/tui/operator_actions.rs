@@ -170,7 +170,7 @@ impl App {
     }
 
     /// A check finished: fills its dialog if it is still open.
-    pub fn check_done(&mut self, outcome: CheckOutcome) {
+    pub(crate) fn check_done(&mut self, outcome: CheckOutcome) {
         let now = self.model.now();
         if let Some(Overlay::Report(report)) = self.operator.overlay.as_mut()
             && report.seq == outcome.seq
@@ -392,7 +392,7 @@ impl App {
 
     /// Folds in a test holder's progress; tells the engine which child
     /// PIDs are own.
-    pub fn holder_update(&mut self, update: HolderUpdate) {
+    pub(crate) fn holder_update(&mut self, update: HolderUpdate) {
         self.mark_dirty();
         let own = self.operator.test_holders.apply(&update);
         if let (Some(own), Some(ops)) = (own, self.operator.ops.as_ref()) {
@@ -422,7 +422,7 @@ impl App {
 
     /// On quit: releases every test holder still running; returns how
     /// many are not over yet (their final updates are still to come).
-    pub fn release_all_test_holders(&mut self) -> usize {
+    pub(crate) fn release_all_test_holders(&mut self) -> usize {
         if let Some(ops) = self.operator.ops.as_mut() {
             ops.holders().release_all();
         }
@@ -430,7 +430,7 @@ impl App {
     }
 
     /// Test holders that are not over yet.
-    pub fn test_holders_running(&self) -> usize {
+    pub(crate) fn test_holders_running(&self) -> usize {
         self.operator.test_holders.running()
     }
 }

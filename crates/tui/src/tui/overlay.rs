@@ -18,7 +18,7 @@ use super::app::App;
 
 /// The overlay shown above the panes, if any.
 #[derive(Debug, Clone)]
-pub enum Overlay {
+pub(crate) enum Overlay {
     /// Hold a family, or check one.
     Form(HolderForm),
     /// Signal a real holder process (boxed: it carries a whole process).
@@ -31,7 +31,7 @@ pub enum Overlay {
 
 /// How far the signal dialog has gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignalStage {
+pub(crate) enum SignalStage {
     /// Asking: send SIGTERM?
     Confirm,
     /// SIGTERM sent; `K` now sends SIGKILL.
@@ -42,7 +42,7 @@ pub enum SignalStage {
 
 /// The dialog that signals a real holder: SIGTERM, then SIGKILL.
 #[derive(Debug, Clone)]
-pub struct SignalDialog {
+pub(crate) struct SignalDialog {
     /// The process as the operator was shown it.
     pub process: ProcessInfo,
     /// The selected key it was opened from (`None` from a process line).
@@ -74,7 +74,7 @@ impl SignalDialog {
 
 /// The confirmation before SIGKILLing a child test holder.
 #[derive(Debug, Clone)]
-pub struct KillTestHolder {
+pub(crate) struct KillTestHolder {
     /// Which holder.
     pub id: HolderId,
     /// Its PID, if known yet.
@@ -85,7 +85,7 @@ pub struct KillTestHolder {
 
 /// A family check's report, scrollable.
 #[derive(Debug, Clone)]
-pub struct ReportDialog {
+pub(crate) struct ReportDialog {
     /// The check it shows (outcomes of other checks are ignored).
     pub seq: u64,
     /// The family, in one line.

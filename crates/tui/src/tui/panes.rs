@@ -14,7 +14,7 @@ use super::selection::Selected;
 
 impl App {
     /// Index of the selected row in the current pane.
-    pub fn selected_index(&mut self) -> usize {
+    pub(crate) fn selected_index(&mut self) -> usize {
         self.follow_selections();
         match self.pane {
             Pane::Tree => self.model.selected_row(),
@@ -28,7 +28,7 @@ impl App {
         }
     }
     /// How many rows the current pane has.
-    pub fn row_count(&mut self) -> usize {
+    pub(crate) fn row_count(&mut self) -> usize {
         self.model.refresh();
         match self.pane {
             Pane::Tree => self.model.rows().len(),
@@ -39,7 +39,7 @@ impl App {
         }
     }
     /// Selects row `index` (clamped) of the current pane.
-    pub fn select_index(&mut self, index: usize) {
+    pub(crate) fn select_index(&mut self, index: usize) {
         self.mark_dirty();
         self.details_scroll = 0;
         match self.pane {

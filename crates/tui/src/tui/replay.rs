@@ -34,9 +34,9 @@ use super::theme::Theme;
 
 /// How far before the cursor the model is rebuilt from: the event log
 /// shows the changes of this window.
-pub const EVENTS_WINDOW: Duration = Duration::from_secs(300);
+pub(crate) const EVENTS_WINDOW: Duration = Duration::from_secs(300);
 /// Playing speeds (recorded seconds per second).
-pub const SPEEDS: [f64; 9] = [0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0];
+pub(crate) const SPEEDS: [f64; 9] = [0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0];
 /// [`Player::holder_alive`]: not recorded, alive, gone.
 const UNKNOWN: u8 = 0;
 const ALIVE: u8 = 1;
@@ -46,7 +46,7 @@ const FRAME: Duration = Duration::from_millis(100);
 
 /// What the header says of the replay.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReplayStatus {
+pub(crate) struct ReplayStatus {
     /// The cursor: the time every pane shows.
     pub cursor: SystemTime,
     /// The recording's first complete view.
@@ -66,7 +66,7 @@ pub struct ReplayStatus {
 
 /// What the operator asked of the replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReplayRequest {
+pub(crate) enum ReplayRequest {
     /// Play or pause.
     PlayPause,
     /// The cursor to the previous change.
@@ -87,7 +87,7 @@ pub enum ReplayRequest {
 }
 
 /// A recording and the cursor in it; feeds an [`App`].
-pub struct Player {
+pub(crate) struct Player {
     set: JournalSet,
     /// The recorded state at the cursor (what another recording's first
     /// checkpoint is compared with).
@@ -201,7 +201,7 @@ impl Player {
 
     /// One frame of playing: the cursor moves by the frame's length
     /// times the speed (stopping at the end).
-    pub fn play_frame(&mut self, app: &mut App, frame: Duration) -> anyhow::Result<()> {
+    pub(crate) fn play_frame(&mut self, app: &mut App, frame: Duration) -> anyhow::Result<()> {
         if !self.status.playing {
             return Ok(());
         }

@@ -19,7 +19,7 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
 /// The terminal, in TUI mode for as long as this guard lives.
-pub struct TerminalGuard {
+pub(crate) struct TerminalGuard {
     /// The ratatui terminal drawing to stdout.
     pub terminal: Terminal<CrosstermBackend<Stdout>>,
 }
@@ -65,7 +65,7 @@ pub fn restore() {
 
 /// Installs a panic hook that restores the terminal, then runs the hook
 /// that was installed before.
-pub fn install_panic_hook() {
+pub(crate) fn install_panic_hook() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore();
@@ -77,7 +77,7 @@ pub fn install_panic_hook() {
 /// `dumb` (Emacs shells, some CI logs), `unknown`, or unset / empty —
 /// on which a full-screen UI would be garbage. Deliberately simple: no
 /// terminfo lookup, just the names that mean "no screen".
-pub fn without_cursor_addressing() -> Option<String> {
+pub(crate) fn without_cursor_addressing() -> Option<String> {
     let term = std::env::var("TERM").unwrap_or_default();
     matches!(term.as_str(), "" | "dumb" | "unknown").then(|| {
         if term.is_empty() {

@@ -15,7 +15,7 @@ use crate::engine::Liveness;
 
 /// Glyph and word of a liveness: `● live`, `◆ own`, `○ free`,
 /// `◐ in-flight`, `✖ error`.
-pub fn state_label(liveness: Liveness) -> (&'static str, &'static str) {
+pub(crate) fn state_label(liveness: Liveness) -> (&'static str, &'static str) {
     let glyph = match liveness {
         Liveness::Live => "●",
         Liveness::Own => "◆",
@@ -86,7 +86,7 @@ impl Theme {
     }
 
     /// The NO_COLOR theme: attributes only.
-    pub fn monochrome() -> Self {
+    pub(crate) fn monochrome() -> Self {
         let plain = Style::new();
         Self {
             live: plain.add_modifier(Modifier::BOLD),
@@ -107,7 +107,7 @@ impl Theme {
 
     /// Monochrome when `NO_COLOR` is set to a non-empty value (per
     /// no-color.org), colour otherwise.
-    pub fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         match std::env::var_os("NO_COLOR") {
             Some(value) if !value.is_empty() => Self::monochrome(),
             _ => Self::color(),

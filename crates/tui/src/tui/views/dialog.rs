@@ -22,7 +22,7 @@ use super::{centered, field, form, text, wrap};
 
 /// How the report dialog laid out its text this frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReportArea {
+pub(crate) struct ReportArea {
     /// The furthest it can scroll (the last line stays reachable).
     pub max_scroll: usize,
     /// Lines per page.

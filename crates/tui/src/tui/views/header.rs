@@ -23,7 +23,7 @@ use super::{state_span, verdict_marker};
 /// Two lines: markers, title, state dir, probe, health; then counts;
 /// and, when the area has a third line, the most urgent key. `rows`
 /// are the held keys by urgency (this frame's blocking rows).
-pub fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[BlockingRow]) {
+pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[BlockingRow]) {
     let theme = app.config.theme;
     let data = app.model.data();
     let mut first = Vec::new();
@@ -198,7 +198,7 @@ fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
 
 /// The tab bar, with the filter and the free-key toggle on the right;
 /// returns the x range of each tab, in [`Pane::ALL`] order.
-pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane::ALL.len()] {
+pub(crate) fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane::ALL.len()] {
     let mut tab_spans = [(0, 0); Pane::ALL.len()];
     let theme = app.config.theme;
     let mut spans = Vec::new();

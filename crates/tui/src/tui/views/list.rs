@@ -19,7 +19,7 @@ use super::render_table;
 
 /// Where one list pane put its rows this frame.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ListArea {
+pub(crate) struct ListArea {
     /// The rows' area (below the column header, if any).
     pub rows: Rect,
     /// Index of the first visible row.

@@ -36,12 +36,12 @@ use super::action::Pane;
 use super::app::App;
 use super::theme::{Theme, state_label};
 
-pub use dialog::ReportArea;
+pub(crate) use dialog::ReportArea;
 
 /// Narrowest terminal that gets the full screen.
-pub const MIN_WIDTH: u16 = 30;
+pub(crate) const MIN_WIDTH: u16 = 30;
 /// Lowest terminal that gets the full screen.
-pub const MIN_HEIGHT: u16 = 7;
+pub(crate) const MIN_HEIGHT: u16 = 7;
 /// Lowest terminal whose header names the most urgent key on a line of
 /// its own (below it, the counts still say how many need attention).
 const ATTENTION_LINE_FROM: u16 = 12;
@@ -63,7 +63,7 @@ pub struct HitMap {
 /// mouse hits, the current list's page size, the report dialog's scroll
 /// bounds. Drawing reads the app and returns this; it writes nothing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Drawn {
+pub(crate) struct Drawn {
     /// Where the list and the tabs went.
     pub hits: HitMap,
     /// Rows per page of the current list (`None` when none was drawn).
@@ -168,7 +168,7 @@ pub(crate) fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
 
 /// Width the list keeps when the details pane goes beside it: what an
 /// 80-column terminal gives it, so a wider terminal never shows less.
-pub const SIDE_BY_SIDE_LIST: u16 = 80;
+pub(crate) const SIDE_BY_SIDE_LIST: u16 = 80;
 
 /// The list and, when there is room, the details pane (beside the list on
 /// wide terminals — the list keeping at least [`SIDE_BY_SIDE_LIST`]

@@ -89,7 +89,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
 }
 
 /// The details of the selected test holder.
-pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
+pub(crate) fn detail_lines(app: &App) -> Vec<Line<'static>> {
     let theme = app.config.theme;
     let now = app.model.now();
     let Some(holder) = app.operator.test_holders.selected_holder() else {

@@ -23,7 +23,7 @@ use super::list::{ListArea, ListFrame, fill_width};
 use super::{age_text, narrow_state, plural, state_span, verdict_marker};
 
 /// Narrowest list that shows the state as glyph and word, and the age.
-pub const WIDE: u16 = 50;
+pub(crate) const WIDE: u16 = 50;
 
 /// The columns of one layout: fixed widths around the name, and titles.
 struct Columns {
