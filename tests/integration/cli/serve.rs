@@ -755,6 +755,7 @@ fn serve_on_a_state_dir_without_locks_says_so_at_start() {
 /// second gets 503 with `Retry-After`; once that client goes, the next
 /// is answered whole.
 #[test]
+#[ignore = "soak: seconds of load or churn; the full suite runs it (cargo test -- --include-ignored)"]
 fn the_full_snapshot_is_every_key_streamed_one_client_at_a_time() {
     use std::io::Write;
     const FREE: usize = 25_000;
