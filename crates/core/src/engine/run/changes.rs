@@ -13,23 +13,18 @@ impl Engine {
         match change {
             FsChange::Key(key) => {
                 self.trace(&key, Stage::Dequeued);
-                if let Some(inference) = self.source.inference_mut() {
-                    inference.written.insert(key.clone());
-                }
+                self.source.note_written(&key);
                 self.mark(key);
             }
             // With the kernel's lock events, opens and closes say nothing
             // they do not (the watcher's thread drops them; a close of a
             // new claim's file follows its creation or a write, each a
-            // change of its own).
-            FsChange::Closed(_) | FsChange::Opened(_) | FsChange::OthersOpened
-                if self.told_by_kernel() => {}
+            // change of its own): the source says whether to look.
             FsChange::Closed(key) => {
-                self.trace(&key, Stage::Dequeued);
-                if let Some(inference) = self.source.inference_mut() {
-                    inference.closed.insert(key.clone());
+                if self.source.note_closed(&key) {
+                    self.trace(&key, Stage::Dequeued);
+                    self.mark(key);
                 }
-                self.mark(key);
             }
             FsChange::DirCreated(dir) => {
                 self.recheck_problem(&dir);
@@ -55,26 +50,16 @@ impl Engine {
             }
             FsChange::Other(path) => self.recheck_problem(&path),
             FsChange::Opened(key) => {
-                // No probe: only a /proc/locks re-read (rate-limited) for a
-                // held key, where a new waiter would show — once the open
-                // settled: read at once, it could come between the open
-                // and the blocked flock, and nothing else would tell.
-                if self.held.contains(&key)
-                    && let Some(inference) = self.source.inference_mut()
-                {
-                    inference.opened_held.insert(key);
-                    inference
-                        .opens_due
-                        .get_or_insert(Instant::now() + opens::OPEN_SETTLE);
+                // No probe: under inference, only a /proc/locks re-read
+                // (rate-limited) for a held key, where a new waiter would
+                // show — once the open settled: read at once, it could
+                // come between the open and the blocked flock, and nothing
+                // else would tell.
+                if self.held.contains(&key) {
+                    self.source.note_held_opened(key);
                 }
             }
-            FsChange::OthersOpened => {
-                if let Some(inference) = self.source.inference_mut() {
-                    inference
-                        .opens_due
-                        .get_or_insert(Instant::now() + opens::OPEN_SETTLE);
-                }
-            }
+            FsChange::OthersOpened => self.source.note_others_opened(),
             FsChange::Rescan => {
                 self.set_health(WatcherHealth::Rescanning {
                     reason: "inotify queue overflowed; events were lost".into(),

@@ -47,7 +47,7 @@ mod source;
 mod sweep;
 
 pub use outbox::{DELTA_QUEUE, FOLD_SLACK};
-use source::{Inference, Source};
+use source::{Inference, Source, Told};
 use sweep::SweepOutcome;
 
 use std::collections::HashSet;

@@ -98,7 +98,7 @@ impl Engine {
                     }
                     self.span("new dir scanned", from, items);
                 }
-                Some(told) = told_by_source(&mut self.source) => {
+                Some(told) = self.source.told() => {
                     let from = self.clock();
                     match told {
                         Told::Records(records) => {
@@ -186,48 +186,10 @@ impl Engine {
             // Quiet now? The next second's count takes the alarm back.
             wake = wake.min(Instant::now() + Duration::from_secs(1));
         }
-        match &self.source {
-            Source::Kernel(kernel) => {
-                for due in [kernel.waiter_check_due(), kernel.next_due()]
-                    .into_iter()
-                    .flatten()
-                {
-                    wake = wake.min(due);
-                }
-            }
-            Source::Inference(inference) => {
-                if let Some(due) = inference.batch_due {
-                    wake = wake.min(due);
-                }
-                // While a lookup runs, its answer wakes the loop.
-                if !inference.lookups.running() {
-                    if let Some(due) = inference.opens_due {
-                        wake = wake.min(due.max(inference.lookups.ready_at()));
-                    }
-                    if inference.waiting() {
-                        wake = wake.min(inference.lookups.ready_at());
-                    }
-                }
-            }
+        if let Some(due) = self.source.next_due() {
+            wake = wake.min(due);
         }
         wake
-    }
-}
-
-/// What the liveness source has for the loop.
-enum Told {
-    /// A batch of the kernel's lock events.
-    Records(Vec<crate::liveness::kernel::Record>),
-    /// A `/proc/locks` lookup's outcome (inference).
-    Lookup(super::lookup::LookupOutcome),
-}
-
-/// The next thing the source tells: lock events with the kernel's,
-/// lookups' outcomes with inference.
-async fn told_by_source(source: &mut Source) -> Option<Told> {
-    match source {
-        Source::Kernel(kernel) => kernel.next().await.map(Told::Records),
-        Source::Inference(inference) => inference.lookup_results.recv().await.map(Told::Lookup),
     }
 }
 

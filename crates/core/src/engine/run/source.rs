@@ -34,6 +34,14 @@ use super::{batch, echo, lookup};
 use crate::disk::LockKey;
 use crate::liveness::KeyState;
 
+/// What the liveness source has for the loop.
+pub(super) enum Told {
+    /// A batch of the kernel's lock events.
+    Records(Vec<crate::liveness::kernel::Record>),
+    /// A `/proc/locks` lookup's outcome (inference).
+    Lookup(lookup::LookupOutcome),
+}
+
 /// The engine's way of learning liveness, with what it keeps.
 pub(super) enum Source {
     /// Inotify's events and `/proc/locks` reads or probes.
@@ -72,6 +80,78 @@ impl Source {
         match self {
             Self::Kernel(kernel) => Some(kernel),
             Self::Inference(_) => None,
+        }
+    }
+
+    /// The next thing the source tells: lock events with the kernel's,
+    /// lookups' outcomes with inference (`None`: it has stopped).
+    pub(super) async fn told(&mut self) -> Option<Told> {
+        match self {
+            Self::Kernel(kernel) => kernel.next().await.map(Told::Records),
+            Self::Inference(inference) => inference.lookup_results.recv().await.map(Told::Lookup),
+        }
+    }
+
+    /// When the source next needs the loop awake (its batch, its
+    /// lookups' pace, its waiters' check), if ever.
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        match self {
+            Self::Kernel(kernel) => [kernel.waiter_check_due(), kernel.next_due()]
+                .into_iter()
+                .flatten()
+                .min(),
+            Self::Inference(inference) => {
+                let mut due = inference.batch_due;
+                // While a lookup runs, its answer wakes the loop.
+                if !inference.lookups.running() {
+                    let ready = inference.lookups.ready_at();
+                    let opens = inference.opens_due.map(|due| due.max(ready));
+                    let waiting = inference.waiting().then_some(ready);
+                    due = [due, opens, waiting].into_iter().flatten().min();
+                }
+                due
+            }
+        }
+    }
+
+    /// A claim's file was created, written or removed: someone may have
+    /// taken or left it (inference keeps that apart from a close).
+    pub(super) fn note_written(&mut self, key: &LockKey) {
+        if let Self::Inference(inference) = self {
+            inference.written.insert(key.clone());
+        }
+    }
+
+    /// A claim's file opened for writing was closed. Whether the claim
+    /// is to be looked at for it: under the kernel's events a close says
+    /// nothing they do not (an unlock is an event of its own).
+    pub(super) fn note_closed(&mut self, key: &LockKey) -> bool {
+        match self {
+            Self::Inference(inference) => {
+                inference.closed.insert(key.clone());
+                true
+            }
+            Self::Kernel(_) => false,
+        }
+    }
+
+    /// A file of `key`, which the view shows held, was opened: a waiter
+    /// may be arriving. Never a probe: inference looks at `/proc/locks`
+    /// once the opens settled; the kernel's events tell a waiter
+    /// themselves.
+    pub(super) fn note_held_opened(&mut self, key: LockKey) {
+        if let Self::Inference(inference) = self {
+            inference.opened_held.insert(key);
+            inference.opens_settle();
+        }
+    }
+
+    /// Other claims' files were opened: inference compares them with
+    /// `/proc/locks` once the opens settled (a holder that does not
+    /// write shows no other way); the kernel's events need nothing.
+    pub(super) fn note_others_opened(&mut self) {
+        if let Self::Inference(inference) = self {
+            inference.opens_settle();
         }
     }
 }
@@ -167,6 +247,13 @@ impl Inference {
         self.written.clear();
         self.confirming.clear();
         self.batch_due = None;
+    }
+
+    /// Looks at the opened files [`super::opens::OPEN_SETTLE`] after the
+    /// first open since the last look.
+    fn opens_settle(&mut self) {
+        self.opens_due
+            .get_or_insert(Instant::now() + super::opens::OPEN_SETTLE);
     }
 
     /// Whether held states wait for a `/proc/locks` read (deferred, or
