@@ -214,7 +214,7 @@ fn encode_held(
             let pid = pid.map_or_else(|| "unknown".to_string(), |pid| pid.to_string());
             tags.push((
                 vec![
-                    ("tag", key.name().to_string()),
+                    ("tag", label_value(key.name())),
                     ("pid", pid),
                     ("role", role.into()),
                 ],
@@ -226,14 +226,14 @@ fn encode_held(
             ] {
                 if count > 0 {
                     tag_waiters.push((
-                        vec![("tag", key.name().to_string()), ("kind", kind.into())],
+                        vec![("tag", label_value(key.name())), ("kind", kind.into())],
                         count as f64,
                     ));
                 }
             }
         }
         if key.kind() == KeyKind::Instance && state.liveness != Liveness::Own {
-            let root = key.name().split('/').next().unwrap_or_default().to_string();
+            let root = label_value(key.name().split('/').next().unwrap_or_default());
             *roots.entry(root).or_default() += 1;
         }
         let verdict = view.held.judge(state, now);
@@ -244,7 +244,7 @@ fn encode_held(
                 vec![
                     ("verdict", word),
                     ("kind", key.kind().as_str().into()),
-                    ("key", key.name().to_string()),
+                    ("key", label_value(key.name())),
                 ],
                 1.0,
             ));
@@ -293,6 +293,13 @@ fn encode_held(
             .into_iter()
             .map(|(verdict, n)| ([("verdict", verdict)], n as f64)),
     )
+}
+
+/// A name from the watched tree as a label value: a scrape read with
+/// `curl` in a terminal shows it inert (the exposition format escapes
+/// only `\\`, `"` and a line feed; a bidi override or an ESC would pass).
+fn label_value(name: &str) -> String {
+    crate::text::visible(name).into_owned()
 }
 
 fn encode_health(encoder: &mut DescriptorEncoder, view: &LiveView) -> Result<(), std::fmt::Error> {

@@ -583,7 +583,11 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
             .into_response(),
         Err(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("unhealthy: {reason}\nversion: locktop {}\n", super::VERSION),
+            format!(
+                "unhealthy: {}\nversion: locktop {}\n",
+                crate::text::visible(&reason),
+                super::VERSION
+            ),
         )
             .into_response(),
     }

@@ -191,6 +191,19 @@ fn every_text_face_shows_hostile_names_inert() {
         );
     }
 
+    // `serve`: a scrape and the documents, as `curl` would print them.
+    let serve = super::serve::Serve::start_on(&state, "127.0.0.1:0", &[]);
+    let metrics = super::serve::wait_body(&serve.url("/metrics"), "the hostile tag", |body| {
+        body.contains("locktop_tag_held_seconds{") && body.contains("evil")
+    });
+    assert!(metrics.contains(shown_tag), "the tag as a label: {metrics}");
+    faces.push(("serve /metrics".into(), metrics.into_bytes()));
+    for path in ["/snapshot.json", "/snapshot.json?all=true", "/healthz"] {
+        let body = super::serve::wait_body(&serve.url(path), "an answer", |_| true);
+        faces.push((format!("serve {path}"), body.into_bytes()));
+    }
+    drop(serve);
+
     drop(holder);
     watch.wait_for("→ free");
     let (out, err) = watch.stop();

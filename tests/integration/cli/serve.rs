@@ -117,7 +117,7 @@ fn get(url: &str) -> (u16, String) {
 
 /// Polls `url` until `pred(body)` holds; panics naming `what` after
 /// [`SHOW_TIMEOUT`].
-fn wait_body(url: &str, what: &str, pred: impl Fn(&str) -> bool) -> String {
+pub(super) fn wait_body(url: &str, what: &str, pred: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + SHOW_TIMEOUT;
     loop {
         let (_, body) = get(url);
