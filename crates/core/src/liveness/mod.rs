@@ -13,6 +13,7 @@ pub mod annotate;
 pub mod bulk;
 pub mod cpu;
 pub mod dir_probe;
+pub mod fd_tables;
 pub mod fdinfo;
 pub mod kernel;
 pub mod live_table;

@@ -143,6 +143,11 @@ pub(super) struct Kernel {
     /// engine must not spend inside a batch of events). Bounded like
     /// `not_claims`.
     files_to_search: HashMap<FileId, (u32, Instant)>,
+    /// The fds of the processes whose requests named files no claim has
+    /// yet, as last seen: a program that locks thousands of files one
+    /// by one costs a `stat` per new fd, not a walk of all its fds per
+    /// file.
+    fd_tables: crate::liveness::fd_tables::FdTables,
     /// Claims whose next judgement searches for their keeper (their
     /// [`KEEPER_WAIT`] passed).
     search_keepers: std::collections::HashSet<LockKey>,
@@ -224,6 +229,7 @@ impl Kernel {
             refused: HashMap::new(),
             keepers_due: HashMap::new(),
             files_to_search: HashMap::new(),
+            fd_tables: Default::default(),
             search_keepers: std::collections::HashSet::new(),
             queue: std::collections::VecDeque::new(),
             queued: std::collections::HashSet::new(),
@@ -412,7 +418,7 @@ impl Engine {
         // child, or released): while the lock stands, whoever keeps it
         // names the path — searched for once KEEPER_WAIT passed, never
         // at once (see `files_to_search`).
-        let path = match crate::liveness::fdinfo::path_of_open_file(pid, file) {
+        let path = match kernel.fd_tables.path_of(pid, file) {
             Some(path) => path,
             None => {
                 if kernel.table.locks(&file).holders.is_empty() {
