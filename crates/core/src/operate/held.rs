@@ -98,7 +98,7 @@ impl HeldView {
     ) -> Self {
         let mut view = Self::new(materializing);
         for (key, state) in keys {
-            view.index(key, Some(state), &mut BTreeSet::new());
+            view.index(key, Some(state), None);
         }
         view
     }
@@ -150,7 +150,7 @@ impl HeldView {
         now: SystemTime,
     ) -> Vec<Change> {
         let mut touched = BTreeSet::from([key.clone()]);
-        self.index(key, state, &mut touched);
+        self.index(key, state, Some(&mut touched));
         touched.remove(key);
         self.unsettled.remove(key);
         self.unsettled.extend(touched);
@@ -191,26 +191,41 @@ impl HeldView {
     }
 
     /// Puts `key`'s new state (`None`: gone) in the index; adds to
-    /// `touched` every other key its holders (before and after) hold.
-    fn index(&mut self, key: &LockKey, state: Option<&KeyState>, touched: &mut BTreeSet<LockKey>) {
+    /// `touched` (when given: a one-shot view judges nothing later) every
+    /// other key its holders (before and after) hold.
+    fn index(
+        &mut self,
+        key: &LockKey,
+        state: Option<&KeyState>,
+        mut touched: Option<&mut BTreeSet<LockKey>>,
+    ) {
         if let Some(old) = self.held.remove(key) {
-            self.unindex(key, &old, touched);
+            self.unindex(key, &old, touched.as_deref_mut());
         }
         if let Some(state) = state.filter(|state| state.liveness.is_held()) {
             for holder in &state.holders {
                 let keys = self.by_pid.entry(holder.pid).or_default();
-                touched.extend(keys.iter().cloned());
+                if let Some(touched) = touched.as_deref_mut() {
+                    touched.extend(keys.iter().cloned());
+                }
                 keys.insert(key.clone());
             }
             self.held.insert(key.clone(), state.clone());
         }
     }
 
-    fn unindex(&mut self, key: &LockKey, old: &KeyState, touched: &mut BTreeSet<LockKey>) {
+    fn unindex(
+        &mut self,
+        key: &LockKey,
+        old: &KeyState,
+        mut touched: Option<&mut BTreeSet<LockKey>>,
+    ) {
         for holder in &old.holders {
             if let Some(keys) = self.by_pid.get_mut(&holder.pid) {
                 keys.remove(key);
-                touched.extend(keys.iter().cloned());
+                if let Some(touched) = touched.as_deref_mut() {
+                    touched.extend(keys.iter().cloned());
+                }
                 if keys.is_empty() {
                     self.by_pid.remove(&holder.pid);
                 }
