@@ -715,9 +715,48 @@ pub async fn section(bin: &Path, scratch: &Path, sizes: &Sizes, targets: &mut Ta
         }
         drop(monitors);
     }
+    results.push(tracepoint_floor(bin, &state, scratch, &tags, sizes));
     drop(foreign);
     report(&results, sizes);
     add_targets(&results, sizes, targets);
+}
+
+/// The label of [`tracepoint_floor`]'s row.
+const FLOOR: &str = "kernel, other filesystem";
+
+/// The cost of the tracepoint itself: as many kernel monitors as the
+/// last row, each watching an empty state dir on another filesystem
+/// (tmpfs, `/dev/shm`), so the kernel's filter drops every flock the
+/// rows make before any monitor sees it — and none of them has anything
+/// to do. What this row costs the unrelated process is what any
+/// `perf_event_open` monitor of the tracepoint costs it, however little
+/// work it does; the rows above add locktop's own work to it.
+fn tracepoint_floor(bin: &Path, state: &Path, scratch: &Path, tags: &Tags, sizes: &Sizes) -> Rows {
+    use std::os::unix::fs::MetadataExt;
+    let most = sizes.monitor_counts.iter().copied().max().unwrap_or(1);
+    let label = format!("{most} {FLOOR}");
+    let kind = Some((FLOOR, most));
+    let elsewhere = tempfile::Builder::new()
+        .prefix("locktop-bench-floor")
+        .tempdir_in("/dev/shm");
+    let device = |path: &Path| std::fs::metadata(path).map(|meta| meta.dev()).ok();
+    let measured = match elsewhere {
+        Ok(dir) if device(dir.path()).is_some() && device(dir.path()) != device(state) => {
+            let other = dir.path().join("state");
+            std::fs::create_dir_all(other.join("locks/agents/tags")).expect("the other state dir");
+            start_monitors(bin, &other, &KINDS[0], most).map(|monitors| {
+                std::thread::sleep(sizes.settle);
+                measure(state, scratch, tags, sizes, &monitors)
+            })
+        }
+        Ok(_) => Err("skipped: /dev/shm is on the state dir's filesystem".into()),
+        Err(error) => Err(format!("skipped: no tmpfs at /dev/shm ({error})")),
+    };
+    Rows {
+        label,
+        kind,
+        measured,
+    }
 }
 
 /// The kernel source's targets: with the most monitors, no relocation
@@ -747,8 +786,16 @@ fn add_targets(results: &[Rows], sizes: &Sizes, targets: &mut Targets) {
         verdict(relocation.refused_at.is_empty())
     ));
     let limit = base_latency.p99.mul_f64(1.2);
+    let floor = match find(FLOOR, most) {
+        Some((_, _, floor)) => format!(
+            "; the tracepoint alone, monitors on another filesystem: {} ({})",
+            fine(floor.p99),
+            ratio(floor.p99, base_latency.p99)
+        ),
+        None => String::new(),
+    };
     targets.add(format!(
-        "(5k) an unrelated flock pair's p99 with {most} kernel monitors ≤ 1.2× none: {} vs {} ({})  {}",
+        "(5k) an unrelated flock pair's p99 with {most} kernel monitors ≤ 1.2× none: {} vs {} ({}){floor}  {}",
         fine(latency.p99),
         fine(base_latency.p99),
         ratio(latency.p99, base_latency.p99),
