@@ -199,3 +199,37 @@ fn header_lines_are_shortened_with_an_ellipsis_and_keep_the_state_dir() {
     }
     insta::assert_snapshot!(render(&mut app, 80, 24).backend());
 }
+
+/// Why the kernel's events (or the lock-free probe) are not used is a
+/// long phrase: the health comes before it, so a missing state dir is
+/// said at any width where the probe mode fits, and the reason is cut
+/// before the health is.
+#[test]
+fn the_health_is_shown_before_a_long_fallback_reason() {
+    use crate::engine::{Delta, WatcherHealth};
+    let mut model = crate::model::Model::default();
+    model.apply(Delta::Health(WatcherHealth::WaitingForRoot {
+        ancestor: "/home/operator/.objectiveai".into(),
+        state_dir_missing: true,
+    }));
+    let mut app =
+        super::support::app_on(model, "/home/operator/.objectiveai/state/default".as_ref());
+    app.config.probe = crate::liveness::probe::ProbeMode::LockFree;
+    app.config.source_fallback = Some(
+        "cannot look in /sys/kernel/tracing: Permission denied (os error 13) \
+         (needs root, or pass the tracepoint id)"
+            .into(),
+    );
+    for width in [60, 100, 160, 400] {
+        let first = &header_at(&mut app, width)[0];
+        assert!(
+            first.starts_with("locktop · probe lock-free · NO STATE DIR"),
+            "at {width}: {first:?}"
+        );
+    }
+    let wide = &header_at(&mut app, 400)[0];
+    assert!(
+        wide.contains("NO STATE DIR yet: waiting for it to be created (watching /home/operator/.objectiveai) · no kernel events: cannot look in /sys/kernel/tracing"),
+        "{wide:?}"
+    );
+}

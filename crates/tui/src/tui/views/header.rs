@@ -59,8 +59,10 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
     } else {
         Span::styled(data.watcher.health.describe(), health_style)
     };
-    // Shortest and most important first: a long state dir (last) is what
-    // a narrow terminal cuts off, never the probe mode or the health.
+    // Shortest and most important first: the source, then the health;
+    // why the source or probe is not the one asked for is long, so it
+    // comes after the health, and a long state dir (last) is what a
+    // narrow terminal cuts off — never the probe mode or the health.
     first.extend([Span::styled("locktop", theme.section)]);
     if app.config.kernel_events {
         first.push(Span::styled(" · kernel lock events", theme.dim));
@@ -68,23 +70,25 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
         first.extend([
             Span::styled(" · probe ", theme.dim),
             Span::raw(app.config.probe.as_str()),
-            match &app.config.probe_fallback {
-                Some(why) => {
-                    Span::styled(format!(" (lock-free unavailable: {why})"), theme.in_flight)
-                }
-                None => Span::raw(""),
-            },
-            match &app.config.source_fallback {
-                Some(why) => Span::styled(format!(" (no kernel events: {why})"), theme.in_flight),
-                None => Span::raw(""),
-            },
         ]);
     }
-    first.extend([
-        Span::styled(" · ", theme.dim),
-        health,
-        Span::styled(" · ", theme.dim),
-    ]);
+    first.extend([Span::styled(" · ", theme.dim), health]);
+    if !app.config.kernel_events {
+        let fallbacks = [
+            ("lock-free unavailable", &app.config.probe_fallback),
+            ("no kernel events", &app.config.source_fallback),
+        ];
+        for (what, why) in fallbacks {
+            if let Some(why) = why {
+                first.push(Span::styled(" · ", theme.dim));
+                first.push(Span::styled(
+                    format!("{what}: {}", visible(why)),
+                    theme.in_flight,
+                ));
+            }
+        }
+    }
+    first.push(Span::styled(" · ", theme.dim));
     let state_dir = visible(&app.config.state_dir.display().to_string()).into_owned();
     let first = first_line(first, clock_spans(app), state_dir, area.width);
 
