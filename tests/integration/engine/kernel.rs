@@ -799,3 +799,91 @@ fn a_foreign_lock_named_before_its_keeper_search_leaves_the_monitor_idle() {
     let _ = watch.kill();
     let _ = watch.wait();
 }
+
+/// A monitor stopped (SIGSTOP) while its rings overflow — 20,000 refused
+/// tries on a held claim, a holder releasing, another taking a new tag,
+/// a third coming and going — and then continued: it says that events
+/// were lost and it judged everything again, and ends with the true
+/// view (the released tag free, the new one held by its taker, the
+/// short-lived one not held). 10 s stopped; 2 s in the quick tier.
+#[test]
+fn a_monitor_stopped_through_a_burst_says_it_resynced_and_ends_true() {
+    if !root_or_skip(
+        "engine::kernel::a_monitor_stopped_through_a_burst_says_it_resynced_and_ends_true",
+    ) {
+        return;
+    }
+    let _serial = common::serial_blocking();
+    let (_tmp, state) = state_with_locks_root();
+    let (mut watch, lines) = kernel_watch(&state);
+    let next =
+        |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| next_matching(&lines, what, pred);
+    next("watching", &|v| v["watcher"]["health"] == "watching");
+    let before = hold(&state, &["--tag", "before"]);
+    next("the first tag live", &|v| {
+        v["name"] == "before" && v["to"] == "live"
+    });
+    let monitor = nix::unistd::Pid::from_raw(watch.id() as i32);
+    nix::sys::signal::kill(monitor, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    let during = hold(&state, &["--tag", "during"]);
+    let tries = refuse_100_tries(&state, "during");
+    for _ in 1..200 {
+        for _ in 0..100 {
+            let refused = nix::fcntl::Flock::lock(
+                tries.try_clone().expect("dup"),
+                nix::fcntl::FlockArg::LockExclusiveNonblock,
+            );
+            assert!(refused.is_err(), "the tag is held: every try is refused");
+        }
+    }
+    drop(before);
+    drop(hold(&state, &["--tag", "gone"]));
+    let quick = std::env::var_os("LOCKTOP_QUICK").is_some_and(|v| v != "0");
+    std::thread::sleep(Duration::from_secs(if quick { 2 } else { 10 }));
+    nix::sys::signal::kill(monitor, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+    // From SIGCONT on: the latest line of each tag, and whether the
+    // health said the events were lost, until both hold.
+    let mut latest: std::collections::HashMap<String, serde_json::Value> = Default::default();
+    let mut said_lost = None;
+    let during_pid = u64::from(during.pid());
+    let truth = |latest: &std::collections::HashMap<String, serde_json::Value>| {
+        let to = |name: &str| latest.get(name).map(|v| v["to"].clone());
+        to("before") == Some("free".into())
+            && latest.get("during").is_some_and(|v| {
+                v["to"] == "live"
+                    && v["pids"]
+                        .as_array()
+                        .is_some_and(|p| p.contains(&during_pid.into()))
+            })
+    };
+    let deadline = Instant::now() + common::PROCESS_TIMEOUT;
+    let mut seen = Vec::new();
+    while said_lost.is_none() || !truth(&latest) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(line) = lines.recv_timeout(left) else {
+            panic!("no resync said, or the view never became the true one: {seen:#?}");
+        };
+        let value: serde_json::Value = serde_json::from_str(&line).expect("NDJSON");
+        if let Some(name) = value["name"].as_str() {
+            latest.insert(name.to_string(), value.clone());
+        }
+        if value["watcher"]["health"] == "rescanning" {
+            said_lost = Some(value.clone());
+        }
+        seen.push(value);
+    }
+    let said_lost = said_lost.unwrap_or_default();
+    let reason = said_lost["watcher"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("kernel lock events were lost"),
+        "{said_lost}"
+    );
+    assert!(
+        latest.get("gone").is_none_or(|v| v["to"] != "live"),
+        "a holder gone while the monitor was stopped still shown: {latest:?}"
+    );
+    drop(tries);
+    drop(during);
+    let _ = watch.kill();
+    let _ = watch.wait();
+}
