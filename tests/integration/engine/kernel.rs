@@ -887,3 +887,75 @@ fn a_monitor_stopped_through_a_burst_says_it_resynced_and_ends_true() {
     let _ = watch.kill();
     let _ = watch.wait();
 }
+
+/// Two kernel monitors at once, while `perf record` samples the same
+/// tracepoint with a filter of its own: each monitor sees a holder with
+/// its PID and its SIGKILL as the other does — another user of the
+/// tracepoint, or a second locktop replacing its own filter, takes
+/// nothing from either.
+#[test]
+fn two_monitors_and_perf_on_the_same_tracepoint_each_see_every_holder() {
+    if !root_or_skip(
+        "engine::kernel::two_monitors_and_perf_on_the_same_tracepoint_each_see_every_holder",
+    ) {
+        return;
+    }
+    let perf_here = Command::new("perf")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !skip_unless(
+        perf_here,
+        "skipped engine::kernel::two_monitors_and_perf_on_the_same_tracepoint_each_see_every_holder: \
+         needs perf (install linux-perf)",
+    ) {
+        return;
+    }
+    let _serial = common::serial_blocking();
+    let (tmp, state) = state_with_locks_root();
+    let mut perf = Command::new("perf")
+        .args(["record", "-q", "-a", "-e", "filelock:flock_lock_inode"])
+        .args(["--filter", "ret == 0", "-o"])
+        .arg(tmp.path().join("perf.data"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("perf record");
+    let monitors = [kernel_watch(&state), kernel_watch(&state)];
+    for (_, lines) in &monitors {
+        next_matching(lines, "watching", &|v| v["watcher"]["health"] == "watching");
+    }
+    assert!(
+        perf.try_wait().expect("perf").is_none(),
+        "perf record ended: the test needs it sampling beside the monitors"
+    );
+    for round in 0..3 {
+        let name = format!("seen by both {round}");
+        let mut holder = hold(&state, &["--tag", &name]);
+        let pid = u64::from(holder.pid());
+        for (i, (_, lines)) in monitors.iter().enumerate() {
+            next_matching(lines, &format!("monitor {i}: {name} live"), &|v| {
+                v["name"] == name.as_str()
+                    && v["to"] == "live"
+                    && v["pids"]
+                        .as_array()
+                        .is_some_and(|p| p.contains(&pid.into()))
+            });
+        }
+        holder.kill();
+        for (i, (_, lines)) in monitors.iter().enumerate() {
+            next_matching(lines, &format!("monitor {i}: {name} free"), &|v| {
+                v["name"] == name.as_str() && v["to"] == "free"
+            });
+        }
+    }
+    for (mut watch, _) in monitors {
+        let _ = watch.kill();
+        let _ = watch.wait();
+    }
+    let _ = perf.kill();
+    let _ = perf.wait();
+}
