@@ -959,3 +959,61 @@ fn two_monitors_and_perf_on_the_same_tracepoint_each_see_every_holder() {
     let _ = perf.kill();
     let _ = perf.wait();
 }
+
+/// A tmpfs mounted over a directory below the locks root (at start, the
+/// way an operator bind-mounts one agent family elsewhere) is another
+/// device than the root's: its claims are still seen from the events —
+/// an agent there live with its PID, then free after its SIGKILL, one
+/// whose directory is made on it later too — with no `/proc/locks`
+/// read after the first judgement.
+#[test]
+fn claims_on_a_filesystem_mounted_below_the_root_are_seen_from_events() {
+    if !root_or_skip(
+        "engine::kernel::claims_on_a_filesystem_mounted_below_the_root_are_seen_from_events",
+    ) {
+        return;
+    }
+    /// Unmounts (lazily) when dropped, panic included.
+    struct Mounted(std::path::PathBuf);
+    impl Drop for Mounted {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _serial = common::serial_blocking();
+    let (_tmp, state) = state_with_locks_root();
+    let below = state.join("locks/agents/instances/elsewhere");
+    std::fs::create_dir_all(&below).expect("the directory to mount over");
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "locktop-test", "-o", "size=4m"])
+        .arg(&below)
+        .status()
+        .expect("mount");
+    assert!(mounted.success(), "mount a tmpfs as root");
+    let _mounted = Mounted(below.clone());
+    use std::os::unix::fs::MetadataExt;
+    let dev = |p: &std::path::Path| std::fs::metadata(p).expect("stat").dev();
+    assert_ne!(dev(&below), dev(&state.join("locks")), "another device");
+    let (mut watch, lines) = kernel_watch(&state);
+    let next =
+        |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| next_matching(&lines, what, pred);
+    next("watching", &|v| v["watcher"]["health"] == "watching");
+    for aih in ["elsewhere/agent-1", "elsewhere/made-later/agent-2"] {
+        let mut holder = hold(&state, &["--aih", aih]);
+        let pid = u64::from(holder.pid());
+        let key = aih.rsplit('/').next().expect("a key");
+        next(&format!("{aih} live with its PID"), &|v| {
+            v["name"].as_str().is_some_and(|name| name.ends_with(key))
+                && v["to"] == "live"
+                && v["pids"]
+                    .as_array()
+                    .is_some_and(|p| p.contains(&pid.into()))
+        });
+        holder.kill();
+        next(&format!("{aih} free after SIGKILL"), &|v| {
+            v["name"].as_str().is_some_and(|name| name.ends_with(key)) && v["to"] == "free"
+        });
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+}

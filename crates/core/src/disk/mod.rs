@@ -8,6 +8,7 @@
 
 pub mod confine;
 pub mod key;
+pub mod mounts;
 pub mod problem;
 pub mod scan;
 pub mod state_dir;

@@ -311,9 +311,14 @@ impl Kernel {
     /// Asks the stream for the devices of `files` it does not watch yet
     /// (a bind mount below the root), in one message.
     fn watch_devices_of(&mut self, files: &[FileId]) {
+        self.watch_devices(files.iter().map(|file| (file.major, file.minor)));
+    }
+
+    /// Asks the stream for `devices` it does not watch yet, in one
+    /// message.
+    fn watch_devices(&mut self, devices: impl IntoIterator<Item = (u32, u32)>) {
         let mut new_device = false;
-        for file in files {
-            let device = (file.major, file.minor);
+        for device in devices {
             if !self.watched.contains(&device) {
                 self.watched.push(device);
                 new_device = true;
@@ -372,9 +377,11 @@ impl Engine {
     /// Seeds the table from a judgement's `/proc/locks` read (the first
     /// sweep, or the resync after lost events), registers the claims of
     /// `held` (every claim the judgement did not find free) and watches
-    /// the devices of the directories of `all` (a bind mount below the
-    /// root): from now on, events keep the table current, and a claim
-    /// free now joins when it is judged or an event's requester names it.
+    /// the devices of the directories of `all` and of every filesystem
+    /// mounted below the root (a bind mount below it; the engine's start
+    /// asked for those mounted then, before any judgement): from now on,
+    /// events keep the table current, and a claim free now joins when it
+    /// is judged or an event's requester names it.
     pub(super) fn seed_from<'a>(
         &mut self,
         index: &LockIndex,
@@ -393,6 +400,7 @@ impl Engine {
             .map(|dir| FileId::from_metadata(&dir))
             .collect();
         kernel.watch_devices_of(&devices);
+        kernel.watch_devices(crate::disk::mounts::devices_at_or_below(&self.root));
         for key in held {
             self.register(key);
         }

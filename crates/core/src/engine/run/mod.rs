@@ -190,7 +190,17 @@ impl Engine {
         if let super::LivenessSource::KernelEvents(open) = &self.config.source {
             match open() {
                 Ok(stream) => {
-                    let devices = device_of(&self.state_dir).into_iter().collect();
+                    // The state dir's, and every filesystem mounted below
+                    // the root now (an empty one has no claim to name it
+                    // yet): their flocks are heard from the first
+                    // judgement on.
+                    let mut devices: Vec<(u32, u32)> =
+                        device_of(&self.state_dir).into_iter().collect();
+                    for device in crate::disk::mounts::devices_at_or_below(&self.root) {
+                        if !devices.contains(&device) {
+                            devices.push(device);
+                        }
+                    }
                     let kernel = kernel::Kernel::start(stream, devices);
                     self.filter.told_by_kernel(kernel.nudge.clone());
                     self.source = Source::Kernel(Box::new(kernel));
