@@ -201,35 +201,44 @@ fn header_lines_are_shortened_with_an_ellipsis_and_keep_the_state_dir() {
 }
 
 /// Why the kernel's events (or the lock-free probe) are not used is a
-/// long phrase: the health comes before it, so a missing state dir is
-/// said at any width where the probe mode fits, and the reason is cut
-/// before the health is.
+/// long phrase: it comes last on the first line, in the room the rest
+/// leaves, so a missing state dir and the state dir itself are said at
+/// any width where they fit, and the reason is cut (or left out) first.
 #[test]
-fn the_health_is_shown_before_a_long_fallback_reason() {
+fn the_health_and_state_dir_are_shown_before_a_long_fallback_reason() {
     use crate::engine::{Delta, WatcherHealth};
+    let state_dir = "/home/operator/.objectiveai/state/default";
     let mut model = crate::model::Model::default();
     model.apply(Delta::Health(WatcherHealth::WaitingForRoot {
         ancestor: "/home/operator/.objectiveai".into(),
         state_dir_missing: true,
     }));
-    let mut app =
-        super::support::app_on(model, "/home/operator/.objectiveai/state/default".as_ref());
+    let mut app = super::support::app_on(model, state_dir.as_ref());
     app.config.probe = crate::liveness::probe::ProbeMode::LockFree;
-    app.config.source_fallback = Some(
-        "cannot look in /sys/kernel/tracing: Permission denied (os error 13) \
-         (needs root, or pass the tracepoint id)"
-            .into(),
-    );
+    let why = "cannot look in /sys/kernel/tracing: Permission denied (os error 13) \
+               (needs root, or pass the tracepoint id)";
+    app.config.source_fallback = Some(why.into());
     for width in [60, 100, 160, 400] {
         let first = &header_at(&mut app, width)[0];
         assert!(
             first.starts_with("locktop · probe lock-free · NO STATE DIR"),
             "at {width}: {first:?}"
         );
+        if width >= 160 {
+            assert!(first.contains("state/default"), "at {width}: {first:?}");
+        }
     }
+    app.apply(Delta::Health(WatcherHealth::Watching));
+    let first = &header_at(&mut app, 160)[0];
+    assert!(
+        first.starts_with("locktop · probe lock-free · watching · ")
+            && first.contains(&format!("{state_dir} · no kernel events: cannot"))
+            && first.ends_with('…'),
+        "{first:?}"
+    );
     let wide = &header_at(&mut app, 400)[0];
     assert!(
-        wide.contains("NO STATE DIR yet: waiting for it to be created (watching /home/operator/.objectiveai) · no kernel events: cannot look in /sys/kernel/tracing"),
+        wide.ends_with(&format!("{state_dir} · no kernel events: {why}")),
         "{wide:?}"
     );
 }

@@ -2,9 +2,10 @@
 //! PAUSED / READ-ONLY markers) and the tab bar. Invariants: a degraded
 //! watcher or a paused view is always on the first line, left, so it
 //! survives the narrowest terminal; a header line never ends cut without
-//! a `…`. The first line keeps the state dir whole where it can: the
-//! clock gives way first (an `…` where it was), then the state dir is
-//! shortened in the middle, as names in rows are.
+//! a `…`. The first line keeps the state dir whole where it can: why a
+//! source or probe fell back (last on the line) gives way first, then
+//! the clock (an `…` where it was), then the state dir is shortened in
+//! the middle, as names in rows are.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -19,6 +20,10 @@ use super::super::app::App;
 use super::super::fit::visible;
 use super::super::keymap::key_of;
 use super::{state_span, verdict_marker};
+
+/// The fewest columns a fallback's reason is shown in (its start and an
+/// `…`); with less room left, the probe mode alone says it.
+const REASON_MIN: usize = 16;
 
 /// Two lines: markers, title, state dir, probe, health; then counts;
 /// and, when the area has a third line, the most urgent key. `rows`
@@ -59,10 +64,9 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
     } else {
         Span::styled(data.watcher.health.describe(), health_style)
     };
-    // Shortest and most important first: the source, then the health;
-    // why the source or probe is not the one asked for is long, so it
-    // comes after the health, and a long state dir (last) is what a
-    // narrow terminal cuts off — never the probe mode or the health.
+    // Shortest and most important first: a long state dir (after the
+    // health) is what a narrow terminal cuts off, never the probe mode
+    // or the health.
     first.extend([Span::styled("locktop", theme.section)]);
     if app.config.kernel_events {
         first.push(Span::styled(" · kernel lock events", theme.dim));
@@ -72,7 +76,12 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
             Span::raw(app.config.probe.as_str()),
         ]);
     }
-    first.extend([Span::styled(" · ", theme.dim), health]);
+    first.extend([
+        Span::styled(" · ", theme.dim),
+        health,
+        Span::styled(" · ", theme.dim),
+    ]);
+    let mut reasons = Vec::new();
     if !app.config.kernel_events {
         let fallbacks = [
             ("lock-free unavailable", &app.config.probe_fallback),
@@ -80,17 +89,24 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
         ];
         for (what, why) in fallbacks {
             if let Some(why) = why {
-                first.push(Span::styled(" · ", theme.dim));
-                first.push(Span::styled(
+                reasons.push(Span::styled(" · ", theme.dim));
+                reasons.push(Span::styled(
                     format!("{what}: {}", visible(why)),
                     theme.in_flight,
                 ));
             }
         }
     }
-    first.push(Span::styled(" · ", theme.dim));
     let state_dir = visible(&app.config.state_dir.display().to_string()).into_owned();
-    let first = first_line(first, clock_spans(app), state_dir, area.width);
+    let mut first = first_line(first, clock_spans(app), state_dir, area.width);
+    // Why the source or probe is not the one asked for (the probe mode
+    // named says which runs) is long: it comes last, in the room the rest
+    // leaves, cut before the clock or the state dir would be.
+    let used: usize = first.iter().map(Span::width).sum();
+    let room = usize::from(area.width).saturating_sub(used);
+    if !reasons.is_empty() && room >= REASON_MIN {
+        first.extend(cut_line(reasons, u16::try_from(room).unwrap_or(u16::MAX)).spans);
+    }
 
     let counts = data.counts;
     let mut second = Vec::new();
