@@ -960,12 +960,13 @@ fn two_monitors_and_perf_on_the_same_tracepoint_each_see_every_holder() {
     let _ = perf.wait();
 }
 
-/// A tmpfs mounted over a directory below the locks root (at start, the
-/// way an operator bind-mounts one agent family elsewhere) is another
-/// device than the root's: its claims are still seen from the events —
-/// an agent there live with its PID, then free after its SIGKILL, one
-/// whose directory is made on it later too — with no `/proc/locks`
-/// read after the first judgement.
+/// A tmpfs mounted over a directory below the locks root (the way an
+/// operator bind-mounts one agent family elsewhere) is another device
+/// than the root's: its claims are still seen from the events — an
+/// agent there live with its PID, then free after its SIGKILL, one whose
+/// directory is made on it later too. One mounted while the monitor
+/// runs (inotify sees nothing inside it) is said in the health and
+/// watched after one rescan: its agent too is live, then free.
 #[test]
 fn claims_on_a_filesystem_mounted_below_the_root_are_seen_from_events() {
     if !root_or_skip(
@@ -991,6 +992,8 @@ fn claims_on_a_filesystem_mounted_below_the_root_are_seen_from_events() {
         .expect("mount");
     assert!(mounted.success(), "mount a tmpfs as root");
     let _mounted = Mounted(below.clone());
+    let later = state.join("locks/agents/instances/later");
+    std::fs::create_dir_all(&later).expect("the directory mounted over later");
     use std::os::unix::fs::MetadataExt;
     let dev = |p: &std::path::Path| std::fs::metadata(p).expect("stat").dev();
     assert_ne!(dev(&below), dev(&state.join("locks")), "another device");
@@ -998,7 +1001,27 @@ fn claims_on_a_filesystem_mounted_below_the_root_are_seen_from_events() {
     let next =
         |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| next_matching(&lines, what, pred);
     next("watching", &|v| v["watcher"]["health"] == "watching");
-    for aih in ["elsewhere/agent-1", "elsewhere/made-later/agent-2"] {
+    let mut _later = None;
+    for aih in [
+        "elsewhere/agent-1",
+        "elsewhere/made-later/agent-2",
+        "later/agent-3",
+    ] {
+        if aih.starts_with("later/") {
+            let mounted = Command::new("mount")
+                .args(["-t", "tmpfs", "locktop-test", "-o", "size=4m"])
+                .arg(&later)
+                .status()
+                .expect("mount");
+            assert!(mounted.success(), "mount a tmpfs while the monitor runs");
+            _later = Some(Mounted(later.clone()));
+            next("the health saying a filesystem was mounted", &|v| {
+                v["watcher"]["health"] == "rescanning"
+                    && v["watcher"]["reason"]
+                        .as_str()
+                        .is_some_and(|why| why.contains("mounted"))
+            });
+        }
         let mut holder = hold(&state, &["--aih", aih]);
         let pid = u64::from(holder.pid());
         let key = aih.rsplit('/').next().expect("a key");

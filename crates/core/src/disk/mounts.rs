@@ -10,36 +10,49 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The (major, minor) device of every filesystem mounted at or below
 /// `dir` (the superblock's, as the kernel's lock events name it), each
 /// once, in the table's order; empty when `dir` or the table cannot be
 /// read.
 pub fn devices_at_or_below(dir: &Path) -> Vec<(u32, u32)> {
+    let mut devices = Vec::new();
+    for (_, device) in mounts_at_or_below(dir) {
+        if !devices.contains(&device) {
+            devices.push(device);
+        }
+    }
+    devices
+}
+
+/// Every mount at or below `dir`: its mount point and device, in the
+/// table's order (a mount point mounted over twice is listed twice);
+/// empty when `dir` or the table cannot be read.
+pub fn mounts_at_or_below(dir: &Path) -> Vec<(PathBuf, (u32, u32))> {
     let Ok(dir) = std::fs::canonicalize(dir) else {
         return Vec::new();
     };
     let Ok(table) = procfs::process::Process::myself().and_then(|me| me.mountinfo()) else {
         return Vec::new();
     };
-    let mut devices = Vec::new();
+    let mut mounts = Vec::new();
     for mount in table.iter() {
-        let point = unescape(mount.mount_point.as_os_str().as_bytes());
-        if !Path::new(OsStr::from_bytes(&point)).starts_with(&dir) {
+        let point = PathBuf::from(OsStr::from_bytes(&unescape(
+            mount.mount_point.as_os_str().as_bytes(),
+        )));
+        if !point.starts_with(&dir) {
             continue;
         }
         let device = mount
             .majmin
             .split_once(':')
             .and_then(|(major, minor)| Some((major.parse().ok()?, minor.parse().ok()?)));
-        if let Some(device) = device
-            && !devices.contains(&device)
-        {
-            devices.push(device);
+        if let Some(device) = device {
+            mounts.push((point, device));
         }
     }
-    devices
+    mounts
 }
 
 /// A mount table path with its `\ooo` octal escapes undone (the kernel

@@ -58,6 +58,10 @@ pub(crate) enum FsChange {
     /// Changes were lost between the watcher thread and the engine (the
     /// engine fell behind): rescan everything.
     LostInQueue,
+    /// A filesystem was mounted or unmounted at or below the watched
+    /// directory ([`MountWatch`]): inotify sees nothing inside a mount
+    /// made over a watched directory, so watch and judge everything again.
+    MountsChanged,
     /// inotify has no more watches to give.
     WatchLimit(String),
     /// Any other watcher error.
@@ -74,6 +78,9 @@ pub(crate) enum FsChange {
 #[derive(Clone)]
 pub(crate) struct FsWatcher {
     watcher: Arc<Mutex<RecommendedWatcher>>,
+    /// Sends [`FsChange::MountsChanged`] while any clone lives (`None`:
+    /// the mount table could not be watched).
+    _mounts: Option<Arc<MountWatch>>,
     /// The first failure to add a directory's watch that matters (the
     /// watch limit), for the engine to act on.
     failure: Arc<Mutex<Option<FsChange>>>,
@@ -290,6 +297,7 @@ pub fn subscribe(
     tx: Sender<FsChange>,
 ) -> notify::Result<FsWatcher> {
     let state_dir = state_dir.to_path_buf();
+    let mounts_tx = tx.clone();
     let handler = move |result: notify::Result<notify::Event>| {
         if filter.told_by_kernel_drops(&result) {
             return;
@@ -311,13 +319,85 @@ pub fn subscribe(
             }
         }
     };
+    let mounts = match MountWatch::start(dir.to_path_buf(), mounts_tx) {
+        Ok(mounts) => Some(Arc::new(mounts)),
+        Err(error) => {
+            tracing::warn!(%error, "the mount table cannot be watched: a mount below the root is seen at the next rescan");
+            None
+        }
+    };
     let config = notify::Config::default().with_follow_symlinks(false);
     let mut watcher = RecommendedWatcher::new(handler, config)?;
     watcher.watch(dir, RecursiveMode::NonRecursive)?;
     Ok(FsWatcher {
         watcher: Arc::new(Mutex::new(watcher)),
+        _mounts: mounts,
         failure: Arc::default(),
     })
+}
+
+/// A thread that waits on this process's mount table (the kernel makes
+/// `/proc/self/mountinfo` readable with `POLLPRI` at every mount and
+/// unmount in the namespace) and sends [`FsChange::MountsChanged`] when
+/// the mounts at or below `root` are not the ones it saw last. It wakes
+/// only for mount changes, and ends when dropped (or the engine is gone).
+pub(crate) struct MountWatch {
+    stop: Arc<nix::sys::eventfd::EventFd>,
+}
+
+impl MountWatch {
+    /// Starts the thread; the mounts at or below `root` now are the ones
+    /// it compares with.
+    fn start(root: PathBuf, tx: Sender<FsChange>) -> std::io::Result<Self> {
+        use nix::sys::eventfd::{EfdFlags, EventFd};
+        let table = std::fs::File::open("/proc/self/mountinfo")?;
+        let stop = Arc::new(
+            EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+                .map_err(std::io::Error::from)?,
+        );
+        let stopped = Arc::clone(&stop);
+        let mut known = crate::disk::mounts::mounts_at_or_below(&root);
+        std::thread::Builder::new()
+            .name("locktop-mounts".into())
+            .spawn(move || {
+                use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+                use std::os::fd::AsFd;
+                loop {
+                    let mut fds = [
+                        PollFd::new(table.as_fd(), PollFlags::POLLPRI),
+                        PollFd::new(stopped.as_fd(), PollFlags::POLLIN),
+                    ];
+                    match poll(&mut fds, PollTimeout::NONE) {
+                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                        Err(_) => return,
+                    }
+                    let stop = fds[1].revents().is_some_and(|r| !r.is_empty());
+                    if stop || tx.is_closed() {
+                        return;
+                    }
+                    let changed = fds[0]
+                        .revents()
+                        .is_some_and(|r| r.intersects(PollFlags::POLLPRI | PollFlags::POLLERR));
+                    if !changed {
+                        continue;
+                    }
+                    let now = crate::disk::mounts::mounts_at_or_below(&root);
+                    if now != known {
+                        known = now;
+                        if tx.blocking_send(FsChange::MountsChanged).is_err() {
+                            return;
+                        }
+                    }
+                }
+            })?;
+        Ok(Self { stop })
+    }
+}
+
+impl Drop for MountWatch {
+    fn drop(&mut self) {
+        let _ = self.stop.write(1);
+    }
 }
 
 fn is_open(event: &notify::Event) -> bool {

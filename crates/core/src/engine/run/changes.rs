@@ -66,6 +66,19 @@ impl Engine {
                 });
                 return Some(PhaseEnd::Rewatch);
             }
+            FsChange::MountsChanged => {
+                // Asked for before the rescan's judgement reads the lock
+                // table, so that no flock on a new filesystem falls
+                // between the two.
+                let mounted = crate::disk::mounts::devices_at_or_below(&self.root);
+                if let Some(kernel) = self.source.kernel_mut() {
+                    kernel.watch_devices(mounted);
+                }
+                self.set_health(WatcherHealth::Rescanning {
+                    reason: "a filesystem was mounted or unmounted below the locks root".into(),
+                });
+                return Some(PhaseEnd::Rewatch);
+            }
             FsChange::LostInQueue => {
                 self.set_health(WatcherHealth::Rescanning {
                     reason: "events came faster than they could be handled; some were lost".into(),

@@ -316,7 +316,7 @@ impl Kernel {
 
     /// Asks the stream for `devices` it does not watch yet, in one
     /// message.
-    fn watch_devices(&mut self, devices: impl IntoIterator<Item = (u32, u32)>) {
+    pub(super) fn watch_devices(&mut self, devices: impl IntoIterator<Item = (u32, u32)>) {
         let mut new_device = false;
         for device in devices {
             if !self.watched.contains(&device) {
