@@ -88,6 +88,17 @@ fn kernel_watch(
     (watch, lines)
 }
 
+/// A child process SIGKILLed and reaped when dropped, a panicking test's
+/// included (SIGKILL ends a stopped process too).
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// An engine whose liveness source is the kernel's lock events.
 fn kernel_engine(state: &std::path::Path) -> Engine {
     let args = SourceArgs {
@@ -820,7 +831,8 @@ fn a_monitor_stopped_through_a_burst_says_it_resynced_and_ends_true() {
     }
     let _serial = common::serial_blocking();
     let (_tmp, state) = state_with_locks_root();
-    let (mut watch, lines) = kernel_watch(&state);
+    let (watch, lines) = kernel_watch(&state);
+    let watch = KilledOnDrop(watch);
     let next =
         |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| next_matching(&lines, what, pred);
     next("watching", &|v| v["watcher"]["health"] == "watching");
@@ -828,10 +840,23 @@ fn a_monitor_stopped_through_a_burst_says_it_resynced_and_ends_true() {
     next("the first tag live", &|v| {
         v["name"] == "before" && v["to"] == "live"
     });
-    let monitor = nix::unistd::Pid::from_raw(watch.id() as i32);
+    let monitor = nix::unistd::Pid::from_raw(watch.0.id() as i32);
     nix::sys::signal::kill(monitor, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
     let during = hold(&state, &["--tag", "during"]);
-    let tries = refuse_tries(&state, "during", 20_000);
+    // On one CPU, so that they overflow its ring however many CPUs share
+    // the rest (a ring holds a few thousand records).
+    let tries = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let mut one = nix::sched::CpuSet::new();
+                one.set(0).expect("CPU 0");
+                nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &one)
+                    .expect("pin to CPU 0");
+                refuse_tries(&state, "during", 20_000)
+            })
+            .join()
+            .expect("the tries")
+    });
     drop(before);
     drop(hold(&state, &["--tag", "gone"]));
     let quick = std::env::var_os("LOCKTOP_QUICK").is_some_and(|v| v != "0");
@@ -880,8 +905,7 @@ fn a_monitor_stopped_through_a_burst_says_it_resynced_and_ends_true() {
     );
     drop(tries);
     drop(during);
-    let _ = watch.kill();
-    let _ = watch.wait();
+    drop(watch);
 }
 
 /// Two kernel monitors at once, while `perf record` samples the same
@@ -911,21 +935,37 @@ fn two_monitors_and_perf_on_the_same_tracepoint_each_see_every_holder() {
     }
     let _serial = common::serial_blocking();
     let (tmp, state) = state_with_locks_root();
-    let mut perf = Command::new("perf")
+    let perf_data = tmp.path().join("perf.data");
+    let perf = Command::new("perf")
         .args(["record", "-q", "-a", "-e", "filelock:flock_lock_inode"])
         .args(["--filter", "ret == 0", "-o"])
-        .arg(tmp.path().join("perf.data"))
+        .arg(&perf_data)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("perf record");
+    let mut perf = KilledOnDrop(perf);
+    // perf writes its file's header once its events are open.
+    let deadline = Instant::now() + common::PROCESS_TIMEOUT;
+    while std::fs::metadata(&perf_data).map_or(0, |meta| meta.len()) == 0 {
+        assert!(
+            perf.0.try_wait().expect("perf").is_none(),
+            "perf record ended before it sampled"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "perf record never started sampling"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let monitors = [kernel_watch(&state), kernel_watch(&state)];
+    let monitors = monitors.map(|(watch, lines)| (KilledOnDrop(watch), lines));
     for (_, lines) in &monitors {
         next_matching(lines, "watching", &|v| v["watcher"]["health"] == "watching");
     }
     assert!(
-        perf.try_wait().expect("perf").is_none(),
+        perf.0.try_wait().expect("perf").is_none(),
         "perf record ended: the test needs it sampling beside the monitors"
     );
     for round in 0..3 {
@@ -948,12 +988,8 @@ fn two_monitors_and_perf_on_the_same_tracepoint_each_see_every_holder() {
             });
         }
     }
-    for (mut watch, _) in monitors {
-        let _ = watch.kill();
-        let _ = watch.wait();
-    }
-    let _ = perf.kill();
-    let _ = perf.wait();
+    drop(monitors);
+    drop(perf);
 }
 
 /// A tmpfs mounted over a directory below the locks root (the way an
@@ -993,7 +1029,8 @@ fn claims_on_a_filesystem_mounted_below_the_root_are_seen_from_events() {
     use std::os::unix::fs::MetadataExt;
     let dev = |p: &std::path::Path| std::fs::metadata(p).expect("stat").dev();
     assert_ne!(dev(&below), dev(&state.join("locks")), "another device");
-    let (mut watch, lines) = kernel_watch(&state);
+    let (watch, lines) = kernel_watch(&state);
+    let watch = KilledOnDrop(watch);
     let next =
         |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| next_matching(&lines, what, pred);
     next("watching", &|v| v["watcher"]["health"] == "watching");
@@ -1033,6 +1070,5 @@ fn claims_on_a_filesystem_mounted_below_the_root_are_seen_from_events() {
             v["name"].as_str().is_some_and(|name| name.ends_with(key)) && v["to"] == "free"
         });
     }
-    let _ = watch.kill();
-    let _ = watch.wait();
+    drop(watch);
 }

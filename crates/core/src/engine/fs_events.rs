@@ -287,6 +287,16 @@ impl EventFilter {
     }
 }
 
+/// Whether [`subscribe`] also watches the mount table below its
+/// directory ([`MountWatch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatchMounts {
+    /// The locks root: a mount below it changes what is watched.
+    Below,
+    /// An ancestor waited on until the root appears: no mount matters.
+    No,
+}
+
 /// Watches `dir`'s entries and sends classified changes to `tx` (the
 /// directories below it are added by walks through
 /// [`FsWatcher::dir_hook`]). Paths are named as claims of `state_dir`.
@@ -295,9 +305,11 @@ pub fn subscribe(
     dir: &Path,
     filter: Arc<EventFilter>,
     tx: Sender<FsChange>,
+    mounts: WatchMounts,
 ) -> notify::Result<FsWatcher> {
     let state_dir = state_dir.to_path_buf();
     let mounts_tx = tx.clone();
+    let mounts_filter = Arc::clone(&filter);
     let handler = move |result: notify::Result<notify::Event>| {
         if filter.told_by_kernel_drops(&result) {
             return;
@@ -319,16 +331,21 @@ pub fn subscribe(
             }
         }
     };
-    let mounts = match MountWatch::start(dir.to_path_buf(), mounts_tx) {
-        Ok(mounts) => Some(Arc::new(mounts)),
-        Err(error) => {
-            tracing::warn!(%error, "the mount table cannot be watched: a mount below the root is seen at the next rescan");
-            None
-        }
-    };
     let config = notify::Config::default().with_follow_symlinks(false);
     let mut watcher = RecommendedWatcher::new(handler, config)?;
     watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    let mounts = match mounts {
+        WatchMounts::No => None,
+        WatchMounts::Below => {
+            match MountWatch::start(dir.to_path_buf(), mounts_tx, mounts_filter) {
+                Ok(mounts) => Some(Arc::new(mounts)),
+                Err(error) => {
+                    tracing::warn!(%error, "the mount table cannot be watched: a mount below the root is seen at the next rescan");
+                    None
+                }
+            }
+        }
+    };
     Ok(FsWatcher {
         watcher: Arc::new(Mutex::new(watcher)),
         _mounts: mounts,
@@ -348,7 +365,11 @@ pub(crate) struct MountWatch {
 impl MountWatch {
     /// Starts the thread; the mounts at or below `root` now are the ones
     /// it compares with.
-    fn start(root: PathBuf, tx: Sender<FsChange>) -> std::io::Result<Self> {
+    fn start(
+        root: PathBuf,
+        tx: Sender<FsChange>,
+        filter: Arc<EventFilter>,
+    ) -> std::io::Result<Self> {
         use nix::sys::eventfd::{EfdFlags, EventFd};
         let table = std::fs::File::open("/proc/self/mountinfo")?;
         let stop = Arc::new(
@@ -369,7 +390,10 @@ impl MountWatch {
                     ];
                     match poll(&mut fds, PollTimeout::NONE) {
                         Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                        Err(_) => return,
+                        Err(errno) => {
+                            tracing::warn!(%errno, "waiting on the mount table failed: a mount below the root is seen at the next rescan");
+                            return;
+                        }
                     }
                     let stop = fds[1].revents().is_some_and(|r| !r.is_empty());
                     if stop || tx.is_closed() {
@@ -378,15 +402,22 @@ impl MountWatch {
                     let changed = fds[0]
                         .revents()
                         .is_some_and(|r| r.intersects(PollFlags::POLLPRI | PollFlags::POLLERR));
-                    if !changed {
+                    // A table that cannot be read now says nothing; one
+                    // read again after a failure may hide a change: a
+                    // rescan then costs less than a mount missed.
+                    let Some(now) = crate::disk::mounts::mounts_at_or_below(&root) else {
+                        continue;
+                    };
+                    if !changed || known.as_ref() == Some(&now) {
                         continue;
                     }
-                    let now = crate::disk::mounts::mounts_at_or_below(&root);
-                    if now != known {
-                        known = now;
-                        if tx.blocking_send(FsChange::MountsChanged).is_err() {
-                            return;
-                        }
+                    known = Some(now);
+                    // Never blocks (a full queue is a loss, which ends in
+                    // the same rescan): the stop must always be heard.
+                    match tx.try_send(FsChange::MountsChanged) {
+                        Ok(()) => {}
+                        Err(TrySendError::Full(_)) => filter.lost.store(true, Ordering::Release),
+                        Err(TrySendError::Closed(_)) => return,
                     }
                 }
             })?;
@@ -618,7 +649,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let filter = Arc::new(EventFilter::default());
         let (tx, mut rx) = tokio::sync::mpsc::channel(1);
-        let watcher = subscribe(dir.path(), dir.path(), filter.clone(), tx).unwrap();
+        let watcher = subscribe(
+            dir.path(),
+            dir.path(),
+            filter.clone(),
+            tx,
+            WatchMounts::Below,
+        )
+        .unwrap();
         for i in 0..20 {
             std::fs::create_dir(dir.path().join(format!("d{i}"))).unwrap();
         }

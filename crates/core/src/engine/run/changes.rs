@@ -67,13 +67,14 @@ impl Engine {
                 return Some(PhaseEnd::Rewatch);
             }
             FsChange::MountsChanged => {
+                // The root itself unmounted (and gone): as its removal.
+                if !self.root.is_dir() {
+                    return Some(PhaseEnd::RootGone);
+                }
                 // Asked for before the rescan's judgement reads the lock
                 // table, so that no flock on a new filesystem falls
                 // between the two.
-                let mounted = crate::disk::mounts::devices_at_or_below(&self.root);
-                if let Some(kernel) = self.source.kernel_mut() {
-                    kernel.watch_devices(mounted);
-                }
+                self.watch_mounted_devices();
                 self.set_health(WatcherHealth::Rescanning {
                     reason: "a filesystem was mounted or unmounted below the locks root".into(),
                 });

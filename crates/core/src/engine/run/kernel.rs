@@ -316,7 +316,7 @@ impl Kernel {
 
     /// Asks the stream for `devices` it does not watch yet, in one
     /// message.
-    pub(super) fn watch_devices(&mut self, devices: impl IntoIterator<Item = (u32, u32)>) {
+    fn watch_devices(&mut self, devices: impl IntoIterator<Item = (u32, u32)>) {
         let mut new_device = false;
         for device in devices {
             if !self.watched.contains(&device) {
@@ -369,6 +369,17 @@ impl NotClaims {
 }
 
 impl Engine {
+    /// Asks the kernel's events (when they are the source) for the
+    /// devices of every filesystem mounted at or below the root now.
+    pub(super) fn watch_mounted_devices(&mut self) {
+        let Some(kernel) = self.source.kernel_mut() else {
+            return;
+        };
+        if let Some(mounted) = crate::disk::mounts::devices_at_or_below(&self.root) {
+            kernel.watch_devices(mounted);
+        }
+    }
+
     /// True when liveness comes from the kernel's lock events.
     pub(super) fn told_by_kernel(&self) -> bool {
         self.source.kernel().is_some()
@@ -400,7 +411,9 @@ impl Engine {
             .map(|dir| FileId::from_metadata(&dir))
             .collect();
         kernel.watch_devices_of(&devices);
-        kernel.watch_devices(crate::disk::mounts::devices_at_or_below(&self.root));
+        if let Some(mounted) = crate::disk::mounts::devices_at_or_below(&self.root) {
+            kernel.watch_devices(mounted);
+        }
         for key in held {
             self.register(key);
         }

@@ -196,7 +196,8 @@ impl Engine {
                     // judgement on.
                     let mut devices: Vec<(u32, u32)> =
                         device_of(&self.state_dir).into_iter().collect();
-                    for device in crate::disk::mounts::devices_at_or_below(&self.root) {
+                    let mounted = crate::disk::mounts::devices_at_or_below(&self.root);
+                    for device in mounted.unwrap_or_default() {
                         if !devices.contains(&device) {
                             devices.push(device);
                         }
@@ -232,8 +233,17 @@ impl Engine {
             first = false;
             let (tx, rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
             let filter = self.filter.clone();
-            let end = match fs_events::subscribe(&self.state_dir, &self.root, filter, tx) {
+            let end = match fs_events::subscribe(
+                &self.state_dir,
+                &self.root,
+                filter,
+                tx,
+                fs_events::WatchMounts::Below,
+            ) {
                 Ok(watcher) => {
+                    // Mounted since the engine started (or the root came):
+                    // asked for before the sweep reads the lock table.
+                    self.watch_mounted_devices();
                     // The sweep's walk watches every directory it reads.
                     self.watcher = Some(watcher);
                     self.full_sweep().await;

@@ -23,7 +23,14 @@ impl Engine {
             });
             let (tx, mut rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
             let filter = self.filter.clone();
-            let _watcher = fs_events::subscribe(&self.state_dir, &ancestor, filter, tx).ok();
+            let _watcher = fs_events::subscribe(
+                &self.state_dir,
+                &ancestor,
+                filter,
+                tx,
+                fs_events::WatchMounts::No,
+            )
+            .ok();
             loop {
                 self.flush_outbox();
                 tokio::select! {
