@@ -74,7 +74,7 @@ impl Engine {
                 // Asked for before the rescan's judgement reads the lock
                 // table, so that no flock on a new filesystem falls
                 // between the two.
-                self.watch_mounted_devices();
+                self.watch_mounted_devices().await;
                 self.set_health(WatcherHealth::Rescanning {
                     reason: "a filesystem was mounted or unmounted below the locks root".into(),
                 });

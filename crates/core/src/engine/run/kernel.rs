@@ -93,6 +93,10 @@ const NOT_CLAIMS_MAX: usize = 65_536;
 /// is asked for, never scheduled).
 pub(super) const NO_SWEEP: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// Every device the events are to be sampled on, and who waits until
+/// they are.
+type DevicesAsked = (Vec<(u32, u32)>, tokio::sync::oneshot::Sender<()>);
+
 /// The engine's side of the event source.
 pub(super) struct Kernel {
     /// The lock table the events keep current.
@@ -117,7 +121,7 @@ pub(super) struct Kernel {
     /// Batches of records, from the task that drains the rings.
     records: mpsc::Receiver<Vec<Record>>,
     /// Devices to ask that task's stream for.
-    devices: mpsc::UnboundedSender<Vec<(u32, u32)>>,
+    devices: mpsc::UnboundedSender<DevicesAsked>,
     /// The devices asked for so far.
     watched: Vec<(u32, u32)>,
     /// False until the first judgement seeded the table.
@@ -183,7 +187,7 @@ impl Kernel {
         let nudge = stream.nudger();
         let not_claims = NotClaims(stream.quiet_files().unwrap_or_default());
         let (records_tx, records) = mpsc::channel(RECORD_QUEUE);
-        let (devices_tx, mut devices_rx) = mpsc::unbounded_channel::<Vec<(u32, u32)>>();
+        let (devices_tx, mut devices_rx) = mpsc::unbounded_channel::<DevicesAsked>();
         tokio::spawn(async move {
             loop {
                 let mut batch = Vec::new();
@@ -204,10 +208,13 @@ impl Kernel {
                         }
                     }
                     devices = devices_rx.recv() => match devices {
-                        Some(devices) => {
+                        Some((devices, done)) => {
                             if let Err(error) = stream.watch_devices(&devices) {
                                 tracing::warn!(%error, "the lock events' device filter was refused");
                             }
+                            // Sampled from now on (or refused): the asker
+                            // may read the lock table.
+                            let _ = done.send(());
                         }
                         None => return,
                     },
@@ -315,8 +322,12 @@ impl Kernel {
     }
 
     /// Asks the stream for `devices` it does not watch yet, in one
-    /// message.
-    fn watch_devices(&mut self, devices: impl IntoIterator<Item = (u32, u32)>) {
+    /// message; the answer comes once their flocks are sampled (or the
+    /// request was refused), `None` when none was new.
+    fn watch_devices(
+        &mut self,
+        devices: impl IntoIterator<Item = (u32, u32)>,
+    ) -> Option<tokio::sync::oneshot::Receiver<()>> {
         let mut new_device = false;
         for device in devices {
             if !self.watched.contains(&device) {
@@ -324,9 +335,12 @@ impl Kernel {
                 new_device = true;
             }
         }
-        if new_device {
-            let _ = self.devices.send(self.watched.clone());
+        if !new_device {
+            return None;
         }
+        let (done, sampled) = tokio::sync::oneshot::channel();
+        let _ = self.devices.send((self.watched.clone(), done));
+        Some(sampled)
     }
 }
 
@@ -370,13 +384,16 @@ impl NotClaims {
 
 impl Engine {
     /// Asks the kernel's events (when they are the source) for the
-    /// devices of every filesystem mounted at or below the root now.
-    pub(super) fn watch_mounted_devices(&mut self) {
+    /// devices of every filesystem mounted at or below the root now, and
+    /// waits until a new one is sampled: a judgement after this misses
+    /// no flock on it.
+    pub(super) async fn watch_mounted_devices(&mut self) {
         let Some(kernel) = self.source.kernel_mut() else {
             return;
         };
-        if let Some(mounted) = crate::disk::mounts::devices_at_or_below(&self.root) {
-            kernel.watch_devices(mounted);
+        let mounted = crate::disk::mounts::devices_at_or_below(&self.root);
+        if let Some(sampled) = mounted.and_then(|mounted| kernel.watch_devices(mounted)) {
+            let _ = sampled.await;
         }
     }
 

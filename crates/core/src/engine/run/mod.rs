@@ -243,7 +243,7 @@ impl Engine {
                 Ok(watcher) => {
                     // Mounted since the engine started (or the root came):
                     // asked for before the sweep reads the lock table.
-                    self.watch_mounted_devices();
+                    self.watch_mounted_devices().await;
                     // The sweep's walk watches every directory it reads.
                     self.watcher = Some(watcher);
                     self.full_sweep().await;
