@@ -402,13 +402,16 @@ impl MountWatch {
                     let changed = fds[0]
                         .revents()
                         .is_some_and(|r| r.intersects(PollFlags::POLLPRI | PollFlags::POLLERR));
+                    if !changed {
+                        continue;
+                    }
                     // A table that cannot be read now says nothing; one
                     // read again after a failure may hide a change: a
                     // rescan then costs less than a mount missed.
                     let Some(now) = crate::disk::mounts::mounts_at_or_below(&root) else {
                         continue;
                     };
-                    if !changed || known.as_ref() == Some(&now) {
+                    if known.as_ref() == Some(&now) {
                         continue;
                     }
                     known = Some(now);

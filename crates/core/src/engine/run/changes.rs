@@ -71,10 +71,8 @@ impl Engine {
                 if !self.root.is_dir() {
                     return Some(PhaseEnd::RootGone);
                 }
-                // Asked for before the rescan's judgement reads the lock
-                // table, so that no flock on a new filesystem falls
-                // between the two.
-                self.watch_mounted_devices().await;
+                // The rewatch asks the kernel's events for the new
+                // devices before its sweep reads the lock table.
                 self.set_health(WatcherHealth::Rescanning {
                     reason: "a filesystem was mounted or unmounted below the locks root".into(),
                 });

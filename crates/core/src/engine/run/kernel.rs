@@ -405,11 +405,11 @@ impl Engine {
     /// Seeds the table from a judgement's `/proc/locks` read (the first
     /// sweep, or the resync after lost events), registers the claims of
     /// `held` (every claim the judgement did not find free) and watches
-    /// the devices of the directories of `all` and of every filesystem
-    /// mounted below the root (a bind mount below it; the engine's start
-    /// asked for those mounted then, before any judgement): from now on,
-    /// events keep the table current, and a claim free now joins when it
-    /// is judged or an event's requester names it.
+    /// the devices of the directories of `all` (a bind mount below the
+    /// root; filesystems mounted there were asked for before the
+    /// judgement, [`Self::watch_mounted_devices`]): from now on, events
+    /// keep the table current, and a claim free now joins when it is
+    /// judged or an event's requester names it.
     pub(super) fn seed_from<'a>(
         &mut self,
         index: &LockIndex,
@@ -428,9 +428,6 @@ impl Engine {
             .map(|dir| FileId::from_metadata(&dir))
             .collect();
         kernel.watch_devices_of(&devices);
-        if let Some(mounted) = crate::disk::mounts::devices_at_or_below(&self.root) {
-            kernel.watch_devices(mounted);
-        }
         for key in held {
             self.register(key);
         }

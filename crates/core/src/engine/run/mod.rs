@@ -190,18 +190,9 @@ impl Engine {
         if let super::LivenessSource::KernelEvents(open) = &self.config.source {
             match open() {
                 Ok(stream) => {
-                    // The state dir's, and every filesystem mounted below
-                    // the root now (an empty one has no claim to name it
-                    // yet): their flocks are heard from the first
-                    // judgement on.
-                    let mut devices: Vec<(u32, u32)> =
-                        device_of(&self.state_dir).into_iter().collect();
-                    let mounted = crate::disk::mounts::devices_at_or_below(&self.root);
-                    for device in mounted.unwrap_or_default() {
-                        if !devices.contains(&device) {
-                            devices.push(device);
-                        }
-                    }
+                    // The filesystems mounted below the root are asked for
+                    // as the root's watch starts, before any judgement.
+                    let devices = device_of(&self.state_dir).into_iter().collect();
                     let kernel = kernel::Kernel::start(stream, devices);
                     self.filter.told_by_kernel(kernel.nudge.clone());
                     self.source = Source::Kernel(Box::new(kernel));
@@ -241,8 +232,10 @@ impl Engine {
                 fs_events::WatchMounts::Below,
             ) {
                 Ok(watcher) => {
-                    // Mounted since the engine started (or the root came):
-                    // asked for before the sweep reads the lock table.
+                    // Every filesystem mounted below the root (an empty one
+                    // has no claim to name it yet), sampled before the
+                    // sweep reads the lock table; later mounts come as
+                    // `MountsChanged`.
                     self.watch_mounted_devices().await;
                     // The sweep's walk watches every directory it reads.
                     self.watcher = Some(watcher);
