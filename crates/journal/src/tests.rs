@@ -47,6 +47,7 @@ fn script(base: SystemTime, changes: usize, seed: u64) -> Vec<Delta> {
                             by: vec![crate::liveness::state::RefusedBy {
                                 pid: rng.u32(300..400),
                                 count,
+                                last: None,
                             }],
                         });
                     }

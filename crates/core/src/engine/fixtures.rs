@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use crate::disk::key::LockKey;
 use crate::engine::{Delta, KeyState, Liveness};
 use crate::liveness::process::{ProcState, ProcessInfo};
+use crate::liveness::{WaitKind, Waiting};
 use crate::locks::{agent_instance_lock, agent_tag_lock, locks_root};
 
 /// The state dir every fixture key lives under.
@@ -66,7 +67,24 @@ pub fn held(liveness: Liveness, pid: u32, command: &str, since: SystemTime) -> K
         since: Some(since),
         holders_note: None,
         refused: None,
+        waiting: Vec::new(),
     }
+}
+
+/// `state` with `pid` (a process started at `t(0)`, as [`process`]'s)
+/// waiting on it `how`, listed where `/proc/locks` would list it too.
+pub fn waited_by(mut state: KeyState, pid: u32, how: WaitKind) -> KeyState {
+    match how {
+        WaitKind::Contender => state.waiters.push(pid),
+        WaitKind::Watcher => state.watchers.push(pid),
+        WaitKind::Trying => {}
+    }
+    state.waiting.push(Waiting {
+        pid,
+        how,
+        started: Some(t(0)),
+    });
+    state
 }
 
 /// A free state.

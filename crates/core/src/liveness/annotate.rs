@@ -20,7 +20,10 @@
 //! whoever keeps the lock.
 
 use std::collections::HashSet;
+use std::time::SystemTime;
 
+use super::process::{self, START_TIME_SLACK};
+use super::state::{WaitKind, Waiting};
 use super::{KeyState, Liveness};
 use crate::disk::key::LockKey;
 use crate::disk::key::held_since;
@@ -179,6 +182,7 @@ fn annotate_stated(
     first_read: FirstRead,
     recheck: Recheck,
 ) {
+    let listed_by = SystemTime::now();
     let mut rereads: Vec<LockIndex> = Vec::new();
     let mut fresh_after_death: Option<LockIndex> = None;
     let mut verifier = if recheck == Recheck::Table {
@@ -326,6 +330,41 @@ fn annotate_stated(
         }
         state.waiters = waiters;
     }
+    for (_, state) in batch.iter_mut() {
+        name_waiting(state, listed_by);
+    }
+}
+
+/// Fills `state.waiting` with its contenders and watchers and when each
+/// started, and drops from every list a PID whose process started after
+/// `listed_by` (the latest time the reads that listed it may have begun,
+/// to within this annotation's own time): that PID was reused since it
+/// was seen waiting, and the process now behind it waits for nothing
+/// here. A waiter that is gone stays listed without a start (the table
+/// forgets it at its next check); it holds nothing, so it joins no chain
+/// of holders.
+pub(crate) fn name_waiting(state: &mut KeyState, listed_by: SystemTime) {
+    state.waiting.clear();
+    if state.waiters.is_empty() && state.watchers.is_empty() {
+        return;
+    }
+    let reused = |started: Option<SystemTime>| {
+        started.is_some_and(|started| started > listed_by + START_TIME_SLACK)
+    };
+    let kept = |pids: &mut Vec<u32>, how: WaitKind, waiting: &mut Vec<Waiting>| {
+        pids.retain(|&pid| {
+            let started = process::started_of(pid);
+            if reused(started) {
+                return false;
+            }
+            waiting.push(Waiting { pid, how, started });
+            true
+        });
+    };
+    let mut waiting = Vec::new();
+    kept(&mut state.waiters, WaitKind::Contender, &mut waiting);
+    kept(&mut state.watchers, WaitKind::Watcher, &mut waiting);
+    state.waiting = waiting;
 }
 
 /// How an annotation learns whether a held claim missing from a torn

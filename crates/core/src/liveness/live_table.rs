@@ -149,6 +149,9 @@ struct Refusals {
     /// The recent seconds, oldest first, at most
     /// [`REFUSALS_KEPT_SECONDS`]: (`CLOCK_MONOTONIC` second, (PID, count)).
     seconds: VecDeque<(u64, Vec<(u32, u64)>)>,
+    /// Each PID of those seconds with the time of its last refusal
+    /// (`CLOCK_MONOTONIC` ns): whether it still tries.
+    last: Vec<(u32, u64)>,
 }
 
 impl Refusals {
@@ -164,12 +167,23 @@ impl Refusals {
             Some((_, count)) => *count += 1,
             None => by.push((pid, 1)),
         }
+        match self.last.iter_mut().find(|(of, _)| *of == pid) {
+            Some((_, last)) => *last = (*last).max(at),
+            None => self.last.push((pid, at)),
+        }
+        let mut dropped = false;
         while self
             .seconds
             .front()
             .is_some_and(|(first, _)| first + REFUSALS_KEPT_SECONDS <= second)
         {
             self.seconds.pop_front();
+            dropped = true;
+        }
+        if dropped {
+            let kept_from = self.seconds.front().map_or(u64::MAX, |(first, _)| *first);
+            self.last
+                .retain(|(_, last)| *last / NS_PER_SECOND >= kept_from);
         }
     }
 
@@ -186,6 +200,9 @@ pub(crate) struct RefusedSince {
     pub count: u64,
     /// By whom, each PID with its count, most first.
     pub by: Vec<(u32, u64)>,
+    /// Each PID of `by` with when it was last refused (`CLOCK_MONOTONIC`
+    /// ns), in `by`'s order.
+    pub last: Vec<u64>,
 }
 
 /// The lock table the kernel's events keep current.
@@ -382,7 +399,7 @@ impl LiveTable {
 
     /// Drops the waiters `alive` says are gone (a process that dies
     /// waiting leaves no event); the files whose waiters changed.
-    pub(crate) fn forget_waiters(&mut self, alive: impl Fn(u32) -> bool) -> Vec<FileId> {
+    pub(crate) fn forget_waiters(&mut self, mut alive: impl FnMut(u32) -> bool) -> Vec<FileId> {
         let mut changed = Vec::new();
         let waited_on: Vec<FileId> = self.waited_on.iter().copied().collect();
         for file in waited_on {
@@ -451,9 +468,23 @@ impl LiveTable {
         }
         let mut by: Vec<(u32, u64)> = by.into_iter().collect();
         by.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let last = by
+            .iter()
+            .map(|(pid, _)| {
+                files
+                    .iter()
+                    .filter_map(|file| self.refusals.get(file))
+                    .flat_map(|refusals| &refusals.last)
+                    .filter(|(of, _)| of == pid)
+                    .map(|(_, last)| *last)
+                    .max()
+                    .unwrap_or_default()
+            })
+            .collect();
         RefusedSince {
             count: by.iter().map(|(_, count)| count).sum(),
             by,
+            last,
         }
     }
 

@@ -32,4 +32,4 @@ pub(crate) use cpu::CpuClock;
 pub use lock_free::ProbeChoice;
 pub use probe::{ProbeMode, Prober};
 pub use process::ProcessInfo;
-pub use state::{HoldersNote, KeyState, Liveness, RefusedBy, RefusedTries};
+pub use state::{HoldersNote, KeyState, Liveness, RefusedBy, RefusedTries, WaitKind, Waiting};

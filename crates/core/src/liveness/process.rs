@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 /// count as "started before it": start times are precise to a clock tick
 /// (10 ms, see [`boot_time`]), file times to the kernel's coarse clock (a
 /// few ms). A process that started later than that cannot have written it.
-pub(crate) const START_TIME_SLACK: Duration = Duration::from_millis(50);
+pub const START_TIME_SLACK: Duration = Duration::from_millis(50);
 
 /// True while `/proc/<pid>` exists and is not a zombie: a holder that
 /// exited is "gone" even before its parent reaps it.
@@ -21,6 +21,20 @@ pub fn pid_alive(pid: u32) -> bool {
         Ok(stat) => !matches!(stat.state, 'Z' | 'X' | 'x'),
         Err(_) => false,
     }
+}
+
+/// When `pid`'s process started, read from `/proc/<pid>/stat` alone
+/// (`None` when it is gone or a zombie): with the PID, who it is — the
+/// same start as a [`ProcessInfo::started`] read earlier means the same
+/// process.
+pub fn started_of(pid: u32) -> Option<SystemTime> {
+    let stat = procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .ok()?;
+    if matches!(stat.state, 'Z' | 'X' | 'x') {
+        return None;
+    }
+    start_time(&stat)
 }
 
 /// One process as seen right now.

@@ -96,6 +96,72 @@ pub struct KeyState {
     /// it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<RefusedTries>,
+    /// Every process waiting on the claim, how, and when it started: the
+    /// wait-for graph's edges into this key (see
+    /// [`crate::operate::wait_for`]). The PIDs of `waiters` (contenders)
+    /// and `watchers` are here, and so are try loops (a PID whose
+    /// exclusive `LOCK_NB` tries were refused within [`TRYING_WITHIN`]),
+    /// which only the kernel's lock events tell. A PID whose process
+    /// started after it was seen waiting is a reused PID, and is in none
+    /// of the three lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<Waiting>,
+}
+
+/// A process counts as looping on `try_acquire` for a claim while its
+/// last refused exclusive `LOCK_NB` try on it is at most this old (an
+/// agent retrying every second or faster stays listed; one that gave up
+/// leaves within this and the once-a-second re-judgement).
+pub const TRYING_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// How a process waits on a claim.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitKind {
+    /// Blocked taking it (the SDK's `wait_acquire`: an exclusive flock
+    /// waiter).
+    Contender,
+    /// Blocked waiting for its release (the SDK's `wait_released`: a
+    /// shared flock waiter on the announce).
+    Watcher,
+    /// Looping on `try_acquire`: its exclusive `LOCK_NB` tries were
+    /// refused within [`TRYING_WITHIN`]. It is not blocked in the kernel,
+    /// so it may give up: a cycle through it may clear.
+    Trying,
+}
+
+impl WaitKind {
+    /// The words a person reads: `waits to take`, `waits for the release
+    /// of`, `keeps trying to take`.
+    pub fn verb(self) -> &'static str {
+        match self {
+            WaitKind::Contender => "waits to take",
+            WaitKind::Watcher => "waits for the release of",
+            WaitKind::Trying => "keeps trying to take",
+        }
+    }
+
+    /// True when the waiter is blocked in the kernel: it cannot give up
+    /// by itself (a try loop can).
+    pub fn is_blocked(self) -> bool {
+        matches!(self, WaitKind::Contender | WaitKind::Watcher)
+    }
+}
+
+/// One process waiting on a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Waiting {
+    /// The waiting process.
+    pub pid: u32,
+    /// How it waits.
+    pub how: WaitKind,
+    /// When it started (`None`: it is gone, or its start could not be
+    /// read): with the PID, who it is — a holder of another key is the
+    /// same process only with the same start.
+    #[serde(default, with = "crate::time_format::option")]
+    pub started: Option<SystemTime>,
 }
 
 /// Refused `LOCK_NB` requests on one claim over the last minute.
@@ -114,6 +180,14 @@ pub struct RefusedBy {
     pub pid: u32,
     /// How many times it was refused.
     pub count: u64,
+    /// When it was last refused (`None` in journals written before it
+    /// was kept).
+    #[serde(
+        default,
+        with = "crate::time_format::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub last: Option<SystemTime>,
 }
 
 impl RefusedTries {
@@ -229,6 +303,7 @@ impl KeyState {
             since: None,
             holders_note: None,
             refused: None,
+            waiting: Vec::new(),
         }
     }
 }
@@ -243,6 +318,7 @@ mod tests {
             .map(|pid| RefusedBy {
                 pid,
                 count: 10 - u64::from(pid),
+                last: None,
             })
             .collect();
         let refused = RefusedTries {

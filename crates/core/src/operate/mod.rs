@@ -13,3 +13,4 @@ pub mod hold_protocol;
 pub mod signal;
 pub mod test_holders;
 pub mod verdict;
+pub mod wait_for;

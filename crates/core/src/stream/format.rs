@@ -207,8 +207,16 @@ mod tests {
             refused: Some(crate::liveness::state::RefusedTries {
                 last_minute: 340,
                 by: vec![
-                    crate::liveness::state::RefusedBy { pid: 9, count: 300 },
-                    crate::liveness::state::RefusedBy { pid: 11, count: 40 },
+                    crate::liveness::state::RefusedBy {
+                        pid: 9,
+                        count: 300,
+                        last: None,
+                    },
+                    crate::liveness::state::RefusedBy {
+                        pid: 11,
+                        count: 40,
+                        last: None,
+                    },
                 ],
             }),
         };

@@ -174,7 +174,11 @@ mod tests {
             let mut state = live(8);
             state.refused = Some(crate::liveness::state::RefusedTries {
                 last_minute: count,
-                by: vec![crate::liveness::state::RefusedBy { pid: 9, count }],
+                by: vec![crate::liveness::state::RefusedBy {
+                    pid: 9,
+                    count,
+                    last: None,
+                }],
             });
             state
         };

@@ -31,7 +31,7 @@
 //!   looked at once a second ([`WAITER_CHECK`]), and a dead one leaves the
 //!   view.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
@@ -48,8 +48,9 @@ use crate::liveness::kernel::{Record, quiet};
 use crate::liveness::live_table::{EventStream, LiveTable};
 use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
+use crate::liveness::state::TRYING_WITHIN;
 use crate::liveness::verify::claim_files;
-use crate::liveness::{RefusedBy, RefusedTries};
+use crate::liveness::{KeyState, RefusedBy, RefusedTries, WaitKind, Waiting};
 
 /// How often waiters' processes are looked at (a waiter that dies
 /// waiting leaves no event).
@@ -135,6 +136,10 @@ pub(super) struct Kernel {
     /// last judged for one: judged again at most once a
     /// [`REFUSALS_EVERY`], and once a second until none is left.
     refused: HashMap<LockKey, Instant>,
+    /// Each waiter's process start as first seen at a waiter check: a
+    /// waiter whose PID now has another start is another process, and is
+    /// forgotten as a gone one is.
+    waiter_starts: HashMap<u32, SystemTime>,
     /// Claims held while their taker, running, has closed them: when each
     /// is judged again, searching every process for who keeps it.
     keepers_due: HashMap<LockKey, Instant>,
@@ -234,6 +239,7 @@ impl Kernel {
             lost: 0,
             next_waiter_check: Instant::now() + WAITER_CHECK,
             refused: HashMap::new(),
+            waiter_starts: HashMap::new(),
             keepers_due: HashMap::new(),
             files_to_search: HashMap::new(),
             fd_tables: Default::default(),
@@ -786,8 +792,10 @@ impl Engine {
             recheck,
         );
         let at = SystemTime::now();
-        let since = crate::liveness::kernel::event::monotonic_now()
-            .saturating_sub(REFUSALS_OVER.as_nanos() as u64);
+        let mono_now = crate::liveness::kernel::event::monotonic_now();
+        let since = mono_now.saturating_sub(REFUSALS_OVER.as_nanos() as u64);
+        // A monotonic stamp on the wall clock (the gap to now, back from now).
+        let wall = |mono: u64| at.checked_sub(Duration::from_nanos(mono_now.saturating_sub(mono)));
         for (key, state) in &mut pairs {
             let files = kernel.claims.get(key).map_or(&[][..], Vec::as_slice);
             let refused = kernel.table.refused_since(files, since);
@@ -796,9 +804,17 @@ impl Engine {
                 by: refused
                     .by
                     .iter()
-                    .map(|&(pid, count)| RefusedBy { pid, count })
+                    .zip(&refused.last)
+                    .map(|(&(pid, count), &last)| RefusedBy {
+                        pid,
+                        count,
+                        last: wall(last),
+                    })
                     .collect(),
             });
+            if state.liveness.is_held() {
+                name_trying(state, at);
+            }
         }
         let now = Instant::now();
         for (key, mut state) in pairs {
@@ -867,9 +883,19 @@ impl Engine {
             return;
         }
         kernel.next_waiter_check = now + WAITER_CHECK;
-        let changed = kernel
-            .table
-            .forget_waiters(crate::liveness::process::pid_alive);
+        // A waiter is forgotten once its process is gone — or its PID
+        // belongs to another process (its start changed since first seen
+        // waiting): the new process waits for nothing.
+        let starts = &mut kernel.waiter_starts;
+        let mut seen = HashSet::new();
+        let changed = kernel.table.forget_waiters(|pid| {
+            seen.insert(pid);
+            let Some(started) = crate::liveness::process::started_of(pid) else {
+                return false;
+            };
+            *starts.entry(pid).or_insert(started) == started
+        });
+        starts.retain(|pid, _| seen.contains(pid));
         keys.extend(
             changed
                 .iter()
@@ -888,6 +914,38 @@ impl Engine {
             self.mark(key);
         }
     }
+}
+
+/// Adds to `state.waiting` every PID whose exclusive `LOCK_NB` tries on
+/// it were refused within [`TRYING_WITHIN`] of `now` and that still runs
+/// as the process that was refused (started before its last refusal),
+/// unless it already waits there blocked or holds the key itself.
+fn name_trying(state: &mut KeyState, now: SystemTime) {
+    let Some(refused) = &state.refused else {
+        return;
+    };
+    let trying: Vec<Waiting> = refused
+        .by
+        .iter()
+        .filter(|by| {
+            by.last
+                .is_some_and(|last| now.duration_since(last).unwrap_or_default() <= TRYING_WITHIN)
+        })
+        .filter(|by| !state.waiting.iter().any(|waiting| waiting.pid == by.pid))
+        .filter(|by| !state.holders.iter().any(|holder| holder.pid == by.pid))
+        .filter_map(|by| {
+            let started = crate::liveness::process::started_of(by.pid)?;
+            let reused = by
+                .last
+                .is_some_and(|last| started > last + crate::liveness::process::START_TIME_SLACK);
+            (!reused).then_some(Waiting {
+                pid: by.pid,
+                how: WaitKind::Trying,
+                started: Some(started),
+            })
+        })
+        .collect();
+    state.waiting.extend(trying);
 }
 
 /// Whether the hold `/proc/locks` named `pid` for still stands on

@@ -331,7 +331,11 @@ fn the_monitors_check_says_who_was_refused_a_busy_member() {
     let mut state = held(crate::engine::Liveness::Live, 1201, HOLD, t(12));
     state.refused = Some(crate::liveness::state::RefusedTries {
         last_minute: 340,
-        by: vec![crate::liveness::state::RefusedBy { pid: 9, count: 340 }],
+        by: vec![crate::liveness::state::RefusedBy {
+            pid: 9,
+            count: 340,
+            last: None,
+        }],
     });
     app.apply(key_delta(tag("deploy"), state, None, t(600)));
     app.open_report(1, &Family::Group(vec!["deploy".into()]), ProbeMode::Passive);

@@ -426,8 +426,16 @@ fn refused_tries_make_a_key_stuck_and_the_header_says_by_whom() {
     tried.refused = Some(crate::liveness::state::RefusedTries {
         last_minute: 340,
         by: vec![
-            crate::liveness::state::RefusedBy { pid: 9, count: 300 },
-            crate::liveness::state::RefusedBy { pid: 11, count: 40 },
+            crate::liveness::state::RefusedBy {
+                pid: 9,
+                count: 300,
+                last: None,
+            },
+            crate::liveness::state::RefusedBy {
+                pid: 11,
+                count: 40,
+                last: None,
+            },
         ],
     });
     model.apply(key_delta(tag("relocating"), tried, None, t(500)));
