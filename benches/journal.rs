@@ -624,6 +624,7 @@ fn held_state(pid: u32, at: SystemTime) -> KeyState {
         since: Some(at),
         holders_note: None,
         refused: None,
+        waiting: Vec::new(),
     }
 }
 

@@ -133,7 +133,7 @@ pub fn write_table<'a>(
             .since
             .map_or_else(|| "-".to_string(), |since| time_format::age(since, now));
         let verdict = held
-            .judge(state, now)
+            .judge(key, state, now)
             .map_or("-", |verdict| verdict.short_word());
         let command = match (&state.error, state.holders.first()) {
             (Some(error), _) => error.clone(),

@@ -236,7 +236,7 @@ fn encode_held(
             let root = label_value(key.name().split('/').next().unwrap_or_default());
             *roots.entry(root).or_default() += 1;
         }
-        let verdict = view.held.judge(state, now);
+        let verdict = view.held.judge(key, state, now);
         if let Some(verdict) = verdict.filter(|v| v.is_suspect()) {
             let word = verdict_word(&verdict);
             *suspect_counts.entry(word.clone()).or_default() += 1;

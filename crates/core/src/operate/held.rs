@@ -18,6 +18,13 @@
 //! re-judges every held key against the clock (`materializing too long`
 //! starts without any delta). A verdict "changes" when any of it differs
 //! (kind, holder, waiters, since).
+//!
+//! The view keeps the wait-for graph of its held keys
+//! ([`crate::operate::wait_for`]): rebuilt when a delta changes who waits
+//! on a key, or the keys of a process in it; then every key a process of
+//! the old or new graph holds is re-judged with the others at
+//! [`HeldView::settle`] (a circle closing changes the verdict of every key
+//! in it). While nobody waits, the graph is empty and never rebuilt.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, SystemTime};
@@ -25,7 +32,8 @@ use std::time::{Duration, SystemTime};
 use crate::disk::LockKey;
 use crate::engine::KeyState;
 
-use super::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
+use super::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge_waits};
+use super::wait_for::WaitGraph;
 
 /// How long after the last delta the keys it left unsettled are judged
 /// (see the module doc): a family's keys are freed within microseconds
@@ -63,6 +71,10 @@ pub struct HeldView {
     verdicts: HashMap<LockKey, Verdict>,
     /// Keys whose holders' other keys changed: re-judged by `settle`.
     unsettled: BTreeSet<LockKey>,
+    /// Who waits for whom among the held keys.
+    waits: WaitGraph,
+    /// The held keys someone waits on.
+    waited: BTreeSet<LockKey>,
 }
 
 impl Default for HeldView {
@@ -81,6 +93,8 @@ impl HeldView {
             by_pid: HashMap::new(),
             verdicts: HashMap::new(),
             unsettled: BTreeSet::new(),
+            waits: WaitGraph::default(),
+            waited: BTreeSet::new(),
         }
     }
 
@@ -100,7 +114,15 @@ impl HeldView {
         for (key, state) in keys {
             view.index(key, Some(state), None);
         }
+        if !view.waited.is_empty() {
+            view.waits = WaitGraph::build_once(view.held.iter());
+        }
         view
+    }
+
+    /// Who waits for whom among the held keys (empty while nobody waits).
+    pub fn waits(&self) -> &WaitGraph {
+        &self.waits
     }
 
     /// The state `key` had as of the last delta, when it was held.
@@ -136,8 +158,20 @@ impl HeldView {
 
     /// The verdict on `state` at `now`, its holders' roles read here:
     /// judged afresh, nothing kept (a scrape, a frame, a one-shot view).
-    pub fn judge(&self, state: &KeyState, now: SystemTime) -> Option<Verdict> {
-        judge(state, |pid| self.role_of(pid), now, self.materializing)
+    pub fn judge(&self, key: &LockKey, state: &KeyState, now: SystemTime) -> Option<Verdict> {
+        self.judge_with(key, state, now, self.materializing)
+    }
+
+    /// [`HeldView::judge`] with spawns judged by `materializing`.
+    pub fn judge_with(
+        &self,
+        key: &LockKey,
+        state: &KeyState,
+        now: SystemTime,
+        materializing: Duration,
+    ) -> Option<Verdict> {
+        let waits = (!self.waits.is_empty()).then_some((key, &self.waits));
+        judge_waits(state, waits, |pid| self.role_of(pid), now, materializing)
     }
 
     /// Folds in `key`'s new state (`None`: its files are gone); returns
@@ -150,11 +184,44 @@ impl HeldView {
         now: SystemTime,
     ) -> Vec<Change> {
         let mut touched = BTreeSet::from([key.clone()]);
+        let in_graph = |view: &Self| {
+            view.held.get(key).is_some_and(|state| {
+                let pids: BTreeSet<u32> = view.waits.pids().collect();
+                state
+                    .holders
+                    .iter()
+                    .any(|holder| pids.contains(&holder.pid))
+            })
+        };
+        let mut waits_changed = self.waited.contains(key) || in_graph(self);
         self.index(key, state, Some(&mut touched));
+        waits_changed |= self.waited.contains(key) || in_graph(self);
+        if waits_changed {
+            self.rebuild_waits(now, &mut touched);
+        }
         touched.remove(key);
         self.unsettled.remove(key);
         self.unsettled.extend(touched);
         self.rejudge(key, now).into_iter().collect()
+    }
+
+    /// Builds the wait-for graph again; when any wait changed, adds to
+    /// `touched` every key a process of the old or new graph holds.
+    fn rebuild_waits(&mut self, now: SystemTime, touched: &mut BTreeSet<LockKey>) {
+        let waits = if self.waited.is_empty() {
+            WaitGraph::default()
+        } else {
+            WaitGraph::build(self.held.iter(), now, Some(&self.waits))
+        };
+        if waits.same_waits(&self.waits) {
+            self.waits = waits;
+            return;
+        }
+        let pids: BTreeSet<u32> = self.waits.pids().chain(waits.pids()).collect();
+        for pid in pids {
+            touched.extend(self.keys_of(pid).cloned());
+        }
+        self.waits = waits;
     }
 
     /// Re-judges the keys whose holders' other keys changed since the
@@ -212,6 +279,14 @@ impl HeldView {
             }
             self.held.insert(key.clone(), state.clone());
         }
+        match self.held.get(key) {
+            Some(state) if !state.waiting.is_empty() => {
+                self.waited.insert(key.clone());
+            }
+            _ => {
+                self.waited.remove(key);
+            }
+        }
     }
 
     fn unindex(
@@ -234,7 +309,10 @@ impl HeldView {
     }
 
     fn rejudge(&mut self, key: &LockKey, now: SystemTime) -> Option<Change> {
-        let verdict = self.held.get(key).and_then(|state| self.judge(state, now));
+        let verdict = self
+            .held
+            .get(key)
+            .and_then(|state| self.judge(key, state, now));
         let old = match &verdict {
             Some(verdict) => self.verdicts.insert(key.clone(), verdict.clone()),
             None => self.verdicts.remove(key),
@@ -325,6 +403,87 @@ mod tests {
         assert!(verdicts.by_pid.is_empty());
     }
 
+    /// Two agents each hold a tag and wait for the other's: the key whose
+    /// delta closes the circle is a wait cycle at once, the other at the
+    /// settle; a second later the tick calls both a deadlock; the end of
+    /// one of them (its keys freed) ends it on both.
+    #[test]
+    fn a_circle_of_waits_is_a_wait_cycle_then_a_deadlock_and_ends_with_a_member() {
+        use crate::engine::fixtures::waited_by;
+        use crate::liveness::WaitKind;
+        let kinds = |changes: &[Change]| -> Vec<(String, Option<&'static str>)> {
+            changes
+                .iter()
+                .map(|c| (c.key.name().to_string(), c.to.as_ref().map(Verdict::kind)))
+                .collect()
+        };
+        let mut view = HeldView::new(LIMIT);
+        let (a, b) = (tag("a"), tag("b"));
+        view.apply(
+            &instance("cli/one"),
+            Some(&held(Liveness::Live, 1, "one", t(0))),
+            t(0),
+        );
+        view.apply(
+            &instance("cli/two"),
+            Some(&held(Liveness::Live, 2, "two", t(0))),
+            t(0),
+        );
+        view.apply(&a, Some(&held(Liveness::Live, 1, "one", t(0))), t(0));
+        view.apply(&b, Some(&held(Liveness::Live, 2, "two", t(0))), t(0));
+        view.settle(t(0));
+        // 1 waits for b: a chain, b contended.
+        let b_waited = waited_by(held(Liveness::Live, 2, "two", t(0)), 1, WaitKind::Contender);
+        let first = view.apply(&b, Some(&b_waited), t(1));
+        assert_eq!(kinds(&first), [("b".into(), Some("contended"))]);
+        let settled = view.settle(t(1));
+        assert!(
+            kinds(&settled).contains(&("a".into(), Some("blocked"))),
+            "1 holds a and waits: {settled:?}"
+        );
+        // 2 waits for a: the circle closes.
+        let a_waited = waited_by(held(Liveness::Live, 1, "one", t(0)), 2, WaitKind::Contender);
+        let closed = view.apply(&a, Some(&a_waited), t(2));
+        assert_eq!(kinds(&closed), [("a".into(), Some("wait_cycle"))]);
+        let settled = view.settle(t(2));
+        assert!(
+            kinds(&settled).contains(&("b".into(), Some("wait_cycle"))),
+            "{settled:?}"
+        );
+        assert!(
+            view.verdict(&instance("cli/one"))
+                .is_some_and(|v| v.kind() == "blocked")
+        );
+        assert_eq!(view.waits().cycles().len(), 1);
+        // A second later: a deadlock, naming the circle and whom to signal.
+        let ticked = view.tick(t(3));
+        assert!(kinds(&ticked).contains(&("a".into(), Some("deadlock"))));
+        assert!(kinds(&ticked).contains(&("b".into(), Some("deadlock"))));
+        let words = view.verdict(&a).unwrap().describe(t(3));
+        assert!(
+            words.starts_with(
+                "deadlock: pid 1 holds tag \"a\", waits to take tag \"b\" held by pid 2, \
+                 which waits to take tag \"a\""
+            ),
+            "{words}"
+        );
+        // 2 is killed: its keys are freed; 1 takes b.
+        view.apply(&instance("cli/two"), Some(&free()), t(4));
+        view.apply(&a, Some(&held(Liveness::Live, 1, "one", t(0))), t(4));
+        let took = view.apply(&b, Some(&held(Liveness::Live, 1, "one", t(4))), t(4));
+        view.settle(t(4));
+        assert!(view.waits().is_empty());
+        assert!(
+            !took
+                .iter()
+                .any(|c| c.to.as_ref().is_some_and(|v| v.kind() == "deadlock"))
+        );
+        for key in [&a, &b, &instance("cli/one")] {
+            let kind = view.verdict(key).map(Verdict::kind);
+            assert_eq!(kind, Some("agent_active"), "{}", key.name());
+        }
+    }
+
     /// A one-shot view of a set of states reads the same holders, roles
     /// and verdicts as a view kept from the deltas that led there.
     #[test]
@@ -362,12 +521,14 @@ mod tests {
         for (key, state) in &states[..3] {
             assert_eq!(
                 kept.verdict(key),
-                once.judge(state, t(1)).as_ref(),
+                once.judge(key, state, t(1)).as_ref(),
                 "{}",
                 key.name()
             );
         }
-        let late = once.judge(&states[2].1, t(31)).map(|v| v.kind());
+        let late = once
+            .judge(&states[2].0, &states[2].1, t(31))
+            .map(|v| v.kind());
         assert_eq!(
             late,
             Some("materializing_too_long"),

@@ -13,30 +13,45 @@
 //! key gets the first that applies, the one that most needs someone to
 //! act, in this order:
 //!
-//! 0. `unverified holder` — the holder `/proc/locks` names cannot be
+//! 0. `deadlock` — the key is waited on in a circle of waits that
+//!    cannot clear by itself (the rule: [`crate::operate::wait_for::Cycle::deadlock`]);
+//!    it names every process and key of the circle and the one process to
+//!    signal to break it;
+//! 1. `unverified holder` — the holder `/proc/locks` names cannot be
 //!    verified (its open files may not be read by this user): nothing is
 //!    said about that PID beyond it, since it may have been reused;
-//! 1. `stopped` — the holder cannot run at all until SIGCONT or a kill;
-//! 2. `orphaned child` — the process that took the lock is gone (and
+//! 2. `stopped` — the holder cannot run at all until SIGCONT or a kill;
+//! 3. `orphaned child` — the process that took the lock is gone (and
 //!    whoever keeps it is named when this user may see it);
-//! 3. `materializing too long` — a spawn that never claimed its agent;
-//! 4. `idle` — the holder has used no CPU for longer than `--idle-after`
+//! 4. `wait cycle` — the key is waited on in a circle of waits that may
+//!    still clear (young, through a try loop, an unverified holder, or a
+//!    process holding for several agents): said with why;
+//! 5. `blocked` — its holder itself waits on another key: the chain, hop
+//!    by hop, to the root blocker (the process at its end, which waits
+//!    for nothing) or to the circle it ends in — act there, not here;
+//! 6. `materializing too long` — a spawn that never claimed its agent;
+//! 7. `idle` — the holder has used no CPU for longer than `--idle-after`
 //!    (a fact; that it is stuck is only a guess, and said as one);
-//! 5. `contended` — contenders (the SDK's `wait_acquire`) wait to take
-//!    it; it carries the holder's agent and age, so it says everything
-//!    `agent active` would;
-//! 6. `agent active` — the normal reason a relocation fails.
+//! 8. `contended` — contenders (the SDK's `wait_acquire`) or try loops
+//!    (`try_acquire` refused within the last seconds) wait to take it; it
+//!    carries the holder's agent and age, so it says everything `agent
+//!    active` would;
+//! 9. `agent active` — the normal reason a relocation fails.
 //!
-//! The first four are suspects (a glyph of their own, counted in the
-//! header). Contention is not a suspect: waiting for a working agent is
-//! normal. Watchers (`wait_released`) do not contend: they wait for the
-//! end, not for the lock. Whatever the verdict, the waiters of both kinds
-//! stay listed beside it (details, blocking pane, JSON).
+//! Deadlocks, wait cycles and the first three after them are suspects
+//! (a glyph of their own, counted in the header), as is `materializing
+//! too long` and `idle`. Contention is not a suspect: waiting for a
+//! working agent is normal; nor is `blocked`: the suspect is at its
+//! chain's end. Watchers (`wait_released`) do not contend: they wait for
+//! the end, not for the lock. Whatever the verdict, the waiters of both
+//! kinds stay listed beside it (details, blocking pane, JSON).
 
 use std::time::{Duration, SystemTime};
 
-use crate::disk::KeyKind;
-use crate::liveness::KeyState;
+use crate::disk::{KeyKind, LockKey};
+use crate::liveness::{KeyState, WaitKind};
+pub use crate::operate::wait_for::Hop;
+use crate::operate::wait_for::{ChainEnd, Edge, MayClear, WaitGraph, chain_words, circle_words};
 
 /// How long a spawn may hold tags without an AIH lock before it counts as
 /// stuck materializing (`--materializing-after`).
@@ -61,6 +76,48 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Verdict {
+    /// It is waited on in a circle of waits that cannot clear by itself
+    /// ([`crate::operate::wait_for::Cycle::deadlock`]).
+    Deadlock {
+        /// The circle, from its lowest PID: each hop's holder is the next
+        /// hop's waiter, the last's the first's.
+        cycle: Vec<Hop>,
+        /// The process to signal to break it ([`crate::operate::wait_for`]'s rule: a
+        /// verified holder of the circle holding the fewest keys, then
+        /// the youngest).
+        pid: u32,
+        /// Since when the circle stands.
+        #[serde(with = "crate::time_format::plain")]
+        since: SystemTime,
+    },
+    /// It is waited on in a circle of waits that may still clear.
+    WaitCycle {
+        /// The circle, as for a deadlock.
+        cycle: Vec<Hop>,
+        /// The process to signal, should it not clear.
+        pid: u32,
+        /// Why it may clear.
+        why: MayClear,
+    },
+    /// Its holder itself waits on another key: the chain from it.
+    Blocked {
+        /// The holder that waits.
+        pid: u32,
+        /// Its waits, hop by hop, to the chain's end.
+        chain: Vec<Hop>,
+        /// The root blocker at the chain's end (`None`: it ends in a
+        /// circle of waits, `cycle`).
+        root: Option<u32>,
+        /// The circle it ends in, when it ends in one.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cycle: Vec<Hop>,
+        /// That circle is a deadlock.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        deadlock: bool,
+        /// Contenders waiting to take this key, if any.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        waiters: Vec<u32>,
+    },
     /// `/proc/locks` names its holder, but this user may not read that
     /// process's open files: it may be a PID reused since the lock was
     /// taken, so no fact about it is presented as the holder's.
@@ -126,7 +183,10 @@ pub enum Verdict {
 
 impl Verdict {
     /// Every kind's word ([`Self::kind`]).
-    pub const KINDS: [&'static str; 7] = [
+    pub const KINDS: [&'static str; 10] = [
+        "deadlock",
+        "wait_cycle",
+        "blocked",
         "stopped",
         "orphaned_child",
         "unverified_holder",
@@ -140,7 +200,9 @@ impl Verdict {
     pub fn is_suspect(&self) -> bool {
         matches!(
             self,
-            Verdict::Stopped { .. }
+            Verdict::Deadlock { .. }
+                | Verdict::WaitCycle { .. }
+                | Verdict::Stopped { .. }
                 | Verdict::OrphanedChild { .. }
                 | Verdict::MaterializingTooLong { .. }
                 | Verdict::Idle { .. }
@@ -150,6 +212,9 @@ impl Verdict {
     /// The words a person reads for it (its `kind`, spaced).
     pub fn word(&self) -> &'static str {
         match self {
+            Verdict::Deadlock { .. } => "deadlock",
+            Verdict::WaitCycle { .. } => "wait cycle",
+            Verdict::Blocked { .. } => "blocked",
             Verdict::Stopped { .. } => "stopped",
             Verdict::OrphanedChild { .. } => "orphaned child",
             Verdict::UnverifiedHolder { .. } => "unverified holder",
@@ -165,6 +230,9 @@ impl Verdict {
     /// agent.
     pub fn short_word(&self) -> &'static str {
         match self {
+            Verdict::Deadlock { .. } => "deadlock",
+            Verdict::WaitCycle { .. } => "cycle",
+            Verdict::Blocked { .. } => "blocked",
             Verdict::Stopped { .. } => "stopped",
             Verdict::OrphanedChild { .. } => "orphan",
             Verdict::UnverifiedHolder { .. } => "unverified",
@@ -185,18 +253,25 @@ impl Verdict {
             | Verdict::Idle { pid, .. }
             | Verdict::AgentActive { pid, .. } => Some(*pid),
             Verdict::OrphanedChild { pid, .. } | Verdict::Contended { pid, .. } => *pid,
+            // The one to signal to break the circle; for a chain, its
+            // root blocker (none when it ends in a circle: see that key).
+            Verdict::Deadlock { pid, .. } | Verdict::WaitCycle { pid, .. } => Some(*pid),
+            Verdict::Blocked { root, .. } => *root,
         }
     }
 
     /// True for what the Events pane logs when it starts or ends: the
     /// suspects, and a key someone waits to take.
     pub fn is_logged(&self) -> bool {
-        self.is_suspect() || matches!(self, Verdict::Contended { .. })
+        self.is_suspect() || matches!(self, Verdict::Contended { .. } | Verdict::Blocked { .. })
     }
 
     /// The word `watch --json` and JSON use for it (its `kind`).
     pub fn kind(&self) -> &'static str {
         match self {
+            Verdict::Deadlock { .. } => "deadlock",
+            Verdict::WaitCycle { .. } => "wait_cycle",
+            Verdict::Blocked { .. } => "blocked",
             Verdict::Stopped { .. } => "stopped",
             Verdict::OrphanedChild { .. } => "orphaned_child",
             Verdict::UnverifiedHolder { .. } => "unverified_holder",
@@ -211,6 +286,59 @@ impl Verdict {
     pub fn describe(&self, now: SystemTime) -> String {
         let age = |since: SystemTime| crate::time_format::age(since, now);
         match self {
+            Verdict::Deadlock { cycle, pid, since } => format!(
+                "deadlock: {} — none of them can move, for {} now; break it: SIGTERM pid {pid} \
+                 (of the circle it holds the fewest keys, then started last) — `kill {pid}`",
+                circle_words(cycle),
+                age(*since)
+            ),
+            Verdict::WaitCycle { cycle, pid, why } => format!(
+                "wait cycle: {} — it may clear by itself ({}); if it lasts, SIGTERM pid {pid}",
+                circle_words(cycle),
+                why.describe()
+            ),
+            Verdict::Blocked {
+                pid,
+                chain,
+                root,
+                cycle,
+                deadlock,
+                waiters,
+            } => {
+                let waiting = if waiters.is_empty() {
+                    String::new()
+                } else {
+                    let waiters: Vec<String> = waiters.iter().map(u32::to_string).collect();
+                    format!("pid {} waits to take it; ", waiters.join(", "))
+                };
+                let held_by = format!("its holder pid {pid} itself waits: ");
+                let end = match (root, cycle.is_empty()) {
+                    (Some(root), _) => format!(
+                        "{} — pid {root} at the chain's end waits for nothing: act on it, not \
+                         on pid {pid}",
+                        chain_words(chain)
+                    ),
+                    (None, _) if *deadlock => format!(
+                        "{}in a deadlock: {}",
+                        if chain.is_empty() {
+                            String::new()
+                        } else {
+                            format!("{}, ", chain_words(chain))
+                        },
+                        circle_words(cycle)
+                    ),
+                    (None, _) => format!(
+                        "{}in a wait cycle: {}",
+                        if chain.is_empty() {
+                            String::new()
+                        } else {
+                            format!("{}, ", chain_words(chain))
+                        },
+                        circle_words(cycle)
+                    ),
+                };
+                format!("blocked: {waiting}{held_by}{end}")
+            }
             Verdict::Stopped { pid } => format!(
                 "stopped: pid {pid} holds its locks until SIGCONT or a kill — `kill -CONT {pid}`"
             ),
@@ -320,8 +448,42 @@ pub fn judge(
     now: SystemTime,
     materializing: Duration,
 ) -> Option<Verdict> {
+    judge_waits(state, None, role, now, materializing)
+}
+
+/// [`judge`] of `key` in `state`, with what the wait-for graph `waits`
+/// says of it (`None`: no graph — nobody waits, as far as the caller
+/// knows): a circle it is waited on in, and its holder's own waits.
+pub fn judge_waits(
+    state: &KeyState,
+    waits: Option<(&LockKey, &WaitGraph)>,
+    role: impl FnOnce(u32) -> Role,
+    now: SystemTime,
+    materializing: Duration,
+) -> Option<Verdict> {
     if !state.liveness.is_held() {
         return None;
+    }
+    let cycle = waits.and_then(|(key, graph)| graph.cycle_with_key(key));
+    let hops = |hops: &[Edge]| hops.iter().map(Hop::of).collect::<Vec<_>>();
+    let mut wait_cycle = None;
+    if let Some(cycle) = cycle {
+        match cycle.deadlock(now) {
+            Ok(()) => {
+                return Some(Verdict::Deadlock {
+                    cycle: hops(&cycle.hops),
+                    pid: cycle.victim,
+                    since: cycle.since.unwrap_or(now),
+                });
+            }
+            Err(why) => {
+                wait_cycle = Some(Verdict::WaitCycle {
+                    cycle: hops(&cycle.hops),
+                    pid: cycle.victim,
+                    why,
+                });
+            }
+        }
     }
     // Holders are listed holding first, then the gone processes that
     // took the lock: the first alive one is the holder.
@@ -336,6 +498,33 @@ pub fn judge(
         return Some(Verdict::OrphanedChild {
             pid: holder.map(|holder| holder.pid),
             taken_by: gone.pid,
+        });
+    }
+    if wait_cycle.is_some() {
+        return wait_cycle;
+    }
+    let chain = waits.zip(holder).and_then(|((_, graph), holder)| {
+        Some((
+            graph,
+            holder.pid,
+            graph.chain_of(holder.pid, holder.started)?,
+        ))
+    });
+    if let Some((graph, pid, chain)) = chain {
+        let (root, cycle, deadlock) = match chain.end {
+            ChainEnd::Root(root) => (Some(root), Vec::new(), false),
+            ChainEnd::Cycle(at) => {
+                let cycle = &graph.cycles()[at];
+                (None, hops(&cycle.hops), cycle.deadlock(now).is_ok())
+            }
+        };
+        return Some(Verdict::Blocked {
+            pid,
+            chain: hops(&chain.hops),
+            root,
+            cycle,
+            deadlock,
+            waiters: state.waiters.clone(),
         });
     }
     let role = holder.map(|holder| (holder.pid, role(holder.pid)));
@@ -354,12 +543,20 @@ pub fn judge(
         Some((pid, _)) => (Some(pid), None),
         None => (None, None),
     };
-    if !state.waiters.is_empty() {
+    let mut contenders = state.waiters.clone();
+    contenders.extend(
+        state
+            .waiting
+            .iter()
+            .filter(|waiting| waiting.how == WaitKind::Trying)
+            .map(|waiting| waiting.pid),
+    );
+    if !contenders.is_empty() {
         return Some(Verdict::Contended {
             pid,
             aih,
             since,
-            waiters: state.waiters.clone(),
+            waiters: contenders,
         });
     }
     Some(Verdict::AgentActive {
@@ -390,7 +587,32 @@ fn idle(state: &KeyState) -> Option<Verdict> {
 #[cfg(any(test, feature = "test-support"))]
 pub fn one_of_each() -> Vec<Verdict> {
     let since = SystemTime::UNIX_EPOCH;
+    let hop = Hop {
+        pid: 1,
+        how: WaitKind::Contender,
+        kind: KeyKind::Tag,
+        key: "b".into(),
+        holder: 2,
+    };
     let all = vec![
+        Verdict::Deadlock {
+            cycle: vec![hop.clone()],
+            pid: 2,
+            since,
+        },
+        Verdict::WaitCycle {
+            cycle: vec![hop.clone()],
+            pid: 2,
+            why: MayClear::Young,
+        },
+        Verdict::Blocked {
+            pid: 1,
+            chain: vec![hop],
+            root: Some(2),
+            cycle: Vec::new(),
+            deadlock: false,
+            waiters: vec![3],
+        },
         Verdict::UnverifiedHolder { pid: 1 },
         Verdict::Stopped { pid: 1 },
         Verdict::OrphanedChild {
@@ -413,7 +635,10 @@ pub fn one_of_each() -> Vec<Verdict> {
     ];
     for verdict in &all {
         match verdict {
-            Verdict::UnverifiedHolder { .. }
+            Verdict::Deadlock { .. }
+            | Verdict::WaitCycle { .. }
+            | Verdict::Blocked { .. }
+            | Verdict::UnverifiedHolder { .. }
             | Verdict::Stopped { .. }
             | Verdict::OrphanedChild { .. }
             | Verdict::MaterializingTooLong { .. }

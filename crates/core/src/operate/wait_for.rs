@@ -84,8 +84,9 @@ pub struct Cycle {
     /// circles interleave).
     pub members: Vec<u32>,
     /// Since when these processes have waited in a circle (carried from
-    /// graph to graph while its members stay the same).
-    pub since: SystemTime,
+    /// graph to graph while its members stay the same); `None` when it
+    /// was seen in one look only ([`WaitGraph::build_once`]).
+    pub since: Option<SystemTime>,
     /// The member to signal to break it: see [`WaitGraph::victim`].
     pub victim: u32,
     mayclear: Option<MayClear>,
@@ -98,6 +99,9 @@ pub struct Cycle {
 pub enum MayClear {
     /// It has lasted less than [`DEADLOCK_AFTER`].
     Young,
+    /// It was seen in one look (a snapshot): how long it lasts is not
+    /// known.
+    OneLook,
     /// One of its waits is a try loop, which may give up.
     TryLoop {
         /// The process looping.
@@ -124,6 +128,11 @@ impl MayClear {
                 "formed less than {}s ago (a release may be on its way)",
                 DEADLOCK_AFTER.as_secs()
             ),
+            MayClear::OneLook => {
+                "seen in one look, so how long it lasts is not known (`locktop check` looks \
+                 twice)"
+                    .to_string()
+            }
             MayClear::TryLoop { pid } => {
                 format!("pid {pid} loops on try_acquire and may give up")
             }
@@ -150,7 +159,10 @@ impl Cycle {
         if let Some(why) = self.mayclear {
             return Err(why);
         }
-        if now.duration_since(self.since).unwrap_or_default() < DEADLOCK_AFTER {
+        let Some(since) = self.since else {
+            return Err(MayClear::OneLook);
+        };
+        if now.duration_since(since).unwrap_or_default() < DEADLOCK_AFTER {
             return Err(MayClear::Young);
         }
         Ok(())
@@ -198,6 +210,20 @@ impl WaitGraph {
     pub fn build<'a>(
         held: impl IntoIterator<Item = (&'a LockKey, &'a KeyState)>,
         now: SystemTime,
+        before: Option<&WaitGraph>,
+    ) -> Self {
+        Self::built(held, Some(now), before)
+    }
+
+    /// The graph of `held` seen in one look: its cycles' `since` is
+    /// unknown, so none is a deadlock yet ([`MayClear::OneLook`]).
+    pub fn build_once<'a>(held: impl IntoIterator<Item = (&'a LockKey, &'a KeyState)>) -> Self {
+        Self::built(held, None, None)
+    }
+
+    fn built<'a>(
+        held: impl IntoIterator<Item = (&'a LockKey, &'a KeyState)>,
+        now: Option<SystemTime>,
         before: Option<&WaitGraph>,
     ) -> Self {
         let held: Vec<HeldKey<'a>> = held
@@ -286,7 +312,7 @@ impl WaitGraph {
                     .iter()
                     .find(|old| old.identity(&before.starts) == identity)
                 {
-                    cycle.since = old.since;
+                    cycle.since = old.since.or(cycle.since);
                 }
             }
         }
@@ -556,6 +582,89 @@ fn reaching(to: Node, into: &BTreeMap<Node, Vec<Node>>) -> BTreeSet<Node> {
         }
     }
     seen
+}
+
+/// One wait of a chain or circle: `pid` waits (`how`) on a key, held by
+/// `holder`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Hop {
+    /// The waiting process.
+    pub pid: u32,
+    /// How it waits.
+    pub how: WaitKind,
+    /// The key's kind.
+    pub kind: KeyKind,
+    /// The key's name (AIH or tag).
+    pub key: String,
+    /// The process holding it.
+    pub holder: u32,
+}
+
+impl Hop {
+    /// The hop of `edge`.
+    pub fn of(edge: &Edge) -> Self {
+        Hop {
+            pid: edge.waiter,
+            how: edge.how,
+            kind: edge.key.kind(),
+            key: edge.key.name().to_string(),
+            holder: edge.holder,
+        }
+    }
+
+    /// `tag "b"`.
+    pub fn label(&self) -> String {
+        crate::disk::key::label(self.kind, &self.key)
+    }
+}
+
+/// A circle in words: `pid 1 holds tag "a", waits to take tag "b" held
+/// by pid 2, which waits to take tag "a"`.
+pub fn circle_words(cycle: &[Hop]) -> String {
+    let Some(first) = cycle.first() else {
+        return String::new();
+    };
+    let holds = cycle.last().map(Hop::label).unwrap_or_default();
+    let mut words = format!(
+        "pid {} holds {holds}, {} {} held by pid {}",
+        first.pid,
+        first.how.verb(),
+        first.label(),
+        first.holder
+    );
+    for (at, hop) in cycle.iter().enumerate().skip(1) {
+        if at + 1 == cycle.len() {
+            words.push_str(&format!(", which {} {}", hop.how.verb(), hop.label()));
+        } else {
+            words.push_str(&format!(
+                ", which {} {} held by pid {}",
+                hop.how.verb(),
+                hop.label(),
+                hop.holder
+            ));
+        }
+    }
+    words
+}
+
+/// A chain in words: `pid 2 waits to take tag "c" held by pid 3, which
+/// waits to take tag "d" held by pid 4`.
+pub fn chain_words(chain: &[Hop]) -> String {
+    let mut words = String::new();
+    for (at, hop) in chain.iter().enumerate() {
+        if at == 0 {
+            words.push_str(&format!("pid {} ", hop.pid));
+        } else {
+            words.push_str(", which ");
+        }
+        words.push_str(&format!(
+            "{} {} held by pid {}",
+            hop.how.verb(),
+            hop.label(),
+            hop.holder
+        ));
+    }
+    words
 }
 
 /// Adjacency by node, for the strongly connected parts.

@@ -69,7 +69,7 @@ pub fn write_json<'a>(
         dir: key.dir(),
         key: key.key(),
         state,
-        verdict: held.judge(state, now),
+        verdict: held.judge(key, state, now),
     }));
     let doc = JsonSnapshot {
         state_dir: state_dir.to_string_lossy(),

@@ -1,9 +1,10 @@
 //! Verdicts on the model's held keys (see [`crate::operate::verdict`]):
-//! the role of a PID from the locks the held view has it holding.
+//! the role of a PID from the locks the held view has it holding, and
+//! who waits for whom from the held view's wait-for graph.
 
 use std::time::{Duration, SystemTime};
 
-use crate::operate::verdict::{Role, Verdict, judge};
+use crate::operate::verdict::{Role, Verdict};
 
 use super::data::Data;
 use super::tree::Lock;
@@ -22,6 +23,7 @@ impl Data {
         now: SystemTime,
         materializing: Duration,
     ) -> Option<Verdict> {
-        judge(&lock.state, |pid| self.role_of(pid), now, materializing)
+        self.held()
+            .judge_with(&lock.key, &lock.state, now, materializing)
     }
 }

@@ -77,7 +77,7 @@ pub fn report_from_states<'a>(
                 name: key.name().to_string(),
                 busy: true,
                 holders,
-                verdict: view.judge(state, now),
+                verdict: view.judge(&key, state, now),
                 contenders: state.waiters.iter().map(|&pid| by_pid(pid)).collect(),
                 watchers: state.watchers.iter().map(|&pid| by_pid(pid)).collect(),
                 held_unlinked,

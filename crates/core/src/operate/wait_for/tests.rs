@@ -53,7 +53,7 @@ fn two_processes_waiting_on_each_other_are_a_cycle_and_a_deadlock_after_its_time
     // Rebuilt a second later from the same states: the cycle keeps its
     // start, and is now a deadlock.
     let later = WaitGraph::build(states.iter().map(|(k, s)| (k, s)), t(11), Some(&young));
-    assert_eq!(later.cycles()[0].since, t(10));
+    assert_eq!(later.cycles()[0].since, Some(t(10)));
     assert_eq!(later.cycles()[0].deadlock(t(11)), Ok(()));
     assert_eq!(later.deadlocks(t(11)).count(), 1);
     // A fresh graph with no memory of it calls it young again.

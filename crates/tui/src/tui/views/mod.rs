@@ -213,6 +213,9 @@ pub(crate) fn render_table(
 /// every one (a test checks).
 pub(crate) fn verdict_marker(theme: &Theme, verdict: &Verdict) -> Option<Span<'static>> {
     let (glyph, style) = match verdict {
+        Verdict::Deadlock { .. } => ("⊗", theme.error),
+        Verdict::WaitCycle { .. } => ("↻", theme.error),
+        Verdict::Blocked { .. } => ("⇢", theme.in_flight),
         Verdict::Stopped { .. } => ("‖", theme.error),
         Verdict::OrphanedChild { .. } => ("↯", theme.error),
         Verdict::MaterializingTooLong { .. } => ("◔", theme.error),
