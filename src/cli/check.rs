@@ -1,6 +1,8 @@
 //! `locktop check`: can this family be taken right now, and if not, who is
 //! in the way? Exit 0 when it could be taken, 1 when busy (with the
-//! explanation), 2 on bad input. `--json` for scripts.
+//! explanation), 2 on bad input, 3 when busy because of a deadlock (a
+//! member is waited on in one, or its holder waits in one: it will never
+//! be free until a process of it is signalled). `--json` for scripts.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,6 +10,9 @@ use std::time::SystemTime;
 
 use super::family_args::FamilyArgsError;
 use super::{EXIT_BUSY, EXIT_ERROR, FamilyArgs};
+
+/// `check`'s exit status when the family is busy because of a deadlock.
+pub const EXIT_DEADLOCK: u8 = 3;
 use crate::context::Context;
 use crate::disk::state_dir::StateDirError;
 use crate::liveness::lock_free::{self, ProbeChoice};
@@ -85,6 +90,8 @@ pub async fn run(
     }
     Ok(if report.free {
         ExitCode::SUCCESS
+    } else if report.deadlocked() {
+        ExitCode::from(EXIT_DEADLOCK)
     } else {
         ExitCode::from(EXIT_BUSY)
     })

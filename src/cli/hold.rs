@@ -6,6 +6,13 @@
 //! is found busy), then `{"held":true,"pid":…,"locks":[…]}` once held, then
 //! `{"released":true}` after releasing. Busy without `--wait`: the busy
 //! members and their holders on stderr, exit 1.
+//!
+//! `--then-wait-tag T` / `--then-wait-aih A`: once the family is held,
+//! also wait for that one key, as an agent relocating does — to take it
+//! (the SDK's `wait_acquire`), or with `--then-watch` until it is
+//! released (`wait_released`) — then print `{"waited":true,…}` and hold
+//! on (what took it is released with the family). Two such holders make
+//! a real deadlock: the demo's, and the wait-for graph's tests.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +35,30 @@ pub struct HoldArgs {
     /// holder dies with the process that spawned it).
     #[arg(long)]
     ignore_stdin: bool,
+    /// Once the family is held, also wait to take this tag (the SDK's
+    /// `wait_acquire`), holding the family meanwhile.
+    #[arg(long, value_name = "TAG", conflicts_with = "then_wait_aih")]
+    then_wait_tag: Option<String>,
+    /// Once the family is held, also wait to take this agent's instance
+    /// lock, holding the family meanwhile.
+    #[arg(long, value_name = "AIH")]
+    then_wait_aih: Option<String>,
+    /// With --then-wait-*: wait until that key is released (the SDK's
+    /// `wait_released`) instead of taking it.
+    #[arg(long)]
+    then_watch: bool,
+    /// With --then-wait-*: hold the family this many seconds (an agent's
+    /// work) before that wait begins.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0, value_parser = seconds)]
+    then_wait_after: f64,
+}
+
+/// A number of seconds, zero or more and finite.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value.is_finite() && value >= 0.0 => Ok(value),
+        _ => Err(format!("{text:?} is not a number of seconds (0 or more)")),
+    }
 }
 
 /// Writes one protocol line to stdout and flushes it (readers wait on it).
@@ -43,7 +74,8 @@ pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode>
     let family = args.family.family()?;
     let coords = locks::family_coords(&state_dir, &family)?;
     crate::disk::confine::ensure_coords_below_root(&state_dir, &coords)?;
-    ensure_descriptors_for(coords.len())?;
+    ensure_descriptors_for(coords.len() + 1)?;
+    let then = then_wait(&state_dir, &args)?;
     let context = Context::new(state_dir.clone());
     let held = if args.wait {
         locks::wait_acquire_family(context.agent_locks(), &state_dir, &family, |busy| {
@@ -75,16 +107,76 @@ pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode>
         .collect();
     // Handlers first: a supervisor may SIGTERM the moment it reads "held".
     let stop = stop_requested(args.ignore_stdin)?;
+    tokio::pin!(stop);
     print_line_now(&HoldLine::held(names));
-    stop.await;
-
-    // Release in reverse acquisition order: tags, then the AIH lock.
     let mut all = acquired.into_locks();
+    if let Some((dir, key, label)) = then {
+        let waited = async {
+            tokio::time::sleep(std::time::Duration::from_secs_f64(args.then_wait_after)).await;
+            if args.then_watch {
+                objectiveai_sdk::lockfile::wait_released(&dir, &key)
+                    .await
+                    .map(|()| None)
+            } else {
+                locks::wait_acquire(context.agent_locks(), &dir, &key)
+                    .await
+                    .map(Some)
+            }
+        };
+        tokio::select! {
+            outcome = waited => {
+                let taken = outcome?;
+                let word = if taken.is_some() { "taken" } else { "released" };
+                all.extend(taken);
+                print_line_now(&HoldLine::waited(label, word));
+                (&mut stop).await;
+            }
+            () = &mut stop => {}
+        }
+    } else {
+        (&mut stop).await;
+    }
+
+    // Release in reverse acquisition order: the key waited for, tags,
+    // then the AIH lock.
     while let Some(lock) = all.pop() {
         lock.release()?;
     }
     print_line_now(&HoldLine::released());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The one key `--then-wait-*` names, its label, checked as `wait`
+/// checks its key (below the root, openable); `None` without one.
+fn then_wait(
+    state_dir: &std::path::Path,
+    args: &HoldArgs,
+) -> anyhow::Result<Option<(PathBuf, String, String)>> {
+    let family = match (&args.then_wait_aih, &args.then_wait_tag) {
+        (Some(aih), _) => locks::Family::Hierarchy {
+            aih: aih.clone(),
+            tags: Vec::new(),
+        },
+        (None, Some(tag)) => locks::Family::Group(vec![tag.clone()]),
+        (None, None) if args.then_watch || args.then_wait_after > 0.0 => {
+            anyhow::bail!(
+                "--then-watch and --then-wait-after need the key: --then-wait-tag or --then-wait-aih"
+            )
+        }
+        (None, None) => return Ok(None),
+    };
+    let coords = locks::family_coords(state_dir, &family)?;
+    crate::disk::confine::ensure_coords_below_root(state_dir, &coords)?;
+    let Some((dir, key)) = coords.into_iter().next() else {
+        anyhow::bail!("--then-wait-* names one key");
+    };
+    if locks::check_openable(&dir, &key).is_err()
+        && std::fs::symlink_metadata(locks::escape::gate_path(&dir, &key)).is_ok()
+    {
+        return Err(locks::unavailable(state_dir, &family, &dir, &key).into());
+    }
+    let label = crate::disk::LockKey::from_coord(state_dir, &dir, &key).label();
+    Ok(Some((dir, key, label)))
 }
 
 /// Descriptors a holder needs besides its claims' (stdio, the runtime,

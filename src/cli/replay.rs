@@ -164,8 +164,11 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
             &probe,
             keys.iter().copied(),
             problems,
-            materializing,
-            judged_at,
+            crate::stream::snapshot::Judged {
+                materializing,
+                now: judged_at,
+                waits: None,
+            },
         )?;
     } else {
         super::snapshot::write_table(

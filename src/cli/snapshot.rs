@@ -58,8 +58,11 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
             &probe,
             shown,
             &snapshot.problems,
-            MATERIALIZING_AFTER,
-            SystemTime::now(),
+            crate::stream::snapshot::Judged {
+                materializing: MATERIALIZING_AFTER,
+                now: SystemTime::now(),
+                waits: None,
+            },
         )
         .and_then(|()| buffered.flush())
     } else {

@@ -26,7 +26,12 @@ use crate::time_format;
 /// The format's name, in every header.
 pub const FORMAT: &str = "locktop-journal";
 /// The format's version: a reader refuses a journal of a newer one.
-pub const VERSION: u32 = 1;
+/// Version 2 added who waits for whom (a key state's `waiting`, refused
+/// tries' `last`) and the verdicts `deadlock`, `wait_cycle` and
+/// `blocked`, which a version-1 reader cannot parse: it refuses a
+/// version-2 journal with a line saying to upgrade, rather than skip
+/// those lines as damaged. This reader reads both.
+pub const VERSION: u32 = 2;
 /// How a checkpoint's first line starts (and no other line does).
 pub(crate) const CHECKPOINT_PREFIX: &[u8] = b"{\"checkpoint\":";
 /// Free keys of one directory per checkpoint line.

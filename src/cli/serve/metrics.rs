@@ -292,6 +292,25 @@ fn encode_held(
         suspect_counts
             .into_iter()
             .map(|(verdict, n)| ([("verdict", verdict)], n as f64)),
+    )?;
+    let waits = view.held.waits();
+    gauge(
+        encoder,
+        "locktop_deadlocks",
+        "Cycles of waits between processes that cannot clear by themselves (deadlocks).",
+        waits.deadlocks(now).count() as f64,
+    )?;
+    gauge(
+        encoder,
+        "locktop_wait_cycles",
+        "Cycles of waits between processes, deadlocks or not (those may still clear).",
+        waits.cycles().len() as f64,
+    )?;
+    gauge(
+        encoder,
+        "locktop_longest_wait_chain",
+        "The most waits in a row: a process waiting on a key whose holder waits on another… (0 when nobody waits).",
+        waits.longest_chain() as f64,
     )
 }
 
@@ -384,7 +403,9 @@ fn verdict_word(verdict: &crate::operate::verdict::Verdict) -> String {
 }
 
 /// The `verdict` label values of `locktop_suspects`, each always present.
-const SUSPECT_KINDS: [&str; 4] = [
+const SUSPECT_KINDS: [&str; 6] = [
+    "deadlock",
+    "wait_cycle",
     "stopped",
     "orphaned_child",
     "materializing_too_long",

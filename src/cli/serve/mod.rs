@@ -269,7 +269,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
 /// What `follow` hands the journal's thread, in order.
 enum ToJournal {
     /// A delta and the verdict changes it caused.
-    Delta(crate::engine::Delta, Vec<Change>),
+    Delta(Box<crate::engine::Delta>, Vec<Change>),
     /// Verdict changes found at a time without a delta of their own (a
     /// burst settled, the clock moved).
     Verdicts(Vec<Change>, std::time::SystemTime),
@@ -295,7 +295,7 @@ impl JournalThread {
             .spawn(move || {
                 for message in work {
                     let written = match message {
-                        ToJournal::Delta(delta, changes) => writer.record(delta, changes),
+                        ToJournal::Delta(delta, changes) => writer.record(*delta, changes),
                         ToJournal::Verdicts(changes, at) => writer.record_verdicts(changes, at),
                     };
                     if let Err(error) = written {
@@ -405,7 +405,7 @@ async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut journal: Opti
                     scanned = true;
                     shared.subscribers.publish_verdicts(&changes, now);
                 }
-                record(&mut journal, ToJournal::Delta(delta, lines.changes));
+                record(&mut journal, ToJournal::Delta(Box::new(delta), lines.changes));
                 settle_at = Some(tokio::time::Instant::now() + SETTLE_AFTER);
             }
             () = settled(settle_at) => {
@@ -504,6 +504,10 @@ async fn snapshot(
     }
     if query.all {
         let (state_dir, probe) = (shared.state_dir.clone(), shared.probe.clone());
+        let waits = {
+            let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
+            view.held.waits().clone()
+        };
         let materializing = shared.exporter.materializing;
         return shared
             .full
@@ -515,13 +519,16 @@ async fn snapshot(
                     &probe,
                     everything.keys.iter_sorted(),
                     &everything.problems,
-                    materializing,
-                    std::time::SystemTime::now(),
+                    crate::stream::snapshot::Judged {
+                        materializing,
+                        now: std::time::SystemTime::now(),
+                        waits: Some(&waits),
+                    },
                 )
             })
             .await;
     }
-    let (mut keys, problems) = {
+    let (mut keys, problems, waits) = {
         let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
         let keys: Vec<_> = view
             .noteworthy
@@ -529,7 +536,11 @@ async fn snapshot(
             .filter(|(_, state)| state.liveness != Liveness::Free)
             .map(|(key, state)| (key.clone(), state.clone()))
             .collect();
-        (keys, view.watcher.problems.clone())
+        (
+            keys,
+            view.watcher.problems.clone(),
+            view.held.waits().clone(),
+        )
     };
     keys.sort_by(|a, b| a.0.cmp(&b.0));
     let mut body = Vec::new();
@@ -539,8 +550,11 @@ async fn snapshot(
         &shared.probe,
         keys.iter().map(|(key, state)| (key, state)),
         &problems,
-        shared.exporter.materializing,
-        std::time::SystemTime::now(),
+        crate::stream::snapshot::Judged {
+            materializing: shared.exporter.materializing,
+            now: std::time::SystemTime::now(),
+            waits: Some(&waits),
+        },
     );
     match written {
         Ok(()) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),

@@ -120,6 +120,17 @@ impl HeldView {
         view
     }
 
+    /// This view with its wait-for graph looked at at `now`: its cycles
+    /// stand since `before`'s did, when `before` (an earlier look) had
+    /// them, else since `now` — a one-shot view that looks twice
+    /// (`check`) can tell a cycle that lasts.
+    pub fn looked_at(mut self, now: SystemTime, before: Option<&WaitGraph>) -> Self {
+        if !self.waited.is_empty() {
+            self.waits = WaitGraph::build(self.held.iter(), now, before);
+        }
+        self
+    }
+
     /// Who waits for whom among the held keys (empty while nobody waits).
     pub fn waits(&self) -> &WaitGraph {
         &self.waits

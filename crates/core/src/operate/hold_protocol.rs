@@ -5,7 +5,9 @@
 //! Invariants: this type is the only writer and the only reader of the
 //! protocol; a line is `{"waiting":true,"busy":[…]}` (only with `--wait`,
 //! each time the family is found busy), then `{"held":true,"pid":…,
-//! "locks":[…]}` once held, then `{"released":true}` after releasing.
+//! "locks":[…]}` once held, then — only with `--then-wait-*`, once that
+//! key's wait ended — `{"waited":true,"key":"tag b","outcome":"taken"}`
+//! (or `"released"`), then `{"released":true}` after releasing.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -31,6 +33,17 @@ pub enum HoldLine {
         /// `instance a/b`, `tag t`, … in acquisition order.
         locks: Vec<String>,
     },
+    /// The key a holder waited for after taking its family was taken
+    /// (`outcome: "taken"`: it holds that too now) or released
+    /// (`"released"`: it watched, and holds nothing more).
+    Waited {
+        /// Always `true`: names the line.
+        waited: Marker,
+        /// `tag b`, `instance a/b`.
+        key: String,
+        /// `taken` or `released`.
+        outcome: String,
+    },
     /// Everything was released; the holder exits next.
     Released {
         /// Always `true`: names the line.
@@ -53,6 +66,15 @@ impl HoldLine {
             held: Marker,
             pid: std::process::id(),
             locks,
+        }
+    }
+
+    /// The `waited` line: the wait for `key` ended with `outcome`.
+    pub fn waited(key: String, outcome: &str) -> Self {
+        HoldLine::Waited {
+            waited: Marker,
+            key,
+            outcome: outcome.to_string(),
         }
     }
 

@@ -287,8 +287,9 @@ impl Verdict {
         let age = |since: SystemTime| crate::time_format::age(since, now);
         match self {
             Verdict::Deadlock { cycle, pid, since } => format!(
-                "deadlock: {} — none of them can move, for {} now; break it: SIGTERM pid {pid} \
-                 (of the circle it holds the fewest keys, then started last) — `kill {pid}`",
+                "deadlock: {} — none of them can move (seen so for {}); break it: SIGTERM \
+                 pid {pid} (locktop's pick: the one holding the fewest keys, then the \
+                 youngest) — `kill {pid}`",
                 circle_words(cycle),
                 age(*since)
             ),

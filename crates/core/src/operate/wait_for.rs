@@ -423,6 +423,107 @@ impl WaitGraph {
     }
 }
 
+/// The graph as data (`snapshot --json`, `check --json`, `/snapshot.json`):
+/// its cycles, each waiting process's chain, and the root blockers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WaitsDoc {
+    /// Every cycle of waits, by its lowest PID.
+    pub cycles: Vec<CycleDoc>,
+    /// Every waiting process with its chain, by PID.
+    pub chains: Vec<ChainDoc>,
+    /// Every root blocker with how many processes wait on it, directly
+    /// or not, most first.
+    pub roots: Vec<RootDoc>,
+    /// The most hops of any chain.
+    pub longest_chain: usize,
+}
+
+/// One cycle as data.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CycleDoc {
+    /// One circle through it (see [`Cycle::hops`]).
+    pub hops: Vec<Hop>,
+    /// Every process of it.
+    pub members: Vec<u32>,
+    /// True when it is a deadlock by [`Cycle::deadlock`]'s rule.
+    pub deadlock: bool,
+    /// Why it may clear, when it is no deadlock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub may_clear: Option<MayClear>,
+    /// Since when it stands (`null`: seen in one look).
+    #[serde(with = "crate::time_format::option")]
+    pub since: Option<SystemTime>,
+    /// The process to signal to break it.
+    pub signal: u32,
+}
+
+/// One waiting process's chain as data.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChainDoc {
+    /// The waiting process.
+    pub pid: u32,
+    /// Its waits, hop by hop (empty for a member of a cycle).
+    pub hops: Vec<Hop>,
+    /// The root blocker it ends at, if it ends at one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<u32>,
+    /// The cycle it ends in (its place in `cycles`), if it ends in one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycle: Option<usize>,
+}
+
+/// One root blocker as data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RootDoc {
+    /// The process at the end of chains, waiting for nothing.
+    pub pid: u32,
+    /// How many processes wait on it, directly or not.
+    pub waiting: usize,
+}
+
+impl WaitGraph {
+    /// The graph as data, its cycles judged at `now`.
+    pub fn doc(&self, now: SystemTime) -> WaitsDoc {
+        let hops = |edges: &[Edge]| edges.iter().map(Hop::of).collect();
+        WaitsDoc {
+            cycles: self
+                .cycles
+                .iter()
+                .map(|cycle| CycleDoc {
+                    hops: hops(&cycle.hops),
+                    members: cycle.members.clone(),
+                    deadlock: cycle.deadlock(now).is_ok(),
+                    may_clear: cycle.deadlock(now).err(),
+                    since: cycle.since,
+                    signal: cycle.victim,
+                })
+                .collect(),
+            chains: self
+                .chains
+                .iter()
+                .map(|(pid, chain)| ChainDoc {
+                    pid: *pid,
+                    hops: hops(&chain.hops),
+                    root: match chain.end {
+                        ChainEnd::Root(root) => Some(root),
+                        ChainEnd::Cycle(_) => None,
+                    },
+                    cycle: match chain.end {
+                        ChainEnd::Root(_) => None,
+                        ChainEnd::Cycle(at) => Some(at),
+                    },
+                })
+                .collect(),
+            roots: self
+                .roots()
+                .into_iter()
+                .map(|(pid, waiting)| RootDoc { pid, waiting })
+                .collect(),
+            longest_chain: self.longest_chain(),
+        }
+    }
+}
+
 /// What one process holds.
 #[derive(Debug, Default)]
 struct Holding {

@@ -11,6 +11,7 @@ use crate::engine::{KeyState, ScanProblem};
 use crate::liveness::lock_free::ProbeChoice;
 use crate::operate::held::HeldView;
 use crate::operate::verdict::Verdict;
+use crate::operate::wait_for::{WaitGraph, WaitsDoc};
 use crate::time_format;
 
 /// One claim in the JSON output.
@@ -36,6 +37,8 @@ struct JsonSnapshot<'a, K> {
     probe: &'a ProbeChoice,
     keys: K,
     problems: &'a [ScanProblem],
+    /// Who waits for whom among the held keys: cycles, chains, roots.
+    waits: WaitsDoc,
 }
 
 /// The keys of a [`JsonSnapshot`], written one by one as the iterator
@@ -48,21 +51,43 @@ impl<'a, I: Iterator<Item = JsonKey<'a>> + Clone> serde::Serialize for JsonKeys<
     }
 }
 
+/// How a document's held keys are judged: spawns by `materializing`, at
+/// `now`; a cycle of waits that `waits` (a live view's graph) already had
+/// stands since it did there — without it, the keys are one look, whose
+/// cycles are never called deadlocks.
+#[derive(Debug, Clone, Copy)]
+pub struct Judged<'a> {
+    /// Spawns become suspects after this.
+    pub materializing: std::time::Duration,
+    /// When they are judged (the document's `taken_at`).
+    pub now: SystemTime,
+    /// The live view's wait-for graph, if there is one.
+    pub waits: Option<&'a WaitGraph>,
+}
+
 /// Writes the `snapshot --json` document (schema in docs/formats.md) for
-/// `keys` as they are at `now` (verdicts judged then, `taken_at`), one
-/// line. Streamed from borrowed data: no JSON value tree of every key.
-/// `locktop serve` writes the same document from the live view, `locktop
-/// replay --at` from a recording.
+/// `keys` as they are at `judged.now` (verdicts judged then, `taken_at`),
+/// one line. Streamed from borrowed data: no JSON value tree of every
+/// key. `locktop serve` writes the same document from the live view,
+/// `locktop replay --at` from a recording.
 pub fn write_json<'a>(
     out: &mut impl Write,
     state_dir: &Path,
     probe: &ProbeChoice,
     keys: impl Iterator<Item = (&'a LockKey, &'a KeyState)> + Clone,
     problems: &[ScanProblem],
-    materializing: std::time::Duration,
-    now: SystemTime,
+    judged: Judged<'_>,
 ) -> std::io::Result<()> {
-    let held = HeldView::of(keys.clone(), materializing);
+    let Judged {
+        materializing,
+        now,
+        waits,
+    } = judged;
+    let mut held = HeldView::of(keys.clone(), materializing);
+    if let Some(waits) = waits {
+        held = held.looked_at(now, Some(waits));
+    }
+    let waits = held.waits().doc(now);
     let keys = JsonKeys(keys.map(|(key, state)| JsonKey {
         kind: key.kind(),
         name: key.name(),
@@ -77,6 +102,7 @@ pub fn write_json<'a>(
         probe,
         keys,
         problems,
+        waits,
     };
     crate::text::write_json(&mut *out, &doc).map_err(std::io::Error::from)?;
     writeln!(out)

@@ -160,6 +160,7 @@ impl App {
             &data.watcher.problems,
             now,
             self.config.materializing_after,
+            data.held().waits(),
         );
         let how = format!(
             "from the recording at {} (nothing probed)",

@@ -9,6 +9,14 @@
 //! holds through a file unlinked from its path (the SDK create race,
 //! [`crate::liveness::unlinked`]) is busy: it may look free on disk, but
 //! taking it would make a second holder.
+//!
+//! Who waits for whom: when anyone waits on a busy member or on a key its
+//! holders hold, the whole tree is looked at (a snapshot, with the
+//! check's probe — never the acquire probe, which would write: passive
+//! then) and its wait-for graph joins the hops; when that graph has a
+//! cycle, it is looked at again [`DEADLOCK_AFTER`] later, and a cycle
+//! still standing then (the same processes) is judged by the deadlock
+//! rule as the monitor judges it.
 
 mod lines;
 mod recorded;
@@ -28,7 +36,9 @@ use crate::liveness::unlinked::{self, KnownInodes};
 use crate::liveness::verify::{Hold, HolderVerifier, claim_files};
 use crate::liveness::{KeyState, Liveness, ProbeMode};
 use crate::locks::{self, Busy, Family, LocksError};
+use crate::operate::held::HeldView;
 use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
+use crate::operate::wait_for::{DEADLOCK_AFTER, WaitsDoc};
 
 /// One busy member and who holds it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -206,6 +216,24 @@ pub struct CheckReport {
     pub free: bool,
     /// Per member, in family order (duplicates collapsed).
     pub members: Vec<MemberReport>,
+    /// Who waits for whom in the whole tree, when anyone waits on a busy
+    /// member or on what its holders hold (`None`: nobody does, or the
+    /// check was not of the live tree).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits: Option<WaitsDoc>,
+}
+
+impl CheckReport {
+    /// True when a member is waited on in a deadlock, or its holder waits
+    /// in one (its chain runs into it, in this family or not).
+    pub fn deadlocked(&self) -> bool {
+        self.members.iter().any(|member| {
+            matches!(
+                member.verdict,
+                Some(Verdict::Deadlock { .. } | Verdict::Blocked { deadlock: true, .. })
+            )
+        })
+    }
 }
 
 /// How a check with `probe` learns whether members are taken, in words
@@ -297,8 +325,78 @@ pub async fn check_family(
     };
     // Synchronous on purpose: a one-shot, operator-triggered report (one
     // /proc/locks read, one scan only when something is busy).
-    let report = explain(context.state_dir(), &busy);
+    let mut report = explain(context.state_dir(), &busy);
+    if report.members.iter().any(|member| {
+        !member.contenders.is_empty()
+            || !member.watchers.is_empty()
+            || !member.holders.iter().all(|h| h.also_holds.is_empty())
+    }) {
+        let looks = if probe.writes() {
+            ProbeMode::Passive
+        } else {
+            probe
+        };
+        join_waits(context.state_dir(), &mut report, looks).await;
+    }
     Ok(report)
+}
+
+/// The tree's held keys, looked at once with `probe` (`None` when the
+/// tree cannot be read: the report keeps its one-hop verdicts).
+async fn look(state_dir: &Path, probe: ProbeMode) -> Option<HeldView> {
+    let snapshot = crate::liveness::snapshot::take(state_dir, probe)
+        .await
+        .ok()?;
+    let held: Vec<(LockKey, KeyState)> = snapshot
+        .keys
+        .iter_sorted()
+        .filter(|(_, state)| state.liveness.is_held())
+        .map(|(key, state)| (key.clone(), state.clone()))
+        .collect();
+    Some(HeldView::of(
+        held.iter().map(|(k, s)| (k, s)),
+        MATERIALIZING_AFTER,
+    ))
+}
+
+/// Joins the hops: judges every busy member with the tree's wait-for
+/// graph (looked at twice when it has a cycle, see the module doc), and
+/// puts the graph in the report.
+async fn join_waits(state_dir: &Path, report: &mut CheckReport, probe: ProbeMode) {
+    let Some(first) = look(state_dir, probe).await else {
+        return;
+    };
+    let first_at = SystemTime::now();
+    let mut view = first.looked_at(first_at, None);
+    if !view.waits().cycles().is_empty() {
+        tokio::time::sleep(DEADLOCK_AFTER).await;
+        if let Some(second) = look(state_dir, probe).await {
+            let before = view.waits().clone();
+            view = second.looked_at(SystemTime::now(), Some(&before));
+        }
+    }
+    if view.waits().is_empty() {
+        return;
+    }
+    let now = SystemTime::now();
+    for member in report.members.iter_mut().filter(|member| member.busy) {
+        let key = view
+            .held()
+            .find(|(key, _)| key.kind() == member.kind && key.name() == member.name);
+        let Some((key, state)) = key else {
+            continue;
+        };
+        let verdict = view.judge(key, state, now);
+        if let Some(
+            verdict @ (Verdict::Deadlock { .. }
+            | Verdict::WaitCycle { .. }
+            | Verdict::Blocked { .. }),
+        ) = verdict
+        {
+            member.verdict = Some(verdict);
+        }
+    }
+    report.waits = Some(view.waits().doc(now));
 }
 
 /// The busy members of `coords` judged lock-free: from one merged
@@ -441,6 +539,7 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
     CheckReport {
         free: members.iter().all(|member| !member.busy),
         members,
+        waits: None,
     }
 }
 

@@ -16,12 +16,15 @@ use crate::liveness::process::ProcessInfo;
 use crate::liveness::{KeyState, Liveness};
 use crate::locks::{self, Family, LocksError};
 use crate::operate::held::HeldView;
+use crate::operate::wait_for::WaitGraph;
 
 use super::{CheckReport, HolderReport, MemberReport, UnlinkedHolder};
 
 /// The check of `family` against `held` (every held key with its
 /// recorded state) and the recorded scan `problems`, as at `now`, spawns
-/// judged with the recorder's `materializing` threshold.
+/// judged with the recorder's `materializing` threshold; a cycle of waits
+/// that `waits` (the replayed view's graph) already had stands since it
+/// did there.
 pub fn report_from_states<'a>(
     state_dir: &Path,
     family: &Family,
@@ -29,10 +32,11 @@ pub fn report_from_states<'a>(
     problems: &[ScanProblem],
     now: SystemTime,
     materializing: std::time::Duration,
+    waits: &WaitGraph,
 ) -> Result<CheckReport, LocksError> {
     let coords = locks::family_coords(state_dir, family)?;
     let unique = locks::dedup_coords(&coords);
-    let view = HeldView::of(held, materializing);
+    let view = HeldView::of(held, materializing).looked_at(now, Some(waits));
     let members: Vec<MemberReport> = unique
         .iter()
         .map(|(dir, key)| {
@@ -88,6 +92,7 @@ pub fn report_from_states<'a>(
     Ok(CheckReport {
         free: members.iter().all(|member| !member.busy),
         members,
+        waits: (!view.waits().is_empty()).then(|| view.waits().doc(now)),
     })
 }
 
@@ -139,6 +144,7 @@ mod tests {
             &[],
             t(60),
             MATERIALIZING_AFTER,
+            &WaitGraph::default(),
         )
         .unwrap();
         assert!(!report.free);

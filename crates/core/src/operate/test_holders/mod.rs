@@ -370,7 +370,8 @@ async fn run_child(
                             let members = busy.iter().map(BusyMemberSummary::from_member).collect();
                             send(pid, HolderStatus::Waiting(members));
                         }
-                        Some(HoldLine::Released { .. }) | None => {}
+                        // Test holders hold their family alone.
+                        Some(HoldLine::Waited { .. } | HoldLine::Released { .. }) | None => {}
                     }
                 }
                 _ => break,

@@ -260,10 +260,10 @@ fn distances(shape: &Shape) -> Vec<Vec<Option<usize>>> {
     for via in 1..n {
         for a in 1..n {
             for b in 1..n {
-                if let (Some(x), Some(y)) = (dist[a][via], dist[via][b]) {
-                    if dist[a][b].is_none_or(|d| x + y < d) {
-                        dist[a][b] = Some(x + y);
-                    }
+                if let (Some(x), Some(y)) = (dist[a][via], dist[via][b])
+                    && dist[a][b].is_none_or(|d| x + y < d)
+                {
+                    dist[a][b] = Some(x + y);
                 }
             }
         }
@@ -273,6 +273,7 @@ fn distances(shape: &Shape) -> Vec<Vec<Option<usize>>> {
 
 proptest! {
     #[test]
+    #[allow(clippy::needless_range_loop)] // PIDs index the reference's matrix
     fn cycles_chains_and_roots_match_brute_force(shape in shape()) {
         let states = states_of(&shape);
         let graph = graph(&states, t(0));

@@ -292,6 +292,7 @@ fn report(members: usize) -> CheckReport {
     CheckReport {
         free: false,
         members: list,
+        waits: None,
     }
 }
 
