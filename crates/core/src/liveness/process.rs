@@ -162,13 +162,7 @@ impl ProcessInfo {
             started,
             state: stat.as_ref().map(|stat| ProcState::from_char(stat.state)),
             ppid: stat.as_ref().and_then(|stat| u32::try_from(stat.ppid).ok()),
-            parent: stat
-                .as_ref()
-                .filter(|stat| stat.ppid > 0)
-                .and_then(|stat| procfs::process::Process::new(stat.ppid).ok())
-                .and_then(|parent| parent.cmdline().ok())
-                .map(|args| shell_line(&args))
-                .filter(|line| !line.is_empty()),
+            parent: stat.as_ref().and_then(parent_command),
             unit: std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
                 .ok()
                 .and_then(|cgroup| systemd_unit(&cgroup)),
@@ -218,9 +212,18 @@ impl ProcessInfo {
         if start_time(&stat) != self.started {
             return (Self::gone(self.pid), None);
         }
+        let ppid = u32::try_from(stat.ppid).ok();
+        // Re-parented (its parent exited): the old parent's command line
+        // would be paired with the new PPID — read the new one's.
+        let parent = if ppid == self.ppid {
+            self.parent.clone()
+        } else {
+            parent_command(&stat)
+        };
         let info = Self {
             state: Some(ProcState::from_char(stat.state)),
-            ppid: u32::try_from(stat.ppid).ok(),
+            ppid,
+            parent,
             ..self.clone()
         };
         (info, Some(stat.utime + stat.stime))
@@ -265,6 +268,16 @@ impl ProcessInfo {
             (None, false) => "(process gone)",
         }
     }
+}
+
+/// The command line of the parent `stat` names, when readable.
+fn parent_command(stat: &procfs::process::Stat) -> Option<String> {
+    (stat.ppid > 0)
+        .then(|| procfs::process::Process::new(stat.ppid).ok())
+        .flatten()
+        .and_then(|parent| parent.cmdline().ok())
+        .map(|args| shell_line(&args))
+        .filter(|line| !line.is_empty())
 }
 
 /// `args` as one shell-quoted line (`shlex`); joined by spaces in the one

@@ -156,6 +156,13 @@ impl HeldView {
         self.by_pid.keys().copied()
     }
 
+    /// What is known of holder `pid` (from the first key it holds), when
+    /// it holds a key.
+    pub fn holder(&self, pid: u32) -> Option<&crate::liveness::ProcessInfo> {
+        let key = self.keys_of(pid).next()?;
+        self.held.get(key)?.holders.iter().find(|p| p.pid == pid)
+    }
+
     /// The role of `pid`, from every key it holds.
     pub fn role_of(&self, pid: u32) -> Role {
         Role::from_kinds(self.keys_of(pid).map(|key| (key.kind(), key.name())))

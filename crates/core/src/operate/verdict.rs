@@ -312,33 +312,27 @@ impl Verdict {
                     let waiters: Vec<String> = waiters.iter().map(u32::to_string).collect();
                     format!("pid {} waits to take it; ", waiters.join(", "))
                 };
-                let held_by = format!("its holder pid {pid} itself waits: ");
-                let end = match (root, cycle.is_empty()) {
-                    (Some(root), _) => format!(
-                        "{} — pid {root} at the chain's end waits for nothing: act on it, not \
-                         on pid {pid}",
-                        chain_words(chain)
+                // "its holder pid 2322 waits to take tag c held by pid 2194",
+                // or, its holder in the circle itself, "its holder pid 7
+                // waits in a deadlock: …".
+                let holder = if chain.is_empty() {
+                    format!("its holder pid {pid} ")
+                } else {
+                    format!("its holder {}", chain_words(chain))
+                };
+                let end = match root {
+                    Some(root) => format!(
+                        " — pid {root} at the chain's end waits for nothing: act on it, not on \
+                         pid {pid}"
                     ),
-                    (None, _) if *deadlock => format!(
-                        "{}in a deadlock: {}",
-                        if chain.is_empty() {
-                            String::new()
-                        } else {
-                            format!("{}, ", chain_words(chain))
-                        },
-                        circle_words(cycle)
-                    ),
-                    (None, _) => format!(
-                        "{}in a wait cycle: {}",
-                        if chain.is_empty() {
-                            String::new()
-                        } else {
-                            format!("{}, ", chain_words(chain))
-                        },
+                    None => format!(
+                        "{}waits in a {}: {}",
+                        if chain.is_empty() { "" } else { ", which " },
+                        if *deadlock { "deadlock" } else { "wait cycle" },
                         circle_words(cycle)
                     ),
                 };
-                format!("blocked: {waiting}{held_by}{end}")
+                format!("blocked: {waiting}{holder}{end}")
             }
             Verdict::Stopped { pid } => format!(
                 "stopped: pid {pid} holds its locks until SIGCONT or a kill — `kill -CONT {pid}`"

@@ -1,14 +1,17 @@
 //! The blocking view's rows (pg_activity's running / waiting / blocking is
 //! the model), and the answer to "what is stuck?": every held key, those
-//! someone waits on whose holder needs someone to act first, then the
-//! other keys contenders wait to take (contended: someone is blocked, or
-//! was refused a `LOCK_NB` try in the last minute — a process looping on
-//! `try_acquire` never blocks, but it wants the key as much),
-//! then the other suspects, then those only watchers wait to see released
-//! (a daemon waiting for an agent to end: normal), then the rest; the
-//! oldest hold first within each. Keys held by this
-//! monitor's own test holders come after every other key: the operator
-//! made them, they are not news.
+//! waited on in a deadlock first, then in a wait cycle that may clear,
+//! then those someone waits on whose holder needs someone to act, then
+//! the other keys someone waits to take (a contender blocked in
+//! `wait_acquire`, or a process still looping on `try_acquire`: refused
+//! within the last seconds), then the other suspects, then those only
+//! watchers wait to see released (a daemon waiting for an agent to end:
+//! normal), then the rest. Within each, the key whose holder blocks the
+//! most processes (directly or down a chain) first, then the oldest hold.
+//! Tries refused earlier in the minute by processes no longer trying are
+//! history: shown, and said as such, but they make nothing urgent. Keys
+//! held by this monitor's own test holders come after every other key:
+//! the operator made them, they are not news.
 //!
 //! Invariant: derived from the data and the clock alone, per draw; its
 //! size is the number of held keys (few), never the number of keys.
@@ -16,6 +19,7 @@
 use std::time::{Duration, SystemTime};
 
 use crate::engine::Liveness;
+use crate::liveness::WaitKind;
 use crate::operate::verdict::Verdict;
 
 use super::data::Data;
@@ -24,10 +28,15 @@ use super::tree::NodeId;
 /// How badly a held key needs someone, most urgent first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Urgency {
+    /// It is waited on in a deadlock.
+    Deadlock,
+    /// It is waited on in a cycle of waits that may still clear.
+    WaitCycle,
     /// Someone waits on it, and its holder is a suspect.
     StuckOnSuspect,
-    /// Contenders wait to take it (the SDK's `wait_acquire`), or tries
-    /// to take it were refused in the last minute (`try_acquire`).
+    /// Contenders wait to take it (the SDK's `wait_acquire`), or a
+    /// process still tries to (`try_acquire` refused within the last
+    /// seconds).
     Contended,
     /// Its holder is a suspect; nobody waits yet.
     Suspect,
@@ -44,15 +53,69 @@ pub(crate) struct BlockingRow {
     pub node: NodeId,
     /// Why it is held, if locktop can say.
     pub verdict: Option<Verdict>,
-    /// Processes blocked on it: contenders and watchers.
-    pub waiting: usize,
+    /// Processes waiting on it, by kind.
+    pub waiting: WaitCounts,
     /// `LOCK_NB` tries refused on it in the last minute (0 when none, or
-    /// when the source cannot tell).
+    /// when the source cannot tell), by processes trying now or not.
     pub refused: u64,
+    /// How many processes wait on its holder, directly or down a chain
+    /// (0 when none, or when its holder itself waits).
+    pub blocks: usize,
     /// How urgent it is.
     pub urgency: Urgency,
     /// Held by this monitor's own test holder.
     pub own: bool,
+}
+
+/// The processes waiting on one key, by how they wait.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WaitCounts {
+    /// Blocked taking it (`wait_acquire`).
+    pub contenders: usize,
+    /// Blocked until it is released (`wait_released`).
+    pub watchers: usize,
+    /// Looping on `try_acquire`, refused within the last seconds.
+    pub trying: usize,
+}
+
+impl WaitCounts {
+    /// All of them.
+    pub fn total(self) -> usize {
+        self.contenders + self.watchers + self.trying
+    }
+
+    /// Those who want to take it (not watchers).
+    pub fn takers(self) -> usize {
+        self.contenders + self.trying
+    }
+
+    /// `1 waiting to take it, 1 waiting for its release, 2 trying`: each
+    /// kind said (nothing when nobody waits).
+    pub fn describe(self) -> String {
+        let mut parts = Vec::new();
+        if self.contenders > 0 {
+            parts.push(format!("{} waiting to take it", self.contenders));
+        }
+        if self.trying > 0 {
+            parts.push(format!("{} trying to take it", self.trying));
+        }
+        if self.watchers > 0 {
+            parts.push(format!("{} waiting for its release", self.watchers));
+        }
+        parts.join(", ")
+    }
+
+    /// The column's short form: `2 take 1 end`.
+    pub fn short(self) -> String {
+        let mut parts = Vec::new();
+        if self.takers() > 0 {
+            parts.push(format!("{} take", self.takers()));
+        }
+        if self.watchers > 0 {
+            parts.push(format!("{} end", self.watchers));
+        }
+        parts.join(" ")
+    }
 }
 
 impl BlockingRow {
@@ -84,7 +147,7 @@ impl Attention {
                 true => attention.own_suspects += usize::from(suspect),
                 false => {
                     attention.suspects += usize::from(suspect);
-                    attention.waited_on += usize::from(row.waiting > 0 || row.refused > 0);
+                    attention.waited_on += usize::from(row.waiting.total() > 0);
                 }
             }
         }
@@ -106,21 +169,42 @@ impl Data {
             .filter_map(|node| {
                 let lock = self.lock(node)?;
                 let verdict = self.verdict(lock, now, materializing);
-                let waiting = lock.state.waiters.len() + lock.state.watchers.len();
+                let waiting = WaitCounts {
+                    contenders: lock.state.waiters.len(),
+                    watchers: lock.state.watchers.len(),
+                    trying: lock
+                        .state
+                        .waiting
+                        .iter()
+                        .filter(|waiting| waiting.how == WaitKind::Trying)
+                        .count(),
+                };
                 let refused = lock.state.refused.as_ref().map_or(0, |r| r.last_minute);
                 let suspect = verdict.as_ref().is_some_and(Verdict::is_suspect);
-                let urgency = match (suspect, &lock.state) {
-                    (true, _) if waiting > 0 || refused > 0 => Urgency::StuckOnSuspect,
-                    (_, state) if !state.waiters.is_empty() || refused > 0 => Urgency::Contended,
-                    (_, state) if !state.watchers.is_empty() => Urgency::Watched,
-                    (true, _) => Urgency::Suspect,
-                    (false, _) => Urgency::Held,
+                let urgency = match &verdict {
+                    Some(Verdict::Deadlock { .. }) => Urgency::Deadlock,
+                    Some(Verdict::WaitCycle { .. }) => Urgency::WaitCycle,
+                    _ if suspect && waiting.total() > 0 => Urgency::StuckOnSuspect,
+                    _ if waiting.takers() > 0 => Urgency::Contended,
+                    _ if suspect => Urgency::Suspect,
+                    _ if waiting.watchers > 0 => Urgency::Watched,
+                    _ => Urgency::Held,
                 };
+                let waits = self.held().waits();
+                let blocks = lock
+                    .state
+                    .holders
+                    .iter()
+                    .filter(|holder| holder.alive)
+                    .map(|holder| waits.blocked_by(holder.pid))
+                    .max()
+                    .unwrap_or_default();
                 let row = BlockingRow {
                     node,
                     verdict,
                     waiting,
                     refused,
+                    blocks,
                     urgency,
                     own: lock.liveness() == Liveness::Own,
                 };
@@ -129,7 +213,15 @@ impl Data {
             .collect();
         rows.sort_by(|(a_since, a), (b_since, b)| {
             let key = |since: &Option<SystemTime>, row: &BlockingRow| {
-                (row.own, row.urgency, since.is_none(), *since, row.node)
+                let blocks = std::cmp::Reverse(row.blocks);
+                (
+                    row.own,
+                    row.urgency,
+                    blocks,
+                    since.is_none(),
+                    *since,
+                    row.node,
+                )
             };
             key(a_since, a).cmp(&key(b_since, b))
         });

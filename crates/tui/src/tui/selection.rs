@@ -15,6 +15,7 @@ use crate::disk::LockKey;
 use crate::liveness::process::ProcessInfo;
 use crate::model::{HolderRow, NodeId};
 use crate::operate::test_holders::HolderId;
+use crate::operate::verdict::Verdict;
 
 use super::action::Pane;
 use super::app::App;
@@ -137,8 +138,21 @@ impl App {
         match self.selected() {
             Selected::Node(node) => {
                 let lock = data.lock(node)?;
-                let held = lock.liveness().is_held();
-                held.then(|| lock.state.holders.first().cloned()).flatten()
+                if !lock.liveness().is_held() {
+                    return None;
+                }
+                // A key waited on in a cycle offers the process to signal
+                // to break it (a holder of one of the cycle's keys, which
+                // the dialog verifies before any signal).
+                let now = self.model.now();
+                let verdict = data.verdict(lock, now, self.config.materializing_after);
+                if let Some(Verdict::Deadlock { pid, .. } | Verdict::WaitCycle { pid, .. }) =
+                    verdict
+                    && let Some(victim) = data.held().holder(pid)
+                {
+                    return Some(victim.clone());
+                }
+                lock.state.holders.first().cloned()
             }
             Selected::HeldKey { pid, .. } | Selected::Process { pid } => {
                 let (groups, _) = self.model.holders();

@@ -13,3 +13,4 @@ mod replay;
 mod screens;
 mod selection;
 mod support;
+mod waits;

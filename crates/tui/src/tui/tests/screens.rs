@@ -413,10 +413,12 @@ fn the_blocking_pane_lists_what_someone_waits_on_first_then_suspects_and_enter_s
 }
 
 /// A process looping on `try_acquire` never blocks: with no waiter at
-/// all, the tries refused on a stopped agent's tag make it the stuck key
-/// the header names, with who is refused.
+/// all, a process still trying to take a stopped agent's tag makes it the
+/// stuck key the header names, with who is refused; once nobody tries
+/// any more, the minute's refusals are history — said as such, and
+/// urgent no more (the stopped key nobody wants is a mere suspect).
 #[test]
-fn refused_tries_make_a_key_stuck_and_the_header_says_by_whom() {
+fn tries_still_refused_make_a_key_stuck_and_past_ones_are_history() {
     let mut model = demo_model();
     let mut stopped = held(Liveness::Live, 4000, "agent --tag parked", t(300));
     stopped.holders[0].state = Some(crate::liveness::process::ProcState::Stopped);
@@ -429,24 +431,31 @@ fn refused_tries_make_a_key_stuck_and_the_header_says_by_whom() {
             crate::liveness::state::RefusedBy {
                 pid: 9,
                 count: 300,
-                last: None,
+                last: Some(t(499)),
             },
             crate::liveness::state::RefusedBy {
                 pid: 11,
                 count: 40,
-                last: None,
+                last: Some(t(440)),
             },
         ],
     });
-    model.apply(key_delta(tag("relocating"), tried, None, t(500)));
+    let trying =
+        crate::engine::fixtures::waited_by(tried.clone(), 9, crate::liveness::WaitKind::Trying);
+    model.apply(key_delta(tag("relocating"), trying, None, t(500)));
     let mut app = app_with(Theme::monochrome(), model, STATE.as_ref());
-    let screen = render(&mut app, 140, 30).backend().to_string();
+    let screen = render(&mut app, 160, 30).backend().to_string();
     assert!(
         screen.contains(
-            "stuck: tag relocating — ‖ stopped: refused 340× in the last minute, by pid 9 (300), 11 (40), held"
+            "stuck: tag relocating — ‖ stopped: 1 trying to take it, refused 340× in the last minute, by pid 9 (300), 11 (40), held"
         ),
         "{screen}"
     );
+    // Pid 9 stopped trying: the refusals stay, said as history.
+    app.model
+        .apply(key_delta(tag("relocating"), tried, None, t(505)));
+    let screen = render(&mut app, 160, 30).backend().to_string();
+    assert!(!screen.contains("stuck: tag relocating"), "{screen}");
 }
 
 #[test]

@@ -1,7 +1,10 @@
-//! The blocking pane — "what needs someone to act": every held key,
-//! suspects first (stopped holder, orphaned child, spawn materializing too
-//! long, idle holder), then keys someone waits on, then the rest, oldest hold first;
-//! with the holder, its role and state, the age and the waiters. Enter
+//! The blocking pane — "what needs someone to act": every held key in
+//! the order of [`crate::model::BlockingRow`]'s urgency (deadlocks first,
+//! then wait cycles, keys someone waits on whose holder is a suspect,
+//! contended keys, other suspects, watched keys, the rest; the holder
+//! blocking the most processes first within each), with the holder, its
+//! role and state, the age and who waits (`2 take 1 end`: two want to take
+//! it, one waits for its release). Enter
 //! shows the key in the tree. Invariants: only the rows in the viewport
 //! become text; a key's name is shortened in the middle only when its
 //! column cannot hold it.
@@ -18,7 +21,7 @@ use super::super::fit::fit;
 use super::list::{self, ListArea, ListFrame, fill_width};
 
 /// The fixed columns around the key's: state, holder, age, waiting.
-const FIXED: [u16; 4] = [11, 20, 6, 9];
+const FIXED: [u16; 4] = [11, 20, 6, 12];
 /// Below this width: the state's glyph, the key, the holder's PID, age.
 const WIDE: u16 = 60;
 /// The narrow layout's fixed columns: state glyph, PID, age.
@@ -83,8 +86,8 @@ fn row_cells(app: &App, row: &BlockingRow, room: usize, wide: bool) -> Vec<Cell<
         Cell::from(holder),
         Cell::from(age_text(lock.state.since, now)),
     ];
-    if wide && row.waiting > 0 {
-        let waiting = format!("{} waiting", row.waiting);
+    if wide && row.waiting.total() > 0 {
+        let waiting = row.waiting.short();
         cells.push(Cell::from(Span::styled(waiting, theme.in_flight)));
     }
     cells

@@ -17,6 +17,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use crate::disk::LockKey;
 use crate::locks::instances_root;
 use crate::model::{EventKind, Lock, Node, NodeId};
+use crate::operate::verdict::{Hop, Verdict};
 use crate::time_format;
 
 use super::super::action::{Action, Pane};
@@ -237,6 +238,7 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
             "verdict",
             vec![Span::styled(verdict.describe(now), style)],
         ));
+        lines.extend(wait_lines(app, &verdict));
     }
     if let Some(note) = lock.state.holders_note {
         lines.push(field(
@@ -274,6 +276,40 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
         ));
     }
     lines
+}
+
+/// A chain or a circle of waits, hop by hop: who waits, how, on which
+/// key, held by whom (PID, state, command line).
+fn wait_lines(app: &App, verdict: &Verdict) -> Vec<Line<'static>> {
+    let theme = app.config.theme;
+    let (label, hops): (&str, Vec<&Hop>) = match verdict {
+        Verdict::Deadlock { cycle, .. } | Verdict::WaitCycle { cycle, .. } => {
+            ("cycle", cycle.iter().collect())
+        }
+        Verdict::Blocked { chain, cycle, .. } => ("chain", chain.iter().chain(cycle).collect()),
+        _ => return Vec::new(),
+    };
+    let held = app.model.data().held();
+    hops.into_iter()
+        .map(|hop| {
+            let holder = held.holder(hop.holder);
+            let state = holder
+                .and_then(|p| p.state)
+                .map_or(String::new(), |state| format!(" ({})", state.as_str()));
+            let command = holder.map_or("", |p| p.command()).to_string();
+            field(
+                &theme,
+                label,
+                vec![
+                    Span::styled(format!("pid {}", hop.pid), theme.key),
+                    text(format!(" {} {} ← held by ", hop.how.verb(), hop.label())),
+                    Span::styled(format!("pid {}", hop.holder), theme.key),
+                    text(state),
+                    Span::styled(format!(" {command}"), theme.dim),
+                ],
+            )
+        })
+        .collect()
 }
 
 /// What else each holder of node `id` holds.

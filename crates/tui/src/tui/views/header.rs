@@ -14,6 +14,8 @@ use ratatui::widgets::Paragraph;
 
 use crate::engine::{Liveness, WatcherHealth};
 use crate::model::{Attention, BlockingRow, RECENTLY_FREED, Role, Urgency};
+use crate::operate::verdict::Verdict;
+use crate::operate::wait_for::{chain_words, circle_words};
 
 use super::super::action::{Action, Pane};
 use super::super::app::App;
@@ -111,7 +113,12 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
     let counts = data.counts;
     let mut second = Vec::new();
     let attention = Attention::of(rows);
-    // First: what needs someone to act.
+    // First: what needs someone to act, a deadlock above all.
+    let deadlocks = data.held().waits().deadlocks(app.model.now()).count();
+    if deadlocks > 0 {
+        second.push(Span::styled(format!("{deadlocks} ⊗ deadlock"), theme.error));
+        second.push(Span::raw("  "));
+    }
     if attention.suspects > 0 {
         second.push(Span::styled(
             format!("{} ⚠ suspect", attention.suspects),
@@ -160,10 +167,12 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-/// The header's third line: the most urgent key, named — `stuck` when
-/// someone waits on it or was refused it, `suspect` otherwise — with its
-/// verdict's marker, what it is, who is refused it, how long it is held
-/// and by whom.
+/// The header's third line: the most urgent key, named — `deadlock` or
+/// `wait cycle` with every process and key of the circle and whom to
+/// signal; `stuck` when someone waits on it (each kind of waiter said),
+/// with the root blocker when its holder itself waits; `suspect`
+/// otherwise — with its verdict's marker, how long it is held and by
+/// whom, and how many processes that holder blocks down its chains.
 fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
     let theme = app.config.theme;
     let (data, now) = (app.model.data(), app.model.now());
@@ -171,11 +180,29 @@ fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
         return Line::default();
     };
     let word = match row.urgency {
+        Urgency::Deadlock => "deadlock",
+        Urgency::WaitCycle => "wait cycle",
         Urgency::StuckOnSuspect | Urgency::Contended => "stuck",
         Urgency::Suspect => "suspect",
         Urgency::Watched | Urgency::Held => "waited on",
     };
     let mut spans = vec![Span::styled(format!("{word}: "), theme.error)];
+    match &row.verdict {
+        Some(Verdict::Deadlock { cycle, pid, .. }) => {
+            spans.push(Span::raw(visible(&circle_words(cycle)).into_owned()));
+            spans.push(Span::raw(format!(
+                " — signal pid {pid} to break it ({} on its key)",
+                key_of(Action::Kill)
+            )));
+            return Line::from(spans);
+        }
+        Some(Verdict::WaitCycle { cycle, why, .. }) => {
+            spans.push(Span::raw(visible(&circle_words(cycle)).into_owned()));
+            spans.push(Span::raw(format!(" — may clear: {}", why.describe())));
+            return Line::from(spans);
+        }
+        _ => {}
+    }
     spans.push(Span::styled(
         format!("{} {}", lock.key.kind().as_str(), visible(lock.key.name())),
         theme.section,
@@ -186,19 +213,28 @@ fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
         spans.push(Span::raw(": "));
     }
     let mut what = Vec::new();
-    if row.waiting > 0 {
-        what.push(format!("{} waiting", row.waiting));
+    if row.waiting.total() > 0 {
+        what.push(row.waiting.describe());
     }
     if let Some(refused) = &lock.state.refused {
-        what.push(refused.describe());
+        if row.waiting.trying > 0 {
+            what.push(refused.describe());
+        } else {
+            // Tries by processes that stopped trying: history.
+            what.push(format!("{} (none trying now)", refused.describe()));
+        }
     }
     let mut held = String::from("held");
     if let Some(since) = lock.state.since {
         held.push_str(&format!(" {}", crate::time_format::age(since, now)));
     }
     // The process the verdict is about (an orphaned lock's keeper, not
-    // its gone taker), else the first holder.
-    let pid = row.verdict.as_ref().and_then(|v| v.pid());
+    // its gone taker), else the first holder; a chain's root blocker is
+    // said apart.
+    let pid = match &row.verdict {
+        Some(Verdict::Blocked { .. }) => None,
+        verdict => verdict.as_ref().and_then(Verdict::pid),
+    };
     let holder = match pid {
         Some(pid) => lock.state.holders.iter().find(|p| p.pid == pid),
         None => lock.state.holders.iter().find(|p| p.alive),
@@ -212,6 +248,27 @@ fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
         held.push_str(&format!(" by pid {}{role}", holder.pid_text()));
     }
     what.push(held);
+    if let Some(Verdict::Blocked {
+        pid, chain, root, ..
+    }) = &row.verdict
+    {
+        let end = match root {
+            Some(root) => format!(
+                "root blocker pid {root} ({} waiting on it)",
+                data.held().waits().blocked_by(*root)
+            ),
+            None => "the chain ends in a cycle of waits".to_string(),
+        };
+        what.push(format!(
+            "pid {pid} itself waits: {} — {end}",
+            visible(&chain_words(chain))
+        ));
+    } else if row.blocks > row.waiting.total() {
+        what.push(format!(
+            "{} processes wait on its holder, down chains",
+            row.blocks
+        ));
+    }
     spans.push(Span::raw(what.join(", ")));
     Line::from(spans)
 }
