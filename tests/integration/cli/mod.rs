@@ -15,3 +15,4 @@ mod unfit;
 mod unlinked;
 mod unprivileged;
 mod verdicts;
+mod waits;

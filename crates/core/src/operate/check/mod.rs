@@ -326,11 +326,7 @@ pub async fn check_family(
     // Synchronous on purpose: a one-shot, operator-triggered report (one
     // /proc/locks read, one scan only when something is busy).
     let mut report = explain(context.state_dir(), &busy);
-    if report.members.iter().any(|member| {
-        !member.contenders.is_empty()
-            || !member.watchers.is_empty()
-            || !member.holders.iter().all(|h| h.also_holds.is_empty())
-    }) {
+    if anyone_waits_around(&report) {
         let looks = if probe.writes() {
             ProbeMode::Passive
         } else {
@@ -339,6 +335,34 @@ pub async fn check_family(
         join_waits(context.state_dir(), &mut report, looks).await;
     }
     Ok(report)
+}
+
+/// True when someone waits on a busy member, or a holder of one waits
+/// on anything (one `/proc/locks` read): only then is the whole tree
+/// looked at for the hops.
+fn anyone_waits_around(report: &CheckReport) -> bool {
+    let busy = report.members.iter().filter(|member| member.busy);
+    if busy
+        .clone()
+        .any(|member| !member.contenders.is_empty() || !member.watchers.is_empty())
+    {
+        return true;
+    }
+    let holders: std::collections::HashSet<u32> = busy
+        .flat_map(|member| &member.holders)
+        .map(|holder| holder.process.pid)
+        .collect();
+    if holders.is_empty() {
+        return false;
+    }
+    let index = LockIndex::read().unwrap_or_default();
+    index.files().any(|(_, locks)| {
+        locks
+            .waiters
+            .iter()
+            .chain(&locks.shared_waiters)
+            .any(|pid| holders.contains(pid))
+    })
 }
 
 /// The tree's held keys, looked at once with `probe` (`None` when the
