@@ -141,6 +141,25 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
     } else {
         at
     };
+    // A cycle of waits is judged as the live monitor judged it: looked at
+    // once the rule's timeout before, and again now (one look alone
+    // could not tell a deadlock).
+    let earlier = judged_at
+        .checked_sub(crate::operate::wait_for::DEADLOCK_AFTER)
+        .and_then(|before| Some((before, set.state_at(before).ok()?)));
+    let earlier = earlier.map(|(before, replayed)| {
+        let held = replayed
+            .state
+            .keys()
+            .iter()
+            .filter(|(_, s)| s.liveness.is_held());
+        crate::operate::wait_for::WaitGraph::build(held, before, None)
+    });
+    let judged = |materializing| crate::stream::snapshot::Judged {
+        materializing,
+        now: judged_at,
+        waits: earlier.as_ref(),
+    };
     let state = &replayed.state;
     let mut keys: Vec<_> = state
         .keys()
@@ -164,11 +183,7 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
             &probe,
             keys.iter().copied(),
             problems,
-            crate::stream::snapshot::Judged {
-                materializing,
-                now: judged_at,
-                waits: None,
-            },
+            judged(materializing),
         )?;
     } else {
         super::snapshot::write_table(
@@ -176,8 +191,7 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
             keys.iter().copied(),
             problems,
             super::snapshot::terminal_width(),
-            judged_at,
-            materializing,
+            judged(materializing),
         )?;
     }
     out.flush()?;

@@ -71,8 +71,11 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
             shown,
             &snapshot.problems,
             terminal_width(),
-            SystemTime::now(),
-            MATERIALIZING_AFTER,
+            crate::stream::snapshot::Judged {
+                materializing: MATERIALIZING_AFTER,
+                now: SystemTime::now(),
+                waits: None,
+            },
         )
     };
     match written {
@@ -104,10 +107,13 @@ pub fn write_table<'a>(
     keys: impl Iterator<Item = (&'a LockKey, &'a KeyState)> + Clone,
     problems: &[ScanProblem],
     width: Option<usize>,
-    now: SystemTime,
-    materializing: std::time::Duration,
+    judged: crate::stream::snapshot::Judged<'_>,
 ) -> std::io::Result<()> {
-    let held = HeldView::of(keys.clone(), materializing);
+    let now = judged.now;
+    let mut held = HeldView::of(keys.clone(), judged.materializing);
+    if let Some(waits) = judged.waits {
+        held = held.looked_at(now, Some(waits));
+    }
     let fixed = format!(
         "{:<10} {:<8} {:>7} {:>6}  {:<10} ",
         "STATE", "KIND", "PID", "AGE", "VERDICT"

@@ -18,7 +18,9 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use super::snapshot_watch::Watch;
-use crate::common::{Holder, run_locktop, serial_blocking, skip_unless, state_in_tempdir};
+use crate::common::{
+    Holder, locktop_command, run_locktop, serial_blocking, skip_unless, state_in_tempdir,
+};
 
 /// How long each holder holds its family before its extra wait begins:
 /// long enough for every holder of a shape to have taken its own.
@@ -334,4 +336,70 @@ fn a_monitor_that_is_not_root_shows_the_cycle_as_one_that_may_clear() {
         doc["members"][0]["verdict"]["kind"], "unverified_holder",
         "{doc:#}"
     );
+}
+
+/// A deadlock recorded by `record` replays as it was live: the journal's
+/// verdict lines say `deadlock`, and `replay --at` a moment after it
+/// formed — which looks at the recording a second before as well, as the
+/// rule asks — calls its cycle a deadlock, table and JSON alike.
+#[test]
+fn a_recorded_deadlock_replays_as_a_deadlock() {
+    let _serial = serial_blocking();
+    let (tmp, state) = state_in_tempdir();
+    let journal = tmp.path().join("journal.jsonl");
+    let journal_arg = journal.to_str().expect("utf-8");
+    let mut recorder = locktop_command(&state, &["record", "--out", journal_arg])
+        .spawn()
+        .expect("spawn record");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let read = |what: &str| {
+        while Instant::now() < deadline {
+            let text = std::fs::read_to_string(&journal).unwrap_or_default();
+            if text.contains(what) {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the journal never said {what:?}");
+    };
+    read("checkpoint_end");
+    let one = waiting_holder(&state, &["--tag", "a"], &["--then-wait-tag", "b"]);
+    let two = waiting_holder(&state, &["--tag", "b"], &["--then-wait-tag", "a"]);
+    read("\"kind\":\"deadlock\"");
+    let at = locktop::time_format::rfc3339(std::time::SystemTime::now());
+    let replay_at = |json: bool| {
+        let mut command = std::process::Command::new(crate::common::locktop_bin());
+        command.args(["replay", journal_arg, "--at", &at]);
+        if json {
+            command.arg("--json");
+        }
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        crate::common::finish(command)
+    };
+    let replay = replay_at(true);
+    assert_eq!(replay.code(), 0, "{replay:?}");
+    let doc: Value = serde_json::from_str(replay.stdout.trim()).expect("JSON");
+    let cycle = &doc["waits"]["cycles"][0];
+    assert_eq!(
+        members(cycle),
+        sorted(vec![one.pid(), two.pid()]),
+        "{doc:#}"
+    );
+    assert_eq!(cycle["deadlock"], true, "{doc:#}");
+    let table = replay_at(false);
+    assert_eq!(table.code(), 0, "{table:?}");
+    assert!(
+        table
+            .stdout
+            .lines()
+            .filter(|l| l.contains(" deadlock "))
+            .count()
+            == 2,
+        "both tags: {table:?}"
+    );
+    let _ = kill(Pid::from_raw(recorder.id() as i32), Signal::SIGTERM);
+    let _ = recorder.wait();
 }

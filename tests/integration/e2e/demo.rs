@@ -108,7 +108,7 @@ fn demo_shows_the_swarm_and_quitting_cleans_up() {
             .iter()
             .all(|word| screen.contains(word))
             && crate::common::pty::row_of(screen, "research: v2.1")
-                .is_some_and(|row| row.contains("1 waiting"))
+                .is_some_and(|row| row.contains("1 take"))
     });
     assert!(
         crate::common::pty::row_of(&blocking, "export: nightly")
@@ -179,26 +179,57 @@ fn demo_refuses_a_state_dir_that_is_not_empty() {
     );
 }
 
+/// The demo's first screen: its deadlock named on the header's third
+/// line (whom to signal first, then the circle, cut at the width), both
+/// its tags marked in their rows, the stuck tag contended in its row
+/// beside every other verdict; `K` on the deadlocked key at the top of the
+/// Blocking pane offers the process to signal, `y` sends SIGTERM, and the
+/// deadlock is over — the stuck tag is then the one the header names.
 #[test]
-fn the_first_screen_names_the_stuck_tag_and_shows_every_verdict_without_a_key() {
+fn the_first_screen_names_the_deadlock_and_the_stuck_tag_and_k_breaks_the_deadlock() {
     let state = tempfile::tempdir().unwrap();
     let mut tui = Tui::spawn(state.path(), &["demo"], 120, 35);
     let screen = tui.wait_for(
-        "the stuck tag named and every verdict on screen",
+        "the deadlock named, the stuck tag and every verdict on screen",
         |screen| {
             let header = screen.lines().nth(2).unwrap_or_default();
-            header.starts_with("stuck: tag research: v2.1 — ◈ contended: 1 waiting")
+            header.starts_with("deadlock: signal pid")
+                && header.contains("holds tag \"deploy: ")
+                && ["deploy: blue", "deploy: green"].iter().all(|tag| {
+                    crate::common::pty::row_of(screen, tag)
+                        .is_some_and(|row| row.contains("⊗ deadlock"))
+                })
                 && crate::common::pty::row_of(screen, "research: v2.1")
                     .is_some_and(|row| row.contains("◈ contended"))
-                && ["‖ stopped", "↯ orphan", "◔ spawn"]
+                && ["‖ stopped", "↯ orphan", "◔ spawn", "⊗ deadlock"]
                     .iter()
                     .all(|marker| screen.contains(marker))
         },
     );
-    assert!(
-        screen.contains("│tag      research: v2.1"),
-        "the details are on the stuck tag:\n{screen}"
-    );
+    let header = screen.lines().nth(2).unwrap_or_default().to_string();
+    let offered: u32 = header
+        .split("signal pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("the process to signal is named: {header}"));
+    tui.send(b"5");
+    tui.wait_for("the deadlocked keys first in the Blocking pane", |screen| {
+        screen
+            .lines()
+            .find(|line| line.contains('>'))
+            .is_some_and(|row| row.contains("⊗ deadlock"))
+    });
+    tui.send(b"K");
+    tui.wait_for("the signal dialog on the process offered", |screen| {
+        screen.contains(&offered.to_string()) && screen.contains("SIGTERM")
+    });
+    tui.send(b"y");
+    tui.wait_for("the deadlock over, the stuck tag named", |screen| {
+        let header = screen.lines().nth(2).unwrap_or_default();
+        !screen.contains("⊗ deadlock") && header.starts_with("stuck: tag research: v2.1")
+    });
+    tui.send(b"\r");
     tui.send(b"q");
     assert_eq!(tui.wait_exit(EXIT_TIMEOUT), Some(0));
     wait_nothing_held(state.path());
@@ -206,11 +237,11 @@ fn the_first_screen_names_the_stuck_tag_and_shows_every_verdict_without_a_key() 
     // At 80×24 the most urgent key is named, and its row is in view.
     let state = tempfile::tempdir().unwrap();
     let mut tui = Tui::spawn(state.path(), &["demo"], 80, 24);
-    tui.wait_for("the stuck tag named and in view at 80×24", |screen| {
+    tui.wait_for("the deadlock named and in view at 80×24", |screen| {
         let header = screen.lines().nth(2).unwrap_or_default();
-        header.starts_with("stuck: tag research: v2.1")
-            && crate::common::pty::row_of(screen, "research: v2.1")
-                .is_some_and(|row| row.contains("◈"))
+        header.starts_with("deadlock: signal pid")
+            && crate::common::pty::row_of(screen, "deploy: blue")
+                .is_some_and(|row| row.contains("⊗"))
     });
     tui.send(b"q");
     assert_eq!(tui.wait_exit(EXIT_TIMEOUT), Some(0));

@@ -35,7 +35,11 @@ impl std::fmt::Display for KeyKind {
 /// `instance "a/b/c"` / `tag "x"` / `other "p/k"`: how messages name a
 /// claim of `kind` called `name`.
 pub fn label(kind: KeyKind, name: &str) -> String {
-    format!("{kind} {name:?}")
+    // Quotes and backslashes escaped (the name stays one token), control
+    // characters shown as every screen shows them (`␛`, `␉`), never as
+    // Rust escapes: one way, in a line that also holds command lines.
+    let quoted = name.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("{kind} \"{}\"", crate::text::visible(&quoted))
 }
 
 impl KeyKind {

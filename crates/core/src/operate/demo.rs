@@ -6,7 +6,8 @@
 //!
 //! One of each verdict shows on the first screen: the stuck tag is
 //! `contended` (and watched), an agent stopped itself, and [`verdicts`]
-//! adds a spawn stuck materializing and a lock kept by an orphaned child.
+//! adds a spawn stuck materializing, a lock kept by an orphaned child and
+//! two agents in a deadlock.
 //!
 //! Invariants: every swarm member is a `locktop hold` child that dies with
 //! this process (parent-death signal + stdin EOF); [`Swarm::stop`] releases
@@ -231,7 +232,12 @@ async fn start_fixed(
         Family::Group(_) => unreachable!("a hierarchy"),
     };
     members.extend(start_member(exe, state_dir, stuck).await);
-    let extras = verdicts::Extras::start(exe, state_dir, STUCK_TAG, &stuck_aih).await;
+    let pair = [
+        format!("cli/daemon/{}", leaf(rng)),
+        format!("cli/daemon/{}", leaf(rng)),
+    ];
+    let pair = [pair[0].as_str(), pair[1].as_str()];
+    let extras = verdicts::Extras::start(exe, state_dir, STUCK_TAG, &stuck_aih, pair).await;
     // A spawn that never claims its agent: kept out of the churn below.
     let spawn = Family::Group(vec![MATERIALIZING_TAG.to_string()]);
     let spawn = start_member(exe, state_dir, spawn).await;

@@ -202,14 +202,15 @@ impl HeldView {
         now: SystemTime,
     ) -> Vec<Change> {
         let mut touched = BTreeSet::from([key.clone()]);
+        // (No allocation: nobody waiting, this is two empty-set lookups.)
         let in_graph = |view: &Self| {
-            view.held.get(key).is_some_and(|state| {
-                let pids: BTreeSet<u32> = view.waits.pids().collect();
-                state
-                    .holders
-                    .iter()
-                    .any(|holder| pids.contains(&holder.pid))
-            })
+            !view.waits.is_empty()
+                && view.held.get(key).is_some_and(|state| {
+                    state
+                        .holders
+                        .iter()
+                        .any(|holder| view.waits.involves(holder.pid))
+                })
         };
         let mut waits_changed = self.waited.contains(key) || in_graph(self);
         self.index(key, state, Some(&mut touched));

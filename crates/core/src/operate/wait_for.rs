@@ -417,6 +417,11 @@ impl WaitGraph {
         self.edges == other.edges && self.starts == other.starts
     }
 
+    /// True when `pid` waits or is waited on in the graph.
+    pub fn involves(&self, pid: u32) -> bool {
+        self.starts.contains_key(&pid)
+    }
+
     /// Every PID of the graph, waiting or holding.
     pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
         self.starts.keys().copied()

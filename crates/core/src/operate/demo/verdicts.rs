@@ -4,7 +4,11 @@
 //! demo's `--materializing-after`, 5 s unless given, has passed), a lock
 //! kept by an orphaned forked child, a contender queued in the SDK's
 //! `wait_acquire` on the stuck tag and a watcher in `wait_released` on the
-//! stuck agent.
+//! stuck agent — and a real deadlock: two agents, each holding its AIH
+//! lock and one of [`DEADLOCK_TAGS`], then waiting (`wait_acquire`) for
+//! the other's tag. It lasts until the operator signals one of them (`K`
+//! on either tag offers the one to signal); the other then takes the tag
+//! it waited for.
 //!
 //! Invariants: every process here dies with the demo. The waiters are
 //! children with a parent-death SIGKILL, killed and reaped by
@@ -27,6 +31,10 @@ use crate::operate::test_holders::child::die_with_parent;
 /// The tag kept by an orphaned forked child.
 pub(crate) const ORPHAN_TAG: &str = "export: nightly";
 
+/// The tags of the deadlocked pair: each agent holds one and waits for
+/// the other.
+pub(crate) const DEADLOCK_TAGS: [&str; 2] = ["deploy: blue", "deploy: green"];
+
 /// The demo's waiters and orphan keeper.
 #[derive(Default)]
 pub(crate) struct Extras {
@@ -37,13 +45,37 @@ pub(crate) struct Extras {
 
 impl Extras {
     /// Starts a contender on `stuck_tag` and a watcher on `stuck_aih`
-    /// (`<exe> wait …`), and the orphaned keeper of [`ORPHAN_TAG`].
-    /// Whatever cannot start (no `sh` or util-linux `flock`) is left out.
-    pub async fn start(exe: &Path, state_dir: &Path, stuck_tag: &str, stuck_aih: &str) -> Self {
+    /// (`<exe> wait …`), the deadlocked pair (agents `pair`, see the
+    /// module doc) and the orphaned keeper of [`ORPHAN_TAG`]. Whatever
+    /// cannot start (no `sh` or util-linux `flock`) is left out.
+    pub async fn start(
+        exe: &Path,
+        state_dir: &Path,
+        stuck_tag: &str,
+        stuck_aih: &str,
+        pair: [&str; 2],
+    ) -> Self {
         let mut extras = Self::default();
         let contender = ["wait", "--acquire", "--tag", stuck_tag];
         let watcher = ["wait", "--aih", stuck_aih];
-        for args in [&contender[..], &watcher[..]] {
+        // Each takes its family at once and waits for the other's tag a
+        // second later, when both hold theirs.
+        let deadlocked = |at: usize| {
+            [
+                "hold",
+                "--ignore-stdin",
+                "--aih",
+                pair[at],
+                "--tag",
+                DEADLOCK_TAGS[at],
+                "--then-wait-tag",
+                DEADLOCK_TAGS[1 - at],
+                "--then-wait-after",
+                "1",
+            ]
+        };
+        let (first, second) = (deadlocked(0), deadlocked(1));
+        for args in [&contender[..], &watcher[..], &first[..], &second[..]] {
             let mut command = Command::new(exe);
             command
                 .arg("--state-dir")

@@ -49,11 +49,11 @@ fn a_deadlock_is_named_on_the_first_screen_with_every_process_and_key_and_whom_t
         line_with(&screen, "⊗ deadlock").contains("1 ⊗ deadlock"),
         "counted first: {screen}"
     );
-    let third = line_with(&screen, "deadlock: pid");
+    let third = line_with(&screen, "deadlock: signal");
     assert!(
         third.contains(
-            "deadlock: pid 5001 holds tag \"alpha\", waits to take tag \"beta\" held by pid 5002, \
-             which waits to take tag \"alpha\" — signal pid 5002 to break it (K on its key)"
+            "deadlock: signal pid 5002 to break it (K on its key) — pid 5001 holds tag \"alpha\", \
+             waits to take tag \"beta\" held by pid 5002, which waits to take tag \"alpha\""
         ),
         "{third}"
     );

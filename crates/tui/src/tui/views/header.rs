@@ -167,9 +167,9 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-/// The header's third line: the most urgent key, named — `deadlock` or
-/// `wait cycle` with every process and key of the circle and whom to
-/// signal; `stuck` when someone waits on it (each kind of waiter said),
+/// The header's third line: the most urgent key, named — `deadlock`
+/// with whom to signal, then every process and key of the circle; `wait
+/// cycle` with the circle and why it may clear; `stuck` when someone waits on it (each kind of waiter said),
 /// with the root blocker when its holder itself waits; `suspect`
 /// otherwise — with its verdict's marker, how long it is held and by
 /// whom, and how many processes that holder blocks down its chains.
@@ -189,11 +189,12 @@ fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
     let mut spans = vec![Span::styled(format!("{word}: "), theme.error)];
     match &row.verdict {
         Some(Verdict::Deadlock { cycle, pid, .. }) => {
-            spans.push(Span::raw(visible(&circle_words(cycle)).into_owned()));
+            // Whom to signal first: a narrow line still says it.
             spans.push(Span::raw(format!(
-                " — signal pid {pid} to break it ({} on its key)",
+                "signal pid {pid} to break it ({} on its key) — ",
                 key_of(Action::Kill)
             )));
+            spans.push(Span::raw(visible(&circle_words(cycle)).into_owned()));
             return Line::from(spans);
         }
         Some(Verdict::WaitCycle { cycle, why, .. }) => {
