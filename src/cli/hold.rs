@@ -53,10 +53,10 @@ pub struct HoldArgs {
     then_wait_after: f64,
 }
 
-/// A number of seconds, zero or more and finite.
+/// A number of seconds, zero or more, that a duration can hold.
 fn seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(value) if value.is_finite() && value >= 0.0 => Ok(value),
+        Ok(value) if std::time::Duration::try_from_secs_f64(value).is_ok() => Ok(value),
         _ => Err(format!("{text:?} is not a number of seconds (0 or more)")),
     }
 }
@@ -176,6 +176,12 @@ fn then_wait(
         return Err(locks::unavailable(state_dir, &family, &dir, &key).into());
     }
     let label = crate::disk::LockKey::from_coord(state_dir, &dir, &key).label();
+    // Its own family's key would be waited for on this process's own gate
+    // forever, where no monitor can see it.
+    let family = args.family.family()?;
+    if locks::family_coords(state_dir, &family)?.contains(&(dir.clone(), key.clone())) {
+        anyhow::bail!("--then-wait-* names {label}, which this holder's family already holds");
+    }
     Ok(Some((dir, key, label)))
 }
 

@@ -27,8 +27,8 @@ use crate::time_format;
 pub const FORMAT: &str = "locktop-journal";
 /// The format's version: a reader refuses a journal of a newer one.
 /// Version 2 added who waits for whom (a key state's `waiting`, refused
-/// tries' `last`) and the verdicts `deadlock`, `wait_cycle` and
-/// `blocked`, which a version-1 reader cannot parse: it refuses a
+/// tries' `last`) and the verdicts `deadlock`, `wait_cycle`, `blocked`,
+/// `materializing` and `held`, which a version-1 reader cannot parse: it refuses a
 /// version-2 journal with a line saying to upgrade, rather than skip
 /// those lines as damaged. This reader reads both.
 pub const VERSION: u32 = 2;

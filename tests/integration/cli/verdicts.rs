@@ -61,10 +61,12 @@ fn watch_json_emits_a_line_when_a_verdict_changes() {
         assert_eq!(line["verdict"]["aih"], "cli/daemon/judged", "{line}");
     }
     let mut spawn = Holder::hold(&state, &["--tag", "spawned"]);
+    // A spawn is `materializing` at once, a suspect past the threshold.
+    verdicts_of(&mut watch, &["spawned"], None, Some("materializing"));
     let line = verdicts_of(
         &mut watch,
         &["spawned"],
-        None,
+        Some("materializing"),
         Some("materializing_too_long"),
     );
     assert_eq!(line[0]["verdict"]["pid"], spawn.pid(), "{line:?}");
@@ -77,8 +79,9 @@ fn watch_json_emits_a_line_when_a_verdict_changes() {
     agent.kill();
     // The kill frees the AIH lock and the tag one after the other: for a
     // moment the dying pid holds a tag without an AIH lock — a spawn, by
-    // the locks alone — so the tag may pass through `materializing too
-    // long` (held past the lowered 1 s threshold) on its way to none.
+    // the locks alone — so the tag may pass through `materializing` or
+    // `materializing too long` (held past the lowered 1 s threshold) on
+    // its way to none.
     let mut left: Vec<&str> = both.to_vec();
     while !left.is_empty() {
         let line = watch.wait_line(&format!("the verdicts of {left:?} gone"), |v| {
@@ -89,7 +92,8 @@ fn watch_json_emits_a_line_when_a_verdict_changes() {
         let from = line["verdict_from"].as_str();
         let tag = line["key"]["name"] == "judged tag";
         assert!(
-            from == Some("agent_active") || (tag && from == Some("materializing_too_long")),
+            from == Some("agent_active")
+                || (tag && matches!(from, Some("materializing" | "materializing_too_long"))),
             "{line}"
         );
         left.retain(|name| line["key"]["name"] != *name);

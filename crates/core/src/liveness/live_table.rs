@@ -88,6 +88,10 @@ struct Hold {
 struct Waiter {
     pid: u32,
     exclusive: bool,
+    /// When it was queued (`CLOCK_MONOTONIC` ns; a seeded one: when the
+    /// table was seeded): a process under its PID that started later is
+    /// another process, which waits for nothing here.
+    since: u64,
 }
 
 /// Holds and waiters of one file.
@@ -244,8 +248,13 @@ impl LiveTable {
                 .iter()
                 .map(|&pid| (pid, true))
                 .chain(locks.shared_waiters.iter().map(|&pid| (pid, false)));
+            let since = super::kernel::event::monotonic_now();
             for (pid, exclusive) in waiters {
-                state.waiters.push(Waiter { pid, exclusive });
+                state.waiters.push(Waiter {
+                    pid,
+                    exclusive,
+                    since,
+                });
             }
         }
         table.files.retain(|_, state| !state.is_empty());
@@ -315,12 +324,16 @@ impl LiveTable {
                 // A conversion releases first: its owner holds nothing now.
                 applied.changed = self.drop_hold_of(event.file, event.owner);
                 let state = self.files.entry(event.file).or_default();
-                let waiter = Waiter {
-                    pid: event.pid,
-                    exclusive,
-                };
-                if !state.waiters.contains(&waiter) {
-                    state.waiters.push(waiter);
+                let queued = state
+                    .waiters
+                    .iter()
+                    .any(|waiter| waiter.pid == event.pid && waiter.exclusive == exclusive);
+                if !queued {
+                    state.waiters.push(Waiter {
+                        pid: event.pid,
+                        exclusive,
+                        since: event.at,
+                    });
                     applied.changed = true;
                 }
             }
@@ -397,15 +410,22 @@ impl LiveTable {
         dropped
     }
 
-    /// Drops the waiters `alive` says are gone (a process that dies
-    /// waiting leaves no event); the files whose waiters changed.
-    pub(crate) fn forget_waiters(&mut self, mut alive: impl FnMut(u32) -> bool) -> Vec<FileId> {
+    /// Drops the waiters `alive` says are gone — given each one's PID and
+    /// when it was queued: a process that dies waiting leaves no event,
+    /// and its PID may be another process's by now; the files whose
+    /// waiters changed.
+    pub(crate) fn forget_waiters(
+        &mut self,
+        mut alive: impl FnMut(u32, u64) -> bool,
+    ) -> Vec<FileId> {
         let mut changed = Vec::new();
         let waited_on: Vec<FileId> = self.waited_on.iter().copied().collect();
         for file in waited_on {
             if let Some(state) = self.files.get_mut(&file) {
                 let before = state.waiters.len();
-                state.waiters.retain(|waiter| alive(waiter.pid));
+                state
+                    .waiters
+                    .retain(|waiter| alive(waiter.pid, waiter.since));
                 if state.waiters.len() != before {
                     changed.push(file);
                 }
@@ -413,6 +433,18 @@ impl LiveTable {
             self.note_waiters(file);
         }
         changed
+    }
+
+    /// When `pid` was queued on any of `files` (`CLOCK_MONOTONIC` ns, the
+    /// earliest), if it waits on one.
+    pub(crate) fn waiter_since(&self, files: &[FileId], pid: u32) -> Option<u64> {
+        files
+            .iter()
+            .filter_map(|file| self.files.get(file))
+            .flat_map(|state| &state.waiters)
+            .filter(|waiter| waiter.pid == pid)
+            .map(|waiter| waiter.since)
+            .min()
     }
 
     /// True when some process waits on some file (asked on every turn of
@@ -580,7 +612,15 @@ mod tests {
         ));
         assert_eq!(table.locks(&ANNOUNCE).shared_waiters, vec![400]);
         assert!(table.has_waiters());
-        assert_eq!(table.forget_waiters(|pid| pid != 400), vec![ANNOUNCE]);
+        // When it was queued is kept, for whoever asks whether its PID is
+        // still the process that queued (and told to the forgetting).
+        let since = table.waiter_since(&[GATE, ANNOUNCE], 400).expect("queued");
+        assert!(since > 0 && since <= monotonic_now());
+        assert_eq!(table.waiter_since(&[GATE, ANNOUNCE], 100), None, "a holder");
+        assert_eq!(
+            table.forget_waiters(|pid, queued| pid != 400 || queued != since),
+            vec![ANNOUNCE]
+        );
         assert!(table.locks(&ANNOUNCE).shared_waiters.is_empty());
         assert!(!table.has_waiters());
     }

@@ -33,7 +33,8 @@ use crate::disk::LockKey;
 use crate::engine::KeyState;
 
 use super::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge_waits};
-use super::wait_for::WaitGraph;
+use super::wait_for::{Holdings, WaitGraph};
+use crate::disk::KeyKind;
 
 /// How long after the last delta the keys it left unsettled are judged
 /// (see the module doc): a family's keys are freed within microseconds
@@ -114,9 +115,7 @@ impl HeldView {
         for (key, state) in keys {
             view.index(key, Some(state), None);
         }
-        if !view.waited.is_empty() {
-            view.waits = WaitGraph::build_once(view.held.iter());
-        }
+        view.waits = view.graph(None, None);
         view
     }
 
@@ -125,10 +124,20 @@ impl HeldView {
     /// them, else since `now` — a one-shot view that looks twice
     /// (`check`) can tell a cycle that lasts.
     pub fn looked_at(mut self, now: SystemTime, before: Option<&WaitGraph>) -> Self {
-        if !self.waited.is_empty() {
-            self.waits = WaitGraph::build(self.held.iter(), now, before);
-        }
+        self.waits = self.graph(Some(now), before);
         self
+    }
+
+    /// The wait-for graph of the waited keys at `now` (`None`: one look).
+    fn graph(&self, now: Option<SystemTime>, before: Option<&WaitGraph>) -> WaitGraph {
+        if self.waited.is_empty() {
+            return WaitGraph::default();
+        }
+        let waited = self
+            .waited
+            .iter()
+            .filter_map(|key| self.held.get_key_value(key));
+        WaitGraph::of_waited(waited, &|pid| self.holdings_of(pid), now, before)
     }
 
     /// Who waits for whom among the held keys (empty while nobody waits).
@@ -221,26 +230,63 @@ impl HeldView {
         touched.remove(key);
         self.unsettled.remove(key);
         self.unsettled.extend(touched);
+        // A key newly held by a process seen holding nothing else yet is a
+        // spawn or a holder of no agent's lock only until the rest of its
+        // burst is in (an agent's tag may come before its AIH lock): that
+        // first verdict waits for the settle, and is never told as a role
+        // the process does not have.
+        let provisional = !self.verdicts.contains_key(key)
+            && self.held.get(key).is_some_and(|state| {
+                matches!(
+                    self.judge(key, state, now),
+                    Some(Verdict::Materializing { .. } | Verdict::Held { .. })
+                )
+            });
+        if provisional {
+            self.unsettled.insert(key.clone());
+            return Vec::new();
+        }
         self.rejudge(key, now).into_iter().collect()
     }
 
-    /// Builds the wait-for graph again; when any wait changed, adds to
-    /// `touched` every key a process of the old or new graph holds.
+    /// Builds the wait-for graph again, from the waited keys alone; adds
+    /// to `touched` the keys whose verdict it may change: every key of a
+    /// process whose chain or cycle changed, and the keys of a cycle that
+    /// changed.
     fn rebuild_waits(&mut self, now: SystemTime, touched: &mut BTreeSet<LockKey>) {
         let waits = if self.waited.is_empty() {
             WaitGraph::default()
         } else {
-            WaitGraph::build(self.held.iter(), now, Some(&self.waits))
+            let waited = self
+                .waited
+                .iter()
+                .filter_map(|key| self.held.get_key_value(key));
+            WaitGraph::of_waited(
+                waited,
+                &|pid| self.holdings_of(pid),
+                Some(now),
+                Some(&self.waits),
+            )
         };
-        if waits.same_waits(&self.waits) {
-            self.waits = waits;
-            return;
-        }
-        let pids: BTreeSet<u32> = self.waits.pids().chain(waits.pids()).collect();
+        let (pids, keys) = waits.changes_from(&self.waits);
         for pid in pids {
             touched.extend(self.keys_of(pid).cloned());
         }
+        touched.extend(keys);
         self.waits = waits;
+    }
+
+    /// What `pid` holds, as the wait-for graph reads it.
+    fn holdings_of(&self, pid: u32) -> Holdings {
+        let keys = self.by_pid.get(&pid);
+        Holdings {
+            keys: keys.map_or(0, BTreeSet::len),
+            agents: keys.map_or(0, |keys| {
+                keys.iter()
+                    .filter(|key| key.kind() == KeyKind::Instance)
+                    .count()
+            }),
+        }
     }
 
     /// Re-judges the keys whose holders' other keys changed since the
@@ -356,11 +402,19 @@ mod tests {
     fn a_spawn_becomes_materializing_too_long_on_the_clock_and_an_agent_when_it_claims_its_aih() {
         let mut verdicts = HeldView::new(LIMIT);
         let spawn = held(Liveness::Live, 7, "spawn", t(0));
+        // Its first verdict waits for the burst to settle (an agent's tag
+        // may come before its AIH lock).
         assert_eq!(verdicts.apply(&tag("t"), Some(&spawn), t(1)), vec![]);
+        let first = verdicts.settle(t(1));
+        assert_eq!(first.len(), 1);
+        assert_eq!(
+            first[0].to.as_ref().map(Verdict::kind),
+            Some("materializing")
+        );
         assert_eq!(verdicts.tick(t(10)), vec![]);
         let late = verdicts.tick(t(31));
         assert_eq!(late.len(), 1);
-        assert_eq!(late[0].from, None);
+        assert_eq!(late[0].from, Some("materializing"));
         assert_eq!(
             late[0].to.as_ref().map(Verdict::kind),
             Some("materializing_too_long")
@@ -501,6 +555,42 @@ mod tests {
             let kind = view.verdict(key).map(Verdict::kind);
             assert_eq!(kind, Some("agent_active"), "{}", key.name());
         }
+    }
+
+    /// A deadlocked member takes a second agent's instance lock (a key
+    /// nobody waits on): the circle may clear now, and its keys say so at
+    /// the settle — the graph is rebuilt for a key of a process in it.
+    #[test]
+    fn a_member_taking_a_second_agent_makes_its_deadlock_a_cycle_that_may_clear() {
+        use crate::engine::fixtures::waited_by;
+        use crate::liveness::WaitKind;
+        let mut view = HeldView::new(LIMIT);
+        let one = held(Liveness::Live, 1, "one", t(0));
+        let two = held(Liveness::Live, 2, "two", t(0));
+        view.apply(&instance("cli/one"), Some(&one), t(0));
+        view.apply(&instance("cli/two"), Some(&two), t(0));
+        view.apply(
+            &tag("a"),
+            Some(&waited_by(one, 2, WaitKind::Contender)),
+            t(0),
+        );
+        view.apply(
+            &tag("b"),
+            Some(&waited_by(two, 1, WaitKind::Contender)),
+            t(0),
+        );
+        view.settle(t(0));
+        view.tick(t(2));
+        assert_eq!(view.verdict(&tag("a")).map(Verdict::kind), Some("deadlock"));
+        let again = held(Liveness::Live, 1, "one", t(2));
+        view.apply(&instance("cli/third"), Some(&again), t(3));
+        view.settle(t(3));
+        assert_eq!(
+            view.verdict(&tag("a")).map(Verdict::kind),
+            Some("wait_cycle"),
+            "{:?}",
+            view.verdict(&tag("a"))
+        );
     }
 
     /// A one-shot view of a set of states reads the same holders, roles

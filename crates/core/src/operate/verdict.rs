@@ -36,7 +36,11 @@
 //!    (`try_acquire` refused within the last seconds) wait to take it; it
 //!    carries the holder's agent and age, so it says everything `agent
 //!    active` would;
-//! 9. `agent active` — the normal reason a relocation fails.
+//! 9. `agent active` — the normal reason a relocation fails;
+//! 10. `materializing` — a spawn within its threshold, or `held` — a
+//!     holder of no agent's lock: what is known, nothing wrong yet.
+//!
+//! Every held key whose holder locktop can name gets one of these.
 //!
 //! Deadlocks, wait cycles and the first three after them are suspects
 //! (a glyph of their own, counted in the header), as is `materializing
@@ -179,11 +183,29 @@ pub enum Verdict {
         #[serde(with = "crate::time_format::option")]
         since: Option<SystemTime>,
     },
+    /// A spawn holds it — tags, no AIH lock yet — within the threshold:
+    /// it is claiming its agent (a suspect once past the threshold).
+    Materializing {
+        /// The spawn.
+        pid: u32,
+        /// Since when it holds the key, if known.
+        #[serde(with = "crate::time_format::option")]
+        since: Option<SystemTime>,
+    },
+    /// A process holding no agent's lock holds it (a key outside the
+    /// agents' dirs, or a lock taken by hand): nothing is known of why.
+    Held {
+        /// The holder.
+        pid: u32,
+        /// Since when it holds the key, if known.
+        #[serde(with = "crate::time_format::option")]
+        since: Option<SystemTime>,
+    },
 }
 
 impl Verdict {
     /// Every kind's word ([`Self::kind`]).
-    pub const KINDS: [&'static str; 10] = [
+    pub const KINDS: [&'static str; 12] = [
         "deadlock",
         "wait_cycle",
         "blocked",
@@ -194,6 +216,8 @@ impl Verdict {
         "idle",
         "contended",
         "agent_active",
+        "materializing",
+        "held",
     ];
 
     /// True for verdicts that need someone to act.
@@ -222,6 +246,8 @@ impl Verdict {
             Verdict::Idle { .. } => "idle",
             Verdict::Contended { .. } => "contended",
             Verdict::AgentActive { .. } => "agent active",
+            Verdict::Materializing { .. } => "materializing",
+            Verdict::Held { .. } => "held",
         }
     }
 
@@ -240,6 +266,8 @@ impl Verdict {
             Verdict::Idle { .. } => "idle",
             Verdict::Contended { .. } => "contended",
             Verdict::AgentActive { .. } => "agent",
+            Verdict::Materializing { .. } => "spawning",
+            Verdict::Held { .. } => "held",
         }
     }
 
@@ -251,7 +279,9 @@ impl Verdict {
             | Verdict::UnverifiedHolder { pid }
             | Verdict::MaterializingTooLong { pid, .. }
             | Verdict::Idle { pid, .. }
-            | Verdict::AgentActive { pid, .. } => Some(*pid),
+            | Verdict::AgentActive { pid, .. }
+            | Verdict::Materializing { pid, .. }
+            | Verdict::Held { pid, .. } => Some(*pid),
             Verdict::OrphanedChild { pid, .. } | Verdict::Contended { pid, .. } => *pid,
             // The one to signal to break the circle; for a chain, its
             // root blocker (none when it ends in a circle: see that key).
@@ -279,6 +309,8 @@ impl Verdict {
             Verdict::Idle { .. } => "idle",
             Verdict::Contended { .. } => "contended",
             Verdict::AgentActive { .. } => "agent_active",
+            Verdict::Materializing { .. } => "materializing",
+            Verdict::Held { .. } => "held",
         }
     }
 
@@ -387,6 +419,16 @@ impl Verdict {
                     waiters.join(", ")
                 )
             }
+            Verdict::Materializing { pid, since } => format!(
+                "materializing: pid {pid} holds tags without an AIH lock{} — a spawn claiming \
+                 its agent (a suspect once it has for longer than --materializing-after)",
+                since.map_or(String::new(), |since| format!(" for {}", age(since)))
+            ),
+            Verdict::Held { pid, since } => format!(
+                "held: pid {pid} holds it{}, and holds no agent's lock — wait for it to end, \
+                 or SIGTERM it if it should not hold it",
+                since.map_or(String::new(), |since| format!(" for {}", age(since)))
+            ),
             Verdict::AgentActive { pid, aih, since } => format!(
                 "agent active: {aih} (pid {pid}) holds it{} — wait for it to end",
                 since.map_or(String::new(), |since| format!(" for {}", age(since)))
@@ -533,6 +575,7 @@ pub fn judge_waits(
     if let Some(idle) = idle(state) {
         return Some(idle);
     }
+    let spawn = matches!(role, Some((_, Role::Materializing)));
     let (pid, aih) = match role {
         Some((pid, Role::Agent { aih })) => (Some(pid), Some(aih)),
         Some((pid, _)) => (Some(pid), None),
@@ -554,10 +597,11 @@ pub fn judge_waits(
             waiters: contenders,
         });
     }
-    Some(Verdict::AgentActive {
-        pid: pid?,
-        aih: aih?,
-        since,
+    let pid = pid?;
+    Some(match aih {
+        Some(aih) => Verdict::AgentActive { pid, aih, since },
+        None if spawn => Verdict::Materializing { pid, since },
+        None => Verdict::Held { pid, since },
     })
 }
 
@@ -627,6 +671,14 @@ pub fn one_of_each() -> Vec<Verdict> {
             aih: "a/b".into(),
             since: None,
         },
+        Verdict::Materializing {
+            pid: 1,
+            since: None,
+        },
+        Verdict::Held {
+            pid: 1,
+            since: None,
+        },
     ];
     for verdict in &all {
         match verdict {
@@ -639,7 +691,9 @@ pub fn one_of_each() -> Vec<Verdict> {
             | Verdict::MaterializingTooLong { .. }
             | Verdict::Idle { .. }
             | Verdict::Contended { .. }
-            | Verdict::AgentActive { .. } => {}
+            | Verdict::AgentActive { .. }
+            | Verdict::Materializing { .. }
+            | Verdict::Held { .. } => {}
         }
     }
     all

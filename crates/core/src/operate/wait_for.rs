@@ -17,13 +17,15 @@
 //! cycle is a fact; whether it is a *deadlock*, one that cannot clear by
 //! itself, is [`Cycle::deadlock`]'s rule.
 //!
-//! Invariants: built in one pass over the held keys (no I/O); empty, and
-//! allocation-free to build, when nobody waits; every chain ends at a
-//! root or at a cycle; a process is in at most one cycle; everything is
-//! ordered (by PID, then key), so the same states always give the same
-//! graph.
+//! Invariants: built from the keys someone waits on alone (no I/O; what
+//! each process holds besides is asked of the caller), so it costs the
+//! waits, never the keys nobody waits on — the held view does not build
+//! it at all while nobody waits; every chain ends at a root or at a
+//! cycle, found by one search back from the ends; a process is in at
+//! most one cycle; everything is ordered (by PID, then key), so the same
+//! states always give the same graph.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, SystemTime};
 
 use crate::disk::{KeyKind, LockKey};
@@ -87,9 +89,16 @@ pub struct Cycle {
     /// graph to graph while its members stay the same); `None` when it
     /// was seen in one look only ([`WaitGraph::build_once`]).
     pub since: Option<SystemTime>,
-    /// The member to signal to break it: see [`WaitGraph::victim`].
+    /// The member to signal to break it (a verified holder of one of its
+    /// keys holding the fewest keys, then the youngest, then the highest
+    /// PID: its end frees the least besides the circle, and it has done
+    /// the least work).
     pub victim: u32,
     mayclear: Option<MayClear>,
+    /// Its processes with their starts: its identity from graph to graph.
+    nodes: Vec<Node>,
+    /// Every key waited on between two of its processes.
+    keys: BTreeSet<LockKey>,
 }
 
 /// Why a cycle may still clear by itself (the rule of
@@ -168,24 +177,47 @@ impl Cycle {
         Ok(())
     }
 
-    /// True when `key` is waited on along the circle.
+    /// True when `key` is waited on between two of its processes (on the
+    /// circle shown or on another through the same processes).
     pub fn has_key(&self, key: &LockKey) -> bool {
-        self.hops.iter().any(|hop| hop.key == *key)
+        self.keys.contains(key)
     }
 
-    /// The processes of the part with their starts, the cycle's identity.
-    fn identity(&self, starts: &HashMap<u32, Option<SystemTime>>) -> Vec<Node> {
-        self.members
-            .iter()
-            .map(|pid| (*pid, starts.get(pid).copied().flatten()))
-            .collect()
+    /// Everything a verdict reads of it but its age.
+    fn same_as(&self, other: &Cycle) -> bool {
+        self.nodes == other.nodes
+            && self.hops == other.hops
+            && self.victim == other.victim
+            && self.mayclear == other.mayclear
+            && self.keys == other.keys
     }
 }
 
-/// A held key as the graph reads it.
-struct HeldKey<'a> {
-    key: &'a LockKey,
-    state: &'a KeyState,
+/// What a process holds besides its waits, as the deadlock rule and the
+/// choice of whom to signal read it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Holdings {
+    /// How many keys it holds.
+    pub keys: usize,
+    /// How many of them are instance locks (agents).
+    pub agents: usize,
+}
+
+/// One link of a waiting process's chain: its first wait on the way to
+/// the nearest end, that end, and how many waits away it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Link {
+    /// The edge taken first (`None`: a member of a cycle, its own end).
+    next: Option<usize>,
+    end: End,
+    len: usize,
+}
+
+/// Where a chain ends, by identity (comparable between graphs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum End {
+    Root(Node),
+    Cycle(usize),
 }
 
 /// The wait-for graph of a set of held keys.
@@ -193,62 +225,86 @@ struct HeldKey<'a> {
 pub struct WaitGraph {
     /// Every edge, by waiter, then key, then holder.
     edges: Vec<Edge>,
-    /// Each waiting process's chain.
-    chains: BTreeMap<u32, Chain>,
+    /// Each edge's waiter and holder processes.
+    ends: Vec<(Node, Node)>,
+    /// Each waiting process's link towards its chain's end.
+    links: BTreeMap<Node, Link>,
     cycles: Vec<Cycle>,
     /// Each root blocker with how many processes wait on it, directly or
     /// not.
-    roots: BTreeMap<u32, usize>,
-    /// Each process of the graph with its start.
-    starts: HashMap<u32, Option<SystemTime>>,
+    roots: BTreeMap<Node, usize>,
+    /// Every PID of the graph.
+    pids: HashSet<u32>,
 }
 
 impl WaitGraph {
     /// The graph of `held` (every held key with its state; free ones are
-    /// skipped) at `now`; a cycle with the same processes as one of
-    /// `before` keeps its `since`.
+    /// skipped; what each process holds is counted from them) at `now`;
+    /// a cycle with the same processes as one of `before` keeps its
+    /// `since`.
     pub fn build<'a>(
         held: impl IntoIterator<Item = (&'a LockKey, &'a KeyState)>,
         now: SystemTime,
         before: Option<&WaitGraph>,
     ) -> Self {
-        Self::built(held, Some(now), before)
+        Self::of_held(held, Some(now), before)
     }
 
     /// The graph of `held` seen in one look: its cycles' `since` is
     /// unknown, so none is a deadlock yet ([`MayClear::OneLook`]).
     pub fn build_once<'a>(held: impl IntoIterator<Item = (&'a LockKey, &'a KeyState)>) -> Self {
-        Self::built(held, None, None)
+        Self::of_held(held, None, None)
     }
 
-    fn built<'a>(
+    fn of_held<'a>(
         held: impl IntoIterator<Item = (&'a LockKey, &'a KeyState)>,
         now: Option<SystemTime>,
         before: Option<&WaitGraph>,
     ) -> Self {
-        let held: Vec<HeldKey<'a>> = held
+        let held: Vec<(&LockKey, &KeyState)> = held
             .into_iter()
             .filter(|(_, state)| state.liveness.is_held())
-            .map(|(key, state)| HeldKey { key, state })
             .collect();
-        if held.iter().all(|held| held.state.waiting.is_empty()) {
+        if held.iter().all(|(_, state)| state.waiting.is_empty()) {
             return Self::default();
         }
-        // Who holds what: each process (PID and start) and its keys.
-        let mut holding: BTreeMap<Node, Holding> = BTreeMap::new();
-        for held in &held {
-            for holder in held.state.holders.iter().filter(|h| h.alive) {
-                let entry = holding.entry((holder.pid, holder.started)).or_default();
-                entry.keys.insert(held.key.clone());
-                entry.unverified |= holder.unverified;
+        let mut holdings: HashMap<u32, Holdings> = HashMap::new();
+        for (key, state) in &held {
+            for holder in state.holders.iter().filter(|h| h.alive) {
+                let entry = holdings.entry(holder.pid).or_default();
+                entry.keys += 1;
+                entry.agents += usize::from(key.kind() == KeyKind::Instance);
             }
         }
+        let waited = held.iter().filter(|(_, state)| !state.waiting.is_empty());
+        Self::of_waited(
+            waited.copied(),
+            &|pid| holdings.get(&pid).copied().unwrap_or_default(),
+            now,
+            before,
+        )
+    }
+
+    /// The graph of the `waited` keys (held keys someone waits on, with
+    /// their states; others are skipped), what each process holds told by
+    /// `holdings`, at `now` (`None`: one look); a cycle with the same
+    /// processes as one of `before` keeps its `since`. Costs the waits,
+    /// never the keys nobody waits on.
+    pub fn of_waited<'a>(
+        waited: impl IntoIterator<Item = (&'a LockKey, &'a KeyState)>,
+        holdings: &dyn Fn(u32) -> Holdings,
+        now: Option<SystemTime>,
+        before: Option<&WaitGraph>,
+    ) -> Self {
         // The edges, between processes (a waiter is the process holding
         // under its PID only with the same start).
         let mut edges: Vec<(Node, Node, Edge)> = Vec::new();
-        for held in &held {
-            let holders: Vec<_> = held.state.holders.iter().filter(|h| h.alive).collect();
-            for waiting in &held.state.waiting {
+        for (key, state) in waited {
+            if !state.liveness.is_held() {
+                continue;
+            }
+            let holders: Vec<_> = state.holders.iter().filter(|h| h.alive).collect();
+            for waiting in &state.waiting {
                 if holders.iter().any(|holder| holder.pid == waiting.pid) {
                     continue;
                 }
@@ -259,7 +315,7 @@ impl WaitGraph {
                         Edge {
                             waiter: waiting.pid,
                             how: waiting.how,
-                            key: held.key.clone(),
+                            key: key.clone(),
                             holder: holder.pid,
                             holder_verified: !holder.unverified,
                         },
@@ -267,83 +323,115 @@ impl WaitGraph {
                 }
             }
         }
+        if edges.is_empty() {
+            return Self::default();
+        }
         edges.sort_by(|a, b| (a.0, &a.2.key, a.1, a.2.how).cmp(&(b.0, &b.2.key, b.1, b.2.how)));
         edges.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1 && a.2.key == b.2.key);
+        let mut out: BTreeMap<Node, Vec<usize>> = BTreeMap::new();
+        let mut into: BTreeMap<Node, Vec<usize>> = BTreeMap::new();
+        for (at, (from, to, _)) in edges.iter().enumerate() {
+            out.entry(*from).or_default().push(at);
+            into.entry(*to).or_default().push(at);
+        }
+        let unverified: BTreeSet<Node> = edges
+            .iter()
+            .filter(|(_, _, edge)| !edge.holder_verified)
+            .map(|(_, to, _)| *to)
+            .collect();
         let mut graph = Graph::default();
         for (from, to, _) in &edges {
             graph.add(*from, *to);
         }
-        let parts = graph.strongly_connected();
-        let mut out: BTreeMap<Node, Vec<usize>> = BTreeMap::new();
-        for (at, (from, _, _)) in edges.iter().enumerate() {
-            out.entry(*from).or_default().push(at);
-        }
-        let mut starts: HashMap<u32, Option<SystemTime>> = HashMap::new();
-        for (from, to, _) in &edges {
-            starts.entry(from.0).or_insert(from.1);
-            starts.entry(to.0).or_insert(to.1);
-        }
-        // Cycles: each part of two processes or more, one circle through
-        // its lowest member.
+        // Cycles: each part of two processes or more.
         let mut cycle_of: BTreeMap<Node, usize> = BTreeMap::new();
         let mut cycles = Vec::new();
-        for part in parts.iter().filter(|part| part.len() >= 2) {
+        for part in graph
+            .strongly_connected()
+            .into_iter()
+            .filter(|part| part.len() >= 2)
+        {
             let members: BTreeSet<Node> = part.iter().copied().collect();
-            let first = *members.first().expect("two or more");
-            let circle = circle_through(first, &members, &out, &edges);
-            let hops: Vec<Edge> = circle.iter().map(|&at| edges[at].2.clone()).collect();
             for node in &members {
                 cycle_of.insert(*node, cycles.len());
             }
-            let mayclear = mayclear(&hops, &members, &holding);
-            cycles.push(Cycle {
-                victim: victim(&members, &holding),
-                members: members.iter().map(|node| node.0).collect(),
-                hops,
-                since: now,
-                mayclear,
-            });
+            cycles.push(cycle_of_part(
+                &members,
+                &edges,
+                &out,
+                holdings,
+                &unverified,
+                now,
+            ));
         }
         if let Some(before) = before {
             for cycle in &mut cycles {
-                let identity = cycle.identity(&starts);
-                if let Some(old) = before
-                    .cycles
-                    .iter()
-                    .find(|old| old.identity(&before.starts) == identity)
-                {
+                if let Some(old) = before.cycles.iter().find(|old| old.nodes == cycle.nodes) {
                     cycle.since = old.since.or(cycle.since);
                 }
             }
         }
-        // Chains: from every waiting process, the nearest end (a process
-        // waiting for nothing, or a cycle), breadth first.
-        let mut chains = BTreeMap::new();
-        for &from in out.keys() {
-            let chain = match cycle_of.get(&from) {
-                Some(&cycle) => Chain {
-                    hops: Vec::new(),
-                    end: ChainEnd::Cycle(cycle),
+        // Chains: from every end (a process waiting for nothing, or a
+        // cycle's member), back along the waits, breadth first: each
+        // waiting process's first step towards its nearest end.
+        let mut links: BTreeMap<Node, Link> = BTreeMap::new();
+        let mut queue = VecDeque::new();
+        for (node, &cycle) in &cycle_of {
+            links.insert(
+                *node,
+                Link {
+                    next: None,
+                    end: End::Cycle(cycle),
+                    len: 0,
                 },
-                None => nearest_end(from, &out, &edges, &cycle_of),
-            };
-            chains.insert(from.0, chain);
+            );
+            queue.push_back(*node);
+        }
+        let mut roots: BTreeMap<Node, usize> = BTreeMap::new();
+        for node in into.keys().filter(|node| !out.contains_key(node)) {
+            roots.insert(*node, 0);
+            queue.push_back(*node);
+        }
+        let end_of = |node: &Node, links: &BTreeMap<Node, Link>| match links.get(node) {
+            Some(link) => link.end.clone(),
+            None => End::Root(*node),
+        };
+        let len_of =
+            |node: &Node, links: &BTreeMap<Node, Link>| links.get(node).map_or(0, |l| l.len);
+        while let Some(node) = queue.pop_front() {
+            let (end, len) = (end_of(&node, &links), len_of(&node, &links));
+            for &at in into.get(&node).into_iter().flatten() {
+                let waiter = edges[at].0;
+                if links.contains_key(&waiter) || roots.contains_key(&waiter) {
+                    continue;
+                }
+                links.insert(
+                    waiter,
+                    Link {
+                        next: Some(at),
+                        end: end.clone(),
+                        len: len + 1,
+                    },
+                );
+                queue.push_back(waiter);
+            }
         }
         // Roots: how many processes wait on each, directly or not.
-        let mut roots: BTreeMap<u32, usize> = BTreeMap::new();
-        let mut into: BTreeMap<Node, Vec<Node>> = BTreeMap::new();
-        for (from, to, _) in &edges {
-            into.entry(*to).or_default().push(*from);
+        for (root, count) in &mut roots {
+            *count = reaching(*root, &into, &edges).len();
         }
-        for root in into.keys().filter(|node| !out.contains_key(node)) {
-            roots.insert(root.0, reaching(*root, &into).len());
-        }
+        let pids = edges
+            .iter()
+            .flat_map(|(from, to, _)| [from.0, to.0])
+            .collect();
+        let ends = edges.iter().map(|(from, to, _)| (*from, *to)).collect();
         WaitGraph {
             edges: edges.into_iter().map(|(_, _, edge)| edge).collect(),
-            chains,
+            ends,
+            links,
             cycles,
             roots,
-            starts,
+            pids,
         }
     }
 
@@ -362,18 +450,32 @@ impl WaitGraph {
         &self.cycles
     }
 
-    /// The chain of `pid` (as the process started at `started`: a PID
-    /// reused by another process has none), when it waits.
-    pub fn chain_of(&self, pid: u32, started: Option<SystemTime>) -> Option<&Chain> {
-        if self.starts.get(&pid).is_some_and(|known| *known != started) {
-            return None;
+    /// The chain of the process `pid` started at `started` (a PID reused
+    /// by another process has none), when it waits.
+    pub fn chain_of(&self, pid: u32, started: Option<SystemTime>) -> Option<Chain> {
+        self.chain_from(&(pid, started))
+    }
+
+    fn chain_from(&self, node: &Node) -> Option<Chain> {
+        let link = self.links.get(node)?;
+        let mut hops = Vec::with_capacity(link.len);
+        let mut next = link.next;
+        while let Some(at) = next {
+            hops.push(self.edges[at].clone());
+            next = self.links.get(&self.ends[at].1).and_then(|link| link.next);
         }
-        self.chains.get(&pid)
+        let end = match &link.end {
+            End::Root(root) => ChainEnd::Root(root.0),
+            End::Cycle(at) => ChainEnd::Cycle(*at),
+        };
+        Some(Chain { hops, end })
     }
 
     /// Every waiting process with its chain, by PID.
-    pub fn chains(&self) -> impl Iterator<Item = (u32, &Chain)> {
-        self.chains.iter().map(|(pid, chain)| (*pid, chain))
+    pub fn chains(&self) -> impl Iterator<Item = (u32, Chain)> + '_ {
+        self.links
+            .keys()
+            .filter_map(|node| Some((node.0, self.chain_from(node)?)))
     }
 
     /// The cycle `key` is waited on in, if any.
@@ -384,7 +486,8 @@ impl WaitGraph {
     /// Every root blocker with how many processes wait on it, directly
     /// or not: most blocking first, then by PID.
     pub fn roots(&self) -> Vec<(u32, usize)> {
-        let mut roots: Vec<(u32, usize)> = self.roots.iter().map(|(p, n)| (*p, *n)).collect();
+        let mut roots: Vec<(u32, usize)> =
+            self.roots.iter().map(|(node, n)| (node.0, *n)).collect();
         roots.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         roots
     }
@@ -392,14 +495,19 @@ impl WaitGraph {
     /// How many processes wait on `pid`, directly or not (0 when it is no
     /// root blocker).
     pub fn blocked_by(&self, pid: u32) -> usize {
-        self.roots.get(&pid).copied().unwrap_or_default()
+        self.roots
+            .iter()
+            .filter(|(node, _)| node.0 == pid)
+            .map(|(_, n)| *n)
+            .max()
+            .unwrap_or_default()
     }
 
     /// The most hops of any chain (0 when nobody waits).
     pub fn longest_chain(&self) -> usize {
-        self.chains
+        self.links
             .values()
-            .map(|chain| chain.hops.len())
+            .map(|link| link.len)
             .max()
             .unwrap_or_default()
     }
@@ -411,20 +519,141 @@ impl WaitGraph {
             .filter(move |cycle| cycle.deadlock(now).is_ok())
     }
 
-    /// True when the same processes wait in the same circles and
-    /// chains, the same edges: nothing any verdict reads changed.
-    pub fn same_waits(&self, other: &WaitGraph) -> bool {
-        self.edges == other.edges && self.starts == other.starts
+    /// The PIDs whose chain or cycle differs between `self` and `other`
+    /// (each process's first wait, its end, its distance; each cycle's
+    /// processes, circle, victim and reason), and the keys of the cycles
+    /// that differ: what a verdict reads of the graph, but the clock.
+    /// Empty when nothing any verdict reads changed.
+    pub fn changes_from(&self, other: &WaitGraph) -> (BTreeSet<u32>, BTreeSet<LockKey>) {
+        let mut pids = BTreeSet::new();
+        let mut keys = BTreeSet::new();
+        fn link_of<'g>(graph: &'g WaitGraph, node: &Node) -> Option<LinkView<'g>> {
+            graph.links.get(node).map(|link| {
+                let next = link.next.map(|at| (&graph.edges[at], graph.ends[at]));
+                let end = match &link.end {
+                    End::Root(root) => (Some(*root), None),
+                    End::Cycle(at) => (None, Some(&graph.cycles[*at].nodes)),
+                };
+                (next, end, link.len)
+            })
+        }
+        for node in self.links.keys().chain(other.links.keys()) {
+            if link_of(self, node) != link_of(other, node) {
+                pids.insert(node.0);
+            }
+        }
+        let same = |cycle: &Cycle, graph: &WaitGraph| {
+            graph.cycles.iter().any(|other| other.same_as(cycle))
+        };
+        for (cycle, graph) in self
+            .cycles
+            .iter()
+            .map(|cycle| (cycle, other))
+            .chain(other.cycles.iter().map(|cycle| (cycle, self)))
+        {
+            if !same(cycle, graph) {
+                pids.extend(cycle.members.iter().copied());
+                keys.extend(cycle.keys.iter().cloned());
+            }
+        }
+        (pids, keys)
     }
 
     /// True when `pid` waits or is waited on in the graph.
     pub fn involves(&self, pid: u32) -> bool {
-        self.starts.contains_key(&pid)
+        self.pids.contains(&pid)
     }
 
     /// Every PID of the graph, waiting or holding.
     pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.starts.keys().copied()
+        self.pids.iter().copied()
+    }
+}
+
+/// A link as compared between graphs: its first edge and processes, its
+/// end (a root, or a cycle's processes), its length.
+type LinkView<'g> = (
+    Option<(&'g Edge, (Node, Node))>,
+    (Option<Node>, Option<&'g Vec<Node>>),
+    usize,
+);
+
+/// The cycle of the strongly connected part `members`: a deadlock when
+/// the blocked waits between verified holders alone still make a circle
+/// (a part of its own) through processes that each hold for one agent —
+/// then that circle is the one shown; otherwise one circle through its
+/// lowest process, with why it may clear.
+fn cycle_of_part(
+    members: &BTreeSet<Node>,
+    edges: &[(Node, Node, Edge)],
+    out: &BTreeMap<Node, Vec<usize>>,
+    holdings: &dyn Fn(u32) -> Holdings,
+    unverified: &BTreeSet<Node>,
+    now: Option<SystemTime>,
+) -> Cycle {
+    let inside = |at: &usize| members.contains(&edges[*at].1);
+    let strict = |at: &usize| {
+        let edge = &edges[*at].2;
+        inside(at) && edge.how.is_blocked() && edge.holder_verified
+    };
+    let several = |node: &Node| holdings(node.0).agents > 1;
+    let mut strict_graph = Graph::default();
+    for node in members {
+        for at in out.get(node).into_iter().flatten().filter(|at| strict(at)) {
+            strict_graph.add(*node, edges[*at].1);
+        }
+    }
+    let strict_parts: Vec<Vec<Node>> = strict_graph
+        .strongly_connected()
+        .into_iter()
+        .filter(|part| part.len() >= 2)
+        .collect();
+    let capable = strict_parts
+        .iter()
+        .find(|part| !part.iter().any(several))
+        .map(|part| part.iter().copied().collect::<BTreeSet<Node>>());
+    let (hops, mayclear) = match &capable {
+        Some(part) => {
+            let first = *part.first().expect("two or more");
+            let circle = circle_through(first, part, out, edges, &strict);
+            (circle, None)
+        }
+        None => {
+            let first = *members.first().expect("two or more");
+            let circle = circle_through(first, members, out, edges, &inside);
+            let hops: Vec<&Edge> = circle.iter().map(|&at| &edges[at].2).collect();
+            let why = if let Some(node) = strict_parts.iter().flatten().find(|n| several(n)) {
+                MayClear::SeveralAgents { pid: node.0 }
+            } else if let Some(hop) = hops.iter().find(|hop| !hop.how.is_blocked()) {
+                MayClear::TryLoop { pid: hop.waiter }
+            } else if let Some(hop) = hops.iter().find(|hop| !hop.holder_verified) {
+                MayClear::Unverified { pid: hop.holder }
+            } else if let Some(node) = members.iter().find(|node| several(node)) {
+                MayClear::SeveralAgents { pid: node.0 }
+            } else {
+                // Every wait of the circle shown is strict, so some strict
+                // part exists; it was ruled out above for several agents.
+                MayClear::SeveralAgents {
+                    pid: members.first().map_or(0, |node| node.0),
+                }
+            };
+            (circle, Some(why))
+        }
+    };
+    let keys = members
+        .iter()
+        .flat_map(|node| out.get(node).into_iter().flatten())
+        .filter(|at| inside(at))
+        .map(|&at| edges[at].2.key.clone())
+        .collect();
+    Cycle {
+        hops: hops.iter().map(|&at| edges[at].2.clone()).collect(),
+        members: members.iter().map(|node| node.0).collect(),
+        since: now,
+        victim: victim(members, holdings, unverified),
+        mayclear,
+        nodes: members.iter().copied().collect(),
+        keys,
     }
 }
 
@@ -504,10 +733,9 @@ impl WaitGraph {
                 })
                 .collect(),
             chains: self
-                .chains
-                .iter()
+                .chains()
                 .map(|(pid, chain)| ChainDoc {
-                    pid: *pid,
+                    pid,
                     hops: hops(&chain.hops),
                     root: match chain.end {
                         ChainEnd::Root(root) => Some(root),
@@ -529,78 +757,43 @@ impl WaitGraph {
     }
 }
 
-/// What one process holds.
-#[derive(Debug, Default)]
-struct Holding {
-    keys: BTreeSet<LockKey>,
-    unverified: bool,
-}
-
-impl Holding {
-    /// How many agents' instance locks it holds.
-    fn agents(&self) -> usize {
-        self.keys
-            .iter()
-            .filter(|key| key.kind() == KeyKind::Instance)
-            .count()
-    }
-}
-
-/// The cycle rule's "may clear" for a circle `hops` through the part
-/// `members` ([`Cycle::deadlock`], less the clock).
-fn mayclear(
-    hops: &[Edge],
+/// The member to signal to break a cycle: a verified holder holding the
+/// fewest keys (its end frees the least besides the cycle), then the
+/// youngest (it has done the least work), then the highest PID.
+/// PostgreSQL breaks a deadlock by cancelling one transaction; here
+/// locktop only offers, and the operator signals.
+fn victim(
     members: &BTreeSet<Node>,
-    holding: &BTreeMap<Node, Holding>,
-) -> Option<MayClear> {
-    if let Some(hop) = hops.iter().find(|hop| !hop.how.is_blocked()) {
-        return Some(MayClear::TryLoop { pid: hop.waiter });
-    }
-    if let Some(hop) = hops.iter().find(|hop| !hop.holder_verified) {
-        return Some(MayClear::Unverified { pid: hop.holder });
-    }
+    holdings: &dyn Fn(u32) -> Holdings,
+    unverified: &BTreeSet<Node>,
+) -> u32 {
     members
         .iter()
-        .find(|node| holding.get(node).is_some_and(|held| held.agents() > 1))
-        .map(|node| MayClear::SeveralAgents { pid: node.0 })
-}
-
-/// The member to signal to break a cycle: a verified holder of one of
-/// its keys, holding the fewest keys (its end frees the least besides the
-/// cycle), then the youngest (it has done the least work), then the
-/// highest PID. PostgreSQL breaks a deadlock by cancelling one
-/// transaction; here locktop only offers, and the operator signals.
-fn victim(members: &BTreeSet<Node>, holding: &BTreeMap<Node, Holding>) -> u32 {
-    members
-        .iter()
-        .filter_map(|node| Some((node, holding.get(node)?)))
-        .filter(|(_, held)| !held.unverified)
-        .min_by(|(a, held_a), (b, held_b)| {
-            held_a
+        .filter(|node| !unverified.contains(node))
+        .min_by(|a, b| {
+            holdings(a.0)
                 .keys
-                .len()
-                .cmp(&held_b.keys.len())
+                .cmp(&holdings(b.0).keys)
                 .then(b.1.cmp(&a.1))
                 .then(b.0.cmp(&a.0))
         })
-        .map_or_else(
-            || members.first().map_or(0, |node| node.0),
-            |(node, _)| node.0,
-        )
+        .or_else(|| members.first())
+        .map_or(0, |node| node.0)
 }
 
-/// One circle from `first` back to it inside `members`: the shortest,
-/// breadth first over the edges in order.
+/// One circle from `first` back to it inside `members`, over the edges
+/// `usable` accepts: the shortest, breadth first over the edges in order.
 fn circle_through(
     first: Node,
     members: &BTreeSet<Node>,
     out: &BTreeMap<Node, Vec<usize>>,
     edges: &[(Node, Node, Edge)],
+    usable: &dyn Fn(&usize) -> bool,
 ) -> Vec<usize> {
     let mut came_by: BTreeMap<Node, usize> = BTreeMap::new();
     let mut queue = VecDeque::from([first]);
     while let Some(node) = queue.pop_front() {
-        for &at in out.get(&node).into_iter().flatten() {
+        for &at in out.get(&node).into_iter().flatten().filter(|at| usable(at)) {
             let next = edges[at].1;
             if !members.contains(&next) {
                 continue;
@@ -625,63 +818,18 @@ fn circle_through(
     Vec::new()
 }
 
-/// The chain from `from` (in no cycle) to its nearest end.
-fn nearest_end(
-    from: Node,
-    out: &BTreeMap<Node, Vec<usize>>,
+/// Every process that reaches `to` (itself not counted), over the edges
+/// into each process.
+fn reaching(
+    to: Node,
+    into: &BTreeMap<Node, Vec<usize>>,
     edges: &[(Node, Node, Edge)],
-    cycle_of: &BTreeMap<Node, usize>,
-) -> Chain {
-    let mut came_by: BTreeMap<Node, usize> = BTreeMap::new();
-    let mut queue = VecDeque::from([from]);
-    let path_to = |mut node: Node, came_by: &BTreeMap<Node, usize>| {
-        let mut path = Vec::new();
-        while node != from {
-            let by = came_by[&node];
-            path.push(edges[by].2.clone());
-            node = edges[by].0;
-        }
-        path.reverse();
-        path
-    };
-    while let Some(node) = queue.pop_front() {
-        if node != from {
-            if let Some(&cycle) = cycle_of.get(&node) {
-                return Chain {
-                    hops: path_to(node, &came_by),
-                    end: ChainEnd::Cycle(cycle),
-                };
-            }
-            if !out.contains_key(&node) {
-                return Chain {
-                    hops: path_to(node, &came_by),
-                    end: ChainEnd::Root(node.0),
-                };
-            }
-        }
-        for &at in out.get(&node).into_iter().flatten() {
-            let next = edges[at].1;
-            if next != from && !came_by.contains_key(&next) {
-                came_by.insert(next, at);
-                queue.push_back(next);
-            }
-        }
-    }
-    // Every path leads back to `from` without a cycle through it: not
-    // possible (that would be a cycle), so this is unreachable in
-    // practice; answer with the waiter itself as its end.
-    Chain {
-        hops: Vec::new(),
-        end: ChainEnd::Root(from.0),
-    }
-}
-
-/// Every process that reaches `to` (itself not counted), over `into`.
-fn reaching(to: Node, into: &BTreeMap<Node, Vec<Node>>) -> BTreeSet<Node> {
+) -> BTreeSet<Node> {
     let mut seen = BTreeSet::new();
     let mut stack = vec![to];
     while let Some(node) = stack.pop() {
-        for &from in into.get(&node).into_iter().flatten() {
+        for &at in into.get(&node).into_iter().flatten() {
+            let from = edges[at].0;
             if from != to && seen.insert(from) {
                 stack.push(from);
             }

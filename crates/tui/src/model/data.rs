@@ -21,6 +21,7 @@ use std::time::{Duration, SystemTime};
 use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::fold::{Folder, WatcherView, fold};
 use crate::engine::{Delta, KeyState, Liveness};
+use crate::liveness::process::ProcessInfo;
 use crate::operate::held::{Change, HeldView, SETTLE_AFTER};
 
 use super::events::{Event, EventKind, EventLog, classify};
@@ -258,12 +259,35 @@ impl Data {
             let holders = old.as_ref().map_or(&[][..], |old| &old.state.holders);
             super::events::ended(holders, &self.events, pid_alive)
         });
-        self.note_history(&key, &state, event, at);
-        if let Some(kind) = event {
+        // Held before and after by another process (no free state in
+        // between: a waiter took it the moment its holder ended, as when
+        // a deadlock is broken): the end of one hold and the start of the
+        // next, each said.
+        let handed_over = event.is_none()
+            && self.watcher.synced()
+            && state.liveness.is_held()
+            && old.as_ref().is_some_and(|old| {
+                old.state.liveness.is_held()
+                    && old.state.holders.first().is_some_and(|before| {
+                        !state.holders.is_empty()
+                            && !state.holders.iter().any(|now| now.pid == before.pid)
+                    })
+            });
+        let mut events: Vec<(super::EventKind, Option<ProcessInfo>)> = Vec::new();
+        if handed_over {
+            let holders = old.as_ref().map_or(&[][..], |old| &old.state.holders);
+            let ended = super::events::ended(holders, &self.events, pid_alive);
+            events.push((ended, last_holder.clone()));
+            events.push((super::EventKind::Acquired, state.holders.first().cloned()));
+        } else if let Some(kind) = event {
             let holder = match kind {
                 super::EventKind::Acquired => state.holders.first().cloned(),
                 _ => last_holder,
             };
+            events.push((kind, holder));
+        }
+        self.note_history(&key, &state, event, at);
+        for (kind, holder) in events {
             self.events.push(Event {
                 at,
                 kind,
@@ -486,37 +510,42 @@ impl Data {
             let Some(lock) = self.lock(id) else { continue };
             let verdict = change.to.filter(super::Verdict::is_logged);
             let word = verdict.as_ref().map(super::Verdict::word);
-            if word == lock.flagged {
+            if word == lock.flagged.map(|(word, _)| word) {
                 continue;
             }
-            // One verdict giving way to another ends the first, then
-            // begins the second.
-            let kinds: Vec<EventKind> = lock
-                .flagged
-                .map(EventKind::Cleared)
-                .into_iter()
-                .chain(word.map(EventKind::Flagged))
-                .collect();
             let pid = verdict.as_ref().and_then(super::Verdict::pid);
             let pid = pid.or_else(|| lock.state.holders.first().map(|p| p.pid));
-            let command = lock
-                .state
-                .holders
-                .iter()
-                .find(|p| Some(p.pid) == pid)
-                .and_then(|p| p.cmdline.clone());
+            // One verdict giving way to another ends the first (said of
+            // the process it was about), then begins the second.
+            let kinds: Vec<(EventKind, Option<u32>)> = lock
+                .flagged
+                .map(|(word, about)| (EventKind::Cleared(word), about))
+                .into_iter()
+                .chain(word.map(|word| (EventKind::Flagged(word), pid)))
+                .collect();
+            let command_of = |pid: Option<u32>| {
+                lock.state
+                    .holders
+                    .iter()
+                    .find(|p| Some(p.pid) == pid)
+                    .and_then(|p| p.cmdline.clone())
+            };
+            let kinds: Vec<(EventKind, Option<u32>, Option<String>)> = kinds
+                .into_iter()
+                .map(|(kind, pid)| (kind, pid, command_of(pid)))
+                .collect();
             let key = lock.key.clone();
             if let Some(lock) = self.tree.lock_mut(id).as_mut() {
-                lock.flagged = word;
+                lock.flagged = word.map(|word| (word, pid));
             }
             if log {
-                for kind in kinds {
+                for (kind, pid, command) in kinds {
                     self.events.push(Event {
                         at,
                         kind,
                         key: key.clone(),
                         pid,
-                        command: command.clone(),
+                        command,
                     });
                     logged = true;
                 }

@@ -674,3 +674,41 @@ fn a_spawn_claiming_its_aih_ends_its_tags_verdict_once_the_burst_has_settled() {
         assert_eq!(ended.map(|e| e.at), Some(t(50) + SETTLE_AFTER));
     }
 }
+
+/// A stopped holder is killed while another process waits for its tag,
+/// which takes it at once (one delta: held by the one, then by the
+/// other): the log says the first hold ended and the second began, and
+/// the `stopped` verdict that ended is said of the process that was
+/// stopped — not of the new holder, which never was.
+#[test]
+fn a_tag_handed_over_by_a_killed_stopped_holder_logs_its_end_and_the_new_hold() {
+    use crate::liveness::WaitKind;
+    use crate::liveness::process::ProcState;
+    let mut model = Model::new(Box::new(|pid| Some(pid != 2194)));
+    let mut stopped = held(Liveness::Live, 2194, "agent --tag c", t(0));
+    stopped.holders[0].state = Some(ProcState::Stopped);
+    let waited = waited_by(stopped, 2322, WaitKind::Contender);
+    model.apply(key_delta(tag("c"), waited, None, t(0)));
+    model.apply(Delta::Synced { keys: 1, at: t(1) });
+    model.settle(t(1));
+    let taken = held(Liveness::Live, 2322, "agent --tag d", t(5));
+    model.apply(key_delta(tag("c"), taken, Some(Liveness::Live), t(5)));
+    model.settle(t(5));
+    let events: Vec<String> = model
+        .events()
+        .iter()
+        .map(|e| format!("{} {:?} {}", e.kind.text(), e.pid, e.key.name()))
+        .collect();
+    assert!(
+        events.contains(&"holder exited Some(2194) c".to_string()),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&"acquired Some(2322) c".to_string()),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&"not stopped Some(2194) c".to_string()),
+        "{events:?}"
+    );
+}

@@ -73,8 +73,9 @@ pub struct Lock {
     /// was never seen held, or is held now).
     pub freed_at: Option<SystemTime>,
     /// The word of its verdict that needs attention, as last logged (see
-    /// `Data::log_changes`); `None` when free.
-    pub flagged: Option<&'static str>,
+    /// `Data::log_changes`), with the process it was about; `None` when
+    /// free.
+    pub flagged: Option<(&'static str, Option<u32>)>,
 }
 
 impl Lock {

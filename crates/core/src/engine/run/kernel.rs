@@ -31,7 +31,7 @@
 //!   looked at once a second ([`WAITER_CHECK`]), and a dead one leaves the
 //!   view.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
@@ -136,10 +136,6 @@ pub(super) struct Kernel {
     /// last judged for one: judged again at most once a
     /// [`REFUSALS_EVERY`], and once a second until none is left.
     refused: HashMap<LockKey, Instant>,
-    /// Each waiter's process start as first seen at a waiter check: a
-    /// waiter whose PID now has another start is another process, and is
-    /// forgotten as a gone one is.
-    waiter_starts: HashMap<u32, SystemTime>,
     /// Claims held while their taker, running, has closed them: when each
     /// is judged again, searching every process for who keeps it.
     keepers_due: HashMap<LockKey, Instant>,
@@ -239,7 +235,6 @@ impl Kernel {
             lost: 0,
             next_waiter_check: Instant::now() + WAITER_CHECK,
             refused: HashMap::new(),
-            waiter_starts: HashMap::new(),
             keepers_due: HashMap::new(),
             files_to_search: HashMap::new(),
             fd_tables: Default::default(),
@@ -796,8 +791,29 @@ impl Engine {
         let since = mono_now.saturating_sub(REFUSALS_OVER.as_nanos() as u64);
         // A monotonic stamp on the wall clock (the gap to now, back from now).
         let wall = |mono: u64| at.checked_sub(Duration::from_nanos(mono_now.saturating_sub(mono)));
+        let clock = Clocks::now();
         for (key, state) in &mut pairs {
             let files = kernel.claims.get(key).map_or(&[][..], Vec::as_slice);
+            // A waiter whose PID is now a process started after it was
+            // queued is none (the table forgets it at its next check).
+            let reused: Vec<u32> = state
+                .waiting
+                .iter()
+                .filter(|waiting| {
+                    kernel
+                        .table
+                        .waiter_since(files, waiting.pid)
+                        .is_some_and(|since| clock.started_after(waiting.started, since))
+                })
+                .map(|waiting| waiting.pid)
+                .collect();
+            if !reused.is_empty() {
+                state
+                    .waiting
+                    .retain(|waiting| !reused.contains(&waiting.pid));
+                state.waiters.retain(|pid| !reused.contains(pid));
+                state.watchers.retain(|pid| !reused.contains(pid));
+            }
             let refused = kernel.table.refused_since(files, since);
             state.refused = (refused.count > 0).then(|| RefusedTries {
                 last_minute: refused.count,
@@ -884,18 +900,12 @@ impl Engine {
         }
         kernel.next_waiter_check = now + WAITER_CHECK;
         // A waiter is forgotten once its process is gone — or its PID
-        // belongs to another process (its start changed since first seen
-        // waiting): the new process waits for nothing.
-        let starts = &mut kernel.waiter_starts;
-        let mut seen = HashSet::new();
-        let changed = kernel.table.forget_waiters(|pid| {
-            seen.insert(pid);
-            let Some(started) = crate::liveness::process::started_of(pid) else {
-                return false;
-            };
-            *starts.entry(pid).or_insert(started) == started
-        });
-        starts.retain(|pid, _| seen.contains(pid));
+        // belongs to a process started after it was queued: the new
+        // process waits for nothing.
+        let clock = Clocks::now();
+        let changed = kernel
+            .table
+            .forget_waiters(|pid, since| !clock.gone_or_reused(pid, since));
         keys.extend(
             changed
                 .iter()
@@ -912,6 +922,41 @@ impl Engine {
         }
         for key in keys {
             self.mark(key);
+        }
+    }
+}
+
+/// The wall clock and the monotonic clock read together: a lock event's
+/// monotonic stamp placed on the wall clock, to compare with a process's
+/// start.
+struct Clocks {
+    wall: SystemTime,
+    monotonic: u64,
+}
+
+impl Clocks {
+    fn now() -> Self {
+        Self {
+            wall: SystemTime::now(),
+            monotonic: crate::liveness::kernel::event::monotonic_now(),
+        }
+    }
+
+    /// True when a process that `started` then started after the event
+    /// stamped `at` (beyond the start time's precision).
+    fn started_after(&self, started: Option<SystemTime>, at: u64) -> bool {
+        let at = self
+            .wall
+            .checked_sub(Duration::from_nanos(self.monotonic.saturating_sub(at)));
+        matches!((started, at), (Some(started), Some(at))
+            if started > at + crate::liveness::process::START_TIME_SLACK)
+    }
+
+    /// True when `pid` is gone, or is a process started after `at`.
+    fn gone_or_reused(&self, pid: u32, at: u64) -> bool {
+        match crate::liveness::process::started_of(pid) {
+            None => true,
+            started => self.started_after(started, at),
         }
     }
 }

@@ -38,7 +38,7 @@ use crate::liveness::{KeyState, Liveness, ProbeMode};
 use crate::locks::{self, Busy, Family, LocksError};
 use crate::operate::held::HeldView;
 use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict, judge};
-use crate::operate::wait_for::{DEADLOCK_AFTER, WaitsDoc};
+use crate::operate::wait_for::{DEADLOCK_AFTER, WaitGraph, WaitsDoc};
 
 /// One busy member and who holds it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -387,16 +387,18 @@ async fn look(state_dir: &Path, probe: ProbeMode) -> Option<HeldView> {
 /// graph (looked at twice when it has a cycle, see the module doc), and
 /// puts the graph in the report.
 async fn join_waits(state_dir: &Path, report: &mut CheckReport, probe: ProbeMode) {
-    let Some(first) = look(state_dir, probe).await else {
+    let Some(mut view) = look(state_dir, probe).await else {
         return;
     };
-    let first_at = SystemTime::now();
-    let mut view = first.looked_at(first_at, None);
+    // One look: its cycles are never deadlocks. Only a second look,
+    // DEADLOCK_AFTER later, finding the same processes in a circle dates
+    // them from the first.
     if !view.waits().cycles().is_empty() {
+        let first_at = SystemTime::now();
+        let first = WaitGraph::build(view.held(), first_at, None);
         tokio::time::sleep(DEADLOCK_AFTER).await;
         if let Some(second) = look(state_dir, probe).await {
-            let before = view.waits().clone();
-            view = second.looked_at(SystemTime::now(), Some(&before));
+            view = second.looked_at(SystemTime::now(), Some(&first));
         }
     }
     if view.waits().is_empty() {

@@ -70,9 +70,23 @@ fn watchers_alone_do_not_contend() {
 }
 
 #[test]
-fn a_spawn_within_its_limit_is_no_verdict_unless_contended() {
+fn a_spawn_within_its_limit_is_materializing_unless_contended() {
     let mut state = held_by_7();
-    assert_eq!(judge(&state, spawn, t(10), SPAWN_LIMIT), None);
+    assert_eq!(
+        judge(&state, spawn, t(10), SPAWN_LIMIT),
+        Some(Verdict::Materializing {
+            pid: 7,
+            since: Some(t(0))
+        })
+    );
+    // A holder of no agent's lock at all: held, by whom.
+    assert_eq!(
+        judge(&state, |_| Role::Other, t(10), SPAWN_LIMIT),
+        Some(Verdict::Held {
+            pid: 7,
+            since: Some(t(0))
+        })
+    );
     state.waiters = vec![9];
     let verdict = judge(&state, spawn, t(10), SPAWN_LIMIT);
     assert!(

@@ -334,3 +334,61 @@ proptest! {
         );
     }
 }
+
+/// The circle shown through the lowest process runs through a try loop,
+/// but two other processes of the same part wait on each other blocked:
+/// that is a deadlock, shown by its blocked circle, and every key waited
+/// on inside the part is in it.
+#[test]
+fn a_part_with_a_blocked_circle_beside_a_try_loop_is_a_deadlock() {
+    let states = vec![
+        (tag("a"), waited_by(holds(1), 2, WaitKind::Contender)),
+        (
+            tag("b"),
+            waited_by(
+                waited_by(holds(2), 1, WaitKind::Trying),
+                3,
+                WaitKind::Contender,
+            ),
+        ),
+        (tag("c"), waited_by(holds(3), 2, WaitKind::Contender)),
+    ];
+    let young = graph(&states, t(0));
+    let later = WaitGraph::build(states.iter().map(|(k, s)| (k, s)), t(2), Some(&young));
+    let cycle = &later.cycles()[0];
+    assert_eq!(cycle.members, [1, 2, 3]);
+    assert_eq!(cycle.deadlock(t(2)), Ok(()), "{cycle:?}");
+    let shown: Vec<u32> = cycle.hops.iter().map(|hop| hop.waiter).collect();
+    assert_eq!(shown, [2, 3], "the blocked circle");
+    for key in ["a", "b", "c"] {
+        assert!(cycle.has_key(&tag(key)), "{key}");
+    }
+}
+
+/// A holder whose PID a waiting process now has (another start): the
+/// chain belongs to the waiting process only.
+#[test]
+fn a_chain_is_the_waiting_processs_own_not_its_pids() {
+    // 7 (started t(0)) holds a, which 9 waits on; 7 started t(5) — another
+    // process under the same PID — waits on b, held by 8.
+    let mut b = waited_by(holds(8), 7, WaitKind::Contender);
+    b.waiting[0].started = Some(t(5));
+    let states = vec![
+        (tag("a"), waited_by(holds(7), 9, WaitKind::Contender)),
+        (tag("b"), b),
+    ];
+    let graph = graph(&states, t(10));
+    assert!(
+        graph.chain_of(7, Some(t(0))).is_none(),
+        "the holder waits for nothing"
+    );
+    assert_eq!(
+        graph.chain_of(7, Some(t(5))).map(|chain| chain.end),
+        Some(ChainEnd::Root(8))
+    );
+    assert_eq!(
+        graph.chain_of(9, Some(t(0))).map(|chain| chain.end),
+        Some(ChainEnd::Root(7)),
+        "9's chain ends at the holder 7, which waits for nothing"
+    );
+}

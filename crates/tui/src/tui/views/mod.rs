@@ -222,7 +222,9 @@ pub(crate) fn verdict_marker(theme: &Theme, verdict: &Verdict) -> Option<Span<'s
         Verdict::Idle { .. } => ("◌", theme.error),
         Verdict::Contended { .. } => ("◈", theme.in_flight),
         Verdict::UnverifiedHolder { .. } => ("?", theme.dim),
-        Verdict::AgentActive { .. } => return None,
+        Verdict::AgentActive { .. } | Verdict::Materializing { .. } | Verdict::Held { .. } => {
+            return None;
+        }
     };
     let label = format!("{glyph} {}", verdict.short_word());
     Some(Span::styled(label, style))
