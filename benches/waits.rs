@@ -10,9 +10,11 @@
 //! processes holding nothing, each waiting on a random agent's tag:
 //! 1,000 holders and 1,800 waits. Then 20 times, one chain is closed (its
 //! last agent starts waiting for its first one's tag): the time from the
-//! closing delta to the `wait_cycle` verdict on the key it names (`apply`
-//! returns it), and to every other key of the circle judged (`settle`);
-//! p50 and p99 (of 20: the max). Baseline, in the same run: the same
+//! closing delta to the `wait_cycle` verdict on every key of the circle
+//! (its `apply`, then the `settle` that builds the graph once per burst
+//! — the front ends call it 50 ms after a burst's last delta); p50 and
+//! p99 (of 20: the max). Also: building the view itself (2,000 held
+//! keys, 1,800 waits, one delta each, then one settle). Baseline, in the same run: the same
 //! delta applied to a view where nobody else waits (the graph of that
 //! one wait alone). Target: p99 ≤ 100 ms. A deadlock is named by the
 //! first re-judgement at least 1 s after the circle closed (the rule's
@@ -205,7 +207,13 @@ fn main() {
     let mut named = Vec::new();
     let mut settled = Vec::new();
     let mut baseline = Vec::new();
+    let start = Instant::now();
     let mut view = view_of(&waiting_states);
+    println!(
+        "   the view built from {} deltas, 1 settle: {:?}",
+        waiting_states.len(),
+        start.elapsed()
+    );
     let chains = plan.agents / plan.chain;
     for c in 0..plan.cycles {
         let chain = (c * (chains / plan.cycles.max(1))).min(chains - 1);
@@ -215,22 +223,16 @@ fn main() {
         let closing = waited(state, agent(last).2);
         let at = t(30 + u64::from(c));
         let start = Instant::now();
-        let changes = view.apply(&first_tag, Some(&closing), at);
+        view.apply(&first_tag, Some(&closing), at);
         let took = start.elapsed();
-        assert!(
-            changes
-                .iter()
-                .any(|c| matches!(c.to, Some(Verdict::WaitCycle { .. }))),
-            "the closing delta names the circle: {changes:?}"
-        );
         let rest = view.settle(at);
         let took_all = start.elapsed();
         assert!(
             rest.iter()
                 .filter(|c| matches!(c.to, Some(Verdict::WaitCycle { .. })))
                 .count() as u32
-                >= plan.chain - 1,
-            "every key of the circle judged at the settle"
+                >= plan.chain,
+            "every key of the circle judged at the settle: {rest:?}"
         );
         named.push(took);
         settled.push(took_all);
@@ -246,16 +248,17 @@ fn main() {
     for list in [&mut named, &mut settled, &mut baseline] {
         list.sort();
     }
-    let p99 = percentile(&named, 0.99);
+    let p99 = percentile(&settled, 0.99);
     println!(
-        "1. cycle named: apply p50 {:?} p99 {:?}; every key of it (settle) p50 {:?} p99 {:?}; \
-         baseline (one wait, nobody else) p50 {:?} — {:.1}× at p50",
-        percentile(&named, 0.5),
-        p99,
+        "1. cycle named on every key of it (apply + the settle that builds the graph): p50 {:?} \
+         p99 {:?} (the apply alone p50 {:?}); baseline (one wait, nobody else) p50 {:?} — \
+         {:.1}× at p50",
         percentile(&settled, 0.5),
-        percentile(&settled, 0.99),
+        p99,
+        percentile(&named, 0.5),
         percentile(&baseline, 0.5),
-        percentile(&named, 0.5).as_secs_f64() / percentile(&baseline, 0.5).as_secs_f64().max(1e-9)
+        percentile(&settled, 0.5).as_secs_f64()
+            / percentile(&baseline, 0.5).as_secs_f64().max(1e-9)
     );
     let start = Instant::now();
     let ticked = view.tick(t(30 + u64::from(plan.cycles) + 1));

@@ -20,11 +20,13 @@
 //! (kind, holder, waiters, since).
 //!
 //! The view keeps the wait-for graph of its held keys
-//! ([`crate::operate::wait_for`]): rebuilt when a delta changes who waits
-//! on a key, or the keys of a process in it; then every key a process of
-//! the old or new graph holds is re-judged with the others at
-//! [`HeldView::settle`] (a circle closing changes the verdict of every key
-//! in it). While nobody waits, the graph is empty and never rebuilt.
+//! ([`crate::operate::wait_for`]): built again at [`HeldView::settle`]
+//! (or [`HeldView::tick`]) when a delta of the burst changed who waits on
+//! a key, or the keys of a process in it — once per burst, from the
+//! waited keys alone; then the keys of every process whose chain or
+//! cycle changed are re-judged (a circle closing changes the verdict of
+//! every key in it). While nobody waits, the graph is empty and never
+//! built.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, SystemTime};
@@ -76,6 +78,9 @@ pub struct HeldView {
     waits: WaitGraph,
     /// The held keys someone waits on.
     waited: BTreeSet<LockKey>,
+    /// A delta changed a wait, or the keys of a process in the graph,
+    /// since it was last built.
+    waits_dirty: bool,
 }
 
 impl Default for HeldView {
@@ -96,6 +101,7 @@ impl HeldView {
             unsettled: BTreeSet::new(),
             waits: WaitGraph::default(),
             waited: BTreeSet::new(),
+            waits_dirty: false,
         }
     }
 
@@ -224,9 +230,10 @@ impl HeldView {
         let mut waits_changed = self.waited.contains(key) || in_graph(self);
         self.index(key, state, Some(&mut touched));
         waits_changed |= self.waited.contains(key) || in_graph(self);
-        if waits_changed {
-            self.rebuild_waits(now, &mut touched);
-        }
+        // The graph is built again once the burst is in (at the settle or
+        // the tick), not per delta: a first sync of a thousand waits is
+        // one build, not a thousand.
+        self.waits_dirty |= waits_changed;
         touched.remove(key);
         self.unsettled.remove(key);
         self.unsettled.extend(touched);
@@ -247,6 +254,17 @@ impl HeldView {
             return Vec::new();
         }
         self.rejudge(key, now).into_iter().collect()
+    }
+
+    /// Builds the wait-for graph again when a delta since the last build
+    /// changed a wait or the keys of a process in it; the keys whose
+    /// verdict that may change wait to be judged ([`Self::rebuild_waits`]).
+    fn build_waits_if_dirty(&mut self, now: SystemTime) {
+        if std::mem::take(&mut self.waits_dirty) {
+            let mut touched = std::mem::take(&mut self.unsettled);
+            self.rebuild_waits(now, &mut touched);
+            self.unsettled = touched;
+        }
     }
 
     /// Builds the wait-for graph again, from the waited keys alone; adds
@@ -292,6 +310,7 @@ impl HeldView {
     /// Re-judges the keys whose holders' other keys changed since the
     /// last call (see the module doc); returns those that changed.
     pub fn settle(&mut self, now: SystemTime) -> Vec<Change> {
+        self.build_waits_if_dirty(now);
         let keys = std::mem::take(&mut self.unsettled);
         keys.iter()
             .filter_map(|key| self.rejudge(key, now))
@@ -314,6 +333,7 @@ impl HeldView {
 
     /// Re-judges every held key at `now`; returns those that changed.
     pub fn tick(&mut self, now: SystemTime) -> Vec<Change> {
+        self.build_waits_if_dirty(now);
         self.unsettled.clear();
         let mut keys: Vec<LockKey> = self.held.keys().cloned().collect();
         keys.sort();
@@ -476,10 +496,10 @@ mod tests {
         assert!(verdicts.by_pid.is_empty());
     }
 
-    /// Two agents each hold a tag and wait for the other's: the key whose
-    /// delta closes the circle is a wait cycle at once, the other at the
-    /// settle; a second later the tick calls both a deadlock; the end of
-    /// one of them (its keys freed) ends it on both.
+    /// Two agents each hold a tag and wait for the other's: once the
+    /// burst that closes the circle settles, both keys are a wait cycle; a
+    /// second later the tick calls both a deadlock; the end of one of them
+    /// (its keys freed) ends it on both.
     #[test]
     fn a_circle_of_waits_is_a_wait_cycle_then_a_deadlock_and_ends_with_a_member() {
         use crate::engine::fixtures::waited_by;
@@ -516,13 +536,18 @@ mod tests {
         );
         // 2 waits for a: the circle closes.
         let a_waited = waited_by(held(Liveness::Live, 1, "one", t(0)), 2, WaitKind::Contender);
+        // The delta itself is judged with the graph as it was (a now has
+        // a contender); the burst settled, the graph built again names the
+        // circle on both keys.
         let closed = view.apply(&a, Some(&a_waited), t(2));
-        assert_eq!(kinds(&closed), [("a".into(), Some("wait_cycle"))]);
+        assert_eq!(kinds(&closed), [("a".into(), Some("blocked"))]);
         let settled = view.settle(t(2));
-        assert!(
-            kinds(&settled).contains(&("b".into(), Some("wait_cycle"))),
-            "{settled:?}"
-        );
+        for key in ["a", "b"] {
+            assert!(
+                kinds(&settled).contains(&(key.into(), Some("wait_cycle"))),
+                "{key}: {settled:?}"
+            );
+        }
         assert!(
             view.verdict(&instance("cli/one"))
                 .is_some_and(|v| v.kind() == "blocked")
