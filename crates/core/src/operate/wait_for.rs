@@ -875,50 +875,42 @@ impl Hop {
 /// A circle in words: `pid 1 holds tag "a", waits to take tag "b" held
 /// by pid 2, which waits to take tag "a"`.
 pub fn circle_words(cycle: &[Hop]) -> String {
-    let Some(first) = cycle.first() else {
+    let (Some(first), Some(last)) = (cycle.first(), cycle.last()) else {
         return String::new();
     };
-    let holds = cycle.last().map(Hop::label).unwrap_or_default();
-    let mut words = format!(
-        "pid {} holds {holds}, {} {} held by pid {}",
-        first.pid,
-        first.how.verb(),
-        first.label(),
-        first.holder
-    );
-    for (at, hop) in cycle.iter().enumerate().skip(1) {
-        if at + 1 == cycle.len() {
-            words.push_str(&format!(", which {} {}", hop.how.verb(), hop.label()));
-        } else {
-            words.push_str(&format!(
-                ", which {} {} held by pid {}",
-                hop.how.verb(),
-                hop.label(),
-                hop.holder
-            ));
-        }
-    }
-    words
+    let before_last = &cycle[..cycle.len() - 1];
+    let closing = format!("{} {}", last.how.verb(), last.label());
+    let waits = if before_last.is_empty() {
+        closing
+    } else {
+        format!("{}, which {closing}", hop_words(before_last))
+    };
+    format!("pid {} holds {}, {waits}", first.pid, last.label())
 }
 
 /// A chain in words: `pid 2 waits to take tag "c" held by pid 3, which
 /// waits to take tag "d" held by pid 4`.
 pub fn chain_words(chain: &[Hop]) -> String {
-    let mut words = String::new();
-    for (at, hop) in chain.iter().enumerate() {
-        if at == 0 {
-            words.push_str(&format!("pid {} ", hop.pid));
-        } else {
-            words.push_str(", which ");
-        }
-        words.push_str(&format!(
-            "{} {} held by pid {}",
-            hop.how.verb(),
-            hop.label(),
-            hop.holder
-        ));
+    match chain.first() {
+        Some(first) => format!("pid {} {}", first.pid, hop_words(chain)),
+        None => String::new(),
     }
-    words
+}
+
+/// `waits to take tag "c" held by pid 3, which waits to take …`.
+fn hop_words(hops: &[Hop]) -> String {
+    let words: Vec<String> = hops
+        .iter()
+        .map(|hop| {
+            format!(
+                "{} {} held by pid {}",
+                hop.how.verb(),
+                hop.label(),
+                hop.holder
+            )
+        })
+        .collect();
+    words.join(", which ")
 }
 
 /// Adjacency by node, for the strongly connected parts.
