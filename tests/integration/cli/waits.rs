@@ -403,3 +403,40 @@ fn a_recorded_deadlock_replays_as_a_deadlock() {
     let _ = kill(Pid::from_raw(recorder.id() as i32), Signal::SIGTERM);
     let _ = recorder.wait();
 }
+
+/// A family waiter (`hold --wait`: the seed's `wait_acquire_family`)
+/// holds nothing while it waits and polls its busy member with shared
+/// tries every 50 ms: under the kernel's events it is one of the key's
+/// contenders, found by the rate of its polls; a passive monitor watching
+/// beside it, whose probes are the same request, is not.
+#[test]
+fn a_family_waiter_polling_is_a_contender_and_a_passive_monitor_beside_it_is_not() {
+    if !skip_unless(
+        is_root(),
+        "skipped a_family_waiter_polling…: needs root (or CAP_PERFMON) to read the kernel's lock events",
+    ) {
+        return;
+    }
+    let _serial = serial_blocking();
+    let (_tmp, state) = state_in_tempdir();
+    let _holder = Holder::hold(&state, &["--tag", "busy"]);
+    let passive = Watch::start_with(&state, &["--source", "inference", "--probe", "passive"]);
+    let mut kernel = Watch::start_with(&state, &["--source", "kernel"]);
+    let mut waiter = locktop_command(&state, &["hold", "--wait", "--tag", "busy"])
+        .spawn()
+        .expect("spawn a family waiter");
+    let line = verdict_line(&mut kernel, "busy", |kind| kind == Some("contended"));
+    let waiters: Vec<u64> = line["verdict"]["waiters"]
+        .as_array()
+        .expect("waiters")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert!(waiters.contains(&u64::from(waiter.id())), "{line}");
+    assert!(
+        !waiters.contains(&u64::from(passive.child.id())),
+        "a passive monitor is no waiter: {line}"
+    );
+    let _ = waiter.kill();
+    let _ = waiter.wait();
+}

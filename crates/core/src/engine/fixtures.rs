@@ -77,7 +77,7 @@ pub fn waited_by(mut state: KeyState, pid: u32, how: WaitKind) -> KeyState {
     match how {
         WaitKind::Contender => state.waiters.push(pid),
         WaitKind::Watcher => state.watchers.push(pid),
-        WaitKind::Trying => {}
+        WaitKind::Trying | WaitKind::Polling => {}
     }
     state.waiting.push(Waiting {
         pid,

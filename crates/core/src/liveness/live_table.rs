@@ -20,7 +20,8 @@
 //!   releases first, as flock(2) does); an exclusive one — a try to take
 //!   it — is counted per file and per PID by second
 //!   ([`LiveTable::refused_since`]), a shared one (a check whether it is
-//!   held) is not;
+//!   held: a family waiter's poll, or a passive probe) apart, as a poll
+//!   ([`LiveTable::polls_since`]);
 //! - the table holds only files someone locks or waits on: an emptied
 //!   file is dropped, so its size follows the locks, not the tree.
 
@@ -72,6 +73,8 @@ pub(crate) struct Applied {
     pub uncertain: bool,
     /// An exclusive `LOCK_NB` request was refused (counted).
     pub refused: bool,
+    /// A shared `LOCK_NB` request was refused (counted as a poll).
+    pub polled: bool,
 }
 
 /// One hold.
@@ -214,6 +217,8 @@ pub(crate) struct RefusedSince {
 pub(crate) struct LiveTable {
     files: HashMap<FileId, FileState>,
     refusals: HashMap<FileId, Refusals>,
+    /// Refused shared `LOCK_NB` requests per file, kept as refusals are.
+    polls: HashMap<FileId, Refusals>,
     /// Refusals applied since files' stale refusals were last forgotten.
     refusals_since_prune: u64,
     /// The files some process waits on (so asking whether anyone waits,
@@ -278,25 +283,33 @@ impl LiveTable {
                 // refused conversion leaves its owner holding nothing.
                 applied.changed = self.drop_hold_of(event.file, event.owner);
                 // A refused shared request is someone checking whether it
-                // is held (the SDK's try_held, a passive probe), not a try
-                // to take it: only exclusive ones are counted.
-                if !exclusive {
-                    return self.finish(event.file, applied);
+                // is held (the SDK's try_held: a family waiter's poll, or a
+                // passive probe), not a try to take it: counted apart, as
+                // polls.
+                if exclusive {
+                    applied.refused = true;
+                    self.refusals
+                        .entry(event.file)
+                        .or_default()
+                        .add(event.at, event.pid);
+                } else {
+                    applied.polled = true;
+                    self.polls
+                        .entry(event.file)
+                        .or_default()
+                        .add(event.at, event.pid);
                 }
-                applied.refused = true;
-                self.refusals
-                    .entry(event.file)
-                    .or_default()
-                    .add(event.at, event.pid);
                 self.refusals_since_prune += 1;
                 if self.refusals_since_prune >= REFUSALS_PRUNE_EVERY {
                     self.refusals_since_prune = 0;
                     let now = event.at / NS_PER_SECOND;
-                    self.refusals.retain(|_, refusals| {
+                    let recent = |refusals: &Refusals| {
                         refusals
                             .latest()
                             .is_some_and(|latest| latest + REFUSALS_KEPT_SECONDS > now)
-                    });
+                    };
+                    self.refusals.retain(|_, refusals| recent(refusals));
+                    self.polls.retain(|_, polls| recent(polls));
                 }
             }
             LockKind::Taken { exclusive } => {
@@ -486,9 +499,23 @@ impl LiveTable {
     /// ns, as events are stamped), by PID — to the second: the second
     /// `since` falls in counts whole.
     pub(crate) fn refused_since(&self, files: &[FileId], since: u64) -> RefusedSince {
+        Self::counted_since(&self.refusals, files, since)
+    }
+
+    /// The refused shared requests (polls) on `files` since `since`, as
+    /// [`Self::refused_since`] counts tries.
+    pub(crate) fn polls_since(&self, files: &[FileId], since: u64) -> RefusedSince {
+        Self::counted_since(&self.polls, files, since)
+    }
+
+    fn counted_since(
+        counts: &HashMap<FileId, Refusals>,
+        files: &[FileId],
+        since: u64,
+    ) -> RefusedSince {
         let since = since / NS_PER_SECOND;
         let mut by: HashMap<u32, u64> = HashMap::new();
-        for refusals in files.iter().filter_map(|file| self.refusals.get(file)) {
+        for refusals in files.iter().filter_map(|file| counts.get(file)) {
             for (second, pids) in refusals.seconds.iter().rev() {
                 if *second < since {
                     break;
@@ -505,7 +532,7 @@ impl LiveTable {
             .map(|(pid, _)| {
                 files
                     .iter()
-                    .filter_map(|file| self.refusals.get(file))
+                    .filter_map(|file| counts.get(file))
                     .flat_map(|refusals| &refusals.last)
                     .filter(|(of, _)| of == pid)
                     .map(|(_, last)| *last)
@@ -598,6 +625,26 @@ mod tests {
         table.apply(&event(GATE, 300, 0xc, EX));
         let locks = table.locks(&GATE);
         assert_eq!((locks.holders, locks.waiters), (vec![300], vec![]));
+    }
+
+    #[test]
+    fn refused_shared_tries_are_counted_as_polls_apart_from_tries() {
+        let mut table = LiveTable::default();
+        table.apply(&event(GATE, 100, 0xa, EX));
+        for _ in 0..3 {
+            let applied = table.apply(&event(
+                GATE,
+                300,
+                0xc,
+                LockKind::Refused { exclusive: false },
+            ));
+            assert!(applied.polled && !applied.refused, "{applied:?}");
+        }
+        let start = monotonic_now().saturating_sub(NS_PER_SECOND);
+        let polls = table.polls_since(&[GATE], start);
+        assert_eq!(polls.by, vec![(300, 3)]);
+        assert_eq!(table.refused_since(&[GATE], start).count, 0, "no try");
+        assert_eq!(table.locks(&GATE).holders, vec![100], "no lock changed");
     }
 
     #[test]

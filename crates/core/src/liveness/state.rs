@@ -130,7 +130,21 @@ pub enum WaitKind {
     /// refused within [`TRYING_WITHIN`]. It is not blocked in the kernel,
     /// so it may give up: a cycle through it may clear.
     Trying,
+    /// Polling whether it is still held, as the seed's
+    /// `wait_acquire_family` does between its all-or-nothing tries
+    /// (shared `LOCK_NB` tries, every 50 ms): at least [`POLLS_MIN`] of its
+    /// shared tries were refused within [`TRYING_WITHIN`]. A guess from the
+    /// rate: a passive monitor probing a key that changes that often would
+    /// look the same. Such a waiter holds nothing between its tries: a
+    /// chain's first link, never part of a cycle.
+    Polling,
 }
+
+/// How many refused shared tries within [`TRYING_WITHIN`] make a process
+/// one polling for a key ([`WaitKind::Polling`]): a family waiter makes
+/// about 60 in that time; a passive monitor probes a held key again only
+/// when it changes.
+pub const POLLS_MIN: u64 = 10;
 
 impl WaitKind {
     /// The words a person reads: `waits to take`, `waits for the release
@@ -140,6 +154,7 @@ impl WaitKind {
             WaitKind::Contender => "waits to take",
             WaitKind::Watcher => "waits for the release of",
             WaitKind::Trying => "keeps trying to take",
+            WaitKind::Polling => "polls (a guess, from its rate) for",
         }
     }
 

@@ -586,7 +586,7 @@ pub fn judge_waits(
         state
             .waiting
             .iter()
-            .filter(|waiting| waiting.how == WaitKind::Trying)
+            .filter(|waiting| matches!(waiting.how, WaitKind::Trying | WaitKind::Polling))
             .map(|waiting| waiting.pid),
     );
     if !contenders.is_empty() {

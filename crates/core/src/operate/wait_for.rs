@@ -339,9 +339,13 @@ impl WaitGraph {
             .filter(|(_, _, edge)| !edge.holder_verified)
             .map(|(_, to, _)| *to)
             .collect();
+        // A poller holds nothing between its tries: it starts a chain, and
+        // its polls close no circle.
         let mut graph = Graph::default();
-        for (from, to, _) in &edges {
-            graph.add(*from, *to);
+        for (from, to, edge) in &edges {
+            if edge.how != WaitKind::Polling {
+                graph.add(*from, *to);
+            }
         }
         // Cycles: each part of two processes or more.
         let mut cycle_of: BTreeMap<Node, usize> = BTreeMap::new();
@@ -387,8 +391,14 @@ impl WaitGraph {
             );
             queue.push_back(*node);
         }
+        // A root waits for nothing but polls, if that: a poller is not
+        // blocked.
+        let blocking = |node: &Node| {
+            out.get(node)
+                .is_some_and(|ats| ats.iter().any(|&at| edges[at].2.how != WaitKind::Polling))
+        };
         let mut roots: BTreeMap<Node, usize> = BTreeMap::new();
-        for node in into.keys().filter(|node| !out.contains_key(node)) {
+        for node in into.keys().filter(|node| !blocking(node)) {
             roots.insert(*node, 0);
             queue.push_back(*node);
         }
@@ -402,7 +412,10 @@ impl WaitGraph {
             let (end, len) = (end_of(&node, &links), len_of(&node, &links));
             for &at in into.get(&node).into_iter().flatten() {
                 let waiter = edges[at].0;
-                if links.contains_key(&waiter) || roots.contains_key(&waiter) {
+                if edges[at].2.how == WaitKind::Polling
+                    || links.contains_key(&waiter)
+                    || roots.contains_key(&waiter)
+                {
                     continue;
                 }
                 links.insert(
@@ -414,6 +427,29 @@ impl WaitGraph {
                     },
                 );
                 queue.push_back(waiter);
+            }
+        }
+        // A process that only polls starts its chain with its nearest poll.
+        let pollers: Vec<Node> = out
+            .keys()
+            .filter(|node| !links.contains_key(node) && !blocking(node))
+            .copied()
+            .collect();
+        for poller in pollers {
+            let best = out[&poller]
+                .iter()
+                .map(|&at| (len_of(&edges[at].1, &links), at))
+                .min();
+            if let Some((len, at)) = best {
+                let end = end_of(&edges[at].1, &links);
+                links.insert(
+                    poller,
+                    Link {
+                        next: Some(at),
+                        end,
+                        len: len + 1,
+                    },
+                );
             }
         }
         // Roots: how many processes wait on each, directly or not.
@@ -460,7 +496,8 @@ impl WaitGraph {
         let link = self.links.get(node)?;
         let mut hops = Vec::with_capacity(link.len);
         let mut next = link.next;
-        while let Some(at) = next {
+        // `len` hops exactly: a poller's chain may come back through it.
+        while let Some(at) = next.filter(|_| hops.len() < link.len) {
             hops.push(self.edges[at].clone());
             next = self.links.get(&self.ends[at].1).and_then(|link| link.next);
         }
@@ -591,7 +628,8 @@ fn cycle_of_part(
     unverified: &BTreeSet<Node>,
     now: Option<SystemTime>,
 ) -> Cycle {
-    let inside = |at: &usize| members.contains(&edges[*at].1);
+    let inside =
+        |at: &usize| members.contains(&edges[*at].1) && edges[*at].2.how != WaitKind::Polling;
     let strict = |at: &usize| {
         let edge = &edges[*at].2;
         inside(at) && edge.how.is_blocked() && edge.holder_verified

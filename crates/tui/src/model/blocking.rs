@@ -76,17 +76,20 @@ pub(crate) struct WaitCounts {
     pub watchers: usize,
     /// Looping on `try_acquire`, refused within the last seconds.
     pub trying: usize,
+    /// Polling for it (a family waiter, by the rate of its shared tries:
+    /// a guess).
+    pub polling: usize,
 }
 
 impl WaitCounts {
     /// All of them.
     pub fn total(self) -> usize {
-        self.contenders + self.watchers + self.trying
+        self.contenders + self.watchers + self.trying + self.polling
     }
 
     /// Those who want to take it (not watchers).
     pub fn takers(self) -> usize {
-        self.contenders + self.trying
+        self.contenders + self.trying + self.polling
     }
 
     /// `1 waiting to take it, 1 waiting for its release, 2 trying`: each
@@ -98,6 +101,12 @@ impl WaitCounts {
         }
         if self.trying > 0 {
             parts.push(format!("{} trying to take it", self.trying));
+        }
+        if self.polling > 0 {
+            parts.push(format!(
+                "{} polling for it (a guess, from its rate)",
+                self.polling
+            ));
         }
         if self.watchers > 0 {
             parts.push(format!("{} waiting for its release", self.watchers));
@@ -177,6 +186,12 @@ impl Data {
                         .waiting
                         .iter()
                         .filter(|waiting| waiting.how == WaitKind::Trying)
+                        .count(),
+                    polling: lock
+                        .state
+                        .waiting
+                        .iter()
+                        .filter(|waiting| waiting.how == WaitKind::Polling)
                         .count(),
                 };
                 let refused = lock.state.refused.as_ref().map_or(0, |r| r.last_minute);

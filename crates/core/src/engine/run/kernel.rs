@@ -48,7 +48,7 @@ use crate::liveness::kernel::{Record, quiet};
 use crate::liveness::live_table::{EventStream, LiveTable};
 use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
-use crate::liveness::state::TRYING_WITHIN;
+use crate::liveness::state::{POLLS_MIN, TRYING_WITHIN};
 use crate::liveness::verify::claim_files;
 use crate::liveness::{KeyState, RefusedBy, RefusedTries, WaitKind, Waiting};
 
@@ -136,6 +136,10 @@ pub(super) struct Kernel {
     /// last judged for one: judged again at most once a
     /// [`REFUSALS_EVERY`], and once a second until none is left.
     refused: HashMap<LockKey, Instant>,
+    /// Claims with refused tries or polls in the last minute, with when
+    /// the last was seen: judged again once a second until a minute has
+    /// passed since.
+    last_refusal: HashMap<LockKey, Instant>,
     /// Claims held while their taker, running, has closed them: when each
     /// is judged again, searching every process for who keeps it.
     keepers_due: HashMap<LockKey, Instant>,
@@ -235,6 +239,7 @@ impl Kernel {
             lost: 0,
             next_waiter_check: Instant::now() + WAITER_CHECK,
             refused: HashMap::new(),
+            last_refusal: HashMap::new(),
             keepers_due: HashMap::new(),
             files_to_search: HashMap::new(),
             fd_tables: Default::default(),
@@ -607,7 +612,7 @@ impl Engine {
                                 crate::liveness::kernel::LockKind::Unlocked { .. }
                                     | crate::liveness::kernel::LockKind::Other { .. }
                             );
-                            if request && (applied.changed || applied.refused) {
+                            if request && (applied.changed || applied.refused || applied.polled) {
                                 let entry = unknown.entry(event.file).or_insert((event.pid, 0));
                                 entry.0 = event.pid;
                                 entry.1 += u64::from(applied.refused);
@@ -622,8 +627,14 @@ impl Engine {
                         }
                         if applied.changed || settled {
                             touched.push(key.clone());
-                        } else if applied.refused {
+                        } else if applied.refused || applied.polled {
                             let now = Instant::now();
+                            match kernel.last_refusal.get_mut(key) {
+                                Some(last) => *last = now,
+                                None => {
+                                    kernel.last_refusal.insert(key.clone(), now);
+                                }
+                            }
                             let due = kernel
                                 .refused
                                 .get(key)
@@ -830,6 +841,11 @@ impl Engine {
             });
             if state.liveness.is_held() {
                 name_trying(state, at);
+                let polls = kernel.table.polls_since(
+                    files,
+                    mono_now.saturating_sub(TRYING_WITHIN.as_nanos() as u64),
+                );
+                name_polling(state, &polls, &wall, at);
             }
         }
         let now = Instant::now();
@@ -911,15 +927,18 @@ impl Engine {
                 .iter()
                 .filter_map(|file| kernel.files.get(file).cloned()),
         );
-        // Refusal counts age: judged again once a second until none is
-        // left in the last minute (the judgement then clears it).
+        // Refusal counts age, and a process stops trying or polling:
+        // judged again once a second until none is left in the last
+        // minute (the judgement then clears it) — from the last refusal,
+        // not from the last judgement, which would keep it forever.
+        kernel
+            .last_refusal
+            .retain(|_, last| now < *last + REFUSALS_OVER + WAITER_CHECK);
+        let last_refusal = &kernel.last_refusal;
         kernel
             .refused
-            .retain(|_, judged| now < *judged + REFUSALS_OVER + WAITER_CHECK);
-        for (key, judged) in kernel.refused.iter_mut() {
-            *judged = now;
-            keys.push(key.clone());
-        }
+            .retain(|key, _| last_refusal.contains_key(key));
+        keys.extend(kernel.last_refusal.keys().cloned());
         for key in keys {
             self.mark(key);
         }
@@ -991,6 +1010,40 @@ fn name_trying(state: &mut KeyState, now: SystemTime) {
         })
         .collect();
     state.waiting.extend(trying);
+}
+
+/// Adds to `state.waiting` every PID polling for it ([`WaitKind::Polling`]:
+/// at least [`POLLS_MIN`] shared tries refused within [`TRYING_WITHIN`],
+/// the last of them that recent, `polls` counted over that span) that
+/// still runs as the process that polled, is not this process (its own
+/// probes), and neither waits there already nor holds it.
+fn name_polling(
+    state: &mut KeyState,
+    polls: &crate::liveness::live_table::RefusedSince,
+    wall: &dyn Fn(u64) -> Option<SystemTime>,
+    now: SystemTime,
+) {
+    let me = std::process::id();
+    let polling: Vec<Waiting> = polls
+        .by
+        .iter()
+        .zip(&polls.last)
+        .filter(|((pid, count), _)| *count >= POLLS_MIN && *pid != me)
+        .filter_map(|((pid, _), &last)| Some((*pid, wall(last)?)))
+        .filter(|(_, last)| now.duration_since(*last).unwrap_or_default() <= TRYING_WITHIN)
+        .filter(|(pid, _)| !state.waiting.iter().any(|waiting| waiting.pid == *pid))
+        .filter(|(pid, _)| !state.holders.iter().any(|holder| holder.pid == *pid))
+        .filter_map(|(pid, last)| {
+            let started = crate::liveness::process::started_of(pid)?;
+            let reused = started > last + crate::liveness::process::START_TIME_SLACK;
+            (!reused).then_some(Waiting {
+                pid,
+                how: WaitKind::Polling,
+                started: Some(started),
+            })
+        })
+        .collect();
+    state.waiting.extend(polling);
 }
 
 /// Whether the hold `/proc/locks` named `pid` for still stands on

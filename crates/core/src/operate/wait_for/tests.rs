@@ -392,3 +392,15 @@ fn a_chain_is_the_waiting_processs_own_not_its_pids() {
         "9's chain ends at the holder 7, which waits for nothing"
     );
 }
+
+/// A family waiter polls and holds nothing between its tries: its polls
+/// start a chain and never close a circle, even where its PID holds a
+/// key the other waits on.
+#[test]
+fn polls_start_chains_and_close_no_circle() {
+    let states = two_cycle(WaitKind::Polling, WaitKind::Contender);
+    let graph = graph(&states, t(0));
+    assert!(graph.cycles().is_empty(), "{:?}", graph.cycles());
+    let chain = graph.chain_of(1, Some(t(0))).expect("1 polls for b");
+    assert_eq!(chain.hops[0].how, WaitKind::Polling);
+}
