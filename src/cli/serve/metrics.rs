@@ -309,7 +309,7 @@ fn encode_held(
     gauge(
         encoder,
         "locktop_longest_wait_chain",
-        "The most waits in a row: a process waiting on a key whose holder waits on another… (0 when nobody waits).",
+        "The most waits in a row: a process waiting on a key whose holder waits on another…, or around a cycle (0 when nobody waits).",
         waits.longest_chain() as f64,
     )
 }

@@ -540,13 +540,13 @@ impl WaitGraph {
             .unwrap_or_default()
     }
 
-    /// The most hops of any chain (0 when nobody waits).
+    /// The most waits in a row: the most hops of any chain, or of any
+    /// cycle's circle (whose members wait on each other in turn); 0 when
+    /// nobody waits.
     pub fn longest_chain(&self) -> usize {
-        self.links
-            .values()
-            .map(|link| link.len)
-            .max()
-            .unwrap_or_default()
+        let chains = self.links.values().map(|link| link.len);
+        let circles = self.cycles.iter().map(|cycle| cycle.hops.len());
+        chains.chain(circles).max().unwrap_or_default()
     }
 
     /// The cycles that are deadlocks at `now` ([`Cycle::deadlock`]).

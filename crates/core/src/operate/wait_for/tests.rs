@@ -328,9 +328,15 @@ proptest! {
             let reaching = (1..n).filter(|&p| p != q && dist[p][q].is_some()).count();
             prop_assert_eq!(graph.blocked_by(q as u32), reaching, "root {}", q);
         }
+        let circles = graph.cycles().iter().map(|cycle| cycle.hops.len());
         prop_assert_eq!(
             graph.longest_chain(),
-            graph.chains().map(|(_, chain)| chain.hops.len()).max().unwrap_or(0)
+            graph
+                .chains()
+                .map(|(_, chain)| chain.hops.len())
+                .chain(circles)
+                .max()
+                .unwrap_or(0)
         );
     }
 }
