@@ -87,7 +87,7 @@ pub struct Cycle {
     pub members: Vec<u32>,
     /// Since when these processes have waited in a circle (carried from
     /// graph to graph while its members stay the same); `None` when it
-    /// was seen in one look only ([`WaitGraph::build_once`]).
+    /// was seen in one look only (a one-shot view: `HeldView::of`).
     pub since: Option<SystemTime>,
     /// The member to signal to break it (a verified holder of one of its
     /// keys holding the fewest keys, then the youngest, then the highest
@@ -247,20 +247,7 @@ impl WaitGraph {
         now: SystemTime,
         before: Option<&WaitGraph>,
     ) -> Self {
-        Self::of_held(held, Some(now), before)
-    }
-
-    /// The graph of `held` seen in one look: its cycles' `since` is
-    /// unknown, so none is a deadlock yet ([`MayClear::OneLook`]).
-    pub fn build_once<'a>(held: impl IntoIterator<Item = (&'a LockKey, &'a KeyState)>) -> Self {
-        Self::of_held(held, None, None)
-    }
-
-    fn of_held<'a>(
-        held: impl IntoIterator<Item = (&'a LockKey, &'a KeyState)>,
-        now: Option<SystemTime>,
-        before: Option<&WaitGraph>,
-    ) -> Self {
+        let now = Some(now);
         let held: Vec<(&LockKey, &KeyState)> = held
             .into_iter()
             .filter(|(_, state)| state.liveness.is_held())
@@ -599,11 +586,6 @@ impl WaitGraph {
     /// True when `pid` waits or is waited on in the graph.
     pub fn involves(&self, pid: u32) -> bool {
         self.pids.contains(&pid)
-    }
-
-    /// Every PID of the graph, waiting or holding.
-    pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.pids.iter().copied()
     }
 }
 

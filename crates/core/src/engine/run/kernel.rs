@@ -840,12 +840,23 @@ impl Engine {
                     .collect(),
             });
             if state.liveness.is_held() {
-                name_trying(state, at);
+                let tries: Vec<(u32, u64, Option<SystemTime>)> = state
+                    .refused
+                    .iter()
+                    .flat_map(|refused| &refused.by)
+                    .map(|by| (by.pid, by.count, by.last))
+                    .collect();
+                name_recent(state, WaitKind::Trying, 1, tries, at);
                 let polls = kernel.table.polls_since(
                     files,
                     mono_now.saturating_sub(TRYING_WITHIN.as_nanos() as u64),
                 );
-                name_polling(state, &polls, &wall, at);
+                let polls = polls
+                    .by
+                    .iter()
+                    .zip(&polls.last)
+                    .map(|(&(pid, count), &last)| (pid, count, wall(last)));
+                name_recent(state, WaitKind::Polling, POLLS_MIN, polls, at);
             }
         }
         let now = Instant::now();
@@ -980,56 +991,25 @@ impl Clocks {
     }
 }
 
-/// Adds to `state.waiting` every PID whose exclusive `LOCK_NB` tries on
-/// it were refused within [`TRYING_WITHIN`] of `now` and that still runs
-/// as the process that was refused (started before its last refusal),
-/// unless it already waits there blocked or holds the key itself.
-fn name_trying(state: &mut KeyState, now: SystemTime) {
-    let Some(refused) = &state.refused else {
-        return;
-    };
-    let trying: Vec<Waiting> = refused
-        .by
-        .iter()
-        .filter(|by| {
-            by.last
-                .is_some_and(|last| now.duration_since(last).unwrap_or_default() <= TRYING_WITHIN)
-        })
-        .filter(|by| !state.waiting.iter().any(|waiting| waiting.pid == by.pid))
-        .filter(|by| !state.holders.iter().any(|holder| holder.pid == by.pid))
-        .filter_map(|by| {
-            let started = crate::liveness::process::started_of(by.pid)?;
-            let reused = by
-                .last
-                .is_some_and(|last| started > last + crate::liveness::process::START_TIME_SLACK);
-            (!reused).then_some(Waiting {
-                pid: by.pid,
-                how: WaitKind::Trying,
-                started: Some(started),
-            })
-        })
-        .collect();
-    state.waiting.extend(trying);
-}
-
-/// Adds to `state.waiting` every PID polling for it ([`WaitKind::Polling`]:
-/// at least [`POLLS_MIN`] shared tries refused within [`TRYING_WITHIN`],
-/// the last of them that recent, `polls` counted over that span) that
-/// still runs as the process that polled, is not this process (its own
-/// probes), and neither waits there already nor holds it.
-fn name_polling(
+/// Adds to `state.waiting`, as waiting `how`, every PID of `refused`
+/// (PID, refusals counted, the last one) refused at least `min_count`
+/// times, the last within [`TRYING_WITHIN`] of `now` — a try loop
+/// ([`WaitKind::Trying`]: exclusive tries) or a poller
+/// ([`WaitKind::Polling`]: shared ones, [`POLLS_MIN`]) — that still runs
+/// as the process that was refused (started before its last refusal), is
+/// not this process, and neither waits there already nor holds the key.
+fn name_recent(
     state: &mut KeyState,
-    polls: &crate::liveness::live_table::RefusedSince,
-    wall: &dyn Fn(u64) -> Option<SystemTime>,
+    how: WaitKind,
+    min_count: u64,
+    refused: impl IntoIterator<Item = (u32, u64, Option<SystemTime>)>,
     now: SystemTime,
 ) {
     let me = std::process::id();
-    let polling: Vec<Waiting> = polls
-        .by
-        .iter()
-        .zip(&polls.last)
-        .filter(|((pid, count), _)| *count >= POLLS_MIN && *pid != me)
-        .filter_map(|((pid, _), &last)| Some((*pid, wall(last)?)))
+    let found: Vec<Waiting> = refused
+        .into_iter()
+        .filter(|&(pid, count, _)| count >= min_count && pid != me)
+        .filter_map(|(pid, _, last)| Some((pid, last?)))
         .filter(|(_, last)| now.duration_since(*last).unwrap_or_default() <= TRYING_WITHIN)
         .filter(|(pid, _)| !state.waiting.iter().any(|waiting| waiting.pid == *pid))
         .filter(|(pid, _)| !state.holders.iter().any(|holder| holder.pid == *pid))
@@ -1038,12 +1018,12 @@ fn name_polling(
             let reused = started > last + crate::liveness::process::START_TIME_SLACK;
             (!reused).then_some(Waiting {
                 pid,
-                how: WaitKind::Polling,
+                how,
                 started: Some(started),
             })
         })
         .collect();
-    state.waiting.extend(polling);
+    state.waiting.extend(found);
 }
 
 /// Whether the hold `/proc/locks` named `pid` for still stands on

@@ -325,8 +325,8 @@ pub async fn check_family(
     };
     // Synchronous on purpose: a one-shot, operator-triggered report (one
     // /proc/locks read, one scan only when something is busy).
-    let mut report = explain(context.state_dir(), &busy);
-    if anyone_waits_around(&report) {
+    let (mut report, index) = explain(context.state_dir(), &busy);
+    if anyone_waits_around(&report, &index) {
         let looks = if probe.writes() {
             ProbeMode::Passive
         } else {
@@ -338,9 +338,9 @@ pub async fn check_family(
 }
 
 /// True when someone waits on a busy member, or a holder of one waits
-/// on anything (one `/proc/locks` read): only then is the whole tree
-/// looked at for the hops.
-fn anyone_waits_around(report: &CheckReport) -> bool {
+/// on anything (in `index`, the report's own `/proc/locks` read): only
+/// then is the whole tree looked at for the hops.
+fn anyone_waits_around(report: &CheckReport, index: &LockIndex) -> bool {
     let busy = report.members.iter().filter(|member| member.busy);
     if busy
         .clone()
@@ -355,7 +355,6 @@ fn anyone_waits_around(report: &CheckReport) -> bool {
     if holders.is_empty() {
         return false;
     }
-    let index = LockIndex::read().unwrap_or_default();
     index.files().any(|(_, locks)| {
         locks
             .waiters
@@ -471,9 +470,10 @@ async fn lock_free_busy(context: &Context, coords: &[(PathBuf, String)]) -> Busy
     }
 }
 
-/// Builds the report for an attempt: one `/proc/locks` read, one scan of
-/// the tree (only if something is busy) to find what else holders hold.
-fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
+/// Builds the report for an attempt: one `/proc/locks` read (returned
+/// with it), one scan of the tree (only if something is busy) to find
+/// what else holders hold.
+fn explain(state_dir: &Path, attempt: &Busy) -> (CheckReport, LockIndex) {
     let index = LockIndex::read().unwrap_or_default();
     let report = scan::scan(state_dir, None).unwrap_or_default();
     let unlinked = unlinked::find(
@@ -562,11 +562,12 @@ fn explain(state_dir: &Path, attempt: &Busy) -> CheckReport {
             }
         })
         .collect();
-    CheckReport {
+    let report = CheckReport {
         free: members.iter().all(|member| !member.busy),
         members,
         waits: None,
-    }
+    };
+    (report, index)
 }
 
 /// The holders of `key`'s unlinked files among what
