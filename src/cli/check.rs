@@ -82,7 +82,7 @@ pub async fn run(
         println!("{}", crate::text::to_json(&json)?);
     } else {
         if let Some(why) = &probe.fallback {
-            eprintln!("locktop: probe {} ({why})", probe.runs.as_str());
+            say!("locktop: probe {} ({why})", probe.runs.as_str());
         }
         for line in check::report_lines(&report, SystemTime::now()) {
             println!("{line}");

@@ -113,7 +113,7 @@ fn remove_locks(dir: &Path) {
         held = still_locked_under(&locks);
     }
     if let Some(held) = held {
-        eprintln!(
+        say!(
             "locktop: demo: {} is still locked by a process; leaving {} as it is",
             held.display(),
             locks.display()
@@ -121,7 +121,7 @@ fn remove_locks(dir: &Path) {
         return;
     }
     if let Err(error) = std::fs::remove_dir_all(&locks) {
-        eprintln!(
+        say!(
             "locktop: demo: could not remove {}: {error}",
             locks.display()
         );

@@ -54,7 +54,7 @@ impl Engine {
     /// command refused for bad input says only why).
     pub fn say(&self) {
         if let Some(note) = &self.note {
-            eprintln!("{note}");
+            say!("{note}");
         }
     }
 }

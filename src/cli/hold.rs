@@ -87,7 +87,7 @@ pub async fn run(state_dir: PathBuf, args: HoldArgs) -> anyhow::Result<ExitCode>
             Ok(locks) => locks,
             Err(busy) => {
                 for member in describe_busy(&state_dir, &busy) {
-                    eprintln!("{}", crate::text::visible(&busy_line(&member)));
+                    say!("{}", crate::text::visible(&busy_line(&member)));
                 }
                 return Ok(ExitCode::from(EXIT_BUSY));
             }

@@ -6,6 +6,15 @@
 //! Exit codes (every subcommand): 0 success, 1 "busy" (a lock could not be
 //! taken now), 2 bad input or any other error.
 
+/// A line on stderr that never panics: a closed stderr (`2>&1 | head`)
+/// loses the line, never the exit status (`eprintln!` would panic).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod check;
 mod demo;
 mod docs;
@@ -203,7 +212,7 @@ pub fn main() -> ExitCode {
 
 fn fail(error: &anyhow::Error) -> ExitCode {
     // An error may quote a path or a name from the watched tree.
-    eprintln!("locktop: {}", crate::text::visible(&format!("{error:#}")));
+    say!("locktop: {}", crate::text::visible(&format!("{error:#}")));
     ExitCode::from(EXIT_ERROR)
 }
 

@@ -185,6 +185,21 @@ impl JournalWriter {
         Ok(())
     }
 
+    /// Why the journal cannot be written, while it cannot.
+    pub fn failure(&self) -> Option<&crate::journal::Failure> {
+        self.journal.failure()
+    }
+
+    /// Writes again after a failure (see [`Journal::resume`]).
+    pub fn resume(&mut self) -> std::io::Result<()> {
+        self.journal.resume()
+    }
+
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.journal.bytes_written()
+    }
+
     /// Ends the journal with its end line: the recording went on until
     /// now (a clean stop; see [`Journal::finish`]).
     pub fn finish(self) -> std::io::Result<()> {

@@ -8,7 +8,11 @@
 //! host may be another); what it prints is folded by the same rule the
 //! live monitor folds by; a time outside what was recorded is said so
 //! (before the first complete view: an error; after the end or between
-//! two recordings: a note on stderr naming what the answer is).
+//! two recordings: a note on stderr naming what the answer is); a time
+//! whose state the files cannot tell — in a missing part, or after a
+//! damaged line before the next whole checkpoint — is refused, never
+//! answered; a window with such time in it is printed with a note for
+//! each hole and exits [`EXIT_INCOMPLETE`].
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,6 +23,7 @@ use anyhow::bail;
 
 use crate::engine::{Delta, Liveness};
 use crate::journal::JournalSet;
+use crate::journal::reader::{Gap, GapWhy};
 use crate::journal::format::Entry;
 use crate::journal::reader::entry_time;
 use crate::journal::time_arg;
@@ -30,6 +35,11 @@ use crate::operate::held::HeldView;
 use crate::stream::format as watch_format;
 use crate::stream::lines_of;
 use crate::stream::queue::{KeyTo, Line, Report};
+
+/// `--from/--to`'s exit status when part of the window is unknown (a
+/// missing part, damaged lines): what is known is printed, each hole is
+/// said on stderr.
+pub const EXIT_INCOMPLETE: u8 = 3;
 
 /// Flags of `locktop replay`.
 #[derive(Debug, clap::Args)]
@@ -109,10 +119,34 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
 /// Prints what the reader skipped, one line each.
 fn warn(set: &JournalSet) {
     for warning in set.take_warnings() {
-        eprintln!(
+        say!(
             "locktop replay: warning: {}",
             crate::text::visible(&warning.to_string())
         );
+    }
+}
+
+/// How the recording ended, for a note past its end.
+fn how_it_ended(set: &JournalSet) -> &'static str {
+    if set.stopped_cleanly() {
+        "it was stopped then"
+    } else {
+        "its last line: it was not stopped cleanly (killed, a crash, a full disk)"
+    }
+}
+
+/// What a gap's note says: why nothing is known in it.
+fn gap_words(gap: &Gap) -> String {
+    match &gap.why {
+        GapWhy::Missing(missing) => missing.to_string(),
+        GapWhy::NotRecorded(why) => format!(
+            "nothing was recorded from {} to {}{}",
+            rfc3339(gap.from),
+            rfc3339(gap.to),
+            why.as_deref()
+                .map(|why| format!(" ({})", crate::text::visible(why)))
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -120,24 +154,34 @@ fn warn(set: &JournalSet) {
 fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::Result<ExitCode> {
     let replayed = set.state_at(at)?;
     warn(set);
+    if let Some(doubt) = replayed.doubt {
+        bail!(
+            "cannot tell the state at {}: {}",
+            rfc3339(at),
+            set.doubt_words(&doubt)
+        );
+    }
     // Past what was recorded, the state is the last one recorded, judged
     // (ages, verdicts, `taken_at`) as of then: time nobody recorded makes
     // no verdict.
     let end = set.end()?;
     let judged_at = if at > end {
-        eprintln!(
-            "locktop replay: note: the recording ends at {}; this is the last state it recorded, as of then",
-            rfc3339(end)
+        say!(
+            "locktop replay: note: the recording ends at {} ({}); this is the last state it recorded, as of then",
+            rfc3339(end),
+            how_it_ended(set)
         );
         end
     } else if let Some(gap) = set.gap_at(at)? {
-        eprintln!(
-            "locktop replay: note: nothing was recorded from {} to {}; this is the state at {}",
-            rfc3339(gap.0),
-            rfc3339(gap.1),
-            rfc3339(gap.0)
+        if let GapWhy::Missing(missing) = gap.why {
+            bail!("cannot tell the state at {}: {missing}", rfc3339(at));
+        }
+        say!(
+            "locktop replay: note: {}; this is the state at {}",
+            gap_words(&gap),
+            rfc3339(gap.from)
         );
-        gap.0
+        gap.from
     } else {
         at
     };
@@ -209,12 +253,13 @@ fn print_changes(
     if let Some(asked) = from
         && asked < start_time
     {
-        eprintln!(
+        say!(
             "locktop replay: note: the recording starts at {}; the changes are from then",
             rfc3339(start_time)
         );
     }
     let from = from.unwrap_or(start_time).max(start_time);
+    let asked_to = to;
     let to = to.unwrap_or(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 40));
     if to < from {
         bail!(
@@ -232,6 +277,27 @@ fn print_changes(
         Some(before) => set.state_at(before)?,
         None => set.at_start()?,
     };
+    // Every hole in the window is said before its lines; past the end,
+    // why nothing follows.
+    let mut incomplete = start.doubt.is_some();
+    if let Some(doubt) = start.doubt {
+        say!(
+            "locktop replay: note: the state at the window's start is unsure: {}",
+            set.doubt_words(&doubt)
+        );
+    }
+    for gap in set.gaps_within(from, to) {
+        incomplete |= matches!(gap.why, GapWhy::Missing(_));
+        say!("locktop replay: note: {}", gap_words(&gap));
+    }
+    let end = set.end()?;
+    if asked_to.is_some_and(|asked| asked > end) {
+        say!(
+            "locktop replay: note: the recording ends at {} ({}); nothing after it was recorded",
+            rfc3339(end),
+            how_it_ended(set)
+        );
+    }
     // Verdicts as `watch` follows them, from the state at the start.
     let mut verdicts = HeldView::new(materializing_of(set.header()));
     for (key, state) in start.state.keys().iter() {
@@ -243,7 +309,9 @@ fn print_changes(
     let mut state = start.state;
     let mut lines = set.lines_from(start.next)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut printed = 0usize;
     while let Some(entry) = lines.next_entry(&state)? {
+        incomplete |= lines.doubt().is_some();
         let Some(at) = entry_time(&entry) else {
             continue;
         };
@@ -276,10 +344,24 @@ fn print_changes(
         };
         if let Some(text) = watch_format::line(&line, json) {
             writeln!(out, "{text}")?;
+            printed += 1;
         }
     }
     out.flush()?;
     warn(set);
+    if printed == 0 && !incomplete {
+        say!(
+            "locktop replay: note: no change was recorded from {} to {}",
+            rfc3339(from),
+            rfc3339(to.min(end))
+        );
+    }
+    if incomplete {
+        say!(
+            "locktop replay: note: part of the window is unknown (said above): the changes printed are those the files hold"
+        );
+        return Ok(ExitCode::from(EXIT_INCOMPLETE));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

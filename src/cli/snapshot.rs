@@ -37,7 +37,7 @@ pub struct SnapshotArgs {
 pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitCode> {
     let probe = lock_free::choose(args.probe, &state_dir);
     if probe.fallback.is_some() && !args.json {
-        eprintln!("locktop: probe {}", probe.describe());
+        say!("locktop: probe {}", probe.describe());
     }
     let mut snapshot = take(&state_dir, probe.runs).await?;
     if !args.all {

@@ -138,5 +138,5 @@ fn seen_now(state_dir: &std::path::Path, key: &crate::disk::LockKey) -> Seen {
 
 /// One stderr line: names and holders' command lines are anyone's text.
 fn say(line: &str) {
-    eprintln!("locktop: {}", crate::text::visible(line));
+    say!("locktop: {}", crate::text::visible(line));
 }

@@ -65,6 +65,19 @@ pub struct Header {
     /// by the recorder's threshold.
     #[serde(default = "default_materializing")]
     pub materializing_after: f64,
+    /// Set on the first file of a recording that took over from one
+    /// whose journal could not be written (`serve --journal` after a
+    /// full disk): why that one stopped. Nothing was recorded from the
+    /// previous file's last line to this file's first checkpoint. Added
+    /// within version 2: older readers ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_failure: Option<String>,
+    /// Every line of the file, this one included, ends with its number
+    /// and a CRC-32 ([`check_line`]): a line without a matching one is
+    /// damaged. Added within version 2 (older files have none; older
+    /// readers ignore them).
+    #[serde(default)]
+    pub checked_lines: bool,
 }
 
 fn default_materializing() -> f64 {
@@ -177,6 +190,7 @@ struct Raw<'a> {
     watcher: Option<WatcherHealth>,
     problems: Option<Vec<ScanProblem>>,
     synced: Option<usize>,
+    n: Option<u64>,
 }
 
 /// One line, read.
@@ -283,7 +297,77 @@ pub enum BadLine {
 
 /// Reads one line (without its newline).
 pub fn decode(line: &[u8], namer: &mut Namer) -> Result<Entry, BadLine> {
+    decode_numbered(line, namer).map(|(entry, _)| entry)
+}
+
+/// Reads one line (without its newline), and its number in its file
+/// (`None`: a line written before lines were numbered).
+pub fn decode_numbered(line: &[u8], namer: &mut Namer) -> Result<(Entry, Option<u64>), BadLine> {
     let raw: Raw = serde_json::from_slice(line)?;
+    let n = raw.n;
+    Ok((entry_of(raw, namer)?, n))
+}
+
+/// What a line's last fields say of it (`…,"n":12,"crc":C}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineCheck {
+    /// No number or checksum: a line written before lines carried them.
+    Unchecked,
+    /// Its checksum matches: its number in its file.
+    Good(u64),
+    /// A checksum that does not match, or a malformed tail.
+    Bad,
+}
+
+/// Checks a line (without its newline) against the CRC-32 it ends with,
+/// reading its last bytes alone — what a reader skipping a checkpoint's
+/// lines unparsed still does. JSON escapes every quote inside a string,
+/// so `,"crc":` and `,"n":` can only be the line's own fields.
+pub fn check_line(line: &[u8]) -> LineCheck {
+    let Some(body) = line.strip_suffix(b"}") else {
+        return LineCheck::Unchecked;
+    };
+    let Some(at) = memchr::memmem::rfind(body, b",\"crc\":") else {
+        return LineCheck::Unchecked;
+    };
+    let (Some(crc), Some(n)) = (
+        digits(&body[at + 7..]),
+        memchr::memmem::rfind(&body[..at], b",\"n\":").and_then(|n| digits(&body[n + 5..at])),
+    ) else {
+        return LineCheck::Bad;
+    };
+    if u64::from(crc32fast::hash(&body[..at])) == crc {
+        LineCheck::Good(n)
+    } else {
+        LineCheck::Bad
+    }
+}
+
+fn digits(text: &[u8]) -> Option<u64> {
+    if text.is_empty() || text.len() > 20 || !text.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// Ends the line just written into `out` (`{…}` and a newline, after
+/// any lines before it) with its number in its file and the CRC-32 of
+/// everything before the checksum: `{…,"n":N,"crc":C}`. Every line of a
+/// file carries them (the header is line 0), so a reader tells a line
+/// dropped, repeated, moved or altered.
+pub(crate) fn number_line(out: &mut Vec<u8>, n: u64) {
+    debug_assert!(out.ends_with(b"}\n"));
+    out.truncate(out.len() - 2);
+    let begin = out
+        .iter()
+        .rposition(|byte| *byte == b'\n')
+        .map_or(0, |newline| newline + 1);
+    out.extend_from_slice(format!(",\"n\":{n}").as_bytes());
+    let crc = crc32fast::hash(&out[begin..]);
+    out.extend_from_slice(format!(",\"crc\":{crc}}}\n").as_bytes());
+}
+
+fn entry_of(raw: Raw<'_>, namer: &mut Namer) -> Result<Entry, BadLine> {
     if let Some(header) = raw.journal {
         return Ok(Entry::Header(header));
     }

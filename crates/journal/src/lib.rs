@@ -26,5 +26,5 @@ pub mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use reader::{JournalSet, Position, Replayed};
-pub use writer::{Journal, Output, Recording};
+pub use reader::{Doubt, Gap, GapWhy, JournalSet, Position, Replayed};
+pub use writer::{Failure, Journal, Output, Recording};

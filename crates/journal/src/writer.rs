@@ -18,6 +18,21 @@
 //! - a recording stopped cleanly ends with its end line
 //!   ([`Journal::finish`]), stamped when it stopped; one that ended
 //!   otherwise (killed, a crash, a full disk) has none;
+//! - every line ends with its number in the file (`"n"`, the header
+//!   being 0) and a CRC-32 of the line (`"crc"`), so a reader tells a
+//!   line dropped, repeated, moved or altered;
+//! - a journal file has one writer: a recording holds `FILE.lock`
+//!   (an exclusive `flock`) from its start to its end, across every
+//!   rotation, and a second recording into the same FILE — `record` or
+//!   `serve --journal` — is refused at its start; files are opened to
+//!   append and created exclusively, so nothing already written is ever
+//!   overwritten;
+//! - a journal that cannot be written stays whole up to its last whole
+//!   line and keeps folding changes ([`Journal::failure`]); a writer that
+//!   lives on (`serve --journal`) resumes with [`Journal::resume`]: the
+//!   partly written line is cut off, and a new recording starts in a new
+//!   file whose header says why the one before stopped, so a reader says
+//!   nothing was recorded in between, and why;
 //! - the recorder's memory is its [`Fold`] (a null pointer per
 //!   free key) and one line's buffer.
 
@@ -69,14 +84,55 @@ pub struct Recording {
     pub probe: ProbeMode,
 }
 
+/// Why a journal could not be written, and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// When the write failed.
+    pub since: SystemTime,
+    /// The error, one line.
+    pub error: String,
+}
+
+/// Where lines go: standard output, or the current file.
+enum Sink {
+    Stdout(std::io::Stdout),
+    File(File),
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::Stdout(out) => out.write(buf),
+            Sink::File(file) => file.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout(out) => out.flush(),
+            Sink::File(file) => file.flush(),
+        }
+    }
+}
+
 /// A journal being written.
 pub struct Journal {
     output: Output,
     recording: Recording,
     root: PathBuf,
     started: SystemTime,
-    sink: Box<dyn Write + Send>,
+    sink: Sink,
+    /// `FILE.lock`, locked for the recording's life (`None` on stdout).
+    _lock: Option<File>,
     part: u64,
+    /// The number the next line of the current file gets.
+    next_line: u64,
+    /// Bytes written, all files together.
+    total_written: u64,
+    /// Set while the journal cannot be written.
+    failure: Option<Failure>,
+    /// Why the recording before this one stopped (the next header says).
+    after_failure: Option<String>,
     /// Bytes written to the current file.
     written: u64,
     /// Bytes of change lines since the last checkpoint.
@@ -104,17 +160,28 @@ impl Journal {
     /// with the first delta).
     /// An existing file is kept: rotated into the set when the output
     /// rotates, refused otherwise (a recording is never overwritten).
+    /// A second recording into the same file is refused (see the module
+    /// doc).
     pub fn create(output: Output, recording: Recording) -> anyhow::Result<Self> {
         let started = SystemTime::now();
         let root = crate::locks::locks_root(&recording.state_dir);
-        let sink = open(&output, true)?;
+        let lock = match &output {
+            Output::File { path, .. } => Some(claim(path)?),
+            Output::Stdout => None,
+        };
+        let sink = open_first(&output)?;
         let journal = Self {
             output,
             recording,
             root,
             started,
             sink,
+            _lock: lock,
             part: 0,
+            next_line: 0,
+            total_written: 0,
+            failure: None,
+            after_failure: None,
             written: 0,
             since_checkpoint: 0,
             checkpoint_size: 0,
@@ -163,7 +230,26 @@ impl Journal {
     /// Records one delta: folds it in, and writes its line (once the
     /// first full scan is in; that scan's end writes the first
     /// checkpoint). May write a checkpoint or start a new file after it.
+    ///
+    /// While the journal cannot be written ([`Journal::failure`]) the
+    /// delta is only folded in (what [`Journal::resume`] checkpoints).
+    /// A failed write is said once, as the error, and makes it so.
     pub fn record(&mut self, delta: Delta) -> std::io::Result<()> {
+        if self.failure.is_some() {
+            if let Delta::Key { at, .. } | Delta::Removed { at, .. } | Delta::Synced { at, .. } =
+                &delta
+            {
+                self.stamp(*at);
+            }
+            self.synced |= matches!(delta, Delta::Synced { .. });
+            self.state.apply(delta);
+            return Ok(());
+        }
+        let result = self.record_line(delta);
+        self.failed_if(result)
+    }
+
+    fn record_line(&mut self, delta: Delta) -> std::io::Result<()> {
         if self.header_due {
             self.header_due = false;
             self.write_header().map_err(std::io::Error::other)?;
@@ -203,14 +289,93 @@ impl Journal {
         to: Option<&Verdict>,
         at: SystemTime,
     ) -> std::io::Result<()> {
-        if !self.synced {
+        if !self.synced || self.failure.is_some() {
             return Ok(());
         }
         let time = self.stamp(at);
         self.line.clear();
         format::encode_verdict(&mut self.line, key, from, to, time, &self.root);
-        self.write_line()?;
-        self.after_change()
+        let result = self.write_line().and_then(|()| self.after_change());
+        self.failed_if(result)
+    }
+
+    /// Why the journal cannot be written, while it cannot.
+    pub fn failure(&self) -> Option<&Failure> {
+        self.failure.as_ref()
+    }
+
+    /// Bytes written so far, every file together.
+    pub fn bytes_written(&self) -> u64 {
+        self.total_written
+    }
+
+    /// Writes again after a failure: the current file is cut back to its
+    /// last whole line and rotated (or reused when nothing of it was
+    /// written whole), and a new recording starts there — its header
+    /// says why the one before stopped, its first checkpoint is the
+    /// state now (every change seen meanwhile folded in). An error
+    /// leaves the journal failed, to try again later. Nothing to do
+    /// when it is not failed, or on standard output (a pipe that failed
+    /// is gone).
+    pub fn resume(&mut self) -> std::io::Result<()> {
+        let Some(failure) = self.failure.clone() else {
+            return Ok(());
+        };
+        if matches!(self.output, Output::Stdout) {
+            return Err(std::io::Error::other(failure.error));
+        }
+        let result = self.start_after_failure(&failure);
+        if let Err(error) = &result {
+            self.failure = Some(Failure {
+                since: failure.since,
+                error: error.to_string(),
+            });
+        }
+        result
+    }
+
+    fn start_after_failure(&mut self, failure: &Failure) -> std::io::Result<()> {
+        if let Sink::File(file) = &self.sink {
+            // What was written whole stays; a line cut by the failure goes.
+            file.set_len(self.written)?;
+        }
+        let reuse = self.written == 0;
+        self.sink = open_next(&self.output, reuse).map_err(std::io::Error::other)?;
+        self.written = 0;
+        self.next_line = 0;
+        self.part = 0;
+        self.started = (self.clock)();
+        self.after_failure = Some(format!(
+            "the journal could not be written from {}: {}",
+            crate::time_format::rfc3339(failure.since),
+            failure.error
+        ));
+        self.header_due = false;
+        self.write_header().map_err(std::io::Error::other)?;
+        self.after_failure = None;
+        if self.synced {
+            // The state now: every change folded in while nothing was
+            // written.
+            let now = (self.clock)();
+            self.stamp(now);
+            self.write_checkpoint()?;
+        }
+        self.failure = None;
+        Ok(())
+    }
+
+    /// Marks the journal failed on an error (the first one's time and
+    /// words are kept).
+    fn failed_if(&mut self, result: std::io::Result<()>) -> std::io::Result<()> {
+        if let Err(error) = &result
+            && self.failure.is_none()
+        {
+            self.failure = Some(Failure {
+                since: (self.clock)(),
+                error: error.to_string(),
+            });
+        }
+        result
     }
 
     /// Ends the recording: its end line, stamped now (never earlier than
@@ -218,7 +383,7 @@ impl Journal {
     /// last change. Nothing is written to a journal that has no header
     /// yet (it recorded nothing), and nothing can be recorded after.
     pub fn finish(mut self) -> std::io::Result<()> {
-        if self.header_due {
+        if self.header_due || self.failure.is_some() {
             return Ok(());
         }
         let time = self.stamp((self.clock)());
@@ -253,10 +418,13 @@ impl Journal {
     }
 
     fn write_line(&mut self) -> std::io::Result<()> {
+        format::number_line(&mut self.line, self.next_line);
         self.sink.write_all(&self.line)?;
         self.sink.flush()?;
+        self.next_line += 1;
         let bytes = self.line.len() as u64;
         self.written += bytes;
+        self.total_written += bytes;
         self.since_checkpoint += bytes;
         Ok(())
     }
@@ -280,9 +448,10 @@ impl Journal {
 
     fn rotate(&mut self) -> std::io::Result<()> {
         self.sink.flush()?;
-        self.sink = open(&self.output, false).map_err(std::io::Error::other)?;
+        self.sink = open_next(&self.output, false).map_err(std::io::Error::other)?;
         self.part += 1;
         self.written = 0;
+        self.next_line = 0;
         self.write_header().map_err(std::io::Error::other)?;
         self.write_checkpoint()
     }
@@ -299,12 +468,17 @@ impl Journal {
             part: self.part,
             probe: self.recording.probe,
             materializing_after: self.materializing_after.as_secs_f64(),
+            after_failure: self.after_failure.clone(),
+            checked_lines: true,
         };
         self.line.clear();
         format::encode_tagged(&mut self.line, "journal", &header);
+        format::number_line(&mut self.line, 0);
         self.sink.write_all(&self.line)?;
         self.sink.flush()?;
+        self.next_line = 1;
         self.written += self.line.len() as u64;
+        self.total_written += self.line.len() as u64;
         Ok(())
     }
 
@@ -317,11 +491,16 @@ impl Journal {
         let keys = self.state.keys();
         let mut out = Vec::with_capacity(CHUNK);
         let mut size = 0u64;
-        let mut flush = |out: &mut Vec<u8>, sink: &mut Box<dyn Write + Send>| {
+        let mut flush = |out: &mut Vec<u8>, sink: &mut Sink| {
             size += out.len() as u64;
             let result = sink.write_all(out);
             out.clear();
             result
+        };
+        let mut n = self.next_line;
+        let mut numbered = |out: &mut Vec<u8>| {
+            format::number_line(out, n);
+            n += 1;
         };
         format::encode_tagged(
             &mut out,
@@ -334,6 +513,7 @@ impl Journal {
                 problems: watcher.problems.clone(),
             },
         );
+        numbered(&mut out);
         let mut free: std::collections::BTreeMap<&Path, (crate::disk::KeyKind, Vec<&str>)> =
             std::collections::BTreeMap::new();
         for (key, state) in keys.iter() {
@@ -345,6 +525,7 @@ impl Journal {
                 continue;
             }
             format::encode_tagged(&mut out, "ck", &checkpoint_key(&self.root, key, state));
+            numbered(&mut out);
             if out.len() >= CHUNK {
                 flush(&mut out, &mut self.sink)?;
             }
@@ -361,6 +542,7 @@ impl Journal {
                     keys: chunk.iter().map(|key| (*key).into()).collect(),
                 };
                 format::encode_tagged(&mut out, "cf", &line);
+                numbered(&mut out);
                 if out.len() >= CHUNK {
                     flush(&mut out, &mut self.sink)?;
                 }
@@ -374,9 +556,12 @@ impl Journal {
                 keys: keys.len(),
             },
         );
+        numbered(&mut out);
         flush(&mut out, &mut self.sink)?;
         self.sink.flush()?;
+        self.next_line = n;
         self.written += size;
+        self.total_written += size;
         self.checkpoint_size = size;
         self.since_checkpoint = 0;
         Ok(())
@@ -394,41 +579,91 @@ fn checkpoint_key<'a>(root: &Path, key: &'a LockKey, state: &KeyState) -> Checkp
     }
 }
 
-/// Opens the output for a new file of the journal: the current file is
-/// moved into the rotated set first when there is one (`first`: only if
-/// the output rotates; an unrotated existing recording is refused).
-fn open(output: &Output, first: bool) -> anyhow::Result<Box<dyn Write + Send>> {
+/// `FILE.lock`: what a recording into FILE holds for its life.
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// Takes `FILE.lock` (an exclusive `flock`, never waited for): a
+/// recording already writing FILE — another `record`, or `serve
+/// --journal` — makes this one refused.
+fn claim(path: &Path) -> anyhow::Result<File> {
+    let lock_path = lock_path(path);
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", lock_path.display()))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "{} is being recorded by another locktop (record, or serve --journal: it holds {}): a journal has one writer",
+            path.display(),
+            lock_path.display()
+        ),
+        Err(std::fs::TryLockError::Error(error)) => {
+            anyhow::bail!("cannot lock {}: {error}", lock_path.display())
+        }
+    }
+}
+
+/// Opens the output for the journal's first file: an existing file is
+/// moved into the rotated set when the output rotates; an unrotated
+/// existing recording is refused.
+fn open_first(output: &Output) -> anyhow::Result<Sink> {
     let Output::File {
         path,
         max_size,
         keep,
     } = output
     else {
-        return Ok(Box::new(std::io::stdout()));
+        return Ok(Sink::Stdout(std::io::stdout()));
     };
     let exists = std::fs::metadata(path).is_ok_and(|meta| meta.len() > 0);
     if exists {
-        if first && max_size.is_none() {
+        if max_size.is_none() {
             anyhow::bail!(
                 "{} exists: a recording is never overwritten (choose another --out, or rotate with --max-size)",
                 path.display()
             );
         }
-        if first && *keep <= 1 {
+        if *keep <= 1 {
             anyhow::bail!(
                 "{} exists, and --keep 1 would delete it: a recording is never overwritten (keep 2 or more, or choose another --out)",
                 path.display()
             );
         }
+    }
+    open_next(output, false)
+}
+
+/// Opens the next file of the journal: the current one is moved into
+/// the rotated set first when it holds anything (unless `reuse`: it
+/// holds nothing whole, and is emptied). Only the recording holding the
+/// lock calls this, so the file it creates is new: created exclusively,
+/// opened to append.
+fn open_next(output: &Output, reuse: bool) -> anyhow::Result<Sink> {
+    let Output::File { path, keep, .. } = output else {
+        return Ok(Sink::Stdout(std::io::stdout()));
+    };
+    let whole = std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.len() > 0);
+    if whole && !reuse {
         rotate_files(path, *keep)?;
     }
-    let file = File::options()
-        .create(true)
-        .write(true)
-        .truncate(true)
+    // Gone (rotated, or never there): created exclusively. Still there
+    // (empty, a device such as /dev/stdout): appended to.
+    let mut options = File::options();
+    match std::fs::symlink_metadata(path) {
+        Err(_) => options.create_new(true).append(true),
+        Ok(_) => options.append(true),
+    };
+    let file = options
         .open(path)
         .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))?;
-    Ok(Box::new(file))
+    Ok(Sink::File(file))
 }
 
 /// Moves `path` to `path.N` (N one more than the highest there), and

@@ -51,6 +51,9 @@ pub struct Exporter {
     /// The engine runs the kernel's lock events, which tell refused tries
     /// (under inference nobody counts them: the series is absent, not 0).
     pub refusals_counted: bool,
+    /// With `--journal`: its health (the `locktop_journal_*` series;
+    /// absent without a journal).
+    pub journal: Option<Arc<super::JournalHealth>>,
 }
 
 impl Exporter {
@@ -119,6 +122,9 @@ impl Collector for Exporter {
         encode_counters(&mut encoder, &self.stats)?;
         if self.refusals_counted {
             encode_refused(&mut encoder, &self.stats)?;
+        }
+        if let Some(journal) = &self.journal {
+            encode_journal(&mut encoder, journal)?;
         }
         // A gauge, not an OpenMetrics `info`: promtool's linter and
         // Prometheus's text format know no `info` type.
@@ -375,6 +381,40 @@ fn encode_counters(
         counter.encode(metric)?;
     }
     Ok(())
+}
+
+/// `locktop_journal_up`, `locktop_journal_written_bytes_total` and
+/// `locktop_journal_last_error_timestamp_seconds` (0 before any error).
+fn encode_journal(
+    encoder: &mut DescriptorEncoder,
+    journal: &super::JournalHealth,
+) -> Result<(), std::fmt::Error> {
+    gauge(
+        encoder,
+        "locktop_journal_up",
+        "1 while serve --journal writes its journal, 0 while it cannot (a full disk: it retries).",
+        if journal.up() { 1.0 } else { 0.0 },
+    )?;
+    let written = ConstCounter::new(journal.bytes());
+    let metric = encoder.encode_descriptor(
+        "locktop_journal_written_bytes",
+        "Bytes written to the journal since the start.",
+        None,
+        written.metric_type(),
+    )?;
+    written.encode(metric)?;
+    let last_error = journal.last_failure().map_or(0.0, |failure| {
+        failure
+            .since
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |since| since.as_secs_f64())
+    });
+    gauge(
+        encoder,
+        "locktop_journal_last_error_timestamp_seconds",
+        "When the journal last failed to be written (Unix time; 0: never).",
+        last_error,
+    )
 }
 
 /// `locktop_refused_tries_total{kind}`: every refused `LOCK_NB` request

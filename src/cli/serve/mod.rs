@@ -24,6 +24,7 @@ mod web_config;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -99,6 +100,8 @@ struct Shared {
     state_dir: PathBuf,
     probe: ProbeChoice,
     exposure: Exposure,
+    /// With `--journal`: whether it is being written.
+    journal: Option<Arc<JournalHealth>>,
 }
 
 /// What `serve` answers, by who can reach it. Invariant: holders'
@@ -161,12 +164,12 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     } else {
         "http"
     };
-    eprintln!(
+    say!(
         "locktop serve: listening on {scheme}://{}",
         listener.local_addr().context("no local address")?
     );
     if let Some(note) = note {
-        eprintln!("{note}");
+        say!("{note}");
     }
     let certificates_if_given = web
         .as_ref()
@@ -174,13 +177,13 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     if exposure == Exposure::Everything || authenticated {
         // Said below, or nothing to say.
     } else if certificates_if_given {
-        eprintln!(
+        say!(
             "locktop serve: {addr} is not loopback: /snapshot.json and /events (holders' \
              command lines and PIDs) answer only clients with a verified certificate; \
              /metrics and /healthz answer anyone who can reach it"
         );
     } else {
-        eprintln!(
+        say!(
             "locktop serve: {addr} is not loopback: only /metrics and /healthz answer; \
              /snapshot.json and /events (holders' command lines and PIDs) are refused — \
              listen on loopback behind an authenticating proxy, or pass \
@@ -188,7 +191,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         );
     }
     if !addr.ip().is_loopback() && args.expose_holders_without_auth && !authenticated {
-        eprintln!(
+        say!(
             "locktop serve: {addr} is not loopback and --expose-holders-without-auth is set: \
              anyone who can reach it reads every holder's command line, unencrypted"
         );
@@ -198,7 +201,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         && web.users.is_some()
         && web.tls.is_none()
     {
-        eprintln!(
+        say!(
             "locktop serve: {addr} is not loopback and --web-config has basic_auth_users \
              without tls_server_config: passwords, and holders' command lines, cross the \
              network unencrypted"
@@ -207,7 +210,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     let root = crate::locks::locks_root(&state_dir);
     if !root.is_dir() {
         // Likely a mistyped --state-dir: say so now, not only as a 503.
-        eprintln!(
+        say!(
             "locktop serve: {} does not exist (yet): waiting for it; /healthz answers 503 until it appears",
             root.display()
         );
@@ -223,6 +226,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         )?)?),
         None => None,
     };
+    let journal_health = journal.as_ref().map(|thread| thread.health.clone());
     // Its own thread: a hundred scrapers must not delay what it sees.
     let handle = engine::spawn_dedicated(Context::new(state_dir.clone()), engine.config)
         .context("cannot start the engine")?;
@@ -233,7 +237,9 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
             stats: handle.stats.clone(),
             materializing,
             refusals_counted: engine.source.is_kernel(),
+            journal: journal_health.clone(),
         }),
+        journal: journal_health,
         view,
         full: full_snapshot::FullSnapshots::new(handle.commands.clone()),
         subscribers: Subscribers::default(),
@@ -277,51 +283,168 @@ enum ToJournal {
 
 /// How many of them may wait for the journal's thread.
 const JOURNAL_QUEUE: usize = 8192;
+/// How often a journal that cannot be written tries again.
+pub const JOURNAL_RETRY: Duration = Duration::from_secs(5);
+
+/// The journal's health, as `/healthz` and `/metrics` tell it: written
+/// by the journal's thread, read by scrapes.
+#[derive(Debug, Default)]
+pub struct JournalHealth {
+    /// Writing (not failed, not stopped).
+    up: std::sync::atomic::AtomicBool,
+    /// Bytes written since the start.
+    bytes: std::sync::atomic::AtomicU64,
+    /// The last failure: when, and why (kept once writing resumes).
+    last_failure: std::sync::Mutex<Option<crate::journal::Failure>>,
+    /// Stopped for good (it fell too far behind): no retry.
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+impl JournalHealth {
+    /// Whether the journal is being written.
+    pub fn up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    /// Bytes written since the start.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The last failure, if any.
+    pub fn last_failure(&self) -> Option<crate::journal::Failure> {
+        self.last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// `/healthz`'s journal line.
+    pub fn line(&self) -> String {
+        let failure = self.last_failure();
+        match (self.up(), failure) {
+            (true, None) => format!("journal: writing ({} bytes written)", self.bytes()),
+            (true, Some(failure)) => format!(
+                "journal: writing ({} bytes written; it could not be written from {}: {})",
+                self.bytes(),
+                crate::time_format::rfc3339(failure.since),
+                crate::text::visible(&failure.error)
+            ),
+            (false, failure) => {
+                let (since, error) = failure.map_or_else(
+                    || ("the start".to_string(), "not started".to_string()),
+                    |failure| {
+                        (
+                            crate::time_format::rfc3339(failure.since),
+                            crate::text::visible(&failure.error).into_owned(),
+                        )
+                    },
+                );
+                let next = if self.stopped.load(Ordering::Relaxed) {
+                    "stopped for good; restart serve"
+                } else {
+                    "tried again every 5 s"
+                };
+                format!("journal: NOT WRITING since {since}: {error} ({next})")
+            }
+        }
+    }
+
+    fn failed(&self, failure: crate::journal::Failure) {
+        self.up.store(false, Ordering::Relaxed);
+        *self
+            .last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(failure);
+    }
+}
 
 /// The journal of `serve --journal`: its own thread writes, so a slow or
 /// stalled disk never holds up the view, the scrapes or `/events`; what
-/// it has not written yet waits in a bounded queue, and a journal that
-/// falls that far behind stops (said once on stderr) rather than grow
-/// memory or stall serving.
+/// it has not written yet waits in a bounded queue. A journal that
+/// cannot be written (a full disk) keeps folding the changes and tries
+/// again every [`JOURNAL_RETRY`]: it resumes with a new recording whose
+/// first checkpoint is the state then, and whose header says why nothing
+/// was recorded in between. One that falls [`JOURNAL_QUEUE`] behind
+/// stops for good (its state would miss the changes it dropped) rather
+/// than grow memory or stall serving. Each is said once on stderr and
+/// in [`JournalHealth`].
 struct JournalThread {
     queue: std::sync::mpsc::SyncSender<ToJournal>,
+    health: Arc<JournalHealth>,
 }
 
 impl JournalThread {
     fn start(mut writer: JournalWriter) -> anyhow::Result<Self> {
         let (queue, work) = std::sync::mpsc::sync_channel(JOURNAL_QUEUE);
+        let health = Arc::new(JournalHealth::default());
+        health.up.store(true, Ordering::Relaxed);
+        let shared = health.clone();
         std::thread::Builder::new()
             .name("locktop-journal".into())
             .spawn(move || {
-                for message in work {
-                    let written = match message {
-                        ToJournal::Delta(delta, changes) => writer.record(*delta, changes),
-                        ToJournal::Verdicts(changes, at) => writer.record_verdicts(changes, at),
+                let mut retry_at = None;
+                loop {
+                    let message = match work.recv_timeout(JOURNAL_RETRY) {
+                        Ok(message) => Some(message),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
                     };
-                    if let Err(error) = written {
-                        eprintln!("locktop serve: the journal stopped: {error}");
-                        return;
+                    let written = match message {
+                        Some(ToJournal::Delta(delta, changes)) => writer.record(*delta, changes),
+                        Some(ToJournal::Verdicts(changes, at)) => {
+                            writer.record_verdicts(changes, at)
+                        }
+                        None => Ok(()),
+                    };
+                    if let (Err(error), Some(failure)) = (written, writer.failure()) {
+                        say!(
+                            "locktop serve: the journal stopped: {error}; tried again every {} s",
+                            JOURNAL_RETRY.as_secs()
+                        );
+                        shared.failed(failure.clone());
+                        retry_at = Some(std::time::Instant::now() + JOURNAL_RETRY);
                     }
+                    if retry_at.is_some_and(|at| std::time::Instant::now() >= at) {
+                        match writer.resume() {
+                            Ok(()) => {
+                                say!("locktop serve: the journal resumed, in a new file");
+                                shared.up.store(true, Ordering::Relaxed);
+                                retry_at = None;
+                            }
+                            Err(_) => {
+                                if let Some(failure) = writer.failure() {
+                                    shared.failed(failure.clone());
+                                }
+                                retry_at = Some(std::time::Instant::now() + JOURNAL_RETRY);
+                            }
+                        }
+                    }
+                    shared.bytes.store(writer.bytes_written(), Ordering::Relaxed);
                 }
             })
             .context("cannot start the journal's thread")?;
-        Ok(Self { queue })
+        Ok(Self { queue, health })
     }
 }
 
 /// Hands `message` to the journal's thread, if there is one; a journal
-/// that stopped, or fell [`JOURNAL_QUEUE`] behind, is dropped (said once).
+/// that fell [`JOURNAL_QUEUE`] behind is dropped (said once).
 fn record(journal: &mut Option<JournalThread>, message: ToJournal) {
     let Some(thread) = journal else { return };
     match thread.queue.try_send(message) {
         Ok(()) => {}
         Err(std::sync::mpsc::TrySendError::Full(_)) => {
-            eprintln!(
-                "locktop serve: the journal stopped: the disk did not keep up ({JOURNAL_QUEUE} changes waiting)"
+            say!(
+                "locktop serve: the journal stopped for good: the disk did not keep up ({JOURNAL_QUEUE} changes waiting)"
             );
+            thread.health.stopped.store(true, Ordering::Relaxed);
+            thread.health.failed(crate::journal::Failure {
+                since: std::time::SystemTime::now(),
+                error: format!("the disk did not keep up ({JOURNAL_QUEUE} changes waiting)"),
+            });
             *journal = None;
         }
-        // The thread said why it stopped.
         Err(std::sync::mpsc::TrySendError::Disconnected(_)) => *journal = None,
     }
 }
@@ -589,16 +712,26 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .healthy();
+    // The journal's line: its failing does not stop the watching (the
+    // status stays the view's), but it is said here and in /metrics.
+    let journal = shared
+        .journal
+        .as_ref()
+        .map(|journal| format!("{}\n", journal.line()))
+        .unwrap_or_default();
     match health {
         Ok(()) => (
             StatusCode::OK,
-            format!("ok: watching\nversion: locktop {}\n", super::VERSION),
+            format!(
+                "ok: watching\n{journal}version: locktop {}\n",
+                super::VERSION
+            ),
         )
             .into_response(),
         Err(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "unhealthy: {}\nversion: locktop {}\n",
+                "unhealthy: {}\n{journal}version: locktop {}\n",
                 crate::text::visible(&reason),
                 super::VERSION
             ),
@@ -640,6 +773,7 @@ mod tests {
                 stats: Arc::default(),
                 materializing,
                 refusals_counted: true,
+                journal: None,
             }),
             view,
             // No engine: a full snapshot answers 503.
@@ -648,6 +782,7 @@ mod tests {
             state_dir: "/s".into(),
             probe: ProbeChoice::as_asked(crate::liveness::probe::ProbeMode::LockFree),
             exposure: Exposure::Everything,
+            journal: None,
         })
     }
 
@@ -705,6 +840,7 @@ mod tests {
                 stats,
                 materializing: crate::operate::verdict::MATERIALIZING_AFTER,
                 refusals_counted: counted,
+                journal: None,
             })
             .render(metrics::Format::PrometheusText)
         };

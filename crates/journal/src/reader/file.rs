@@ -14,7 +14,7 @@ use anyhow::{Context as _, bail};
 
 use super::JournalFile;
 use super::entry_time;
-use crate::format::{self, CHECKPOINT_PREFIX, Entry, Namer, VERSION};
+use crate::format::{self, CHECKPOINT_PREFIX, Entry, LineCheck, Namer, VERSION};
 
 /// Bytes read at a time while looking for a checkpoint.
 const SCAN_CHUNK: usize = 256 << 10;
@@ -22,7 +22,12 @@ const SCAN_CHUNK: usize = 256 << 10;
 /// Reads a file's header and finds its first checkpoint.
 pub(super) fn open_file(path: &Path) -> anyhow::Result<JournalFile> {
     let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let len = file.metadata()?.len();
+    let meta = file.metadata()?;
+    let len = meta.len();
+    let identity = {
+        use std::os::unix::fs::MetadataExt as _;
+        (meta.dev(), meta.ino())
+    };
     let mut reader = BufReader::new(file);
     let mut line = Vec::new();
     reader
@@ -36,6 +41,13 @@ pub(super) fn open_file(path: &Path) -> anyhow::Result<JournalFile> {
         Ok(Entry::Header(header)) => header,
         _ => bail!("{}: not a locktop journal (no header line)", path.display()),
     };
+    let check = format::check_line(trim_newline(&line));
+    if check == LineCheck::Bad || (header.checked_lines && check == LineCheck::Unchecked) {
+        bail!(
+            "{}: its header line is damaged (its checksum does not match)",
+            path.display()
+        );
+    }
     if header.format != format::FORMAT {
         bail!(
             "{}: not a locktop journal ({:?})",
@@ -53,7 +65,10 @@ pub(super) fn open_file(path: &Path) -> anyhow::Result<JournalFile> {
     let offset = line.len() as u64;
     line.clear();
     reader.read_until(b'\n', &mut line)?;
-    let first_checkpoint = if line.starts_with(CHECKPOINT_PREFIX) && line.ends_with(b"\n") {
+    let first_checkpoint = if line.starts_with(CHECKPOINT_PREFIX)
+        && line.ends_with(b"\n")
+        && format::check_line(trim_newline(&line)) != LineCheck::Bad
+    {
         match format::decode(trim_newline(&line), &mut namer) {
             Ok(Entry::CheckpointHead(head)) => Some((offset, head.time)),
             _ => None,
@@ -66,10 +81,13 @@ pub(super) fn open_file(path: &Path) -> anyhow::Result<JournalFile> {
         end: header.started,
         header,
         len,
+        identity,
         first_checkpoint,
+        stopped_cleanly: false,
     };
-    if let Some(end) = last_time(&file)? {
+    if let Some((end, clean)) = last_time(&file)? {
         file.end = end;
+        file.stopped_cleanly = clean;
     }
     Ok(file)
 }
@@ -119,7 +137,7 @@ pub(super) fn checkpoint_time(file: &mut File, offset: u64) -> anyhow::Result<Op
     file.seek(SeekFrom::Start(offset))?;
     let mut line = Vec::new();
     BufReader::new(&mut *file).read_until(b'\n', &mut line)?;
-    if !line.ends_with(b"\n") {
+    if !line.ends_with(b"\n") || format::check_line(trim_newline(&line)) == LineCheck::Bad {
         return Ok(None);
     }
     Ok(
@@ -141,8 +159,9 @@ pub(super) fn read_fully(file: &mut File, buffer: &mut [u8]) -> std::io::Result<
     Ok(read)
 }
 
-/// The time of the last whole line of `file` that carries one.
-pub(super) fn last_time(file: &JournalFile) -> anyhow::Result<Option<SystemTime>> {
+/// The time of the last whole line of `file` that carries one, and
+/// whether that line is a clean stop's end line.
+pub(super) fn last_time(file: &JournalFile) -> anyhow::Result<Option<(SystemTime, bool)>> {
     let mut reader =
         File::open(&file.path).with_context(|| format!("cannot read {}", file.path.display()))?;
     let mut window = 64u64 << 10;
@@ -163,13 +182,16 @@ pub(super) fn last_time(file: &JournalFile) -> anyhow::Result<Option<SystemTime>
             lines.remove(0);
         }
         for line in lines.iter().rev() {
-            if line.starts_with(b"{\"ck\":") || line.starts_with(b"{\"cf\":") {
+            if line.starts_with(b"{\"ck\":")
+                || line.starts_with(b"{\"cf\":")
+                || format::check_line(line) == LineCheck::Bad
+            {
                 continue;
             }
             if let Ok(entry) = format::decode(line, &mut namer)
                 && let Some(time) = entry_time(&entry)
             {
-                return Ok(Some(time));
+                return Ok(Some((time, matches!(entry, Entry::End(_)))));
             }
         }
         if start == 0 {

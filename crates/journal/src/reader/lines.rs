@@ -1,9 +1,24 @@
-//! The lines of a journal set from a position on, across its files.
+//! The lines of a journal set from a position on, across its files, each
+//! checked against the lines before it.
 //!
-//! Invariant: going from one file to the next, a checkpoint of the same
-//! recording restates what the lines said and is skipped; the first
-//! checkpoint of another recording becomes changes (its differences from
-//! the state so far), stamped with its time.
+//! Invariants:
+//! - going from one file to the next, a checkpoint of the same
+//!   recording restates what the lines said and is skipped; the first
+//!   checkpoint of another recording, or of a part that follows a
+//!   missing one, becomes changes (its differences from the state so
+//!   far), stamped with its time;
+//! - a line is damaged, skipped and said when it does not parse, when
+//!   its number (`"n"`) is not after the number of the line before it
+//!   (repeated or moved), or when its time is before the time of the
+//!   line before it, or after the time of the line after it while that
+//!   one follows the line before (one line stamped late or early: the
+//!   lines around it agree, it does not); a gap in the numbers is lines
+//!   missing. A line repeated whole changes nothing; any other damage
+//!   makes the state unsure ([`Lines::doubt`]) until the next whole
+//!   checkpoint, which is then read and becomes changes (its
+//!   differences from the state so far), making it sure again;
+//! - damage inside a checkpoint the reader skips is said, and changes
+//!   nothing (the lines, not the checkpoint, carry the state there).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -12,14 +27,15 @@ use std::time::SystemTime;
 use anyhow::{Context as _, bail};
 
 use super::file::trim_newline;
-use super::{JournalSet, Position};
-use crate::engine::Delta;
-use crate::engine::fold::Fold;
-use crate::format::{self, Entry, Namer};
+use super::{Damage, Doubt, JournalSet, Mark, Position};
+use crate::engine::fold::{Fold, WatcherView};
+use crate::engine::{Delta, KeyState};
+use crate::format::{self, CheckpointHead, Entry, LineCheck, Namer};
 
 /// The lines of a journal set from a position on, across its files.
 pub struct Lines<'s> {
     set: &'s JournalSet,
+    /// Where the reader is: after the line read ahead, if one is.
     position: Position,
     reader: BufReader<File>,
     namer: Namer,
@@ -30,6 +46,43 @@ pub struct Lines<'s> {
     pub(super) raw_checkpoints: bool,
     /// Changes waiting to be returned (another recording's checkpoint).
     pending: std::collections::VecDeque<Entry>,
+    /// What the next line must follow.
+    mark: Mark,
+    /// The line after the last one taken, read to judge that one's time.
+    ahead: Option<Item>,
+    /// Between a skipped checkpoint's head and its end.
+    in_checkpoint: bool,
+    /// A checkpoint being read to make an unsure state sure again.
+    restoring: Option<Restoring>,
+}
+
+/// One line as read, before it is judged.
+struct Item {
+    /// Where it starts.
+    start: u64,
+    got: Got,
+}
+
+enum Got {
+    /// A line read: its entry and number.
+    Entry(Entry, Option<u64>),
+    /// A checkpoint's line skipped unread: its number, and whether it is
+    /// the checkpoint's end.
+    Skipped(Option<u64>, bool),
+    /// A line that does not parse: why.
+    Bad(String),
+    /// A last line without its newline: its length.
+    Torn(usize),
+    /// The end of the file.
+    End,
+}
+
+/// A checkpoint read after damage, until its end.
+struct Restoring {
+    head: CheckpointHead,
+    state: Fold,
+    listed: usize,
+    start: u64,
 }
 
 impl<'s> Lines<'s> {
@@ -40,104 +93,406 @@ impl<'s> Lines<'s> {
         file.seek(SeekFrom::Start(position.offset))?;
         Ok(Self {
             set,
-            position,
+            position: Position {
+                after: None,
+                ..position
+            },
             reader: BufReader::with_capacity(256 << 10, file),
             namer: Namer::new(&set.files[0].header.state_dir),
             line: Vec::new(),
             raw_checkpoints: false,
             pending: std::collections::VecDeque::new(),
+            mark: position.after.unwrap_or_default(),
+            ahead: None,
+            in_checkpoint: false,
+            restoring: None,
         })
     }
 
-    /// Where the next line starts.
+    /// Where the next line starts, with what it must follow (a reader
+    /// opened there goes on checking as this one would).
     pub fn position(&self) -> Position {
-        self.position
+        Position {
+            file: self.position.file,
+            offset: self
+                .ahead
+                .as_ref()
+                .map_or(self.position.offset, |item| item.start),
+            after: Some(self.mark),
+        }
+    }
+
+    /// Damage since the last whole state: the state the lines lead to
+    /// may be wrong from there on, until the next whole checkpoint.
+    pub fn doubt(&self) -> Option<Doubt> {
+        self.mark.doubt
     }
 
     /// The next entry; `state` is the state the entries so far lead to
     /// (what another recording's checkpoint is compared with). `None` at
     /// the end of the last file.
     pub fn next_entry(&mut self, state: &Fold) -> anyhow::Result<Option<Entry>> {
-        if let Some(entry) = self.pending.pop_front() {
-            return Ok(Some(entry));
-        }
         loop {
-            let file = &self.set.files[self.position.file];
-            self.line.clear();
-            let read = if self.position.offset >= file.len {
-                0
-            } else {
-                (&mut self.reader)
-                    .take(file.len - self.position.offset)
-                    .read_until(b'\n', &mut self.line)?
+            if let Some(entry) = self.pending.pop_front() {
+                return Ok(Some(entry));
+            }
+            let item = match self.ahead.take() {
+                Some(item) => item,
+                None => self.read()?,
             };
-            if read == 0 {
-                if self.raw_checkpoints || self.position.file + 1 >= self.set.files.len() {
-                    return Ok(None);
+            let start = item.start;
+            match item.got {
+                Got::End => {
+                    if self.raw_checkpoints || self.position.file + 1 >= self.set.files.len() {
+                        return Ok(None);
+                    }
+                    self.next_file(state)?;
                 }
-                self.next_file(state)?;
-                if let Some(entry) = self.pending.pop_front() {
-                    return Ok(Some(entry));
-                }
-                continue;
-            }
-            let start = self.position.offset;
-            self.position.offset += read as u64;
-            if !self.line.ends_with(b"\n") {
-                self.set.warn(format!(
-                    "{}: skipped a torn last line at byte {start} ({read} bytes without a newline)",
-                    file.path.display()
-                ));
-                continue;
-            }
-            let line = trim_newline(&self.line);
-            if !self.raw_checkpoints
-                && (line.starts_with(b"{\"ck\":")
-                    || line.starts_with(b"{\"cf\":")
-                    || line.starts_with(b"{\"checkpoint_end\":"))
-            {
-                continue;
-            }
-            match format::decode(line, &mut self.namer) {
-                Ok(Entry::CheckpointHead(_)) if !self.raw_checkpoints => continue,
-                Ok(Entry::Header(_)) => continue,
-                Ok(entry) => return Ok(Some(entry)),
-                Err(error) => self.set.warn(format!(
-                    "{}: skipped line at byte {start}: {error}",
-                    file.path.display()
+                Got::Torn(length) => self.set.warn(format!(
+                    "{}: skipped a torn last line at byte {start} ({length} bytes without a newline)",
+                    self.path()
                 )),
+                Got::Bad(error) => {
+                    self.set.warn(format!(
+                        "{}: skipped line at byte {start}: {error}",
+                        self.path()
+                    ));
+                    self.damaged(start, Damage::Unreadable);
+                }
+                Got::Skipped(n, end) => {
+                    self.numbered(n, start);
+                    if end {
+                        self.in_checkpoint = false;
+                    }
+                }
+                Got::Entry(entry, n) => {
+                    if !self.numbered(n, start) {
+                        continue;
+                    }
+                    if let Some(time) = super::entry_time(&entry)
+                        && !self.in_time(time, start, &entry)?
+                    {
+                        continue;
+                    }
+                    if let Some(entry) = self.taken(entry, state, start) {
+                        return Ok(Some(entry));
+                    }
+                }
             }
         }
     }
 
-    /// Moves to the next file; when it starts another recording, its
-    /// first checkpoint's differences from `state` become pending
-    /// changes.
+    fn path(&self) -> std::path::Display<'_> {
+        self.set.files[self.position.file].path.display()
+    }
+
+    /// Reads the next line of the current file.
+    fn read(&mut self) -> anyhow::Result<Item> {
+        let file = &self.set.files[self.position.file];
+        let start = self.position.offset;
+        self.line.clear();
+        let read = if start >= file.len {
+            0
+        } else {
+            (&mut self.reader)
+                .take(file.len - start)
+                .read_until(b'\n', &mut self.line)?
+        };
+        if read == 0 {
+            return Ok(Item {
+                start,
+                got: Got::End,
+            });
+        }
+        self.position.offset += read as u64;
+        if !self.line.ends_with(b"\n") {
+            return Ok(Item {
+                start,
+                got: Got::Torn(read),
+            });
+        }
+        let line = trim_newline(&self.line);
+        let n = match format::check_line(line) {
+            LineCheck::Good(n) => Some(n),
+            LineCheck::Bad => {
+                return Ok(Item {
+                    start,
+                    got: Got::Bad("its checksum does not match".into()),
+                });
+            }
+            LineCheck::Unchecked if file.header.checked_lines => {
+                return Ok(Item {
+                    start,
+                    got: Got::Bad("it has no checksum".into()),
+                });
+            }
+            LineCheck::Unchecked => None,
+        };
+        let unread = !self.raw_checkpoints
+            && self.restoring.is_none()
+            && (line.starts_with(b"{\"ck\":")
+                || line.starts_with(b"{\"cf\":")
+                || line.starts_with(b"{\"checkpoint_end\":"));
+        if unread {
+            let end = line.starts_with(b"{\"checkpoint_end\":");
+            return Ok(Item {
+                start,
+                got: Got::Skipped(n, end),
+            });
+        }
+        let got = match format::decode_numbered(line, &mut self.namer) {
+            Ok((entry, written)) => Got::Entry(entry, n.or(written)),
+            Err(error) => Got::Bad(error.to_string()),
+        };
+        Ok(Item { start, got })
+    }
+
+    /// Whether a line numbered `n` follows the line before it; a line
+    /// repeated or moved back is skipped (said), lines missing before it
+    /// are said and make the state unsure.
+    fn numbered(&mut self, n: Option<u64>, start: u64) -> bool {
+        let (Some(n), Some(last)) = (n, self.mark.n) else {
+            if n.is_some() {
+                self.mark.n = n;
+            }
+            return true;
+        };
+        if n <= last {
+            self.set.warn(format!(
+                "{}: skipped line at byte {start}: line {n} again after line {last} (repeated or moved)",
+                self.path()
+            ));
+            if n < last {
+                self.damaged(start, Damage::OutOfOrder);
+            }
+            return false;
+        }
+        if n > last + 1 {
+            let missing = n - last - 1;
+            self.set.warn(format!(
+                "{}: {missing} line(s) missing before byte {start} (line {n} follows line {last})",
+                self.path()
+            ));
+            self.damaged(start, Damage::Missing(missing));
+        }
+        self.mark.n = Some(n);
+        true
+    }
+
+    /// Whether a line stamped `time` is in time order: not before the
+    /// line before it, and — when it moves time on — not after the line
+    /// after it while that one is in order with the line before.
+    fn in_time(&mut self, time: SystemTime, start: u64, entry: &Entry) -> anyhow::Result<bool> {
+        if !self.raw_checkpoints && matches!(entry, Entry::CheckpointHead(_)) {
+            // A checkpoint restates the lines: its time is theirs, and a
+            // skipped one's time moves nothing (one read to restore is
+            // checked where it is used).
+            return Ok(true);
+        }
+        if let Some(last) = self.mark.time
+            && time < last
+        {
+            self.set.warn(format!(
+                "{}: skipped line at byte {start}: stamped {}, before the line before it ({})",
+                self.path(),
+                crate::time_format::rfc3339(time),
+                crate::time_format::rfc3339(last)
+            ));
+            self.damaged(start, Damage::OutOfOrder);
+            return Ok(false);
+        }
+        let moves_on = self.mark.time.is_none_or(|last| time > last);
+        if moves_on && !self.raw_checkpoints {
+            let ahead = self.read()?;
+            let next_time = match &ahead.got {
+                Got::Entry(next, _) => super::entry_time(next),
+                _ => None,
+            };
+            self.ahead = Some(ahead);
+            if let Some(next) = next_time
+                && next < time
+                && self.mark.time.is_none_or(|last| next >= last)
+            {
+                self.set.warn(format!(
+                    "{}: skipped line at byte {start}: stamped {}, after the line after it ({})",
+                    self.path(),
+                    crate::time_format::rfc3339(time),
+                    crate::time_format::rfc3339(next)
+                ));
+                self.damaged(start, Damage::OutOfOrder);
+                return Ok(false);
+            }
+        }
+        self.mark.time = Some(time);
+        Ok(true)
+    }
+
+    /// Notes damage at `start`: the state is unsure from here on (the
+    /// first damage since the last whole state is the one kept). Inside
+    /// a checkpoint being skipped, nothing the lines carry is lost.
+    fn damaged(&mut self, start: u64, what: Damage) {
+        if self.restoring.take().is_some() {
+            self.set.warn(format!(
+                "{}: the checkpoint being read is not whole (damage at byte {start})",
+                self.path()
+            ));
+        }
+        if self.in_checkpoint && !self.raw_checkpoints {
+            return;
+        }
+        if self.mark.doubt.is_none() {
+            self.mark.doubt = Some(Doubt {
+                file: self.position.file,
+                offset: start,
+                what,
+                known_until: self.mark.time,
+            });
+        }
+    }
+
+    /// What a judged line gives: the entry to return, or `None` for a
+    /// line that is not returned (a header, a checkpoint skipped or being
+    /// read).
+    fn taken(&mut self, entry: Entry, state: &Fold, start: u64) -> Option<Entry> {
+        if self.raw_checkpoints {
+            return (!matches!(entry, Entry::Header(_))).then_some(entry);
+        }
+        match entry {
+            Entry::Header(_) => None,
+            Entry::CheckpointHead(head) => {
+                let in_order = self.mark.time.is_none_or(|last| head.time >= last);
+                if self.mark.doubt.is_some() && in_order {
+                    let mut restored = Fold::default();
+                    restored.set_watcher(WatcherView {
+                        health: head.watcher.clone(),
+                        problems: head.problems.clone(),
+                        syncs: head.syncs,
+                        last_change: None,
+                    });
+                    self.restoring = Some(Restoring {
+                        head,
+                        state: restored,
+                        listed: 0,
+                        start,
+                    });
+                } else {
+                    self.in_checkpoint = true;
+                }
+                None
+            }
+            Entry::CheckpointKey(key, key_state) => {
+                if let Some(restoring) = &mut self.restoring {
+                    restoring.state.put_key(key, key_state);
+                    restoring.listed += 1;
+                }
+                None
+            }
+            Entry::CheckpointFree(keys) => {
+                if let Some(restoring) = &mut self.restoring {
+                    restoring.listed += keys.len();
+                    for key in keys {
+                        restoring.state.put_key(key, KeyState::FREE);
+                    }
+                }
+                None
+            }
+            Entry::CheckpointEnd(end) => {
+                self.in_checkpoint = false;
+                if let Some(restoring) = self.restoring.take() {
+                    let whole = restoring.listed == restoring.head.keys
+                        && end.keys == restoring.head.keys
+                        && end.time == restoring.head.time;
+                    if whole {
+                        self.set.warn(format!(
+                            "{}: the state is whole again at the checkpoint at byte {} ({})",
+                            self.path(),
+                            restoring.start,
+                            crate::time_format::rfc3339(restoring.head.time)
+                        ));
+                        self.pending.extend(differences(
+                            state,
+                            &restoring.state,
+                            restoring.head.time,
+                        ));
+                        self.mark.doubt = None;
+                    } else {
+                        self.set.warn(format!(
+                            "{}: the checkpoint at byte {} is not whole ({} keys read, its lines say {} and {})",
+                            self.path(),
+                            restoring.start,
+                            restoring.listed,
+                            restoring.head.keys,
+                            end.keys
+                        ));
+                    }
+                }
+                None
+            }
+            entry => {
+                if self.restoring.take().is_some() {
+                    self.set.warn(format!(
+                        "{}: the checkpoint being read has no end",
+                        self.path()
+                    ));
+                }
+                self.in_checkpoint = false;
+                Some(entry)
+            }
+        }
+    }
+
+    /// Moves to the next file; when it starts another recording, or
+    /// follows a missing part, its first checkpoint's differences from
+    /// `state` become pending changes (and the state is sure again).
     fn next_file(&mut self, state: &Fold) -> anyhow::Result<()> {
-        let previous = &self.set.files[self.position.file].header;
+        let previous = &self.set.files[self.position.file];
         let index = self.position.file + 1;
         let next = &self.set.files[index];
-        let same_recording = next.header.recording_started == previous.recording_started
-            && next.header.part == previous.part + 1;
+        let same_recording = next.header.recording_started == previous.header.recording_started;
+        let follows = same_recording && next.header.part == previous.header.part + 1;
         let Some((offset, _)) = next.first_checkpoint else {
             bail!("{}: no checkpoint", next.path.display());
         };
-        if !same_recording
-            && let Some((checkpoint, after, time)) = self.set.load_checkpoint(Position {
-                file: index,
-                offset,
-            })?
+        let mut mark = Mark {
+            n: None,
+            ..self.mark
+        };
+        if same_recording && !follows {
+            self.set.warn(format!(
+                "{}",
+                super::MissingParts {
+                    from: previous.header.part + 1,
+                    to: next.header.part - 1,
+                    after: previous.end,
+                    until: next.first_checkpoint.map_or(next.header.started, |(_, t)| t),
+                }
+            ));
+        }
+        if (!follows || mark.doubt.is_some())
+            && let Some((checkpoint, after, time)) = self
+                .set
+                .load_checkpoint(Position::at(index, offset))?
+                .whole()
         {
             let pending = differences(state, &checkpoint, time);
-            *self = Self::open(self.set, after)?;
+            mark.doubt = None;
+            mark.time = Some(mark.time.map_or(time, |last| last.max(time)));
+            mark.n = after.after.and_then(|after| after.n);
+            *self = Self::open(
+                self.set,
+                Position {
+                    after: Some(mark),
+                    ..after
+                },
+            )?;
             self.pending.extend(pending);
             return Ok(());
         }
         *self = Self::open(
             self.set,
             Position {
-                file: index,
-                offset,
+                after: Some(mark),
+                ..Position::at(index, offset)
             },
         )?;
         Ok(())

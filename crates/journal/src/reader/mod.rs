@@ -10,10 +10,20 @@
 //!   from its first bytes, and checkpoints are in time order), so a
 //!   1 GB journal costs reading some tens of MB (measured: 23–36 MB in
 //!   256 KiB reads, with checkpoints 4.6 MB apart);
-//! - a torn last line (no newline: a crash, a full disk) and a line that
-//!   does not parse are skipped, each with a warning
-//!   ([`JournalSet::take_warnings`]); a checkpoint without its end is not
-//!   used;
+//! - a torn last line (no newline: a crash, a full disk) is skipped with
+//!   a warning ([`JournalSet::take_warnings`]); a damaged line — one that
+//!   does not parse, is out of number or time order, or follows missing
+//!   lines (see [`Lines`]) — is skipped with a warning too, and makes the
+//!   state unsure until the next whole checkpoint: a state asked for in
+//!   between carries the doubt ([`Replayed::doubt`]) and is never given
+//!   as if it were sure;
+//! - a checkpoint is used only when whole: its head, every key line its
+//!   head counts, and its end, with nothing damaged between; otherwise
+//!   the one before is (said);
+//! - a gap in a recording's part numbers is a missing part: said as
+//!   missing ([`JournalSet::gap_at`]), never as time nothing was
+//!   recorded; two files claiming one part of one recording are refused
+//!   (the same file given twice is read once);
 //! - a recording ends at its end line's time (a clean stop wrote one),
 //!   else at its last line's;
 //! - going from one file to the next, a checkpoint of the same recording
@@ -21,6 +31,7 @@
 //!   another recording replaces the state, as changes (the keys that
 //!   changed while nothing recorded them), stamped with its time.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -48,27 +59,152 @@ pub struct JournalFile {
     pub header: Header,
     /// Its size when opened (lines after it are not read).
     pub len: u64,
+    /// Its device and inode: the same file by two names is one.
+    identity: (u64, u64),
     /// Its first checkpoint: where it starts, and its time.
     first_checkpoint: Option<(u64, SystemTime)>,
     /// The time of its last line that carries one — its end line, after
     /// a clean stop (read once, at open).
     end: SystemTime,
+    /// Whether that last line is a clean stop's end line.
+    stopped_cleanly: bool,
 }
 
-/// A place in a journal set: a file and a byte offset in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// A place in a journal set: a file and a byte offset in it, and what
+/// the line there must follow (`None`: nothing known of the lines
+/// before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Position {
     /// Which file of the set.
     pub file: usize,
     /// Where in it a line starts.
     pub offset: u64,
+    /// What the lines before it said.
+    pub after: Option<Mark>,
+}
+
+impl Position {
+    /// The line at `offset` of file `file`, nothing known before it.
+    pub fn at(file: usize, offset: u64) -> Self {
+        Self {
+            file,
+            offset,
+            after: None,
+        }
+    }
+}
+
+/// What the lines read so far said, for the next to be checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Mark {
+    /// The last line's number in its file.
+    pub n: Option<u64>,
+    /// The last time a line carried.
+    pub time: Option<SystemTime>,
+    /// Damage since the last whole state.
+    pub doubt: Option<Doubt>,
+}
+
+/// Damage that makes the state unsure from a line on, until the next
+/// whole checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Doubt {
+    /// Which file of the set.
+    pub file: usize,
+    /// Where the damaged line starts.
+    pub offset: u64,
+    /// What was wrong.
+    pub what: Damage,
+    /// The time of the last line read whole before it: the state is
+    /// sure up to it.
+    pub known_until: Option<SystemTime>,
+}
+
+/// What was wrong with a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damage {
+    /// It does not parse.
+    Unreadable,
+    /// Its number or time is out of order.
+    OutOfOrder,
+    /// Lines before it are missing (how many).
+    Missing(u64),
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Damage::Unreadable => f.write_str("a line that does not parse"),
+            Damage::OutOfOrder => f.write_str("a line out of order"),
+            Damage::Missing(1) => f.write_str("a missing line"),
+            Damage::Missing(n) => write!(f, "{n} missing lines"),
+        }
+    }
+}
+
+/// Parts of a recording that are not in the set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingParts {
+    /// The first missing part's number.
+    pub from: u64,
+    /// The last one's.
+    pub to: u64,
+    /// The end of the part before them.
+    pub after: SystemTime,
+    /// The first checkpoint of the part after them.
+    pub until: SystemTime,
+}
+
+impl std::fmt::Display for MissingParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.from == self.to {
+            write!(f, "part {} of the recording is missing", self.from)?;
+        } else {
+            write!(f, "parts {}–{} of the recording are missing", self.from, self.to)?;
+        }
+        write!(
+            f,
+            " (deleted, or not given): nothing is known from {} to {}",
+            crate::time_format::rfc3339(self.after),
+            crate::time_format::rfc3339(self.until)
+        )
+    }
+}
+
+/// Time a set of journals has no state for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gap {
+    /// The last recorded time before it.
+    pub from: SystemTime,
+    /// The first recorded time after it.
+    pub to: SystemTime,
+    /// Why: parts of the recording missing, or between two recordings
+    /// (nothing recorded).
+    pub why: GapWhy,
+}
+
+/// Why a [`Gap`] has no state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GapWhy {
+    /// Between two recordings: nothing recorded; the second one's first
+    /// header may say why the first stopped.
+    NotRecorded(Option<String>),
+    /// Parts of one recording are missing: recorded, not here.
+    Missing(MissingParts),
 }
 
 /// Journal files of one state dir, in time order.
 #[derive(Debug)]
 pub struct JournalSet {
     files: Vec<JournalFile>,
-    warnings: Mutex<Vec<String>>,
+    warnings: Mutex<Warnings>,
+}
+
+/// What was skipped and not yet taken; each said once.
+#[derive(Debug, Default)]
+struct Warnings {
+    new: Vec<String>,
+    said: HashSet<String>,
 }
 
 /// The state at a time, and where the lines after it start.
@@ -82,6 +218,26 @@ pub struct Replayed {
     pub last_change: Option<SystemTime>,
     /// Where the checkpoint it started from starts.
     pub checkpoint_at: Position,
+    /// Damage between that checkpoint and the time: the state may be
+    /// wrong (see [`JournalSet::doubt_words`]).
+    pub doubt: Option<Doubt>,
+}
+
+/// A checkpoint read: whole, or why not.
+pub(super) enum Loaded {
+    /// Its state, the line after its end, its time.
+    Whole(Fold, Position, SystemTime),
+    /// Not whole: why.
+    NotWhole(String),
+}
+
+impl Loaded {
+    pub(super) fn whole(self) -> Option<(Fold, Position, SystemTime)> {
+        match self {
+            Loaded::Whole(state, next, time) => Some((state, next, time)),
+            Loaded::NotWhole(_) => None,
+        }
+    }
 }
 
 impl JournalSet {
@@ -92,7 +248,7 @@ impl JournalSet {
         let mut files = Vec::new();
         let set = Self {
             files: Vec::new(),
-            warnings: Mutex::new(Vec::new()),
+            warnings: Mutex::new(Warnings::default()),
         };
         for path in paths {
             if path.is_dir() {
@@ -146,12 +302,29 @@ impl JournalSet {
                 file.header.started,
             )
         });
-        files.dedup_by(|a, b| a.path == b.path);
+        // The same file given twice (by two names, a link) is read once;
+        // two files claiming one part of one recording are refused.
+        let mut seen = HashSet::new();
+        files.retain(|file| seen.insert(file.identity));
+        for pair in files.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if a.header.recording_started == b.header.recording_started
+                && a.header.part == b.header.part
+            {
+                bail!(
+                    "{} and {} are both part {} of the recording started at {}: two copies of one file, or one altered; give one",
+                    a.path.display(),
+                    b.path.display(),
+                    a.header.part,
+                    crate::time_format::rfc3339(a.header.recording_started)
+                );
+            }
+        }
         let mut warnings = set.warnings.into_inner().unwrap_or_default();
         files.retain(|file| {
             let complete = file.first_checkpoint.is_some();
             if !complete {
-                warnings.push(format!(
+                warnings.new.push(format!(
                     "{}: no complete checkpoint (the recorder stopped before its first scan ended): skipped",
                     file.path.display()
                 ));
@@ -197,14 +370,52 @@ impl JournalSet {
 
     /// What was skipped since the last call, one line each.
     pub fn take_warnings(&self) -> Vec<String> {
-        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut self.warnings.lock().unwrap_or_else(|e| e.into_inner()).new)
     }
 
+    /// Adds a warning, unless it was said before (the same line is read
+    /// again by each look at the same time).
     fn warn(&self, warning: String) {
-        self.warnings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(warning);
+        let mut warnings = self.warnings.lock().unwrap_or_else(|e| e.into_inner());
+        if warnings.said.insert(warning.clone()) {
+            warnings.new.push(warning);
+        }
+    }
+
+    /// Says what makes a state unsure, and when the state is known:
+    /// until the damage, and again from the next whole checkpoint.
+    pub fn doubt_words(&self, doubt: &Doubt) -> String {
+        let file = &self.files[doubt.file];
+        let mut words = format!(
+            "{} at byte {} of {}",
+            doubt.what,
+            doubt.offset,
+            file.path.display()
+        );
+        if let Some(until) = doubt.known_until {
+            words.push_str(&format!(
+                "; the state is known up to {}",
+                crate::time_format::rfc3339(until)
+            ));
+        }
+        match self.checkpoint_after(doubt) {
+            Some(time) => words.push_str(&format!(
+                " and again from the checkpoint at {}",
+                crate::time_format::rfc3339(time)
+            )),
+            None => words.push_str(", and not again in this file"),
+        }
+        words
+    }
+
+    /// The time of the first checkpoint after the damage, in its file.
+    fn checkpoint_after(&self, doubt: &Doubt) -> Option<SystemTime> {
+        let file = &self.files[doubt.file];
+        let mut reader = File::open(&file.path).ok()?;
+        next_checkpoint(&mut reader, doubt.offset + 1, file.len)
+            .ok()
+            .flatten()
+            .map(|(_, time)| time)
     }
 
     /// The time of the first complete view: the first checkpoint.
@@ -221,9 +432,15 @@ impl JournalSet {
         Ok(last.end.max(self.start()))
     }
 
+    /// Whether the recording was stopped cleanly (its last file ends with
+    /// an end line), rather than killed, crashed or cut short.
+    pub fn stopped_cleanly(&self) -> bool {
+        self.files[self.files.len() - 1].stopped_cleanly
+    }
+
     /// When `time` falls between two files (after one's last line,
-    /// before the next one's first checkpoint): that gap.
-    pub fn gap_at(&self, time: SystemTime) -> anyhow::Result<Option<(SystemTime, SystemTime)>> {
+    /// before the next one's first checkpoint): that gap, and why.
+    pub fn gap_at(&self, time: SystemTime) -> anyhow::Result<Option<Gap>> {
         for pair in self.files.windows(2) {
             let Some((_, next_start)) = pair[1].first_checkpoint else {
                 continue;
@@ -231,9 +448,28 @@ impl JournalSet {
             if time >= next_start {
                 continue;
             }
-            return Ok((time > pair[0].end).then_some((pair[0].end, next_start)));
+            return Ok((time > pair[0].end).then(|| gap_between(&pair[0], &pair[1], next_start)));
         }
         Ok(None)
+    }
+
+    /// Every gap that overlaps `from..=to`, in time order.
+    pub fn gaps_within(&self, from: SystemTime, to: SystemTime) -> Vec<Gap> {
+        self.files
+            .windows(2)
+            .filter_map(|pair| {
+                let (_, next_start) = pair[1].first_checkpoint?;
+                let gap = gap_between(&pair[0], &pair[1], next_start);
+                (gap.to > from && gap.from < to && gap.from < gap.to).then_some(gap)
+            })
+            .collect()
+    }
+
+    /// Parts of the first recording that came before the first file
+    /// given (rotated away, or not given): their numbers.
+    pub fn parts_before(&self) -> Option<std::ops::Range<u64>> {
+        let part = self.files[0].header.part;
+        (part > 0).then_some(0..part)
     }
 
     /// The state the recording starts with: its first checkpoint, none of
@@ -242,16 +478,20 @@ impl JournalSet {
         let Some((offset, _)) = self.files[0].first_checkpoint else {
             bail!("{}: no checkpoint", self.files[0].path.display());
         };
-        let at = Position { file: 0, offset };
+        let at = Position::at(0, offset);
         match self.load_checkpoint(at)? {
-            Some((state, next, _)) => Ok(Replayed {
+            Loaded::Whole(state, next, _) => Ok(Replayed {
                 state,
                 next,
                 last_change: None,
                 checkpoint_at: at,
+                doubt: None,
             }),
-            // Its end is missing: the earliest full state is later.
-            None => self.state_at(self.start()),
+            // Not whole: the earliest full state is later.
+            Loaded::NotWhole(why) => {
+                self.not_whole(at, &why);
+                self.state_at(self.start())
+            }
         }
     }
 
@@ -260,8 +500,16 @@ impl JournalSet {
     pub fn state_at(&self, time: SystemTime) -> anyhow::Result<Replayed> {
         let start = self.start();
         if time < start {
+            let before = match self.parts_before() {
+                Some(parts) => format!(
+                    "; part(s) {}–{} of the recording, before it, are not here (rotated away, or not given)",
+                    parts.start,
+                    parts.end - 1
+                ),
+                None => String::new(),
+            };
             bail!(
-                "{} is before the recording's first complete view ({})",
+                "{} is before the recording's first complete view ({}){before}",
                 crate::time_format::rfc3339(time),
                 crate::time_format::rfc3339(start)
             );
@@ -274,11 +522,11 @@ impl JournalSet {
         let mut limit = self.files[file].len;
         loop {
             let Some(offset) = self.checkpoint_before(file, time, limit)? else {
-                // No usable checkpoint in this file (its first has no
-                // end): the file before, if any, tells the state then.
+                // No usable checkpoint in this file (its first is not
+                // whole): the file before, if any, tells the state then.
                 if file == 0 {
                     bail!(
-                        "{}: no complete checkpoint before {}",
+                        "{}: no whole checkpoint before {}",
                         self.files[file].path.display(),
                         crate::time_format::rfc3339(time)
                     );
@@ -287,18 +535,24 @@ impl JournalSet {
                 limit = self.files[file].len;
                 continue;
             };
-            let at = Position { file, offset };
+            let at = Position::at(file, offset);
             match self.load_checkpoint(at)? {
-                Some((state, next, _)) => return self.fold_until(state, next, time, at),
-                None => {
-                    self.warn(format!(
-                        "{}: a checkpoint at byte {offset} has no end: the one before is used",
-                        self.files[file].path.display()
-                    ));
+                Loaded::Whole(state, next, _) => return self.fold_until(state, next, time, at),
+                Loaded::NotWhole(why) => {
+                    self.not_whole(at, &why);
                     limit = offset;
                 }
             }
         }
+    }
+
+    /// Says a checkpoint is not used, and why.
+    fn not_whole(&self, at: Position, why: &str) {
+        self.warn(format!(
+            "{}: the checkpoint at byte {} is not whole ({why}): the one before is used",
+            self.files[at.file].path.display(),
+            at.offset
+        ));
     }
 
     /// The time of the last key change before `time` (`None`: none since
@@ -332,20 +586,14 @@ impl JournalSet {
                 if at.file == 0 {
                     return Ok(None);
                 }
-                at = Position {
-                    file: at.file - 1,
-                    offset: self.files[at.file - 1].len,
-                };
+                at = Position::at(at.file - 1, self.files[at.file - 1].len);
                 continue;
             }
             let Some(offset) = self.checkpoint_before(at.file, probe, at.offset)? else {
                 return Ok(None);
             };
-            let before = Position {
-                file: at.file,
-                offset,
-            };
-            if let Some((state, next, _)) = self.load_checkpoint(before)?
+            let before = Position::at(at.file, offset);
+            if let Some((state, next, _)) = self.load_checkpoint(before)?.whole()
                 && let Some(change) = self.last_change_between(&state, next, at, probe)?
             {
                 return Ok(Some(change));
@@ -418,6 +666,7 @@ impl JournalSet {
             next,
             last_change,
             checkpoint_at,
+            doubt: lines.doubt(),
         })
     }
 
@@ -458,17 +707,15 @@ impl JournalSet {
         Ok(Some(best))
     }
 
-    /// Reads the checkpoint at `position`: its state, the line after its
-    /// end, its time; `None` when it has no end.
-    fn load_checkpoint(
-        &self,
-        position: Position,
-    ) -> anyhow::Result<Option<(Fold, Position, SystemTime)>> {
+    /// Reads the checkpoint at `position`: whole (its head, as many
+    /// keys as its head and end count, its end, nothing damaged between)
+    /// or not.
+    pub(super) fn load_checkpoint(&self, position: Position) -> anyhow::Result<Loaded> {
         let mut lines = Lines::open(self, position)?;
         lines.raw_checkpoints = true;
         let mut state = Fold::default();
         let Some(Entry::CheckpointHead(head)) = lines.next_entry(&state)? else {
-            return Ok(None);
+            return Ok(Loaded::NotWhole("no head".into()));
         };
         state.set_watcher(crate::engine::fold::WatcherView {
             health: head.watcher,
@@ -476,20 +723,58 @@ impl JournalSet {
             syncs: head.syncs,
             last_change: None,
         });
+        let mut listed = 0usize;
         loop {
             match lines.next_entry(&state)? {
-                Some(Entry::CheckpointKey(key, key_state)) => state.put_key(key, key_state),
+                Some(Entry::CheckpointKey(key, key_state)) => {
+                    state.put_key(key, key_state);
+                    listed += 1;
+                }
                 Some(Entry::CheckpointFree(keys)) => {
+                    listed += keys.len();
                     for key in keys {
                         state.put_key(key, KeyState::FREE);
                     }
                 }
-                Some(Entry::CheckpointEnd(_)) if lines.position().file == position.file => {
-                    return Ok(Some((state, lines.position(), head.time)));
+                Some(Entry::CheckpointEnd(end)) if lines.position().file == position.file => {
+                    let why = if let Some(doubt) = lines.doubt() {
+                        format!("{} at byte {}", doubt.what, doubt.offset)
+                    } else if listed != head.keys || end.keys != head.keys {
+                        format!(
+                            "its head counts {} keys, its end {}, and {listed} were read",
+                            head.keys, end.keys
+                        )
+                    } else if end.time != head.time {
+                        "its end's time is not its head's".to_string()
+                    } else {
+                        return Ok(Loaded::Whole(state, lines.position(), head.time));
+                    };
+                    return Ok(Loaded::NotWhole(why));
                 }
-                _ => return Ok(None),
+                _ => return Ok(Loaded::NotWhole("no end".into())),
             }
         }
+    }
+}
+
+/// The gap between two files that follow each other, `to` the second
+/// one's first checkpoint.
+fn gap_between(before: &JournalFile, after: &JournalFile, to: SystemTime) -> Gap {
+    let same = before.header.recording_started == after.header.recording_started;
+    let why = if same && after.header.part > before.header.part + 1 {
+        GapWhy::Missing(MissingParts {
+            from: before.header.part + 1,
+            to: after.header.part - 1,
+            after: before.end,
+            until: to,
+        })
+    } else {
+        GapWhy::NotRecorded(after.header.after_failure.clone().filter(|_| !same))
+    };
+    Gap {
+        from: before.end,
+        to,
+        why,
     }
 }
 

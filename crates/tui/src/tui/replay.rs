@@ -25,7 +25,7 @@ use crate::engine::Delta;
 use crate::engine::fold::Fold;
 use crate::journal::format::Entry;
 use crate::journal::reader::entry_time;
-use crate::journal::{JournalSet, Position};
+use crate::journal::{Gap, JournalSet, Position};
 use crate::model::Model;
 
 use super::app::{App, AppConfig};
@@ -59,9 +59,14 @@ pub(crate) struct ReplayStatus {
     pub speed: f64,
     /// The host recorded.
     pub host: String,
-    /// When the cursor is between two recordings: the first one's end
-    /// and the next one's start (the screen shows the state at the end).
-    pub gap: Option<(SystemTime, SystemTime)>,
+    /// When the cursor is where the files hold no state: between two
+    /// recordings (the screen shows the state at the first one's end),
+    /// or in a missing part (the screen shows the state before it, and
+    /// says it is not the state at the cursor).
+    pub gap: Option<Gap>,
+    /// When damaged lines make the state at the cursor unsure: what and
+    /// where (until the next whole checkpoint).
+    pub doubt: Option<String>,
 }
 
 /// What the operator asked of the replay.
@@ -129,7 +134,7 @@ impl Player {
         let speed = 1;
         let mut player = Self {
             state: Fold::default(),
-            next: Position { file: 0, offset: 0 },
+            next: Position::default(),
             status: ReplayStatus {
                 cursor: start,
                 start,
@@ -138,6 +143,7 @@ impl Player {
                 speed: SPEEDS[speed],
                 host: header.host.clone(),
                 gap: None,
+                doubt: None,
             },
             set,
             speed,
@@ -316,9 +322,10 @@ impl Player {
         }
         self.status.cursor = time;
         self.status.gap = self.set.gap_at(time)?;
-        // In a gap nothing was recorded: the screen is judged as at the
-        // last recorded moment, and the header says so.
-        let judged = self.status.gap.map_or(time, |(end, _)| end);
+        self.status.doubt = lines.doubt().map(|doubt| self.set.doubt_words(&doubt));
+        // In a gap nothing is known: the screen is judged as at the last
+        // known moment, and the header says so.
+        let judged = self.status.gap.as_ref().map_or(time, |gap| gap.from);
         app.model_mut().set_now(judged);
         app.mark_dirty();
         Ok(())

@@ -374,20 +374,33 @@ fn replay_spans(app: &App, replay: &crate::tui::replay::ReplayStatus) -> Vec<Spa
         Span::styled(
             format!(
                 " · {} recorded {} · ",
-                replay.host,
+                crate::text::visible(&replay.host),
                 span_text(replay.start, replay.end)
             ),
             theme.dim,
         ),
     ];
-    if let Some((end, next)) = replay.gap {
-        spans.push(Span::styled(
-            format!(
-                " NOT RECORDED from {} to {}: the state at {} ",
-                super::clock_text(end),
-                super::clock_text(next),
-                super::clock_text(end)
+    if let Some(gap) = &replay.gap {
+        let (end, next) = (super::clock_text(gap.from), super::clock_text(gap.to));
+        let words = match &gap.why {
+            crate::journal::GapWhy::Missing(missing) if missing.from == missing.to => format!(
+                " PART {} MISSING: nothing known from {end} to {next}; the state at {end} ",
+                missing.from
             ),
+            crate::journal::GapWhy::Missing(missing) => format!(
+                " PARTS {}–{} MISSING: nothing known from {end} to {next}; the state at {end} ",
+                missing.from, missing.to
+            ),
+            crate::journal::GapWhy::NotRecorded(_) => {
+                format!(" NOT RECORDED from {end} to {next}: the state at {end} ")
+            }
+        };
+        spans.push(Span::styled(words, theme.marker));
+        spans.push(Span::styled(" · ", theme.dim));
+    }
+    if let Some(doubt) = &replay.doubt {
+        spans.push(Span::styled(
+            format!(" UNSURE: {} ", crate::text::visible(doubt)),
             theme.marker,
         ));
         spans.push(Span::styled(" · ", theme.dim));
