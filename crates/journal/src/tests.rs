@@ -480,3 +480,5 @@ fn a_clean_stop_ends_the_recording_when_it_stopped() {
     let set = JournalSet::open(&[crashed]).unwrap();
     assert_eq!(set.end().unwrap(), t(30));
 }
+
+mod damage;

@@ -7,14 +7,17 @@
 //!   checkpoint of another recording, or of a part that follows a
 //!   missing one, becomes changes (its differences from the state so
 //!   far), stamped with its time;
-//! - a line is damaged, skipped and said when it does not parse, when
-//!   its number (`"n"`) is not after the number of the line before it
-//!   (repeated or moved), or when its time is before the time of the
-//!   line before it, or after the time of the line after it while that
-//!   one follows the line before (one line stamped late or early: the
-//!   lines around it agree, it does not); a gap in the numbers is lines
-//!   missing. A line repeated whole changes nothing; any other damage
-//!   makes the state unsure ([`Lines::doubt`]) until the next whole
+//! - a line is skipped and said when it does not parse or its checksum
+//!   does not match, when its number (`"n"`) is not after the number of
+//!   the line before it (repeated, or moved back), when it is numbered
+//!   ahead while the line after it follows the line before (moved
+//!   forward), or when its time is before the time of the line before
+//!   it, or after the time of the line after it while that one follows
+//!   the line before (one line stamped late or early: the lines around
+//!   it agree, it does not); a gap in the numbers is lines missing. A
+//!   line repeated or moved loses nothing where it is skipped (a moved
+//!   line's own place shows it missing); every other skip, and missing
+//!   lines, make the state unsure ([`Lines::doubt`]) until the next whole
 //!   checkpoint, which is then read and becomes changes (its
 //!   differences from the state so far), making it sure again;
 //! - damage inside a checkpoint the reader skips is said, and changes
@@ -75,6 +78,16 @@ enum Got {
     Torn(usize),
     /// The end of the file.
     End,
+}
+
+impl Item {
+    /// Its number, when read.
+    fn n(&self) -> Option<u64> {
+        match self.got {
+            Got::Entry(_, n) | Got::Skipped(n, _) => n,
+            _ => None,
+        }
+    }
 }
 
 /// A checkpoint read after damage, until its end.
@@ -160,13 +173,13 @@ impl<'s> Lines<'s> {
                     self.damaged(start, Damage::Unreadable);
                 }
                 Got::Skipped(n, end) => {
-                    self.numbered(n, start);
+                    self.numbered(n, start)?;
                     if end {
                         self.in_checkpoint = false;
                     }
                 }
                 Got::Entry(entry, n) => {
-                    if !self.numbered(n, start) {
+                    if !self.numbered(n, start)? {
                         continue;
                     }
                     if let Some(time) = super::entry_time(&entry)
@@ -247,27 +260,36 @@ impl<'s> Lines<'s> {
         Ok(Item { start, got })
     }
 
-    /// Whether a line numbered `n` follows the line before it; a line
-    /// repeated or moved back is skipped (said), lines missing before it
-    /// are said and make the state unsure.
-    fn numbered(&mut self, n: Option<u64>, start: u64) -> bool {
+    /// Whether a line numbered `n` follows the line before it. A line
+    /// numbered at or before the last one is skipped (said): a repeat
+    /// changes nothing, and a line moved back was already missed where it
+    /// belonged. A line numbered ahead while the line after it follows
+    /// the last one is a line moved forward: skipped (said; its own
+    /// place shows it missing). Any other jump is lines missing: said,
+    /// and the state is unsure.
+    fn numbered(&mut self, n: Option<u64>, start: u64) -> anyhow::Result<bool> {
         let (Some(n), Some(last)) = (n, self.mark.n) else {
             if n.is_some() {
                 self.mark.n = n;
             }
-            return true;
+            return Ok(true);
         };
         if n <= last {
             self.set.warn(format!(
                 "{}: skipped line at byte {start}: line {n} again after line {last} (repeated or moved)",
                 self.path()
             ));
-            if n < last {
-                self.damaged(start, Damage::OutOfOrder);
-            }
-            return false;
+            return Ok(false);
         }
         if n > last + 1 {
+            if self.peek()?.n() == Some(last + 1) {
+                self.set.warn(format!(
+                    "{}: skipped line at byte {start}: line {n} between lines {last} and {} (moved)",
+                    self.path(),
+                    last + 1
+                ));
+                return Ok(false);
+            }
             let missing = n - last - 1;
             self.set.warn(format!(
                 "{}: {missing} line(s) missing before byte {start} (line {n} follows line {last})",
@@ -276,7 +298,17 @@ impl<'s> Lines<'s> {
             self.damaged(start, Damage::Missing(missing));
         }
         self.mark.n = Some(n);
-        true
+        Ok(true)
+    }
+
+    /// The line after the one being judged (read once, kept for the next
+    /// call).
+    fn peek(&mut self) -> anyhow::Result<&Item> {
+        if self.ahead.is_none() {
+            let item = self.read()?;
+            self.ahead = Some(item);
+        }
+        Ok(self.ahead.as_ref().expect("filled above"))
     }
 
     /// Whether a line stamped `time` is in time order: not before the
@@ -303,12 +335,10 @@ impl<'s> Lines<'s> {
         }
         let moves_on = self.mark.time.is_none_or(|last| time > last);
         if moves_on && !self.raw_checkpoints {
-            let ahead = self.read()?;
-            let next_time = match &ahead.got {
+            let next_time = match &self.peek()?.got {
                 Got::Entry(next, _) => super::entry_time(next),
                 _ => None,
             };
-            self.ahead = Some(ahead);
             if let Some(next) = next_time
                 && next < time
                 && self.mark.time.is_none_or(|last| next >= last)

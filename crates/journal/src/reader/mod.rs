@@ -448,7 +448,14 @@ impl JournalSet {
             if time >= next_start {
                 continue;
             }
-            return Ok((time > pair[0].end).then(|| gap_between(&pair[0], &pair[1], next_start)));
+            let gap = gap_between(&pair[0], &pair[1], next_start);
+            // A missing part may hold lines of its predecessor's last
+            // millisecond: from that instant on, the state is unknown.
+            let inside = match gap.why {
+                GapWhy::Missing(_) => time >= gap.from,
+                GapWhy::NotRecorded(_) => time > gap.from,
+            };
+            return Ok(inside.then_some(gap));
         }
         Ok(None)
     }

@@ -1,0 +1,368 @@
+//! Journals damaged as a disk, a careless copy or a second writer would:
+//! the state read at any time either equals the undamaged journal's, or
+//! the reader says why it cannot tell — never a third thing.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use proptest::prelude::*;
+
+use super::{expected, files_in, read_at, recorded, times};
+use crate::reader::{GapWhy, JournalSet};
+use crate::writer::{Journal, Output};
+
+/// The journal's lines, each with its newline.
+fn lines_of(path: &Path) -> Vec<Vec<u8>> {
+    let bytes = std::fs::read(path).unwrap();
+    bytes
+        .split_inclusive(|byte| *byte == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+fn write_lines(path: &Path, lines: &[Vec<u8>]) {
+    std::fs::write(path, lines.concat()).unwrap();
+}
+
+/// A change line's copy stamped `by` later (negative: earlier), its
+/// number and checksum made right again: a line a careless writer could
+/// have written, which only its time betrays.
+fn restamped(line: &[u8], by: i64) -> Option<Vec<u8>> {
+    let mut value: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let object = value.as_object_mut()?;
+    let n = object.remove("n")?.as_u64()?;
+    object.remove("crc");
+    let time = humantime::parse_rfc3339(object.get("time")?.as_str()?).ok()?;
+    let moved = if by >= 0 {
+        time + Duration::from_millis(by as u64)
+    } else {
+        time.checked_sub(Duration::from_millis(by.unsigned_abs()))?
+    };
+    object.insert(
+        "time".into(),
+        crate::time_format::rfc3339(moved).to_string().into(),
+    );
+    let mut out = serde_json::to_vec(&value).ok()?;
+    out.push(b'\n');
+    crate::format::number_line(&mut out, n);
+    Some(out)
+}
+
+#[derive(Debug, Clone)]
+enum Harm {
+    Drop(usize),
+    Repeat(usize, usize),
+    Move(usize, usize),
+    Flip(usize, usize, u8),
+    Restamp(usize, i64),
+}
+
+fn harm() -> impl Strategy<Value = Harm> {
+    prop_oneof![
+        any::<usize>().prop_map(Harm::Drop),
+        (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Harm::Repeat(a, b)),
+        (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Harm::Move(a, b)),
+        (any::<usize>(), any::<usize>(), any::<u8>()).prop_map(|(a, b, c)| Harm::Flip(a, b, c)),
+        (
+            any::<usize>(),
+            prop_oneof![-3_600_000i64..-1, 1i64..3_600_000]
+        )
+            .prop_map(|(a, by)| Harm::Restamp(a, by)),
+    ]
+}
+
+/// Applies `harm` to the lines after the header.
+fn apply(lines: &mut Vec<Vec<u8>>, harm: &Harm) {
+    let pick = |i: usize, lines: &Vec<Vec<u8>>| 1 + i % (lines.len() - 1);
+    match *harm {
+        Harm::Drop(i) => {
+            let i = pick(i, lines);
+            lines.remove(i);
+        }
+        Harm::Repeat(i, j) => {
+            let (i, j) = (pick(i, lines), pick(j, lines));
+            let line = lines[i].clone();
+            lines.insert(j, line);
+        }
+        Harm::Move(i, j) => {
+            let i = pick(i, lines);
+            let line = lines.remove(i);
+            let j = pick(j, lines);
+            lines.insert(j, line);
+        }
+        Harm::Flip(i, at, byte) => {
+            let i = pick(i, lines);
+            let line = &mut lines[i];
+            // Not the newline: a flipped newline is two torn lines, a
+            // case of its own below.
+            let at = at % (line.len() - 1);
+            line[at] = if line[at] == byte { byte ^ 1 } else { byte };
+            if line[at] == b'\n' {
+                line[at] = b' ';
+            }
+        }
+        Harm::Restamp(i, by) => {
+            let i = pick(i, lines);
+            if let Some(line) = restamped(&lines[i], by) {
+                lines[i] = line;
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_damaged_journal_answers_right_or_says_why_not(
+        seed in 0u64..1_000,
+        harms in proptest::collection::vec(harm(), 1..4),
+    ) {
+        let (_dir, path, deltas) = recorded(300, seed, None, 1, 2 << 10);
+        let mut lines = lines_of(&path);
+        for harm in &harms {
+            apply(&mut lines, harm);
+        }
+        write_lines(&path, &lines);
+        let Ok(set) = JournalSet::open(std::slice::from_ref(&path)) else {
+            // Refused, with a line: said.
+            return Ok(());
+        };
+        for (n, time) in times(&deltas).into_iter().enumerate() {
+            if n % 4 != 0 {
+                continue;
+            }
+            let Ok(replayed) = set.state_at(time) else { continue };
+            if replayed.doubt.is_some() || set.gap_at(time).unwrap().is_some() {
+                continue;
+            }
+            let read: std::collections::BTreeMap<_, _> = replayed
+                .state
+                .keys()
+                .iter()
+                .map(|(key, state)| (key.clone(), state.clone()))
+                .collect();
+            prop_assert_eq!(
+                read,
+                expected(&deltas, time),
+                "at {:?} after {:?}; warnings {:?}",
+                time,
+                harms,
+                set.take_warnings()
+            );
+        }
+    }
+}
+
+/// The recorded journal with line `i` (counted from 0, the header)
+/// replaced by `line`, and the set opened on it.
+fn with_line(path: &Path, i: usize, line: Vec<u8>) -> JournalSet {
+    let mut lines = lines_of(path);
+    lines[i] = line;
+    write_lines(path, &lines);
+    JournalSet::open(&[path.to_path_buf()]).unwrap()
+}
+
+/// The index of the first change line after the first checkpoint whose
+/// time is at least `skip` changes in.
+fn change_line(path: &Path, skip: usize) -> usize {
+    lines_of(path)
+        .iter()
+        .enumerate()
+        .filter(|(_, line)| line.starts_with(b"{\"time\":"))
+        .nth(skip)
+        .unwrap()
+        .0
+}
+
+#[test]
+fn a_line_stamped_far_ahead_is_skipped_and_time_goes_on() {
+    let (_dir, path, deltas) = recorded(300, 11, None, 1, 1 << 20);
+    let i = change_line(&path, 100);
+    let line = restamped(&lines_of(&path)[i], 45 * 60 * 1000).unwrap();
+    let set = with_line(&path, i, line);
+    let all = times(&deltas);
+    // Every time after the damaged line: the state is unsure (the one
+    // checkpoint is before it), never frozen at the line's state.
+    let after: Vec<_> = all.iter().rev().take(20).collect();
+    for time in after {
+        let replayed = set.state_at(*time).unwrap();
+        assert!(replayed.doubt.is_some(), "at {time:?}");
+    }
+    // Before it: right, and sure.
+    for time in all.iter().take(40) {
+        if *time >= set.start() {
+            assert_eq!(read_at(&set, *time), expected(&deltas, *time));
+        }
+    }
+    let warnings = set.take_warnings().join("\n");
+    assert!(warnings.contains("after the line after it"), "{warnings}");
+}
+
+#[test]
+fn a_line_repeated_later_or_stamped_back_is_skipped_and_said() {
+    let (_dir, path, deltas) = recorded(300, 12, None, 1, 1 << 20);
+    let lines = lines_of(&path);
+    let i = change_line(&path, 50);
+    // The same line again 150 changes later: the numbers say it.
+    let mut repeated = lines.clone();
+    repeated.insert(change_line(&path, 200), lines[i].clone());
+    write_lines(&path, &repeated);
+    let set = JournalSet::open(std::slice::from_ref(&path)).unwrap();
+    for time in times(&deltas).into_iter().filter(|t| *t >= set.start()) {
+        let replayed = set.state_at(time).unwrap();
+        // A repeat whole changes nothing: sure, and right.
+        assert!(replayed.doubt.is_none());
+        assert_eq!(read_at(&set, time), expected(&deltas, time));
+    }
+    assert!(set.take_warnings().join("\n").contains("again after line"));
+    // A line stamped an hour back, its number and checksum right.
+    write_lines(&path, &lines);
+    let line = restamped(&lines[i], -3_600_000).unwrap();
+    let set = with_line(&path, i, line);
+    let last = *times(&deltas).last().unwrap();
+    assert!(set.state_at(last).unwrap().doubt.is_some());
+    assert!(
+        set.take_warnings()
+            .join("\n")
+            .contains("before the line before it")
+    );
+}
+
+#[test]
+fn a_checkpoint_missing_a_key_line_is_not_used_and_the_one_before_is() {
+    // Many checkpoints, so that the one before exists.
+    let (_dir, path, deltas) = recorded(1_500, 13, None, 1, 4 << 10);
+    let lines = lines_of(&path);
+    let heads: Vec<usize> = (0..lines.len())
+        .filter(|i| lines[*i].starts_with(b"{\"checkpoint\":"))
+        .collect();
+    assert!(heads.len() > 4);
+    // A key line of the fourth checkpoint goes.
+    let head = heads[3];
+    let key_line = (head..lines.len())
+        .find(|i| lines[*i].starts_with(b"{\"ck\":"))
+        .unwrap();
+    let mut damaged = lines.clone();
+    damaged.remove(key_line);
+    write_lines(&path, &damaged);
+    let set = JournalSet::open(std::slice::from_ref(&path)).unwrap();
+    for time in times(&deltas).into_iter().filter(|t| *t >= set.start()) {
+        let replayed = set.state_at(time).unwrap();
+        assert!(replayed.doubt.is_none());
+        assert_eq!(read_at(&set, time), expected(&deltas, time), "at {time:?}");
+    }
+    let warnings = set.take_warnings().join("\n");
+    assert!(warnings.contains("is not whole"), "{warnings}");
+}
+
+#[test]
+fn a_missing_part_is_said_missing_and_its_time_is_not_answered() {
+    let (dir, _, deltas) = recorded(1_200, 14, Some(24 << 10), 20, 6 << 10);
+    // In part order: FILE.1 is the oldest, FILE the current one.
+    let mut files = files_in(dir.path());
+    files.sort_by_key(|path| {
+        path.extension()
+            .and_then(|ext| ext.to_str()?.parse::<u64>().ok())
+            .unwrap_or(u64::MAX)
+    });
+    assert!(files.len() >= 5, "{files:?}");
+    // Each middle part deleted in turn.
+    for gone in 1..files.len() - 1 {
+        let given: Vec<PathBuf> = files
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != gone)
+            .map(|(_, path)| path.clone())
+            .collect();
+        let set = JournalSet::open(&given).unwrap();
+        let mut said = 0;
+        let all = times(&deltas);
+        // Every time around the gap, and every 7th elsewhere.
+        let gap = all.iter().find_map(|time| set.gap_at(*time).unwrap());
+        let near = |time: &SystemTime| {
+            gap.as_ref().is_some_and(|gap| {
+                *time + Duration::from_millis(50) >= gap.from
+                    && *time <= gap.to + Duration::from_millis(50)
+            })
+        };
+        let sampled = all
+            .iter()
+            .enumerate()
+            .filter(|(n, time)| **time >= set.start() && (n % 7 == 0 || near(time)))
+            .map(|(_, time)| *time);
+        for time in sampled {
+            match set.gap_at(time).unwrap() {
+                Some(gap) => {
+                    assert!(matches!(gap.why, GapWhy::Missing(_)), "{gap:?}");
+                    said += 1;
+                }
+                None => {
+                    let replayed = set.state_at(time).unwrap();
+                    assert!(replayed.doubt.is_none());
+                    assert_eq!(read_at(&set, time), expected(&deltas, time));
+                }
+            }
+        }
+        assert!(said > 0, "part {gone}: no time in its gap");
+        // Reading across: said, and the state after it is right.
+        let start = set.at_start().unwrap();
+        let mut state = start.state.clone();
+        let mut lines = set.lines_from(start.next).unwrap();
+        while let Some(entry) = lines.next_entry(&state).unwrap() {
+            if let crate::format::Entry::Change { delta, .. } = entry {
+                state.apply(delta);
+            }
+        }
+        assert!(
+            set.take_warnings()
+                .iter()
+                .any(|warning| warning.contains("is missing")),
+        );
+    }
+}
+
+#[test]
+fn two_copies_of_one_part_are_refused_and_one_file_twice_is_read_once() {
+    let (dir, path, _) = recorded(200, 15, None, 1, 1 << 20);
+    let copy = dir.path().join("copy.jsonl");
+    std::fs::copy(&path, &copy).unwrap();
+    let error = JournalSet::open(&[path.clone(), copy]).unwrap_err();
+    assert!(error.to_string().contains("are both part 0"), "{error}");
+    let link = dir.path().join("link.jsonl");
+    std::fs::hard_link(&path, &link).unwrap();
+    let set = JournalSet::open(&[path, link]).unwrap();
+    assert_eq!(set.files().len(), 1);
+}
+
+#[test]
+fn a_second_recording_into_one_file_is_refused_while_the_first_lives() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.jsonl");
+    let output = || Output::File {
+        path: path.clone(),
+        max_size: Some(1 << 20),
+        keep: 5,
+    };
+    let first = Journal::create(output(), super::recording()).unwrap();
+    let Err(error) = Journal::create(output(), super::recording()) else {
+        panic!("a second writer was let in");
+    };
+    assert!(error.to_string().contains("another locktop"), "{error}");
+    drop(first);
+    // Once the first is gone, a new recording may start (rotating).
+    assert!(Journal::create(output(), super::recording()).is_ok());
+}
+
+#[test]
+fn every_line_carries_its_number_and_a_checksum() {
+    let (_dir, path, _) = recorded(100, 16, None, 1, 1 << 20);
+    for (i, line) in lines_of(&path).iter().enumerate() {
+        let line = line.strip_suffix(b"\n").unwrap();
+        assert_eq!(
+            crate::format::check_line(line),
+            crate::format::LineCheck::Good(i as u64)
+        );
+    }
+    let _ = SystemTime::now();
+}
