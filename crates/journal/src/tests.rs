@@ -180,7 +180,7 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_none_or(|ext| ext != "lock"))
+        .filter(|path| !path.file_name().unwrap().to_string_lossy().starts_with('.'))
         .collect();
     files.sort();
     files

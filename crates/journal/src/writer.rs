@@ -21,7 +21,7 @@
 //! - every line ends with its number in the file (`"n"`, the header
 //!   being 0) and a CRC-32 of the line (`"crc"`), so a reader tells a
 //!   line dropped, repeated, moved or altered;
-//! - a journal file has one writer: a recording holds `FILE.lock`
+//! - a journal file has one writer: a recording holds `.FILE.lock`
 //!   (an exclusive `flock`) from its start to its end, across every
 //!   rotation, and a second recording into the same FILE — `record` or
 //!   `serve --journal` — is refused at its start; files are opened to
@@ -122,7 +122,7 @@ pub struct Journal {
     root: PathBuf,
     started: SystemTime,
     sink: Sink,
-    /// `FILE.lock`, locked for the recording's life (`None` on stdout).
+    /// `.FILE.lock`, locked for the recording's life (`None` on stdout).
     _lock: Option<File>,
     part: u64,
     /// The number the next line of the current file gets.
@@ -579,14 +579,17 @@ fn checkpoint_key<'a>(root: &Path, key: &'a LockKey, state: &KeyState) -> Checkp
     }
 }
 
-/// `FILE.lock`: what a recording into FILE holds for its life.
+/// `.FILE.lock` beside FILE: what a recording into FILE holds for its
+/// life. Hidden, so that `FILE*` (how a rotated set is given to
+/// `replay`) does not name it.
 pub fn lock_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_os_string();
+    let mut name = std::ffi::OsString::from(".");
+    name.push(path.file_name().unwrap_or(path.as_os_str()));
     name.push(".lock");
-    PathBuf::from(name)
+    path.with_file_name(name)
 }
 
-/// Takes `FILE.lock` (an exclusive `flock`, never waited for): a
+/// Takes `.FILE.lock` (an exclusive `flock`, never waited for): a
 /// recording already writing FILE — another `record`, or `serve
 /// --journal` — makes this one refused.
 fn claim(path: &Path) -> anyhow::Result<File> {

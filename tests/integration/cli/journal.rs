@@ -537,7 +537,7 @@ fn a_recording_stopped_by_a_signal_ends_when_it_stopped() {
     let ends_at = out
         .stderr
         .split_once("the recording ends at ")
-        .and_then(|(_, rest)| rest.split_once(';'))
+        .and_then(|(_, rest)| rest.split_once(' '))
         .map(|(time, _)| time)
         .unwrap_or_else(|| panic!("no end said: {}", out.stderr));
     let ends_at = humantime::parse_rfc3339(ends_at).expect("RFC 3339");

@@ -6,6 +6,7 @@ mod bad_input;
 mod check;
 mod hostile;
 mod journal;
+mod journal_faults;
 mod serve;
 mod serve_exposed;
 mod serve_flood;

@@ -467,7 +467,13 @@ impl JournalSet {
             .filter_map(|pair| {
                 let (_, next_start) = pair[1].first_checkpoint?;
                 let gap = gap_between(&pair[0], &pair[1], next_start);
-                (gap.to > from && gap.from < to && gap.from < gap.to).then_some(gap)
+                // A missing part's gap holds its first instant (see
+                // `gap_at`); time nothing recorded does not.
+                let starts_by = match gap.why {
+                    GapWhy::Missing(_) => gap.from <= to,
+                    GapWhy::NotRecorded(_) => gap.from < to && gap.from < gap.to,
+                };
+                (gap.to > from && starts_by).then_some(gap)
             })
             .collect()
     }

@@ -1,0 +1,363 @@
+//! History under faults, with real `record` and `serve --journal`
+//! processes and real files: two writers started together (never both
+//! running), a rotated set with each middle part deleted (said missing,
+//! never "not recorded", its time never answered), a closed stderr
+//! (never a panic), and `serve --journal` on a tmpfs filled and then
+//! grown (seen in `/healthz` and `/metrics`, and resumed with the gap
+//! said).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+
+use crate::common::{Holder, finish, locktop_command, state_in_tempdir, wait_with_timeout};
+
+/// How long a process may take to start, refuse or stop.
+const PROCESS_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn record(state: &Path, out: &Path, extra: &[&str]) -> Child {
+    let mut args = vec!["record", "--out", out.to_str().expect("utf-8")];
+    args.extend_from_slice(extra);
+    locktop_command(state, &args)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn record")
+}
+
+fn stop(child: &mut Child) -> std::process::ExitStatus {
+    signal::kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+    wait_with_timeout(child, PROCESS_TIMEOUT).expect("stops after SIGTERM")
+}
+
+fn replay(files: &[PathBuf], args: &[&str]) -> crate::common::Finished {
+    let mut command = std::process::Command::new(crate::common::locktop_bin());
+    command
+        .arg("replay")
+        .args(files)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    finish(command)
+}
+
+/// Waits until `path` holds a whole checkpoint.
+fn wait_checkpoint(path: &Path) {
+    let deadline = Instant::now() + PROCESS_TIMEOUT;
+    while !std::fs::read_to_string(path).is_ok_and(|text| text.contains("\"checkpoint_end\"")) {
+        assert!(Instant::now() < deadline, "no checkpoint in {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn two_recorders_started_together_never_both_write_one_file() {
+    let (tmp, state) = state_in_tempdir();
+    let _holder = Holder::hold(&state, &["--aih", "team/one", "--tag", "t"]);
+    for trial in 0..crate::common::cases(20) {
+        let out = tmp.path().join(format!("j{trial}.jsonl"));
+        // Rotating, so that an existing file would not refuse the second
+        // by itself: only the lock may.
+        let extra = ["--max-size", "1M", "--keep", "5"];
+        let mut first = record(&state, &out, &extra);
+        let mut second = record(&state, &out, &extra);
+        let deadline = Instant::now() + PROCESS_TIMEOUT;
+        let (mut loser, mut winner) = loop {
+            if first.try_wait().expect("try_wait").is_some() {
+                break (first, second);
+            }
+            if second.try_wait().expect("try_wait").is_some() {
+                break (second, first);
+            }
+            assert!(Instant::now() < deadline, "trial {trial}: both still run");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let refused = loser.wait_with_output_of_stderr();
+        assert_eq!(refused.0, Some(2), "trial {trial}: {}", refused.1);
+        assert!(
+            refused.1.contains("being recorded by another locktop"),
+            "trial {trial}: {}",
+            refused.1
+        );
+        assert!(
+            winner.try_wait().expect("try_wait").is_none(),
+            "trial {trial}: the first writer stopped too"
+        );
+        wait_checkpoint(&out);
+        assert!(stop(&mut winner).success());
+        let read = replay(&[out], &["--at", "-0s"]);
+        assert_eq!(read.code(), 0, "trial {trial}: {}", read.stderr);
+        assert!(!read.stderr.contains("warning"), "trial {trial}: {}", read.stderr);
+        assert!(read.stdout.contains("team/one"), "{}", read.stdout);
+    }
+}
+
+/// The exit code and stderr of a child that has exited.
+trait StderrOf {
+    fn wait_with_output_of_stderr(&mut self) -> (Option<i32>, String);
+}
+
+impl StderrOf for Child {
+    fn wait_with_output_of_stderr(&mut self) -> (Option<i32>, String) {
+        let status = self.wait().expect("wait");
+        let mut text = String::new();
+        if let Some(mut stderr) = self.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        }
+        (status.code(), text)
+    }
+}
+
+#[test]
+fn serve_journal_into_a_recorded_place_is_refused() {
+    let (tmp, state) = state_in_tempdir();
+    let _first = Holder::hold(&state, &["--aih", "team/first"]);
+    let dir = tmp.path().join("history");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let mut recorder = record(&state, &dir.join("journal.jsonl"), &[]);
+    wait_checkpoint(&dir.join("journal.jsonl"));
+    let out = finish(locktop_command(
+        &state,
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--journal",
+            dir.to_str().expect("utf-8"),
+        ],
+    ));
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("another locktop"), "{}", out.stderr);
+    assert!(stop(&mut recorder).success());
+}
+
+/// The `"time"` of the first change line of `file`.
+fn first_change_time(file: &Path) -> String {
+    let text = std::fs::read_to_string(file).expect("read");
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("{\"time\":"))
+        .expect("a change line");
+    let value: serde_json::Value = serde_json::from_str(line).expect("json");
+    value["time"].as_str().expect("time").to_string()
+}
+
+#[test]
+fn a_deleted_middle_part_is_said_missing_by_every_face() {
+    let (tmp, state) = state_in_tempdir();
+    let _first = Holder::hold(&state, &["--aih", "team/first"]);
+    let journal = tmp.path().join("journal.jsonl");
+    let mut recorder = record(&state, &journal, &["--max-size", "4K", "--keep", "100"]);
+    wait_checkpoint(&journal);
+    for n in 0..16 {
+        let mut holder = Holder::hold(&state, &["--aih", &format!("team/a{}", n % 4)]);
+        std::thread::sleep(Duration::from_millis(150));
+        holder.kill();
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert!(stop(&mut recorder).success());
+    // In part order: FILE.1 is the oldest, FILE the current one.
+    let mut files: Vec<PathBuf> = std::fs::read_dir(tmp.path())
+        .expect("read dir")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| path.to_string_lossy().contains("journal.jsonl") && path.is_file())
+        .filter(|path| !path.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    files.sort_by_key(|path| {
+        path.extension()
+            .and_then(|ext| ext.to_str()?.parse::<u64>().ok())
+            .unwrap_or(u64::MAX)
+    });
+    assert!(files.len() >= 4, "rotated: {files:?}");
+    let whole = replay(&files, &["--from", "-1h"]);
+    assert_eq!(whole.code(), 0, "{}", whole.stderr);
+    for gone in 1..files.len() - 1 {
+        let in_gap = first_change_time(&files[gone]);
+        let kept: Vec<PathBuf> = files
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != gone)
+            .map(|(_, path)| path.clone())
+            .collect();
+        let part = format!("part {gone} of the recording is missing");
+        // The snapshot then: refused, saying which part.
+        let at = replay(&kept, &["--at", &in_gap]);
+        assert_eq!(at.code(), 2, "{}", at.stderr);
+        assert!(at.stderr.contains(&part), "{}", at.stderr);
+        assert!(!at.stderr.contains("nothing was recorded"), "{}", at.stderr);
+        // A window across it: what is known, the hole said, exit 3.
+        let across = replay(&kept, &["--from", "-1h"]);
+        assert_eq!(across.code(), 3, "{}", across.stderr);
+        assert!(across.stderr.contains(&part), "{}", across.stderr);
+        // A window inside it (which may share its first millisecond with
+        // the part before): the hole said, exit 3.
+        let inside = replay(&kept, &["--from", &in_gap, "--to", &in_gap]);
+        assert_eq!(inside.code(), 3, "{}", inside.stderr);
+        assert!(inside.stderr.contains(&part), "{}", inside.stderr);
+    }
+    // After the end of a recording stopped cleanly: said, with how.
+    let after = replay(
+        &files,
+        &["--from", "2100-01-01T00:00:00Z", "--to", "2100-01-01T01:00:00Z"],
+    );
+    assert_eq!(after.code(), 0, "{}", after.stderr);
+    assert!(after.stdout.is_empty(), "{}", after.stdout);
+    assert!(
+        after.stderr.contains("the recording ends at") && after.stderr.contains("it was stopped then"),
+        "{}",
+        after.stderr
+    );
+}
+
+#[test]
+fn a_closed_stderr_never_makes_replay_panic() {
+    let (tmp, state) = state_in_tempdir();
+    let _first = Holder::hold(&state, &["--aih", "team/first"]);
+    let journal = tmp.path().join("journal.jsonl");
+    let mut recorder = record(&state, &journal, &[]);
+    wait_checkpoint(&journal);
+    assert!(stop(&mut recorder).success());
+    // Thousands of damaged lines: thousands of warnings.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&journal)
+        .expect("open");
+    for n in 0..5000 {
+        std::io::Write::write_all(&mut file, format!("garbage {n}\n").as_bytes()).expect("write");
+    }
+    let mut child = std::process::Command::new(crate::common::locktop_bin())
+        .args(["replay", journal.to_str().expect("utf-8"), "--from", "-1h"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn replay");
+    // As `2>&1 | head -1` does: read a line, then close.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).expect("a line");
+    drop(stderr);
+    let status = wait_with_timeout(&mut child, PROCESS_TIMEOUT).expect("replay ends");
+    assert_ne!(status.code(), Some(101), "replay panicked: {status:?}");
+    assert!(status.code().is_some(), "killed by a signal: {status:?}");
+}
+
+/// A tmpfs of `size` mounted on a new directory, unmounted when dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("mount");
+        assert!(status.success(), "mount tmpfs");
+        Self { dir }
+    }
+
+    fn grow(&self, size: &str) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(self.dir.path())
+            .status()
+            .expect("remount");
+        assert!(status.success(), "remount tmpfs");
+    }
+
+    /// Fills it to the last byte.
+    fn fill(&self) {
+        let mut filler = std::fs::File::create(self.dir.path().join("filler")).expect("filler");
+        let block = vec![0u8; 4096];
+        while std::io::Write::write_all(&mut filler, &block).is_ok() {}
+        let _ = std::io::Write::write_all(&mut filler, &[0u8]);
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn serve_journal_on_a_full_disk_is_seen_and_resumes_when_it_can() {
+    if !crate::common::skip_unless(
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() } == 0,
+        "skipped: a full disk is made with a tmpfs, which needs root to mount (run the tests as root)",
+    ) {
+        return;
+    }
+    let (_tmp, state) = state_in_tempdir();
+    let _first = Holder::hold(&state, &["--aih", "team/first"]);
+    let disk = Tmpfs::mount("256k");
+    let dir = disk.dir.path().join("history");
+    let serve = super::serve::Serve::start_on(
+        &state,
+        "127.0.0.1:0",
+        &["--journal", dir.to_str().expect("utf-8")],
+    );
+    wait_checkpoint(&dir.join("journal.jsonl"));
+    let healthy = super::serve::wait_body(&serve.url("/healthz"), "the journal writing", |body| {
+        body.contains("journal: writing")
+    });
+    assert!(healthy.starts_with("ok: watching"), "{healthy}");
+    disk.fill();
+    // Changes the journal cannot write: until the last page the file
+    // had is full too.
+    let deadline = Instant::now() + PROCESS_TIMEOUT;
+    let mut round = 0;
+    let failing = loop {
+        let mut gone = Holder::hold(&state, &["--aih", &format!("team/gone{round}")]);
+        std::thread::sleep(Duration::from_millis(100));
+        gone.kill();
+        round += 1;
+        let body = super::serve::wait_body(&serve.url("/healthz"), "an answer", |_| true);
+        if body.contains("journal: NOT WRITING") {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "the journal never failed: {body}");
+    };
+    let mut holder = Holder::hold(&state, &["--aih", "team/kept", "--tag", "kept"]);
+    assert!(failing.contains("No space left on device"), "{failing}");
+    super::serve::wait_body(&serve.url("/metrics"), "locktop_journal_up 0", |body| {
+        body.contains("locktop_journal_up 0")
+            && body.lines().any(|line| {
+                line.starts_with("locktop_journal_last_error_timestamp_seconds ")
+                    && !line.ends_with(" 0")
+            })
+    });
+    let failed_at = SystemTime::now();
+    disk.grow("8m");
+    super::serve::wait_body(&serve.url("/healthz"), "the journal resumed", |body| {
+        body.contains("journal: writing")
+    });
+    super::serve::wait_body(&serve.url("/metrics"), "locktop_journal_up 1", |body| {
+        body.contains("locktop_journal_up 1")
+    });
+    assert!(serve.stderr().contains("the journal stopped"), "{}", serve.stderr());
+    // The history says the gap and why, and the state after it is right.
+    std::thread::sleep(Duration::from_millis(500));
+    let now = replay(std::slice::from_ref(&dir), &["--at", "-0s", "--json"]);
+    assert_eq!(now.code(), 0, "{}", now.stderr);
+    assert!(now.stdout.contains("team/kept"), "{}", now.stdout);
+    assert!(!now.stdout.contains("team/gone"), "{}", now.stdout);
+    let _ = failed_at;
+    let window = replay(std::slice::from_ref(&dir), &["--from", "-1h"]);
+    assert!(
+        window.stderr.contains("the journal could not be written from"),
+        "{}",
+        window.stderr
+    );
+    holder.kill();
+    drop(serve);
+}
