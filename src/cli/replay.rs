@@ -23,9 +23,9 @@ use anyhow::bail;
 
 use crate::engine::{Delta, Liveness};
 use crate::journal::JournalSet;
-use crate::journal::reader::{Gap, GapWhy};
 use crate::journal::format::Entry;
 use crate::journal::reader::entry_time;
+use crate::journal::reader::{Gap, GapWhy};
 use crate::journal::time_arg;
 use crate::liveness::lock_free::ProbeChoice;
 use crate::operate::verdict::MATERIALIZING_AFTER;
@@ -287,7 +287,12 @@ fn print_changes(
         );
     }
     for gap in set.gaps_within(from, to) {
-        incomplete |= matches!(gap.why, GapWhy::Missing(_));
+        if let GapWhy::Missing(missing) = &gap.why {
+            incomplete = true;
+            // Said here, before the lines: not again as the reader's
+            // warning when it crosses the gap.
+            set.mark_said(missing.to_string());
+        }
         say!("locktop replay: note: {}", gap_words(&gap));
     }
     let end = set.end()?;

@@ -215,16 +215,19 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
             root.display()
         );
     }
-    let journal = match &args.journal {
-        Some(dir) => Some(JournalThread::start(journal_in(
-            dir,
-            &state_dir,
-            &probe,
-            args.max_size,
-            args.keep,
-            materializing,
-        )?)?),
-        None => None,
+    let (journal, journal_end) = match &args.journal {
+        Some(dir) => {
+            let (thread, end) = JournalThread::start(journal_in(
+                dir,
+                &state_dir,
+                &probe,
+                args.max_size,
+                args.keep,
+                materializing,
+            )?)?;
+            (Some(thread), Some(end))
+        }
+        None => (None, None),
     };
     let journal_health = journal.as_ref().map(|thread| thread.health.clone());
     // Its own thread: a hundred scrapers must not delay what it sees.
@@ -269,8 +272,18 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     )
     .await;
     follower.abort();
+    // The follower's end drops the journal's queue: the journal writes
+    // what is queued, then its end line.
+    let _ = follower.await;
+    if let Some(end) = journal_end {
+        end.wait(JOURNAL_END_BOUND).await;
+    }
     Ok(ExitCode::SUCCESS)
 }
+
+/// How long a stopping `serve` waits for its journal to end cleanly (a
+/// stalled disk is not waited for longer).
+const JOURNAL_END_BOUND: Duration = Duration::from_secs(2);
 
 /// What `follow` hands the journal's thread, in order.
 enum ToJournal {
@@ -374,13 +387,27 @@ struct JournalThread {
     health: Arc<JournalHealth>,
 }
 
+/// The journal's thread, to wait for at shutdown: once every sender is
+/// gone it writes what is queued and the end line (a clean stop).
+struct JournalEnd(std::thread::JoinHandle<()>);
+
+impl JournalEnd {
+    /// Waits up to `bound` for the journal to end cleanly.
+    async fn wait(self, bound: Duration) {
+        let joined = tokio::task::spawn_blocking(move || {
+            let _ = self.0.join();
+        });
+        let _ = tokio::time::timeout(bound, joined).await;
+    }
+}
+
 impl JournalThread {
-    fn start(mut writer: JournalWriter) -> anyhow::Result<Self> {
+    fn start(mut writer: JournalWriter) -> anyhow::Result<(Self, JournalEnd)> {
         let (queue, work) = std::sync::mpsc::sync_channel(JOURNAL_QUEUE);
         let health = Arc::new(JournalHealth::default());
         health.up.store(true, Ordering::Relaxed);
         let shared = health.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("locktop-journal".into())
             .spawn(move || {
                 let mut retry_at = None;
@@ -388,7 +415,13 @@ impl JournalThread {
                     let message = match work.recv_timeout(JOURNAL_RETRY) {
                         Ok(message) => Some(message),
                         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
-                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                            // Serving stopped: the recording ends here.
+                            if writer.failure().is_none() {
+                                let _ = writer.finish();
+                            }
+                            return;
+                        }
                     };
                     let written = match message {
                         Some(ToJournal::Delta(delta, changes)) => writer.record(*delta, changes),
@@ -420,11 +453,13 @@ impl JournalThread {
                             }
                         }
                     }
-                    shared.bytes.store(writer.bytes_written(), Ordering::Relaxed);
+                    shared
+                        .bytes
+                        .store(writer.bytes_written(), Ordering::Relaxed);
                 }
             })
             .context("cannot start the journal's thread")?;
-        Ok(Self { queue, health })
+        Ok((Self { queue, health }, JournalEnd(thread)))
     }
 }
 

@@ -268,6 +268,10 @@ fn serve_journal_records_what_it_serves() {
     )
     .expect("SIGTERM");
     assert!(serve.wait().expect("wait serve").success());
+    // Stopped by a signal: a clean stop, its end line written.
+    let text = std::fs::read_to_string(&journal).expect("read");
+    let last = text.lines().last().expect("lines");
+    assert!(last.starts_with(r#"{"end":"#), "{last}");
     let held = replayed(std::slice::from_ref(&dir), moment);
     let expected: Truth = [
         ("oncall".to_string(), holder.pid()),

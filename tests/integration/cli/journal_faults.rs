@@ -48,7 +48,11 @@ fn replay(files: &[PathBuf], args: &[&str]) -> crate::common::Finished {
 fn wait_checkpoint(path: &Path) {
     let deadline = Instant::now() + PROCESS_TIMEOUT;
     while !std::fs::read_to_string(path).is_ok_and(|text| text.contains("\"checkpoint_end\"")) {
-        assert!(Instant::now() < deadline, "no checkpoint in {}", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint in {}",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -90,7 +94,11 @@ fn two_recorders_started_together_never_both_write_one_file() {
         assert!(stop(&mut winner).success());
         let read = replay(&[out], &["--at", "-0s"]);
         assert_eq!(read.code(), 0, "trial {trial}: {}", read.stderr);
-        assert!(!read.stderr.contains("warning"), "trial {trial}: {}", read.stderr);
+        assert!(
+            !read.stderr.contains("warning"),
+            "trial {trial}: {}",
+            read.stderr
+        );
         assert!(read.stdout.contains("team/one"), "{}", read.stdout);
     }
 }
@@ -201,12 +209,18 @@ fn a_deleted_middle_part_is_said_missing_by_every_face() {
     // After the end of a recording stopped cleanly: said, with how.
     let after = replay(
         &files,
-        &["--from", "2100-01-01T00:00:00Z", "--to", "2100-01-01T01:00:00Z"],
+        &[
+            "--from",
+            "2100-01-01T00:00:00Z",
+            "--to",
+            "2100-01-01T01:00:00Z",
+        ],
     );
     assert_eq!(after.code(), 0, "{}", after.stderr);
     assert!(after.stdout.is_empty(), "{}", after.stdout);
     assert!(
-        after.stderr.contains("the recording ends at") && after.stderr.contains("it was stopped then"),
+        after.stderr.contains("the recording ends at")
+            && after.stderr.contains("it was stopped then"),
         "{}",
         after.stderr
     );
@@ -325,7 +339,10 @@ fn serve_journal_on_a_full_disk_is_seen_and_resumes_when_it_can() {
         if body.contains("journal: NOT WRITING") {
             break body;
         }
-        assert!(Instant::now() < deadline, "the journal never failed: {body}");
+        assert!(
+            Instant::now() < deadline,
+            "the journal never failed: {body}"
+        );
     };
     let mut holder = Holder::hold(&state, &["--aih", "team/kept", "--tag", "kept"]);
     assert!(failing.contains("No space left on device"), "{failing}");
@@ -341,10 +358,19 @@ fn serve_journal_on_a_full_disk_is_seen_and_resumes_when_it_can() {
     super::serve::wait_body(&serve.url("/healthz"), "the journal resumed", |body| {
         body.contains("journal: writing")
     });
-    super::serve::wait_body(&serve.url("/metrics"), "locktop_journal_up 1", |body| {
+    let scrape = super::serve::wait_body(&serve.url("/metrics"), "locktop_journal_up 1", |body| {
         body.contains("locktop_journal_up 1")
     });
-    assert!(serve.stderr().contains("the journal stopped"), "{}", serve.stderr());
+    assert!(scrape.contains("locktop_journal_written_bytes_total "), "{scrape}");
+    if crate::common::have_program("promtool", super::serve::PROMETHEUS_PACKAGE) {
+        let (ok, said) = super::serve::promtool_check_metrics(&scrape);
+        assert!(ok, "promtool check metrics: {said}");
+    }
+    assert!(
+        serve.stderr().contains("the journal stopped"),
+        "{}",
+        serve.stderr()
+    );
     // The history says the gap and why, and the state after it is right.
     std::thread::sleep(Duration::from_millis(500));
     let now = replay(std::slice::from_ref(&dir), &["--at", "-0s", "--json"]);
@@ -354,7 +380,9 @@ fn serve_journal_on_a_full_disk_is_seen_and_resumes_when_it_can() {
     let _ = failed_at;
     let window = replay(std::slice::from_ref(&dir), &["--from", "-1h"]);
     assert!(
-        window.stderr.contains("the journal could not be written from"),
+        window
+            .stderr
+            .contains("the journal could not be written from"),
         "{}",
         window.stderr
     );

@@ -146,7 +146,7 @@ fn counter(scrape: &str, name: &str) -> u64 {
 pub(super) const PROMETHEUS_PACKAGE: &str =
     "Debian's prometheus package: apt-get install prometheus";
 
-fn promtool_check_metrics(scrape: &str) -> (bool, String) {
+pub(super) fn promtool_check_metrics(scrape: &str) -> (bool, String) {
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())

@@ -66,6 +66,9 @@ struct Item {
     got: Got,
 }
 
+// One lives at a time, per line read: boxing the entry would cost an
+// allocation per line for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Got {
     /// A line read: its entry and number.
     Entry(Entry, Option<u64>),
@@ -494,7 +497,9 @@ impl<'s> Lines<'s> {
                     from: previous.header.part + 1,
                     to: next.header.part - 1,
                     after: previous.end,
-                    until: next.first_checkpoint.map_or(next.header.started, |(_, t)| t),
+                    until: next
+                        .first_checkpoint
+                        .map_or(next.header.started, |(_, t)| t),
                 }
             ));
         }

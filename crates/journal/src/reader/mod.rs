@@ -160,7 +160,11 @@ impl std::fmt::Display for MissingParts {
         if self.from == self.to {
             write!(f, "part {} of the recording is missing", self.from)?;
         } else {
-            write!(f, "parts {}–{} of the recording are missing", self.from, self.to)?;
+            write!(
+                f,
+                "parts {}–{} of the recording are missing",
+                self.from, self.to
+            )?;
         }
         write!(
             f,
@@ -226,7 +230,7 @@ pub struct Replayed {
 /// A checkpoint read: whole, or why not.
 pub(super) enum Loaded {
     /// Its state, the line after its end, its time.
-    Whole(Fold, Position, SystemTime),
+    Whole(Box<Fold>, Position, SystemTime),
     /// Not whole: why.
     NotWhole(String),
 }
@@ -234,7 +238,7 @@ pub(super) enum Loaded {
 impl Loaded {
     pub(super) fn whole(self) -> Option<(Fold, Position, SystemTime)> {
         match self {
-            Loaded::Whole(state, next, time) => Some((state, next, time)),
+            Loaded::Whole(state, next, time) => Some((*state, next, time)),
             Loaded::NotWhole(_) => None,
         }
     }
@@ -382,6 +386,13 @@ impl JournalSet {
         }
     }
 
+    /// Counts `warning` as said already (a face that said it in its own
+    /// words first): it is not given again by [`JournalSet::take_warnings`].
+    pub fn mark_said(&self, warning: String) {
+        let mut warnings = self.warnings.lock().unwrap_or_else(|e| e.into_inner());
+        warnings.said.insert(warning);
+    }
+
     /// Says what makes a state unsure, and when the state is known:
     /// until the damage, and again from the next whole checkpoint.
     pub fn doubt_words(&self, doubt: &Doubt) -> String {
@@ -494,7 +505,7 @@ impl JournalSet {
         let at = Position::at(0, offset);
         match self.load_checkpoint(at)? {
             Loaded::Whole(state, next, _) => Ok(Replayed {
-                state,
+                state: *state,
                 next,
                 last_change: None,
                 checkpoint_at: at,
@@ -550,7 +561,7 @@ impl JournalSet {
             };
             let at = Position::at(file, offset);
             match self.load_checkpoint(at)? {
-                Loaded::Whole(state, next, _) => return self.fold_until(state, next, time, at),
+                Loaded::Whole(state, next, _) => return self.fold_until(*state, next, time, at),
                 Loaded::NotWhole(why) => {
                     self.not_whole(at, &why);
                     limit = offset;
@@ -760,7 +771,7 @@ impl JournalSet {
                     } else if end.time != head.time {
                         "its end's time is not its head's".to_string()
                     } else {
-                        return Ok(Loaded::Whole(state, lines.position(), head.time));
+                        return Ok(Loaded::Whole(Box::new(state), lines.position(), head.time));
                     };
                     return Ok(Loaded::NotWhole(why));
                 }
