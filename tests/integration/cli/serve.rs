@@ -599,9 +599,11 @@ fn the_shipped_alert_rules_check_and_pass_their_tests() {
 /// Every metric the shipped dashboard and rules use is one `serve` exports.
 #[test]
 fn the_dashboard_and_rules_only_use_metrics_serve_exports() {
-    let (_tmp, state) = state_in_tempdir();
+    let (tmp, state) = state_in_tempdir();
     drop(Holder::hold(&state, &["--tag", "seed"])); // the locks dir
-    let serve = Serve::start(&state, &[]);
+    // With a journal: its series are exported (and alerted on) too.
+    let history = tmp.path().join("history");
+    let serve = Serve::start(&state, &["--journal", history.to_str().expect("utf-8")]);
     // Before the first scan is over serve exports no key metric (its view
     // is not complete yet): scrape once it is healthy. (This test failed
     // now and then when its scrape came first.)

@@ -303,3 +303,59 @@ fn after_the_end_key_the_details_are_on_the_stuck_tag_and_u_follows_it_again() {
     text(&mut app);
     assert_eq!(selected(&app), Some((Section::Tags, "y".into())));
 }
+
+/// The recording's lines (each with its newline).
+fn lines_of(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split_inclusive('\n')
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_missing_line_makes_the_header_say_unsure_never_a_sure_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = recording(dir.path());
+    // Tag y's line (t(20)) is lost: the lines after it follow a gap.
+    let lines: Vec<String> = lines_of(&path)
+        .into_iter()
+        .filter(|line| !line.contains("\"name\":\"y\""))
+        .collect();
+    std::fs::write(&path, lines.concat()).unwrap();
+    let set = JournalSet::open(&[path]).unwrap();
+    let (mut player, mut app) = Player::open(set, Theme::color()).unwrap();
+    app.set_replay_status(player.status().clone());
+    // Before the loss (at the start): sure. (At t(10) it is not: the
+    // lost line may be of t(10) too.)
+    assert_eq!(player.status().cursor, t(0));
+    assert!(player.status().doubt.is_none());
+    assert!(!text(&mut app).contains("UNSURE"));
+    // After it: said, with where and up to when the state is known.
+    key(&mut player, &mut app, KeyCode::Char('}'));
+    let doubt = player.status().doubt.clone().expect("unsure after the loss");
+    assert!(doubt.contains("missing line"), "{doubt}");
+    let screen = render(&mut app, 200, 24).backend().to_string();
+    assert!(screen.contains("UNSURE: a missing line"), "{screen}");
+}
+
+#[test]
+fn a_crafted_host_shows_its_control_characters_as_symbols() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = recording(dir.path());
+    let mut lines = lines_of(&path);
+    // An unchecked header (as an older writer's) naming a hostile host.
+    let mut header: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    header["journal"]["host"] = "evil\u{1b}[2Jhost".into();
+    header["journal"]["checked_lines"] = false.into();
+    let object = header.as_object_mut().unwrap();
+    object.remove("n");
+    object.remove("crc");
+    lines[0] = format!("{}\n", serde_json::to_string(&header).unwrap());
+    std::fs::write(&path, lines.concat()).unwrap();
+    let set = JournalSet::open(&[path]).unwrap();
+    let (player, mut app) = Player::open(set, Theme::color()).unwrap();
+    app.set_replay_status(player.status().clone());
+    let screen = render(&mut app, 160, 24).backend().to_string();
+    assert!(screen.contains("evil␛[2Jhost"), "{screen}");
+}
