@@ -4,7 +4,9 @@
 //! into one line on stderr.
 //!
 //! Exit codes (every subcommand): 0 success, 1 "busy" (a lock could not be
-//! taken now), 2 bad input or any other error.
+//! taken now), 2 bad input or any other error; 3 is one command's own
+//! (`check`: busy because of a deadlock; `replay --from/--to`: part of
+//! the window is unknown).
 
 /// A line on stderr that never panics: a closed stderr (`2>&1 | head`)
 /// loses the line, never the exit status (`eprintln!` would panic).
