@@ -131,7 +131,7 @@ fn how_it_ended(set: &JournalSet) -> &'static str {
     if set.stopped_cleanly() {
         "it was stopped then"
     } else {
-        "its last line: it was not stopped cleanly (killed, a crash, a full disk)"
+        "its last line; it was not stopped cleanly: killed, a crash or a full disk"
     }
 }
 

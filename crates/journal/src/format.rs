@@ -355,7 +355,7 @@ fn digits(text: &[u8]) -> Option<u64> {
 /// everything before the checksum: `{…,"n":N,"crc":C}`. Every line of a
 /// file carries them (the header is line 0), so a reader tells a line
 /// dropped, repeated, moved or altered.
-pub(crate) fn number_line(out: &mut Vec<u8>, n: u64) {
+pub fn number_line(out: &mut Vec<u8>, n: u64) {
     debug_assert!(out.ends_with(b"}\n"));
     out.truncate(out.len() - 2);
     let begin = out

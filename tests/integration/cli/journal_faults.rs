@@ -389,3 +389,61 @@ fn serve_journal_on_a_full_disk_is_seen_and_resumes_when_it_can() {
     holder.kill();
     drop(serve);
 }
+
+/// `line` (a change line, with its newline) stamped `by` later, its
+/// number and checksum made right again.
+fn restamped(line: &str, by: Duration) -> String {
+    let mut value: serde_json::Value = serde_json::from_str(line).expect("json");
+    let object = value.as_object_mut().expect("object");
+    let n = object.remove("n").and_then(|n| n.as_u64()).expect("n");
+    object.remove("crc");
+    let time = humantime::parse_rfc3339(object["time"].as_str().expect("time")).expect("time");
+    object.insert(
+        "time".into(),
+        humantime::format_rfc3339_millis(time + by).to_string().into(),
+    );
+    let mut out = serde_json::to_vec(&value).expect("json");
+    out.push(b'\n');
+    locktop::journal::format::number_line(&mut out, n);
+    String::from_utf8(out).expect("utf-8")
+}
+
+#[test]
+fn a_line_stamped_45_minutes_ahead_is_said_and_never_freezes_time() {
+    let (tmp, state) = state_in_tempdir();
+    let _first = Holder::hold(&state, &["--aih", "team/first"]);
+    let journal = tmp.path().join("journal.jsonl");
+    let mut recorder = record(&state, &journal, &[]);
+    wait_checkpoint(&journal);
+    for n in 0..6 {
+        let mut holder = Holder::hold(&state, &["--aih", &format!("team/a{n}")]);
+        std::thread::sleep(Duration::from_millis(150));
+        holder.kill();
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert!(stop(&mut recorder).success());
+    let text = std::fs::read_to_string(&journal).expect("read");
+    let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_string).collect();
+    let changes: Vec<usize> = (0..lines.len())
+        .filter(|i| lines[*i].starts_with("{\"time\":") && lines[*i].contains("\"kind\""))
+        .collect();
+    assert!(changes.len() > 8, "{text}");
+    let damaged = changes[2];
+    let after = serde_json::from_str::<serde_json::Value>(&lines[changes[6]]).expect("json")["time"]
+        .as_str()
+        .expect("time")
+        .to_string();
+    lines[damaged] = restamped(&lines[damaged], Duration::from_secs(45 * 60));
+    std::fs::write(&journal, lines.concat()).expect("write");
+    let files = [journal];
+    // A time after it: not answered as sure, and why.
+    let at = replay(&files, &["--at", &after]);
+    assert_eq!(at.code(), 2, "{}", at.stderr);
+    assert!(at.stderr.contains("cannot tell the state at"), "{}", at.stderr);
+    assert!(at.stderr.contains("after the line after it"), "{}", at.stderr);
+    // The window: every other change printed, the hole said, exit 3.
+    let window = replay(&files, &["--from", "-1h"]);
+    assert_eq!(window.code(), 3, "{}", window.stderr);
+    assert!(window.stdout.lines().count() >= changes.len() - 1, "{}", window.stdout);
+    assert!(window.stderr.contains("after the line after it"), "{}", window.stderr);
+}

@@ -378,3 +378,53 @@ fn every_line_carries_its_number_and_a_checksum() {
     }
     let _ = SystemTime::now();
 }
+
+#[test]
+fn a_line_inside_a_checkpoint_or_appended_last_is_skipped_and_said() {
+    let (_dir, path, deltas) = recorded(1_500, 17, None, 1, 4 << 10);
+    let lines = lines_of(&path);
+    let heads: Vec<usize> = (0..lines.len())
+        .filter(|i| lines[*i].starts_with(b"{\"checkpoint\":"))
+        .collect();
+    assert!(heads.len() > 4);
+    // Inside a checkpoint: a later change line moved between its key
+    // lines. That checkpoint is not whole; the one before is used, and
+    // every answer is right or unsure.
+    let inside = (heads[2]..lines.len())
+        .find(|i| lines[*i].starts_with(b"{\"ck\":"))
+        .unwrap();
+    let later = change_line(&path, 900);
+    let mut damaged = lines.clone();
+    let moved = damaged.remove(later);
+    damaged.insert(inside + 1, moved);
+    write_lines(&path, &damaged);
+    let set = JournalSet::open(std::slice::from_ref(&path)).unwrap();
+    let mut sure = 0;
+    for (n, time) in times(&deltas).into_iter().enumerate() {
+        if time < set.start() || n % 3 != 0 {
+            continue;
+        }
+        let replayed = set.state_at(time).unwrap();
+        if replayed.doubt.is_none() {
+            sure += 1;
+            assert_eq!(read_at(&set, time), expected(&deltas, time), "at {time:?}");
+        }
+    }
+    assert!(sure > 100, "{sure} sure answers");
+    let warnings = set.take_warnings().join("\n");
+    assert!(warnings.contains("not whole"), "{warnings}");
+    // Last: an early change line appended again (re-inserted later, as
+    // it was): skipped, said, nothing changed.
+    let mut appended = lines.clone();
+    appended.push(lines[change_line(&path, 10)].clone());
+    write_lines(&path, &appended);
+    let set = JournalSet::open(std::slice::from_ref(&path)).unwrap();
+    let last = *times(&deltas).last().unwrap();
+    let replayed = set.state_at(last + Duration::from_secs(1)).unwrap();
+    assert!(replayed.doubt.is_none());
+    assert_eq!(
+        read_at(&set, last + Duration::from_secs(1)),
+        expected(&deltas, last + Duration::from_secs(1))
+    );
+    assert!(set.take_warnings().join("\n").contains("again after line"));
+}
