@@ -58,7 +58,10 @@
 //! with `--smoke`: the same code paths at tiny sizes (400 agents and a
 //! 1 s churn; a 16 MiB journal of 1,000 keys, 20 held, read at 4 times
 //! and after the end; 1 run each in section 3). `-- --only-record` /
-//! `-- --only-replay` run section 1 / sections 2 and 3. Targets are
+//! `-- --only-replay` run section 1 / sections 2 and 3; `-- --baseline
+//! BIN` also times another locktop's `replay --at` on section 2's
+//! journal at the same times, interleaved, and prints the ratios;
+//! `-- --keep` keeps the tempdir (its journals), for profiling by hand. Targets are
 //! printed as PASS/MISS at the end; they never fail the run. Every child
 //! process is SIGKILLed on exit, panic included ([`support::Guarded`]);
 //! holders also release and exit on their own when this process dies
@@ -211,7 +214,14 @@ fn main() {
     }
     if !has("--only-record") {
         let t = Instant::now();
-        let generated = section_replay(&plan, &bin, tmp.path(), &mut targets);
+        // `--baseline BIN`: another locktop's `replay --at` timed on the
+        // same journal, at the same times, in the same run.
+        let baseline = args
+            .iter()
+            .position(|a| a == "--baseline")
+            .and_then(|i| args.get(i + 1))
+            .map(PathBuf::from);
+        let generated = section_replay(&plan, &bin, baseline.as_deref(), tmp.path(), &mut targets);
         took(t);
         let t = Instant::now();
         section_rss(&plan, &bin, tmp.path(), &generated, &mut targets);
@@ -219,7 +229,12 @@ fn main() {
     }
     targets.say(!full, "journal");
     let t = Instant::now();
-    drop(tmp);
+    if has("--keep") {
+        // For profiling by hand: the journals stay.
+        say(format!("kept: {}", tmp.keep().display()));
+    } else {
+        drop(tmp);
+    }
     say(format!(
         "\n{} run finished in {} (tempdir removed in {}; all children killed and reaped); load at end: {}",
         plan.name,
@@ -939,7 +954,13 @@ fn check_held(
     got.len()
 }
 
-fn section_replay(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) -> Generated {
+fn section_replay(
+    plan: &Plan,
+    bin: &Path,
+    baseline: Option<&Path>,
+    tmp: &Path,
+    targets: &mut Targets,
+) -> Generated {
     let size = plan.keys;
     say(format!(
         "\n2. ANSWERING --at IN A {} JOURNAL  {} keys ({} tags + {} instance AIHs under {} parents), {} held at the \
@@ -1046,6 +1067,41 @@ fn section_replay(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) ->
         fmt_dur(median(&cold)),
         fmt_dur(cold.iter().copied().max().unwrap_or_default()),
     ));
+    if let Some(baseline) = baseline {
+        // Interleaved, this binary then the baseline at each time, so
+        // that drift in the machine's load falls on both alike.
+        // The best of 3 at each time: one wall time of a 50 ms process is
+        // mostly the machine's noise.
+        let _ = replay_measured(baseline, &path, middle(&generated));
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for sample in &samples {
+            let (mut best_ours, mut best_theirs) = (Duration::MAX, Duration::MAX);
+            for _ in 0..3 {
+                best_ours = best_ours.min(replay_measured(bin, &path, sample.at).wall);
+                best_theirs = best_theirs.min(replay_measured(baseline, &path, sample.at).wall);
+            }
+            ours.push(best_ours);
+            theirs.push(best_theirs);
+        }
+        say(format!(
+            "   baseline {} on the same journal, interleaved, best of 3 at each time, in cache: median {} vs this \
+             binary's {} ({:.2}×), max {} vs {} ({:.2}×)",
+            baseline.display(),
+            fmt_dur(median(&theirs)),
+            fmt_dur(median(&ours)),
+            median(&ours).as_secs_f64() / median(&theirs).as_secs_f64().max(1e-9),
+            fmt_dur(theirs.iter().copied().max().unwrap_or_default()),
+            fmt_dur(ours.iter().copied().max().unwrap_or_default()),
+            ours.iter().copied().max().unwrap_or_default().as_secs_f64()
+                / theirs
+                    .iter()
+                    .copied()
+                    .max()
+                    .unwrap_or_default()
+                    .as_secs_f64()
+                    .max(1e-9),
+        ));
+    }
     let mut checked = 0;
     let mut held_sum = 0;
     for (i, sample) in samples.iter().enumerate() {

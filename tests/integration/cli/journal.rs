@@ -94,7 +94,7 @@ fn replayed(files: &[PathBuf], time: SystemTime) -> Truth {
 }
 
 /// `locktop replay FILES… ARGS…`, every stdio piped.
-fn replay(files: &[PathBuf], args: &[&str]) -> std::process::Command {
+pub(super) fn replay(files: &[PathBuf], args: &[&str]) -> std::process::Command {
     let mut command = std::process::Command::new(crate::common::locktop_bin());
     command
         .arg("replay")
@@ -108,7 +108,7 @@ fn replay(files: &[PathBuf], args: &[&str]) -> std::process::Command {
 
 /// Waits until `path` holds a complete checkpoint (the recorder's first
 /// scan is in).
-fn wait_first_checkpoint(path: &Path) {
+pub(super) fn wait_first_checkpoint(path: &Path) {
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while !std::fs::read_to_string(path).is_ok_and(|text| text.contains("\"checkpoint_end\"")) {
         assert!(

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
@@ -33,28 +33,7 @@ fn stop(child: &mut Child) -> std::process::ExitStatus {
 }
 
 fn replay(files: &[PathBuf], args: &[&str]) -> crate::common::Finished {
-    let mut command = std::process::Command::new(crate::common::locktop_bin());
-    command
-        .arg("replay")
-        .args(files)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    finish(command)
-}
-
-/// Waits until `path` holds a whole checkpoint.
-fn wait_checkpoint(path: &Path) {
-    let deadline = Instant::now() + PROCESS_TIMEOUT;
-    while !std::fs::read_to_string(path).is_ok_and(|text| text.contains("\"checkpoint_end\"")) {
-        assert!(
-            Instant::now() < deadline,
-            "no checkpoint in {}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    finish(super::journal::replay(files, args))
 }
 
 #[test]
@@ -90,7 +69,7 @@ fn two_recorders_started_together_never_both_write_one_file() {
             winner.try_wait().expect("try_wait").is_none(),
             "trial {trial}: the first writer stopped too"
         );
-        wait_checkpoint(&out);
+        super::journal::wait_first_checkpoint(&out);
         assert!(stop(&mut winner).success());
         let read = replay(&[out], &["--at", "-0s"]);
         assert_eq!(read.code(), 0, "trial {trial}: {}", read.stderr);
@@ -126,7 +105,7 @@ fn serve_journal_into_a_recorded_place_is_refused() {
     let dir = tmp.path().join("history");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let mut recorder = record(&state, &dir.join("journal.jsonl"), &[]);
-    wait_checkpoint(&dir.join("journal.jsonl"));
+    super::journal::wait_first_checkpoint(&dir.join("journal.jsonl"));
     let out = finish(locktop_command(
         &state,
         &[
@@ -159,7 +138,7 @@ fn a_deleted_middle_part_is_said_missing_by_every_face() {
     let _first = Holder::hold(&state, &["--aih", "team/first"]);
     let journal = tmp.path().join("journal.jsonl");
     let mut recorder = record(&state, &journal, &["--max-size", "4K", "--keep", "100"]);
-    wait_checkpoint(&journal);
+    super::journal::wait_first_checkpoint(&journal);
     for n in 0..16 {
         let mut holder = Holder::hold(&state, &["--aih", &format!("team/a{}", n % 4)]);
         std::thread::sleep(Duration::from_millis(150));
@@ -232,7 +211,7 @@ fn a_closed_stderr_never_makes_replay_panic() {
     let _first = Holder::hold(&state, &["--aih", "team/first"]);
     let journal = tmp.path().join("journal.jsonl");
     let mut recorder = record(&state, &journal, &[]);
-    wait_checkpoint(&journal);
+    super::journal::wait_first_checkpoint(&journal);
     assert!(stop(&mut recorder).success());
     // Thousands of damaged lines: thousands of warnings.
     let mut file = std::fs::OpenOptions::new()
@@ -320,7 +299,7 @@ fn serve_journal_on_a_full_disk_is_seen_and_resumes_when_it_can() {
         "127.0.0.1:0",
         &["--journal", dir.to_str().expect("utf-8")],
     );
-    wait_checkpoint(&dir.join("journal.jsonl"));
+    super::journal::wait_first_checkpoint(&dir.join("journal.jsonl"));
     let healthy = super::serve::wait_body(&serve.url("/healthz"), "the journal writing", |body| {
         body.contains("journal: writing")
     });
@@ -353,7 +332,6 @@ fn serve_journal_on_a_full_disk_is_seen_and_resumes_when_it_can() {
                     && !line.ends_with(" 0")
             })
     });
-    let failed_at = SystemTime::now();
     disk.grow("8m");
     super::serve::wait_body(&serve.url("/healthz"), "the journal resumed", |body| {
         body.contains("journal: writing")
@@ -377,7 +355,6 @@ fn serve_journal_on_a_full_disk_is_seen_and_resumes_when_it_can() {
     assert_eq!(now.code(), 0, "{}", now.stderr);
     assert!(now.stdout.contains("team/kept"), "{}", now.stdout);
     assert!(!now.stdout.contains("team/gone"), "{}", now.stdout);
-    let _ = failed_at;
     let window = replay(std::slice::from_ref(&dir), &["--from", "-1h"]);
     assert!(
         window
@@ -414,7 +391,7 @@ fn a_line_stamped_45_minutes_ahead_is_said_and_never_freezes_time() {
     let _first = Holder::hold(&state, &["--aih", "team/first"]);
     let journal = tmp.path().join("journal.jsonl");
     let mut recorder = record(&state, &journal, &[]);
-    wait_checkpoint(&journal);
+    super::journal::wait_first_checkpoint(&journal);
     for n in 0..6 {
         let mut holder = Holder::hold(&state, &["--aih", &format!("team/a{n}")]);
         std::thread::sleep(Duration::from_millis(150));
