@@ -186,16 +186,19 @@ impl JournalWriter {
     }
 
     /// Why the journal cannot be written, while it cannot.
+    #[cfg(feature = "serve")]
     pub fn failure(&self) -> Option<&crate::journal::Failure> {
         self.journal.failure()
     }
 
     /// Writes again after a failure (see [`Journal::resume`]).
+    #[cfg(feature = "serve")]
     pub fn resume(&mut self) -> std::io::Result<()> {
         self.journal.resume()
     }
 
     /// Bytes written so far.
+    #[cfg(feature = "serve")]
     pub fn bytes_written(&self) -> u64 {
         self.journal.bytes_written()
     }

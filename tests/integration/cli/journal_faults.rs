@@ -339,7 +339,10 @@ fn serve_journal_on_a_full_disk_is_seen_and_resumes_when_it_can() {
     let scrape = super::serve::wait_body(&serve.url("/metrics"), "locktop_journal_up 1", |body| {
         body.contains("locktop_journal_up 1")
     });
-    assert!(scrape.contains("locktop_journal_written_bytes_total "), "{scrape}");
+    assert!(
+        scrape.contains("locktop_journal_written_bytes_total "),
+        "{scrape}"
+    );
     if crate::common::have_program("promtool", super::serve::PROMETHEUS_PACKAGE) {
         let (ok, said) = super::serve::promtool_check_metrics(&scrape);
         assert!(ok, "promtool check metrics: {said}");
@@ -377,7 +380,9 @@ fn restamped(line: &str, by: Duration) -> String {
     let time = humantime::parse_rfc3339(object["time"].as_str().expect("time")).expect("time");
     object.insert(
         "time".into(),
-        humantime::format_rfc3339_millis(time + by).to_string().into(),
+        humantime::format_rfc3339_millis(time + by)
+            .to_string()
+            .into(),
     );
     let mut out = serde_json::to_vec(&value).expect("json");
     out.push(b'\n');
@@ -406,21 +411,38 @@ fn a_line_stamped_45_minutes_ahead_is_said_and_never_freezes_time() {
         .collect();
     assert!(changes.len() > 8, "{text}");
     let damaged = changes[2];
-    let after = serde_json::from_str::<serde_json::Value>(&lines[changes[6]]).expect("json")["time"]
-        .as_str()
-        .expect("time")
-        .to_string();
+    let after =
+        serde_json::from_str::<serde_json::Value>(&lines[changes[6]]).expect("json")["time"]
+            .as_str()
+            .expect("time")
+            .to_string();
     lines[damaged] = restamped(&lines[damaged], Duration::from_secs(45 * 60));
     std::fs::write(&journal, lines.concat()).expect("write");
     let files = [journal];
     // A time after it: not answered as sure, and why.
     let at = replay(&files, &["--at", &after]);
     assert_eq!(at.code(), 2, "{}", at.stderr);
-    assert!(at.stderr.contains("cannot tell the state at"), "{}", at.stderr);
-    assert!(at.stderr.contains("after the line after it"), "{}", at.stderr);
+    assert!(
+        at.stderr.contains("cannot tell the state at"),
+        "{}",
+        at.stderr
+    );
+    assert!(
+        at.stderr.contains("after the line after it"),
+        "{}",
+        at.stderr
+    );
     // The window: every other change printed, the hole said, exit 3.
     let window = replay(&files, &["--from", "-1h"]);
     assert_eq!(window.code(), 3, "{}", window.stderr);
-    assert!(window.stdout.lines().count() >= changes.len() - 1, "{}", window.stdout);
-    assert!(window.stderr.contains("after the line after it"), "{}", window.stderr);
+    assert!(
+        window.stdout.lines().count() >= changes.len() - 1,
+        "{}",
+        window.stdout
+    );
+    assert!(
+        window.stderr.contains("after the line after it"),
+        "{}",
+        window.stderr
+    );
 }

@@ -333,7 +333,11 @@ fn a_missing_line_makes_the_header_say_unsure_never_a_sure_state() {
     assert!(!text(&mut app).contains("UNSURE"));
     // After it: said, with where and up to when the state is known.
     key(&mut player, &mut app, KeyCode::Char('}'));
-    let doubt = player.status().doubt.clone().expect("unsure after the loss");
+    let doubt = player
+        .status()
+        .doubt
+        .clone()
+        .expect("unsure after the loss");
     assert!(doubt.contains("missing line"), "{doubt}");
     let screen = render(&mut app, 200, 24).backend().to_string();
     assert!(screen.contains("UNSURE: a missing line"), "{screen}");
