@@ -296,7 +296,7 @@ fn print_changes(
         say!("locktop replay: note: {}", gap_words(&gap));
     }
     let end = set.end()?;
-    if asked_to.is_some_and(|asked| asked > end) {
+    if asked_to.map_or(from > end, |asked| asked > end) {
         say!(
             "locktop replay: note: the recording ends at {} ({}); nothing after it was recorded",
             rfc3339(end),
@@ -354,7 +354,7 @@ fn print_changes(
     }
     out.flush()?;
     warn(set);
-    if printed == 0 && !incomplete {
+    if printed == 0 && !incomplete && from <= end {
         say!(
             "locktop replay: note: no change was recorded from {} to {}",
             rfc3339(from),

@@ -185,6 +185,19 @@ fn a_deleted_middle_part_is_said_missing_by_every_face() {
         assert_eq!(inside.code(), 3, "{}", inside.stderr);
         assert!(inside.stderr.contains(&part), "{}", inside.stderr);
     }
+    // From after the end, with no T2: said too.
+    let from_after = replay(&files, &["--from", "2100-01-01T00:00:00Z"]);
+    assert_eq!(from_after.code(), 0, "{}", from_after.stderr);
+    assert!(
+        from_after.stderr.contains("the recording ends at"),
+        "{}",
+        from_after.stderr
+    );
+    assert!(
+        !from_after.stderr.contains("no change was recorded"),
+        "{}",
+        from_after.stderr
+    );
     // After the end of a recording stopped cleanly: said, with how.
     let after = replay(
         &files,
