@@ -387,8 +387,9 @@ fn a_line_inside_a_checkpoint_or_appended_last_is_skipped_and_said() {
         .collect();
     assert!(heads.len() > 4);
     // Inside a checkpoint: a later change line moved between its key
-    // lines. That checkpoint is not whole; the one before is used, and
-    // every answer is right or unsure.
+    // lines. Its neighbours tell it moved (the checkpoint stays whole);
+    // its own place shows a line missing; every answer is right or
+    // unsure.
     let inside = (heads[2]..lines.len())
         .find(|i| lines[*i].starts_with(b"{\"ck\":"))
         .unwrap();
@@ -411,7 +412,8 @@ fn a_line_inside_a_checkpoint_or_appended_last_is_skipped_and_said() {
     }
     assert!(sure > 100, "{sure} sure answers");
     let warnings = set.take_warnings().join("\n");
-    assert!(warnings.contains("not whole"), "{warnings}");
+    assert!(warnings.contains("(moved)"), "{warnings}");
+    assert!(warnings.contains("missing"), "{warnings}");
     // Last: an early change line appended again (re-inserted later, as
     // it was): skipped, said, nothing changed.
     let mut appended = lines.clone();
