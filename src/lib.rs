@@ -8,7 +8,9 @@
 //! re-exports every crate below it, so every path stays `locktop::…`; the
 //! compiler keeps each crate from naming one above it.
 //!
-//! Data flows one way: filesystem events → probes → model → view.
+//! Data flows one way: filesystem events and the kernel's lock events
+//! (the default source; probes where they are not to be had) →
+//! judgements → model → view.
 
 // The crates below, re-exported: `locktop::engine` and `crate::engine`
 // name them as before.

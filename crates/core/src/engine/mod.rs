@@ -1,4 +1,6 @@
-//! The live engine: filesystem events → changed keys → probes → [`Delta`]s.
+//! The live engine: filesystem events and the kernel's lock events (the
+//! default source) → changed keys → judgements (from the lock table the
+//! events keep, or probes where there are no lock events) → [`Delta`]s.
 //!
 //! Headless; the TUI and `locktop watch` both consume it. Data flows one
 //! way: [`fs_events`] turns notify events into per-key changes,

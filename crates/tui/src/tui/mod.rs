@@ -13,8 +13,8 @@
 //! Files: [`action`](Action) (what can be asked), `keymap` (the only
 //! binding of keys, and `hints` built from it), `input` (events →
 //! actions), `app` (the state machine; `panes` reaches each pane's
-//! state, `actions` runs the operator's actions, `operator` holds their
-//! side), `overlay` (forms and dialogs),
+//! state, `operator_actions` runs the operator's actions through
+//! `handles`, `operator` holds their side), `overlay` (forms and dialogs),
 //! `views/` (drawing, read-only), `event_loop` (setup + the loop),
 //! `terminal`, `theme`.
 
