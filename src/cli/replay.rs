@@ -283,7 +283,7 @@ fn print_changes(
     if let Some(doubt) = start.doubt {
         say!(
             "locktop replay: note: the state at the window's start is unsure: {}",
-            set.doubt_words(&doubt)
+            crate::text::visible(&set.doubt_words(&doubt))
         );
     }
     for gap in set.gaps_within(from, to) {

@@ -354,9 +354,9 @@ impl JournalHealth {
                     },
                 );
                 let next = if self.stopped.load(Ordering::Relaxed) {
-                    "stopped for good; restart serve"
+                    "stopped for good; restart serve".to_string()
                 } else {
-                    "tried again every 5 s"
+                    format!("tried again every {} s", JOURNAL_RETRY.as_secs())
                 };
                 format!("journal: NOT WRITING since {since}: {error} ({next})")
             }

@@ -327,13 +327,7 @@ impl<'s> Lines<'s> {
         if let Some(last) = self.mark.time
             && time < last
         {
-            self.set.warn(format!(
-                "{}: skipped line at byte {start}: stamped {}, before the line before it ({})",
-                self.path(),
-                crate::time_format::rfc3339(time),
-                crate::time_format::rfc3339(last)
-            ));
-            self.damaged(start, Damage::OutOfOrder);
+            self.out_of_time(start, time, "before the line before it", last);
             return Ok(false);
         }
         let moves_on = self.mark.time.is_none_or(|last| time > last);
@@ -346,18 +340,24 @@ impl<'s> Lines<'s> {
                 && next < time
                 && self.mark.time.is_none_or(|last| next >= last)
             {
-                self.set.warn(format!(
-                    "{}: skipped line at byte {start}: stamped {}, after the line after it ({})",
-                    self.path(),
-                    crate::time_format::rfc3339(time),
-                    crate::time_format::rfc3339(next)
-                ));
-                self.damaged(start, Damage::OutOfOrder);
+                self.out_of_time(start, time, "after the line after it", next);
                 return Ok(false);
             }
         }
         self.mark.time = Some(time);
         Ok(true)
+    }
+
+    /// Says the line at `start`, stamped `time`, is skipped for being
+    /// `place` (the other line stamped `other`), and notes the damage.
+    fn out_of_time(&mut self, start: u64, time: SystemTime, place: &str, other: SystemTime) {
+        self.set.warn(format!(
+            "{}: skipped line at byte {start}: stamped {}, {place} ({})",
+            self.path(),
+            crate::time_format::rfc3339(time),
+            crate::time_format::rfc3339(other)
+        ));
+        self.damaged(start, Damage::OutOfOrder);
     }
 
     /// Notes damage at `start`: the state is unsure from here on (the
