@@ -71,7 +71,10 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("LOCKTOP
         without taking any lock: from the kernel's own lock events where it may read \
         them (root, or CAP_PERFMON), else from /proc/locks. The commands print the same \
         facts for scripts (snapshot, watch, check, wait), serve them to Prometheus \
-        (serve), or hold a family (hold). Linux only."
+        (serve), or hold a family (hold). Linux only.\n\n\
+        The monitor's options are also taken before a command that has an option of the \
+        same name (`locktop --source kernel watch` is `locktop watch --source kernel`); \
+        before one that has none, they are refused."
 )]
 pub struct Cli {
     /// The ObjectiveAI state dir (default: $OBJECTIVEAI_DIR/state/$OBJECTIVEAI_STATE,
@@ -89,6 +92,7 @@ pub struct Cli {
 
 /// Options of the monitor (the TUI), for `locktop` and `locktop demo`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Monitor options")]
 pub struct MonitorArgs {
     /// How probes test liveness: lock-free (default: /proc/locks, no lock
     /// taken), passive (momentary shared locks) or acquire (writes; not
@@ -143,36 +147,37 @@ impl Default for MonitorArgs {
     }
 }
 
-/// The subcommands.
+/// The subcommands, in the order the help lists them: the monitor's own,
+/// then scripting, then the service, then the shell.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Acquire a lock family and hold it until SIGTERM/SIGINT or stdin closes.
-    Hold(hold::HoldArgs),
+    /// A simulated swarm of agents in a temporary state dir, with the monitor on it.
+    Demo(demo::DemoArgs),
+    /// Play a journal back: the monitor on it, the snapshot at a time
+    /// (--at), or the changes in a window (--from/--to).
+    Replay(replay::ReplayArgs),
     /// Print every live key (or all with --all) once, as a table or JSON.
     Snapshot(snapshot::SnapshotArgs),
+    /// Stream liveness changes (text, or NDJSON with --json) until interrupted.
+    Watch(watch::WatchArgs),
     /// Can this family be taken now? If not: who holds each member, since
     /// when, and what else they hold. Exit 0 free, 1 busy, 2 bad input.
     Check(check::CheckArgs),
-    /// A simulated swarm of agents in a temporary state dir, with the monitor on it.
-    Demo(demo::DemoArgs),
-    /// Stream liveness changes (text, or NDJSON with --json) until interrupted.
-    Watch(watch::WatchArgs),
+    /// Block on one key as agents do, until it is released (or, with
+    /// --acquire, until it could be taken). Exit 0 then, 1 if interrupted.
+    Wait(wait::WaitArgs),
+    /// Acquire a lock family and hold it until SIGTERM/SIGINT or stdin closes.
+    Hold(hold::HoldArgs),
     /// Serve the live view over HTTP for Prometheus: /metrics, /snapshot.json,
     /// /events, /healthz (lock-free probe, loopback, read-only by default).
     Serve(serve::ServeArgs),
+    /// Journal the lock history (every change, with holders and verdicts,
+    /// and periodic checkpoints) to a file or stdout until interrupted.
+    Record(record::RecordArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     Completions(docs::CompletionsArgs),
     /// Print the man page (roff) to stdout.
     Man,
-    /// Block on one key as agents do, until it is released (or, with
-    /// --acquire, until it could be taken). Exit 0 then, 1 if interrupted.
-    Wait(wait::WaitArgs),
-    /// Journal the lock history (every change, with holders and verdicts,
-    /// and periodic checkpoints) to a file or stdout until interrupted.
-    Record(record::RecordArgs),
-    /// Play a journal back: the monitor on it, the snapshot at a time
-    /// (--at), or the changes in a window (--from/--to).
-    Replay(replay::ReplayArgs),
 }
 
 /// The runtime's worker threads for every command but `serve` (which

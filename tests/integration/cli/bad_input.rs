@@ -249,12 +249,13 @@ fn parse(argv: &[String]) -> Result<Cli, Refused> {
 
 /// The matrix, from clap's definition (a new subcommand or option is in it
 /// at once): every option of the top-level command, given before every
-/// subcommand, is refused (one line naming it and the subcommand, exit 2,
-/// before the subcommand starts: `watch`, `serve`, `wait`, `hold` would
-/// not end) — except `--state-dir` before a subcommand that reads a state
-/// dir, which applies to it. Without a subcommand (the monitor) every
-/// option applies; that is checked in process, the monitor needing a
-/// terminal.
+/// subcommand, either applies to it — `--state-dir` where a state dir is
+/// read; a monitor option where the subcommand has one of its name, parsed
+/// exactly as if given after the subcommand — or is refused (one line
+/// naming it, the subcommand and the monitor, exit 2, before the
+/// subcommand starts: `watch`, `serve`, `wait`, `hold` would not end).
+/// Without a subcommand (the monitor) every option applies; that is
+/// checked in process, the monitor needing a terminal.
 #[test]
 fn every_option_before_every_subcommand_applies_to_it_or_is_one_line_and_exit_2() {
     let (tmp, state) = state_in_tempdir();
@@ -276,7 +277,7 @@ fn every_option_before_every_subcommand_applies_to_it_or_is_one_line_and_exit_2(
             "--{long} is a top-level option"
         );
     }
-    let (mut refused, mut applied) = (0, 0);
+    let (mut refused, mut applied, mut moved) = (0, 0, 0);
     for subcommand in definition.get_subcommands() {
         let name = subcommand.get_name();
         let invocation = minimal_invocation(subcommand, &state);
@@ -297,18 +298,41 @@ fn every_option_before_every_subcommand_applies_to_it_or_is_one_line_and_exit_2(
                 applied += 1;
                 continue;
             }
+            if !option.is_global_set()
+                && subcommand
+                    .get_arguments()
+                    .any(|own| own.get_long() == option.get_long())
+            {
+                let mut after = invocation.clone();
+                after.splice(1..1, argv[..argv.len() - invocation.len()].iter().cloned());
+                let (before, after) = (parse(&argv), parse(&after));
+                assert!(before.is_ok(), "{argv:?} applies: {before:?}");
+                assert_eq!(
+                    format!("{before:?}"),
+                    format!("{after:?}"),
+                    "{argv:?} is {after:?}"
+                );
+                moved += 1;
+                continue;
+            }
             let out = run_bare(tmp.path(), &argv);
             let what = format!("{argv:?}");
             let named = format!("`{name}`");
             assert!(out.stderr.contains(&named), "{what} names {named}: {out:?}");
+            if !option.is_global_set() {
+                assert!(
+                    out.stderr.contains("of the monitor"),
+                    "{what} names the monitor: {out:?}"
+                );
+            }
             assert!(out.stdout.is_empty(), "{what} ran: {out:?}");
             assert_one_line_exit_2(&what, (out.code(), out.stderr), &long);
             refused += 1;
         }
     }
     assert!(
-        refused > 0 && applied > 0,
-        "{refused} refused, {applied} applied"
+        refused > 0 && applied > 0 && moved > 0,
+        "{refused} refused, {applied} applied, {moved} moved"
     );
     for option in &options {
         let mut argv = vec![format!("--{}", option.get_long().expect("filtered"))];
@@ -323,21 +347,26 @@ fn every_option_before_every_subcommand_applies_to_it_or_is_one_line_and_exit_2(
     }
 }
 
-/// The refusal says where the option goes: after the subcommand when it
-/// has one of that name, else that it has none.
+/// An option of the monitor before a subcommand that has it runs as if
+/// given after it; before one that has none, the refusal names what it
+/// belongs to.
 #[test]
-fn the_refusal_says_where_the_option_goes() {
+fn a_monitor_option_runs_before_its_subcommand_or_says_whose_it_is() {
     let (tmp, state) = state_in_tempdir();
     let state_arg = state.display().to_string();
-    let out = run_bare(tmp.path(), &["--probe", "passive", "snapshot"]);
-    assert_eq!(out.code(), 2, "{out:?}");
-    assert_eq!(
-        out.stderr_lines(),
-        [
-            "locktop: --probe is an option of the monitor, not of `snapshot`; \
-          give it after the subcommand: locktop snapshot --probe …"
-        ]
+    let before = run_bare(
+        tmp.path(),
+        &[
+            "--probe",
+            "passive",
+            "snapshot",
+            "--json",
+            "--state-dir",
+            state_arg.as_str(),
+        ],
     );
+    assert_eq!(before.code(), 0, "{before:?}");
+    assert!(before.stdout.contains("\"keys\""), "{before:?}");
     // On an existing state dir: run, this `hold` would take a real lock.
     let hold = [
         "--read-only",
@@ -352,8 +381,8 @@ fn the_refusal_says_where_the_option_goes() {
     assert_eq!(
         out.stderr_lines(),
         [
-            "locktop: --read-only is an option of the monitor, not of `hold`, \
-          which has no --read-only (locktop hold --help)"
+            "locktop: --read-only is an option of the monitor (`locktop` without a command), \
+          not of `hold`, which has no --read-only (locktop hold --help)"
         ]
     );
     assert!(!state.join("locks").exists(), "no lock taken");
