@@ -117,7 +117,7 @@ pub const BINDINGS: &[Binding] = &[
     bind(&[(Char('.'), NONE)], ".", Action::NextMatch, "next match of the filter", Group::View, None),
     bind(&[(Char(','), NONE)], ",", Action::PrevMatch, "previous match", Group::View, None),
     bind(&[(Char('a'), NONE)], "a", Action::ToggleFree, "free keys (recent: 10 s)", Group::View, Some("free")),
-    bind(&[(Char('s'), NONE)], "s", Action::CycleSort, "sort 2 5: age, PID, name", Group::View, None),
+    bind(&[(Char('s'), NONE)], "s", Action::CycleSort, "sort 2 5: urgency, age, PID, name", Group::View, None),
     bind(&[(Tab, NONE)], "Tab", Action::NextPane, "next pane", Group::View, Some("pane")),
     bind(&[(BackTab, NONE), (BackTab, KeyModifiers::SHIFT)], "S-Tab", Action::PrevPane, "previous pane", Group::View, None),
     bind(&[(Char('1'), NONE), (F(5), NONE)], "1 F5", Action::Show(Pane::Tree), "tree: instances, tags…", Group::View, None),

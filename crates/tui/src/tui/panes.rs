@@ -197,15 +197,22 @@ impl App {
 
     /// `s`: the next order of the holders or blocking view; elsewhere it
     /// says where it works.
+    /// The selected row stays selected wherever the new order puts it:
+    /// it is anchored first (a cursor the operator never moved has no
+    /// anchor, and would stay on the first row, another row now).
     pub(crate) fn cycle_sort(&mut self) {
-        let settings = self.model.settings();
+        self.follow_selections();
         match self.pane {
             Pane::Blocking => {
-                let sort = settings.blocking_sort.next(true);
+                let keys = self.blocking_identities();
+                let selected = self.model.blocking_cursor().selected(keys.len());
+                self.model.select_blocking(selected, &keys);
+                let sort = self.model.settings().blocking_sort.next(true);
                 self.model.set_blocking_sort(sort);
             }
             Pane::Holders => {
-                let sort = settings.holders_sort.next(false);
+                self.model.select_holder_row(self.model.holders_selected());
+                let sort = self.model.settings().holders_sort.next(false);
                 self.model.set_holders_sort(sort);
             }
             _ => {

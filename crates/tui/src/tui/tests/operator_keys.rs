@@ -46,6 +46,44 @@ fn s_sorts_the_holders_by_age_pid_then_name_and_the_tab_bar_says_so() {
     );
 }
 
+/// The PID of the selected process row of the holders pane.
+fn selected_pid(app: &mut crate::tui::App) -> Option<String> {
+    text_of(app).lines().find_map(|line| {
+        let rest = line.strip_prefix("\">pid ")?;
+        rest.split_whitespace().next().map(str::to_string)
+    })
+}
+
+/// Re-sorting keeps the selected row selected, wherever it moves — also
+/// before the operator ever moved the selection (it stayed on the first
+/// row, which became another process).
+#[test]
+fn s_keeps_the_selected_holder_selected() {
+    let mut app = demo_app();
+    press(&mut app, KeyCode::Char('2'));
+    assert_eq!(
+        selected_pid(&mut app).as_deref(),
+        Some("1201"),
+        "the first row"
+    );
+    for order in ["by PID", "by name", "by age"] {
+        press(&mut app, KeyCode::Char('s'));
+        let shown = text_of(&mut app);
+        assert!(shown.contains(order), "{shown}");
+        assert_eq!(
+            selected_pid(&mut app).as_deref(),
+            Some("1201"),
+            "{order}: {shown}"
+        );
+    }
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Down);
+    let chosen = selected_pid(&mut app).expect("a process row");
+    press(&mut app, KeyCode::Char('s'));
+    assert_eq!(selected_pid(&mut app), Some(chosen));
+}
+
 #[test]
 fn s_sorts_the_blocking_view_from_suspects_first_to_name() {
     let mut app = demo_app();

@@ -60,8 +60,7 @@ fn events_view_lists_transitions_newest_first() {
 fn help_overlay_is_generated_from_the_key_map() {
     let mut app = demo_app();
     press(&mut app, KeyCode::Char('?'));
-    let terminal = render(&mut app, 80, 24);
-    let screen = terminal.backend().to_string();
+    let screen = render(&mut app, 120, 60).backend().to_string();
     // The replay's keys are in a replay's help (`tui::tests::replay`).
     for binding in BINDINGS.iter().filter(|b| b.group != Group::Replay) {
         assert!(
@@ -70,7 +69,7 @@ fn help_overlay_is_generated_from_the_key_map() {
             binding.description
         );
     }
-    insta::assert_snapshot!(terminal.backend());
+    insta::assert_snapshot!(render(&mut app, 80, 24).backend());
     press(&mut app, KeyCode::Esc);
     assert!(
         !render(&mut app, 80, 24)
@@ -515,6 +514,8 @@ fn the_help_wraps_to_the_terminal_and_cuts_no_line() {
         }
     }
     insta::assert_snapshot!(render(&mut app, 120, 40).backend());
+    let screen = render(&mut app, 120, 35).backend().to_string();
+    assert!(!screen.contains("↑↓"), "no scroll at 120×35:\n{screen}");
 }
 
 #[test]

@@ -146,17 +146,29 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
     count(Liveness::InFlight, counts.in_flight, false);
     count(Liveness::Shared, counts.shared, false);
     count(Liveness::Error, counts.error, false);
-    second.push(Span::raw(format!("{} ", counts.other)));
-    second.push(Span::styled("· other", theme.dim));
+    // Lock files outside agents/ (the help's legend says so): counted
+    // only when there are some.
+    if counts.other > 0 {
+        second.push(Span::raw(format!("{} ", counts.other)));
+        second.push(Span::styled("· other", theme.dim));
+        second.push(Span::raw("  "));
+    }
     if counts.problems > 0 {
-        second.push(Span::raw(format!("  {} ", counts.problems)));
+        second.push(Span::raw(format!("{} ", counts.problems)));
         second.push(Span::styled("⚠ problems", theme.error));
+        second.push(Span::raw("  "));
     }
     if attention.own_suspects > 0 {
         second.push(Span::styled(
-            format!("  {} suspect of own test holders", attention.own_suspects),
+            format!("{} suspect of own test holders", attention.own_suspects),
             theme.dim,
         ));
+    }
+    while second
+        .last()
+        .is_some_and(|span| span.content.trim().is_empty())
+    {
+        second.pop();
     }
     let mut lines = vec![Line::from(first), cut_line(second, area.width)];
     if area.height > 2

@@ -40,18 +40,25 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
             let cells: Vec<Cell> = match *row {
                 HolderRow::Process { group } => {
                     let group = &groups[group];
-                    let gone = group.process.holder_mark();
+                    let process = &group.process;
+                    // `○ gone` says the PID is stale: no second mark, and
+                    // no placeholder saying the process is gone.
+                    let (command, mark) = if process.alive {
+                        (process.command(), process.holder_mark())
+                    } else {
+                        (process.cmdline.as_deref().unwrap_or(""), "")
+                    };
                     let keys = format!("{}  ", plural(group.keys.len(), "key"));
-                    let state = process_state(&theme, &group.process);
+                    let state = process_state(&theme, process);
                     let gap = if state.width() > 0 { "  " } else { "" };
-                    let used = width(&keys) + state.width() + gap.len() + width(gone);
-                    let command = fit(group.process.command(), room.saturating_sub(used));
+                    let used = width(&keys) + state.width() + gap.len() + width(mark);
+                    let command = fit(command, room.saturating_sub(used));
                     vec![
                         Cell::from(Span::styled(format!("pid {}", group.pid), theme.key)),
                         Cell::from(Line::from(vec![
                             Span::styled(keys, theme.dim),
                             state,
-                            Span::raw(format!("{gap}{command}{gone}")),
+                            Span::raw(format!("{gap}{command}{mark}")),
                         ])),
                         Cell::from(age_text(group.oldest, now)),
                     ]
@@ -92,7 +99,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
 }
 
 /// A holder's state when it is not simply running or sleeping: `○ gone`
-/// (its PID is gone or reused), `‖ stopped` / `‖ traced` (it cannot run
+/// (it exited: its PID is stale, maybe reused), `‖ stopped` / `‖ traced` (it cannot run
 /// until someone acts), `zombie`; nothing otherwise, nor when unread.
 fn process_state(theme: &Theme, process: &ProcessInfo) -> Span<'static> {
     match process.state {

@@ -110,7 +110,17 @@ pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
     let details_max = side.map_or(0, |side| details::draw(app, frame, side));
     footer::draw(app, frame, footer);
     let help_max = if app.help {
-        help::draw(app, frame, area)
+        let disabled = match (app.replay.is_some(), app.config.read_only) {
+            (true, _) => Some(help::Disabled::Replay),
+            (false, true) => Some(help::Disabled::ReadOnly),
+            (false, false) => None,
+        };
+        let view = help::HelpView {
+            theme: app.config.theme,
+            disabled,
+            scroll: app.help_scroll,
+        };
+        help::draw(&view, frame, area)
     } else {
         0
     };
