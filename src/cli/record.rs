@@ -12,7 +12,7 @@
 //! and given at most [`super::watch::FLUSH_TIMEOUT`] (a second signal
 //! ends it at once); a recording so stopped ends with its end line (the
 //! time it stopped, whatever its last change). Verdict changes are judged as
-//! `watch` judges them (the one held view, [`HeldView`]) and recorded after the change that
+//! `watch` judges them (the one follower, [`Follower`]) and recorded after the change that
 //! caused them.
 
 use std::path::PathBuf;
@@ -25,11 +25,9 @@ use crate::context::Context;
 use crate::engine::{self, Delta, EngineHandle};
 use crate::journal::{Journal, Output, Recording};
 
-use crate::operate::held::{self, Change, HeldView};
-use crate::stream::lines_of;
+use crate::operate::held::Change;
+use crate::stream::follow::{Follower, HeldOnly, Judged};
 
-/// How often held keys are judged again against the clock.
-const VERDICT_CLOCK: Duration = Duration::from_secs(1);
 /// How often the recording thread looks whether it is asked to stop.
 const STOP_POLL: Duration = Duration::from_millis(100);
 
@@ -81,7 +79,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCode> {
     let engine = args.engine.engine(&state_dir, "record")?;
     engine.say();
-    let verdicts = HeldView::new(engine.materializing);
+    let follower = Follower::new(HeldOnly::default(), engine.materializing);
     let output = match args.out {
         Some(path) => Output::File {
             path,
@@ -100,7 +98,7 @@ pub async fn run(state_dir: PathBuf, args: RecordArgs) -> anyhow::Result<ExitCod
     .with_materializing_after(engine.materializing);
     let stop = super::stop_signal()?;
     let handle = engine::spawn(Context::new(state_dir), engine.config);
-    let recorder = Recorder::new(JournalWriter::new(journal), verdicts);
+    let recorder = Recorder::new(JournalWriter::new(journal), follower);
     let stopping = Arc::new(AtomicBool::new(false));
     let (done, finished) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Handle::current();
@@ -158,8 +156,8 @@ impl JournalWriter {
         }
     }
 
-    /// Records one delta and the verdict `changes` it caused (see
-    /// [`lines_of`]).
+    /// Records one delta and the verdict `changes` it caused (its own
+    /// key's: [`crate::stream::follow::Followed::changes`]).
     pub fn record(&mut self, delta: Delta, changes: Vec<Change>) -> std::io::Result<()> {
         let first_scan_done = matches!(delta, Delta::Synced { .. });
         let at = match &delta {
@@ -210,21 +208,16 @@ impl JournalWriter {
     }
 }
 
-/// `record`'s journal and the held view it judges verdicts with.
+/// `record`'s journal and the follower it judges verdicts with.
 struct Recorder {
     writer: JournalWriter,
-    held: HeldView,
-    settle_at: Option<tokio::time::Instant>,
+    follower: Follower<HeldOnly>,
 }
 
 impl Recorder {
-    /// Records into `writer`, judging verdicts with `held`.
-    fn new(writer: JournalWriter, held: HeldView) -> Self {
-        Self {
-            writer,
-            held,
-            settle_at: None,
-        }
+    /// Records into `writer`, judging verdicts with `follower`.
+    fn new(writer: JournalWriter, follower: Follower<HeldOnly>) -> Self {
+        Self { writer, follower }
     }
 
     /// Records the engine's deltas until `stopping` is set or the engine
@@ -236,19 +229,16 @@ impl Recorder {
         runtime: &tokio::runtime::Handle,
         stopping: &AtomicBool,
     ) -> std::io::Result<()> {
-        let mut next_tick = tokio::time::Instant::now() + VERDICT_CLOCK;
         while !stopping.load(Ordering::Relaxed) {
-            let now = tokio::time::Instant::now();
-            if self.settle_at.is_some_and(|at| at <= now) {
-                self.settle()?;
-                next_tick = now + VERDICT_CLOCK;
-            } else if self.settle_at.is_none() && next_tick <= now {
-                self.tick()?;
-                next_tick = now + VERDICT_CLOCK;
+            if let Some(judged) = self.follower.judge(SystemTime::now()) {
+                self.record_judged(judged)?;
             }
             // Wake for the next judgement, and at least every STOP_POLL
             // to see `stopping`.
-            let wake = self.settle_at.unwrap_or(next_tick).min(now + STOP_POLL);
+            let until_due = self.follower.due().map_or(Duration::ZERO, |due| {
+                due.duration_since(SystemTime::now()).unwrap_or_default()
+            });
+            let wake = tokio::time::Instant::now() + until_due.min(STOP_POLL);
             let next = runtime
                 .block_on(async { tokio::time::timeout_at(wake, handle.deltas.recv()).await });
             match next {
@@ -264,33 +254,21 @@ impl Recorder {
         self.writer.finish()
     }
 
-    /// Records one delta and the verdict changes it caused.
+    /// Records one delta and the verdict changes it caused. The verdicts
+    /// of the first state are the checkpoint's to tell (a replay judges
+    /// them from it).
     fn delta(&mut self, delta: Delta) -> std::io::Result<()> {
-        let first_scan_done = !self.writer.scanned && matches!(delta, Delta::Synced { .. });
-        let lines = lines_of(&delta, &mut self.held);
-        self.writer.record(delta, lines.changes)?;
-        self.settle_at = Some(tokio::time::Instant::now() + held::SETTLE_AFTER);
-        if first_scan_done {
-            // Every key is in: the verdicts of the first state are the
-            // checkpoint's to tell (a replay judges them from it).
-            self.held.settle(SystemTime::now());
+        let followed = self.follower.apply(delta.clone());
+        if let Some(settled) = followed.settled {
+            self.record_judged(settled)?;
         }
-        Ok(())
+        self.writer.record(delta, followed.changes)
     }
 
-    /// Judges the keys a burst of deltas left unsettled.
-    fn settle(&mut self) -> std::io::Result<()> {
-        self.settle_at = None;
-        let now = SystemTime::now();
-        let changes = self.held.settle(now);
-        self.writer.record_verdicts(changes, now)
-    }
-
-    /// Judges held keys again against the clock.
-    fn tick(&mut self) -> std::io::Result<()> {
-        let now = SystemTime::now();
-        let changes = self.held.tick(now);
-        self.writer.record_verdicts(changes, now)
+    /// Records verdict changes judged without a delta of their own.
+    fn record_judged(&mut self, judged: Judged) -> std::io::Result<()> {
+        let at = judged.at.unwrap_or_else(SystemTime::now);
+        self.writer.record_verdicts(judged.changes, at)
     }
 }
 

@@ -31,9 +31,8 @@ use crate::liveness::lock_free::ProbeChoice;
 use crate::operate::verdict::MATERIALIZING_AFTER;
 use crate::time_format::rfc3339;
 
-use crate::operate::held::HeldView;
+use crate::stream::follow::Follower;
 use crate::stream::format as watch_format;
-use crate::stream::lines_of;
 use crate::stream::queue::{KeyTo, Line, Report};
 
 /// `--from/--to`'s exit status when part of the window is unknown (a
@@ -303,19 +302,12 @@ fn print_changes(
             how_it_ended(set)
         );
     }
-    // Verdicts as `watch` follows them, from the state at the start.
-    let mut verdicts = HeldView::new(materializing_of(set.header()));
-    for (key, state) in start.state.keys().iter() {
-        if state.liveness.is_held() {
-            verdicts.apply(key, Some(state), from);
-        }
-    }
-    verdicts.settle(from);
-    let mut state = start.state;
+    // Followed as `watch` follows, from the state at the start.
+    let mut follower = Follower::resumed(start.state, materializing_of(set.header()), from);
     let mut lines = set.lines_from(start.next)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut printed = 0usize;
-    while let Some(entry) = lines.next_entry(&state)? {
+    while let Some(entry) = lines.next_entry(follower.keep())? {
         incomplete |= lines.doubt().is_some();
         let Some(at) = entry_time(&entry) else {
             continue;
@@ -327,16 +319,14 @@ fn print_changes(
             // Before the window (the start's own millisecond): folded,
             // not printed.
             if let Entry::Change { delta, .. } = entry {
-                change_report(&delta, &mut verdicts);
-                state.apply(delta);
+                follower.apply(delta);
             }
             continue;
         }
         let report = match entry {
             Entry::Change { delta, .. } => {
-                let report = change_report(&delta, &mut verdicts);
-                state.apply(delta);
-                report
+                let repeat = follower.apply(delta.clone()).repeat;
+                change_report(&delta, repeat)
             }
             Entry::Verdict { key, from, to, .. } => Some(Report::Verdict { key, from, to }),
             _ => None,
@@ -377,9 +367,8 @@ fn materializing_of(header: &crate::journal::format::Header) -> std::time::Durat
 }
 
 /// The `watch` line a recorded change makes (`None`: watch prints none —
-/// a change no line shows, or the scan problems).
-fn change_report(delta: &Delta, verdicts: &mut HeldView) -> Option<Report> {
-    let repeat = lines_of(delta, verdicts).repeat;
+/// a change that `repeat`s the last line, or the scan problems).
+fn change_report(delta: &Delta, repeat: bool) -> Option<Report> {
     match delta {
         Delta::Key {
             key,

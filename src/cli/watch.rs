@@ -21,16 +21,14 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::oneshot;
 
 use crate::context::Context;
-use crate::engine::{self, Delta, EngineHandle};
-use crate::operate::held::{self, HeldView, settled};
+use crate::engine::{self, EngineHandle};
+use crate::stream::follow::{self, Follower, HeldOnly};
 use crate::stream::writer::{self, PendingLines};
-use crate::stream::{Show, enqueue, push_verdicts};
+use crate::stream::{push_delta, push_verdicts};
 
 /// How long `watch` keeps flushing pending lines after SIGINT/SIGTERM
 /// before it exits anyway (a second signal ends it at once).
 pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
-/// How often held keys are judged again against the clock.
-const VERDICT_CLOCK: Duration = Duration::from_secs(1);
 
 /// Flags of `locktop watch`.
 #[derive(Debug, clap::Args)]
@@ -52,7 +50,7 @@ type Written = oneshot::Receiver<std::io::Result<()>>;
 pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode> {
     let engine = args.engine.engine(&state_dir, "watch")?;
     engine.say();
-    let verdicts = HeldView::new(engine.materializing);
+    let follower = Follower::new(HeldOnly::default(), engine.materializing);
     let stop = super::stop_signal()?;
     let outbox = Arc::new(PendingLines::default());
     if args.json {
@@ -69,7 +67,7 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let mut written = writer::spawn(outbox.clone(), args.json, stdout)?;
     let handle = engine::spawn(Context::new(state_dir), engine.config);
-    let drained = drain(handle, &outbox, &args, verdicts, stop, &mut written).await;
+    let drained = drain(handle, &outbox, &args, follower, stop, &mut written).await;
     if let Some(outcome) = drained {
         return exit_code(outcome);
     }
@@ -86,58 +84,54 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
 
 /// Folds the engine's deltas into `outbox` until SIGINT/SIGTERM or the
 /// end of the engine (`None`), or until the writer ends first (its
-/// outcome). Never waits on stdout. Once a second, held keys are judged
-/// again against the clock (a verdict that comes with time alone).
+/// outcome). Never waits on stdout. Verdict changes are told once the
+/// first full scan is over: a burst's when it settles, and the clock's
+/// (a verdict that comes with time alone) once a second.
 async fn drain(
     mut handle: EngineHandle,
     outbox: &PendingLines,
     args: &WatchArgs,
-    mut verdicts: HeldView,
+    mut follower: Follower<HeldOnly>,
     stop: impl Future<Output = ()>,
     written: &mut Written,
 ) -> Option<std::io::Result<()>> {
     tokio::pin!(stop);
     let mut synced = args.initial;
-    let mut scanned = false;
-    let mut settle_at = None;
-    let mut clock = tokio::time::interval(VERDICT_CLOCK);
-    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             delta = handle.deltas.recv() => match delta {
                 Some(delta) => {
-                    let first_scan_done = !scanned && matches!(delta, Delta::Synced { .. });
-                    let show = Show { json: args.json, verdicts: scanned };
-                    enqueue(outbox, delta, show, &mut synced, &mut verdicts);
-                    settle_at = Some(tokio::time::Instant::now() + held::SETTLE_AFTER);
-                    if first_scan_done {
-                        scanned = true;
-                        // Every key is in: judge the keys left unsettled.
-                        verdicts.settle(SystemTime::now());
-                        if args.initial {
-                            // The verdicts of the initial state, now that
-                            // every holder's keys are known.
-                            push_verdicts(outbox, verdicts.current(), true, SystemTime::now());
-                        }
+                    let scanned = follower.scanned();
+                    let followed = follower.apply(delta.clone());
+                    if let Some(settled) = followed.settled {
+                        push_judged(outbox, settled, scanned);
+                    }
+                    let changes = if scanned { followed.changes } else { Vec::new() };
+                    push_delta(outbox, delta, args.json, &mut synced, (followed.repeat, changes));
+                    if followed.first_state.is_some() && args.initial {
+                        // The verdicts of the initial state, now that
+                        // every holder's keys are known.
+                        push_verdicts(outbox, follower.held().current(), true, SystemTime::now());
                     }
                 }
                 None => return None,
             },
-            () = settled(settle_at) => {
-                // The deltas that came together are in: judge the other
-                // keys of the holders they touched.
-                settle_at = None;
-                let changes = verdicts.settle(SystemTime::now());
-                push_verdicts(outbox, changes, scanned, SystemTime::now());
-            }
-            _ = clock.tick(), if settle_at.is_none() => {
-                let changes = verdicts.tick(SystemTime::now());
-                push_verdicts(outbox, changes, scanned, SystemTime::now());
+            () = follow::until(follower.due()) => {
+                if let Some(judged) = follower.judge(SystemTime::now()) {
+                    push_judged(outbox, judged, follower.scanned());
+                }
             }
             () = &mut stop => return None,
             outcome = &mut *written => return Some(writer_outcome(outcome)),
         }
     }
+}
+
+/// Adds the lines of verdict changes judged without a delta of their own
+/// (a burst settled, the clock moved), once the first scan is over.
+fn push_judged(outbox: &PendingLines, judged: follow::Judged, scanned: bool) {
+    let at = judged.at.unwrap_or_else(SystemTime::now);
+    push_verdicts(outbox, judged.changes, scanned, at);
 }
 
 fn writer_outcome(

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use crate::engine::Delta;
 use crate::operate::held::Change;
 use crate::stream::writer::PendingLines;
-use crate::stream::{DeltaLines, format, push_delta, push_verdicts};
+use crate::stream::{format, push_delta, push_verdicts};
 
 /// The most `/events` streams served at once.
 pub const MAX_SUBSCRIBERS: usize = 64;
@@ -49,15 +49,21 @@ impl Subscribers {
         self.closing.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Folds a delta, and what it means for the lines (the verdict
-    /// changes it caused: [`crate::stream::lines_of`]), into every open
-    /// stream's queue.
-    pub fn publish(&self, delta: &Delta, lines: &DeltaLines) {
+    /// Folds a delta, whether its line `repeat`s the last one and the
+    /// verdict `changes` it caused ([`crate::stream::follow::Followed`]),
+    /// into every open stream's queue.
+    pub fn publish(&self, delta: &Delta, repeat: bool, changes: &[Change]) {
         let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         for outbox in list.iter().filter_map(Weak::upgrade) {
             // Streams start after the initial scan: every change counts.
             let mut synced = true;
-            push_delta(&outbox, delta.clone(), true, &mut synced, lines.clone());
+            push_delta(
+                &outbox,
+                delta.clone(),
+                true,
+                &mut synced,
+                (repeat, changes.to_vec()),
+            );
         }
     }
 

@@ -110,7 +110,7 @@ impl Collector for Exporter {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = SystemTime::now();
-        if view.watcher.synced() {
+        if view.watcher().synced() {
             // Before the first full scan, the keys seen so far are not the
             // keys on disk: no key gauge at all (absent, not 0 — a restart
             // must not read as every agent gone).
@@ -155,7 +155,7 @@ fn encode_keys(encoder: &mut DescriptorEncoder, view: &LiveView) -> Result<(), s
     // Every (kind, liveness) pair, so each series exists even at 0.
     let series = KeyKind::ALL.iter().flat_map(|kind| {
         Liveness::ALL.iter().map(move |liveness| {
-            let count = view.counts.get(&(*kind, *liveness)).copied().unwrap_or(0);
+            let count = view.counts().get(&(*kind, *liveness)).copied().unwrap_or(0);
             (
                 [("kind", kind.as_str()), ("liveness", liveness.as_str())],
                 count as f64,
@@ -172,7 +172,7 @@ fn encode_keys(encoder: &mut DescriptorEncoder, view: &LiveView) -> Result<(), s
         encoder,
         "locktop_problems",
         "Paths under the locks root that are not claims (foreign files, symlinks, FIFOs…).",
-        view.watcher.problems.len() as f64,
+        view.watcher().problems.len() as f64,
     )
 }
 
@@ -194,8 +194,8 @@ fn encode_held(
     view: &LiveView,
     now: SystemTime,
 ) -> Result<(), std::fmt::Error> {
-    let held: Vec<(&LockKey, &KeyState)> = view.held.held().collect();
-    let role_of = |pid: u32| view.held.role_of(pid);
+    let held: Vec<(&LockKey, &KeyState)> = view.held().held().collect();
+    let role_of = |pid: u32| view.held().role_of(pid);
     let mut tags = Vec::new();
     let mut tag_waiters = Vec::new();
     let mut roots: BTreeMap<String, u64> = BTreeMap::new();
@@ -242,7 +242,7 @@ fn encode_held(
             let root = label_value(key.name().split('/').next().unwrap_or_default());
             *roots.entry(root).or_default() += 1;
         }
-        let verdict = view.held.judge(key, state, now);
+        let verdict = view.held().judge(key, state, now);
         if let Some(verdict) = verdict.filter(|v| v.is_suspect()) {
             let word = verdict_word(&verdict);
             *suspect_counts.entry(word.clone()).or_default() += 1;
@@ -299,7 +299,7 @@ fn encode_held(
             .into_iter()
             .map(|(verdict, n)| ([("verdict", verdict)], n as f64)),
     )?;
-    let waits = view.held.waits();
+    let waits = view.held().waits();
     gauge(
         encoder,
         "locktop_deadlocks",
@@ -328,7 +328,7 @@ fn label_value(name: &str) -> String {
 }
 
 fn encode_health(encoder: &mut DescriptorEncoder, view: &LiveView) -> Result<(), std::fmt::Error> {
-    let current = health_word(&view.watcher.health);
+    let current = health_word(&view.watcher().health);
     gauges(
         encoder,
         "locktop_watcher_health",

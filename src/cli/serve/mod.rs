@@ -37,9 +37,10 @@ use axum::routing::get;
 
 use super::record::JournalWriter;
 use crate::context::Context;
-use crate::engine::{self, Delta, EngineHandle, Liveness};
+use crate::engine::{self, EngineHandle, Liveness};
 use crate::liveness::lock_free::ProbeChoice;
-use crate::operate::held::{Change, HeldView};
+use crate::operate::held::Change;
+use crate::stream::follow::Judged;
 use events::Subscribers;
 use metrics::Exporter;
 use view::LiveView;
@@ -514,64 +515,54 @@ fn journal_in(
 pub const JOURNAL_FILE: &str = "journal.jsonl";
 
 /// Applies the engine's deltas to the view and the `/events` streams
-/// (and the journal, with `--journal`); once a second, judges held keys
-/// again against the clock (a verdict that comes with time alone, as
-/// `watch` does). A journal that cannot be written is said once on
-/// stderr and stops; serving goes on.
+/// (and the journal, with `--journal`); judges held keys again when a
+/// burst settles and once a second against the clock (a verdict that
+/// comes with time alone), as `watch` does. A journal that cannot be
+/// written is said once on stderr and stops; serving goes on.
 async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut journal: Option<JournalThread>) {
-    use crate::operate::held::{SETTLE_AFTER, settled};
-    let mut settle_at = None;
-    let mut scanned = false;
-    let mut clock = tokio::time::interval(Duration::from_secs(1));
-    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let judge_again =
-        |journal: &mut Option<JournalThread>,
-         judge: fn(&mut HeldView, std::time::SystemTime) -> Vec<Change>| {
-            let now = std::time::SystemTime::now();
-            let changes = judge(
-                &mut shared
-                    .view
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .held,
-                now,
-            );
-            shared.subscribers.publish_verdicts(&changes, now);
-            if !changes.is_empty() {
-                record(journal, ToJournal::Verdicts(changes, now));
-            }
-        };
+    let tell_judged = |journal: &mut Option<JournalThread>, judged: Judged| {
+        let at = judged.at.unwrap_or_else(std::time::SystemTime::now);
+        shared.subscribers.publish_verdicts(&judged.changes, at);
+        if !judged.changes.is_empty() {
+            record(journal, ToJournal::Verdicts(judged.changes, at));
+        }
+    };
     loop {
+        let due = shared
+            .view
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .due();
         tokio::select! {
             delta = handle.deltas.recv() => {
                 let Some(delta) = delta else { return };
-                let first_scan_done = !scanned && matches!(delta, Delta::Synced { .. });
-                let (lines, first_state) = {
-                    let mut view = shared.view.write().unwrap_or_else(PoisonError::into_inner);
-                    let lines = view.apply(&delta);
-                    // Every key is in: the keys left unsettled are judged
-                    // now. Their verdicts are the first state's: a stream
-                    // hears them, the journal's checkpoint tells them.
-                    let first_state = first_scan_done.then(|| {
-                        let now = std::time::SystemTime::now();
-                        (view.held.settle(now), now)
-                    });
-                    (lines, first_state)
-                };
-                shared.subscribers.publish(&delta, &lines);
-                if let Some((changes, now)) = first_state {
-                    scanned = true;
-                    shared.subscribers.publish_verdicts(&changes, now);
+                let followed = shared
+                    .view
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .apply(&delta);
+                if let Some(settled) = followed.settled {
+                    tell_judged(&mut journal, settled);
                 }
-                record(&mut journal, ToJournal::Delta(Box::new(delta), lines.changes));
-                settle_at = Some(tokio::time::Instant::now() + SETTLE_AFTER);
+                shared.subscribers.publish(&delta, followed.repeat, &followed.changes);
+                if let Some(first_state) = followed.first_state {
+                    // Every key is in: the first state's verdicts. A
+                    // stream hears them; the journal's checkpoint tells
+                    // them.
+                    let at = first_state.at.unwrap_or_else(std::time::SystemTime::now);
+                    shared.subscribers.publish_verdicts(&first_state.changes, at);
+                }
+                record(&mut journal, ToJournal::Delta(Box::new(delta), followed.changes));
             }
-            () = settled(settle_at) => {
-                settle_at = None;
-                judge_again(&mut journal, HeldView::settle);
-            }
-            _ = clock.tick(), if settle_at.is_none() => {
-                judge_again(&mut journal, HeldView::tick);
+            () = crate::stream::follow::until(due) => {
+                let judged = shared
+                    .view
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .judge(std::time::SystemTime::now());
+                if let Some(judged) = judged {
+                    tell_judged(&mut journal, judged);
+                }
             }
         }
     }
@@ -648,7 +639,7 @@ async fn snapshot(
     }
     let synced = {
         let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
-        view.watcher.synced()
+        view.watcher().synced()
     };
     if !synced {
         // Before the first full scan the view is not the state dir's:
@@ -664,7 +655,7 @@ async fn snapshot(
         let (state_dir, probe) = (shared.state_dir.clone(), shared.probe.clone());
         let waits = {
             let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
-            view.held.waits().clone()
+            view.held().waits().clone()
         };
         let materializing = shared.exporter.materializing;
         return shared
@@ -689,15 +680,14 @@ async fn snapshot(
     let (mut keys, problems, waits) = {
         let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
         let keys: Vec<_> = view
-            .noteworthy
-            .iter()
+            .noteworthy()
             .filter(|(_, state)| state.liveness != Liveness::Free)
             .map(|(key, state)| (key.clone(), state.clone()))
             .collect();
         (
             keys,
-            view.watcher.problems.clone(),
-            view.held.waits().clone(),
+            view.watcher().problems.clone(),
+            view.held().waits().clone(),
         )
     };
     keys.sort_by(|a, b| a.0.cmp(&b.0));

@@ -1,49 +1,50 @@
-//! What `serve` knows: the engine's view, folded from its deltas by the
-//! engine's one rule ([`crate::engine::fold`]), kept as what a scrape,
+//! What `serve` knows: the engine's view, followed by the one follower
+//! ([`Follower`]: the engine's one fold rule, the one held view of
+//! holders, roles and verdicts that every `/events` stream, the journal
+//! and each scrape read, the judgement clock), kept as what a scrape,
 //! `/snapshot.json` and `/events` need — the noteworthy keys (held, in
-//! flight, errors) with their states, the one held view (holders, roles,
-//! verdicts: [`HeldView`]) that every `/events` stream, the journal and
-//! each scrape read, and a count of every key by kind and liveness. A
-//! free key is counted, never kept: the engine has it (a full
+//! flight, errors) with their states and a count of every key by kind and
+//! liveness. A free key is counted, never kept: the engine has it (a full
 //! `/snapshot.json?all=true` asks the engine), so a million stale keys
 //! are not held twice.
 //!
-//! Invariants: `noteworthy` is exactly the keys whose last state is not
-//! [`KeyState::FREE`], with that state; `held` is fed every key delta
-//! `noteworthy` is, in the same order; the per-(kind, liveness) counts
-//! always equal a count over every key the deltas named and did not
-//! remove (the engine's `previous` says what a key was), so a scrape
-//! never walks every key — only the held ones, which are few.
+//! Invariants: the noteworthy keys are exactly the keys whose last state
+//! is not [`KeyState::FREE`], with that state; a held key's state is kept
+//! once, in the held view, and the others' in [`Tallies`]; the
+//! per-(kind, liveness) counts always equal a count over every key the
+//! deltas named and did not remove (the engine's `previous` says what a
+//! key was), so a scrape never walks every key — only the noteworthy
+//! ones, which are few.
 
 use std::collections::HashMap;
 use std::time::SystemTime;
 
 use crate::disk::{KeyKind, LockKey};
-use crate::engine::fold::{Folder, WatcherView, fold};
+use crate::engine::fold::{Folder, WatcherView};
 use crate::engine::{Delta, KeyState, Liveness, WatcherHealth};
 use crate::operate::held::HeldView;
-use crate::stream::{DeltaLines, lines_of};
+use crate::stream::follow::{Followed, Follower, Judged};
 
-/// The engine's current view as `serve` keeps it, plus tallies.
-#[derive(Debug)]
-pub struct LiveView {
-    /// Every claim whose state is more than "free", with that state.
-    pub noteworthy: HashMap<LockKey, KeyState>,
-    /// The held keys' holders, roles and verdicts.
-    pub held: HeldView,
+/// What `serve` keeps beside the held view: the noteworthy keys that are
+/// not held, the tallies, the watcher.
+#[derive(Debug, Default)]
+pub struct Tallies {
+    /// Every claim whose state is more than "free" and not held, with
+    /// that state (in flight, error, a free key with waiters).
+    unheld: HashMap<LockKey, KeyState>,
     /// How many keys of each kind are in each liveness.
-    pub counts: HashMap<(KeyKind, Liveness), u64>,
+    counts: HashMap<(KeyKind, Liveness), u64>,
     /// What the deltas said of the watcher: health, problems, scans.
-    pub watcher: WatcherView,
+    watcher: WatcherView,
 }
 
-impl Folder for LiveView {
+impl Folder for Tallies {
     fn watcher_mut(&mut self) -> &mut WatcherView {
         &mut self.watcher
     }
 
     fn liveness_of(&self, key: &LockKey) -> Option<Liveness> {
-        self.noteworthy.get(key).map(|state| state.liveness)
+        self.unheld.get(key).map(|state| state.liveness)
     }
 
     fn put(&mut self, key: LockKey, state: KeyState, previous: Option<Liveness>, _: SystemTime) {
@@ -51,47 +52,82 @@ impl Folder for LiveView {
             self.uncount(key.kind(), previous);
         }
         *self.counts.entry((key.kind(), state.liveness)).or_default() += 1;
-        if state.is_bare_free() {
-            self.noteworthy.remove(&key);
+        if state.is_bare_free() || state.liveness.is_held() {
+            self.unheld.remove(&key);
         } else {
-            self.noteworthy.insert(key, state);
+            self.unheld.insert(key, state);
         }
     }
 
     fn remove(&mut self, key: &LockKey, previous: Liveness, _: SystemTime) {
         self.uncount(key.kind(), previous);
-        self.noteworthy.remove(key);
+        self.unheld.remove(key);
     }
+}
+
+impl Tallies {
+    fn uncount(&mut self, kind: KeyKind, liveness: Liveness) {
+        let count = self.counts.entry((kind, liveness)).or_default();
+        *count = count.saturating_sub(1);
+    }
+}
+
+/// The engine's current view as `serve` keeps it, plus tallies.
+#[derive(Debug)]
+pub struct LiveView {
+    follower: Follower<Tallies>,
 }
 
 impl LiveView {
     /// Nothing seen yet; spawns become suspects after `materializing`.
     pub fn new(materializing: std::time::Duration) -> Self {
         Self {
-            noteworthy: HashMap::new(),
-            held: HeldView::new(materializing),
-            counts: HashMap::new(),
-            watcher: WatcherView::default(),
+            follower: Follower::new(Tallies::default(), materializing),
         }
     }
 
     /// Folds one delta in; returns what it means for the change stream
-    /// (its own key's verdict change; see [`lines_of`]).
-    pub fn apply(&mut self, delta: &Delta) -> DeltaLines {
-        let lines = lines_of(delta, &mut self.held);
-        fold(self, delta.clone());
-        lines
+    /// (see [`Followed`]).
+    pub fn apply(&mut self, delta: &Delta) -> Followed {
+        self.follower.apply(delta.clone())
     }
 
-    fn uncount(&mut self, kind: KeyKind, liveness: Liveness) {
-        let count = self.counts.entry((kind, liveness)).or_default();
-        *count = count.saturating_sub(1);
+    /// The judgement due at `now` (see [`Follower::judge`]).
+    pub fn judge(&mut self, now: SystemTime) -> Option<Judged> {
+        self.follower.judge(now)
+    }
+
+    /// When [`LiveView::judge`] next has something to do.
+    pub fn due(&self) -> Option<SystemTime> {
+        self.follower.due()
+    }
+
+    /// The held keys' holders, roles and verdicts.
+    pub fn held(&self) -> &HeldView {
+        self.follower.held()
+    }
+
+    /// What the deltas said of the watcher: health, problems, scans.
+    pub fn watcher(&self) -> &WatcherView {
+        &self.follower.keep().watcher
+    }
+
+    /// How many keys of each kind are in each liveness.
+    pub fn counts(&self) -> &HashMap<(KeyKind, Liveness), u64> {
+        &self.follower.keep().counts
+    }
+
+    /// Every claim whose state is more than "free", with that state, in
+    /// no order: the held ones, then the others.
+    pub fn noteworthy(&self) -> impl Iterator<Item = (&LockKey, &KeyState)> {
+        self.held().held().chain(&self.follower.keep().unheld)
     }
 
     /// True while the watcher is healthy enough to trust the view.
     pub fn healthy(&self) -> Result<(), String> {
-        match &self.watcher.health {
-            WatcherHealth::Watching if self.watcher.synced() => Ok(()),
+        let watcher = self.watcher();
+        match &watcher.health {
+            WatcherHealth::Watching if watcher.synced() => Ok(()),
             WatcherHealth::Watching => Err("first scan not finished".into()),
             health => Err(health.describe()),
         }
@@ -140,14 +176,19 @@ mod tests {
                 for (key, state) in &truth {
                     *expected.entry((key.kind(), state.liveness)).or_default() += 1;
                 }
-                view.counts.retain(|_, count| *count > 0);
-                proptest::prop_assert_eq!(&view.counts, &expected);
+                let mut counts = view.counts().clone();
+                counts.retain(|_, count| *count > 0);
+                proptest::prop_assert_eq!(&counts, &expected);
                 let noteworthy: HashMap<LockKey, KeyState> = truth.iter()
                     .filter(|(_, s)| !s.is_bare_free())
                     .map(|(k, s)| (k.clone(), s.clone()))
                     .collect();
-                proptest::prop_assert_eq!(&view.noteworthy, &noteworthy);
-                let held: HashMap<LockKey, KeyState> = view.held.held()
+                let kept: HashMap<LockKey, KeyState> = view.noteworthy()
+                    .map(|(k, s)| (k.clone(), s.clone()))
+                    .collect();
+                proptest::prop_assert_eq!(kept.len(), view.noteworthy().count(), "each kept once");
+                proptest::prop_assert_eq!(&kept, &noteworthy);
+                let held: HashMap<LockKey, KeyState> = view.held().held()
                     .map(|(k, s)| (k.clone(), s.clone()))
                     .collect();
                 let truly_held: HashMap<LockKey, KeyState> = noteworthy.into_iter()

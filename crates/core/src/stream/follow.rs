@@ -1,0 +1,455 @@
+//! Following the engine's change stream: the one [`Follower`] every front
+//! end keeps — the monitor, `watch`, `record`, `serve` and `replay`.
+//!
+//! A follower folds each delta by the engine's one rule
+//! ([`crate::engine::fold::fold`], the only place a `Delta` is taken
+//! apart) into what the front end keeps of key states (its [`Folder`]),
+//! and feeds the one held view ([`HeldView`]) through the same fold, in
+//! the same step; it keeps the judgement clock: the keys a burst of
+//! deltas left unsettled are judged [`SETTLE_AFTER`] after its last
+//! delta, and while no burst settles every held key is judged again
+//! every [`VERDICT_CLOCK`] (verdicts that come with time alone).
+//!
+//! The clock is the one the front end passes in: the wall clock for a
+//! live front end, the recording's for a replay (whose cursor is its
+//! now). A burst settles as of its end (its last delta's time plus
+//! [`SETTLE_AFTER`]), so a replay judges as the live front end did.
+//!
+//! Invariants: the held view has exactly the held keys the folder was
+//! told of, with the states it was told; a key's own verdict change is
+//! told with its delta, its holders' other keys' once the burst settles
+//! (before the next delta's, when that comes after the quiet); the
+//! first full scan's end judges every held key once ([`Followed::first_state`]);
+//! a due time more than its period ahead of now (the wall clock went
+//! back) is due.
+
+use std::time::{Duration, SystemTime};
+
+use crate::disk::LockKey;
+use crate::engine::fold::{Folder, WatcherView, fold};
+use crate::engine::{Delta, KeyState, Liveness};
+use crate::operate::held::{Change, HeldView, SETTLE_AFTER};
+
+use super::queue::KeyTo;
+
+/// How often held keys are judged again against the clock while no burst
+/// settles.
+pub const VERDICT_CLOCK: Duration = Duration::from_secs(1);
+
+/// Verdict changes found at one time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Judged {
+    /// When they were judged: a burst's end, or the clock's now.
+    pub at: Option<SystemTime>,
+    /// The keys whose verdict changed.
+    pub changes: Vec<Change>,
+}
+
+/// What one delta meant, in the order a front end tells it.
+#[derive(Debug, Clone, Default)]
+pub struct Followed {
+    /// A burst whose quiet had passed unjudged when this delta came (a
+    /// replay stepping, a busy reader): its keys judged as of its end —
+    /// told before this delta.
+    pub settled: Option<Judged>,
+    /// Its key line would say what the last one said (the same liveness,
+    /// holders, error): another monitor's probe, a holder refresh.
+    pub repeat: bool,
+    /// The verdict change of its own key.
+    pub changes: Vec<Change>,
+    /// It ended the first full scan: every held key judged once, now that
+    /// every key is in (the first state's verdicts).
+    pub first_state: Option<Judged>,
+}
+
+/// A front end's following of the change stream (see the module doc):
+/// its keeping of key states `F`, the held view, the judgement clock.
+#[derive(Debug, Clone)]
+pub struct Follower<F> {
+    keep: F,
+    held: HeldView,
+    /// When the keys the last burst left unsettled are judged.
+    settle_due: Option<SystemTime>,
+    /// When every held key is judged again (`None`: at the next look).
+    tick_due: Option<SystemTime>,
+    /// Whether the first full scan ended.
+    scanned: bool,
+}
+
+impl<F: Folder> Follower<F> {
+    /// Follows into `keep`; spawns become suspects after `materializing`.
+    pub fn new(keep: F, materializing: Duration) -> Self {
+        Self {
+            keep,
+            held: HeldView::new(materializing),
+            settle_due: None,
+            tick_due: None,
+            scanned: false,
+        }
+    }
+
+    /// Folds `delta` into the keeping and the held view (see [`Followed`]).
+    pub fn apply(&mut self, delta: Delta) -> Followed {
+        let mut followed = Followed::default();
+        let (changed_at, synced_at) = match &delta {
+            Delta::Key { at, .. } | Delta::Removed { at, .. } => (Some(*at), None),
+            Delta::Synced { at, .. } => (None, Some(*at)),
+            Delta::Health(_) | Delta::Problems(_) => (None, None),
+        };
+        if let Some(at) = changed_at {
+            followed.settled = self.settle_if_due(at);
+        }
+        fold(
+            &mut Feeding {
+                keep: &mut self.keep,
+                held: &mut self.held,
+                followed: &mut followed,
+            },
+            delta,
+        );
+        if let Some(at) = changed_at {
+            self.settle_due = Some(at + SETTLE_AFTER);
+        }
+        if let Some(at) = synced_at
+            && !self.scanned
+        {
+            self.scanned = true;
+            self.settle_due = None;
+            self.tick_due = Some(at + VERDICT_CLOCK);
+            followed.first_state = Some(Judged {
+                at: Some(at),
+                changes: self.held.tick(at),
+            });
+        }
+        followed
+    }
+
+    /// When [`Follower::judge`] next has something to do: the burst's
+    /// settle, else the clock's tick (`None`: at once).
+    pub fn due(&self) -> Option<SystemTime> {
+        self.settle_due.or(self.tick_due)
+    }
+
+    /// The judgement due at `now`: the last burst's keys, judged as of its
+    /// end, or — no burst settling — every held key at `now`. `None`
+    /// when none is due.
+    pub fn judge(&mut self, now: SystemTime) -> Option<Judged> {
+        if self.settle_due.is_some() {
+            let settled = self.settle_if_due(now);
+            if settled.is_some() {
+                self.tick_due = Some(now + VERDICT_CLOCK);
+            }
+            return settled;
+        }
+        if self
+            .tick_due
+            .is_some_and(|due| !is_due(due, now, VERDICT_CLOCK))
+        {
+            return None;
+        }
+        self.tick_due = Some(now + VERDICT_CLOCK);
+        Some(Judged {
+            at: Some(now),
+            changes: self.held.tick(now),
+        })
+    }
+
+    /// The last burst's keys judged as of its end, when its quiet has
+    /// passed by `now`.
+    fn settle_if_due(&mut self, now: SystemTime) -> Option<Judged> {
+        let due = self.settle_due?;
+        if !is_due(due, now, SETTLE_AFTER) {
+            return None;
+        }
+        self.settle_due = None;
+        Some(Judged {
+            at: Some(due),
+            changes: self.held.settle(due),
+        })
+    }
+
+    /// Whether the first full scan ended: until then keys are discovered,
+    /// and a verdict resting on half a holder's keys is not told.
+    pub fn scanned(&self) -> bool {
+        self.scanned
+    }
+
+    /// The held keys' holders, roles and verdicts.
+    pub fn held(&self) -> &HeldView {
+        &self.held
+    }
+
+    /// Spawns become suspects after `materializing` from now on.
+    pub fn set_materializing(&mut self, materializing: Duration) {
+        self.held.set_materializing(materializing);
+    }
+
+    /// What the front end keeps.
+    pub fn keep(&self) -> &F {
+        &self.keep
+    }
+
+    /// What the front end keeps, to change what is not a key's state
+    /// (its own settings, its derived caches).
+    pub fn keep_mut(&mut self) -> &mut F {
+        &mut self.keep
+    }
+}
+
+impl Follower<crate::engine::fold::Fold> {
+    /// Follows on from a whole state (a journal's checkpoint, folded up
+    /// to `at`): its held keys judged as of `at`, its first scan over
+    /// when the state says so.
+    pub fn resumed(
+        fold: crate::engine::fold::Fold,
+        materializing: Duration,
+        at: SystemTime,
+    ) -> Self {
+        let mut held = HeldView::new(materializing);
+        for (key, state) in fold.keys().iter() {
+            if state.liveness.is_held() {
+                held.apply(key, Some(state), at);
+            }
+        }
+        held.settle(at);
+        let scanned = fold.watcher().synced();
+        Self {
+            keep: fold,
+            held,
+            settle_due: None,
+            tick_due: None,
+            scanned,
+        }
+    }
+}
+
+/// A keeping of no key state beyond the held view's (`watch`, `record`):
+/// the watcher's view alone, so a million free keys cost it nothing.
+#[derive(Debug, Clone, Default)]
+pub struct HeldOnly {
+    watcher: WatcherView,
+}
+
+impl HeldOnly {
+    /// What the deltas said of the watcher.
+    pub fn watcher(&self) -> &WatcherView {
+        &self.watcher
+    }
+}
+
+impl Folder for HeldOnly {
+    fn watcher_mut(&mut self) -> &mut WatcherView {
+        &mut self.watcher
+    }
+
+    fn liveness_of(&self, _: &LockKey) -> Option<Liveness> {
+        None
+    }
+
+    fn put(&mut self, _: LockKey, _: KeyState, _: Option<Liveness>, _: SystemTime) {}
+
+    fn remove(&mut self, _: &LockKey, _: Liveness, _: SystemTime) {}
+}
+
+/// Resolves when `due` comes on the wall clock (`None`: at once), as the
+/// runtime's monotonic clock counts from now; never later than
+/// [`VERDICT_CLOCK`] from now (a wall clock set back).
+pub async fn until(due: Option<SystemTime>) {
+    let wait = due.map_or(Duration::ZERO, |due| {
+        due.duration_since(SystemTime::now())
+            .unwrap_or_default()
+            .min(VERDICT_CLOCK)
+    });
+    tokio::time::sleep(wait).await;
+}
+
+/// Whether `due` has come at `now`: reached, or more than `period`
+/// ahead (the clock went back since it was set).
+fn is_due(due: SystemTime, now: SystemTime, period: Duration) -> bool {
+    due <= now || due > now + period
+}
+
+/// The fold's folder while following: each key's state goes to the
+/// keeping and the held view in one step.
+struct Feeding<'a, F> {
+    keep: &'a mut F,
+    held: &'a mut HeldView,
+    followed: &'a mut Followed,
+}
+
+impl<F: Folder> Folder for Feeding<'_, F> {
+    fn watcher_mut(&mut self) -> &mut WatcherView {
+        self.keep.watcher_mut()
+    }
+
+    fn liveness_of(&self, key: &LockKey) -> Option<Liveness> {
+        self.held
+            .held_state(key)
+            .map(|state| state.liveness)
+            .or_else(|| self.keep.liveness_of(key))
+    }
+
+    fn put(&mut self, key: LockKey, state: KeyState, previous: Option<Liveness>, at: SystemTime) {
+        let before = match self.held.held_state(&key) {
+            Some(old) => KeyTo::state(old),
+            None => KeyTo::state(&KeyState::bare(previous.unwrap_or(state.liveness))),
+        };
+        self.followed.repeat = previous == Some(state.liveness) && before == KeyTo::state(&state);
+        self.followed.changes = self.held.apply(&key, Some(&state), at);
+        self.keep.put(key, state, previous, at);
+    }
+
+    fn remove(&mut self, key: &LockKey, previous: Liveness, at: SystemTime) {
+        self.followed.changes = self.held.apply(key, None, at);
+        self.keep.remove(key, previous, at);
+    }
+
+    fn problems_replaced(&mut self) {
+        self.keep.problems_replaced();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::fixtures::{free, held, key_delta, t, tag};
+    use crate::engine::fold::Fold;
+
+    fn follower() -> Follower<Fold> {
+        Follower::new(Fold::default(), Duration::from_secs(30))
+    }
+
+    fn synced(at: SystemTime) -> Delta {
+        Delta::Synced { keys: 0, at }
+    }
+
+    /// The keeping and the held view are told the same states.
+    #[test]
+    fn the_held_view_has_the_held_keys_the_keeping_has() {
+        let mut follower = follower();
+        let live = held(Liveness::Live, 7, "agent", t(0));
+        follower.apply(key_delta(tag("a"), live.clone(), None, t(1)));
+        follower.apply(key_delta(tag("b"), free(), None, t(1)));
+        assert_eq!(follower.held().held_state(&tag("a")), Some(&live));
+        assert_eq!(follower.keep().state(&tag("a")), Some(&live));
+        assert!(follower.held().held_state(&tag("b")).is_none());
+        assert!(follower.keep().state(&tag("b")).is_some());
+        follower.apply(Delta::Removed {
+            key: tag("a"),
+            previous: Liveness::Live,
+            at: t(2),
+        });
+        assert!(follower.held().held_state(&tag("a")).is_none());
+        assert!(follower.keep().state(&tag("a")).is_none());
+    }
+
+    /// A burst settles SETTLE_AFTER after its last delta, as of then; no
+    /// tick while it settles; then every VERDICT_CLOCK.
+    #[test]
+    fn a_burst_settles_after_its_quiet_then_the_clock_ticks() {
+        let mut follower = follower();
+        follower.apply(synced(t(0)));
+        assert_eq!(follower.due(), Some(t(0) + VERDICT_CLOCK));
+        let live = held(Liveness::Live, 7, "agent", t(0));
+        follower.apply(key_delta(tag("a"), live, None, t(5)));
+        let end = t(5) + SETTLE_AFTER;
+        assert_eq!(follower.due(), Some(end));
+        assert_eq!(follower.judge(t(5)), None, "still settling");
+        let judged = follower.judge(t(6)).expect("settled");
+        assert_eq!(judged.at, Some(end), "as of the burst's end");
+        assert_eq!(follower.due(), Some(t(6) + VERDICT_CLOCK));
+        assert_eq!(follower.judge(t(6)), None);
+        assert_eq!(follower.judge(t(7)).and_then(|j| j.at), Some(t(7)));
+    }
+
+    /// A delta after an unjudged quiet settles the burst before it first.
+    #[test]
+    fn a_delta_after_the_quiet_settles_the_burst_first() {
+        let mut follower = follower();
+        follower.apply(synced(t(0)));
+        let live = held(Liveness::Live, 7, "agent", t(0));
+        follower.apply(key_delta(tag("a"), live.clone(), None, t(5)));
+        let followed = follower.apply(key_delta(tag("b"), live, None, t(9)));
+        assert_eq!(
+            followed.settled.and_then(|j| j.at),
+            Some(t(5) + SETTLE_AFTER)
+        );
+        let followed = follower.apply(key_delta(tag("c"), free(), None, t(9)));
+        assert!(followed.settled.is_none(), "within the quiet");
+    }
+
+    /// The first scan's end judges once; a second sync does not.
+    #[test]
+    fn the_first_scan_judges_every_held_key_once() {
+        let mut follower = follower();
+        let live = held(Liveness::Live, 7, "agent", t(0));
+        follower.apply(key_delta(tag("a"), live, None, t(1)));
+        assert!(!follower.scanned());
+        let first = follower.apply(synced(t(2)));
+        assert_eq!(first.first_state.and_then(|j| j.at), Some(t(2)));
+        assert!(follower.scanned());
+        assert!(follower.apply(synced(t(3))).first_state.is_none());
+    }
+
+    /// A clock that went back does not hold a judgement back.
+    #[test]
+    fn a_clock_that_went_back_judges_at_once() {
+        let mut follower = follower();
+        follower.apply(synced(t(100)));
+        assert!(follower.judge(t(10)).is_some());
+    }
+
+    #[test]
+    fn a_delta_that_changes_nothing_a_line_shows_is_a_repeat() {
+        let mut follower = follower();
+        let live = |pid| held(Liveness::Live, pid, "agent", t(0));
+        let mut repeat = |state, previous| {
+            follower
+                .apply(key_delta(tag("t"), state, previous, t(1)))
+                .repeat
+        };
+        assert!(!repeat(live(7), None), "first seen");
+        assert!(!repeat(live(7), Some(Liveness::Free)), "taken");
+        assert!(
+            repeat(live(7), Some(Liveness::Live)),
+            "the same holder again"
+        );
+        let mut stopped = live(7);
+        stopped.holders[0].state = Some(crate::liveness::process::ProcState::Stopped);
+        assert!(
+            repeat(stopped, Some(Liveness::Live)),
+            "no line shows the process state"
+        );
+        assert!(!repeat(live(8), Some(Liveness::Live)), "another holder");
+        let refused = |count| {
+            let mut state = live(8);
+            state.refused = Some(crate::liveness::state::RefusedTries {
+                last_minute: count,
+                by: vec![crate::liveness::state::RefusedBy {
+                    pid: 9,
+                    count,
+                    last: None,
+                }],
+            });
+            state
+        };
+        assert!(
+            !repeat(refused(3), Some(Liveness::Live)),
+            "tries refused: the line says so"
+        );
+        assert!(
+            repeat(refused(3), Some(Liveness::Live)),
+            "the same count again"
+        );
+        assert!(
+            !repeat(refused(40), Some(Liveness::Live)),
+            "more refused (the engine says it at most once a second)"
+        );
+        assert!(
+            !repeat(live(8), Some(Liveness::Live)),
+            "none refused in the last minute any more"
+        );
+        assert!(!repeat(free(), Some(Liveness::Live)), "released");
+        assert!(repeat(free(), Some(Liveness::Free)), "free again");
+    }
+}
