@@ -6,7 +6,7 @@
 //! (`tests/integration/layering.rs` checks the order).
 
 // The crates below, named from here as `crate::engine` and so on.
-use locktop_core::{context, disk, engine, liveness, locks, operate, text, time_format};
+use locktop_core::{context, disk, engine, liveness, locks, operate, stream, text, time_format};
 use locktop_journal as journal;
 
 // One declaration per layer, apart: this order is the layering.

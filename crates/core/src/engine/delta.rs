@@ -116,3 +116,14 @@ pub enum Delta {
         at: SystemTime,
     },
 }
+
+impl Delta {
+    /// When a key changed or went, for a key's delta (`None` for the
+    /// watcher's).
+    pub fn changed_at(&self) -> Option<SystemTime> {
+        match self {
+            Delta::Key { at, .. } | Delta::Removed { at, .. } => Some(*at),
+            Delta::Health(_) | Delta::Problems(_) | Delta::Synced { .. } => None,
+        }
+    }
+}

@@ -91,13 +91,13 @@ impl<F: Folder> Follower<F> {
     /// Folds `delta` into the keeping and the held view (see [`Followed`]).
     pub fn apply(&mut self, delta: Delta) -> Followed {
         let mut followed = Followed::default();
-        let (changed_at, synced_at) = match &delta {
-            Delta::Key { at, .. } | Delta::Removed { at, .. } => (Some(*at), None),
-            Delta::Synced { at, .. } => (None, Some(*at)),
-            Delta::Health(_) | Delta::Problems(_) => (None, None),
+        let changed_at = delta.changed_at();
+        let synced_at = match &delta {
+            Delta::Synced { at, .. } => Some(*at),
+            _ => None,
         };
         if let Some(at) = changed_at {
-            followed.settled = self.settle_if_due(at);
+            followed.settled = self.settle(at);
         }
         fold(
             &mut Feeding {
@@ -135,7 +135,7 @@ impl<F: Folder> Follower<F> {
     /// when none is due.
     pub fn judge(&mut self, now: SystemTime) -> Option<Judged> {
         if self.settle_due.is_some() {
-            let settled = self.settle_if_due(now);
+            let settled = self.settle(now);
             if settled.is_some() {
                 self.tick_due = Some(now + VERDICT_CLOCK);
             }
@@ -154,9 +154,16 @@ impl<F: Folder> Follower<F> {
         })
     }
 
+    /// When the keys the last burst left unsettled are judged (`None`:
+    /// no burst is settling).
+    pub fn settle_due(&self) -> Option<SystemTime> {
+        self.settle_due
+    }
+
     /// The last burst's keys judged as of its end, when its quiet has
-    /// passed by `now`.
-    fn settle_if_due(&mut self, now: SystemTime) -> Option<Judged> {
+    /// passed by `now` (nothing else: the clock's tick is
+    /// [`Follower::judge`]'s).
+    pub fn settle(&mut self, now: SystemTime) -> Option<Judged> {
         let due = self.settle_due?;
         if !is_due(due, now, SETTLE_AFTER) {
             return None;

@@ -19,10 +19,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::disk::key::{KeyKind, LockKey};
-use crate::engine::fold::{Folder, WatcherView, fold};
+use crate::engine::fold::{Folder, WatcherView};
 use crate::engine::{Delta, KeyState, Liveness};
 use crate::liveness::process::ProcessInfo;
-use crate::operate::held::{Change, HeldView, SETTLE_AFTER};
+use crate::operate::held::{Change, HeldView};
+use crate::stream::follow::{Follower, Judged};
 
 use super::events::{Event, EventKind, EventLog, classify};
 use super::tree::{Lock, NodeId, Section, Tree};
@@ -92,9 +93,41 @@ impl Counts {
     }
 }
 
-/// Everything known, as of the last applied delta.
-#[derive(Debug, Clone, Default)]
+/// Everything known, as of the last applied delta: the data and the one
+/// follower of the change stream it is kept by ([`Follower`]: the fold,
+/// the held view, the judgement clock). Reads of what is shown go through
+/// to [`Shown`].
+#[derive(Debug, Clone)]
 pub struct Data {
+    follower: Follower<Shown>,
+}
+
+/// Tells a holder's death from a release: whether a PID still runs
+/// (`None`: cannot tell).
+pub(crate) type PidAlive = Arc<dyn Fn(u32) -> Option<bool> + Send + Sync>;
+
+/// [`PidAlive`], kept in the data (shared with a paused copy).
+#[derive(Clone)]
+struct PidAliveFn(PidAlive);
+
+impl std::fmt::Debug for PidAliveFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PidAlive")
+    }
+}
+
+impl Default for PidAliveFn {
+    /// Every PID runs: a key freed is a release.
+    fn default() -> Self {
+        Self(Arc::new(|_| Some(true)))
+    }
+}
+
+/// What the model shows, folded from the deltas: the tree of keys with
+/// their states, the counts, the event log, each key's recent holders, the
+/// watcher's view.
+#[derive(Debug, Clone, Default)]
+pub struct Shown {
     /// The node arena.
     pub tree: Tree,
     /// Counts per state.
@@ -109,17 +142,11 @@ pub struct Data {
     pub watcher: WatcherView,
     /// Bumped on every change.
     pub version: u64,
-    /// The one held view: which keys each holder holds (so its role),
-    /// and each held key's verdict, followed as `watch` follows it: a
-    /// key's own change is judged at once, the other keys of its holders
-    /// only once the deltas that came together are in (see [`HeldView`]).
-    held: HeldView,
-    /// When the keys the last changes left unsettled are judged: the last
-    /// key change's time plus [`SETTLE_AFTER`] (`None`: none waits).
-    settle_due: Option<SystemTime>,
     /// Whether the verdicts as of the initial scan were noted yet (they
     /// are not events).
     verdicts_noted: bool,
+    /// Tells a holder's death from a release.
+    pid_alive: PidAliveFn,
     /// Free keys kept out of the tree (shared with a paused copy until
     /// the next change).
     stale: Arc<HashSet<LockKey>>,
@@ -135,100 +162,137 @@ pub struct Data {
     stale_in: [usize; 4],
 }
 
+impl Default for Data {
+    fn default() -> Self {
+        Self::new(Arc::new(|_| Some(true)))
+    }
+}
+
+impl std::ops::Deref for Data {
+    type Target = Shown;
+
+    fn deref(&self) -> &Shown {
+        self.follower.keep()
+    }
+}
+
+impl std::ops::DerefMut for Data {
+    fn deref_mut(&mut self) -> &mut Shown {
+        self.follower.keep_mut()
+    }
+}
+
 impl Data {
-    /// Folds one delta in, by the engine's one rule
-    /// ([`crate::engine::fold::fold`]). `pid_alive` tells a death from a
+    /// Nothing known yet; `pid_alive` tells a holder's death from a
     /// release.
-    pub fn apply(&mut self, delta: Delta, pid_alive: &dyn Fn(u32) -> Option<bool>) {
-        self.version += 1;
-        let synced_at = match &delta {
-            Delta::Key { at, .. } | Delta::Removed { at, .. } => {
-                // A change after the quiet that ends a burst: the burst's
-                // unsettled keys are judged first, as of its end.
-                self.settle(*at);
-                None
-            }
-            Delta::Synced { at, .. } => Some(*at),
-            _ => None,
+    pub(crate) fn new(pid_alive: PidAlive) -> Self {
+        let shown = Shown {
+            pid_alive: PidAliveFn(pid_alive),
+            ..Shown::default()
         };
-        fold(
-            &mut Folding {
-                data: self,
-                pid_alive,
-            },
-            delta,
-        );
-        if let Some(at) = synced_at
-            && self.watcher.synced()
-            && !self.verdicts_noted
+        Self {
+            follower: Follower::new(shown, crate::operate::verdict::MATERIALIZING_AFTER),
+        }
+    }
+
+    /// Folds one delta in, through the one follower: a burst whose quiet
+    /// passed first has its verdict changes logged, as of its end; then the
+    /// delta's key (its events), then its own verdict change; at the end
+    /// of the first full scan, the verdicts of the initial state are noted
+    /// (not events), and only changes from here on are logged.
+    pub fn apply(&mut self, delta: Delta) {
+        self.version += 1;
+        let at = delta.changed_at();
+        if let Some(at) = at
+            && let Some(settled) = self.follower.settle(at)
         {
-            // Every key is in: the verdicts of the initial state are noted
-            // (not events), and only changes from here on are logged.
-            let changes = self.held.tick(at);
-            self.log_changes(changes, at);
-            self.settle_due = None;
+            self.log_judged(settled);
+        }
+        let followed = self.follower.apply(delta);
+        if let Some(at) = at {
+            self.log_changes(followed.changes, at);
+        }
+        if let Some(first_state) = followed.first_state {
+            self.log_judged(first_state);
             self.verdicts_noted = true;
         }
     }
 
-    /// The verdict changes of `key` becoming `state` (`None`: removed)
-    /// `at`: its own, at once; its holders' other keys wait for
-    /// [`Data::settle`].
-    fn follow_verdict(
-        &mut self,
-        key: &LockKey,
-        state: Option<&KeyState>,
-        at: SystemTime,
-    ) -> Vec<Change> {
-        self.settle_due = Some(at + SETTLE_AFTER);
-        self.held.apply(key, state, at)
+    /// Logs verdict changes judged without a delta of their own.
+    fn log_judged(&mut self, judged: Judged) -> bool {
+        let at = judged.at.unwrap_or(SystemTime::UNIX_EPOCH);
+        self.log_changes(judged.changes, at)
     }
 
     /// When the keys the last changes left unsettled are to be judged
     /// (see [`Data::settle`]).
     pub(crate) fn settle_due(&self) -> Option<SystemTime> {
-        self.settle_due
+        self.follower.settle_due()
     }
 
     /// Once `now` is past [`Data::settle_due`]: judges the keys the last
     /// burst of changes left unsettled, as of the burst's end, and logs
     /// what changed. Returns whether anything was logged.
     pub fn settle(&mut self, now: SystemTime) -> bool {
-        let Some(due) = self.settle_due.filter(|&due| due <= now) else {
-            return false;
-        };
-        self.settle_due = None;
-        let changes = self.held.settle(due);
-        self.log_changes(changes, due)
+        match self.follower.settle(now) {
+            Some(judged) => self.log_judged(judged),
+            None => false,
+        }
     }
 
-    /// The clock moved to `now`: every held key is judged again (some
-    /// verdicts come with time alone: a spawn materializing too long) —
-    /// unless a burst of changes is still settling (then not before it
-    /// has). Returns whether anything was logged.
+    /// The clock moved to `now`: what is due is judged — the last burst
+    /// once settled, else every held key once a second (some verdicts
+    /// come with time alone: a spawn materializing too long). Returns
+    /// whether anything was logged.
     pub(crate) fn judge_at(&mut self, now: SystemTime) -> bool {
-        if self.settle_due.is_some_and(|due| now < due) {
-            return false;
+        match self.follower.judge(now) {
+            Some(judged) => self.log_judged(judged),
+            None => false,
         }
-        let settled = self.settle(now);
-        let changes = self.held.tick(now);
-        self.log_changes(changes, now) || settled
     }
 
     /// Sets `--materializing-after` for the verdicts followed.
     pub fn set_materializing(&mut self, materializing: Duration) {
-        self.held.set_materializing(materializing);
+        self.follower.set_materializing(materializing);
     }
 
+    /// The held view: holders, their keys and roles, verdicts.
+    pub fn held(&self) -> &HeldView {
+        self.follower.held()
+    }
+
+    /// The nodes of the keys `pid` holds, in key order.
+    pub fn held_by(&self, pid: u32) -> Vec<NodeId> {
+        self.held()
+            .keys_of(pid)
+            .filter_map(|key| self.node_of(key))
+            .collect()
+    }
+
+    /// The nodes of every held key with a holder this monitor names,
+    /// sorted, each once.
+    pub(crate) fn held_nodes(&self) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = self
+            .held()
+            .holders()
+            .flat_map(|pid| self.held_by(pid))
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
+}
+
+impl Shown {
     fn apply_key(
         &mut self,
         key: LockKey,
         state: KeyState,
         previous: Option<Liveness>,
         at: SystemTime,
-        pid_alive: &dyn Fn(u32) -> Option<bool>,
     ) {
-        let changes = self.follow_verdict(&key, Some(&state), at);
+        let pid_alive = self.pid_alive.0.clone();
+        let pid_alive = &*pid_alive;
         if previous.is_some() && self.tree_lock(&key).is_none() {
             // Known, and no node: it was stale.
             self.take_stale(&key);
@@ -316,7 +380,6 @@ impl Data {
             freed_at,
             flagged,
         });
-        self.log_changes(changes, at);
     }
 
     /// Keeps `key`'s recent holders: `state` (its new one) opens a hold
@@ -565,7 +628,7 @@ impl Data {
         }
     }
 
-    fn problems_replaced(&mut self) {
+    fn rebuild_problems(&mut self) {
         let root = self.tree.root(Section::Problems);
         let old: Vec<NodeId> = self.tree.node(root).children.values().copied().collect();
         for id in old {
@@ -586,32 +649,6 @@ impl Data {
         self.counts.problems = self.watcher.problems.len();
     }
 
-    /// The held view: holders, their keys and roles, verdicts.
-    pub fn held(&self) -> &HeldView {
-        &self.held
-    }
-
-    /// The nodes of the keys `pid` holds, in key order.
-    pub fn held_by(&self, pid: u32) -> Vec<NodeId> {
-        self.held
-            .keys_of(pid)
-            .filter_map(|key| self.node_of(key))
-            .collect()
-    }
-
-    /// The nodes of every held key with a holder this monitor names,
-    /// sorted, each once.
-    pub(crate) fn held_nodes(&self) -> Vec<NodeId> {
-        let mut nodes: Vec<NodeId> = self
-            .held
-            .holders()
-            .flat_map(|pid| self.held_by(pid))
-            .collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-        nodes
-    }
-
     /// The node of `key`, when it has one.
     fn node_of(&self, key: &LockKey) -> Option<NodeId> {
         self.tree.find(Section::of(key.kind()), key.name())
@@ -623,36 +660,29 @@ impl Data {
     }
 }
 
-/// The model's data while it folds one delta: the states live in its tree
-/// (with counts, the PID index and the event log kept beside them).
-struct Folding<'a> {
-    data: &'a mut Data,
-    pid_alive: &'a dyn Fn(u32) -> Option<bool>,
-}
-
-impl Folder for Folding<'_> {
+/// The model's data folds the deltas into its tree (with counts, the
+/// event log and the holders' history kept beside them).
+impl Folder for Shown {
     fn watcher_mut(&mut self) -> &mut WatcherView {
-        &mut self.data.watcher
+        &mut self.watcher
     }
 
     fn liveness_of(&self, key: &LockKey) -> Option<Liveness> {
-        let id = self.data.tree.find(Section::of(key.kind()), key.name())?;
-        self.data.lock(id).map(Lock::liveness)
+        let id = self.tree.find(Section::of(key.kind()), key.name())?;
+        self.lock(id).map(Lock::liveness)
     }
 
     fn put(&mut self, key: LockKey, state: KeyState, previous: Option<Liveness>, at: SystemTime) {
-        self.data
-            .apply_key(key, state, previous, at, self.pid_alive);
+        self.apply_key(key, state, previous, at);
     }
 
     fn remove(&mut self, key: &LockKey, _: Liveness, at: SystemTime) {
         // (Its own verdict goes with its node: nothing to log.)
-        self.data.follow_verdict(key, None, at);
-        self.data.history.ended(key, at, super::Ended::Removed);
-        self.data.remove_key(key);
+        self.history.ended(key, at, super::Ended::Removed);
+        self.remove_key(key);
     }
 
     fn problems_replaced(&mut self) {
-        self.data.problems_replaced();
+        self.rebuild_problems();
     }
 }

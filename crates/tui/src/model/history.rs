@@ -160,10 +160,9 @@ mod tests {
     /// still runs), an exit (it does not), and the files removed.
     #[test]
     fn the_model_keeps_each_keys_holders_and_how_they_let_go() {
-        let mut data = super::super::Data::default();
+        let mut data = super::super::Data::new(std::sync::Arc::new(|pid| Some(pid == 7)));
         let key = tag("x");
-        let running = |pid| Some(pid == 7);
-        data.apply(Delta::Synced { keys: 0, at: t(0) }, &running);
+        data.apply(Delta::Synced { keys: 0, at: t(0) });
         let steps = [
             key_delta(key.clone(), held(Liveness::Live, 7, "a", t(1)), None, t(1)),
             key_delta(key.clone(), free(), Some(Liveness::Live), t(2)),
@@ -187,7 +186,7 @@ mod tests {
             },
         ];
         for delta in steps {
-            data.apply(delta, &running);
+            data.apply(delta);
         }
         let seen: Vec<(u32, SystemTime, Option<SystemTime>, String)> = data
             .history

@@ -59,7 +59,7 @@ use crate::engine::Delta;
 
 /// Answers whether a PID is still a running process (`None`: nobody can
 /// tell — a replay of a change the recorder did not see happen).
-pub(crate) type PidAlive = Box<dyn Fn(u32) -> Option<bool> + Send + Sync>;
+pub(crate) use data::PidAlive;
 
 /// A key's identity across changes: its section and path (node ids are
 /// reused once pruned).
@@ -105,9 +105,10 @@ impl Default for Model {
 
 impl Model {
     /// An empty model; `pid_alive` tells a holder's death from a release.
-    pub fn new(pid_alive: PidAlive) -> Self {
+    pub fn new(pid_alive: impl Fn(u32) -> Option<bool> + Send + Sync + 'static) -> Self {
+        let pid_alive: PidAlive = std::sync::Arc::new(pid_alive);
         Self {
-            data: Data::default(),
+            data: Data::new(pid_alive.clone()),
             frozen: None,
             changes_while_paused: 0,
             settings: ViewSettings::default(),
@@ -133,7 +134,7 @@ impl Model {
     /// selected key stay, the selected event does not (events are
     /// numbered anew).
     pub(crate) fn reset_data(&mut self) {
-        self.data = Data::default();
+        self.data = Data::new(self.pid_alive.clone());
         self.data.set_materializing(self.materializing);
         self.data
             .set_show_free(self.settings.show_free, &self.settings.filter, self.now);
@@ -149,7 +150,7 @@ impl Model {
     /// changes it causes are logged as `watch` tells them (a holder's
     /// other keys once the burst has settled: see [`Model::settle`]).
     pub fn apply(&mut self, delta: Delta) {
-        self.data.apply(delta, &*self.pid_alive);
+        self.data.apply(delta);
         if self.frozen.is_some() {
             self.changes_while_paused += 1;
         }

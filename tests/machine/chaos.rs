@@ -29,7 +29,7 @@
 //! (tries that failed busy with no chaos child naming their claims alive,
 //! i.e. only because of a probe) and the convergence times.
 //! A failure prints its seed; `LOCKTOP_CHAOS_SEED=N` replays its choices.
-//! As a bench: `LOCKTOP_CHAOS_SECS=60 cargo test --test integration chaos
+//! As a bench: `LOCKTOP_CHAOS_SECS=60 cargo test --test machine chaos
 //! -- --nocapture`.
 
 mod checks;
