@@ -428,8 +428,8 @@ fn verify(
     );
     let reported_holds = checks::every_change(children, reported, bar.reported_after);
     // A long hold the engine got wrong fails the run: a probe inside it
-    // said free, its PID never followed a held probe, or its events were
-    // never read. (Both causes found so far were of the first kind: a
+    // said free, its PID never followed a held probe and a lookup after
+    // it, or its events were never read. (Both causes found so far were of the first kind: a
     // holder's line slipping between the pages of one /proc/locks read,
     // and the SDK unlinking a gate a waiter had just locked.)
     assert!(

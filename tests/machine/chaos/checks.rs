@@ -253,10 +253,13 @@ pub struct Reported {
 enum Miss {
     /// A probe that began and answered inside the hold said not held.
     ProbedFree,
-    /// A probe inside the hold said held, yet no delta named the PID.
+    /// A probe inside the hold said held, and a lookup after it finished
+    /// inside the hold, yet no delta named the PID.
     Unnamed,
     /// The claim's events were read during the hold, but no probe of it
-    /// began before the hold ended.
+    /// began before the hold ended — or one said held and the lookup that
+    /// names its holder had not finished when the hold ended (deferred
+    /// by the rate limit of `/proc/locks` reads, or slow).
     Late,
     /// No event of the claim was read during the hold.
     Unheard,
@@ -277,18 +280,25 @@ fn classify(name: &Name, start: Instant, end: Instant, reported: &ReportedHolds)
                     && from >= start
                     && *at <= end
                 {
-                    said.push(*liveness);
+                    said.push((*at, *liveness));
                 }
             }
             _ => {}
         }
     }
     let held = |l: &Liveness| matches!(l, Liveness::Live | Liveness::Own | Liveness::InFlight);
-    if said.iter().any(|l| !held(l)) {
+    if said.iter().any(|(_, l)| !held(l)) {
         return Miss::ProbedFree;
     }
-    if !said.is_empty() {
-        return Miss::Unnamed;
+    if let Some(first_held) = said.iter().map(|(at, _)| *at).min() {
+        // A held result is named by a lookup after it (a `/proc/locks`
+        // read the rate limit may defer: `Deferred`). One that finished
+        // inside the hold and did not name the PID is a miss; none
+        // before the hold ended is the engine behind, as `Late` is.
+        let looked_up = stages
+            .iter()
+            .any(|(at, stage)| *stage == Stage::Indexed && *at > first_held && *at <= end);
+        return if looked_up { Miss::Unnamed } else { Miss::Late };
     }
     let heard = stages
         .iter()

@@ -672,3 +672,35 @@ impl Model {
             .collect()
     }
 }
+
+impl Model {
+    /// The blocking view's rows, now (few: one per held key) — those the
+    /// filter passes, in the chosen order (stable: ties keep the urgency
+    /// order); spawns are suspects after `materializing`.
+    pub(crate) fn blocking_rows_shown(
+        &self,
+        materializing: std::time::Duration,
+    ) -> Vec<BlockingRow> {
+        let data = self.data();
+        let mut rows = data.blocking_rows(self.now(), materializing);
+        let settings = self.settings();
+        rows.retain(|row| {
+            data.lock(row.node).is_some_and(|lock| {
+                let pids = lock.state.holders.iter().map(|p| p.pid);
+                settings.matches_key(lock.key.name(), pids)
+            })
+        });
+        let lock = |row: &BlockingRow| data.lock(row.node);
+        match settings.blocking_sort {
+            Sort::Urgency => {}
+            Sort::Age => rows.sort_by_key(|row| {
+                let since = lock(row).and_then(|l| l.state.since);
+                (since.is_none(), since)
+            }),
+            Sort::Pid => rows
+                .sort_by_key(|row| lock(row).and_then(|l| l.state.holders.first().map(|p| p.pid))),
+            Sort::Name => rows.sort_by_key(|row| lock(row).map(|l| l.key.name().to_string())),
+        }
+        rows
+    }
+}

@@ -9,45 +9,19 @@
 //! Operator actions (`n`, `r`, `K`, `c`) act through the optional
 //! [`Ops`] handles; without them (tests) they say so instead of acting.
 
-use std::path::PathBuf;
 use std::time::SystemTime;
 
 use ratatui::Frame;
 
 use crate::engine::Delta;
-use crate::liveness::probe::ProbeMode;
 use crate::model::Model;
 
 use super::action::{Action, Pane};
+use super::config::AppConfig;
 use super::handles::Ops;
 use super::operator::Operator;
 use super::overlay::Overlay;
-use super::theme::Theme;
 use super::views::{self, Drawn, HitMap};
-
-/// What the header says about this run (not from the engine).
-#[derive(Debug, Clone)]
-pub struct AppConfig {
-    /// The ObjectiveAI state dir being watched.
-    pub state_dir: PathBuf,
-    /// The engine's probe mode.
-    pub probe: ProbeMode,
-    /// Why the probe is not the one asked for (the lock-free probe cannot
-    /// see every holder here), shown in the header.
-    pub probe_fallback: Option<String>,
-    /// Liveness comes from the kernel's lock events, not from probes.
-    pub kernel_events: bool,
-    /// Why the kernel's lock events are not used (`--source auto` fell
-    /// back to inference), shown in the header.
-    pub source_fallback: Option<String>,
-    /// Whether actions that write are disabled.
-    pub read_only: bool,
-    /// Colours or NO_COLOR.
-    pub theme: Theme,
-    /// How long a spawn may hold tags without an AIH lock before it is a
-    /// suspect.
-    pub materializing_after: std::time::Duration,
-}
 
 /// The whole UI.
 pub struct App {
@@ -84,10 +58,10 @@ pub struct App {
     pub(crate) following_urgent: Option<u64>,
     /// On a recording (`locktop replay`): where its cursor is, and what the
     /// operator asked of it since the player last looked.
-    pub(crate) replay: Option<super::replay::ReplayStatus>,
+    pub(crate) replay: Option<super::replay_status::ReplayStatus>,
     /// `Some(text)` while a replay's jump time is being typed.
     pub(crate) time_input: Option<String>,
-    pub(crate) replay_requests: Vec<super::replay::ReplayRequest>,
+    pub(crate) replay_requests: Vec<super::replay_status::ReplayRequest>,
     quit: bool,
     dirty: bool,
 }
@@ -237,12 +211,30 @@ impl App {
     }
 
     /// Draws the whole screen: derives the model's rows if the data
-    /// changed, draws from a read-only app, then keeps what the frame laid
+    /// changed, draws from the view state, then keeps what the frame laid
     /// out (hits, page, scroll) for the next input.
     pub fn draw(&mut self, frame: &mut Frame) {
         self.follow_selections();
-        let drawn = views::draw(self, frame);
+        let drawn = views::draw(&self.view_state(), frame);
         self.laid_out(drawn);
+    }
+
+    /// What the views draw, borrowed from the app.
+    pub(crate) fn view_state(&self) -> views::ViewState<'_> {
+        views::ViewState {
+            model: &self.model,
+            config: &self.config,
+            pane: self.pane,
+            help: self.help,
+            help_scroll: self.help_scroll,
+            filter_input: &self.filter_input,
+            time_input: &self.time_input,
+            message: &self.message,
+            engine_stopped: self.engine_stopped,
+            details_scroll: self.details_scroll,
+            operator: &self.operator,
+            replay: &self.replay,
+        }
     }
 
     fn laid_out(&mut self, drawn: Drawn) {
@@ -318,7 +310,7 @@ impl App {
             Action::Copy => self.copy_selection(),
             Action::TogglePause if self.replay.is_some() => {
                 self.replay_requests
-                    .push(super::replay::ReplayRequest::PlayPause);
+                    .push(super::replay_status::ReplayRequest::PlayPause);
             }
             Action::TogglePause => {
                 let paused = !self.model.paused();
@@ -338,7 +330,7 @@ impl App {
 
     /// A replay key: a request for the player, or, live, a message.
     fn replay_action(&mut self, action: Action) {
-        use super::replay::ReplayRequest;
+        use super::replay_status::ReplayRequest;
         if self.replay.is_none() {
             self.message = Some(format!(
                 "{} moves through a recording: locktop replay FILE",
@@ -362,12 +354,12 @@ impl App {
     }
 
     /// What the operator asked of the replay since the last call.
-    pub(crate) fn take_replay_requests(&mut self) -> Vec<super::replay::ReplayRequest> {
+    pub(crate) fn take_replay_requests(&mut self) -> Vec<super::replay_status::ReplayRequest> {
         std::mem::take(&mut self.replay_requests)
     }
 
     /// The replay's cursor and playing, as the header shows them.
-    pub(crate) fn set_replay_status(&mut self, status: super::replay::ReplayStatus) {
+    pub(crate) fn set_replay_status(&mut self, status: super::replay_status::ReplayStatus) {
         self.replay = Some(status);
         self.dirty = true;
     }

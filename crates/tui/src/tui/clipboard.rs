@@ -17,7 +17,7 @@ use ratatui::backend::{CrosstermBackend, TestBackend};
 use super::action::Action;
 use super::app::App;
 use super::keymap::key_of;
-use super::selection::Selected;
+use super::selected::Selected;
 
 /// A backend that can put text on the terminal's clipboard.
 pub(crate) trait Clipboard {

@@ -169,7 +169,7 @@ impl App {
             Edit::Enter => {
                 let text = self.time_input.take().unwrap_or_default();
                 self.replay_requests
-                    .push(super::replay::ReplayRequest::Jump(text));
+                    .push(super::replay_status::ReplayRequest::Jump(text));
             }
             Edit::Esc => self.time_input = None,
             Edit::Typed | Edit::Other => {}

@@ -21,6 +21,7 @@
 mod action;
 mod app;
 mod clipboard;
+mod config;
 mod event_loop;
 pub mod fit;
 mod handles;
@@ -30,8 +31,11 @@ pub mod keymap;
 mod operator;
 mod operator_actions;
 mod overlay;
+mod overlay_keys;
 mod panes;
 pub mod replay;
+mod replay_status;
+mod selected;
 mod selection;
 mod terminal;
 mod theme;
@@ -44,7 +48,8 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-pub use app::{App, AppConfig};
+pub use app::App;
+pub use config::AppConfig;
 pub(crate) use handles::Ops;
 pub use keymap::{BINDINGS, Group};
 pub use terminal::restore;

@@ -6,11 +6,11 @@
 //! [`super::selection`], and the views dispatch on the pane to draw it.
 //! Adding a pane adds one arm to each function here and there.
 
-use crate::model::{BlockingRow, KeyIdentity, NodeId, Section, Sort};
+use crate::model::{BlockingRow, KeyIdentity, Section};
 
 use super::action::{Action, Pane};
 use super::app::App;
-use super::selection::Selected;
+use super::selected::Selected;
 
 impl App {
     /// Index of the selected row in the current pane.
@@ -163,28 +163,8 @@ impl App {
     /// The blocking view's rows, now (few: one per held key), in the
     /// chosen order (stable: ties keep the urgency order).
     pub(crate) fn blocking_rows(&self) -> Vec<BlockingRow> {
-        let materializing = self.config.materializing_after;
-        let data = self.model.data();
-        let mut rows = data.blocking_rows(self.model.now(), materializing);
-        let settings = self.model.settings();
-        rows.retain(|row| {
-            data.lock(row.node).is_some_and(|lock| {
-                let pids = lock.state.holders.iter().map(|p| p.pid);
-                settings.matches_key(lock.key.name(), pids)
-            })
-        });
-        let lock = |row: &BlockingRow| data.lock(row.node);
-        match self.model.settings().blocking_sort {
-            Sort::Urgency => {}
-            Sort::Age => rows.sort_by_key(|row| {
-                let since = lock(row).and_then(|l| l.state.since);
-                (since.is_none(), since)
-            }),
-            Sort::Pid => rows
-                .sort_by_key(|row| lock(row).and_then(|l| l.state.holders.first().map(|p| p.pid))),
-            Sort::Name => rows.sort_by_key(|row| lock(row).map(|l| l.key.name().to_string())),
-        }
-        rows
+        self.model
+            .blocking_rows_shown(self.config.materializing_after)
     }
 
     /// The most urgent key that needs attention (own test holders'
@@ -221,13 +201,6 @@ impl App {
             }
         }
         self.follow_selections();
-    }
-
-    /// The key selected in the blocking view (as of the last follow).
-    pub(crate) fn blocking_selected(&self) -> Option<NodeId> {
-        let rows = self.blocking_rows();
-        let index = self.model.blocking_cursor().selected(rows.len());
-        rows.get(index).map(|row| row.node)
     }
 
     /// The blocking view's rows' identities, in order.

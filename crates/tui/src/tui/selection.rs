@@ -13,38 +13,11 @@
 
 use crate::disk::LockKey;
 use crate::liveness::process::ProcessInfo;
-use crate::model::{HolderRow, NodeId};
-use crate::operate::test_holders::HolderId;
 use crate::operate::verdict::Verdict;
 
 use super::action::Pane;
 use super::app::App;
-
-/// What the current pane has selected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Selected {
-    /// Nothing: the pane's list is empty.
-    Nothing,
-    /// A node of the tree (a key, a directory, a section, a problem), or a
-    /// key of the blocking view.
-    Node(NodeId),
-    /// A key row of the holders pane: `node`, as held by `pid`.
-    HeldKey {
-        /// The key's node.
-        node: NodeId,
-        /// The holder whose group the row is in.
-        pid: u32,
-    },
-    /// A process line of the holders pane.
-    Process {
-        /// Its PID.
-        pid: u32,
-    },
-    /// The `index`-th newest logged event.
-    Event(usize),
-    /// A test holder started from this monitor.
-    TestHolder(HolderId),
-}
+use super::selected::Selected;
 
 impl App {
     /// Puts every pane's cursor back on its identity (rows may have moved
@@ -93,30 +66,12 @@ impl App {
     /// What the current pane has selected, as of the last
     /// [`App::follow_selections`].
     pub(crate) fn selected(&self) -> Selected {
-        let found = match self.pane {
-            Pane::Tree => self.model.selected_node().map(Selected::Node),
-            Pane::Blocking => self.blocking_selected().map(Selected::Node),
-            Pane::Holders => {
-                let (groups, rows) = self.model.holders();
-                rows.get(self.model.holders_selected())
-                    .map(|row| match *row {
-                        HolderRow::Process { group } => Selected::Process {
-                            pid: groups[group].pid,
-                        },
-                        HolderRow::Key { group, node } => Selected::HeldKey {
-                            node,
-                            pid: groups[group].pid,
-                        },
-                    })
-            }
-            Pane::Events => self.model.selected_event().map(Selected::Event),
-            Pane::TestHolders => self
-                .operator
-                .test_holders
-                .selected_holder()
-                .map(|holder| Selected::TestHolder(holder.id)),
-        };
-        found.unwrap_or(Selected::Nothing)
+        super::selected::selected_in(
+            self.pane,
+            &self.model,
+            &self.operator.test_holders,
+            self.config.materializing_after,
+        )
     }
 
     /// The lock key the selection is about: a key row, or an event's key.

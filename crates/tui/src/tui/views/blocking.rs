@@ -16,9 +16,9 @@ use ratatui::widgets::{Cell, Row as TableRow, Table};
 
 use crate::model::BlockingRow;
 
-use super::super::app::App;
 use super::super::fit::fit;
 use super::list::{self, ListArea, ListFrame, fill_width};
+use super::state::ViewState;
 
 /// The fixed columns around the key's: state, holder, age, waiting.
 const FIXED: [u16; 4] = [11, 20, 6, 12];
@@ -29,23 +29,23 @@ const NARROW_FIXED: [u16; 3] = [1, 7, 6];
 use super::{age_text, narrow_state, state_span, verdict_marker};
 
 /// Draws the blocking pane into `area`; returns where its rows went.
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
-    let theme = app.config.theme;
-    let rows = app.blocking_rows();
+pub fn draw(view: &ViewState<'_>, frame: &mut Frame, area: Rect) -> ListArea {
+    let theme = view.config.theme;
+    let rows = view.blocking_rows();
     if rows.is_empty() {
-        let notice = match app.model.settings().filter.is_empty() {
+        let notice = match view.model.settings().filter.is_empty() {
             true => "no key is held: nothing blocks anyone",
             false => "no held key matches the filter",
         };
         return list::empty(frame, area, &theme, notice);
     }
-    let layout = ListFrame::new(area, app.model.blocking_cursor(), rows.len());
+    let layout = ListFrame::new(area, view.model.blocking_cursor(), rows.len());
     let wide = area.width >= WIDE;
     let fixed: &[u16] = if wide { &FIXED } else { &NARROW_FIXED };
     let room = fill_width(area.width, fixed);
     let table_rows: Vec<TableRow> = rows[layout.window.clone()]
         .iter()
-        .map(|row| TableRow::new(row_cells(app, row, room, wide)))
+        .map(|row| TableRow::new(row_cells(view, row, room, wide)))
         .collect();
     let mut widths = vec![Constraint::Length(fixed[0]), Constraint::Fill(1)];
     widths.extend(fixed[1..].iter().map(|&w| Constraint::Length(w)));
@@ -58,8 +58,13 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
 }
 
 /// One row's cells: state, key, holder, age (and waiting when wide).
-fn row_cells(app: &App, row: &BlockingRow, room: usize, wide: bool) -> Vec<Cell<'static>> {
-    let (theme, now, data) = (app.config.theme, app.model.now(), app.model.data());
+fn row_cells(
+    view: &ViewState<'_>,
+    row: &BlockingRow,
+    room: usize,
+    wide: bool,
+) -> Vec<Cell<'static>> {
+    let (theme, now, data) = (view.config.theme, view.model.now(), view.model.data());
     let Some(lock) = data.lock(row.node) else {
         return Vec::new();
     };

@@ -21,19 +21,19 @@ use crate::operate::verdict::{Hop, Verdict};
 use crate::time_format;
 
 use super::super::action::{Action, Pane};
-use super::super::app::App;
 use super::super::fit::visible;
 use super::super::keymap::key_of;
-use super::super::selection::Selected;
+use super::super::selected::Selected;
 use super::super::theme::Theme;
+use super::state::ViewState;
 use super::{clock_text, field, plural, state_span, text};
 
 /// Draws the details of the current selection into `area`, scrolled by
 /// the app's details scroll (clamped); returns the largest scroll that
 /// still shows something new (0: everything fits).
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> u16 {
-    let theme = app.config.theme;
-    let lines: Vec<Line<'static>> = selection_lines(app)
+pub fn draw(view: &ViewState<'_>, frame: &mut Frame, area: Rect) -> u16 {
+    let theme = view.config.theme;
+    let lines: Vec<Line<'static>> = selection_lines(view)
         .into_iter()
         .map(|line| {
             let spans = line.spans.into_iter().map(|span| {
@@ -47,7 +47,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> u16 {
     let total = paragraph.line_count(area.width.saturating_sub(1));
     let room = usize::from(area.height.saturating_sub(1));
     let max_scroll = u16::try_from(total.saturating_sub(room)).unwrap_or(u16::MAX);
-    let scroll = app.details_scroll.min(max_scroll);
+    let scroll = view.details_scroll.min(max_scroll);
     let mut title = vec![Span::styled(" Details ", theme.section)];
     if max_scroll > 0 {
         title.push(Span::styled(
@@ -70,30 +70,30 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> u16 {
 }
 
 /// The lines about the selection of the current pane.
-fn selection_lines(app: &App) -> Vec<Line<'static>> {
-    match app.selected() {
-        Selected::Node(id) | Selected::HeldKey { node: id, .. } => node_lines(app, id),
-        Selected::Process { pid } => process_lines(app, pid),
-        Selected::Event(index) => event_lines(app, index),
-        Selected::TestHolder(_) => super::test_holders::detail_lines(app),
-        Selected::Nothing => empty_lines(app),
+fn selection_lines(view: &ViewState<'_>) -> Vec<Line<'static>> {
+    match view.selected() {
+        Selected::Node(id) | Selected::HeldKey { node: id, .. } => node_lines(view, id),
+        Selected::Process { pid } => process_lines(view, pid),
+        Selected::Event(index) => event_lines(view, index),
+        Selected::TestHolder(_) => super::test_holders::detail_lines(view),
+        Selected::Nothing => empty_lines(view),
     }
 }
 
 /// What an empty pane's details say.
-fn empty_lines(app: &App) -> Vec<Line<'static>> {
-    let notice = match app.pane {
+fn empty_lines(view: &ViewState<'_>) -> Vec<Line<'static>> {
+    let notice = match view.pane {
         Pane::Holders => "no live holder",
         Pane::Events => "no transition seen yet (keys found by the first scan are not events)",
-        Pane::TestHolders => return super::test_holders::detail_lines(app),
+        Pane::TestHolders => return super::test_holders::detail_lines(view),
         Pane::Tree | Pane::Blocking => return Vec::new(),
     };
-    vec![Line::from(Span::styled(notice, app.config.theme.dim))]
+    vec![Line::from(Span::styled(notice, view.config.theme.dim))]
 }
 
-fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
-    let theme = app.config.theme;
-    let node: &Node = app.model.data().tree.node(id);
+fn node_lines(view: &ViewState<'_>, id: NodeId) -> Vec<Line<'static>> {
+    let theme = view.config.theme;
+    let node: &Node = view.model.data().tree.node(id);
     if node.is_root() {
         let hint = format!(
             "{} or {}/{} collapse/expand · {} shows free keys (those freed in the last {} s are always shown) · {} filters",
@@ -120,7 +120,7 @@ fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
         ];
     }
     let Some(lock) = &node.lock else {
-        let dir = instances_root(&app.config.state_dir).join(&node.path);
+        let dir = instances_root(&view.config.state_dir).join(&node.path);
         return vec![
             field(&theme, "directory", vec![text(node.path.clone())]),
             field(&theme, "dir", vec![text(dir.display().to_string())]),
@@ -130,18 +130,18 @@ fn node_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
             )),
         ];
     };
-    let mut lines = lock_state_lines(app, lock);
-    lines.extend(family_lines(app, id));
-    lines.extend(history_lines(app, &lock.key));
+    let mut lines = lock_state_lines(view, lock);
+    lines.extend(family_lines(view, id));
+    lines.extend(history_lines(view, &lock.key));
     lines.extend(lock_path_lines(&theme, &lock.key));
     lines
 }
 
 /// The key's recent holders, newest first: PID, from → to, how it
 /// ended, command line (shown, never sent to the terminal).
-fn history_lines(app: &App, key: &LockKey) -> Vec<Line<'static>> {
-    let theme = app.config.theme;
-    let holds: Vec<&crate::model::Hold> = app.model.data().history.of(key).rev().collect();
+fn history_lines(view: &ViewState<'_>, key: &LockKey) -> Vec<Line<'static>> {
+    let theme = view.config.theme;
+    let holds: Vec<&crate::model::Hold> = view.model.data().history.of(key).rev().collect();
     if holds.is_empty() {
         return Vec::new();
     }
@@ -170,9 +170,9 @@ fn history_lines(app: &App, key: &LockKey) -> Vec<Line<'static>> {
 }
 
 /// Name, state (held since / freed at), error, holders and waiters.
-fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
-    let theme = app.config.theme;
-    let now = app.model.now();
+fn lock_state_lines(view: &ViewState<'_>, lock: &Lock) -> Vec<Line<'static>> {
+    let theme = view.config.theme;
+    let now = view.model.now();
     let key = &lock.key;
     let mut lines = vec![Line::from(vec![
         Span::styled(format!("{:<9}", key.kind().as_str()), theme.dim),
@@ -223,10 +223,10 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
             lines.push(field(&theme, "unit", vec![text(unit.clone())]));
         }
     }
-    let verdict = app
+    let verdict = view
         .model
         .data()
-        .verdict(lock, now, app.config.materializing_after);
+        .verdict(lock, now, view.config.materializing_after);
     if let Some(verdict) = verdict {
         let style = if verdict.is_suspect() {
             theme.error
@@ -238,7 +238,7 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
             "verdict",
             vec![Span::styled(verdict.describe(now), style)],
         ));
-        lines.extend(wait_lines(app, &verdict));
+        lines.extend(wait_lines(view, &verdict));
     }
     if let Some(note) = lock.state.holders_note {
         lines.push(field(
@@ -280,8 +280,8 @@ fn lock_state_lines(app: &App, lock: &Lock) -> Vec<Line<'static>> {
 
 /// A chain or a circle of waits, hop by hop: who waits, how, on which
 /// key, held by whom (PID, state, command line).
-fn wait_lines(app: &App, verdict: &Verdict) -> Vec<Line<'static>> {
-    let theme = app.config.theme;
+fn wait_lines(view: &ViewState<'_>, verdict: &Verdict) -> Vec<Line<'static>> {
+    let theme = view.config.theme;
     let (label, hops): (&str, Vec<&Hop>) = match verdict {
         Verdict::Deadlock { cycle, .. } | Verdict::WaitCycle { cycle, .. } => {
             ("cycle", cycle.iter().collect())
@@ -289,7 +289,7 @@ fn wait_lines(app: &App, verdict: &Verdict) -> Vec<Line<'static>> {
         Verdict::Blocked { chain, cycle, .. } => ("chain", chain.iter().chain(cycle).collect()),
         _ => return Vec::new(),
     };
-    let held = app.model.data().held();
+    let held = view.model.data().held();
     hops.into_iter()
         .map(|hop| {
             let holder = held.holder(hop.holder);
@@ -313,9 +313,9 @@ fn wait_lines(app: &App, verdict: &Verdict) -> Vec<Line<'static>> {
 }
 
 /// What else each holder of node `id` holds.
-fn family_lines(app: &App, id: NodeId) -> Vec<Line<'static>> {
-    let theme = app.config.theme;
-    let model = &app.model;
+fn family_lines(view: &ViewState<'_>, id: NodeId) -> Vec<Line<'static>> {
+    let theme = view.config.theme;
+    let model = &view.model;
     let mut lines = Vec::new();
     for (pid, others) in model.held_by_same_pids(id) {
         if others.is_empty() {
@@ -363,13 +363,13 @@ fn lock_path_lines(theme: &Theme, key: &LockKey) -> Vec<Line<'static>> {
     ]
 }
 
-fn process_lines(app: &App, pid: u32) -> Vec<Line<'static>> {
-    let (groups, _) = app.model.holders();
+fn process_lines(view: &ViewState<'_>, pid: u32) -> Vec<Line<'static>> {
+    let (groups, _) = view.model.holders();
     let Some(group) = groups.iter().find(|group| group.pid == pid) else {
         return Vec::new();
     };
-    let theme = app.config.theme;
-    let now = app.model.now();
+    let theme = view.config.theme;
+    let now = view.model.now();
     let mut lines = vec![
         field(
             &theme,
@@ -404,9 +404,9 @@ fn process_lines(app: &App, pid: u32) -> Vec<Line<'static>> {
     lines
 }
 
-fn event_lines(app: &App, index: usize) -> Vec<Line<'static>> {
-    let theme = app.config.theme;
-    let Some(event) = app.model.events().get(index) else {
+fn event_lines(view: &ViewState<'_>, index: usize) -> Vec<Line<'static>> {
+    let theme = view.config.theme;
+    let Some(event) = view.model.events().get(index) else {
         return Vec::new();
     };
     let mut lines = vec![

@@ -15,9 +15,9 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 
 use crate::time_format;
 
-use super::super::app::App;
 use super::super::overlay::{KillTestHolder, Overlay, ReportDialog, SignalDialog, SignalStage};
 use super::super::theme::Theme;
+use super::state::ViewState;
 use super::{centered, field, form, text, wrap};
 
 /// How the report dialog laid out its text this frame.
@@ -31,9 +31,9 @@ pub(crate) struct ReportArea {
 
 /// Draws the open overlay, if any, centred in `area`; returns the report
 /// dialog's layout when that is what is open.
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> Option<ReportArea> {
-    let theme = app.config.theme;
-    match app.operator.overlay.as_ref() {
+pub fn draw(view: &ViewState<'_>, frame: &mut Frame, area: Rect) -> Option<ReportArea> {
+    let theme = view.config.theme;
+    match view.operator.overlay.as_ref() {
         Some(Overlay::Form(state)) => form::draw(&theme, state, frame, area),
         Some(Overlay::Signal(dialog)) => draw_signal(&theme, dialog, frame, area),
         Some(Overlay::KillTestHolder(dialog)) => draw_kill_test_holder(&theme, dialog, frame, area),

@@ -11,11 +11,11 @@ use ratatui::widgets::{Cell, Row as TableRow, Table};
 
 use crate::model::EventKind;
 
-use super::super::app::App;
 use super::super::fit::fit;
 use super::super::theme::Theme;
 use super::clock_text;
 use super::list::{self, ListArea, ListFrame, fill_width};
+use super::state::ViewState;
 
 /// The fixed columns before the key's: time, event, PID.
 const FIXED: [u16; 3] = [9, 19, 7];
@@ -35,17 +35,17 @@ fn kind_span(theme: &Theme, kind: EventKind) -> Span<'static> {
 }
 
 /// Draws the event log into `area`; returns where its rows went.
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
-    let theme = app.config.theme;
-    let log = app.model.events();
-    let shown = app.model.event_rows();
+pub fn draw(view: &ViewState<'_>, frame: &mut Frame, area: Rect) -> ListArea {
+    let theme = view.config.theme;
+    let log = view.model.events();
+    let shown = view.model.event_rows();
     if log.is_empty() {
         return list::empty(frame, area, &theme, "no acquire or release seen yet");
     }
     if shown.is_empty() {
         return list::empty(frame, area, &theme, "no event matches the filter");
     }
-    let layout = ListFrame::new(area, &app.model.events_cursor(), shown.len());
+    let layout = ListFrame::new(area, &view.model.events_cursor(), shown.len());
     let room = fill_width(area.width, &FIXED).saturating_sub(9);
     let rows: Vec<TableRow> = shown[layout.window.clone()]
         .iter()

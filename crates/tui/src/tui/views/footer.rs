@@ -9,21 +9,21 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::super::action::Action;
-use super::super::app::App;
 use super::super::keymap::{BINDINGS, key_of};
 use super::super::theme::Theme;
+use super::state::ViewState;
 
 /// One line at the bottom.
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
-    let theme = app.config.theme;
-    let line = if let Some(text) = &app.filter_input {
+pub fn draw(view: &ViewState<'_>, frame: &mut Frame, area: Rect) {
+    let theme = view.config.theme;
+    let line = if let Some(text) = &view.filter_input {
         Line::from(vec![
             Span::styled("/", theme.key),
             Span::raw(text.clone()),
             Span::styled("▏", theme.key),
             Span::styled("  Enter keep · Esc clear", theme.dim),
         ])
-    } else if let Some(text) = &app.time_input {
+    } else if let Some(text) = &view.time_input {
         Line::from(vec![
             Span::styled("jump to: ", theme.key),
             Span::raw(text.clone()),
@@ -33,9 +33,9 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
                 theme.dim,
             ),
         ])
-    } else if let Some(message) = &app.message {
+    } else if let Some(message) = &view.message {
         Line::from(Span::styled(message.clone(), theme.in_flight))
-    } else if app.replay.is_some() {
+    } else if view.replay.is_some() {
         let hints = [
             ("Space", "play"),
             ("<>", "step"),
@@ -51,7 +51,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     } else {
         let hints: Vec<(&str, &str)> = BINDINGS
             .iter()
-            .filter(|binding| !(binding.writes && app.config.read_only))
+            .filter(|binding| !(binding.writes && view.config.read_only))
             .filter_map(|binding| {
                 let key = binding.shown.split(' ').next().unwrap_or(binding.shown);
                 binding.hint.map(|hint| (key, hint))

@@ -18,9 +18,9 @@ use crate::operate::verdict::Verdict;
 use crate::operate::wait_for::{chain_words, circle_words};
 
 use super::super::action::{Action, Pane};
-use super::super::app::App;
 use super::super::fit::visible;
 use super::super::keymap::key_of;
+use super::state::ViewState;
 use super::{state_span, verdict_marker};
 
 /// The fewest columns a fallback's reason is shown in (its start and an
@@ -30,19 +30,24 @@ const REASON_MIN: usize = 16;
 /// Two lines: markers, title, state dir, probe, health; then counts;
 /// and, when the area has a third line, the most urgent key. `rows`
 /// are the held keys by urgency (this frame's blocking rows).
-pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[BlockingRow]) {
-    let theme = app.config.theme;
-    let data = app.model.data();
+pub(crate) fn draw_header(
+    view: &ViewState<'_>,
+    frame: &mut Frame,
+    area: Rect,
+    rows: &[BlockingRow],
+) {
+    let theme = view.config.theme;
+    let data = view.model.data();
     let mut first = Vec::new();
-    if let Some(replay) = &app.replay {
-        first.extend(replay_spans(app, replay));
+    if let Some(replay) = &view.replay {
+        first.extend(replay_spans(view, replay));
     }
-    if app.model.paused() {
-        let changes = app.model.changes_while_paused();
+    if view.model.paused() {
+        let changes = view.model.changes_while_paused();
         first.push(Span::styled(format!(" PAUSED +{changes} "), theme.marker));
         first.push(Span::raw(" "));
     }
-    if app.config.read_only && app.replay.is_none() {
+    if view.config.read_only && view.replay.is_none() {
         first.push(Span::styled(" READ-ONLY ", theme.marker));
         first.push(Span::raw(" "));
     }
@@ -52,7 +57,7 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
         _ => theme.in_flight,
     };
     let first_scan = data.watcher.health == WatcherHealth::Watching && !data.watcher.synced();
-    let health = if app.engine_stopped {
+    let health = if view.engine_stopped {
         Span::styled("engine stopped", theme.error)
     } else if first_scan {
         // Held keys come first; until the free ones are all in, the
@@ -70,12 +75,12 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
     // health) is what a narrow terminal cuts off, never the probe mode
     // or the health.
     first.extend([Span::styled("locktop", theme.section)]);
-    if app.config.kernel_events {
+    if view.config.kernel_events {
         first.push(Span::styled(" · kernel lock events", theme.dim));
     } else {
         first.extend([
             Span::styled(" · probe ", theme.dim),
-            Span::raw(app.config.probe.as_str()),
+            Span::raw(view.config.probe.as_str()),
         ]);
     }
     first.extend([
@@ -84,10 +89,10 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
         Span::styled(" · ", theme.dim),
     ]);
     let mut reasons = Vec::new();
-    if !app.config.kernel_events {
+    if !view.config.kernel_events {
         let fallbacks = [
-            ("lock-free unavailable", &app.config.probe_fallback),
-            ("no kernel events", &app.config.source_fallback),
+            ("lock-free unavailable", &view.config.probe_fallback),
+            ("no kernel events", &view.config.source_fallback),
         ];
         for (what, why) in fallbacks {
             if let Some(why) = why {
@@ -99,8 +104,8 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
             }
         }
     }
-    let state_dir = visible(&app.config.state_dir.display().to_string()).into_owned();
-    let mut first = first_line(first, clock_spans(app), state_dir, area.width);
+    let state_dir = visible(&view.config.state_dir.display().to_string()).into_owned();
+    let mut first = first_line(first, clock_spans(view), state_dir, area.width);
     // Why the source or probe is not the one asked for (the probe mode
     // named says which runs) is long: it comes last, in the room the rest
     // leaves, cut before the clock or the state dir would be.
@@ -114,7 +119,7 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
     let mut second = Vec::new();
     let attention = Attention::of(rows);
     // First: what needs someone to act, a deadlock above all.
-    let deadlocks = data.held().waits().deadlocks(app.model.now()).count();
+    let deadlocks = data.held().waits().deadlocks(view.model.now()).count();
     if deadlocks > 0 {
         second.push(Span::styled(format!("{deadlocks} ⊗ deadlock"), theme.error));
         second.push(Span::raw("  "));
@@ -174,7 +179,7 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
     if area.height > 2
         && let Some(row) = rows.iter().find(|row| row.needs_attention())
     {
-        lines.push(cut_line(attention_line(app, row).spans, area.width));
+        lines.push(cut_line(attention_line(view, row).spans, area.width));
     }
     frame.render_widget(Paragraph::new(lines), area);
 }
@@ -185,9 +190,9 @@ pub(crate) fn draw_header(app: &App, frame: &mut Frame, area: Rect, rows: &[Bloc
 /// with the root blocker when its holder itself waits; `suspect`
 /// otherwise — with its verdict's marker, how long it is held and by
 /// whom, and how many processes that holder blocks down its chains.
-fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
-    let theme = app.config.theme;
-    let (data, now) = (app.model.data(), app.model.now());
+fn attention_line(view: &ViewState<'_>, row: &BlockingRow) -> Line<'static> {
+    let theme = view.config.theme;
+    let (data, now) = (view.model.data(), view.model.now());
     let Some(lock) = data.lock(row.node) else {
         return Line::default();
     };
@@ -288,15 +293,19 @@ fn attention_line(app: &App, row: &BlockingRow) -> Line<'static> {
 
 /// The tab bar, with the filter and the free-key toggle on the right;
 /// returns the x range of each tab, in [`Pane::ALL`] order.
-pub(crate) fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16); Pane::ALL.len()] {
+pub(crate) fn draw_tabs(
+    view: &ViewState<'_>,
+    frame: &mut Frame,
+    area: Rect,
+) -> [(u16, u16); Pane::ALL.len()] {
     let mut tab_spans = [(0, 0); Pane::ALL.len()];
-    let theme = app.config.theme;
+    let theme = view.config.theme;
     let mut spans = Vec::new();
     let mut x = area.x;
     for (index, pane) in Pane::ALL.into_iter().enumerate() {
         let label = format!(" {} {} ", index + 1, pane.title());
         let width = label.chars().count() as u16;
-        let style = if pane == app.pane {
+        let style = if pane == view.pane {
             theme.tab_active
         } else {
             theme.dim
@@ -306,9 +315,10 @@ pub(crate) fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16)
         spans.push(Span::styled(label, style));
         spans.push(Span::raw(" "));
     }
-    let settings = app.model.settings();
+    let settings = view.model.settings();
     // Shown only where it applies (test holders are not filtered).
-    if !settings.filter.is_empty() && app.filter_input.is_none() && app.pane != Pane::TestHolders {
+    if !settings.filter.is_empty() && view.filter_input.is_none() && view.pane != Pane::TestHolders
+    {
         spans.push(Span::styled("· filter ", theme.dim));
         spans.push(Span::styled(
             format!("/{}", visible(&settings.filter)),
@@ -316,8 +326,8 @@ pub(crate) fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16)
         ));
         spans.push(Span::raw(" "));
     }
-    if matches!(app.pane, Pane::Holders | Pane::Blocking) {
-        let sort = match app.pane {
+    if matches!(view.pane, Pane::Holders | Pane::Blocking) {
+        let sort = match view.pane {
             Pane::Blocking => settings.blocking_sort.label(true),
             _ => settings.holders_sort.label(false),
         };
@@ -327,10 +337,10 @@ pub(crate) fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) -> [(u16, u16)
             theme.key,
         ));
     }
-    if app.pane == Pane::Tree {
+    if view.pane == Pane::Tree {
         let used: usize = spans.iter().map(|span| span.width()).sum();
         let room = usize::from(area.width).saturating_sub(used);
-        let unlisted = app.model.data().unlisted_free();
+        let unlisted = view.model.data().unlisted_free();
         spans.push(Span::styled(
             free_note(settings.show_free, unlisted, room),
             theme.dim,
@@ -376,8 +386,11 @@ fn free_note(show_free: bool, unlisted: usize, room: usize) -> String {
 /// engine last reported a change.
 /// ` REPLAY ` ▶/⏸, the speed, the cursor's time and the recording's
 /// span: first on the line, so a replay is never taken for live.
-fn replay_spans(app: &App, replay: &crate::tui::replay::ReplayStatus) -> Vec<Span<'static>> {
-    let theme = app.config.theme;
+fn replay_spans(
+    view: &ViewState<'_>,
+    replay: &super::super::replay_status::ReplayStatus,
+) -> Vec<Span<'static>> {
+    let theme = view.config.theme;
     let playing = if replay.playing { "▶" } else { "⏸" };
     let mut spans = vec![
         Span::styled(" REPLAY ", theme.marker),
@@ -434,12 +447,12 @@ fn span_text(start: std::time::SystemTime, end: std::time::SystemTime) -> String
     }
 }
 
-fn clock_spans(app: &App) -> Vec<Span<'static>> {
-    let theme = app.config.theme;
-    let now = super::clock_text(app.model.now());
+fn clock_spans(view: &ViewState<'_>) -> Vec<Span<'static>> {
+    let theme = view.config.theme;
+    let now = super::clock_text(view.model.now());
     let minute = format!("{}Z", now.get(..5).unwrap_or(&now));
     let mut spans = vec![Span::raw(minute)];
-    if let Some(at) = app.model.data().watcher.last_change {
+    if let Some(at) = view.model.data().watcher.last_change {
         spans.push(Span::styled(" · last change ", theme.dim));
         spans.push(Span::raw(super::clock_text(at)));
     }

@@ -14,25 +14,25 @@ use ratatui::widgets::{Cell, Row as TableRow, Table};
 use crate::liveness::process::{ProcState, ProcessInfo};
 use crate::model::HolderRow;
 
-use super::super::app::App;
 use super::super::fit::{fit, width};
 use super::super::theme::Theme;
 use super::list::{self, ListArea, ListFrame, fill_width};
+use super::state::ViewState;
 use super::{age_text, plural, state_span, verdict_marker};
 
 /// The fixed columns around the keys / command column: holder, age.
 const FIXED: [u16; 2] = [13, 6];
 
 /// Draws the holders pane into `area`; returns where its rows went.
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
-    let theme = app.config.theme;
-    let now = app.model.now();
-    let (data, groups, rows) = app.model.holders_with_data();
+pub fn draw(view: &ViewState<'_>, frame: &mut Frame, area: Rect) -> ListArea {
+    let theme = view.config.theme;
+    let now = view.model.now();
+    let (data, groups, rows) = view.model.holders_with_data();
     if rows.is_empty() {
         let notice = "no process holds a key (or none matches the filter)";
         return list::empty(frame, area, &theme, notice);
     }
-    let layout = ListFrame::new(area, app.model.holders_cursor(), rows.len());
+    let layout = ListFrame::new(area, view.model.holders_cursor(), rows.len());
     let room = fill_width(area.width, &FIXED);
     let table_rows: Vec<TableRow> = rows[layout.window.clone()]
         .iter()
@@ -68,7 +68,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
                     let Some(lock) = &node.lock else {
                         return TableRow::new(Vec::<Cell>::new());
                     };
-                    let verdict = data.verdict(lock, now, app.config.materializing_after);
+                    let verdict = data.verdict(lock, now, view.config.materializing_after);
                     let state = verdict
                         .as_ref()
                         .and_then(|verdict| verdict_marker(&theme, verdict))

@@ -17,6 +17,7 @@ mod header;
 pub(crate) mod help;
 mod holders;
 mod list;
+mod state;
 mod test_holders;
 mod tree;
 
@@ -33,8 +34,8 @@ use crate::operate::verdict::Verdict;
 use crate::time_format;
 
 use super::action::Pane;
-use super::app::App;
 use super::theme::{Theme, state_label};
+pub use state::ViewState;
 
 pub(crate) use dialog::ReportArea;
 
@@ -77,7 +78,7 @@ pub(crate) struct Drawn {
 }
 
 /// Draws the whole screen and returns what it laid out.
-pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
+pub fn draw(view: &ViewState<'_>, frame: &mut Frame) -> Drawn {
     let area = frame.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let notice = Paragraph::new("locktop: terminal too small").wrap(Wrap { trim: true });
@@ -86,8 +87,8 @@ pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
     }
     // The held keys by urgency, once per frame: the header counts them and
     // names the first that needs attention.
-    let data = app.model.data();
-    let rows = data.blocking_rows(app.model.now(), app.config.materializing_after);
+    let data = view.model.data();
+    let rows = data.blocking_rows(view.model.now(), view.config.materializing_after);
     let urgent = rows.iter().find(|row| row.needs_attention());
     let header_lines = 2 + u16::from(area.height >= ATTENTION_LINE_FROM && urgent.is_some());
     let [top, tabs, body, footer] = Layout::vertical([
@@ -97,34 +98,34 @@ pub fn draw(app: &App, frame: &mut Frame) -> Drawn {
         Constraint::Length(1),
     ])
     .areas(area);
-    header::draw_header(app, frame, top, &rows);
-    let tab_spans = header::draw_tabs(app, frame, tabs);
+    header::draw_header(view, frame, top, &rows);
+    let tab_spans = header::draw_tabs(view, frame, tabs);
     let (list, side) = split_body(body);
-    let list = match app.pane {
-        Pane::Tree => tree::draw(app, frame, list),
-        Pane::Holders => holders::draw(app, frame, list),
-        Pane::Events => events::draw(app, frame, list),
-        Pane::Blocking => blocking::draw(app, frame, list),
-        Pane::TestHolders => test_holders::draw(app, frame, list),
+    let list = match view.pane {
+        Pane::Tree => tree::draw(view, frame, list),
+        Pane::Holders => holders::draw(view, frame, list),
+        Pane::Events => events::draw(view, frame, list),
+        Pane::Blocking => blocking::draw(view, frame, list),
+        Pane::TestHolders => test_holders::draw(view, frame, list),
     };
-    let details_max = side.map_or(0, |side| details::draw(app, frame, side));
-    footer::draw(app, frame, footer);
-    let help_max = if app.help {
-        let disabled = match (app.replay.is_some(), app.config.read_only) {
+    let details_max = side.map_or(0, |side| details::draw(view, frame, side));
+    footer::draw(view, frame, footer);
+    let help_max = if view.help {
+        let disabled = match (view.replay.is_some(), view.config.read_only) {
             (true, _) => Some(help::Disabled::Replay),
             (false, true) => Some(help::Disabled::ReadOnly),
             (false, false) => None,
         };
         let view = help::HelpView {
-            theme: app.config.theme,
+            theme: view.config.theme,
             disabled,
-            scroll: app.help_scroll,
+            scroll: view.help_scroll,
         };
         help::draw(&view, frame, area)
     } else {
         0
     };
-    let report = dialog::draw(app, frame, area);
+    let report = dialog::draw(view, frame, area);
     Drawn {
         hits: HitMap {
             list: list.rows,

@@ -16,10 +16,10 @@ use crate::model::describe_family;
 use crate::operate::test_holders::{HolderStatus, Placement};
 use crate::time_format;
 
-use super::super::app::App;
 use super::super::hints;
 use super::super::theme::Theme;
 use super::list::{self, ListArea, ListFrame};
+use super::state::ViewState;
 use super::{age_text, field, text};
 
 /// Glyph + word of a test holder's status, and its style.
@@ -48,12 +48,12 @@ fn status_detail(status: &HolderStatus) -> String {
 }
 
 /// Draws the test-holders pane into `area`; returns where its rows went.
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
-    let theme = app.config.theme;
-    let now = app.model.now();
-    let test_holders = &app.operator.test_holders;
+pub fn draw(view: &ViewState<'_>, frame: &mut Frame, area: Rect) -> ListArea {
+    let theme = view.config.theme;
+    let now = view.model.now();
+    let test_holders = &view.operator.test_holders;
     if test_holders.list().is_empty() {
-        let notice = hints::no_test_holder_yet(app.config.read_only);
+        let notice = hints::no_test_holder_yet(view.config.read_only);
         return list::empty(frame, area, &theme, &notice);
     }
     let layout = ListFrame::new(area, test_holders.cursor(), test_holders.list().len());
@@ -89,10 +89,10 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
 }
 
 /// The details of the selected test holder.
-pub(crate) fn detail_lines(app: &App) -> Vec<Line<'static>> {
-    let theme = app.config.theme;
-    let now = app.model.now();
-    let Some(holder) = app.operator.test_holders.selected_holder() else {
+pub(crate) fn detail_lines(view: &ViewState<'_>) -> Vec<Line<'static>> {
+    let theme = view.config.theme;
+    let now = view.model.now();
+    let Some(holder) = view.operator.test_holders.selected_holder() else {
         return vec![Line::from(Span::styled(
             "test holders hold a family on purpose: to see a key turn own, to make a check busy, or to queue behind an agent",
             theme.dim,

@@ -16,10 +16,10 @@ use ratatui::widgets::{Cell, Row as TableRow, Table};
 
 use crate::model::{Node, Row, Section, SectionTally, Verdict};
 
-use super::super::app::App;
 use super::super::fit::{fit, visible, width};
 use super::super::theme::Theme;
 use super::list::{ListArea, ListFrame, fill_width};
+use super::state::ViewState;
 use super::{age_text, narrow_state, plural, state_span, verdict_marker};
 
 /// Narrowest list that shows the state as glyph and word, and the age.
@@ -44,18 +44,18 @@ const NARROW_COLUMNS: Columns = Columns {
 };
 
 /// Draws the tree pane into `area`; returns where its rows went.
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
-    let theme = app.config.theme;
-    let now = app.model.now();
+pub fn draw(view: &ViewState<'_>, frame: &mut Frame, area: Rect) -> ListArea {
+    let theme = view.config.theme;
+    let now = view.model.now();
     let wide = area.width >= WIDE;
     let columns = if wide { &WIDE_COLUMNS } else { &NARROW_COLUMNS };
     let mut fixed = vec![columns.state];
     fixed.extend_from_slice(columns.after);
     let name_width = fill_width(area.width, &fixed);
-    let locks_root = crate::locks::locks_root(&app.config.state_dir);
-    let flat = app.model.flat();
-    let layout = ListFrame::new(area, app.model.tree_cursor(), flat.rows.len());
-    let data = app.model.data();
+    let locks_root = crate::locks::locks_root(&view.config.state_dir);
+    let flat = view.model.flat();
+    let layout = ListFrame::new(area, view.model.tree_cursor(), flat.rows.len());
+    let data = view.model.data();
     let rows: Vec<TableRow> = flat.rows[layout.window.clone()]
         .iter()
         .map(|row| {
@@ -63,7 +63,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) -> ListArea {
             let verdict = node
                 .lock
                 .as_ref()
-                .and_then(|lock| data.verdict(lock, now, app.config.materializing_after));
+                .and_then(|lock| data.verdict(lock, now, view.config.materializing_after));
             let shown = RowText {
                 node,
                 row,
