@@ -21,7 +21,7 @@ use std::time::SystemTime;
 
 use anyhow::bail;
 
-use crate::engine::{Delta, Liveness};
+use crate::engine::Liveness;
 use crate::journal::JournalSet;
 use crate::journal::format::Entry;
 use crate::journal::reader::entry_time;
@@ -33,7 +33,7 @@ use crate::time_format::rfc3339;
 
 use crate::stream::follow::Follower;
 use crate::stream::format as watch_format;
-use crate::stream::queue::{KeyTo, Line, Report};
+use crate::stream::queue::{Line, Report};
 
 /// `--from/--to`'s exit status when part of the window is unknown (a
 /// missing part, damaged lines): what is known is printed, each hole is
@@ -326,7 +326,7 @@ fn print_changes(
         let report = match entry {
             Entry::Change { delta, .. } => {
                 let repeat = follower.apply(delta.clone()).repeat;
-                change_report(&delta, repeat)
+                crate::stream::report_of(delta, repeat).map(|(report, _)| report)
             }
             Entry::Verdict { key, from, to, .. } => Some(Report::Verdict { key, from, to }),
             _ => None,
@@ -364,29 +364,4 @@ fn print_changes(
 fn materializing_of(header: &crate::journal::format::Header) -> std::time::Duration {
     std::time::Duration::try_from_secs_f64(header.materializing_after)
         .unwrap_or(MATERIALIZING_AFTER)
-}
-
-/// The `watch` line a recorded change makes (`None`: watch prints none —
-/// a change that `repeat`s the last line, or the scan problems).
-fn change_report(delta: &Delta, repeat: bool) -> Option<Report> {
-    match delta {
-        Delta::Key {
-            key,
-            state,
-            previous,
-            ..
-        } => (!repeat).then(|| Report::Key {
-            key: key.clone(),
-            from: *previous,
-            to: KeyTo::state(state),
-        }),
-        Delta::Removed { key, previous, .. } => Some(Report::Key {
-            key: key.clone(),
-            from: Some(*previous),
-            to: KeyTo::Removed,
-        }),
-        Delta::Health(health) => Some(Report::Health(health.clone())),
-        Delta::Synced { keys, .. } => Some(Report::Synced { keys: *keys }),
-        Delta::Problems(_) => None,
-    }
 }

@@ -21,16 +21,53 @@ use std::time::SystemTime;
 
 use crate::engine::Delta;
 use crate::operate::held::Change;
-use queue::KeyTo;
+use queue::{KeyTo, Report};
 use writer::PendingLines;
 
-/// Adds what `delta` prints to the outbox: its key change once the
-/// initial scan is over (`synced`, or from the start with `--initial`),
-/// unless it `repeat`s the last line, followed by the verdict `changes`
-/// it caused; removals; health; in text mode the end of each full scan.
-/// `changes` are the ones to tell: a front end clears them until its
-/// first full scan is over (a verdict resting on half a holder's keys is
-/// not one).
+/// The line `delta` makes, as `watch` prints it (`None`: none — a key
+/// change that `repeat`s the last line, or the scan problems), and when
+/// it happened (a key's change; the watcher's are stamped when told).
+/// The one place a delta becomes a line: `watch`, `/events` and `replay`
+/// all tell deltas through it.
+pub fn report_of(delta: Delta, repeat: bool) -> Option<(Report, Option<SystemTime>)> {
+    match delta {
+        Delta::Key {
+            key,
+            state,
+            previous,
+            at,
+        } => (!repeat).then(|| {
+            let to = KeyTo::state(&state);
+            (
+                Report::Key {
+                    key,
+                    from: previous,
+                    to,
+                },
+                Some(at),
+            )
+        }),
+        Delta::Removed { key, previous, at } => Some((
+            Report::Key {
+                key,
+                from: Some(previous),
+                to: KeyTo::Removed,
+            },
+            Some(at),
+        )),
+        Delta::Health(health) => Some((Report::Health(health), None)),
+        Delta::Synced { keys, .. } => Some((Report::Synced { keys }, None)),
+        Delta::Problems(_) => None,
+    }
+}
+
+/// Adds what `delta` prints to the outbox ([`report_of`]): a key change
+/// once the initial scan is over (`synced`, or from the start with
+/// `--initial`), unless it `repeat`s the last line; a removal; health; in
+/// text mode the end of each full scan; then the verdict `changes` it
+/// caused. `changes` are the ones to tell: a front end clears them until
+/// its first full scan is over (a verdict resting on half a holder's keys
+/// is not one).
 pub fn push_delta(
     outbox: &PendingLines,
     delta: Delta,
@@ -38,33 +75,26 @@ pub fn push_delta(
     synced: &mut bool,
     (repeat, changes): (bool, Vec<Change>),
 ) {
-    match delta {
-        Delta::Key {
-            key,
-            state,
-            previous,
-            at,
-        } => {
-            if *synced && !repeat {
-                let to = KeyTo::state(&state);
-                outbox.push(|queue| queue.push_key(key, previous, to, at));
+    let at = delta.changed_at();
+    match report_of(delta, repeat) {
+        Some((Report::Key { key, from, to }, Some(at))) => {
+            if *synced || to == KeyTo::Removed {
+                outbox.push(|queue| queue.push_key(key, from, to, at));
             }
-            push_verdicts(outbox, changes, *synced, at);
         }
-        Delta::Removed { key, previous, at } => {
-            outbox.push(|queue| queue.push_key(key, Some(previous), KeyTo::Removed, at));
-            push_verdicts(outbox, changes, *synced, at);
-        }
-        Delta::Health(health) => {
+        Some((Report::Health(health), _)) => {
             outbox.push(|queue| queue.push_health(health, SystemTime::now()));
         }
-        Delta::Synced { keys, .. } => {
+        Some((Report::Synced { keys }, _)) => {
             *synced = true;
             if !json {
                 outbox.push(|queue| queue.push_synced(keys, SystemTime::now()));
             }
         }
-        Delta::Problems(_) => {}
+        Some((Report::Key { .. } | Report::Verdict { .. }, _)) | None => {}
+    }
+    if let Some(at) = at {
+        push_verdicts(outbox, changes, *synced, at);
     }
 }
 

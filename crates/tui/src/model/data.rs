@@ -26,8 +26,14 @@ use crate::operate::held::{Change, HeldView};
 use crate::stream::follow::{Follower, Judged};
 
 use super::events::{Event, EventKind, EventLog, classify};
+use super::text_match::contains_ignore_ascii_case;
 use super::tree::{Lock, NodeId, Section, Tree};
-use super::view::RECENTLY_FREED;
+
+/// How long a key seen going from held to free stays visible while free
+/// keys are hidden, so an operator sees the row turn free. Short: on a
+/// busy host every spawned agent frees a key, and a minute of them
+/// buried the held keys (the Events pane keeps the history).
+pub(crate) const RECENTLY_FREED: Duration = Duration::from_secs(10);
 
 /// At most this many free keys are listed (nodes, about 500 bytes each)
 /// while free keys are shown — the first by name; the rest are counted,
@@ -530,7 +536,7 @@ impl Shown {
         let mut listed: Vec<LockKey> = self
             .stale
             .iter()
-            .filter(|key| super::view::contains_ignore_ascii_case(key.name(), filter))
+            .filter(|key| contains_ignore_ascii_case(key.name(), filter))
             .cloned()
             .collect();
         if listed.len() > room {

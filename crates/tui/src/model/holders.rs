@@ -12,8 +12,9 @@ use std::time::SystemTime;
 use crate::liveness::process::ProcessInfo;
 
 use super::data::Data;
+use super::text_match::contains_ignore_ascii_case;
 use super::tree::{NodeId, Section};
-use super::view::{ViewSettings, contains_ignore_ascii_case};
+use super::view::ViewSettings;
 
 /// One holder process and the keys it holds.
 #[derive(Debug, Clone)]

@@ -26,6 +26,7 @@ pub mod form;
 pub mod history;
 mod holders;
 pub(crate) mod test_holder_list;
+mod text_match;
 mod tree;
 mod verdict;
 mod view;
@@ -40,6 +41,7 @@ use std::time::SystemTime;
 pub use crate::operate::verdict::{MATERIALIZING_AFTER, Role, Verdict};
 pub(crate) use blocking::{Attention, BlockingRow, Urgency};
 pub(crate) use cursor::{KeyedCursor, ListCursor};
+pub(crate) use data::RECENTLY_FREED;
 pub use data::{Counts, Data};
 pub(crate) use events::EventLog;
 pub use events::{Event, EventKind};
@@ -51,7 +53,7 @@ pub(crate) use test_holder_list::{OwnPid, TestHolders};
 pub use tree::{Lock, Section, Tree};
 pub(crate) use tree::{Node, NodeId};
 pub use view::Row;
-pub(crate) use view::{Flat, RECENTLY_FREED, SectionTally, Sort, ViewSettings};
+pub(crate) use view::{Flat, SectionTally, Sort, ViewSettings};
 #[cfg(test)]
 pub(crate) use {data::FREE_LISTED, events::EVENT_LOG_CAPACITY};
 

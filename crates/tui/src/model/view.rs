@@ -11,18 +11,13 @@
 
 use std::cell::Cell;
 use std::collections::HashSet;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use crate::engine::Liveness;
 
-use super::data::Data;
+use super::data::{Data, RECENTLY_FREED};
+use super::text_match::contains_ignore_ascii_case;
 use super::tree::{Node, NodeId, Section};
-
-/// How long a key seen going from held to free stays visible while free
-/// keys are hidden, so an operator sees the row turn free. Short: on a
-/// busy host every spawned agent frees a key, and a minute of them
-/// buried the held keys (the Events pane keeps the history).
-pub(crate) const RECENTLY_FREED: Duration = Duration::from_secs(10);
 
 /// One row of the tree pane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,15 +130,6 @@ impl ViewSettings {
             || self.matches_text(name)
             || pids.any(|pid| self.matches_text(&pid.to_string()))
     }
-}
-
-/// `needle` in `haystack`, ASCII case-insensitive, without allocating.
-pub(crate) fn contains_ignore_ascii_case(haystack: &str, needle: &str) -> bool {
-    let (hay, needle) = (haystack.as_bytes(), needle.as_bytes());
-    needle.is_empty()
-        || hay
-            .windows(needle.len())
-            .any(|window| window.eq_ignore_ascii_case(needle))
 }
 
 /// Per section: keys shown and keys in total (for the section row).
