@@ -12,6 +12,10 @@
 //! (the default source; probes where they are not to be had) →
 //! judgements → model → view.
 
+// `say!`, the one way a line reaches stderr, for every module here.
+#[macro_use]
+extern crate locktop_core;
+
 // The crates below, re-exported: `locktop::engine` and `crate::engine`
 // name them as before.
 pub use locktop_core::{disk, engine, liveness, operate, stream, text, time_format};

@@ -8,15 +8,6 @@
 //! (`check`: busy because of a deadlock; `replay --from/--to`: part of
 //! the window is unknown).
 
-/// A line on stderr that never panics: a closed stderr (`2>&1 | head`)
-/// loses the line, never the exit status (`eprintln!` would panic).
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
-    }};
-}
-
 mod check;
 mod demo;
 mod docs;

@@ -21,10 +21,10 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::oneshot;
 
 use crate::context::Context;
-use crate::engine::{self, EngineHandle};
-use crate::stream::follow::{self, Follower, HeldOnly};
+use crate::engine;
+use crate::stream::follow::{Follower, HeldOnly};
+use crate::stream::pump::{Telling, pump};
 use crate::stream::writer::{self, PendingLines};
-use crate::stream::{push_delta, push_verdicts};
 
 /// How long `watch` keeps flushing pending lines after SIGINT/SIGTERM
 /// before it exits anyway (a second signal ends it at once).
@@ -42,9 +42,6 @@ pub struct WatchArgs {
     #[command(flatten)]
     engine: super::engine_args::EngineArgs,
 }
-
-/// What the writer thread reports when it ends.
-type Written = oneshot::Receiver<std::io::Result<()>>;
 
 /// Runs `locktop watch`.
 pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode> {
@@ -67,7 +64,11 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let mut written = writer::spawn(outbox.clone(), args.json, stdout)?;
     let handle = engine::spawn(Context::new(state_dir), engine.config);
-    let drained = drain(handle, &outbox, &args, follower, stop, &mut written).await;
+    let telling = Telling {
+        json: args.json,
+        initial: args.initial,
+    };
+    let drained = pump(handle, &outbox, telling, follower, stop, &mut written).await;
     if let Some(outcome) = drained {
         return exit_code(outcome);
     }
@@ -80,58 +81,6 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
         () = tokio::time::sleep(FLUSH_TIMEOUT) => Ok(ExitCode::SUCCESS),
         () = again => Ok(ExitCode::SUCCESS),
     }
-}
-
-/// Folds the engine's deltas into `outbox` until SIGINT/SIGTERM or the
-/// end of the engine (`None`), or until the writer ends first (its
-/// outcome). Never waits on stdout. Verdict changes are told once the
-/// first full scan is over: a burst's when it settles, and the clock's
-/// (a verdict that comes with time alone) once a second.
-async fn drain(
-    mut handle: EngineHandle,
-    outbox: &PendingLines,
-    args: &WatchArgs,
-    mut follower: Follower<HeldOnly>,
-    stop: impl Future<Output = ()>,
-    written: &mut Written,
-) -> Option<std::io::Result<()>> {
-    tokio::pin!(stop);
-    let mut synced = args.initial;
-    loop {
-        tokio::select! {
-            delta = handle.deltas.recv() => match delta {
-                Some(delta) => {
-                    let scanned = follower.scanned();
-                    let followed = follower.apply(delta.clone());
-                    if let Some(settled) = followed.settled {
-                        push_judged(outbox, settled, scanned);
-                    }
-                    let changes = if scanned { followed.changes } else { Vec::new() };
-                    push_delta(outbox, delta, args.json, &mut synced, (followed.repeat, changes));
-                    if followed.first_state.is_some() && args.initial {
-                        // The verdicts of the initial state, now that
-                        // every holder's keys are known.
-                        push_verdicts(outbox, follower.held().current(), true, SystemTime::now());
-                    }
-                }
-                None => return None,
-            },
-            () = follow::until(follower.due()) => {
-                if let Some(judged) = follower.judge(SystemTime::now()) {
-                    push_judged(outbox, judged, follower.scanned());
-                }
-            }
-            () = &mut stop => return None,
-            outcome = &mut *written => return Some(writer_outcome(outcome)),
-        }
-    }
-}
-
-/// Adds the lines of verdict changes judged without a delta of their own
-/// (a burst settled, the clock moved), once the first scan is over.
-fn push_judged(outbox: &PendingLines, judged: follow::Judged, scanned: bool) {
-    let at = judged.at.unwrap_or_else(SystemTime::now);
-    push_verdicts(outbox, judged.changes, scanned, at);
 }
 
 fn writer_outcome(

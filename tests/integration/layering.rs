@@ -9,9 +9,9 @@
 //! in tests alike; comments do not.
 //!
 //! The seed (`context` and `locks`) is the crate `crates/locks`, below
-//! both (it depends on nothing of locktop's). `tui/`'s submodules use
-//! each other both ways; that cycle stays inside `tui/`, which this test
-//! does not look into.
+//! both (it depends on nothing of locktop's). Inside `tui/` this test
+//! does not look: its views draw a `ViewState` and never name the app
+//! (ARCHITECTURE.md says the shape).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -14,6 +14,17 @@
 //! escape, which parses back to the same character — `serde_json` alone
 //! escapes C0 controls but passes DEL, C1 and bidi controls through.
 
+/// A line on stderr that never panics: a closed stderr (`2>&1 | head`)
+/// loses the line, never the exit status (`eprintln!` would panic).
+/// Every line locktop's commands write to stderr goes through it.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 use std::borrow::Cow;
 
 /// Characters that re-order the text around them: the Unicode bidi

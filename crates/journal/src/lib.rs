@@ -20,6 +20,7 @@ use locktop_core::{disk, engine, liveness, locks, operate, text, time_format};
 
 pub mod format;
 pub mod reader;
+pub mod recorder;
 pub mod time_arg;
 pub mod writer;
 
@@ -27,4 +28,5 @@ pub mod writer;
 mod tests;
 
 pub use reader::{Doubt, Gap, GapWhy, JournalSet, Position, Replayed};
+pub use recorder::{JournalWriter, Recorder};
 pub use writer::{Failure, Journal, Output, Recording};

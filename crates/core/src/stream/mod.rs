@@ -13,6 +13,7 @@
 
 pub mod follow;
 pub mod format;
+pub mod pump;
 pub mod queue;
 pub mod snapshot;
 pub mod writer;

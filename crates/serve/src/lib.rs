@@ -10,6 +10,16 @@
 //! loopback by default; a bad `--listen` or a busy port is one line and
 //! exit 2; SIGINT/SIGTERM end it cleanly (open `/events` streams get
 //! their pending lines for at most [`SHUTDOWN_GRACE`]).
+//!
+//! A crate of its own, above the core and the journal: the binary builds
+//! a [`Serving`] from its command line and calls [`run`]; a build without
+//! `serve` (the monitor alone) builds none of the HTTP and TLS crates.
+
+// The crates below, named as the rest of locktop names them.
+use locktop_core::{
+    context, disk, engine, liveness, locks, operate, say, stream, text, time_format,
+};
+use locktop_journal as journal;
 
 mod auth;
 mod connections;
@@ -35,9 +45,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::record::JournalWriter;
 use crate::context::Context;
-use crate::engine::{self, EngineHandle, Liveness};
+use crate::engine::{EngineHandle, Liveness};
+use crate::journal::JournalWriter;
 use crate::liveness::lock_free::ProbeChoice;
 use crate::operate::held::Change;
 use crate::stream::follow::Judged;
@@ -52,43 +62,44 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9742";
 /// after SIGINT/SIGTERM.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// Flags of `locktop serve`.
-#[derive(Debug, clap::Args)]
-pub struct ServeArgs {
-    /// Address to listen on, IP:PORT. On loopback (the default) every
-    /// endpoint answers; on any other address only /metrics and /healthz
-    /// do, but to clients that authenticated (--web-config) —
-    /// /snapshot.json and /events carry holders' command lines and PIDs —
-    /// unless --expose-holders-without-auth.
-    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
-    listen: String,
-    /// Answer /snapshot.json and /events (holders' full command lines and
-    /// PIDs) on a non-loopback --listen address, to anyone who can reach
-    /// it: no authentication, no encryption.
-    #[arg(long)]
-    expose_holders_without_auth: bool,
-    /// TLS and basic authentication, in the exporter web-config format
-    /// (node_exporter's --web.config.file: tls_server_config with
-    /// cert_file, key_file, client_auth_type, client_ca_file, min_version;
-    /// basic_auth_users with bcrypt hashes). An authenticated client (the
-    /// password, or a client certificate the client CA verified) gets
-    /// every endpoint on any address.
-    #[arg(long, value_name = "FILE")]
-    web_config: Option<PathBuf>,
-    #[command(flatten)]
-    engine: super::engine_args::EngineArgs,
-    /// Also record the lock history into DIR (journal.jsonl, rotated into
-    /// journal.jsonl.1, .2, …) from the same engine: `locktop replay DIR`
-    /// reads it back.
-    #[arg(long, value_name = "DIR")]
-    journal: Option<PathBuf>,
-    /// Start a new journal file when the current one reaches SIZE (bytes,
-    /// or with K, M, G). Needs --journal.
-    #[arg(long, value_name = "SIZE", value_parser = super::record::parse_size, requires = "journal", default_value = "100M")]
-    max_size: u64,
-    /// Journal files to keep, the current one included. Needs --journal.
-    #[arg(long, value_name = "N", requires = "journal", default_value_t = crate::journal::writer::KEEP as u64, value_parser = clap::value_parser!(u64).range(1..))]
-    keep: u64,
+/// Where the journal of `serve --journal` goes.
+#[derive(Debug, Clone)]
+pub struct JournalPlace {
+    /// The directory: `journal.jsonl`, rotated into `journal.jsonl.1`, …
+    pub dir: PathBuf,
+    /// A new file when the current one reaches this many bytes.
+    pub max_size: u64,
+    /// Files kept, the current one included.
+    pub keep: u64,
+}
+
+/// What `serve` is to do: where it listens, whom it answers, the engine it
+/// runs and where it records.
+#[derive(Debug)]
+pub struct Serving {
+    /// The address to listen on (a port of 0: any free one, said on
+    /// stderr).
+    pub addr: SocketAddr,
+    /// Answer holders' command lines and PIDs on a non-loopback address
+    /// to anyone (`--expose-holders-without-auth`).
+    pub expose_holders_without_auth: bool,
+    /// TLS and basic authentication, in the exporter web-config format.
+    pub web_config: Option<PathBuf>,
+    /// The engine's configuration.
+    pub engine: engine::EngineConfig,
+    /// The probe that runs, and why it is not the one asked for.
+    pub probe: ProbeChoice,
+    /// Whether the source counts refused tries (the kernel's lock events).
+    pub refusals_counted: bool,
+    /// A line to say at the start (how liveness is learned, when that is
+    /// not the default).
+    pub note: Option<String>,
+    /// How long a spawn may hold tags without an AIH lock.
+    pub materializing: Duration,
+    /// With `--journal`: where.
+    pub journal: Option<JournalPlace>,
+    /// The version `/healthz` says: the binary's, with its commit.
+    pub version: &'static str,
 }
 
 /// What the handlers share.
@@ -103,6 +114,8 @@ struct Shared {
     exposure: Exposure,
     /// With `--journal`: whether it is being written.
     journal: Option<Arc<JournalHealth>>,
+    /// The version `/healthz` says.
+    version: &'static str,
 }
 
 /// What `serve` answers, by who can reach it. Invariant: holders'
@@ -131,22 +144,17 @@ impl Exposure {
     }
 }
 
-/// Runs `locktop serve` until SIGINT/SIGTERM.
-pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let addr: SocketAddr = args.listen.parse().map_err(|_| {
-        anyhow::anyhow!(
-            "--listen: {:?} is not an IP:PORT address: {DEFAULT_LISTEN} (this host only), \
-             127.0.0.1:0 (any free port, named on stderr) or 0.0.0.0:9742 (every interface: \
-             see --web-config)",
-            args.listen
-        )
-    })?;
-    let engine = args.engine.engine(&state_dir, "serve")?;
-    let note = engine.note.clone();
-    let materializing = engine.materializing;
-    let probe = engine.probe;
-    let stop = super::stop_signal()?;
-    let web = args
+/// Runs `serve` on `state_dir` until `stop` resolves (SIGINT/SIGTERM).
+pub async fn run(
+    state_dir: PathBuf,
+    serving: Serving,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<ExitCode> {
+    let addr = serving.addr;
+    let note = serving.note.clone();
+    let materializing = serving.materializing;
+    let probe = serving.probe.clone();
+    let web = serving
         .web_config
         .as_deref()
         .map(web_config::load)
@@ -154,7 +162,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     let authenticated = web
         .as_ref()
         .is_some_and(web_config::WebConfig::authenticates_everyone);
-    let exposure = Exposure::of(&addr, args.expose_holders_without_auth);
+    let exposure = Exposure::of(&addr, serving.expose_holders_without_auth);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -191,7 +199,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
              --expose-holders-without-auth"
         );
     }
-    if !addr.ip().is_loopback() && args.expose_holders_without_auth && !authenticated {
+    if !addr.ip().is_loopback() && serving.expose_holders_without_auth && !authenticated {
         say!(
             "locktop serve: {addr} is not loopback and --expose-holders-without-auth is set: \
              anyone who can reach it reads every holder's command line, unencrypted"
@@ -216,14 +224,14 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
             root.display()
         );
     }
-    let (journal, journal_end) = match &args.journal {
-        Some(dir) => {
+    let (journal, journal_end) = match &serving.journal {
+        Some(place) => {
             let (thread, end) = JournalThread::start(journal_in(
-                dir,
+                &place.dir,
                 &state_dir,
                 &probe,
-                args.max_size,
-                args.keep,
+                place.max_size,
+                place.keep,
                 materializing,
             )?)?;
             (Some(thread), Some(end))
@@ -232,7 +240,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
     };
     let journal_health = journal.as_ref().map(|thread| thread.health.clone());
     // Its own thread: a hundred scrapers must not delay what it sees.
-    let handle = engine::spawn_dedicated(Context::new(state_dir.clone()), engine.config)
+    let handle = engine::spawn_dedicated(Context::new(state_dir.clone()), serving.engine)
         .context("cannot start the engine")?;
     let view = Arc::new(RwLock::new(LiveView::new(materializing)));
     let shared = Arc::new(Shared {
@@ -240,7 +248,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
             view: view.clone(),
             stats: handle.stats.clone(),
             materializing,
-            refusals_counted: engine.source.is_kernel(),
+            refusals_counted: serving.refusals_counted,
             journal: journal_health.clone(),
         }),
         journal: journal_health,
@@ -250,6 +258,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         state_dir,
         probe,
         exposure,
+        version: serving.version,
     });
     let follower = tokio::spawn(follow(handle, shared.clone(), journal));
     let mut app = router(shared.clone());
@@ -749,7 +758,7 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
             StatusCode::OK,
             format!(
                 "ok: watching\n{journal}version: locktop {}\n",
-                super::VERSION
+                shared.version
             ),
         )
             .into_response(),
@@ -758,7 +767,7 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
             format!(
                 "unhealthy: {}\n{journal}version: locktop {}\n",
                 crate::text::visible(&reason),
-                super::VERSION
+                shared.version
             ),
         )
             .into_response(),
@@ -808,6 +817,7 @@ mod tests {
             probe: ProbeChoice::as_asked(crate::liveness::probe::ProbeMode::LockFree),
             exposure: Exposure::Everything,
             journal: None,
+            version: "test",
         })
     }
 

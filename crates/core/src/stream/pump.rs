@@ -1,0 +1,85 @@
+//! The pump from the engine into the change stream (`watch`): each delta
+//! through the one follower into the outbox a writer thread drains, then
+//! the verdict changes it caused; a burst's once it settles, the clock's
+//! once a second.
+//!
+//! Invariant: it never waits on the output — only the writer thread
+//! blocks on stdout (see [`super::writer`]), and the outbox's queue
+//! folds what a slow reader has not taken.
+
+use std::future::Future;
+use std::time::SystemTime;
+
+use tokio::sync::oneshot;
+
+use crate::engine::EngineHandle;
+
+use super::follow::{self, Follower, HeldOnly};
+use super::writer::PendingLines;
+use super::{push_delta, push_verdicts};
+
+/// What the writer thread reports when it ends.
+pub type Written = oneshot::Receiver<std::io::Result<()>>;
+
+/// How the pump tells the stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Telling {
+    /// NDJSON, not text.
+    pub json: bool,
+    /// Key lines from the start, not only once the first scan is over.
+    pub initial: bool,
+}
+
+/// Folds the engine's deltas into `outbox` until SIGINT/SIGTERM or the
+/// end of the engine (`None`), or until the writer ends first (its
+/// outcome). Never waits on stdout. Verdict changes are told once the
+/// first full scan is over: a burst's when it settles, and the clock's
+/// (a verdict that comes with time alone) once a second.
+pub async fn pump(
+    mut handle: EngineHandle,
+    outbox: &PendingLines,
+    telling: Telling,
+    mut follower: Follower<HeldOnly>,
+    stop: impl Future<Output = ()>,
+    written: &mut Written,
+) -> Option<std::io::Result<()>> {
+    tokio::pin!(stop);
+    let mut synced = telling.initial;
+    loop {
+        tokio::select! {
+            delta = handle.deltas.recv() => match delta {
+                Some(delta) => {
+                    let scanned = follower.scanned();
+                    let followed = follower.apply(delta.clone());
+                    if let Some(settled) = followed.settled {
+                        push_judged(outbox, settled, scanned);
+                    }
+                    let changes = if scanned { followed.changes } else { Vec::new() };
+                    push_delta(outbox, delta, telling.json, &mut synced, (followed.repeat, changes));
+                    if followed.first_state.is_some() && telling.initial {
+                        // The verdicts of the initial state, now that
+                        // every holder's keys are known.
+                        push_verdicts(outbox, follower.held().current(), true, SystemTime::now());
+                    }
+                }
+                None => return None,
+            },
+            () = follow::until(follower.due()) => {
+                if let Some(judged) = follower.judge(SystemTime::now()) {
+                    push_judged(outbox, judged, follower.scanned());
+                }
+            }
+            () = &mut stop => return None,
+            outcome = &mut *written => return Some(outcome.unwrap_or_else(|_| {
+                Err(std::io::Error::other("the stdout writer stopped"))
+            })),
+        }
+    }
+}
+
+/// Adds the lines of verdict changes judged without a delta of their own
+/// (a burst settled, the clock moved), once the first scan is over.
+fn push_judged(outbox: &PendingLines, judged: follow::Judged, scanned: bool) {
+    let at = judged.at.unwrap_or_else(SystemTime::now);
+    push_verdicts(outbox, judged.changes, scanned, at);
+}
