@@ -139,7 +139,9 @@ impl Recorder {
     /// of the first state are the checkpoint's to tell (a replay judges
     /// them from it).
     fn delta(&mut self, delta: Delta) -> std::io::Result<()> {
-        let followed = self.follower.apply(delta.clone());
+        let followed = self
+            .follower
+            .apply_received(delta.clone(), SystemTime::now());
         if let Some(settled) = followed.settled {
             self.record_judged(settled)?;
         }

@@ -86,10 +86,11 @@ impl LiveView {
         }
     }
 
-    /// Folds one delta in; returns what it means for the change stream
-    /// (see [`Followed`]).
+    /// Folds one delta in, received now; returns what it means for the
+    /// change stream (see [`Followed`]).
     pub fn apply(&mut self, delta: &Delta) -> Followed {
-        self.follower.apply(delta.clone())
+        self.follower
+            .apply_received(delta.clone(), SystemTime::now())
     }
 
     /// The judgement due at `now` (see [`Follower::judge`]).

@@ -12,16 +12,19 @@
 //!
 //! The clock is the one the front end passes in: the wall clock for a
 //! live front end, the recording's for a replay (whose cursor is its
-//! now). A burst settles as of its end (its last delta's time plus
-//! [`SETTLE_AFTER`]), so a replay judges as the live front end did.
+//! now). A burst settles as of its end (its latest delta's time — or
+//! receipt, live: [`Follower::apply_received`] — plus [`SETTLE_AFTER`]),
+//! so a replay judges as the live front end did.
 //!
 //! Invariants: the held view has exactly the held keys the folder was
 //! told of, with the states it was told; a key's own verdict change is
 //! told with its delta, its holders' other keys' once the burst settles
 //! (before the next delta's, when that comes after the quiet); the
 //! first full scan's end judges every held key once ([`Followed::first_state`]);
-//! a due time more than its period ahead of now (the wall clock went
-//! back) is due.
+//! a burst's end never moves back (a delta stamped before the last one
+//! neither ends the burst nor shortens its quiet); at
+//! [`Follower::judge`], a due time more than its period ahead of now
+//! (the wall clock went back) is due.
 
 use std::time::{Duration, SystemTime};
 
@@ -88,10 +91,26 @@ impl<F: Folder> Follower<F> {
         }
     }
 
-    /// Folds `delta` into the keeping and the held view (see [`Followed`]).
+    /// Folds `delta` into the keeping and the held view (see
+    /// [`Followed`]), on the deltas' own clock: a burst's quiet is timed
+    /// from its deltas' times (a replay, the monitor's model).
     pub fn apply(&mut self, delta: Delta) -> Followed {
+        self.fold_in(delta, None)
+    }
+
+    /// [`Follower::apply`] for a delta `received` now (a live front end):
+    /// the quiet that ends a burst is timed from the later of its time and
+    /// its receipt, so a delta stamped earlier (a sweep's, one the engine
+    /// held back) neither ends the burst nor makes it settle at once.
+    pub fn apply_received(&mut self, delta: Delta, received: SystemTime) -> Followed {
+        self.fold_in(delta, Some(received))
+    }
+
+    fn fold_in(&mut self, delta: Delta, received: Option<SystemTime>) -> Followed {
         let mut followed = Followed::default();
-        let changed_at = delta.changed_at();
+        let changed_at = delta
+            .changed_at()
+            .map(|at| received.map_or(at, |received| at.max(received)));
         let synced_at = match &delta {
             Delta::Synced { at, .. } => Some(*at),
             _ => None,
@@ -108,7 +127,10 @@ impl<F: Folder> Follower<F> {
             delta,
         );
         if let Some(at) = changed_at {
-            self.settle_due = Some(at + SETTLE_AFTER);
+            // Never earlier than a due time already set: deltas are not
+            // always in time order.
+            let due = at + SETTLE_AFTER;
+            self.settle_due = Some(self.settle_due.map_or(due, |set| set.max(due)));
         }
         if let Some(at) = synced_at
             && !self.scanned
@@ -134,12 +156,12 @@ impl<F: Folder> Follower<F> {
     /// end, or — no burst settling — every held key at `now`. `None`
     /// when none is due.
     pub fn judge(&mut self, now: SystemTime) -> Option<Judged> {
-        if self.settle_due.is_some() {
-            let settled = self.settle(now);
-            if settled.is_some() {
-                self.tick_due = Some(now + VERDICT_CLOCK);
+        if let Some(due) = self.settle_due {
+            if !is_due(due, now, SETTLE_AFTER) {
+                return None;
             }
-            return settled;
+            self.tick_due = Some(now + VERDICT_CLOCK);
+            return Some(self.settled(due));
         }
         if self
             .tick_due
@@ -161,18 +183,21 @@ impl<F: Folder> Follower<F> {
     }
 
     /// The last burst's keys judged as of its end, when its quiet has
-    /// passed by `now` (nothing else: the clock's tick is
+    /// passed by `now` — `now` on the deltas' clock: an earlier time is
+    /// not taken for a clock set back (nothing else: the clock's tick is
     /// [`Follower::judge`]'s).
     pub fn settle(&mut self, now: SystemTime) -> Option<Judged> {
-        let due = self.settle_due?;
-        if !is_due(due, now, SETTLE_AFTER) {
-            return None;
-        }
+        let due = self.settle_due.filter(|&due| due <= now)?;
+        Some(self.settled(due))
+    }
+
+    /// The last burst's keys, judged as of its end `due`.
+    fn settled(&mut self, due: SystemTime) -> Judged {
         self.settle_due = None;
-        Some(Judged {
+        Judged {
             at: Some(due),
             changes: self.held.settle(due),
-        })
+        }
     }
 
     /// Whether the first full scan ended: until then keys are discovered,
@@ -396,6 +421,32 @@ mod tests {
         assert_eq!(first.first_state.and_then(|j| j.at), Some(t(2)));
         assert!(follower.scanned());
         assert!(follower.apply(synced(t(3))).first_state.is_none());
+    }
+
+    /// A delta stamped before the burst's last neither ends the burst nor
+    /// brings its end forward.
+    #[test]
+    fn a_delta_stamped_earlier_does_not_end_the_burst() {
+        let mut follower = follower();
+        follower.apply(synced(t(0)));
+        let live = held(Liveness::Live, 7, "agent", t(0));
+        follower.apply(key_delta(tag("a"), live.clone(), None, t(5)));
+        let followed = follower.apply(key_delta(tag("b"), live, None, t(3)));
+        assert!(followed.settled.is_none(), "not ended by an earlier stamp");
+        assert_eq!(follower.settle_due(), Some(t(5) + SETTLE_AFTER));
+    }
+
+    /// Live, a delta stamped long before its receipt (a sweep's) is timed
+    /// from its receipt: the burst does not settle at once.
+    #[test]
+    fn a_stale_delta_received_now_settles_after_the_quiet_from_now() {
+        let mut follower = follower();
+        follower.apply_received(synced(t(0)), t(0));
+        let live = held(Liveness::Live, 7, "agent", t(0));
+        let stale = key_delta(tag("a"), live, None, t(2));
+        follower.apply_received(stale, t(9));
+        assert_eq!(follower.settle_due(), Some(t(9) + SETTLE_AFTER));
+        assert_eq!(follower.judge(t(9)), None, "still settling");
     }
 
     /// A clock that went back does not hold a judgement back.

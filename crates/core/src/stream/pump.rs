@@ -50,7 +50,7 @@ pub async fn pump(
             delta = handle.deltas.recv() => match delta {
                 Some(delta) => {
                     let scanned = follower.scanned();
-                    let followed = follower.apply(delta.clone());
+                    let followed = follower.apply_received(delta.clone(), SystemTime::now());
                     if let Some(settled) = followed.settled {
                         push_judged(outbox, settled, scanned);
                     }
