@@ -9,10 +9,11 @@
 //! the follower's next judgement, and at least every [`STOP_POLL`] to see
 //! whether it is asked to stop.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use locktop_core::engine::{Delta, EngineHandle};
+use locktop_core::engine::{Delta, EngineHandle, KeyState};
 use locktop_core::operate::held::Change;
 use locktop_core::stream::follow::{Follower, HeldOnly, Judged};
 
@@ -42,12 +43,23 @@ impl JournalWriter {
     /// Records one delta and the verdict `changes` it caused (its own
     /// key's: [`locktop_core::stream::follow::Followed::changes`]).
     pub fn record(&mut self, delta: Delta, changes: Vec<Change>) -> std::io::Result<()> {
+        self.record_sharing(delta, changes, None)
+    }
+
+    /// [`JournalWriter::record`], the delta's key's state kept as
+    /// `shared` (see [`Journal::record_sharing`]).
+    pub fn record_sharing(
+        &mut self,
+        delta: Delta,
+        changes: Vec<Change>,
+        shared: Option<Arc<KeyState>>,
+    ) -> std::io::Result<()> {
         let first_scan_done = matches!(delta, Delta::Synced { .. });
         let at = match &delta {
             Delta::Key { at, .. } | Delta::Removed { at, .. } => *at,
             _ => SystemTime::now(),
         };
-        self.journal.record(delta)?;
+        self.journal.record_sharing(delta, shared)?;
         self.record_verdicts(changes, at)?;
         self.scanned |= first_scan_done;
         Ok(())
@@ -145,7 +157,8 @@ impl Recorder {
         if let Some(settled) = followed.settled {
             self.record_judged(settled)?;
         }
-        self.writer.record(delta, followed.changes)
+        self.writer
+            .record_sharing(delta, followed.changes, followed.shared)
     }
 
     /// Records verdict changes judged without a delta of their own.

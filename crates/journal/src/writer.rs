@@ -235,6 +235,16 @@ impl Journal {
     /// delta is only folded in (what [`Journal::resume`] checkpoints).
     /// A failed write is said once, as the error, and makes it so.
     pub fn record(&mut self, delta: Delta) -> std::io::Result<()> {
+        self.record_sharing(delta, None)
+    }
+
+    /// [`Journal::record`], its key's state kept as `shared` (the same
+    /// state, as the recorder's held view keeps it: one copy, not two).
+    pub fn record_sharing(
+        &mut self,
+        delta: Delta,
+        shared: Option<std::sync::Arc<crate::engine::KeyState>>,
+    ) -> std::io::Result<()> {
         if self.failure.is_some() {
             if let Delta::Key { at, .. } | Delta::Removed { at, .. } | Delta::Synced { at, .. } =
                 &delta
@@ -242,14 +252,18 @@ impl Journal {
                 self.stamp(*at);
             }
             self.synced |= matches!(delta, Delta::Synced { .. });
-            self.state.apply(delta);
+            self.state.apply_sharing(delta, shared);
             return Ok(());
         }
-        let result = self.record_line(delta);
+        let result = self.record_line(delta, shared);
         self.failed_if(result)
     }
 
-    fn record_line(&mut self, delta: Delta) -> std::io::Result<()> {
+    fn record_line(
+        &mut self,
+        delta: Delta,
+        shared: Option<std::sync::Arc<crate::engine::KeyState>>,
+    ) -> std::io::Result<()> {
         if self.header_due {
             self.header_due = false;
             self.write_header().map_err(std::io::Error::other)?;
@@ -259,7 +273,7 @@ impl Journal {
                 Delta::Synced { at, .. } => Some(at),
                 _ => None,
             };
-            self.state.apply(delta);
+            self.state.apply_sharing(delta, shared);
             if let Some(at) = first_sync {
                 // The first checkpoint is the state when the scan ended.
                 self.synced = true;
@@ -275,7 +289,7 @@ impl Journal {
         let holder_alive = self.holder_alive(&delta);
         self.line.clear();
         format::encode_delta(&mut self.line, &delta, time, holder_alive, &self.root);
-        self.state.apply(delta);
+        self.state.apply_sharing(delta, shared);
         self.write_line()?;
         self.after_change()
     }

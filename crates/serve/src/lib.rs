@@ -297,8 +297,13 @@ const JOURNAL_END_BOUND: Duration = Duration::from_secs(2);
 
 /// What `follow` hands the journal's thread, in order.
 enum ToJournal {
-    /// A delta and the verdict changes it caused.
-    Delta(Box<crate::engine::Delta>, Vec<Change>),
+    /// A delta, the verdict changes it caused, and its key's state as the
+    /// view's held view keeps it (the journal keeps that one copy).
+    Delta(
+        Box<crate::engine::Delta>,
+        Vec<Change>,
+        Option<Arc<crate::engine::KeyState>>,
+    ),
     /// Verdict changes found at a time without a delta of their own (a
     /// burst settled, the clock moved).
     Verdicts(Vec<Change>, std::time::SystemTime),
@@ -434,7 +439,9 @@ impl JournalThread {
                         }
                     };
                     let written = match message {
-                        Some(ToJournal::Delta(delta, changes)) => writer.record(*delta, changes),
+                        Some(ToJournal::Delta(delta, changes, shared)) => {
+                            writer.record_sharing(*delta, changes, shared)
+                        }
                         Some(ToJournal::Verdicts(changes, at)) => {
                             writer.record_verdicts(changes, at)
                         }
@@ -561,7 +568,10 @@ async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut journal: Opti
                     let at = first_state.at.unwrap_or_else(std::time::SystemTime::now);
                     shared.subscribers.publish_verdicts(&first_state.changes, at);
                 }
-                record(&mut journal, ToJournal::Delta(Box::new(delta), followed.changes));
+                record(
+                    &mut journal,
+                    ToJournal::Delta(Box::new(delta), followed.changes, followed.shared),
+                );
             }
             () = crate::stream::follow::until(due) => {
                 let judged = shared

@@ -59,6 +59,22 @@ impl Folder for Tallies {
         }
     }
 
+    fn put_shared(
+        &mut self,
+        key: LockKey,
+        state: std::sync::Arc<KeyState>,
+        previous: Option<Liveness>,
+        _: SystemTime,
+    ) {
+        // A held state (the only kind shared): counted, and kept by the
+        // held view alone.
+        if let Some(previous) = previous {
+            self.uncount(key.kind(), previous);
+        }
+        *self.counts.entry((key.kind(), state.liveness)).or_default() += 1;
+        self.unheld.remove(&key);
+    }
+
     fn remove(&mut self, key: &LockKey, previous: Liveness, _: SystemTime) {
         self.uncount(key.kind(), previous);
         self.unheld.remove(key);

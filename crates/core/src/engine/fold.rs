@@ -61,6 +61,18 @@ pub trait Folder {
     /// `key` is now in `state`, `previous` its liveness before (see the
     /// module's invariants), as observed `at`.
     fn put(&mut self, key: LockKey, state: KeyState, previous: Option<Liveness>, at: SystemTime);
+    /// [`Folder::put`] with the state shared with the held view (a
+    /// folder that keeps it whole keeps this one copy; by default, its
+    /// own).
+    fn put_shared(
+        &mut self,
+        key: LockKey,
+        state: std::sync::Arc<KeyState>,
+        previous: Option<Liveness>,
+        at: SystemTime,
+    ) {
+        self.put(key, std::sync::Arc::unwrap_or_clone(state), previous, at);
+    }
     /// `key`'s files are gone (observed `at`); it was `previous` (the
     /// engine's word).
     fn remove(&mut self, key: &LockKey, previous: Liveness, at: SystemTime);
@@ -118,6 +130,16 @@ impl Folder for Fold {
         self.keys.insert(key, state);
     }
 
+    fn put_shared(
+        &mut self,
+        key: LockKey,
+        state: std::sync::Arc<KeyState>,
+        _: Option<Liveness>,
+        _: SystemTime,
+    ) {
+        self.keys.insert_shared(key, state);
+    }
+
     fn remove(&mut self, key: &LockKey, _: Liveness, _: SystemTime) {
         self.keys.remove(key);
     }
@@ -127,6 +149,16 @@ impl Fold {
     /// Folds one delta in.
     pub fn apply(&mut self, delta: Delta) {
         fold(self, delta);
+    }
+
+    /// Folds one delta in, keeping `shared` as its key's state instead of
+    /// the delta's own copy of it (the same state, kept once with the
+    /// held view that made it: [`crate::stream::follow::Followed::shared`]).
+    pub fn apply_sharing(&mut self, delta: Delta, shared: Option<std::sync::Arc<KeyState>>) {
+        match shared {
+            Some(shared) => fold(&mut Sharing { fold: self, shared }, delta),
+            None => fold(self, delta),
+        }
     }
 
     /// Every key reported and not removed, with its latest state.
@@ -153,6 +185,30 @@ impl Fold {
     /// What the deltas said of the watcher.
     pub fn watcher(&self) -> &WatcherView {
         &self.watcher
+    }
+}
+
+/// A [`Fold`] folding one delta whose key's state is kept shared.
+struct Sharing<'a> {
+    fold: &'a mut Fold,
+    shared: std::sync::Arc<KeyState>,
+}
+
+impl Folder for Sharing<'_> {
+    fn watcher_mut(&mut self) -> &mut WatcherView {
+        self.fold.watcher_mut()
+    }
+
+    fn liveness_of(&self, key: &LockKey) -> Option<Liveness> {
+        self.fold.liveness_of(key)
+    }
+
+    fn put(&mut self, key: LockKey, _: KeyState, previous: Option<Liveness>, at: SystemTime) {
+        self.fold.put_shared(key, self.shared.clone(), previous, at);
+    }
+
+    fn remove(&mut self, key: &LockKey, previous: Liveness, at: SystemTime) {
+        self.fold.remove(key, previous, at);
     }
 }
 
@@ -190,6 +246,19 @@ mod tests {
         fn remove(&mut self, key: &LockKey, _: Liveness, _: SystemTime) {
             self.states.remove(key);
         }
+    }
+
+    /// A shared state is kept as the one copy it is.
+    #[test]
+    fn a_shared_state_is_kept_not_copied() {
+        let mut fold = Fold::default();
+        let live = std::sync::Arc::new(held(Liveness::Live, 7, "agent", t(0)));
+        let delta = key_delta(tag("a"), (*live).clone(), None, t(1));
+        fold.apply_sharing(delta, Some(live.clone()));
+        let kept = fold.state(&tag("a")).expect("kept");
+        assert!(std::ptr::eq(kept, &*live), "the shared copy");
+        fold.apply(key_delta(tag("a"), free(), None, t(2)));
+        assert_eq!(std::sync::Arc::strong_count(&live), 1, "released");
     }
 
     #[test]

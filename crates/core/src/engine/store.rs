@@ -10,6 +10,7 @@
 //! states that are held.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::disk::key::LockKey;
 use crate::liveness::KeyState;
@@ -18,7 +19,7 @@ use crate::liveness::KeyState;
 #[derive(Debug, Default, Clone)]
 pub struct KeyStore {
     /// `None`: [`KeyState::FREE`].
-    states: HashMap<LockKey, Option<Box<KeyState>>>,
+    states: HashMap<LockKey, Option<Arc<KeyState>>>,
     held: usize,
 }
 
@@ -35,8 +36,14 @@ impl KeyStore {
 
     /// Keeps `state` as `key`'s.
     pub fn insert(&mut self, key: LockKey, state: KeyState) {
+        self.insert_shared(key, Arc::new(state));
+    }
+
+    /// Keeps `state` as `key`'s, shared with whoever else keeps it (the
+    /// held view).
+    pub fn insert_shared(&mut self, key: LockKey, state: Arc<KeyState>) {
         let held = state.liveness.is_held();
-        let stored = (!state.is_bare_free()).then(|| Box::new(state));
+        let stored = (!state.is_bare_free()).then_some(state);
         if let Some(old) = self.states.insert(key, stored)
             && old.is_some_and(|old| old.liveness.is_held())
         {
@@ -50,7 +57,7 @@ impl KeyStore {
         let state = self
             .states
             .remove(key)?
-            .map_or(KeyState::FREE, |state| *state);
+            .map_or(KeyState::FREE, Arc::unwrap_or_clone);
         self.held -= usize::from(state.liveness.is_held());
         Some(state)
     }
@@ -88,7 +95,7 @@ impl KeyStore {
             .map(|(key, state)| (key, Self::state_of(state)))
     }
 
-    fn state_of(stored: &Option<Box<KeyState>>) -> &KeyState {
+    fn state_of(stored: &Option<Arc<KeyState>>) -> &KeyState {
         stored.as_deref().unwrap_or(KeyState::free_ref())
     }
 }

@@ -29,6 +29,7 @@
 //! built.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::disk::LockKey;
@@ -69,7 +70,9 @@ pub struct Change {
 #[derive(Debug, Clone)]
 pub struct HeldView {
     materializing: Duration,
-    held: HashMap<LockKey, KeyState>,
+    /// Shared with the keeping of the front end that feeds it (one copy
+    /// of a held key's state: [`HeldView::apply_shared`]).
+    held: HashMap<LockKey, Arc<KeyState>>,
     by_pid: HashMap<u32, BTreeSet<LockKey>>,
     verdicts: HashMap<LockKey, Verdict>,
     /// Keys whose holders' other keys changed: re-judged by `settle`.
@@ -119,7 +122,8 @@ impl HeldView {
     ) -> Self {
         let mut view = Self::new(materializing);
         for (key, state) in keys {
-            view.index(key, Some(state), None);
+            let held = state.liveness.is_held().then(|| Arc::new(state.clone()));
+            view.index(key, held, None);
         }
         view.waits = view.graph(None, None);
         view
@@ -142,7 +146,8 @@ impl HeldView {
         let waited = self
             .waited
             .iter()
-            .filter_map(|key| self.held.get_key_value(key));
+            .filter_map(|key| self.held.get_key_value(key))
+            .map(|(key, state)| (key, &**state));
         WaitGraph::of_waited(waited, &|pid| self.holdings_of(pid), now, before)
     }
 
@@ -153,12 +158,12 @@ impl HeldView {
 
     /// The state `key` had as of the last delta, when it was held.
     pub fn held_state(&self, key: &LockKey) -> Option<&KeyState> {
-        self.held.get(key)
+        self.held.get(key).map(|state| &**state)
     }
 
     /// Every held key with its state, in no order.
     pub fn held(&self) -> impl Iterator<Item = (&LockKey, &KeyState)> {
-        self.held.iter()
+        self.held.iter().map(|(key, state)| (key, &**state))
     }
 
     /// The keys `pid` holds, in key order (none when it holds none).
@@ -214,6 +219,20 @@ impl HeldView {
         &mut self,
         key: &LockKey,
         state: Option<&KeyState>,
+        now: SystemTime,
+    ) -> Vec<Change> {
+        let held = state
+            .filter(|state| state.liveness.is_held())
+            .map(|state| Arc::new(state.clone()));
+        self.apply_shared(key, held, now)
+    }
+
+    /// [`HeldView::apply`] with the state shared with the caller's own
+    /// keeping (the monitor's tree): a held key's state is kept once.
+    pub fn apply_shared(
+        &mut self,
+        key: &LockKey,
+        state: Option<Arc<KeyState>>,
         now: SystemTime,
     ) -> Vec<Change> {
         let mut touched = BTreeSet::from([key.clone()]);
@@ -278,7 +297,8 @@ impl HeldView {
             let waited = self
                 .waited
                 .iter()
-                .filter_map(|key| self.held.get_key_value(key));
+                .filter_map(|key| self.held.get_key_value(key))
+                .map(|(key, state)| (key, &**state));
             WaitGraph::of_waited(
                 waited,
                 &|pid| self.holdings_of(pid),
@@ -348,7 +368,7 @@ impl HeldView {
     fn index(
         &mut self,
         key: &LockKey,
-        state: Option<&KeyState>,
+        state: Option<Arc<KeyState>>,
         mut touched: Option<&mut BTreeSet<LockKey>>,
     ) {
         if let Some(old) = self.held.remove(key) {
@@ -362,7 +382,7 @@ impl HeldView {
                 }
                 keys.insert(key.clone());
             }
-            self.held.insert(key.clone(), state.clone());
+            self.held.insert(key.clone(), state);
         }
         match self.held.get(key) {
             Some(state) if !state.waiting.is_empty() => {

@@ -26,6 +26,7 @@
 //! [`Follower::judge`], a due time more than its period ahead of now
 //! (the wall clock went back) is due.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::disk::LockKey;
@@ -63,6 +64,9 @@ pub struct Followed {
     /// It ended the first full scan: every held key judged once, now that
     /// every key is in (the first state's verdicts).
     pub first_state: Option<Judged>,
+    /// Its key's state as the held view keeps it, when it is held: for a
+    /// second keeping of whole states (a journal's) to share, not copy.
+    pub shared: Option<Arc<KeyState>>,
 }
 
 /// A front end's following of the change stream (see the module doc):
@@ -280,6 +284,8 @@ impl Folder for HeldOnly {
 
     fn put(&mut self, _: LockKey, _: KeyState, _: Option<Liveness>, _: SystemTime) {}
 
+    fn put_shared(&mut self, _: LockKey, _: Arc<KeyState>, _: Option<Liveness>, _: SystemTime) {}
+
     fn remove(&mut self, _: &LockKey, _: Liveness, _: SystemTime) {}
 }
 
@@ -327,8 +333,17 @@ impl<F: Folder> Folder for Feeding<'_, F> {
             None => KeyTo::state(&KeyState::bare(previous.unwrap_or(state.liveness))),
         };
         self.followed.repeat = previous == Some(state.liveness) && before == KeyTo::state(&state);
-        self.followed.changes = self.held.apply(&key, Some(&state), at);
-        self.keep.put(key, state, previous, at);
+        if state.liveness.is_held() {
+            // One copy, shared by the held view and a keeping that keeps
+            // states whole.
+            let state = Arc::new(state);
+            self.followed.changes = self.held.apply_shared(&key, Some(state.clone()), at);
+            self.followed.shared = Some(state.clone());
+            self.keep.put_shared(key, state, previous, at);
+        } else {
+            self.followed.changes = self.held.apply_shared(&key, None, at);
+            self.keep.put(key, state, previous, at);
+        }
     }
 
     fn remove(&mut self, key: &LockKey, previous: Liveness, at: SystemTime) {
@@ -373,6 +388,17 @@ mod tests {
         });
         assert!(follower.held().held_state(&tag("a")).is_none());
         assert!(follower.keep().state(&tag("a")).is_none());
+    }
+
+    /// A held key's state is one copy, the keeping's and the held view's.
+    #[test]
+    fn a_held_state_is_kept_once() {
+        let mut follower = follower();
+        let live = held(Liveness::Live, 7, "agent", t(0));
+        follower.apply(key_delta(tag("a"), live, None, t(1)));
+        let in_view = follower.held().held_state(&tag("a")).expect("held");
+        let kept = follower.keep().state(&tag("a")).expect("kept");
+        assert!(std::ptr::eq(in_view, kept), "one copy");
     }
 
     /// A burst settles SETTLE_AFTER after its last delta, as of then; no

@@ -35,6 +35,14 @@ use super::tree::{Lock, NodeId, Section, Tree};
 /// buried the held keys (the Events pane keeps the history).
 pub(crate) const RECENTLY_FREED: Duration = Duration::from_secs(10);
 
+/// The one bare free state every free node shares (a node costs no
+/// allocation of its own for it).
+fn free_state() -> Arc<KeyState> {
+    static FREE: std::sync::LazyLock<Arc<KeyState>> =
+        std::sync::LazyLock::new(|| Arc::new(KeyState::FREE));
+    FREE.clone()
+}
+
 /// At most this many free keys are listed (nodes, about 500 bytes each)
 /// while free keys are shown — the first by name; the rest are counted,
 /// and found by filtering.
@@ -293,7 +301,7 @@ impl Shown {
     fn apply_key(
         &mut self,
         key: LockKey,
-        state: KeyState,
+        state: Arc<KeyState>,
         previous: Option<Liveness>,
         at: SystemTime,
     ) {
@@ -554,7 +562,7 @@ impl Shown {
             self.free_nodes += 1;
             *self.tree.lock_mut(id) = Some(Lock {
                 key,
-                state: KeyState::FREE,
+                state: free_state(),
                 freed_at: None,
                 flagged: None,
             });
@@ -679,6 +687,20 @@ impl Folder for Shown {
     }
 
     fn put(&mut self, key: LockKey, state: KeyState, previous: Option<Liveness>, at: SystemTime) {
+        let state = match state.is_bare_free() {
+            true => free_state(),
+            false => Arc::new(state),
+        };
+        self.apply_key(key, state, previous, at);
+    }
+
+    fn put_shared(
+        &mut self,
+        key: LockKey,
+        state: Arc<KeyState>,
+        previous: Option<Liveness>,
+        at: SystemTime,
+    ) {
         self.apply_key(key, state, previous, at);
     }
 

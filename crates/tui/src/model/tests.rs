@@ -36,6 +36,19 @@ fn live(pid: u32) -> crate::engine::KeyState {
     held(Liveness::Live, pid, "agent", t(5))
 }
 
+/// A held key's state is kept once: the tree's node and the held view
+/// share it (the model used to clone it into the held view).
+#[test]
+fn a_held_keys_state_is_one_copy_in_the_tree_and_the_held_view() {
+    let mut model = Model::default();
+    model.apply(key_delta(tag("t"), live(7), None, t(5)));
+    let data = model.live_data();
+    let node = data.tree.find(Section::Tags, "t").expect("a node");
+    let in_tree = &*data.lock(node).expect("a lock").state;
+    let in_view = data.held().held_state(&tag("t")).expect("held");
+    assert!(std::ptr::eq(in_tree, in_view), "one copy");
+}
+
 #[test]
 fn the_tree_nests_aihs_with_directory_nodes_and_locks_that_have_children() {
     let mut model = demo_model();

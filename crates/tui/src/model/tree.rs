@@ -67,8 +67,9 @@ pub struct NodeId(pub(crate) u32);
 pub struct Lock {
     /// Which claim.
     pub key: LockKey,
-    /// Its last probed state.
-    pub state: KeyState,
+    /// Its last probed state (a held one shared with the held view: kept
+    /// once).
+    pub state: std::sync::Arc<KeyState>,
     /// When it went from held to free during this session (`None` if it
     /// was never seen held, or is held now).
     pub freed_at: Option<SystemTime>,

@@ -150,7 +150,7 @@ impl App {
         let held: Vec<(&crate::disk::LockKey, &crate::liveness::KeyState)> = data
             .tree
             .locks()
-            .map(|(_, lock)| (&lock.key, &lock.state))
+            .map(|(_, lock)| (&lock.key, &*lock.state))
             .filter(|(_, state)| state.liveness.is_held())
             .collect();
         let result = crate::operate::check::report_from_states(
