@@ -48,10 +48,7 @@ impl Folder for Tallies {
     }
 
     fn put(&mut self, key: LockKey, state: KeyState, previous: Option<Liveness>, _: SystemTime) {
-        if let Some(previous) = previous {
-            self.uncount(key.kind(), previous);
-        }
-        *self.counts.entry((key.kind(), state.liveness)).or_default() += 1;
+        self.recount(key.kind(), previous, state.liveness);
         if state.is_bare_free() || state.liveness.is_held() {
             self.unheld.remove(&key);
         } else {
@@ -68,10 +65,7 @@ impl Folder for Tallies {
     ) {
         // A held state (the only kind shared): counted, and kept by the
         // held view alone.
-        if let Some(previous) = previous {
-            self.uncount(key.kind(), previous);
-        }
-        *self.counts.entry((key.kind(), state.liveness)).or_default() += 1;
+        self.recount(key.kind(), previous, state.liveness);
         self.unheld.remove(&key);
     }
 
@@ -82,6 +76,14 @@ impl Folder for Tallies {
 }
 
 impl Tallies {
+    /// A key of `kind` went from `previous` (if it was known) to `now`.
+    fn recount(&mut self, kind: KeyKind, previous: Option<Liveness>, now: Liveness) {
+        if let Some(previous) = previous {
+            self.uncount(kind, previous);
+        }
+        *self.counts.entry((kind, now)).or_default() += 1;
+    }
+
     fn uncount(&mut self, kind: KeyKind, liveness: Liveness) {
         let count = self.counts.entry((kind, liveness)).or_default();
         *count = count.saturating_sub(1);
