@@ -229,7 +229,7 @@ impl KernelLockEvents {
     /// in one line why it cannot.
     pub fn open(devices: &[(u32, u32)], options: &Options) -> Result<Self, Refused> {
         let roots = TRACEFS_ROOTS.map(Path::new);
-        let tracepoint = Tracepoint::find(&roots, options.tracepoint_id)?;
+        let tracepoint = Tracepoint::find_or_mount_privately(&roots, options.tracepoint_id)?;
         for &device in devices {
             filter::for_device(device)?;
         }

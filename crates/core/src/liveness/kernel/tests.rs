@@ -1300,3 +1300,34 @@ fn cap_perfmon_with_the_id_reads_events_in_a_smaller_ring() {
     assert!(line.contains("asked: 65536, got: "), "{line}");
     assert!(!line.contains("got: 65536"), "made smaller: {line}");
 }
+
+/// Where tracefs is mounted nowhere it is looked for, root still gets the
+/// tracepoint: from a tracefs mounted in a private mount namespace of a
+/// thread of its own. The host's mount table is the same afterwards, and
+/// the id is the one the host's tracefs says.
+#[test]
+fn root_reads_the_tracepoint_from_a_private_tracefs_and_the_hosts_mounts_stay() {
+    let path = "liveness::kernel::tests::root_reads_the_tracepoint_from_a_private_tracefs";
+    let Some(_recording) = may_open(path) else {
+        return;
+    };
+    let host_mounts = || std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let before = host_mounts();
+    // A root with no tracefs in it: where the module looks finds nothing.
+    let empty = tempfile::tempdir().expect("tempdir");
+    let refused = Tracepoint::find(&[empty.path()], None).expect_err("nothing mounted there");
+    assert!(matches!(refused, Refused::TracefsNotMounted), "{refused}");
+    let found = Tracepoint::find_or_mount_privately(&[empty.path()], None).expect("as root");
+    assert_eq!(host_mounts(), before, "the host's mount table is unchanged");
+    assert!(
+        std::fs::read_dir(empty.path())
+            .expect("read")
+            .next()
+            .is_none(),
+        "nothing is left mounted or written where it was mounted"
+    );
+    let roots = tracepoint::TRACEFS_ROOTS.map(Path::new);
+    let on_the_host = Tracepoint::find(&roots, None).expect("the host's tracefs");
+    assert_eq!(found.id, on_the_host.id);
+    assert_eq!(found.layout, on_the_host.layout);
+}

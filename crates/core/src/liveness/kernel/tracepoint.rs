@@ -2,9 +2,12 @@
 //! its `format` file says: the event id, and the offset, size and sign of
 //! each field the reader decodes.
 //!
-//! Invariants: nothing is mounted or written — tracefs is looked for in
-//! `/sys/kernel/tracing`, then `/sys/kernel/debug/tracing`, and a missing
-//! one is a [`Refused`] naming what is missing. Every offset comes from the
+//! Invariants: nothing is written, and the host's mounts are never
+//! changed — tracefs is looked for in `/sys/kernel/tracing`, then
+//! `/sys/kernel/debug/tracing`; where it is mounted in neither, root
+//! reads it from a tracefs mounted in a private mount namespace of a
+//! thread of its own ([`Tracepoint::find_or_mount_privately`]), and
+//! anyone else gets a [`Refused`] naming what is missing. Every offset comes from the
 //! `format` file by field name, except [`Layout::measured`]: used only when
 //! the caller supplied the id and the `format` file cannot be read (it is
 //! 0440 root, like `id`: a `CAP_PERFMON` user cannot read either), and then
@@ -261,6 +264,74 @@ impl Tracepoint {
             from_format: false,
         }
     }
+}
+
+impl Tracepoint {
+    /// [`Tracepoint::find`] in `roots`; where tracefs is mounted in none
+    /// of them, read from a tracefs this process mounts where no one else
+    /// sees it ([`format_from_a_private_tracefs`]) — for root (or
+    /// `CAP_SYS_ADMIN`). Anyone else, or a kernel that refuses, gets
+    /// [`Refused::TracefsNotMounted`], which says how to mount it.
+    pub fn find_or_mount_privately(
+        roots: &[&Path],
+        given_id: Option<u64>,
+    ) -> Result<Self, Refused> {
+        let refused = match Self::find(roots, given_id) {
+            Err(Refused::TracefsNotMounted) => Refused::TracefsNotMounted,
+            found => return found,
+        };
+        let Some(mount_point) = roots.iter().find(|root| root.is_dir()) else {
+            return Err(refused);
+        };
+        let Ok(format) = format_from_a_private_tracefs(mount_point) else {
+            return Err(refused);
+        };
+        let (id, layout) = Layout::parse(&format).map_err(|why| Refused::FormatUnexpected {
+            path: mount_point.join(EVENT_DIR).join("format"),
+            why,
+        })?;
+        if let Some(given) = given_id
+            && given != id
+        {
+            return Err(Refused::WrongId { given, actual: id });
+        }
+        Ok(Self {
+            id,
+            layout,
+            from_format: true,
+        })
+    }
+}
+
+/// The tracepoint's `format` file, read from a tracefs mounted on
+/// `mount_point` in a mount namespace of a thread of this process's own:
+/// the thread leaves the host's namespace, makes every mount in its copy
+/// private first (systemd makes `/` shared, and a mount under a shared
+/// one would appear on the host), mounts tracefs, reads, and ends — its
+/// namespace, and the mount, end with it. The host's mount table is
+/// never changed, and nothing is written anywhere. Needs root (or
+/// `CAP_SYS_ADMIN`); the perf events opened afterwards need only the id.
+pub(crate) fn format_from_a_private_tracefs(mount_point: &Path) -> std::io::Result<String> {
+    use nix::mount::{MsFlags, mount};
+    use nix::sched::{CloneFlags, unshare};
+    let mount_point = mount_point.to_path_buf();
+    std::thread::Builder::new()
+        .name("locktop-tracefs".into())
+        .spawn(move || -> std::io::Result<String> {
+            unshare(CloneFlags::CLONE_NEWNS)?;
+            let none: Option<&str> = None;
+            mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)?;
+            mount(
+                Some("nodev"),
+                &mount_point,
+                Some("tracefs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                none,
+            )?;
+            std::fs::read_to_string(mount_point.join(EVENT_DIR).join("format"))
+        })?
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the tracefs thread panicked")))
 }
 
 /// The event directory under the first root that has tracefs mounted.
