@@ -22,7 +22,8 @@
 //! (before the next delta's, when that comes after the quiet); the
 //! first full scan's end judges every held key once ([`Followed::first_state`]);
 //! a burst's end never moves back (a delta stamped before the last one
-//! neither ends the burst nor shortens its quiet); at
+//! neither ends the burst nor shortens its quiet); a burst that never
+//! quiets is judged whole a [`VERDICT_CLOCK`] after it began; at
 //! [`Follower::judge`], a due time more than its period ahead of now
 //! (the wall clock went back) is due.
 
@@ -77,6 +78,9 @@ pub struct Follower<F> {
     held: HeldView,
     /// When the keys the last burst left unsettled are judged.
     settle_due: Option<SystemTime>,
+    /// When the burst settling now began: one that never quiets is
+    /// judged whole every [`VERDICT_CLOCK`] all the same.
+    burst_began: Option<SystemTime>,
     /// When every held key is judged again (`None`: at the next look).
     tick_due: Option<SystemTime>,
     /// Whether the first full scan ended.
@@ -90,6 +94,7 @@ impl<F: Folder> Follower<F> {
             keep,
             held: HeldView::new(materializing),
             settle_due: None,
+            burst_began: None,
             tick_due: None,
             scanned: false,
         }
@@ -134,6 +139,9 @@ impl<F: Folder> Follower<F> {
             // Never earlier than a due time already set: deltas are not
             // always in time order.
             let due = at + SETTLE_AFTER;
+            if self.settle_due.is_none() {
+                self.burst_began = Some(at);
+            }
             self.settle_due = Some(self.settle_due.map_or(due, |set| set.max(due)));
         }
         if let Some(at) = synced_at
@@ -141,6 +149,7 @@ impl<F: Folder> Follower<F> {
         {
             self.scanned = true;
             self.settle_due = None;
+            self.burst_began = None;
             self.tick_due = Some(at + VERDICT_CLOCK);
             followed.first_state = Some(Judged {
                 at: Some(at),
@@ -151,9 +160,14 @@ impl<F: Folder> Follower<F> {
     }
 
     /// When [`Follower::judge`] next has something to do: the burst's
-    /// settle, else the clock's tick (`None`: at once).
+    /// settle (or, for a burst that has not quieted, a clock's period
+    /// after it began), else the clock's tick (`None`: at once).
     pub fn due(&self) -> Option<SystemTime> {
-        self.settle_due.or(self.tick_due)
+        match (self.settle_due, self.burst_began) {
+            (Some(due), Some(began)) => Some(due.min(began + VERDICT_CLOCK)),
+            (Some(due), None) => Some(due),
+            (None, _) => self.tick_due,
+        }
     }
 
     /// The judgement due at `now`: the last burst's keys, judged as of its
@@ -161,11 +175,21 @@ impl<F: Folder> Follower<F> {
     /// when none is due.
     pub fn judge(&mut self, now: SystemTime) -> Option<Judged> {
         if let Some(due) = self.settle_due {
-            if !is_due(due, now, SETTLE_AFTER) {
+            if is_due(due, now, SETTLE_AFTER) {
+                self.tick_due = Some(now + VERDICT_CLOCK);
+                return Some(self.settled(due));
+            }
+            // Deltas closer than the quiet, for a whole period: judged
+            // whole now all the same, or churn would hold back every
+            // verdict that comes with time (and every held key's).
+            let unquiet = self
+                .burst_began
+                .is_some_and(|began| is_due(began + VERDICT_CLOCK, now, VERDICT_CLOCK));
+            if !unquiet {
                 return None;
             }
-            self.tick_due = Some(now + VERDICT_CLOCK);
-            return Some(self.settled(due));
+            self.settle_due = None;
+            self.burst_began = None;
         }
         if self
             .tick_due
@@ -198,6 +222,7 @@ impl<F: Folder> Follower<F> {
     /// The last burst's keys, judged as of its end `due`.
     fn settled(&mut self, due: SystemTime) -> Judged {
         self.settle_due = None;
+        self.burst_began = None;
         Judged {
             at: Some(due),
             changes: self.held.settle(due),
@@ -253,6 +278,7 @@ impl Follower<crate::engine::fold::Fold> {
             keep: fold,
             held,
             settle_due: None,
+            burst_began: None,
             tick_due: None,
             scanned,
         }
@@ -473,6 +499,32 @@ mod tests {
         follower.apply_received(stale, t(9));
         assert_eq!(follower.settle_due(), Some(t(9) + SETTLE_AFTER));
         assert_eq!(follower.judge(t(9)), None, "still settling");
+    }
+
+    /// Deltas closer than the quiet never settle a burst; every held key
+    /// is judged all the same once the burst has gone on for a clock's
+    /// period — not before.
+    #[test]
+    fn a_burst_that_never_quiets_is_judged_every_period() {
+        let mut follower = follower();
+        follower.apply(synced(t(0)));
+        let began = t(10);
+        let mut judged = Vec::new();
+        for step in 0..60u64 {
+            let at = began + Duration::from_millis(30 * step);
+            let live = held(Liveness::Live, 7 + step as u32 % 2, "agent", t(0));
+            follower.apply(key_delta(tag("a"), live, Some(Liveness::Live), at));
+            assert!(follower.due().is_some_and(|due| due <= at + VERDICT_CLOCK));
+            if let Some(done) = follower.judge(at) {
+                judged.push(done.at.expect("a time"));
+            }
+        }
+        assert_eq!(
+            judged.first().copied(),
+            Some(began + Duration::from_millis(30 * 34)),
+            "first at the first delta a period after the burst began: {judged:?}"
+        );
+        assert!(judged.len() <= 2, "once a period: {judged:?}");
     }
 
     /// A clock that went back does not hold a judgement back.
