@@ -332,7 +332,18 @@ impl<'s> Lines<'s> {
         }
         let moves_on = self.mark.time.is_none_or(|last| time > last);
         if moves_on && !self.raw_checkpoints {
-            let next_time = match &self.peek()?.got {
+            let next = self.peek()?;
+            if matches!(next.got, Got::Bad(_) | Got::Torn(_)) {
+                // The line after it is damaged: nothing tells whether this
+                // one was stamped later than it was, and a reader that
+                // stops at this line's time would never reach the damage.
+                // It is taken, and the state is unsure from the time
+                // before it: the damage is noted now.
+                let damaged_at = next.start;
+                self.damaged(damaged_at, Damage::Unreadable);
+                return Ok(true);
+            }
+            let next_time = match &next.got {
                 Got::Entry(next, _) => super::entry_time(next),
                 _ => None,
             };
