@@ -333,7 +333,7 @@ impl<'s> Lines<'s> {
         let moves_on = self.mark.time.is_none_or(|last| time > last);
         if moves_on && !self.raw_checkpoints {
             let next = self.peek()?;
-            if matches!(next.got, Got::Bad(_) | Got::Torn(_)) {
+            if matches!(next.got, Got::Bad(_)) {
                 // The line after it is damaged: nothing tells whether this
                 // one was stamped later than it was, and a reader that
                 // stops at this line's time would never reach the damage.
