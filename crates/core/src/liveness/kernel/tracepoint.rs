@@ -241,10 +241,14 @@ impl Tracepoint {
                 });
             }
         };
-        let (id, layout) = Layout::parse(&format).map_err(|why| Refused::FormatUnexpected {
-            path: format_path,
-            why,
-        })?;
+        Self::from_format(&format, format_path, given_id)
+    }
+
+    /// The tracepoint a `format` file (read from `path`) describes; its
+    /// id must be `given_id`, when one is given.
+    fn from_format(format: &str, path: PathBuf, given_id: Option<u64>) -> Result<Self, Refused> {
+        let (id, layout) =
+            Layout::parse(format).map_err(|why| Refused::FormatUnexpected { path, why })?;
         if let Some(given) = given_id
             && given != id
         {
@@ -286,20 +290,11 @@ impl Tracepoint {
         let Ok(format) = format_from_a_private_tracefs(mount_point) else {
             return Err(refused);
         };
-        let (id, layout) = Layout::parse(&format).map_err(|why| Refused::FormatUnexpected {
-            path: mount_point.join(EVENT_DIR).join("format"),
-            why,
-        })?;
-        if let Some(given) = given_id
-            && given != id
-        {
-            return Err(Refused::WrongId { given, actual: id });
-        }
-        Ok(Self {
-            id,
-            layout,
-            from_format: true,
-        })
+        Self::from_format(
+            &format,
+            mount_point.join(EVENT_DIR).join("format"),
+            given_id,
+        )
     }
 }
 
