@@ -264,6 +264,9 @@ impl Namer {
     /// The key `reference` names; `None` when its name does not belong to
     /// its directory (a line not written by locktop).
     pub fn key(&mut self, reference: &KeyRef) -> Option<LockKey> {
+        if !below_the_root(&reference.dir) {
+            return None;
+        }
         self.namer(&reference.dir).named(&reference.name)
     }
 
@@ -271,6 +274,15 @@ impl Namer {
     fn sdk_key(&mut self, dir: &str, key: &str) -> LockKey {
         self.namer(dir).key(key)
     }
+}
+
+/// Whether `dir` names a directory under the locks root: relative, with
+/// no `..` (a line naming any other place names no key of this state
+/// dir).
+fn below_the_root(dir: &str) -> bool {
+    Path::new(dir)
+        .components()
+        .all(|part| matches!(part, std::path::Component::Normal(_)))
 }
 
 /// `key`'s directory relative to `root` (the locks root).
@@ -618,6 +630,25 @@ pub(crate) fn encode_verdict(
     };
     let _ = crate::text::write_json(&mut *out, &line);
     out.push(b'\n');
+}
+
+/// Writes a checkpoint's line for `key` (a `ck` line): its kind, name,
+/// directory and whole state.
+pub(crate) fn encode_checkpoint_key(
+    out: &mut Vec<u8>,
+    root: &Path,
+    key: &LockKey,
+    state: &KeyState,
+) {
+    let line = CheckpointKey {
+        key: KeyRef {
+            kind: key.kind(),
+            name: key.name().into(),
+            dir: relative_dir(root, key),
+        },
+        state: state.clone(),
+    };
+    encode_tagged(out, "ck", &line);
 }
 
 /// Writes any other line: `{"<field>": value}` and a newline.

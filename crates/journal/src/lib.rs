@@ -19,6 +19,7 @@
 use locktop_core::{disk, engine, liveness, locks, operate, text, time_format};
 
 pub mod format;
+pub mod live;
 pub mod reader;
 pub mod recorder;
 pub mod time_arg;

@@ -17,7 +17,7 @@ use super::writer::{Journal, Output, Recording};
 
 /// A script of changes from `base` on: keys taken, released, removed,
 /// some at the same millisecond.
-fn script(base: SystemTime, changes: usize, seed: u64) -> Vec<Delta> {
+pub(crate) fn script(base: SystemTime, changes: usize, seed: u64) -> Vec<Delta> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let keys: Vec<LockKey> = (0..40)
         .map(|i| tag(&format!("tag {i}")))
@@ -60,7 +60,7 @@ fn script(base: SystemTime, changes: usize, seed: u64) -> Vec<Delta> {
 }
 
 /// The first state (before the first `Synced`).
-fn initial() -> Vec<Delta> {
+pub(crate) fn initial() -> Vec<Delta> {
     let base = whole_ms(SystemTime::now());
     vec![
         Delta::Health(WatcherHealth::Watching),

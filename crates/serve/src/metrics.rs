@@ -461,6 +461,7 @@ fn health_word(health: &WatcherHealth) -> &'static str {
         WatcherHealth::Rescanning { .. } => "rescanning",
         WatcherHealth::SelfInflicted { .. } => "self_inflicted",
         WatcherHealth::Polling { .. } => "polling",
+        WatcherHealth::Reconnecting { .. } => "reconnecting",
     }
 }
 

@@ -49,6 +49,13 @@ pub enum WatcherHealth {
         /// Why.
         reason: String,
     },
+    /// An attached view (`--connect`) lost its service: what it shows is
+    /// as of the last word heard, not live, until the service answers
+    /// again and a fresh state replaces it. Never sent by an engine.
+    Reconnecting {
+        /// Why the connection was lost, or why it cannot be made.
+        reason: String,
+    },
 }
 
 impl WatcherHealth {
@@ -73,6 +80,9 @@ impl WatcherHealth {
             ),
             WatcherHealth::Rescanning { reason } => format!("rescanning: {reason}"),
             WatcherHealth::Polling { reason } => format!("polling fallback: {reason}"),
+            WatcherHealth::Reconnecting { reason } => {
+                format!("RECONNECTING, not live: {reason}")
+            }
             WatcherHealth::SelfInflicted { per_second } => {
                 format!("{per_second}/s events of its own (acquire probe echo)")
             }
