@@ -25,6 +25,13 @@ pub struct ServeArgs {
     /// it: no authentication, no encryption.
     #[arg(long)]
     expose_holders_without_auth: bool,
+    /// Also listen on a unix socket at PATH (mode 0660: the owner and the
+    /// process's group may connect; the package's unit uses
+    /// /run/locktop/locktop.sock, group locktop). Every endpoint answers
+    /// there, without TLS or password: the file's permissions say who
+    /// may. `locktop --connect unix:PATH` attaches to it.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
     /// TLS and basic authentication, in the exporter web-config format
     /// (node_exporter's --web.config.file: tls_server_config with
     /// cert_file, key_file, client_auth_type, client_ca_file, min_version;
@@ -66,6 +73,8 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         expose_holders_without_auth: args.expose_holders_without_auth,
         web_config: args.web_config,
         refusals_counted: engine.source.is_kernel(),
+        source: engine.source.word(),
+        socket: args.socket,
         engine: engine.config,
         probe: engine.probe,
         note: engine.note,

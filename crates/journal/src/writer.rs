@@ -743,7 +743,7 @@ fn rotated_files(path: &Path) -> Vec<(u64, PathBuf)> {
 }
 
 /// This host's name (`/proc/sys/kernel/hostname`), or `unknown`.
-fn host_name() -> String {
+pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|name| name.trim().to_string())
         .ok()

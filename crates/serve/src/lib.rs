@@ -29,6 +29,8 @@ mod listen;
 mod metrics;
 mod password_checks;
 mod view;
+mod view_stream;
+mod unix_socket;
 mod web_config;
 
 use std::net::SocketAddr;
@@ -91,6 +93,12 @@ pub struct Serving {
     pub probe: ProbeChoice,
     /// Whether the source counts refused tries (the kernel's lock events).
     pub refusals_counted: bool,
+    /// How liveness is learned: `kernel` or `inference` (what `/view`
+    /// tells its clients).
+    pub source: &'static str,
+    /// With `--socket`: a unix socket to serve on too (every endpoint,
+    /// no TLS nor password: the socket file's permissions say who may).
+    pub socket: Option<PathBuf>,
     /// A line to say at the start (how liveness is learned, when that is
     /// not the default).
     pub note: Option<String>,
@@ -109,6 +117,8 @@ struct Shared {
     full: full_snapshot::FullSnapshots,
     exporter: Arc<Exporter>,
     subscribers: Subscribers,
+    /// The open `/view` streams.
+    views: Arc<view_stream::ViewStreams>,
     state_dir: PathBuf,
     probe: ProbeChoice,
     exposure: Exposure,
@@ -216,6 +226,14 @@ pub async fn run(
              network unencrypted"
         );
     }
+    let socket = serving
+        .socket
+        .as_deref()
+        .map(unix_socket::bind)
+        .transpose()?;
+    if let Some(path) = &serving.socket {
+        say!("locktop serve: listening on unix:{}", path.display());
+    }
     let root = crate::locks::locks_root(&state_dir);
     if !root.is_dir() {
         // Likely a mistyped --state-dir: say so now, not only as a 503.
@@ -255,6 +273,18 @@ pub async fn run(
         view,
         full: full_snapshot::FullSnapshots::new(handle.commands.clone()),
         subscribers: Subscribers::default(),
+        views: Arc::new(view_stream::ViewStreams::new(crate::journal::live::Hello {
+            format: crate::journal::live::FORMAT.into(),
+            version: crate::journal::live::VERSION,
+            host: crate::journal::writer::host_name(),
+            state_dir: state_dir.clone(),
+            locktop: serving.version.into(),
+            source: serving.source.into(),
+            refusals_counted: serving.refusals_counted,
+            probe: probe.runs,
+            materializing_after: materializing.as_secs_f64(),
+            heartbeat_every: crate::journal::live::HEARTBEAT_EVERY.as_secs_f64(),
+        })),
         state_dir,
         probe,
         exposure,
@@ -271,16 +301,31 @@ pub async fn run(
         app = app.layer(axum::middleware::from_fn_with_state(gate, auth::require));
     }
     let closing = shared.clone();
+    let stop = futures::FutureExt::shared(Box::pin(stop));
+    let local = socket.map(|socket| {
+        tokio::spawn(unix_socket::serve(
+            socket,
+            router(shared.clone()),
+            stop.clone(),
+            SHUTDOWN_GRACE,
+        ))
+    });
     listen::serve(
         listener,
         app,
         tls,
         admission,
         stop,
-        move || closing.subscribers.close_all(),
+        move || {
+            closing.subscribers.close_all();
+            closing.views.close_all();
+        },
         SHUTDOWN_GRACE,
     )
     .await;
+    if let Some(local) = local {
+        let _ = local.await;
+    }
     follower.abort();
     // The follower's end drops the journal's queue: the journal writes
     // what is queued, then its end line.
@@ -536,9 +581,13 @@ pub const JOURNAL_FILE: &str = "journal.jsonl";
 /// comes with time alone), as `watch` does. A journal that cannot be
 /// written is said once on stderr and stops; serving goes on.
 async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut journal: Option<JournalThread>) {
+    // Streams hear a change while the view's lock is held for writing:
+    // a `/view` stream opened meanwhile (under the lock) has it in its
+    // checkpoint or after it, never both nor neither.
     let tell_judged = |journal: &mut Option<JournalThread>, judged: Judged| {
         let at = judged.at.unwrap_or_else(std::time::SystemTime::now);
         shared.subscribers.publish_verdicts(&judged.changes, at);
+        shared.views.publish_verdicts(&judged.changes, at);
         if !judged.changes.is_empty() {
             record(journal, ToJournal::Verdicts(judged.changes, at));
         }
@@ -552,34 +601,30 @@ async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut journal: Opti
         tokio::select! {
             delta = handle.deltas.recv() => {
                 let Some(delta) = delta else { return };
-                let followed = shared
-                    .view
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .apply(&delta);
+                let mut view = shared.view.write().unwrap_or_else(PoisonError::into_inner);
+                let followed = view.apply(&delta);
                 if let Some(settled) = followed.settled {
                     tell_judged(&mut journal, settled);
                 }
                 shared.subscribers.publish(&delta, followed.repeat, &followed.changes);
+                shared.views.publish(&delta, &followed.changes);
                 if let Some(first_state) = followed.first_state {
                     // Every key is in: the first state's verdicts. A
                     // stream hears them; the journal's checkpoint tells
                     // them.
                     let at = first_state.at.unwrap_or_else(std::time::SystemTime::now);
                     shared.subscribers.publish_verdicts(&first_state.changes, at);
+                    shared.views.publish_verdicts(&first_state.changes, at);
                 }
+                drop(view);
                 record(
                     &mut journal,
                     ToJournal::Delta(Box::new(delta), followed.changes, followed.shared),
                 );
             }
             () = crate::stream::follow::until(due) => {
-                let judged = shared
-                    .view
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .judge(std::time::SystemTime::now());
-                if let Some(judged) = judged {
+                let mut view = shared.view.write().unwrap_or_else(PoisonError::into_inner);
+                if let Some(judged) = view.judge(std::time::SystemTime::now()) {
                     tell_judged(&mut journal, judged);
                 }
             }
@@ -593,6 +638,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/metrics", get(metrics))
         .route("/snapshot.json", get(snapshot))
         .route("/events", get(events))
+        .route("/view", get(view_stream))
         .route("/healthz", get(healthz))
         .fallback(not_found)
         .with_state(shared)
@@ -601,7 +647,7 @@ fn router(shared: Arc<Shared>) -> Router {
 async fn not_found() -> Response {
     (
         StatusCode::NOT_FOUND,
-        "not found: locktop serve answers /metrics, /snapshot.json, /events, /healthz (see /)\n",
+        "not found: locktop serve answers /metrics, /snapshot.json, /events, /view, /healthz (see /)\n",
     )
         .into_response()
 }
@@ -625,7 +671,7 @@ fn refused_holders(shared: &Shared, by: &ByWhom) -> Option<Response> {
 
 async fn index() -> &'static str {
     "locktop serve: /metrics (OpenMetrics), /snapshot.json (?all=true for free keys too), \
-     /events (NDJSON, as watch --json), /healthz\n"
+     /events (NDJSON, as watch --json), /view (the live view stream --connect follows), /healthz\n"
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMap) -> Response {
@@ -750,6 +796,31 @@ async fn events(State(shared): State<Arc<Shared>>, by: ByWhom) -> Response {
     }
 }
 
+async fn view_stream(State(shared): State<Arc<Shared>>, by: ByWhom) -> Response {
+    if let Some(refused) = refused_holders(&shared, &by) {
+        return refused;
+    }
+    let opened = {
+        let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
+        shared.views.open(&view)
+    };
+    match opened {
+        Some(outbox) => (
+            [(header::CONTENT_TYPE, "application/x-ndjson")],
+            view_stream::body(shared.views.clone(), outbox, shared.view.clone()),
+        )
+            .into_response(),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many /view streams (at most {})\n",
+                view_stream::MAX_STREAMS
+            ),
+        )
+            .into_response(),
+    }
+}
+
 async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
     let health = shared
         .view
@@ -823,6 +894,18 @@ mod tests {
             // No engine: a full snapshot answers 503.
             full: full_snapshot::FullSnapshots::new(tokio::sync::mpsc::unbounded_channel().0),
             subscribers: Subscribers::default(),
+            views: Arc::new(view_stream::ViewStreams::new(crate::journal::live::Hello {
+                format: crate::journal::live::FORMAT.into(),
+                version: crate::journal::live::VERSION,
+                host: "h".into(),
+                state_dir: "/s".into(),
+                locktop: "test".into(),
+                source: "kernel".into(),
+                refusals_counted: true,
+                probe: crate::liveness::probe::ProbeMode::LockFree,
+                materializing_after: 10.0,
+                heartbeat_every: 1.0,
+            })),
             state_dir: "/s".into(),
             probe: ProbeChoice::as_asked(crate::liveness::probe::ProbeMode::LockFree),
             exposure: Exposure::Everything,

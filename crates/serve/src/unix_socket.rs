@@ -1,0 +1,133 @@
+//! `serve --socket PATH`: the same endpoints on a unix socket, for the
+//! clients on this host (`locktop --connect unix:PATH`, and plain
+//! `locktop` where the service's socket serves its state dir).
+//!
+//! Invariants: who may connect is what the socket file's permissions say
+//! ([`SOCKET_MODE`]: owner and group read and write, no one else; the
+//! group is the process's, `locktop` under the unit), so every request on
+//! it is answered as an authenticated one — no TLS, no password; a path
+//! where a server still answers is refused (one line, exit 2), a stale
+//! socket file left by a server that died is replaced, and any other
+//! file is never touched; at most [`MAX_CONNECTIONS`] connections at
+//! once (a further one is closed at once), each given
+//! [`HEADER_READ_TIMEOUT`] to send a request's headers; the socket file
+//! is removed when serving stops.
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::UnixListener;
+use tokio::sync::Semaphore;
+
+use crate::auth::Authenticated;
+
+/// The socket file's mode: read and write for its owner and group.
+pub const SOCKET_MODE: u32 = 0o660;
+
+/// The most connections on the socket at once.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// How long a connection may take to send a request's headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A bound socket, removed when dropped.
+pub struct BoundSocket {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl Drop for BoundSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Binds `path` with [`SOCKET_MODE`], replacing a stale socket file; a
+/// live server there, or a file that is not a socket, is an error.
+pub fn bind(path: &Path) -> anyhow::Result<BoundSocket> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                anyhow::bail!(
+                    "--socket {}: another server answers there (stop it, or pick another path)",
+                    path.display()
+                );
+            }
+            std::fs::remove_file(path)
+                .with_context(|| format!("--socket {}: cannot remove the stale socket", path.display()))?;
+        }
+        Ok(_) => anyhow::bail!(
+            "--socket {}: exists and is not a socket (not touched)",
+            path.display()
+        ),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => {
+            return Err(error).with_context(|| format!("--socket {}", path.display()));
+        }
+    }
+    let listener = UnixListener::bind(path)
+        .with_context(|| format!("--socket {}: cannot listen there", path.display()))?;
+    let bound = BoundSocket {
+        listener,
+        path: path.to_path_buf(),
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
+        .with_context(|| format!("--socket {}: cannot set its mode", path.display()))?;
+    Ok(bound)
+}
+
+/// Serves `router` on `socket` until `stop` resolves, then gives open
+/// connections `grace` to end.
+pub async fn serve(
+    socket: BoundSocket,
+    router: Router,
+    stop: impl std::future::Future<Output = ()>,
+    grace: Duration,
+) {
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_header_size(crate::listen::MAX_HEADER_BYTES)
+        .max_headers(crate::listen::MAX_HEADERS)
+        .keep_alive(true);
+    let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let graceful = GracefulShutdown::new();
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        tokio::select! {
+            accepted = socket.listener.accept() => {
+                let Ok((stream, _)) = accepted else {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                };
+                let Ok(place) = places.clone().try_acquire_owned() else {
+                    drop(stream);
+                    continue;
+                };
+                let router = TowerToHyperService::new(router.clone());
+                let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+                    // The socket's permissions admitted it.
+                    request.extensions_mut().insert(Authenticated);
+                    hyper::service::Service::call(&router, request)
+                });
+                let connection = http.serve_connection(TokioIo::new(stream), service);
+                let watched = graceful.watch(connection);
+                tokio::spawn(async move {
+                    let _ = watched.await;
+                    drop(place);
+                });
+            }
+            () = &mut stop => break,
+        }
+    }
+    drop(socket);
+    let _ = tokio::time::timeout(grace, graceful.shutdown()).await;
+}
