@@ -60,6 +60,12 @@ impl Engine {
 }
 
 impl EngineArgs {
+    /// The first flag given that asks for an engine run here (see
+    /// [`super::connect::engine_option_given`]).
+    pub fn option_given(&self) -> Option<&'static str> {
+        super::connect::engine_option_given(self.probe, self.sweep, &self.thresholds, &self.source)
+    }
+
     /// The engine for `state_dir`, or a one-line error (a bad number);
     /// `command` names the command in the fallback's stderr line.
     pub fn engine(&self, state_dir: &Path, command: &str) -> anyhow::Result<Engine> {

@@ -9,6 +9,7 @@
 //! the window is unknown).
 
 mod check;
+mod connect;
 mod demo;
 mod docs;
 mod engine_args;

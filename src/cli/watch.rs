@@ -41,29 +41,65 @@ pub struct WatchArgs {
     initial: bool,
     #[command(flatten)]
     engine: super::engine_args::EngineArgs,
+    #[command(flatten)]
+    connect: super::connect::ConnectArgs,
 }
 
-/// Runs `locktop watch`.
+/// Runs `locktop watch`: on this host's engine, or following a service.
 pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode> {
-    let engine = args.engine.engine(&state_dir, "watch")?;
-    engine.say();
-    let follower = Follower::new(HeldOnly::default(), engine.materializing);
+    let plan = args
+        .connect
+        .plan(&state_dir, args.engine.option_given())
+        .await?;
+    let (handle, follower, first_line) = match plan {
+        super::connect::Plan::Private { why } => {
+            if let Some(why) = why {
+                say!("locktop watch: {why}");
+            }
+            let engine = args.engine.engine(&state_dir, "watch")?;
+            engine.say();
+            let follower = Follower::new(HeldOnly::default(), engine.materializing);
+            let first_line = serde_json::json!({
+                "time": crate::time_format::rfc3339(SystemTime::now()),
+                "source": engine.source.word(),
+                "probe": engine.probe.runs.as_str(),
+                "source_fallback": engine.source.fallback,
+            });
+            let handle = engine::spawn(Context::new(state_dir), engine.config);
+            (handle, follower, first_line)
+        }
+        #[cfg(feature = "attach")]
+        super::connect::Plan::Attached(attached) => {
+            let hello = attached.link.hello();
+            say!(
+                "locktop watch: {}",
+                crate::text::visible(&super::connect::attached_line(&attached.link))
+            );
+            let follower = Follower::new(
+                HeldOnly::default(),
+                Duration::from_secs_f64(hello.materializing_after),
+            );
+            let first_line = serde_json::json!({
+                "time": crate::time_format::rfc3339(SystemTime::now()),
+                "source": hello.source,
+                "probe": hello.probe.as_str(),
+                "source_fallback": null,
+                "attached": attached.link.target().to_string(),
+                "state_dir": hello.state_dir,
+            });
+            (attached.handle, follower, first_line)
+        }
+    };
     let stop = super::stop_signal()?;
     let outbox = Arc::new(PendingLines::default());
     if args.json {
         // The first line says how liveness is learned (a reader that
         // cannot take it has stopped reading: the writer finds out).
-        let line = serde_json::json!({
-            "time": crate::time_format::rfc3339(SystemTime::now()),
-            "source": engine.source.word(),
-            "probe": engine.probe.runs.as_str(),
-            "source_fallback": engine.source.fallback,
-        });
-        let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{line}\n").as_bytes());
+        let _ =
+            std::io::Write::write_all(&mut std::io::stdout(), format!("{first_line}\n").as_bytes());
     }
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let mut written = writer::spawn(outbox.clone(), args.json, stdout)?;
-    let handle = engine::spawn(Context::new(state_dir), engine.config);
     let telling = Telling {
         json: args.json,
         initial: args.initial,

@@ -28,9 +28,9 @@ mod full_snapshot;
 mod listen;
 mod metrics;
 mod password_checks;
+mod unix_socket;
 mod view;
 mod view_stream;
-mod unix_socket;
 mod web_config;
 
 use std::net::SocketAddr;

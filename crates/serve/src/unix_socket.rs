@@ -61,8 +61,12 @@ pub fn bind(path: &Path) -> anyhow::Result<BoundSocket> {
                     path.display()
                 );
             }
-            std::fs::remove_file(path)
-                .with_context(|| format!("--socket {}: cannot remove the stale socket", path.display()))?;
+            std::fs::remove_file(path).with_context(|| {
+                format!(
+                    "--socket {}: cannot remove the stale socket",
+                    path.display()
+                )
+            })?;
         }
         Ok(_) => anyhow::bail!(
             "--socket {}: exists and is not a socket (not touched)",

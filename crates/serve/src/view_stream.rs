@@ -158,13 +158,8 @@ impl ViewStreams {
 
     fn verdict_lines(&self, out: &mut Vec<u8>, changes: &[Change], at: SystemTime) {
         for change in changes {
-            self.encoder.verdict(
-                out,
-                &change.key,
-                change.from,
-                change.to.as_ref(),
-                at,
-            );
+            self.encoder
+                .verdict(out, &change.key, change.from, change.to.as_ref(), at);
         }
     }
 
@@ -201,15 +196,20 @@ impl ViewStreams {
         loop {
             let woken = tokio::time::timeout(HEARTBEAT_EVERY, outbox.ready.notified()).await;
             {
-                let pending = outbox.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                let pending = outbox
+                    .pending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
                 if pending.behind && !pending.closed {
                     drop(pending);
                     // The view's lock first, as the follower takes it:
                     // nothing is published while the checkpoint is taken,
                     // and everything dropped before is in it.
                     let view = view.read().unwrap_or_else(PoisonError::into_inner);
-                    let mut pending =
-                        outbox.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                    let mut pending = outbox
+                        .pending
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
                     let mut bytes = Vec::new();
                     self.encoder.resync(
                         &mut bytes,
@@ -222,7 +222,10 @@ impl ViewStreams {
                     return Some(bytes);
                 }
             }
-            let mut pending = outbox.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut pending = outbox
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             if !pending.bytes.is_empty() {
                 return Some(std::mem::take(&mut pending.bytes));
             }
