@@ -37,6 +37,8 @@ pub struct CheckArgs {
     /// The same as `--probe passive` (kept for scripts).
     #[arg(long, conflicts_with = "probe")]
     passive: bool,
+    #[command(flatten)]
+    connect: super::connect::ConnectArgs,
 }
 
 impl CheckArgs {
@@ -109,6 +111,9 @@ enum CheckFailed {
     /// A member is invalid, or cannot be taken though nobody holds it.
     #[error(transparent)]
     Locks(#[from] LocksError),
+    /// The service named by `--connect` cannot be followed.
+    #[error(transparent)]
+    Attach(anyhow::Error),
 }
 
 async fn checked(
@@ -116,12 +121,56 @@ async fn checked(
     args: &CheckArgs,
 ) -> Result<(CheckReport, ProbeChoice), CheckFailed> {
     let state_dir = state_dir?;
-    crate::disk::state_dir::require_existing(&state_dir)?;
-    let family = args.family.family()?;
-    let probe = lock_free::choose(args.requested_probe(), &state_dir);
-    let context = Context::new(state_dir);
-    let report = check::check_family(&context, &family, probe.runs).await?;
-    Ok((report, probe))
+    let engine_option = (args.requested_probe() != ProbeMode::LockFree).then_some("--probe");
+    match args
+        .connect
+        .plan(&state_dir, engine_option)
+        .await
+        .map_err(CheckFailed::Attach)?
+    {
+        super::connect::Plan::Private { why } => {
+            if let Some(why) = why
+                && !args.json
+            {
+                say!("locktop: {why}");
+            }
+            crate::disk::state_dir::require_existing(&state_dir)?;
+            let family = args.family.family()?;
+            let probe = lock_free::choose(args.requested_probe(), &state_dir);
+            let context = Context::new(state_dir);
+            let report = check::check_family(&context, &family, probe.runs).await?;
+            Ok((report, probe))
+        }
+        #[cfg(feature = "attach")]
+        super::connect::Plan::Attached(attached) => {
+            let family = args.family.family()?;
+            let view = super::connect::settled(attached)
+                .await
+                .map_err(CheckFailed::Attach)?;
+            let hello = view.link.hello();
+            if !args.json {
+                say!(
+                    "locktop: {}",
+                    crate::text::visible(&super::connect::attached_line(&view.link))
+                );
+            }
+            let held = view
+                .fold
+                .keys()
+                .iter()
+                .filter(|(_, state)| state.liveness.is_held());
+            let report = check::report_from_states(
+                &hello.state_dir,
+                &family,
+                held,
+                &view.fold.watcher().problems,
+                SystemTime::now(),
+                std::time::Duration::from_secs_f64(hello.materializing_after),
+                &crate::operate::wait_for::WaitGraph::default(),
+            )?;
+            Ok((report, ProbeChoice::as_asked(hello.probe)))
+        }
+    }
 }
 
 /// `check --json` when there is no report: `{"free":false,"error":{…}}`.
@@ -133,7 +182,8 @@ struct JsonFailure {
 
 #[derive(serde::Serialize)]
 struct JsonError {
-    /// `unavailable`, `invalid_member` or `bad_input`.
+    /// `unavailable`, `invalid_member`, `bad_input` or `unattached` (the
+    /// service `--connect` names cannot be followed).
     kind: &'static str,
     /// The member concerned (unavailable only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -150,6 +200,7 @@ impl From<&CheckFailed> for JsonFailure {
             }
             CheckFailed::Locks(_) => ("invalid_member", None),
             CheckFailed::StateDir(_) | CheckFailed::NoFamily(_) => ("bad_input", None),
+            CheckFailed::Attach(_) => ("unattached", None),
         };
         JsonFailure {
             free: false,

@@ -199,3 +199,75 @@ pub fn attached_line(link: &locktop_attach::Link) -> String {
         hello.probe.as_str()
     )
 }
+
+/// A service's view once it is complete: its first full scan is in, and
+/// the link is up.
+#[cfg(feature = "attach")]
+pub struct Settled {
+    /// Every key the service listed, and its watcher.
+    pub fold: crate::engine::fold::Fold,
+    /// The link, for what it says of the service.
+    pub link: std::sync::Arc<locktop_attach::Link>,
+}
+
+/// How long a one-shot command waits for a service's view to be complete.
+#[cfg(feature = "attach")]
+pub const SETTLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Follows `attached` until its view is complete (the service finished
+/// its first scan, and the link is not lost): a one-shot answer never
+/// answers from a view that is not complete yet.
+#[cfg(feature = "attach")]
+pub async fn settled(attached: locktop_attach::Attached) -> anyhow::Result<Settled> {
+    use crate::engine::WatcherHealth;
+    let locktop_attach::Attached { mut handle, link } = attached;
+    let mut fold = crate::engine::fold::Fold::default();
+    let waited = tokio::time::timeout(SETTLE_TIMEOUT, async {
+        while let Some(delta) = handle.deltas.recv().await {
+            fold.apply(delta);
+            let watcher = fold.watcher();
+            if watcher.synced()
+                && !matches!(watcher.health, WatcherHealth::Reconnecting { .. })
+                && handle.deltas.is_empty()
+            {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    match waited {
+        Ok(true) => Ok(Settled { fold, link }),
+        Ok(false) => anyhow::bail!("{}: the link ended", link.target()),
+        Err(_) => anyhow::bail!(
+            "{}: its view is not complete after {} s ({})",
+            link.target(),
+            SETTLE_TIMEOUT.as_secs(),
+            crate::text::visible(&fold.watcher().health.describe())
+        ),
+    }
+}
+
+/// The link as the monitor's header sees it.
+#[cfg(feature = "attach")]
+#[derive(Debug)]
+pub struct LinkView(pub std::sync::Arc<locktop_attach::Link>);
+
+#[cfg(feature = "attach")]
+impl crate::tui::Attachment for LinkView {
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+
+    fn is_live(&self) -> bool {
+        self.0.is_live()
+    }
+
+    fn is_local(&self) -> bool {
+        self.0.target().is_local()
+    }
+
+    fn free_keys(&self) -> u64 {
+        self.0.free().total()
+    }
+}

@@ -37,6 +37,11 @@ const DEMO_MATERIALIZING_AFTER: f64 = 5.0;
 
 /// Runs `locktop demo`. `state_dir` is `Some` only when given explicitly.
 pub async fn run(state_dir: Option<PathBuf>, mut args: DemoArgs) -> anyhow::Result<ExitCode> {
+    if args.monitor.connect.connect.is_some() {
+        anyhow::bail!(
+            "--connect: the demo's agents run in a state dir of its own, watched here; not with --connect"
+        );
+    }
     let thresholds = &mut args.monitor.thresholds;
     thresholds
         .materializing_after

@@ -110,6 +110,8 @@ pub struct MonitorArgs {
     /// Where liveness comes from.
     #[command(flatten)]
     pub source: source_args::SourceArgs,
+    #[command(flatten)]
+    pub connect: connect::ConnectArgs,
 }
 
 impl MonitorArgs {
@@ -135,6 +137,7 @@ impl Default for MonitorArgs {
             log: None,
             thresholds: thresholds::ThresholdArgs::default(),
             source: source_args::SourceArgs::default(),
+            connect: connect::ConnectArgs::default(),
         }
     }
 }
@@ -312,7 +315,15 @@ pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output =
 /// Opens the monitor on `state_dir` until the operator quits.
 pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyhow::Result<()> {
     let (sweep_every, sweep_stretch) = sweep_period(args.sweep)?;
-    let probe = crate::liveness::lock_free::choose(args.requested_probe()?, &state_dir);
+    let requested = args.requested_probe()?;
+    let engine_option =
+        connect::engine_option_given(requested, args.sweep, &args.thresholds, &args.source);
+    let attach_note = match args.connect.plan(&state_dir, engine_option).await? {
+        connect::Plan::Private { why } => why,
+        #[cfg(feature = "attach")]
+        connect::Plan::Attached(attached) => return monitor_attached(attached, args).await,
+    };
+    let probe = crate::liveness::lock_free::choose(requested, &state_dir);
     let source = args.source.choose(&state_dir)?;
     let context = crate::context::Context::new(state_dir);
     crate::tui::run(
@@ -332,15 +343,39 @@ pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyho
             probe,
             log_file: args.log,
             materializing_after: args.thresholds.materializing_after()?,
+            attach_note,
         },
     )
     .await
 }
 
-/// The monitor and `watch` wait for a missing locks dir to appear; that
-/// wait is hopeless when a file sits where the state dir or the locks dir
-/// should be, or when one exists but may not be read (another user's
-/// state): an error (one line, exit 2) instead.
+/// The monitor on a service's view: its state dir, probe and thresholds.
+#[cfg(feature = "attach")]
+async fn monitor_attached(
+    attached: locktop_attach::Attached,
+    args: MonitorArgs,
+) -> anyhow::Result<()> {
+    let hello = attached.link.hello();
+    let context = crate::context::Context::new(hello.state_dir.clone());
+    crate::tui::run_attached(
+        context,
+        attached.handle,
+        hello.probe,
+        crate::tui::TuiOptions {
+            read_only: args.read_only,
+            kernel_events: hello.refusals_counted,
+            source_fallback: None,
+            probe: crate::liveness::lock_free::ProbeChoice::as_asked(hello.probe),
+            log_file: args.log,
+            materializing_after: Duration::try_from_secs_f64(hello.materializing_after)
+                .unwrap_or(crate::operate::verdict::MATERIALIZING_AFTER),
+            attach_note: None,
+        },
+        std::sync::Arc::new(connect::LinkView(attached.link)),
+    )
+    .await
+}
+
 fn ensure_watchable(state_dir: &std::path::Path) -> anyhow::Result<()> {
     for dir in [state_dir.to_path_buf(), crate::locks::locks_root(state_dir)] {
         if !dir.exists() {

@@ -31,10 +31,85 @@ pub struct SnapshotArgs {
     /// taken), passive (momentary shared locks) or acquire (writes).
     #[arg(long, value_enum, default_value_t = ProbeMode::LockFree)]
     probe: ProbeMode,
+    #[command(flatten)]
+    connect: super::connect::ConnectArgs,
 }
 
-/// Runs `locktop snapshot`.
+/// Runs `locktop snapshot`: a scan here, or the view of the service it
+/// follows.
 pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitCode> {
+    if args.all && args.connect.connect.is_some() {
+        anyhow::bail!(
+            "--all lists free keys, which a service counts but does not send: not with --connect"
+        );
+    }
+    let engine_option = if args.probe != ProbeMode::LockFree {
+        Some("--probe")
+    } else if args.all {
+        // Free keys by name: a scan here.
+        Some("--all")
+    } else {
+        None
+    };
+    match args.connect.plan(&state_dir, engine_option).await? {
+        super::connect::Plan::Private { why } => {
+            if let Some(why) = why
+                && !args.json
+            {
+                say!("locktop: {why}");
+            }
+            scanned_here(state_dir, args).await
+        }
+        #[cfg(feature = "attach")]
+        super::connect::Plan::Attached(attached) => {
+            let view = super::connect::settled(attached).await?;
+            let mut keys: Vec<(LockKey, KeyState)> = view
+                .fold
+                .keys()
+                .iter()
+                .filter(|(_, state)| !state.is_bare_free())
+                .map(|(key, state)| (key.clone(), state.clone()))
+                .collect();
+            keys.sort_by(|a, b| a.0.cmp(&b.0));
+            let hello = view.link.hello();
+            if !args.json {
+                say!(
+                    "locktop: {}",
+                    visible(&super::connect::attached_line(&view.link))
+                );
+            }
+            let probe = lock_free::ProbeChoice::as_asked(hello.probe);
+            let judged = crate::stream::snapshot::Judged {
+                materializing: std::time::Duration::from_secs_f64(hello.materializing_after),
+                now: SystemTime::now(),
+                waits: None,
+            };
+            let shown = keys.iter().map(|(key, state)| (key, state));
+            let written = print(
+                &args,
+                &hello.state_dir,
+                &probe,
+                shown,
+                &view.fold.watcher().problems,
+                judged,
+            )
+            .and_then(|()| {
+                if args.json {
+                    return Ok(());
+                }
+                let free = view.link.free().total();
+                writeln!(
+                    std::io::stdout(),
+                    "({free} free keys, counted by the service: --no-connect lists them with --all)"
+                )
+            });
+            finished(written)
+        }
+    }
+}
+
+/// A scan of `state_dir` here, printed.
+async fn scanned_here(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitCode> {
     let probe = lock_free::choose(args.probe, &state_dir);
     if probe.fallback.is_some() && !args.json {
         say!("locktop: probe {}", probe.describe());
@@ -49,35 +124,42 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
         .keys
         .iter_sorted()
         .filter(|(_, state)| args.all || state.liveness != Liveness::Free);
-    let mut out = std::io::stdout().lock();
-    let written = if args.json {
-        let mut buffered = std::io::BufWriter::new(&mut out);
-        write_json(
-            &mut buffered,
-            &state_dir,
-            &probe,
-            shown,
-            &snapshot.problems,
-            crate::stream::snapshot::Judged {
-                materializing: MATERIALIZING_AFTER,
-                now: SystemTime::now(),
-                waits: None,
-            },
-        )
-        .and_then(|()| buffered.flush())
-    } else {
-        write_table(
-            &mut out,
-            shown,
-            &snapshot.problems,
-            terminal_width(),
-            crate::stream::snapshot::Judged {
-                materializing: MATERIALIZING_AFTER,
-                now: SystemTime::now(),
-                waits: None,
-            },
-        )
+    let judged = crate::stream::snapshot::Judged {
+        materializing: MATERIALIZING_AFTER,
+        now: SystemTime::now(),
+        waits: None,
     };
+    finished(print(
+        &args,
+        &state_dir,
+        &probe,
+        shown,
+        &snapshot.problems,
+        judged,
+    ))
+}
+
+/// Prints `keys` as a table or JSON.
+fn print<'a>(
+    args: &SnapshotArgs,
+    state_dir: &std::path::Path,
+    probe: &lock_free::ProbeChoice,
+    keys: impl Iterator<Item = (&'a LockKey, &'a KeyState)> + Clone,
+    problems: &[ScanProblem],
+    judged: crate::stream::snapshot::Judged<'_>,
+) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let mut buffered = std::io::BufWriter::new(&mut out);
+        write_json(&mut buffered, state_dir, probe, keys, problems, judged)
+            .and_then(|()| buffered.flush())
+    } else {
+        write_table(&mut out, keys, problems, terminal_width(), judged)
+    }
+}
+
+/// Exit 0 once written, or when the reader went away (EPIPE).
+fn finished(written: std::io::Result<()>) -> anyhow::Result<ExitCode> {
     match written {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         other => {

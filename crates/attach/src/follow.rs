@@ -62,7 +62,8 @@ pub async fn attach(target: Target, config: ClientConfig) -> anyhow::Result<Atta
         deltas,
         orders,
         mirror: Mirror::new(),
-        own: HashSet::new(),
+        // This process holds its in-process test holders' locks itself.
+        own: HashSet::from([std::process::id()]),
         states: HashMap::new(),
     };
     tokio::spawn(follower.run(opened));

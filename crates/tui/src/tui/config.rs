@@ -30,4 +30,39 @@ pub struct AppConfig {
     /// How long a spawn may hold tags without an AIH lock before it is a
     /// suspect.
     pub materializing_after: std::time::Duration,
+    /// The service this monitor follows (`--connect`), if it runs no
+    /// engine of its own.
+    pub attached: Option<std::sync::Arc<dyn Attachment>>,
+    /// Why it follows no service though one may run here (`not
+    /// attached: …`), shown in the header with the fallbacks' reasons.
+    pub attach_note: Option<String>,
+}
+
+/// A service the monitor follows (`--connect`), as the header and the
+/// actions see it. Invariant: [`Attachment::describe`] reads as live
+/// only while [`Attachment::is_live`]; everything it says is escaped.
+pub trait Attachment: Send + Sync + std::fmt::Debug {
+    /// One line: to what, its host and source, the age of its last word —
+    /// or `RECONNECTING` and why.
+    fn describe(&self) -> String;
+    /// Whether what is shown is live (connected, and heard lately).
+    fn is_live(&self) -> bool;
+    /// Whether the service runs on this host (a unix socket): test
+    /// holders and signals may be used here.
+    fn is_local(&self) -> bool;
+    /// Free keys, as the service counts them (it sends none by name).
+    fn free_keys(&self) -> u64;
+}
+
+impl AppConfig {
+    /// Why actions that need this machine (test holders, signals) are
+    /// refused here: a service on another host.
+    pub fn refuses_local_actions(&self) -> Option<String> {
+        let attached = self.attached.as_ref()?;
+        (!attached.is_local()).then(|| {
+            "not here: this monitor follows a service on another host — test holders and \
+             signals need locktop on that host"
+                .to_string()
+        })
+    }
 }

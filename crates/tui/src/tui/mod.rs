@@ -49,7 +49,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 pub use app::App;
-pub use config::AppConfig;
+pub use config::{AppConfig, Attachment};
 pub(crate) use handles::Ops;
 pub use keymap::{BINDINGS, Group};
 pub use terminal::restore;
@@ -81,6 +81,9 @@ pub struct TuiOptions {
     /// How long a spawn may hold tags without an AIH lock before it is a
     /// suspect (`--materializing-after`).
     pub materializing_after: std::time::Duration,
+    /// Why it follows no service though one may run here (the header
+    /// says it with the fallbacks' reasons).
+    pub attach_note: Option<String>,
 }
 
 /// Runs the TUI on `context`'s state dir until the operator quits or a
@@ -92,33 +95,71 @@ pub async fn run(
     engine: crate::engine::EngineConfig,
     options: TuiOptions,
 ) -> anyhow::Result<()> {
+    let probe = engine.probe;
+    let handle = crate::engine::spawn(context.clone(), engine);
+    run_on(context, handle, probe, options, None).await
+}
+
+/// [`run`], following a service's view (`--connect`) instead of an
+/// engine of its own: `handle` gives its deltas, `attachment` what the
+/// header says of it, `probe` the service's probe. Test holders and
+/// signals work only where the service runs on this host.
+pub async fn run_attached(
+    context: crate::context::Context,
+    handle: crate::engine::EngineHandle,
+    probe: crate::liveness::probe::ProbeMode,
+    options: TuiOptions,
+    attachment: std::sync::Arc<dyn Attachment>,
+) -> anyhow::Result<()> {
+    run_on(context, handle, probe, options, Some(attachment)).await
+}
+
+async fn run_on(
+    context: crate::context::Context,
+    handle: crate::engine::EngineHandle,
+    probe: crate::liveness::probe::ProbeMode,
+    options: TuiOptions,
+    attached: Option<std::sync::Arc<dyn Attachment>>,
+) -> anyhow::Result<()> {
     // No log file unless asked for: locktop writes nothing outside
     // `<state>/locks` on its own, and never logs to the screen.
     if let Some(log_file) = &options.log_file {
         init_logging(log_file)?;
     }
     tracing::info!(state_dir = %context.state_dir().display(), "locktop TUI starting");
+    let remote = attached
+        .as_ref()
+        .is_some_and(|attached| !attached.is_local());
     let config = AppConfig {
         state_dir: context.state_dir().to_path_buf(),
-        probe: engine.probe,
+        probe,
         probe_fallback: options.probe.fallback.clone(),
         kernel_events: options.kernel_events,
         source_fallback: options.source_fallback.clone(),
         read_only: options.read_only,
         theme: Theme::from_env(),
         materializing_after: options.materializing_after,
+        attached,
+        attach_note: options.attach_note.clone(),
     };
-    let handle = crate::engine::spawn(context.clone(), engine);
     let model = crate::model::Model::new(Box::new(|pid| Some(pid_alive(pid))));
     let mut app = App::new(config, model);
-    let events = match Ops::new(context.clone(), Some(handle.commands.clone())) {
+    // A service on another host: nothing here to hold or signal.
+    let ops = if remote {
+        Err(anyhow::anyhow!("the service runs on another host"))
+    } else {
+        Ops::new(context.clone(), Some(handle.commands.clone())).map_err(anyhow::Error::from)
+    };
+    let events = match ops {
         Ok((ops, events)) => {
             app = app.with_ops(ops);
             Some(events)
         }
         Err(error) => {
             tracing::warn!("no holder manager: {error}");
-            app.set_message(format!("test holders unavailable: {error}"));
+            if !remote {
+                app.set_message(format!("test holders unavailable: {error}"));
+            }
             None
         }
     };

@@ -40,14 +40,22 @@ impl App {
             self.message = Some("disabled: locktop runs --read-only".into());
             return;
         }
+        if action.writes()
+            && let Some(why) = self.config.refuses_local_actions()
+        {
+            self.message = Some(why);
+            return;
+        }
         match action {
             Action::NewHolder => self.operator.overlay = Some(Overlay::Form(HolderForm::hold())),
             Action::Release => self.release_selected(),
             Action::Kill => self.open_kill(),
-            Action::Check if self.replay.is_some() => match self.selected_family() {
-                Ok(family) => self.recorded_check(family),
-                Err(why) => self.message = Some(why.to_string()),
-            },
+            Action::Check if self.replay.is_some() || self.config.attached.is_some() => {
+                match self.selected_family() {
+                    Ok(family) => self.recorded_check(family),
+                    Err(why) => self.message = Some(why.to_string()),
+                }
+            }
             Action::Check => match self.selected_family() {
                 Ok(family) => {
                     let form = HolderForm::check(family, self.check_probe(self.config.probe));
@@ -142,8 +150,9 @@ impl App {
         }));
     }
 
-    /// `c` in a replay: the family checked against the recorded state at
-    /// the cursor (the model's held keys), at once.
+    /// `c` in a replay, or attached to a service: the family checked
+    /// against the state shown (the model's held keys: the recording's at
+    /// the cursor, or the service's), at once.
     fn recorded_check(&mut self, family: Family) {
         let now = self.model.now();
         let data = self.model.data();
@@ -162,10 +171,14 @@ impl App {
             self.config.materializing_after,
             data.held().waits(),
         );
-        let how = format!(
-            "from the recording at {} (nothing probed)",
-            crate::time_format::rfc3339(now)
-        );
+        let how = if self.replay.is_some() {
+            format!(
+                "from the recording at {} (nothing probed)",
+                crate::time_format::rfc3339(now)
+            )
+        } else {
+            "from the service's view (nothing probed here)".to_string()
+        };
         self.open_report_saying(0, &family, how);
         self.check_done(CheckOutcome { seq: 0, result });
     }
@@ -315,7 +328,7 @@ impl App {
     }
 
     fn send_signal(&mut self, signal: Signal, next: SignalStage) {
-        if self.config.read_only {
+        if self.config.read_only || self.config.refuses_local_actions().is_some() {
             return;
         }
         let Some(Overlay::Signal(dialog)) = self.operator.overlay.as_mut() else {

@@ -82,6 +82,8 @@ impl Player {
             theme,
             materializing_after: Duration::try_from_secs_f64(header.materializing_after)
                 .unwrap_or(crate::operate::verdict::MATERIALIZING_AFTER),
+            attached: None,
+            attach_note: None,
         };
         let mut app = App::new(config, model);
         let start = set.start();

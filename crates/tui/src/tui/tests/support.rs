@@ -22,6 +22,8 @@ pub(super) fn app_with(theme: Theme, model: Model, state_dir: &std::path::Path) 
         read_only: false,
         theme,
         materializing_after: crate::model::MATERIALIZING_AFTER,
+        attached: None,
+        attach_note: None,
     };
     App::new(config, model)
 }

@@ -54,6 +54,7 @@ pub(crate) fn draw_header(
     let health_style = match data.watcher.health {
         WatcherHealth::Watching => theme.live,
         WatcherHealth::Starting => theme.dim,
+        WatcherHealth::Reconnecting { .. } => theme.error,
         _ => theme.in_flight,
     };
     let first_scan = data.watcher.health == WatcherHealth::Watching && !data.watcher.synced();
@@ -75,7 +76,16 @@ pub(crate) fn draw_header(
     // health) is what a narrow terminal cuts off, never the probe mode
     // or the health.
     first.extend([Span::styled("locktop", theme.section)]);
-    if view.config.kernel_events {
+    if let Some(attached) = &view.config.attached {
+        // What it follows, and how old its last word is: never live
+        // while the link is lost or silent.
+        let style = if attached.is_live() {
+            theme.dim
+        } else {
+            theme.error
+        };
+        first.push(Span::styled(format!(" · {}", attached.describe()), style));
+    } else if view.config.kernel_events {
         first.push(Span::styled(" · kernel lock events", theme.dim));
     } else {
         first.extend([
@@ -89,7 +99,11 @@ pub(crate) fn draw_header(
         Span::styled(" · ", theme.dim),
     ]);
     let mut reasons = Vec::new();
-    if !view.config.kernel_events {
+    if let Some(note) = &view.config.attach_note {
+        reasons.push(Span::styled(" · ", theme.dim));
+        reasons.push(Span::styled(visible(note).into_owned(), theme.in_flight));
+    }
+    if !view.config.kernel_events && view.config.attached.is_none() {
         let fallbacks = [
             ("lock-free unavailable", &view.config.probe_fallback),
             ("no kernel events", &view.config.source_fallback),
@@ -151,6 +165,14 @@ pub(crate) fn draw_header(
     count(Liveness::InFlight, counts.in_flight, false);
     count(Liveness::Shared, counts.shared, false);
     count(Liveness::Error, counts.error, false);
+    if let Some(attached) = &view.config.attached {
+        // The service sends free keys as a count only.
+        second.push(Span::styled(
+            format!("(+{} free, counted by the service)", attached.free_keys()),
+            theme.dim,
+        ));
+        second.push(Span::raw("  "));
+    }
     // Lock files outside agents/ (the help's legend says so): counted
     // only when there are some.
     if counts.other > 0 {

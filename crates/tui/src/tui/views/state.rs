@@ -87,6 +87,8 @@ mod tests {
             read_only: true,
             theme: Theme::monochrome(),
             materializing_after: crate::model::MATERIALIZING_AFTER,
+            attached: None,
+            attach_note: None,
         };
         let operator = Operator::default();
         let (nothing, no_replay) = (None, None);
