@@ -57,6 +57,8 @@ fn keystroke_and_draw(keys: usize, samples: usize) -> (Duration, Duration, Durat
             read_only: false,
             theme: Theme::color(),
             materializing_after: locktop::model::MATERIALIZING_AFTER,
+            attached: None,
+            attach_note: None,
         },
         model,
     );
