@@ -37,7 +37,7 @@ pub const MAX_LINE: usize = 16 << 20;
 /// The first wait before reconnecting, doubled up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 /// The longest wait between two tries.
-const RETRY_MAX: Duration = Duration::from_secs(2);
+const RETRY_MAX: Duration = Duration::from_millis(500);
 
 /// A front end's attachment: the deltas to follow, and the link.
 pub struct Attached {

@@ -176,6 +176,13 @@ pub async fn run(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
+    // Bound before anything is said: once serve says where it listens,
+    // both places answer.
+    let socket = serving
+        .socket
+        .as_deref()
+        .map(unix_socket::bind)
+        .transpose()?;
     // The bound address (a port of 0 picks a free one), for people and
     // scripts: the one line serve writes unless something goes wrong.
     let scheme = if web.as_ref().is_some_and(|web| web.tls.is_some()) {
@@ -187,6 +194,9 @@ pub async fn run(
         "locktop serve: listening on {scheme}://{}",
         listener.local_addr().context("no local address")?
     );
+    if let Some(path) = &serving.socket {
+        say!("locktop serve: listening on unix:{}", path.display());
+    }
     if let Some(note) = note {
         say!("{note}");
     }
@@ -225,14 +235,6 @@ pub async fn run(
              without tls_server_config: passwords, and holders' command lines, cross the \
              network unencrypted"
         );
-    }
-    let socket = serving
-        .socket
-        .as_deref()
-        .map(unix_socket::bind)
-        .transpose()?;
-    if let Some(path) = &serving.socket {
-        say!("locktop serve: listening on unix:{}", path.display());
     }
     let root = crate::locks::locks_root(&state_dir);
     if !root.is_dir() {

@@ -259,3 +259,33 @@ pub fn body(
     );
     axum::body::Body::from_stream(chunks)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream nobody reads keeps at most [`MAX_PENDING`] bytes: past
+    /// that its lines are dropped and it is marked behind (a resync is
+    /// due), and nothing more is kept until it reads.
+    #[test]
+    fn an_unread_stream_keeps_at_most_its_bound_then_waits_for_a_resync() {
+        let outbox = Outbox::default();
+        let line = vec![b'x'; 1000];
+        for _ in 0..(MAX_PENDING / line.len()) {
+            outbox.push(&line);
+        }
+        assert!(!outbox.pending.lock().unwrap().behind);
+        for _ in 0..10_000 {
+            outbox.push(&line);
+            let pending = outbox.pending.lock().unwrap();
+            assert!(pending.bytes.len() <= MAX_PENDING);
+        }
+        let pending = outbox.pending.lock().unwrap();
+        assert!(pending.behind);
+        assert!(
+            pending.bytes.is_empty(),
+            "{} bytes kept",
+            pending.bytes.len()
+        );
+    }
+}

@@ -2,6 +2,7 @@
 //! processes (`check`, `snapshot`, `watch`) against real holders — their
 //! exit codes and output, and that a look never takes or leaves anything.
 
+mod attach;
 mod bad_input;
 mod check;
 mod hostile;

@@ -123,6 +123,9 @@ pub fn locktop_command(state_dir: &Path, args: &[&str]) -> Command {
         .arg("--state-dir")
         .arg(state_dir)
         .args(args)
+        // Hermetic: a `locktop serve` this host may run is never attached
+        // to by default (the attach tests name their own socket).
+        .env("LOCKTOP_SOCKET", "/nonexistent/locktop-tests.sock")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
