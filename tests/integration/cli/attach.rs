@@ -106,8 +106,11 @@ fn snapshot(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Held, S
     Ok(held_of_snapshot(&doc))
 }
 
+/// Live holders by name, with the keys each holds: (kind, name).
+type Holders = BTreeMap<String, (Holder, Vec<(String, String)>)>;
+
 /// What the holders hold: the oracle (the SDK took these locks for them).
-fn oracle(holders: &BTreeMap<String, (Holder, Vec<(String, String)>)>) -> Held {
+fn oracle(holders: &Holders) -> Held {
     let mut held = Held::new();
     for (holder, keys) in holders.values() {
         for key in keys {
@@ -275,7 +278,7 @@ fn attached_views_equal_a_private_one_at_every_quiet_moment_of_a_churn() {
     let default_env = [("LOCKTOP_SOCKET", socket.as_str())];
     let mut watch = Watch::start(&state, &["--connect", &local.target()], &[]);
     let mut rng = fastrand::Rng::with_seed(52);
-    let mut holders: BTreeMap<String, (Holder, Vec<(String, String)>)> = BTreeMap::new();
+    let mut holders = Holders::new();
     for step in 0..10 {
         // Take a few families, release or kill a few.
         for _ in 0..2 {
