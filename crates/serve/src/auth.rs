@@ -10,7 +10,14 @@
 //! tell which users exist; a user and password once verified are
 //! remembered by their SHA-256 only (bounded), so that a scrape every few
 //! seconds does not cost a bcrypt check each, nor waits behind anyone's;
-//! a request let through carries [`Authenticated`], and its connection is
+//! a check the request needs stands in its origin's line by its
+//! connection's history ([`super::password_checks::Standing`]): a
+//! connection that authenticated before goes before any stranger, and a
+//! stranger's request that asked for a check and was not let through
+//! (`401` or `503`) counts against its connection
+//! ([`super::connections::Slot::refuse`]), so a first scrape is not
+//! queued behind a flood of wrong passwords from its own address; a
+//! request let through carries [`Authenticated`], and its connection is
 //! admitted ([`super::connections::Slot::admit`]).
 
 use std::collections::HashSet;
@@ -24,7 +31,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 
 use super::connections::{Origin, Slot};
-use super::password_checks::PasswordChecks;
+use super::password_checks::{PasswordChecks, Standing};
 use super::web_config::Users;
 
 /// Marks a request whose client proved who it is: the password of a
@@ -61,15 +68,21 @@ impl Gate {
         })
     }
 
-    /// Whether `user` and `password`, sent from `origin`, match a
-    /// configured user.
-    async fn admits(self: &Arc<Self>, origin: Origin, user: String, password: String) -> Verdict {
+    /// Whether `user` and `password`, sent from `origin` on a connection
+    /// standing as `standing`, match a configured user.
+    async fn admits(
+        self: &Arc<Self>,
+        origin: Origin,
+        standing: Standing,
+        user: String,
+        password: String,
+    ) -> Verdict {
         let digest = digest(&user, &password);
         if self.remembered(&digest) {
             return Verdict::Admitted;
         }
         let gate = self.clone();
-        let checked = self.checks.check(origin, move || {
+        let checked = self.checks.check(origin, standing, move || {
             let hash = gate
                 .users
                 .hash_of(&user)
@@ -110,8 +123,20 @@ pub async fn require(State(gate): State<Arc<Gate>>, mut request: Request, next: 
                 .map_or(Origin::of(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), |slot| {
                     slot.origin()
                 });
+            // Its connection's history places it in its origin's line.
+            let standing = match &slot {
+                Some(slot) if slot.admitted() => Standing::Admitted,
+                Some(slot) => Standing::Stranger {
+                    refusals: slot.refusals(),
+                },
+                None => Standing::Stranger { refusals: 0 },
+            };
             let _checking = slot.as_ref().map(Slot::checking);
-            gate.admits(origin, user, password).await
+            let verdict = gate.admits(origin, standing, user, password).await;
+            if let (Some(slot), Verdict::Refused | Verdict::Busy) = (&slot, &verdict) {
+                slot.refuse();
+            }
+            verdict
         }
         None => Verdict::Refused,
     };

@@ -1,8 +1,9 @@
 //! The connections `serve` holds, and who gets a place when every place
 //! is taken: a client that authenticated keeps its place, and a newcomer
-//! may push out only a stranger of an origin that holds more places than
-//! its own — so strangers from one host, however many connections they
-//! open, cannot keep a scraper from another host out.
+//! may push out only a stranger — of its own origin, or of an origin that
+//! holds more places than its own — so strangers, whether from another
+//! host or from the scraper's own address (a second process on its host,
+//! clients behind its NAT), cannot keep a scraper out.
 //!
 //! Invariants: at most [`MAX_CONNECTIONS`] connections hold a place at
 //! once. A connection that authenticated ([`Slot::admit`]) is never
@@ -10,13 +11,24 @@
 //! scraper reuses one connection instead of asking for a place at every
 //! scrape). Any other connection has [`HEADER_READ_TIMEOUT`] from its
 //! accept, and from the end of each answer, to send a request's headers
-//! (the TLS handshake included), then is closed. When every place is
-//! taken, a newcomer from origin A takes the place of the longest-idle
-//! *stranger* connection (not admitted, and no answer being made for it
-//! other than a wait for a password check) of the origin B holding the
-//! most stranger places — only if B holds at least two more than A, so
-//! the move makes the share fairer and an origin never churns its own
-//! connections; otherwise the newcomer is closed at once.
+//! (the TLS handshake included), then is closed. A connection with a
+//! request being answered (other than a wait for a password check) is
+//! never pushed out either. When every place is taken, a newcomer from
+//! origin A takes the place of an *evictable stranger* — not admitted,
+//! and nothing on it but a wait for headers or for a password check — of
+//! A itself or of an origin B holding at least two more stranger places
+//! than A (so a crowd from one host never pushes out a smaller host's
+//! connections, only its own, and the share only gets fairer). Among
+//! those, an idle one (no request on it: it has not sent its headers, or
+//! was answered and sent nothing since) goes before one waiting for a
+//! password check; then one of the origin with the most stranger places;
+//! then the longest idle. With no evictable stranger there, the newcomer
+//! is closed at once. So a scraper gets a place as long as a stranger of
+//! its own host, or of a more crowded one, sits idle; behind a flood from
+//! its own address, its connection lives as many newcomers as its origin
+//! holds places before it is the longest-idle, time enough to send its
+//! headers, after which it goes only once no idle stranger of its origin
+//! is left.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -86,6 +98,9 @@ struct SlotState {
     idle_since: Instant,
     /// Pushed out for a newcomer: its task closes it.
     evicted: bool,
+    /// Its requests that asked for a password check and were not let
+    /// through.
+    refusals: u32,
 }
 
 impl Slot {
@@ -100,6 +115,7 @@ impl Slot {
                 checking: 0,
                 idle_since: Instant::now(),
                 evicted: false,
+                refusals: 0,
             }),
             wake: Notify::new(),
         }
@@ -118,6 +134,24 @@ impl Slot {
     pub fn admit(&self) {
         self.state().admitted = true;
         self.wake.notify_one();
+    }
+
+    /// True when it authenticated ([`Slot::admit`]).
+    pub fn admitted(&self) -> bool {
+        self.state().admitted
+    }
+
+    /// Counts a request on it that asked for a password check and was not
+    /// let through (a wrong password, or a check that got no turn).
+    pub fn refuse(&self) {
+        let mut state = self.state();
+        state.refusals = state.refusals.saturating_add(1);
+    }
+
+    /// How many of its requests asked for a password check and were not
+    /// let through ([`Slot::refuse`]).
+    pub fn refusals(&self) -> u32 {
+        self.state().refusals
     }
 
     /// Marks its client as one that presented a verified certificate.
@@ -265,39 +299,53 @@ impl Connections {
     }
 }
 
-/// The id of the slot a newcomer from `newcomer` pushes out, if any: the
-/// longest-idle evictable slot of the origin with the most stranger
-/// slots, when that origin has at least two more than the newcomer's.
+/// The id of the slot a newcomer from `newcomer` pushes out, if any (see
+/// the module's doc): among the evictable strangers of the newcomer's
+/// own origin and of the origins holding at least two more stranger
+/// places than it, an idle one before one waiting for a password check,
+/// then one of the most crowded origin, then the longest idle.
 fn victim<'a>(slots: impl Iterator<Item = &'a Slot>, newcomer: Origin) -> Option<u64> {
-    #[derive(Default)]
-    struct Tally {
-        strangers: usize,
-        /// The longest-idle evictable one: (idle since, id).
-        oldest: Option<(Instant, u64)>,
+    /// An evictable stranger: its origin, whether it is idle (no request
+    /// on it, only waits for a password check otherwise), idle since.
+    struct Candidate {
+        origin: Origin,
+        idle: bool,
+        since: Instant,
+        id: u64,
     }
-    let mut tallies: HashMap<Origin, Tally> = HashMap::new();
+    let mut strangers: HashMap<Origin, usize> = HashMap::new();
+    let mut candidates = Vec::new();
     for slot in slots {
         let state = slot.state();
         if state.admitted {
             continue;
         }
-        let tally = tallies.entry(slot.origin).or_default();
-        tally.strangers += 1;
+        *strangers.entry(slot.origin).or_default() += 1;
         // Only waiting for headers, or for a password check.
-        let evictable = !state.evicted && state.serving == state.checking;
-        let age = (state.idle_since, slot.id);
-        if evictable && tally.oldest.is_none_or(|oldest| age < oldest) {
-            tally.oldest = Some((state.idle_since, slot.id));
+        if !state.evicted && state.serving == state.checking {
+            candidates.push(Candidate {
+                origin: slot.origin,
+                idle: state.serving == 0,
+                since: state.idle_since,
+                id: slot.id,
+            });
         }
     }
-    let own = tallies.get(&newcomer).map_or(0, |tally| tally.strangers);
-    tallies
-        .into_values()
-        .filter(|tally| tally.strangers >= own + 2)
-        .filter_map(|tally| Some((tally.strangers, tally.oldest?)))
-        // The most crowded origin; among equals, the longest idle.
-        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.0.cmp(&a.1.0)))
-        .map(|(_, (_, id))| id)
+    let own = strangers.get(&newcomer).copied().unwrap_or(0);
+    candidates
+        .into_iter()
+        .filter_map(|candidate| {
+            let crowd = strangers[&candidate.origin];
+            (candidate.origin == newcomer || crowd >= own + 2).then_some((crowd, candidate))
+        })
+        .max_by(|(crowd_a, a), (crowd_b, b)| {
+            a.idle
+                .cmp(&b.idle)
+                .then(crowd_a.cmp(crowd_b))
+                .then(b.since.cmp(&a.since))
+                .then(b.id.cmp(&a.id))
+        })
+        .map(|(_, candidate)| candidate.id)
 }
 
 #[cfg(test)]
@@ -331,16 +379,88 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_crowd_cannot_push_out_its_own_nor_a_smaller_origin() {
+    async fn a_crowd_pushes_out_its_own_never_a_smaller_origin() {
         let connections = Connections::new();
         let mut strangers = full_of(&connections, origin(2));
         strangers.pop();
         let scraper = connections.enter(origin(1)).expect("a place");
-        // The crowd's next connection is refused: it would push out its
-        // own, or the scraper's.
-        assert!(connections.enter(origin(2)).is_none());
+        // The crowd's next connection takes the place of its own
+        // longest-idle one, not the scraper's.
+        let newcomer = connections.enter(origin(2)).expect("a place");
         assert!(!scraper.slot().state().evicted);
-        assert!(strangers.iter().all(|place| !place.slot().state().evicted));
+        assert!(strangers[0].slot().state().evicted);
+        assert!(
+            strangers[1..]
+                .iter()
+                .all(|place| !place.slot().state().evicted)
+        );
+        assert!(!newcomer.slot().state().evicted);
+        assert_eq!(connections.len(), MAX_CONNECTIONS);
+    }
+
+    /// Issue 52, item 6: 520 idle connections from the scraper's own
+    /// address left it no place (a newcomer could push out only a
+    /// stranger of an origin holding two more places than its own).
+    #[tokio::test(start_paused = true)]
+    async fn a_newcomer_of_the_strangers_own_address_pushes_out_the_longest_idle_of_them() {
+        let localhost = Origin::of(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        let connections = Connections::new();
+        let strangers = full_of(&connections, localhost);
+        // The first was answered (a 401, say) a moment ago: the second
+        // has been idle the longest.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        drop(strangers[0].slot().serving());
+        let scraper = connections
+            .enter(localhost)
+            .expect("the scraper gets in beside its own address's strangers");
+        assert_eq!(connections.len(), MAX_CONNECTIONS);
+        let evicted: Vec<_> = strangers
+            .iter()
+            .enumerate()
+            .filter(|(_, place)| place.slot().state().evicted)
+            .map(|(index, _)| index)
+            .collect();
+        assert_eq!(evicted, [1], "only the longest-idle stranger goes");
+        // The scraper authenticates: the strangers' newcomers now take
+        // each other's places, never its own.
+        scraper.slot().admit();
+        let mut newcomers = Vec::new();
+        for _ in 0..2 * MAX_CONNECTIONS {
+            tokio::time::advance(Duration::from_millis(1)).await;
+            newcomers.push(connections.enter(localhost).expect("a place"));
+            assert_eq!(connections.len(), MAX_CONNECTIONS);
+        }
+        assert!(!scraper.slot().state().evicted);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_stranger_goes_before_one_waiting_for_its_password_check() {
+        let localhost = Origin::of(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        let connections = Connections::new();
+        let places = full_of(&connections, localhost);
+        // All but the last sent a request that waits for its check; the
+        // last, the newest, sent nothing.
+        let (last, waiting) = places.split_last().expect("places");
+        let requests: Vec<_> = waiting
+            .iter()
+            .map(|place| (place.slot().serving(), place.slot().checking()))
+            .collect();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let newcomer = connections.enter(localhost).expect("a place");
+        assert!(last.slot().state().evicted, "the idle one goes");
+        assert!(waiting.iter().all(|place| !place.slot().state().evicted));
+        // The newcomer's request is being answered; with no idle one
+        // left, the one waiting longest for its check goes.
+        let answering = newcomer.slot().serving();
+        let _next = connections.enter(localhost).expect("a place");
+        assert!(waiting[0].slot().state().evicted);
+        assert!(
+            waiting[1..]
+                .iter()
+                .all(|place| !place.slot().state().evicted)
+        );
+        assert!(!newcomer.slot().state().evicted, "being answered");
+        drop((requests, answering));
     }
 
     #[tokio::test]
@@ -351,11 +471,14 @@ mod tests {
             place.slot().admit();
         }
         assert!(connections.enter(origin(1)).is_none(), "all admitted");
+        assert!(connections.enter(origin(2)).is_none(), "not by their own");
+        assert!(places.iter().all(|place| !place.slot().state().evicted));
         drop(places);
 
         let places = full_of(&connections, origin(2));
         let busy: Vec<_> = places.iter().map(|place| place.slot().serving()).collect();
         assert!(connections.enter(origin(1)).is_none(), "all answering");
+        assert!(connections.enter(origin(2)).is_none(), "not by their own");
         // Waiting for a password check is not being answered.
         let checking: Vec<_> = places.iter().map(|place| place.slot().checking()).collect();
         assert!(connections.enter(origin(1)).is_some());
