@@ -21,10 +21,12 @@
 use std::path::{Path, PathBuf};
 
 /// This host's service's socket (the package's unit).
+#[cfg(feature = "attach")]
 pub const DEFAULT_SOCKET: &str = "/run/locktop/locktop.sock";
 
 /// The environment variable naming another socket for this host's
 /// service.
+#[cfg(feature = "attach")]
 pub const SOCKET_ENV: &str = "LOCKTOP_SOCKET";
 
 /// The flags of attaching.
@@ -52,6 +54,7 @@ pub struct ConnectArgs {
 }
 
 /// This host's service's socket.
+#[cfg(feature = "attach")]
 pub fn local_socket() -> PathBuf {
     std::env::var_os(SOCKET_ENV)
         .filter(|path| !path.is_empty())
