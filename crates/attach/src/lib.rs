@@ -12,6 +12,8 @@
 use locktop_core::{engine, text};
 use locktop_journal as journal;
 
+// In the order data flows: what is named, how to reach it, one request,
+// what the header says, the reader that uses them all.
 pub mod client_config;
 mod follow;
 pub mod link;
