@@ -3,6 +3,7 @@
 //! are driven from the keyboard, `demo` runs a swarm, every way out
 //! restores the terminal, and no holder outlives the monitor.
 
+mod attached;
 mod demo;
 mod holders;
 mod operator;
