@@ -66,9 +66,10 @@ struct JsonReport<'a> {
 /// could be resolved: with `--json` that too is a JSON answer).
 pub async fn run(
     state_dir: Result<PathBuf, StateDirError>,
+    explicit: bool,
     args: CheckArgs,
 ) -> anyhow::Result<ExitCode> {
-    let (report, probe) = match checked(state_dir, &args).await {
+    let (report, probe) = match checked(state_dir, explicit, &args).await {
         Ok(checked) => checked,
         Err(error) if args.json => {
             println!("{}", crate::text::to_json(&JsonFailure::from(&error))?);
@@ -118,13 +119,14 @@ enum CheckFailed {
 
 async fn checked(
     state_dir: Result<PathBuf, StateDirError>,
+    explicit: bool,
     args: &CheckArgs,
 ) -> Result<(CheckReport, ProbeChoice), CheckFailed> {
     let state_dir = state_dir?;
     let engine_option = (args.requested_probe() != ProbeMode::LockFree).then_some("--probe");
     match args
         .connect
-        .plan(&state_dir, engine_option)
+        .plan(&state_dir, explicit, engine_option)
         .await
         .map_err(CheckFailed::Attach)?
     {
@@ -132,7 +134,7 @@ async fn checked(
             if let Some(why) = why
                 && !args.json
             {
-                say!("locktop: {why}");
+                say!("locktop: {}", crate::text::visible(&why));
             }
             crate::disk::state_dir::require_existing(&state_dir)?;
             let family = args.family.family()?;
@@ -154,19 +156,31 @@ async fn checked(
                     crate::text::visible(&super::connect::attached_line(&view.link))
                 );
             }
-            let held = view
-                .fold
-                .keys()
-                .iter()
-                .filter(|(_, state)| state.liveness.is_held());
+            let materializing = super::connect::service_threshold(&hello);
+            // As a check here: one look's circle of waits is no deadlock
+            // yet; the same circle DEADLOCK_AFTER later is, dated from
+            // the first look.
+            let first_at = SystemTime::now();
+            let first = crate::operate::held::HeldView::of(view.held(), materializing)
+                .looked_at(first_at, None);
+            let mut view = view;
+            let before = if first.waits().cycles().is_empty() {
+                crate::operate::wait_for::WaitGraph::default()
+            } else {
+                let before = first.waits().clone();
+                view.follow_for(crate::operate::wait_for::DEADLOCK_AFTER)
+                    .await
+                    .map_err(CheckFailed::Attach)?;
+                before
+            };
             let report = check::report_from_states(
                 &hello.state_dir,
                 &family,
-                held,
+                view.held(),
                 &view.fold.watcher().problems,
                 SystemTime::now(),
-                std::time::Duration::from_secs_f64(hello.materializing_after),
-                &crate::operate::wait_for::WaitGraph::default(),
+                materializing,
+                &before,
             )?;
             Ok((report, ProbeChoice::as_asked(hello.probe)))
         }

@@ -80,6 +80,7 @@ impl ConnectArgs {
     pub async fn plan(
         &self,
         state_dir: &Path,
+        explicit: bool,
         engine_option: Option<&str>,
     ) -> anyhow::Result<Plan> {
         if self.no_connect {
@@ -91,7 +92,9 @@ impl ConnectArgs {
                     "{option} shapes an engine run here; with --connect the service's applies (drop {option}, or drop --connect)"
                 );
             }
-            return self.attach_named(given).await;
+            return self
+                .attach_named(given, explicit.then_some(state_dir))
+                .await;
         }
         if engine_option.is_some() {
             return Ok(Plan::Private { why: None });
@@ -99,21 +102,35 @@ impl ConnectArgs {
         self.attach_default(state_dir).await
     }
 
+    /// Attaches to `given` (empty: this host's service); a state dir given
+    /// on the command line must be the one the service watches.
     #[cfg(feature = "attach")]
-    async fn attach_named(&self, given: &str) -> anyhow::Result<Plan> {
+    async fn attach_named(&self, given: &str, state_dir: Option<&Path>) -> anyhow::Result<Plan> {
         let target = if given.is_empty() {
             locktop_attach::Target::Unix(local_socket())
         } else {
             locktop_attach::Target::parse(given)?
         };
         let config = locktop_attach::ClientConfig::load(self.connect_config.as_deref())?;
-        Ok(Plan::Attached(
-            locktop_attach::attach(target, config).await?,
-        ))
+        if let Some(refused) = config.refused_for(&target) {
+            anyhow::bail!("--connect-config: {refused}");
+        }
+        let attached = locktop_attach::attach(target.clone(), config).await?;
+        let theirs = attached.link.hello().state_dir;
+        if let Some(ours) = state_dir
+            && !same_dir(&theirs, ours)
+        {
+            anyhow::bail!(
+                "--state-dir {}: the service at {target} watches {} (drop --state-dir to follow it)",
+                ours.display(),
+                theirs.display()
+            );
+        }
+        Ok(Plan::Attached(attached))
     }
 
     #[cfg(not(feature = "attach"))]
-    async fn attach_named(&self, _given: &str) -> anyhow::Result<Plan> {
+    async fn attach_named(&self, _given: &str, _state_dir: Option<&Path>) -> anyhow::Result<Plan> {
         anyhow::bail!(
             "--connect: this locktop was built without attaching (cargo build --features attach)"
         )
@@ -203,6 +220,14 @@ pub fn attached_line(link: &locktop_attach::Link) -> String {
     )
 }
 
+/// The threshold a service judges spawns by (its hello's), or the
+/// default where the number cannot be one.
+#[cfg(feature = "attach")]
+pub fn service_threshold(hello: &crate::journal::live::Hello) -> std::time::Duration {
+    std::time::Duration::try_from_secs_f64(hello.materializing_after)
+        .unwrap_or(crate::operate::verdict::MATERIALIZING_AFTER)
+}
+
 /// A service's view once it is complete: its first full scan is in, and
 /// the link is up.
 #[cfg(feature = "attach")]
@@ -211,6 +236,55 @@ pub struct Settled {
     pub fold: crate::engine::fold::Fold,
     /// The link, for what it says of the service.
     pub link: std::sync::Arc<locktop_attach::Link>,
+    /// The rest of its deltas.
+    handle: crate::engine::EngineHandle,
+}
+
+#[cfg(feature = "attach")]
+impl Settled {
+    /// The held keys, with their states.
+    pub fn held(&self) -> impl Iterator<Item = (&crate::disk::LockKey, &crate::engine::KeyState)> {
+        self.fold
+            .keys()
+            .iter()
+            .filter(|(_, state)| state.liveness.is_held())
+    }
+
+    /// Folds in what the service says for `window` more; an error when the
+    /// view stops being complete meanwhile.
+    pub async fn follow_for(&mut self, window: std::time::Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + window;
+        while let Ok(Some(delta)) =
+            tokio::time::timeout_at(deadline, self.handle.deltas.recv()).await
+        {
+            self.fold.apply(delta);
+        }
+        if complete(self.fold.watcher()) {
+            Ok(())
+        } else {
+            anyhow::bail!(
+                "{}: its view stopped being complete ({})",
+                self.link.target(),
+                crate::text::visible(&self.fold.watcher().health.describe())
+            )
+        }
+    }
+}
+
+/// Whether a service's view can be answered from: its first scan done,
+/// and not rescanning (events were lost), starting, nor lost. (Waiting
+/// for a locks root that does not exist yet is a complete view: nothing
+/// is held; polling is a slower watch, not a partial one.)
+#[cfg(feature = "attach")]
+fn complete(watcher: &crate::engine::fold::WatcherView) -> bool {
+    use crate::engine::WatcherHealth;
+    watcher.synced()
+        && !matches!(
+            watcher.health,
+            WatcherHealth::Starting
+                | WatcherHealth::Rescanning { .. }
+                | WatcherHealth::Reconnecting { .. }
+        )
 }
 
 /// How long a one-shot command waits for a service's view to be complete.
@@ -222,17 +296,12 @@ pub const SETTLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3
 /// answers from a view that is not complete yet.
 #[cfg(feature = "attach")]
 pub async fn settled(attached: locktop_attach::Attached) -> anyhow::Result<Settled> {
-    use crate::engine::WatcherHealth;
     let locktop_attach::Attached { mut handle, link } = attached;
     let mut fold = crate::engine::fold::Fold::default();
     let waited = tokio::time::timeout(SETTLE_TIMEOUT, async {
         while let Some(delta) = handle.deltas.recv().await {
             fold.apply(delta);
-            let watcher = fold.watcher();
-            if watcher.synced()
-                && !matches!(watcher.health, WatcherHealth::Reconnecting { .. })
-                && handle.deltas.is_empty()
-            {
+            if complete(fold.watcher()) && handle.deltas.is_empty() {
                 return true;
             }
         }
@@ -240,7 +309,7 @@ pub async fn settled(attached: locktop_attach::Attached) -> anyhow::Result<Settl
     })
     .await;
     match waited {
-        Ok(true) => Ok(Settled { fold, link }),
+        Ok(true) => Ok(Settled { fold, link, handle }),
         Ok(false) => anyhow::bail!("{}: the link ended", link.target()),
         Err(_) => anyhow::bail!(
             "{}: its view is not complete after {} s ({})",

@@ -74,7 +74,7 @@ pub async fn run(state_dir: Option<PathBuf>, mut args: DemoArgs) -> anyhow::Resu
         super::stop_signal()?.await;
         Ok(())
     } else {
-        super::open_monitor(state_dir.clone(), args.monitor).await
+        super::open_monitor(state_dir.clone(), false, args.monitor).await
     };
     swarm.stop().await;
     match temp {

@@ -238,27 +238,26 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return replay::run(args).await;
     }
     if let Some(Command::Check(args)) = cli.command {
-        return check::run(crate::disk::state_dir::resolve(cli.state_dir), args).await;
+        let explicit = cli.state_dir.is_some();
+        return check::run(
+            crate::disk::state_dir::resolve(cli.state_dir),
+            explicit,
+            args,
+        )
+        .await;
     }
     let explicit = cli.state_dir.is_some();
     let state_dir = crate::disk::state_dir::resolve(cli.state_dir)?;
     if matches!(
         cli.command,
-        None | Some(Command::Watch(_)) | Some(Command::Serve(_)) | Some(Command::Record(_))
+        Some(Command::Serve(_)) | Some(Command::Record(_))
     ) {
-        // A state dir named on the command line must exist: a typo would
-        // otherwise look like a quiet, healthy system. The default one
-        // may not exist yet (ObjectiveAI never ran here): it is waited
-        // for, and the header says so.
-        if explicit {
-            crate::disk::state_dir::require_existing(&state_dir)?;
-        }
-        ensure_watchable(&state_dir)?;
+        watchable(&state_dir, explicit)?;
     }
     match cli.command {
         Some(Command::Hold(args)) => hold::run(state_dir, args).await,
-        Some(Command::Snapshot(args)) => snapshot::run(state_dir, args).await,
-        Some(Command::Watch(args)) => watch::run(state_dir, args).await,
+        Some(Command::Snapshot(args)) => snapshot::run(state_dir, explicit, args).await,
+        Some(Command::Watch(args)) => watch::run(state_dir, explicit, args).await,
         Some(Command::Serve(args)) => serve::run(state_dir, args).await,
         Some(Command::Wait(args)) => wait::run(state_dir, args).await,
         Some(Command::Record(args)) => record::run(state_dir, args).await,
@@ -271,7 +270,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         ) => {
             anyhow::bail!("dispatched above")
         }
-        None => open_monitor(state_dir, cli.monitor)
+        None => open_monitor(state_dir, explicit, cli.monitor)
             .await
             .map(|()| ExitCode::SUCCESS),
     }
@@ -313,13 +312,37 @@ pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output =
 }
 
 /// Opens the monitor on `state_dir` until the operator quits.
-pub(crate) async fn open_monitor(state_dir: PathBuf, args: MonitorArgs) -> anyhow::Result<()> {
+/// Whether an engine may watch `state_dir` here: one named on the command
+/// line (`explicit`) must exist — a typo would otherwise look like a
+/// quiet, healthy system — while the default one may not exist yet
+/// (ObjectiveAI never ran here: it is waited for, and the header says
+/// so); what exists must be a readable directory. Checked only for an
+/// engine here: an attached view reads nothing of it.
+pub(crate) fn watchable(state_dir: &std::path::Path, explicit: bool) -> anyhow::Result<()> {
+    if explicit {
+        crate::disk::state_dir::require_existing(state_dir)?;
+    }
+    ensure_watchable(state_dir)
+}
+
+pub(crate) async fn open_monitor(
+    state_dir: PathBuf,
+    explicit: bool,
+    args: MonitorArgs,
+) -> anyhow::Result<()> {
     let (sweep_every, sweep_stretch) = sweep_period(args.sweep)?;
     let requested = args.requested_probe()?;
     let engine_option =
         connect::engine_option_given(requested, args.sweep, &args.thresholds, &args.source);
-    let attach_note = match args.connect.plan(&state_dir, engine_option).await? {
-        connect::Plan::Private { why } => why,
+    let attach_note = match args
+        .connect
+        .plan(&state_dir, explicit, engine_option)
+        .await?
+    {
+        connect::Plan::Private { why } => {
+            watchable(&state_dir, explicit)?;
+            why
+        }
         #[cfg(feature = "attach")]
         connect::Plan::Attached(attached) => return monitor_attached(attached, args).await,
     };

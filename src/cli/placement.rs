@@ -96,6 +96,7 @@ where
 {
     let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
     let mut definition = Cli::command();
+    let argv = with_optional_values_attached(&definition, argv);
     let matches = definition
         .try_get_matches_from_mut(&argv)
         .map_err(Refused::Clap)?;
@@ -106,6 +107,46 @@ where
         return judged(&mut definition, &matches);
     }
     judged(&mut definition, &matches)
+}
+
+/// The options whose value may be left out (`--connect`: alone, this
+/// host's service).
+const OPTIONAL_VALUE: &[&str] = &["--connect"];
+
+/// `argv` with each option of [`OPTIONAL_VALUE`] given without a value
+/// written `--opt=` (an empty value: "left out"): the next word is its
+/// value only when it is neither an option nor a subcommand's name, so
+/// `locktop --connect watch` is `watch` attached to this host's service,
+/// never a target named "watch". Every option then takes one word of
+/// value or none, as the move after the subcommand counts them.
+fn with_optional_values_attached(definition: &clap::Command, argv: Vec<OsString>) -> Vec<OsString> {
+    let is_subcommand = |word: &OsString| {
+        let word = word.to_string_lossy();
+        definition
+            .get_subcommands()
+            .any(|sub| sub.get_name() == word || sub.get_all_aliases().any(|alias| alias == word))
+    };
+    let mut out = Vec::with_capacity(argv.len());
+    let mut words = argv.into_iter().peekable();
+    while let Some(word) = words.next() {
+        if word == "--" {
+            out.push(word);
+            out.extend(words);
+            break;
+        }
+        let optional = OPTIONAL_VALUE.iter().any(|opt| word == *opt);
+        let value_follows = words
+            .peek()
+            .is_some_and(|next| !next.to_string_lossy().starts_with('-') && !is_subcommand(next));
+        if optional && !value_follows {
+            let mut attached = word;
+            attached.push("=");
+            out.push(attached);
+        } else {
+            out.push(word);
+        }
+    }
+    out
 }
 
 /// The parsed command line, or the first option in it that does not apply.
@@ -298,18 +339,52 @@ mod tests {
     }
 
     /// Every top-level option takes one word of value or none: the move
-    /// after the subcommand counts its words so.
+    /// after the subcommand counts its words so (an option whose value
+    /// may be left out is written `--opt=` first: [`OPTIONAL_VALUE`]).
     #[test]
     fn every_top_level_option_takes_one_value_or_none() {
         for arg in Cli::command().get_arguments().filter(|arg| is_option(arg)) {
             let values = arg.get_num_args().unwrap_or_default();
+            let long = format!("--{}", arg.get_long().unwrap_or_default());
+            let optional = values.min_values() == 0 && values.max_values() == 1;
             assert!(
                 !arg.get_action().takes_values()
-                    || (values.min_values() == 1 && values.max_values() == 1),
-                "--{:?} takes {values:?}",
-                arg.get_long()
+                    || (values.min_values() == 1 && values.max_values() == 1)
+                    || (optional && OPTIONAL_VALUE.contains(&long.as_str())),
+                "{long} takes {values:?}"
             );
         }
+    }
+
+    /// `--connect` alone before a subcommand, or before another option,
+    /// attaches to this host's service; with a value, that value.
+    #[test]
+    fn connect_without_a_value_never_takes_the_next_word() {
+        let connect = |argv: &[&str]| -> Option<String> {
+            let cli = parse_from(argv.iter().copied()).unwrap_or_else(|_| panic!("{argv:?}"));
+            match cli.command {
+                Some(super::super::Command::Watch(args)) => args.connect_target(),
+                None => cli.monitor.connect.connect,
+                _ => panic!("{argv:?}"),
+            }
+        };
+        assert_eq!(
+            connect(&["locktop", "--connect", "watch"]),
+            Some(String::new())
+        );
+        assert_eq!(
+            connect(&["locktop", "--connect", "--read-only"]),
+            Some(String::new())
+        );
+        assert_eq!(connect(&["locktop", "--connect"]), Some(String::new()));
+        assert_eq!(
+            connect(&["locktop", "--connect", "unix:/s", "watch"]),
+            Some("unix:/s".into())
+        );
+        assert_eq!(
+            connect(&["locktop", "watch", "--connect", "https://h:1"]),
+            Some("https://h:1".into())
+        );
     }
 
     #[test]

@@ -37,7 +37,11 @@ pub struct SnapshotArgs {
 
 /// Runs `locktop snapshot`: a scan here, or the view of the service it
 /// follows.
-pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    state_dir: PathBuf,
+    explicit: bool,
+    args: SnapshotArgs,
+) -> anyhow::Result<ExitCode> {
     if args.all && args.connect.connect.is_some() {
         anyhow::bail!(
             "--all lists free keys, which a service counts but does not send: not with --connect"
@@ -51,12 +55,16 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
     } else {
         None
     };
-    match args.connect.plan(&state_dir, engine_option).await? {
+    match args
+        .connect
+        .plan(&state_dir, explicit, engine_option)
+        .await?
+    {
         super::connect::Plan::Private { why } => {
             if let Some(why) = why
                 && !args.json
             {
-                say!("locktop: {why}");
+                say!("locktop: {}", visible(&why));
             }
             scanned_here(state_dir, args).await
         }
@@ -80,7 +88,7 @@ pub async fn run(state_dir: PathBuf, args: SnapshotArgs) -> anyhow::Result<ExitC
             }
             let probe = lock_free::ProbeChoice::as_asked(hello.probe);
             let judged = crate::stream::snapshot::Judged {
-                materializing: std::time::Duration::from_secs_f64(hello.materializing_after),
+                materializing: super::connect::service_threshold(&hello),
                 now: SystemTime::now(),
                 waits: None,
             };

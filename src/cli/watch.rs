@@ -45,16 +45,24 @@ pub struct WatchArgs {
     connect: super::connect::ConnectArgs,
 }
 
+impl WatchArgs {
+    /// `--connect`'s value, if given (empty: this host's service).
+    pub fn connect_target(&self) -> Option<String> {
+        self.connect.connect.clone()
+    }
+}
+
 /// Runs `locktop watch`: on this host's engine, or following a service.
-pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(state_dir: PathBuf, explicit: bool, args: WatchArgs) -> anyhow::Result<ExitCode> {
     let plan = args
         .connect
-        .plan(&state_dir, args.engine.option_given())
+        .plan(&state_dir, explicit, args.engine.option_given())
         .await?;
     let (handle, follower, first_line) = match plan {
         super::connect::Plan::Private { why } => {
+            super::watchable(&state_dir, explicit)?;
             if let Some(why) = why {
-                say!("locktop watch: {why}");
+                say!("locktop watch: {}", crate::text::visible(&why));
             }
             let engine = args.engine.engine(&state_dir, "watch")?;
             engine.say();
@@ -77,7 +85,7 @@ pub async fn run(state_dir: PathBuf, args: WatchArgs) -> anyhow::Result<ExitCode
             );
             let follower = Follower::new(
                 HeldOnly::default(),
-                Duration::from_secs_f64(hello.materializing_after),
+                super::connect::service_threshold(&hello),
             );
             let first_line = serde_json::json!({
                 "time": crate::time_format::rfc3339(SystemTime::now()),

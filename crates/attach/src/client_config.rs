@@ -22,12 +22,14 @@
 //! implementation does not know, a certificate or key that does not
 //! load, a password without a user) is an error before connecting,
 //! never a connection made without what was asked for; a password is
-//! sent only over TLS or a unix socket, never over plain HTTP.
+//! sent only over TLS: never over plain HTTP, nor a unix socket.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
+
+use crate::target::Target;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -70,6 +72,11 @@ pub struct ClientConfig {
     pub server_name: Option<String>,
     /// `user:password`, for basic authentication.
     pub basic_auth: Option<(String, String)>,
+    /// Whether the file gave `tls_config` (it applies to `https://` only).
+    pub tls_given: bool,
+    /// Whether the file gave `basic_auth` (the environment's credentials
+    /// are simply not sent where they do not apply).
+    pub auth_in_file: bool,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -145,7 +152,28 @@ impl ClientConfig {
             tls: Some(tls),
             server_name,
             basic_auth,
+            tls_given: parsed.tls_config.is_some(),
+            auth_in_file: parsed.basic_auth.is_some(),
         })
+    }
+
+    /// Why this file does not apply to `target`, if it does not: TLS
+    /// settings for a target without TLS; a password for a unix socket
+    /// (its permissions authenticate) or plain HTTP (never sent in
+    /// clear).
+    pub fn refused_for(&self, target: &Target) -> Option<String> {
+        let https = matches!(target, Target::Http { tls: true, .. });
+        if self.tls_given && !https {
+            return Some(format!(
+                "tls_config applies to https:// targets, not {target}"
+            ));
+        }
+        if self.auth_in_file && !https {
+            return Some(format!(
+                "basic auth is sent only over https://, not to {target} (a unix socket's permissions say who may)"
+            ));
+        }
+        None
     }
 }
 

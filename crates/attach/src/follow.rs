@@ -53,6 +53,14 @@ pub struct Attached {
 pub async fn attach(target: Target, config: ClientConfig) -> anyhow::Result<Attached> {
     let opened = open(&target, &config).await?;
     let link = Arc::new(Link::new(target.clone(), opened.hello.clone()));
+    // Its PIDs are this host's only over a unix socket: a remote holder
+    // with this process's PID number is no holder of ours.
+    let own = if target.is_local() {
+        // This process holds its in-process test holders' locks itself.
+        HashSet::from([std::process::id()])
+    } else {
+        HashSet::new()
+    };
     let (deltas, receiver) = mpsc::channel(DELTA_QUEUE);
     let (commands, orders) = mpsc::unbounded_channel();
     let follower = Following {
@@ -62,8 +70,7 @@ pub async fn attach(target: Target, config: ClientConfig) -> anyhow::Result<Atta
         deltas,
         orders,
         mirror: Mirror::new(),
-        // This process holds its in-process test holders' locks itself.
-        own: HashSet::from([std::process::id()]),
+        own,
         states: HashMap::new(),
     };
     tokio::spawn(follower.run(opened));
@@ -225,10 +232,19 @@ impl Following {
                 return;
             }
             match open(&self.target, &self.config).await {
-                Ok(stream) => {
-                    self.link.back(stream.hello.clone());
-                    opened = Some(stream);
-                }
+                Ok(stream) => match self.changed(&stream.hello) {
+                    None => {
+                        self.link.back(stream.hello.clone());
+                        opened = Some(stream);
+                    }
+                    Some(why) => {
+                        self.link.lost(why.clone());
+                        if !self.tell_lost(&why).await {
+                            return;
+                        }
+                        wait = RETRY_MAX;
+                    }
+                },
                 Err(error) => {
                     let why = error.to_string();
                     self.link.lost(why.clone());
@@ -238,6 +254,26 @@ impl Following {
                     wait = (wait * 2).min(RETRY_MAX);
                 }
             }
+        }
+    }
+
+    /// Why a service that answered again is not the one followed: it
+    /// watches another state dir, or runs on another host.
+    fn changed(&self, hello: &Hello) -> Option<String> {
+        let followed = self.link.hello();
+        if hello.state_dir != followed.state_dir {
+            Some(format!(
+                "the service now watches {}, not {} (start this view again to follow it)",
+                hello.state_dir.display(),
+                followed.state_dir.display()
+            ))
+        } else if hello.host != followed.host {
+            Some(format!(
+                "the service now runs on host {}, not {}",
+                hello.host, followed.host
+            ))
+        } else {
+            None
         }
     }
 
@@ -281,6 +317,13 @@ impl Following {
             };
             let deltas = match said {
                 Said::Checkpoint(checkpoint) => {
+                    if self.mirror.synced() && checkpoint.syncs == 0 {
+                        // A service started again, its first scan not
+                        // done: its checkpoint lacks keys still held.
+                        // Not followed (the view stays "reconnecting")
+                        // until it has scanned.
+                        return Stopped::Lost("the service's first scan is not finished".into());
+                    }
                     self.link.counted(checkpoint.free.clone());
                     self.mirror.checkpoint(*checkpoint)
                 }

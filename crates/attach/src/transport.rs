@@ -3,7 +3,8 @@
 //!
 //! Invariants: a connection that is not made within [`CONNECT_TIMEOUT`]
 //! is an error; a password is sent only over TLS or a unix socket
-//! (refused in one line over plain HTTP); every failure is one line
+//! (refused in one line over plain HTTP; never sent over a unix socket,
+//! whose permissions are the authentication); every failure is one line
 //! saying what to do (a refused socket names the group to join, a 401
 //! names where credentials come from).
 
@@ -52,7 +53,11 @@ pub async fn get(
     let mut request = hyper::Request::get(path)
         .header(hyper::header::HOST, host)
         .header(hyper::header::USER_AGENT, "locktop");
-    if let Some((user, password)) = &config.basic_auth {
+    if let Some((user, password)) = &config.basic_auth
+        && !target.is_local()
+    {
+        // Over a unix socket its permissions are the authentication: a
+        // password is never sent there (the socket may be anyone's).
         if matches!(target, Target::Http { tls: false, .. }) {
             bail!(
                 "--connect {target}: a password is never sent over plain HTTP; use https:// (serve --web-config with tls_server_config)"

@@ -41,6 +41,9 @@ use crate::time_format;
 pub const FORMAT: &str = "locktop-view";
 /// The stream's version: a client refuses a stream of a newer one.
 pub const VERSION: u32 = 1;
+/// The most keys a client reads in one checkpoint (a service lists only
+/// the keys that are not simply free: held, waited on, in flight).
+pub const MAX_CHECKPOINT_KEYS: usize = 1 << 20;
 /// How often the service says it is still there when nothing changes.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 
@@ -329,6 +332,9 @@ impl Reader {
                     .open
                     .as_mut()
                     .ok_or(BadStream::Checkpoint("a key outside a checkpoint"))?;
+                if open.keys.len() >= MAX_CHECKPOINT_KEYS {
+                    return Err(BadStream::Checkpoint("more keys than any service keeps"));
+                }
                 open.keys.push((key, state));
                 Ok(Said::Partial)
             }

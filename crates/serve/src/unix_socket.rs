@@ -13,7 +13,7 @@
 //! [`HEADER_READ_TIMEOUT`] to send a request's headers; the socket file
 //! is removed when serving stops.
 
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,24 +42,38 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct BoundSocket {
     listener: UnixListener,
     path: PathBuf,
+    /// Its inode: removed at the end only if the path is still it.
+    inode: u64,
 }
 
 impl Drop for BoundSocket {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        let still_ours = std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|meta| meta.file_type().is_socket() && meta.ino() == self.inode);
+        if still_ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
-/// Binds `path` with [`SOCKET_MODE`], replacing a stale socket file; a
-/// live server there, or a file that is not a socket, is an error.
+/// Binds `path` with [`SOCKET_MODE`], replacing a stale socket file (one
+/// that refuses connections); a live server there, a socket that cannot
+/// be tried, or a file that is not a socket, is an error.
 pub fn bind(path: &Path) -> anyhow::Result<BoundSocket> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                anyhow::bail!(
+            // Stale only when nobody listens (a refused connection); a
+            // socket this user may not even try is not ours to remove.
+            match std::os::unix::net::UnixStream::connect(path) {
+                Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused => {}
+                Ok(_) => anyhow::bail!(
                     "--socket {}: another server answers there (stop it, or pick another path)",
                     path.display()
-                );
+                ),
+                Err(error) => anyhow::bail!(
+                    "--socket {}: a socket is there and cannot be tried ({error}): not touched",
+                    path.display()
+                ),
             }
             std::fs::remove_file(path).with_context(|| {
                 format!(
@@ -77,15 +91,26 @@ pub fn bind(path: &Path) -> anyhow::Result<BoundSocket> {
             return Err(error).with_context(|| format!("--socket {}", path.display()));
         }
     }
-    let listener = UnixListener::bind(path)
-        .with_context(|| format!("--socket {}: cannot listen there", path.display()))?;
-    let bound = BoundSocket {
+    // Made with its mode: no moment with the umask's, and no chmod that
+    // a path swapped for a symlink could redirect.
+    let listener = {
+        // SAFETY: umask only swaps the process's file mode mask; serve
+        // creates no other file while it is narrowed (before the engine
+        // and the journal start).
+        let before = unsafe { libc::umask(0o777 & !SOCKET_MODE) };
+        let bound = UnixListener::bind(path);
+        // SAFETY: as above.
+        unsafe { libc::umask(before) };
+        bound.with_context(|| format!("--socket {}: cannot listen there", path.display()))?
+    };
+    let inode = std::fs::symlink_metadata(path)
+        .with_context(|| format!("--socket {}", path.display()))?
+        .ino();
+    Ok(BoundSocket {
         listener,
         path: path.to_path_buf(),
-    };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
-        .with_context(|| format!("--socket {}: cannot set its mode", path.display()))?;
-    Ok(bound)
+        inode,
+    })
 }
 
 /// Serves `router` on `socket` until `stop` resolves, then gives open

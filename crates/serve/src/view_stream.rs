@@ -49,6 +49,10 @@ pub struct Outbox {
 
 #[derive(Debug, Default)]
 struct Pending {
+    /// The hello and the first checkpoint: sent first, never dropped
+    /// (a stream that fell behind before reading them still starts with
+    /// its hello).
+    head: Vec<u8>,
     bytes: Vec<u8>,
     /// Lines were dropped: a resync is due before anything else.
     behind: bool,
@@ -102,7 +106,7 @@ impl ViewStreams {
         self.checkpoint(&mut bytes, view);
         let outbox = Arc::new(Outbox {
             pending: Mutex::new(Pending {
-                bytes,
+                head: bytes,
                 ..Pending::default()
             }),
             ready: Notify::new(),
@@ -194,6 +198,15 @@ impl ViewStreams {
     /// it is closed and drained.
     async fn next(&self, outbox: &Outbox, view: &RwLock<LiveView>) -> Option<Vec<u8>> {
         loop {
+            {
+                let mut pending = outbox
+                    .pending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if !pending.head.is_empty() {
+                    return Some(std::mem::take(&mut pending.head));
+                }
+            }
             let woken = tokio::time::timeout(HEARTBEAT_EVERY, outbox.ready.notified()).await;
             {
                 let pending = outbox
@@ -287,5 +300,54 @@ mod tests {
             "{} bytes kept",
             pending.bytes.len()
         );
+    }
+
+    fn hello() -> crate::journal::live::Hello {
+        crate::journal::live::Hello {
+            format: crate::journal::live::FORMAT.into(),
+            version: crate::journal::live::VERSION,
+            host: "h".into(),
+            state_dir: "/s".into(),
+            locktop: "test".into(),
+            source: "kernel".into(),
+            refusals_counted: true,
+            probe: crate::liveness::probe::ProbeMode::LockFree,
+            materializing_after: 10.0,
+            heartbeat_every: 1.0,
+        }
+    }
+
+    /// A stream that falls behind before its first read still starts with
+    /// its hello and first checkpoint, at once (not at the heartbeat),
+    /// then a resync and a fresh checkpoint.
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_behind_before_its_first_read_starts_with_its_hello_at_once() {
+        let streams = ViewStreams::new(hello());
+        let view = RwLock::new(LiveView::new(std::time::Duration::from_secs(10)));
+        let outbox = streams.open(&view.read().unwrap()).expect("opened");
+        let line = vec![b'x'; 1000];
+        for _ in 0..(2 * MAX_PENDING / line.len()) {
+            outbox.push(&line);
+        }
+        let started = tokio::time::Instant::now();
+        let first = streams.next(&outbox, &view).await.expect("bytes");
+        assert_eq!(
+            started.elapsed(),
+            std::time::Duration::ZERO,
+            "waited for the hello"
+        );
+        assert!(
+            first.starts_with(b"{\"view\":"),
+            "{}",
+            String::from_utf8_lossy(&first)
+        );
+        assert!(first.windows(14).any(|w| w == b"{\"checkpoint\":"));
+        let second = streams.next(&outbox, &view).await.expect("bytes");
+        assert!(
+            second.starts_with(b"{\"resync\":"),
+            "{}",
+            String::from_utf8_lossy(&second)
+        );
+        assert!(second.windows(14).any(|w| w == b"{\"checkpoint\":"));
     }
 }

@@ -128,6 +128,8 @@ struct Watch {
     held: Held,
     /// Every watcher health word it printed, in order.
     health: Vec<String>,
+    /// Every key line it printed: (kind, name, to).
+    changes: Vec<(String, String, String)>,
 }
 
 impl Watch {
@@ -151,6 +153,7 @@ impl Watch {
             lines,
             held: Held::new(),
             health: Vec::new(),
+            changes: Vec::new(),
         }
     }
 
@@ -168,6 +171,8 @@ impl Watch {
             ) else {
                 continue;
             };
+            self.changes
+                .push((kind.to_string(), name.to_string(), to.to_string()));
             let key = (kind.to_string(), name.to_string());
             if to == "free" || to == "removed" {
                 self.held.remove(&key);
@@ -198,10 +203,11 @@ impl Watch {
         }
     }
 
-    /// Waits until it printed the watcher health `word`.
-    fn wait_for_health(&mut self, word: &str) {
+    /// Waits until it printed the watcher health `word` after its first
+    /// `after` health lines.
+    fn wait_for_health(&mut self, word: &str, after: usize) {
         let deadline = Instant::now() + SHOW_TIMEOUT;
-        while !self.health.iter().any(|said| said == word) {
+        while !self.health.iter().skip(after).any(|said| said == word) {
             assert!(
                 Instant::now() < deadline,
                 "no {word:?} health line; said {:?}",
@@ -305,14 +311,18 @@ fn attached_views_equal_a_private_one_at_every_quiet_moment_of_a_churn() {
         wait_until_equal(&format!("{what}, private snapshot"), &expected, || {
             snapshot(&state, &["--no-connect"], &[])
         });
-        wait_until_equal(
-            &format!("{what}, snapshot over the socket"),
-            &expected,
-            || snapshot(&state, &["--connect", &local.target()], &[]),
+        // The service's view is there (the attached watch shows it): an
+        // attached snapshot's first answer is it, never an early one.
+        assert_eq!(
+            snapshot(&state, &["--connect", &local.target()], &[]),
+            Ok(expected.clone()),
+            "{what}, snapshot over the socket"
         );
-        wait_until_equal(&format!("{what}, the default attach"), &expected, || {
-            snapshot(&state, &[], &default_env)
-        });
+        assert_eq!(
+            snapshot(&state, &[], &default_env),
+            Ok(expected.clone()),
+            "{what}, the default attach"
+        );
         wait_until_equal(&format!("{what}, snapshot over HTTPS"), &expected, || {
             snapshot(
                 &state,
@@ -373,10 +383,18 @@ fn attached_streams_say_reconnecting_and_resync_when_the_service_is_back() {
     );
     let target = service.target();
     let mut before = Holder::hold(&state, &["--tag", "before"]);
-    let expected_before: Held = [(
-        ("tag".to_string(), "before".to_string()),
-        ("live".to_string(), vec![u64::from(before.pid())]),
-    )]
+    let kept = Holder::hold(&state, &["--tag", "kept"]);
+    let kept_entry = (
+        ("tag".to_string(), "kept".to_string()),
+        ("live".to_string(), vec![u64::from(kept.pid())]),
+    );
+    let expected_before: Held = [
+        (
+            ("tag".to_string(), "before".to_string()),
+            ("live".to_string(), vec![u64::from(before.pid())]),
+        ),
+        kept_entry.clone(),
+    ]
     .into();
     let mut watches: Vec<Watch> = (0..3)
         .map(|_| Watch::start(&state, &["--connect", &target], &[]))
@@ -386,24 +404,37 @@ fn attached_streams_say_reconnecting_and_resync_when_the_service_is_back() {
     }
     let _ = service.serve.child.kill();
     let _ = service.serve.child.wait();
+    let said_before: Vec<usize> = watches.iter().map(|watch| watch.health.len()).collect();
     for watch in &mut watches {
-        watch.wait_for_health("reconnecting");
+        watch.wait_for_health("reconnecting", 0);
     }
     // While it is gone: one key released, one taken.
     before.terminate();
     let after = Holder::hold(&state, &["--tag", "after"]);
-    let expected_after: Held = [(
-        ("tag".to_string(), "after".to_string()),
-        ("live".to_string(), vec![u64::from(after.pid())]),
-    )]
+    let expected_after: Held = [
+        (
+            ("tag".to_string(), "after".to_string()),
+            ("live".to_string(), vec![u64::from(after.pid())]),
+        ),
+        kept_entry,
+    ]
     .into();
     // Started again on the same path (the dead one's socket is stale).
     service = Service::start_at(&state, dir, socket, &[]);
-    for watch in &mut watches {
+    for (watch, said) in watches.iter_mut().zip(said_before) {
         watch.wait_for(&expected_after, "after the service is back");
-        watch.wait_for_health("watching");
+        watch.wait_for_health("watching", said);
+        // A key held all along is never told free: not while the service
+        // was gone, nor while it scanned again.
+        let freed_kept: Vec<_> = watch
+            .changes
+            .iter()
+            .filter(|(_, name, to)| name == "kept" && to != "live")
+            .collect();
+        assert!(freed_kept.is_empty(), "{freed_kept:?}");
     }
     drop(service);
+    drop(kept);
 }
 
 /// A `/view` client that stops reading while thousands of changes pass
@@ -555,25 +586,36 @@ fn who_may_attach_is_the_sockets_and_the_services_word() {
 #[test]
 fn every_option_applies_or_is_refused_with_connect() {
     let (_tmp, state) = state_in_tempdir();
-    for args in [
-        &["watch", "--connect", "unix:/x", "--probe", "passive"][..],
-        &["snapshot", "--connect", "unix:/x", "--all"][..],
-        &[
-            "check",
-            "--tag",
-            "t",
-            "--connect",
-            "unix:/x",
+    for (args, named) in [
+        (
+            &["watch", "--connect", "unix:/x", "--probe", "passive"][..],
             "--probe",
-            "acquire",
-        ][..],
-        &["watch", "--connect", "unix:/x", "--source", "inference"][..],
-        &["--connect", "unix:/x", "demo"][..],
-        &["watch", "--connect", "ftp://x:1"][..],
+        ),
+        (&["snapshot", "--connect", "unix:/x", "--all"][..], "--all"),
+        (
+            &[
+                "check",
+                "--tag",
+                "t",
+                "--connect",
+                "unix:/x",
+                "--probe",
+                "acquire",
+            ][..],
+            "--probe",
+        ),
+        (
+            &["watch", "--connect", "unix:/x", "--source", "inference"][..],
+            "--source",
+        ),
+        (&["--connect", "unix:/x", "demo"][..], "--connect"),
+        (&["--connect", "--probe", "passive", "watch"][..], "--probe"),
+        (&["watch", "--connect", "ftp://x:1"][..], "unix:PATH"),
     ] {
         let out = common::run_locktop(&state, args);
         assert_eq!(out.code(), 2, "{args:?}: {out:?}");
         assert_eq!(out.stderr.trim().lines().count(), 1, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(named), "{args:?}: {out:?}");
     }
     let out = common::run_locktop(&state, &["watch", "--connect-config", "/x"]);
     assert_eq!(out.code(), 2, "{out:?}");

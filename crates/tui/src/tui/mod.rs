@@ -142,7 +142,13 @@ async fn run_on(
         attached,
         attach_note: options.attach_note.clone(),
     };
-    let model = crate::model::Model::new(Box::new(|pid| Some(pid_alive(pid))));
+    // A remote service's PIDs are not this host's: whether one still
+    // runs cannot be told here.
+    let model = if remote {
+        crate::model::Model::new(Box::new(|_| None))
+    } else {
+        crate::model::Model::new(Box::new(|pid| Some(pid_alive(pid))))
+    };
     let mut app = App::new(config, model);
     // A service on another host: nothing here to hold or signal.
     let ops = if remote {

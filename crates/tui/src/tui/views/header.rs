@@ -70,7 +70,11 @@ pub(crate) fn draw_header(
             theme.in_flight,
         )
     } else {
-        Span::styled(data.watcher.health.describe(), health_style)
+        // An attached view's health is the service's word: escaped.
+        Span::styled(
+            visible(&data.watcher.health.describe()).into_owned(),
+            health_style,
+        )
     };
     // Shortest and most important first: a long state dir (after the
     // health) is what a narrow terminal cuts off, never the probe mode
