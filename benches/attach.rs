@@ -132,6 +132,11 @@ fn flock_tax(plan: &Plan, tmp: &Path, state: &Path, target: &str) {
             med.as_secs_f64() / alone.as_secs_f64().max(1e-9)
         );
     }
+    let attached = median(&p99s[1]).as_secs_f64() / alone.as_secs_f64().max(1e-9);
+    println!(
+        "   target: three attached watches ≤ 1.05× the service alone: {}",
+        verdict(attached <= 1.05)
+    );
 }
 
 /// Row 2: SIGKILL of a holder → `free` on the service's `/events` and in
@@ -170,9 +175,10 @@ fn kill_to_free(plan: &Plan, state: &Path, service: &Service, target: &str) {
             millis(percentile(samples, 99.0))
         );
     }
+    let behind = millis(percentile(&attached, 99.0)) - millis(percentile(&own, 99.0));
     println!(
-        "   attached − service at p99: {:+.2} ms",
-        millis(percentile(&attached, 99.0)) - millis(percentile(&own, 99.0))
+        "   attached − service at p99: {behind:+.2} ms; target ≤ +2 ms: {}",
+        verdict(behind <= 2.0)
     );
 }
 
@@ -182,36 +188,42 @@ fn cpu_under_churn(plan: &Plan, state: &Path, target: &str) {
     let mut attached = Vec::new();
     let mut private = Vec::new();
     let mut acquisitions = 0;
+    // Lines each printed: the same changes, or the CPU compares nothing.
+    let mut lines = (0, 0);
     for _ in 0..plan.churn_rounds {
         let a = Watch::start(state, &["--connect", target]);
         let p = Watch::start(state, &["--no-connect"]);
         std::thread::sleep(Duration::from_millis(300));
+        let _ = (a.lines.try_iter().count(), p.lines.try_iter().count());
         let (a0, p0) = (on_cpu(a.pid()), on_cpu(p.pid()));
         acquisitions += churn(state, plan.churn);
         // Let both drain what the churn's end sent.
         std::thread::sleep(Duration::from_millis(300));
         attached.push(on_cpu(a.pid()).saturating_sub(a0));
         private.push(on_cpu(p.pid()).saturating_sub(p0));
+        lines.0 += a.lines.try_iter().count();
+        lines.1 += p.lines.try_iter().count();
     }
     println!(
         "\n3. CPU under churn ({} acquisitions in {} rounds of {:?}):",
         acquisitions, plan.churn_rounds, plan.churn
     );
-    for (label, samples) in [
-        ("an attached watch", &attached),
-        ("a private watch", &private),
+    for (label, samples, printed) in [
+        ("an attached watch", &attached, lines.0),
+        ("a private watch", &private, lines.1),
     ] {
         let (min, med, max) = spread(samples);
         println!(
-            "   {label:<32} on CPU min {:>7.1} ms  median {:>7.1} ms  max {:>7.1} ms",
+            "   {label:<32} on CPU min {:>7.1} ms  median {:>7.1} ms  max {:>7.1} ms  ({printed} lines printed)",
             millis(min),
             millis(med),
             millis(max)
         );
     }
+    let ratio = median(&attached).as_secs_f64() / median(&private).as_secs_f64().max(1e-9);
     println!(
-        "   attached / private (medians): {:.2}×",
-        median(&attached).as_secs_f64() / median(&private).as_secs_f64().max(1e-9)
+        "   attached / private (medians): {ratio:.3}×; target ≤ 1×: {}",
+        verdict(ratio <= 1.0)
     );
 }
 
@@ -428,6 +440,10 @@ fn locktop_bin() -> PathBuf {
         .map(PathBuf::from)
         .filter(|path| path.is_file())
         .expect("the locktop binary (built with the bench)")
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "PASS" } else { "MISS" }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
