@@ -156,3 +156,48 @@ impl Link {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello() -> Hello {
+        Hello {
+            format: crate::journal::live::FORMAT.into(),
+            version: crate::journal::live::VERSION,
+            host: "h\u{1b}[31m".into(),
+            state_dir: "/s".into(),
+            locktop: "test".into(),
+            source: "kernel".into(),
+            refusals_counted: true,
+            probe: locktop_core::liveness::probe::ProbeMode::LockFree,
+            materializing_after: 10.0,
+            heartbeat_every: 1.0,
+        }
+    }
+
+    /// Live while heard from; `RECONNECTING, not live` once lost, and
+    /// live again only once back; a client resynced says so; the
+    /// service's words reach the header escaped.
+    #[test]
+    fn the_header_line_is_live_only_while_heard_and_says_resyncs() {
+        let link = Link::new(Target::Unix("/run/locktop/locktop.sock".into()), hello());
+        assert!(link.is_live());
+        let line = link.describe();
+        assert!(
+            line.starts_with("attached to unix:/run/locktop/locktop.sock"),
+            "{line}"
+        );
+        assert!(!line.contains('\u{1b}'), "{line}");
+        link.resynced();
+        assert!(link.describe().contains("resynced 1× (fell behind)"));
+        link.lost("the service ended the stream".into());
+        assert!(!link.is_live());
+        let line = link.describe();
+        assert!(line.starts_with("RECONNECTING to unix:"), "{line}");
+        assert!(line.contains("not live"), "{line}");
+        link.back(hello());
+        assert!(link.is_live());
+        assert!(link.describe().starts_with("attached to"));
+    }
+}

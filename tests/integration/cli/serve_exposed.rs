@@ -52,7 +52,7 @@ fn get(url: &str) -> (u16, String) {
 }
 
 /// Beyond loopback, without authentication: `/metrics` and `/healthz`
-/// answer, `/snapshot.json` and `/events` are refused (403), no answer
+/// answer, `/snapshot.json`, `/events` and `/view` are refused (403), no answer
 /// carries a holder's command line, and one stderr line says so and how
 /// to enable the rest. With `--expose-holders-without-auth` the same
 /// command line is served — the check above can fail.
@@ -70,13 +70,14 @@ fn beyond_loopback_no_endpoint_answers_a_holders_command_line() {
         "/snapshot.json",
         "/snapshot.json?all=true",
         "/events",
+        "/view",
     ] {
         let (status, body) = get(&serve.url(path));
         assert!(
             !body.contains(secret),
             "{path} ({status}) answered the command line: {body}"
         );
-        let refused = path.starts_with("/snapshot.json") || path == "/events";
+        let refused = path.starts_with("/snapshot.json") || path == "/events" || path == "/view";
         assert_eq!(status, if refused { 403 } else { 200 }, "{path}: {body}");
     }
     assert!(
