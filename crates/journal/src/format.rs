@@ -632,6 +632,27 @@ pub(crate) fn encode_verdict(
     out.push(b'\n');
 }
 
+/// Writes a checkpoint's head: its time, how many key lines follow, and
+/// the watcher's view then.
+pub(crate) fn encode_checkpoint_head(
+    out: &mut Vec<u8>,
+    time: SystemTime,
+    keys: usize,
+    watcher: &crate::engine::fold::WatcherView,
+) {
+    encode_tagged(
+        out,
+        "checkpoint",
+        &CheckpointHead {
+            time,
+            keys,
+            syncs: watcher.syncs,
+            watcher: watcher.health.clone(),
+            problems: watcher.problems.clone(),
+        },
+    );
+}
+
 /// Writes a checkpoint's line for `key` (a `ck` line): its kind, name,
 /// directory and whole state.
 pub(crate) fn encode_checkpoint_key(

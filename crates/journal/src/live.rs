@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::disk::key::{KeyKind, LockKey};
 use crate::engine::fold::WatcherView;
 use crate::engine::{Delta, KeyState, Liveness, ScanProblem, WatcherHealth};
-use crate::format::{self, BadLine, CheckpointEnd, CheckpointHead, Entry, Namer};
+use crate::format::{self, BadLine, CheckpointEnd, Entry, Namer};
 use crate::liveness::probe::ProbeMode;
 use crate::operate::verdict::Verdict;
 use crate::time_format;
@@ -156,17 +156,7 @@ impl Encoder {
         free: &FreeCounts,
     ) {
         let keys: Vec<_> = keys.filter(|(_, state)| !state.is_bare_free()).collect();
-        format::encode_tagged(
-            out,
-            "checkpoint",
-            &CheckpointHead {
-                time,
-                keys: keys.len(),
-                syncs: watcher.syncs,
-                watcher: watcher.health.clone(),
-                problems: watcher.problems.clone(),
-            },
-        );
+        format::encode_checkpoint_head(out, time, keys.len(), watcher);
         for (key, state) in &keys {
             format::encode_checkpoint_key(out, &self.root, key, state);
         }

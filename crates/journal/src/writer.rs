@@ -47,8 +47,8 @@ use crate::liveness::probe::ProbeMode;
 use crate::operate::verdict::Verdict;
 
 use super::format::{
-    self, CheckpointEnd, CheckpointFree, CheckpointHead, CheckpointKey, FORMAT, FREE_PER_LINE,
-    Header, KeyRef, RecordingEnd, VERSION,
+    self, CheckpointEnd, CheckpointFree, CheckpointKey, FORMAT, FREE_PER_LINE, Header, KeyRef,
+    RecordingEnd, VERSION,
 };
 use crate::engine::fold::Fold;
 
@@ -516,17 +516,7 @@ impl Journal {
             format::number_line(out, n);
             n += 1;
         };
-        format::encode_tagged(
-            &mut out,
-            "checkpoint",
-            &CheckpointHead {
-                time,
-                keys: keys.len(),
-                syncs: watcher.syncs,
-                watcher: watcher.health.clone(),
-                problems: watcher.problems.clone(),
-            },
-        );
+        format::encode_checkpoint_head(&mut out, time, keys.len(), watcher);
         numbered(&mut out);
         let mut free: std::collections::BTreeMap<&Path, (crate::disk::KeyKind, Vec<&str>)> =
             std::collections::BTreeMap::new();
