@@ -45,7 +45,7 @@ pub struct ConnectArgs {
     /// cert_file, key_file, server_name) and basic_auth (username,
     /// password_file); or LOCKTOP_CONNECT_USERNAME and
     /// LOCKTOP_CONNECT_PASSWORD. Never on the command line.
-    #[arg(long, value_name = "FILE", requires = "connect")]
+    #[arg(long, value_name = "FILE")]
     pub connect_config: Option<PathBuf>,
     /// Run an engine here even where this host's service watches the same
     /// state dir.
@@ -83,6 +83,9 @@ impl ConnectArgs {
         explicit: bool,
         engine_option: Option<&str>,
     ) -> anyhow::Result<Plan> {
+        if self.connect_config.is_some() && self.connect.is_none() {
+            anyhow::bail!("--connect-config applies to --connect only: give --connect TARGET too");
+        }
         if self.no_connect {
             return Ok(Plan::Private { why: None });
         }

@@ -798,13 +798,18 @@ async fn events(State(shared): State<Arc<Shared>>, by: ByWhom) -> Response {
     }
 }
 
-async fn view_stream(State(shared): State<Arc<Shared>>, by: ByWhom) -> Response {
+async fn view_stream(
+    State(shared): State<Arc<Shared>>,
+    by: ByWhom,
+    door: Option<Extension<view_stream::Door>>,
+) -> Response {
     if let Some(refused) = refused_holders(&shared, &by) {
         return refused;
     }
+    let door = door.map_or(view_stream::Door::Tcp, |Extension(door)| door);
     let opened = {
         let view = shared.view.read().unwrap_or_else(PoisonError::into_inner);
-        shared.views.open(&view)
+        shared.views.open(&view, door)
     };
     match opened {
         Some(outbox) => (
@@ -815,7 +820,8 @@ async fn view_stream(State(shared): State<Arc<Shared>>, by: ByWhom) -> Response 
         None => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "too many /view streams (at most {})\n",
+                "too many /view streams here (at most {} on TCP and {} on the socket)\n",
+                view_stream::MAX_STREAMS,
                 view_stream::MAX_STREAMS
             ),
         )

@@ -145,6 +145,7 @@ pub async fn serve(
                 let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
                     // The socket's permissions admitted it.
                     request.extensions_mut().insert(Authenticated);
+                    request.extensions_mut().insert(crate::view_stream::Door::Socket);
                     hyper::service::Service::call(&router, request)
                 });
                 let connection = http.serve_connection(TokioIo::new(stream), service);

@@ -12,7 +12,10 @@
 //!   [`MAX_PENDING`] bytes of lines (plus one checkpoint of the keys that
 //!   are not free): past that its lines are dropped, and when it reads
 //!   again it gets a `resync` line and a fresh checkpoint instead;
-//! - at most [`MAX_STREAMS`] streams at once (a further one gets 503).
+//! - at most [`MAX_STREAMS`] streams at once on TCP and as many again on
+//!   the unix socket (a further one gets 503): anyone on the host may
+//!   reach loopback TCP, so filling its streams never locks the socket's
+//!   group out.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
@@ -25,8 +28,18 @@ use crate::journal::live::{Encoder, FreeCounts, HEARTBEAT_EVERY, Hello};
 use crate::operate::held::Change;
 use crate::view::LiveView;
 
-/// The most `/view` streams served at once.
+/// The most `/view` streams served at once, on each of TCP and the unix
+/// socket.
 pub const MAX_STREAMS: usize = 64;
+
+/// Where a stream's client came in: its places are counted apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// TCP (loopback or beyond).
+    Tcp,
+    /// The unix socket (`--socket`).
+    Socket,
+}
 
 /// The most bytes of lines kept for one stream that does not read them.
 pub const MAX_PENDING: usize = 1 << 20;
@@ -34,7 +47,7 @@ pub const MAX_PENDING: usize = 1 << 20;
 /// The open `/view` streams, and how their lines are written.
 #[derive(Debug)]
 pub struct ViewStreams {
-    list: Mutex<Vec<Weak<Outbox>>>,
+    list: Mutex<Vec<(Door, Weak<Outbox>)>>,
     closing: AtomicBool,
     encoder: Encoder,
     hello: Hello,
@@ -88,17 +101,17 @@ impl ViewStreams {
         }
     }
 
-    /// A new stream, starting with the hello and a checkpoint of `view`
-    /// (the caller holds the view's lock, so no change is published
-    /// meanwhile), or `None` when [`MAX_STREAMS`] are open or serving
-    /// stops.
-    pub fn open(&self, view: &LiveView) -> Option<Arc<Outbox>> {
+    /// A new stream for a client that came in by `door`, starting with
+    /// the hello and a checkpoint of `view` (the caller holds the view's
+    /// lock, so no change is published meanwhile), or `None` when
+    /// [`MAX_STREAMS`] are open at that door or serving stops.
+    pub fn open(&self, view: &LiveView, door: Door) -> Option<Arc<Outbox>> {
         if self.closing.load(Ordering::Acquire) {
             return None;
         }
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
-        list.retain(|outbox| outbox.strong_count() > 0);
-        if list.len() >= MAX_STREAMS {
+        list.retain(|(_, outbox)| outbox.strong_count() > 0);
+        if list.iter().filter(|(came, _)| *came == door).count() >= MAX_STREAMS {
             return None;
         }
         let mut bytes = Vec::new();
@@ -111,7 +124,7 @@ impl ViewStreams {
             }),
             ready: Notify::new(),
         });
-        list.push(Arc::downgrade(&outbox));
+        list.push((door, Arc::downgrade(&outbox)));
         Some(outbox)
     }
 
@@ -172,7 +185,7 @@ impl ViewStreams {
             return;
         }
         let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
-        for outbox in list.iter().filter_map(Weak::upgrade) {
+        for outbox in list.iter().filter_map(|(_, outbox)| outbox.upgrade()) {
             outbox.push(lines);
         }
     }
@@ -182,7 +195,7 @@ impl ViewStreams {
     pub fn close_all(&self) {
         self.closing.store(true, Ordering::Release);
         let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
-        for outbox in list.iter().filter_map(Weak::upgrade) {
+        for outbox in list.iter().filter_map(|(_, outbox)| outbox.upgrade()) {
             outbox
                 .pending
                 .lock()
@@ -324,7 +337,9 @@ mod tests {
     async fn a_stream_behind_before_its_first_read_starts_with_its_hello_at_once() {
         let streams = ViewStreams::new(hello());
         let view = RwLock::new(LiveView::new(std::time::Duration::from_secs(10)));
-        let outbox = streams.open(&view.read().unwrap()).expect("opened");
+        let outbox = streams
+            .open(&view.read().unwrap(), Door::Socket)
+            .expect("opened");
         let line = vec![b'x'; 1000];
         for _ in 0..(2 * MAX_PENDING / line.len()) {
             outbox.push(&line);
@@ -349,5 +364,20 @@ mod tests {
             String::from_utf8_lossy(&second)
         );
         assert!(second.windows(14).any(|w| w == b"{\"checkpoint\":"));
+    }
+
+    /// TCP's streams full (anyone on the host may reach loopback): the
+    /// socket's group still gets one.
+    #[test]
+    fn full_tcp_streams_leave_the_sockets_places_free() {
+        let streams = ViewStreams::new(hello());
+        let view = LiveView::new(std::time::Duration::from_secs(10));
+        let taken: Vec<_> = (0..MAX_STREAMS)
+            .map(|_| streams.open(&view, Door::Tcp).expect("a TCP place"))
+            .collect();
+        assert!(streams.open(&view, Door::Tcp).is_none());
+        assert!(streams.open(&view, Door::Socket).is_some());
+        drop(taken);
+        assert!(streams.open(&view, Door::Tcp).is_some());
     }
 }

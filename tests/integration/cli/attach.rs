@@ -619,4 +619,9 @@ fn every_option_applies_or_is_refused_with_connect() {
     }
     let out = common::run_locktop(&state, &["watch", "--connect-config", "/x"]);
     assert_eq!(out.code(), 2, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("--connect-config applies to --connect only"),
+        "{out:?}"
+    );
 }
