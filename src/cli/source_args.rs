@@ -119,7 +119,9 @@ impl SourceArgs {
             let events = AsyncKernelLockEvents::new(events).map_err(|why| why.to_string())?;
             let quiet = events.quiet_files();
             Ok(Box::new(OrderedEvents::with_quiet(events, quiet))
-                as Box<dyn crate::liveness::live_table::EventStream>)
+                as Box<
+                    dyn crate::liveness::kernel::live_table::EventStream,
+                >)
         });
         match (test, self.source) {
             (Ok(_), _) => Ok(SourceChoice {

@@ -167,7 +167,7 @@ pub(crate) struct EventFilter {
 
 /// Where [`EventFilter::told_by_kernel`] keeps the reader's nudge.
 #[derive(Default)]
-struct NudgeSlot(std::sync::OnceLock<crate::liveness::live_table::Nudger>);
+struct NudgeSlot(std::sync::OnceLock<crate::liveness::kernel::live_table::Nudger>);
 
 impl std::fmt::Debug for NudgeSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -192,7 +192,10 @@ impl EventFilter {
     /// From now on the kernel's lock events tell liveness: opens and
     /// closes are dropped here, and every event calls `nudge` (when the
     /// source has one).
-    pub(crate) fn told_by_kernel(&self, nudge: Option<crate::liveness::live_table::Nudger>) {
+    pub(crate) fn told_by_kernel(
+        &self,
+        nudge: Option<crate::liveness::kernel::live_table::Nudger>,
+    ) {
         if let Some(nudge) = nudge {
             let _ = self.nudge.0.set(nudge);
         }

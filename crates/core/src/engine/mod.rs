@@ -64,7 +64,9 @@ pub struct EngineConfig {
 /// Opens a stream of the kernel's lock events (each engine run opens its
 /// own), or says in one line why it cannot.
 pub type OpenEvents = Arc<
-    dyn Fn() -> Result<Box<dyn crate::liveness::live_table::EventStream>, String> + Send + Sync,
+    dyn Fn() -> Result<Box<dyn crate::liveness::kernel::live_table::EventStream>, String>
+        + Send
+        + Sync,
 >;
 
 /// Where the engine learns liveness from, once its first judgement is

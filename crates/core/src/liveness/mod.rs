@@ -16,7 +16,6 @@ pub mod dir_probe;
 pub mod fd_tables;
 pub mod fdinfo;
 pub mod kernel;
-pub mod live_table;
 pub mod lock_free;
 pub mod probe;
 pub mod probed;

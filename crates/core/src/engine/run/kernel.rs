@@ -44,8 +44,8 @@ use crate::engine::WatcherHealth;
 use crate::engine::trace::Stage;
 use crate::liveness::annotate::{Recheck, annotate_with};
 use crate::liveness::fdinfo::{HeldFiles, keepers_of};
+use crate::liveness::kernel::live_table::{EventStream, LiveTable};
 use crate::liveness::kernel::{Record, quiet};
-use crate::liveness::live_table::{EventStream, LiveTable};
 use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::state::{POLLS_MIN, TRYING_WITHIN};
@@ -179,7 +179,7 @@ pub(super) struct Kernel {
     /// Asks the stream to deliver what it has now; handed to inotify's
     /// thread, which calls it at every event of the tree (lock events are
     /// likely waiting).
-    pub(super) nudge: Option<crate::liveness::live_table::Nudger>,
+    pub(super) nudge: Option<crate::liveness::kernel::live_table::Nudger>,
 }
 
 impl Kernel {

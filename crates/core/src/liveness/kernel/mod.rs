@@ -100,6 +100,7 @@ pub mod event;
 pub mod filter;
 pub mod grace;
 pub(crate) mod handover;
+pub mod live_table;
 pub mod quiet;
 pub mod record;
 pub mod refused;

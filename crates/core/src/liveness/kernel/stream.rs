@@ -30,7 +30,7 @@ use std::time::Duration;
 use super::event::LockEvent;
 use super::wait::QuietFiles;
 use super::{AsyncKernelLockEvents, Record};
-use crate::liveness::live_table::EventStream;
+use crate::liveness::kernel::live_table::EventStream;
 
 /// How long before a drain an event must be stamped to pass: more than
 /// the kernel takes from stamping a sample to writing it (microseconds,
@@ -168,7 +168,7 @@ impl EventStream for OrderedEvents<AsyncKernelLockEvents> {
         Box::pin(self.next_in_order(out))
     }
 
-    fn nudger(&self) -> Option<crate::liveness::live_table::Nudger> {
+    fn nudger(&self) -> Option<crate::liveness::kernel::live_table::Nudger> {
         let nudge = self.events.nudge();
         Some(std::sync::Arc::new(move || nudge.now()))
     }

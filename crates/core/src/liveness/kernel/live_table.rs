@@ -27,9 +27,9 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use super::kernel::Record;
-use super::kernel::event::{LockEvent, LockKind};
-use super::proc_locks::{FileId, FileLocks, LockIndex};
+use super::Record;
+use super::event::{LockEvent, LockKind};
+use crate::liveness::proc_locks::{FileId, FileLocks, LockIndex};
 
 /// A source of lock events (the kernel's tracepoint; a test's script),
 /// read on the engine's runtime.
@@ -54,7 +54,7 @@ pub trait EventStream: Send + 'static {
     /// The files whose events may be delivered late (no claim's), for
     /// the engine to fill in; `None` when the source delivers every
     /// record as it comes.
-    fn quiet_files(&self) -> Option<super::kernel::wait::QuietFiles> {
+    fn quiet_files(&self) -> Option<super::wait::QuietFiles> {
         None
     }
 }
@@ -253,7 +253,7 @@ impl LiveTable {
                 .iter()
                 .map(|&pid| (pid, true))
                 .chain(locks.shared_waiters.iter().map(|&pid| (pid, false)));
-            let since = super::kernel::event::monotonic_now();
+            let since = super::event::monotonic_now();
             for (pid, exclusive) in waiters {
                 state.waiters.push(Waiter {
                     pid,
