@@ -52,7 +52,7 @@ fn keystroke_and_draw(keys: usize, samples: usize) -> (Duration, Duration, Durat
             state_dir: "/bench-state".into(),
             probe: ProbeMode::Acquire,
             probe_fallback: None,
-            kernel_events: false,
+            source: locktop::engine::source_choice::SourceKind::Inference,
             source_fallback: None,
             read_only: false,
             theme: Theme::color(),

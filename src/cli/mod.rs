@@ -361,7 +361,7 @@ pub(crate) async fn open_monitor(
         },
         crate::tui::TuiOptions {
             read_only: args.read_only,
-            kernel_events: source.is_kernel(),
+            source: source.kind(),
             source_fallback: source.fallback.clone(),
             probe,
             log_file: args.log,
@@ -386,7 +386,8 @@ async fn monitor_attached(
         hello.probe,
         crate::tui::TuiOptions {
             read_only: args.read_only,
-            kernel_events: hello.refusals_counted,
+            source: crate::engine::source_choice::SourceKind::from_word(&hello.source)
+                .unwrap_or(crate::engine::source_choice::SourceKind::Inference),
             source_fallback: None,
             probe: crate::liveness::lock_free::ProbeChoice::as_asked(hello.probe),
             log_file: args.log,

@@ -72,7 +72,7 @@ pub async fn run(state_dir: PathBuf, args: ServeArgs) -> anyhow::Result<ExitCode
         addr,
         expose_holders_without_auth: args.expose_holders_without_auth,
         web_config: args.web_config,
-        refusals_counted: engine.source.is_kernel(),
+        refusals_counted: engine.source.kind().counts_refusals(),
         source: engine.source.word(),
         socket: args.socket,
         engine: engine.config,

@@ -15,6 +15,7 @@ pub mod fixtures;
 pub mod fold;
 pub(crate) mod fs_events;
 mod run;
+pub mod source_choice;
 pub mod store;
 pub mod trace;
 

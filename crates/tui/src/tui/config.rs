@@ -18,8 +18,9 @@ pub struct AppConfig {
     /// Why the probe is not the one asked for (the lock-free probe cannot
     /// see every holder here), shown in the header.
     pub probe_fallback: Option<String>,
-    /// Liveness comes from the kernel's lock events, not from probes.
-    pub kernel_events: bool,
+    /// Where liveness comes from: the kernel's lock events (exact, refused
+    /// tries told) or inference (probes).
+    pub source: crate::engine::source_choice::SourceKind,
     /// Why the kernel's lock events are not used (`--source auto` fell
     /// back to inference), shown in the header.
     pub source_fallback: Option<String>,

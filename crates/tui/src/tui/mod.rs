@@ -70,9 +70,9 @@ pub struct TuiOptions {
     pub read_only: bool,
     /// The probe that runs, and why it is not the one asked for.
     pub probe: crate::liveness::ProbeChoice,
-    /// Liveness comes from the kernel's lock events (the probe runs only
-    /// for the first look and a resync).
-    pub kernel_events: bool,
+    /// Where liveness comes from: the kernel's lock events (the probe
+    /// runs only for the first look and a resync) or inference.
+    pub source: crate::engine::source_choice::SourceKind,
     /// Why the kernel's lock events are not used, when `--source auto`
     /// fell back to inference.
     pub source_fallback: Option<String>,
@@ -134,7 +134,7 @@ async fn run_on(
         state_dir: context.state_dir().to_path_buf(),
         probe,
         probe_fallback: options.probe.fallback.clone(),
-        kernel_events: options.kernel_events,
+        source: options.source,
         source_fallback: options.source_fallback.clone(),
         read_only: options.read_only,
         theme: Theme::from_env(),

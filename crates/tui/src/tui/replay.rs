@@ -76,7 +76,7 @@ impl Player {
             state_dir: header.state_dir.clone(),
             probe: header.probe,
             probe_fallback: None,
-            kernel_events: false,
+            source: crate::engine::source_choice::SourceKind::Inference,
             source_fallback: None,
             read_only: true,
             theme,

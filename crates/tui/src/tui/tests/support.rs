@@ -17,7 +17,7 @@ pub(super) fn app_with(theme: Theme, model: Model, state_dir: &std::path::Path) 
         state_dir: state_dir.to_path_buf(),
         probe: ProbeMode::Acquire,
         probe_fallback: None,
-        kernel_events: false,
+        source: crate::engine::source_choice::SourceKind::Inference,
         source_fallback: None,
         read_only: false,
         theme,

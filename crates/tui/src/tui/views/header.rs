@@ -12,6 +12,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use crate::engine::source_choice::SourceKind;
 use crate::engine::{Liveness, WatcherHealth};
 use crate::model::{Attention, BlockingRow, RECENTLY_FREED, Role, Urgency};
 use crate::operate::verdict::Verdict;
@@ -89,7 +90,7 @@ pub(crate) fn draw_header(
             theme.error
         };
         first.push(Span::styled(format!(" · {}", attached.describe()), style));
-    } else if view.config.kernel_events {
+    } else if view.config.source == SourceKind::Kernel {
         first.push(Span::styled(" · kernel lock events", theme.dim));
     } else {
         first.extend([
@@ -107,7 +108,7 @@ pub(crate) fn draw_header(
         reasons.push(Span::styled(" · ", theme.dim));
         reasons.push(Span::styled(visible(note).into_owned(), theme.in_flight));
     }
-    if !view.config.kernel_events && view.config.attached.is_none() {
+    if view.config.source == SourceKind::Inference && view.config.attached.is_none() {
         let fallbacks = [
             ("lock-free unavailable", &view.config.probe_fallback),
             ("no kernel events", &view.config.source_fallback),

@@ -82,7 +82,7 @@ mod tests {
             state_dir: STATE.into(),
             probe: ProbeMode::LockFree,
             probe_fallback: None,
-            kernel_events: true,
+            source: crate::engine::source_choice::SourceKind::Kernel,
             source_fallback: None,
             read_only: true,
             theme: Theme::monochrome(),
