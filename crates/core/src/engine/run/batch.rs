@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::echo::{ECHO_ALARM_PER_SECOND, Fingerprint};
 use super::lookup::Observed;
-use super::source::Source;
+use super::source::{CLOSE_CONFIRMS, Confirming, Source};
 use super::{COALESCE, Engine};
 use crate::disk::LockKey;
 use crate::engine::trace::Stage;
@@ -24,19 +24,6 @@ use crate::liveness::fdinfo::HeldFiles;
 use crate::liveness::probe::IN_FLIGHT_AFTER;
 use crate::liveness::verify::claim_files;
 use crate::liveness::{HoldersNote, KeyState, Liveness, ProbeMode};
-
-/// How many looks in a row a key found held right after a close may be
-/// held back ([`Engine::confirm_after_close`]).
-pub(super) const CLOSE_CONFIRMS: u8 = 3;
-
-/// A key held back after a close ([`Engine::confirm_after_close`]).
-#[derive(Debug)]
-pub(super) struct Confirming {
-    /// Looks that found it held so far.
-    looks: u8,
-    /// The held state the last of them found.
-    state: KeyState,
-}
 
 /// True when one of `holders` (alive, verified) still shows a flock on
 /// one of `files` in its fdinfo (read once per PID per batch, kept in

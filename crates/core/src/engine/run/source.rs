@@ -30,9 +30,23 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
 use super::kernel::Kernel;
-use super::{batch, echo, lookup};
+use super::{echo, lookup};
 use crate::disk::LockKey;
 use crate::liveness::KeyState;
+
+/// How many looks in a row a key found held right after a close may be
+/// held back (the batch's `confirm_after_close`: inference's close
+/// confirmation).
+pub(super) const CLOSE_CONFIRMS: u8 = 3;
+
+/// A key held back after a close, while its looks are confirmed.
+#[derive(Debug)]
+pub(super) struct Confirming {
+    /// Looks that found it held so far.
+    pub(super) looks: u8,
+    /// The held state the last of them found.
+    pub(super) state: KeyState,
+}
 
 /// What the liveness source has for the loop.
 pub(super) enum Told {
@@ -170,8 +184,8 @@ pub(super) struct Inference {
     pub(super) written: HashSet<LockKey>,
     /// Keys found held after a close, with how many looks confirmed it
     /// so far and the held state found last: it is sent only once a look
-    /// with no close since agrees ([`batch::CLOSE_CONFIRMS`] at most).
-    pub(super) confirming: HashMap<LockKey, batch::Confirming>,
+    /// with no close since agrees ([`CLOSE_CONFIRMS`] at most).
+    pub(super) confirming: HashMap<LockKey, Confirming>,
     /// Keys found in flight (gate locked, announce not), since when: they
     /// are probed again, not waited for.
     pub(super) in_flight_since: HashMap<LockKey, Instant>,
