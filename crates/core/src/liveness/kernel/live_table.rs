@@ -54,7 +54,7 @@ pub trait EventStream: Send + 'static {
     /// The files whose events may be delivered late (no claim's), for
     /// the engine to fill in; `None` when the source delivers every
     /// record as it comes.
-    fn quiet_files(&self) -> Option<super::wait::QuietFiles> {
+    fn quiet_files(&self) -> Option<super::quiet::QuietFiles> {
         None
     }
 }

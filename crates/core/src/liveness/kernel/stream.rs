@@ -28,7 +28,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use super::event::LockEvent;
-use super::wait::QuietFiles;
+use super::quiet::QuietFiles;
 use super::{AsyncKernelLockEvents, Record};
 use crate::liveness::kernel::live_table::EventStream;
 
