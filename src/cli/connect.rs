@@ -342,7 +342,7 @@ impl crate::tui::Attachment for LinkView {
         self.0.target().is_local()
     }
 
-    fn free_keys(&self) -> u64 {
-        self.0.free().total()
+    fn free_line(&self) -> String {
+        self.0.free_line()
     }
 }

@@ -108,7 +108,7 @@ pub async fn run(
                 let free = view.link.free().total();
                 writeln!(
                     std::io::stdout(),
-                    "({free} free keys, counted by the service: --no-connect lists them with --all)"
+                    "({free} free keys when the service counted them at this connection: --no-connect lists them with --all)"
                 )
             });
             finished(written)

@@ -35,8 +35,9 @@ struct LinkState {
     resyncs: u64,
     /// Reconnections after a loss.
     reconnects: u64,
-    /// Free keys, as the last checkpoint counted them.
+    /// Free keys, as the last checkpoint counted them, and when.
     free: FreeCounts,
+    counted_at: Option<Instant>,
 }
 
 impl Link {
@@ -51,6 +52,7 @@ impl Link {
                 resyncs: 0,
                 reconnects: 0,
                 free: FreeCounts::default(),
+                counted_at: None,
             }),
         }
     }
@@ -95,7 +97,24 @@ impl Link {
 
     /// A checkpoint counted `free` keys.
     pub(crate) fn counted(&self, free: FreeCounts) {
-        self.state().free = free;
+        let mut state = self.state();
+        state.free = free;
+        state.counted_at = Some(Instant::now());
+    }
+
+    /// The free keys as the header says them: the service's count and
+    /// how old it is (it is counted at each checkpoint, not kept up by
+    /// later changes).
+    pub fn free_line(&self) -> String {
+        let state = self.state();
+        match state.counted_at {
+            Some(at) => format!(
+                "+{} free, the service's count of {:.0} s ago",
+                state.free.total(),
+                at.elapsed().as_secs_f64()
+            ),
+            None => "free keys not counted yet".to_string(),
+        }
     }
 
     /// The service sent a fresh checkpoint: this client fell behind.

@@ -51,8 +51,9 @@ pub trait Attachment: Send + Sync + std::fmt::Debug {
     /// Whether the service runs on this host (a unix socket): test
     /// holders and signals may be used here.
     fn is_local(&self) -> bool;
-    /// Free keys, as the service counts them (it sends none by name).
-    fn free_keys(&self) -> u64;
+    /// Free keys, as the service last counted them (it sends none by
+    /// name), with how old that count is.
+    fn free_line(&self) -> String;
 }
 
 impl AppConfig {

@@ -173,7 +173,7 @@ pub(crate) fn draw_header(
     if let Some(attached) = &view.config.attached {
         // The service sends free keys as a count only.
         second.push(Span::styled(
-            format!("(+{} free, counted by the service)", attached.free_keys()),
+            format!("({})", visible(&attached.free_line())),
             theme.dim,
         ));
         second.push(Span::raw("  "));
