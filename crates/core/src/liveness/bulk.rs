@@ -12,14 +12,18 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{KeyState, Liveness};
+use super::KeyState;
 use crate::disk::ScanReport;
 use crate::disk::key::LockKey;
 use crate::disk::scan::OnDir;
 use crate::liveness::annotate::{Recheck, annotate, annotate_after_early_read, annotate_with};
 use crate::liveness::dir_probe;
 use crate::liveness::lock_free;
-use crate::liveness::probe::{IN_FLIGHT_AFTER, IN_FLIGHT_REREAD, ProbeMode, Prober};
+use crate::liveness::probe::{ProbeMode, Prober};
+// The lock-free judgement of many keys is the lock-free module's; named
+// here too, where callers look for bulk work.
+pub use crate::liveness::lock_free::judge_lock_free;
+use crate::liveness::lock_free::judge_lock_free_split;
 use crate::liveness::probed::Probed;
 use crate::liveness::proc_locks::{FileId, LockIndex};
 
@@ -92,96 +96,6 @@ pub async fn probe_tree_passive(
             annotated: start.elapsed(),
         },
     })
-}
-
-/// The lock-free state of every key from one `index` (a merged read:
-/// [`LockIndex::read_merged`]), judged on up to `threads` threads (keys
-/// of one directory stay together as far as the split allows), in input
-/// order, no holder details. Claims found in flight are judged again from
-/// a fresh read (`read`) every [`IN_FLIGHT_REREAD`] until they settle or
-/// [`IN_FLIGHT_AFTER`] has passed (then they are in flight). Blocking:
-/// call it from a blocking-pool thread.
-pub fn judge_lock_free(
-    keys: Vec<LockKey>,
-    index: &LockIndex,
-    threads: usize,
-    read: &(dyn Fn() -> LockIndex + Sync),
-) -> Vec<(LockKey, KeyState)> {
-    let mut batch = Vec::with_capacity(keys.len());
-    for mut chunk in in_chunks(keys, threads, |chunk| lock_free::judged(chunk, index)) {
-        batch.append(&mut chunk);
-    }
-    settle_in_flight(&mut batch, read);
-    batch
-}
-
-/// [`judge_lock_free`], split ([`Probed`]: a bare free key is its key
-/// alone) and in no particular order: what the whole-tree probes use.
-pub(crate) fn judge_lock_free_split(
-    keys: Vec<LockKey>,
-    index: &LockIndex,
-    threads: usize,
-    shared_possible: bool,
-    read: &(dyn Fn() -> LockIndex + Sync),
-) -> Probed {
-    let mut probed = Probed::default();
-    let judge = |chunk| lock_free::judged_split(chunk, index, shared_possible);
-    for mut chunk in in_chunks(keys, threads, judge) {
-        probed.append(&mut chunk);
-    }
-    settle_in_flight(&mut probed.rest, read);
-    probed
-}
-
-/// `judge` of `keys` split into up to `threads` runs of at least 1,024
-/// (keys of one directory stay together as far as the split allows),
-/// one thread each; the answers in input order.
-fn in_chunks<T: Send + Default>(
-    keys: Vec<LockKey>,
-    threads: usize,
-    judge: impl Fn(Vec<LockKey>) -> T + Sync,
-) -> Vec<T> {
-    let chunk_len = keys.len().div_ceil(threads.max(1)).max(1024);
-    if keys.len() <= chunk_len {
-        return vec![judge(keys)];
-    }
-    let mut keys = keys.into_iter();
-    let chunks: Vec<Vec<LockKey>> = std::iter::from_fn(|| {
-        let chunk: Vec<LockKey> = keys.by_ref().take(chunk_len).collect();
-        (!chunk.is_empty()).then_some(chunk)
-    })
-    .collect();
-    let judge = &judge;
-    std::thread::scope(|scope| {
-        let judging: Vec<_> = chunks
-            .into_iter()
-            .map(|chunk| scope.spawn(move || judge(chunk)))
-            .collect();
-        judging
-            .into_iter()
-            .map(|chunk| chunk.join().unwrap_or_default())
-            .collect()
-    })
-}
-
-/// Judges the claims of `batch` found in flight again from fresh reads,
-/// as [`judge_lock_free`] says.
-fn settle_in_flight(batch: &mut [(LockKey, KeyState)], read: &(dyn Fn() -> LockIndex + Sync)) {
-    let start = Instant::now();
-    loop {
-        let in_flight: Vec<usize> = (0..batch.len())
-            .filter(|&at| batch[at].1.liveness == Liveness::InFlight)
-            .collect();
-        if in_flight.is_empty() || start.elapsed() >= IN_FLIGHT_AFTER {
-            return;
-        }
-        std::thread::sleep(IN_FLIGHT_REREAD);
-        let index = LockIndex::read_merged(read);
-        for at in in_flight {
-            let (key, state) = &mut batch[at];
-            *state = lock_free::answer(key, &index).state(key);
-        }
-    }
 }
 
 /// Scans `state_dir`'s locks root and judges every claim lock-free, then

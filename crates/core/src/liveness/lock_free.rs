@@ -37,13 +37,15 @@ use nix::errno::Errno;
 use nix::fcntl::{AT_FDCWD, AtFlags};
 use nix::sys::stat::{SFlag, fstatat};
 
-use super::probe::ProbeMode;
+use super::probe_mode::ProbeMode;
 use super::probed::Probed;
 use super::proc_locks::{FileId, LockIndex};
 use super::{KeyState, Liveness};
 use std::sync::Arc;
 
 use crate::disk::key::{ClaimDir, LockKey};
+use crate::locks::IN_FLIGHT_AFTER;
+use std::time::Instant;
 
 /// What the kernel's table says of one claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,7 +154,7 @@ pub fn judged(keys: Vec<LockKey>, index: &LockIndex) -> Vec<(LockKey, KeyState)>
 /// turns it [`Liveness::Shared`]).
 pub(crate) fn judged_split(keys: Vec<LockKey>, index: &LockIndex, shared_possible: bool) -> Probed {
     let mut probed = Probed::default();
-    let judging = super::dir_probe::each_claim_at(keys, |key, at| {
+    let judging = super::claims_at::each_claim_at(keys, |key, at| {
         let (answer, rows) = match at {
             Some((dir, gate, announce)) => {
                 let answer = answer_at(dir, gate, announce, index);
@@ -257,7 +259,7 @@ fn has_rows(dir: BorrowedFd<'_>, name: &[u8], index: &LockIndex) -> bool {
 
 /// [`judged`]'s answers, one at a time.
 fn judging(keys: Vec<LockKey>, index: &LockIndex) -> impl Iterator<Item = (LockKey, KeyState)> {
-    super::dir_probe::each_claim_at(keys, |key, at| {
+    super::claims_at::each_claim_at(keys, |key, at| {
         let state = match at {
             Some((dir, gate, announce)) => answer_at(dir, gate, announce, index).state(&key),
             // The directory is gone or unreadable: by full paths.
@@ -415,6 +417,101 @@ fn mount_id(path: &Path) -> Option<u64> {
     // SAFETY: statx returned 0, so it filled the buffer.
     let out = unsafe { out.assume_init() };
     (out.stx_mask & libc::STATX_MNT_ID != 0).then_some(out.stx_mnt_id)
+}
+
+/// How long a lock-free judgement waits before it reads `/proc/locks`
+/// again for a claim in flight (each read delays every lock call on the
+/// machine a little: never a tight loop).
+pub(crate) const IN_FLIGHT_REREAD: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The lock-free state of every key from one `index` (a merged read:
+/// [`LockIndex::read_merged`]), judged on up to `threads` threads (keys
+/// of one directory stay together as far as the split allows), in input
+/// order, no holder details. Claims found in flight are judged again from
+/// a fresh read (`read`) every [`IN_FLIGHT_REREAD`] until they settle or
+/// [`IN_FLIGHT_AFTER`] has passed (then they are in flight). Blocking:
+/// call it from a blocking-pool thread.
+pub fn judge_lock_free(
+    keys: Vec<LockKey>,
+    index: &LockIndex,
+    threads: usize,
+    read: &(dyn Fn() -> LockIndex + Sync),
+) -> Vec<(LockKey, KeyState)> {
+    let mut batch = Vec::with_capacity(keys.len());
+    for mut chunk in in_chunks(keys, threads, |chunk| judged(chunk, index)) {
+        batch.append(&mut chunk);
+    }
+    settle_in_flight(&mut batch, read);
+    batch
+}
+
+/// [`judge_lock_free`], split ([`Probed`]: a bare free key is its key
+/// alone) and in no particular order: what the whole-tree probes use.
+pub(crate) fn judge_lock_free_split(
+    keys: Vec<LockKey>,
+    index: &LockIndex,
+    threads: usize,
+    shared_possible: bool,
+    read: &(dyn Fn() -> LockIndex + Sync),
+) -> Probed {
+    let mut probed = Probed::default();
+    let judge = |chunk| judged_split(chunk, index, shared_possible);
+    for mut chunk in in_chunks(keys, threads, judge) {
+        probed.append(&mut chunk);
+    }
+    settle_in_flight(&mut probed.rest, read);
+    probed
+}
+
+/// `judge` of `keys` split into up to `threads` runs of at least 1,024
+/// (keys of one directory stay together as far as the split allows),
+/// one thread each; the answers in input order.
+fn in_chunks<T: Send + Default>(
+    keys: Vec<LockKey>,
+    threads: usize,
+    judge: impl Fn(Vec<LockKey>) -> T + Sync,
+) -> Vec<T> {
+    let chunk_len = keys.len().div_ceil(threads.max(1)).max(1024);
+    if keys.len() <= chunk_len {
+        return vec![judge(keys)];
+    }
+    let mut keys = keys.into_iter();
+    let chunks: Vec<Vec<LockKey>> = std::iter::from_fn(|| {
+        let chunk: Vec<LockKey> = keys.by_ref().take(chunk_len).collect();
+        (!chunk.is_empty()).then_some(chunk)
+    })
+    .collect();
+    let judge = &judge;
+    std::thread::scope(|scope| {
+        let judging: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| scope.spawn(move || judge(chunk)))
+            .collect();
+        judging
+            .into_iter()
+            .map(|chunk| chunk.join().unwrap_or_default())
+            .collect()
+    })
+}
+
+/// Judges the claims of `batch` found in flight again from fresh reads,
+/// as [`judge_lock_free`] says.
+fn settle_in_flight(batch: &mut [(LockKey, KeyState)], read: &(dyn Fn() -> LockIndex + Sync)) {
+    let start = Instant::now();
+    loop {
+        let in_flight: Vec<usize> = (0..batch.len())
+            .filter(|&at| batch[at].1.liveness == Liveness::InFlight)
+            .collect();
+        if in_flight.is_empty() || start.elapsed() >= IN_FLIGHT_AFTER {
+            return;
+        }
+        std::thread::sleep(IN_FLIGHT_REREAD);
+        let index = LockIndex::read_merged(read);
+        for at in in_flight {
+            let (key, state) = &mut batch[at];
+            *state = answer(key, &index).state(key);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 
 pub mod annotate;
 pub mod bulk;
+pub(crate) mod claims_at;
 pub mod cpu;
 pub mod dir_probe;
 pub mod fd_tables;
@@ -18,6 +19,7 @@ pub mod fdinfo;
 pub mod kernel;
 pub mod lock_free;
 pub mod probe;
+pub mod probe_mode;
 pub mod probed;
 pub mod proc_locks;
 pub mod process;

@@ -16,67 +16,7 @@
 //! never waits unboundedly on a holder stopped mid-acquisition (in-flight);
 //! it never creates a file for a key whose gate is gone.
 
-/// How to test liveness.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum ProbeMode {
-    /// Read `/proc/locks` matched to the claims' inodes: no lock taken,
-    /// nothing opened or written (where /proc/locks sees every holder;
-    /// elsewhere locktop says so and probes passively).
-    #[default]
-    #[serde(rename = "lock-free")]
-    LockFree,
-    /// Shared-lock probe answering as the SDK's `try_held` (never writes,
-    /// but a momentary shared lock makes a racing agent's acquire fail).
-    Passive,
-    /// Take and release the lock through `locks::try_acquire` (writes;
-    /// an exclusive lock for the probe's moment).
-    Acquire,
-}
-
-impl ProbeMode {
-    /// True when a probe in this mode writes to the lock files (truncates
-    /// the gate, writes the beacon): its own inotify events echo back, and
-    /// it needs write access.
-    pub fn writes(self) -> bool {
-        match self {
-            ProbeMode::Acquire => true,
-            ProbeMode::Passive | ProbeMode::LockFree => false,
-        }
-    }
-
-    /// The word shown in the header.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProbeMode::LockFree => "lock-free",
-            ProbeMode::Acquire => "acquire",
-            ProbeMode::Passive => "passive",
-        }
-    }
-
-    /// True when a probe in this mode takes a flock on the claim (shared
-    /// or exclusive): an agent's non-blocking acquire racing it fails.
-    pub fn locks(self) -> bool {
-        !self.reads_lock_table()
-    }
-
-    /// True when this mode learns liveness from the kernel's lock table
-    /// (`/proc/locks`), one read for a whole batch of claims, instead of
-    /// a probe per claim: callers batch the keys and read once.
-    pub(crate) fn reads_lock_table(self) -> bool {
-        self == ProbeMode::LockFree
-    }
-}
+pub use super::probe_mode::ProbeMode;
 
 use objectiveai_sdk::lockfile;
 
@@ -196,7 +136,7 @@ async fn lock_free_with(key: &LockKey, patience: Patience) -> Option<KeyState> {
         let read = || super::proc_locks::LockIndex::read().unwrap_or_default();
         let index = super::proc_locks::LockIndex::read_merged(&read);
         match patience {
-            Patience::Bounded => super::bulk::judge_lock_free(vec![key], &index, 1, &read),
+            Patience::Bounded => super::lock_free::judge_lock_free(vec![key], &index, 1, &read),
             Patience::None => super::lock_free::judged(vec![key], &index),
         }
     })
@@ -205,11 +145,6 @@ async fn lock_free_with(key: &LockKey, patience: Patience) -> Option<KeyState> {
     let (_, state) = judged.into_iter().next()?;
     (state.liveness != Liveness::InFlight || patience == Patience::Bounded).then_some(state)
 }
-
-/// How long a lock-free probe waits before it reads `/proc/locks` again
-/// for a claim in flight (each read delays every lock call on the
-/// machine a little: never a tight loop).
-pub(crate) const IN_FLIGHT_REREAD: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The passive answer for `key`: what the SDK's `try_held` says (held →
 /// `Live`, not held → `Free`), except that a claim still in flight after
