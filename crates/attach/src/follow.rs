@@ -288,9 +288,12 @@ impl Following {
     /// Follows one stream until it ends, breaks, falls silent, or the
     /// front end goes.
     async fn follow(&mut self, mut stream: Opened) -> Stopped {
+        // Silent from the last line heard, whatever the front end orders
+        // meanwhile (an order does not restart the clock).
+        let mut silent_at = tokio::time::Instant::now() + SILENT_AFTER;
         loop {
             let line = tokio::select! {
-                line = tokio::time::timeout(SILENT_AFTER, stream.lines.next()) => line,
+                line = tokio::time::timeout_at(silent_at, stream.lines.next()) => line,
                 order = self.orders.recv() => {
                     let alive = match order {
                         Some(order) => self.obey(order).await,
@@ -310,6 +313,7 @@ impl Following {
                 Ok(Ok(None)) => return Stopped::Lost("the service ended the stream".into()),
                 Ok(Ok(Some(line))) => line,
             };
+            silent_at = tokio::time::Instant::now() + SILENT_AFTER;
             self.link.heard();
             let said = match stream.reader.line(&line) {
                 Ok(said) => said,
