@@ -142,7 +142,7 @@ fn flock_tax(plan: &Plan, tmp: &Path, state: &Path, target: &str) {
 /// Row 2: SIGKILL of a holder → `free` on the service's `/events` and in
 /// an attached `watch`.
 fn kill_to_free(plan: &Plan, state: &Path, service: &Service, target: &str) {
-    let watch = Watch::start_reading(state, &["--connect", target]);
+    let watch = Watch::start(state, &["--connect", target]);
     let events = service.events();
     let mut own = Vec::new();
     let mut attached = Vec::new();
@@ -350,13 +350,8 @@ struct Watch {
 }
 
 impl Watch {
-    /// A watch whose output is drained and thrown away.
-    fn start(state: &Path, args: &[&str]) -> Self {
-        Self::start_reading(state, args)
-    }
-
     /// A watch whose lines are read as they come (with when).
-    fn start_reading(state: &Path, args: &[&str]) -> Self {
+    fn start(state: &Path, args: &[&str]) -> Self {
         let mut child = Command::new(locktop_bin())
             .arg("--state-dir")
             .arg(state)

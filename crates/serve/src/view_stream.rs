@@ -287,7 +287,7 @@ pub fn body(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A stream nobody reads keeps at most [`MAX_PENDING`] bytes: past
@@ -315,7 +315,8 @@ mod tests {
         );
     }
 
-    fn hello() -> crate::journal::live::Hello {
+    /// A service's hello, for tests of the stream and of the server.
+    pub(crate) fn hello() -> crate::journal::live::Hello {
         crate::journal::live::Hello {
             format: crate::journal::live::FORMAT.into(),
             version: crate::journal::live::VERSION,
