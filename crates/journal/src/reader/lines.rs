@@ -10,8 +10,9 @@
 //! - a line is skipped and said when it does not parse or its checksum
 //!   does not match, when its number (`"n"`) is not after the number of
 //!   the line before it (repeated, or moved back), when it is numbered
-//!   ahead while the line after it follows the line before (moved
-//!   forward), or when its time is before the time of the line before
+//!   ahead of the line after it while that one is numbered after the
+//!   line before (moved or copied forward: lines missing between those
+//!   two are said at the line after), or when its time is before the time of the line before
 //!   it, or after the time of the line after it while that one follows
 //!   the line before (one line stamped late or early: the lines around
 //!   it agree, it does not); a gap in the numbers is lines missing. A
@@ -21,7 +22,10 @@
 //!   checkpoint, which is then read and becomes changes (its
 //!   differences from the state so far), making it sure again;
 //! - damage inside a checkpoint the reader skips is said, and changes
-//!   nothing (the lines, not the checkpoint, carry the state there).
+//!   nothing when the checkpoint's end follows (the lines, not the
+//!   checkpoint, carry the state there); when a change line comes
+//!   before any end, the end and maybe changes are missing, and that
+//!   damage makes the state unsure.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -55,6 +59,10 @@ pub struct Lines<'s> {
     ahead: Option<Item>,
     /// Between a skipped checkpoint's head and its end.
     in_checkpoint: bool,
+    /// The first damage seen inside the skipped checkpoint: harmless if
+    /// the checkpoint's end comes, lost changes if a change line comes
+    /// first (the end, and maybe more, is missing).
+    checkpoint_damage: Option<(u64, Damage)>,
     /// A checkpoint being read to make an unsure state sure again.
     restoring: Option<Restoring>,
 }
@@ -121,6 +129,7 @@ impl<'s> Lines<'s> {
             mark: position.after.unwrap_or_default(),
             ahead: None,
             in_checkpoint: false,
+            checkpoint_damage: None,
             restoring: None,
         })
     }
@@ -179,9 +188,11 @@ impl<'s> Lines<'s> {
                     self.numbered(n, start)?;
                     if end {
                         self.in_checkpoint = false;
+                        self.checkpoint_damage = None;
                     }
                 }
                 Got::Entry(entry, n) => {
+                    self.end_unended_checkpoint();
                     if !self.numbered(n, start)? {
                         continue;
                     }
@@ -268,8 +279,11 @@ impl<'s> Lines<'s> {
     /// changes nothing, and a line moved back was already missed where it
     /// belonged. A line numbered ahead while the line after it follows
     /// the last one is a line moved forward: skipped (said; its own
-    /// place shows it missing). Any other jump is lines missing: said,
-    /// and the state is unsure.
+    /// place shows it missing); so is one numbered ahead of the line
+    /// after it when that one is numbered after the last (a copy or a
+    /// move forward: what is missing before the line after is said
+    /// there). Any other jump is lines missing: said, and the state is
+    /// unsure.
     fn numbered(&mut self, n: Option<u64>, start: u64) -> anyhow::Result<bool> {
         let (Some(n), Some(last)) = (n, self.mark.n) else {
             if n.is_some() {
@@ -285,11 +299,13 @@ impl<'s> Lines<'s> {
             return Ok(false);
         }
         if n > last + 1 {
-            if self.peek()?.n() == Some(last + 1) {
+            if let Some(next) = self.peek()?.n()
+                && next > last
+                && next < n
+            {
                 self.set.warn(format!(
-                    "{}: skipped line at byte {start}: line {n} between lines {last} and {} (moved)",
+                    "{}: skipped line at byte {start}: line {n} between lines {last} and {next} (moved)",
                     self.path(),
-                    last + 1
                 ));
                 return Ok(false);
             }
@@ -373,7 +389,8 @@ impl<'s> Lines<'s> {
 
     /// Notes damage at `start`: the state is unsure from here on (the
     /// first damage since the last whole state is the one kept). Inside
-    /// a checkpoint being skipped, nothing the lines carry is lost.
+    /// a checkpoint being skipped it is kept aside: harmless if the
+    /// checkpoint's end comes, made doubt if a change line comes first.
     fn damaged(&mut self, start: u64, what: Damage) {
         if self.restoring.take().is_some() {
             self.set.warn(format!(
@@ -382,6 +399,7 @@ impl<'s> Lines<'s> {
             ));
         }
         if self.in_checkpoint && !self.raw_checkpoints {
+            self.checkpoint_damage.get_or_insert((start, what));
             return;
         }
         if self.mark.doubt.is_none() {
@@ -391,6 +409,19 @@ impl<'s> Lines<'s> {
                 what,
                 known_until: self.mark.time,
             });
+        }
+    }
+
+    /// A line read whole that is not a checkpoint's key or end, met
+    /// while a skipped checkpoint is unended: the checkpoint ended
+    /// without its end line, so what was missing or damaged since its
+    /// head may have been changes, and the state is unsure from there.
+    fn end_unended_checkpoint(&mut self) {
+        if !std::mem::take(&mut self.in_checkpoint) {
+            return;
+        }
+        if let Some((start, what)) = self.checkpoint_damage.take() {
+            self.damaged(start, what);
         }
     }
 
