@@ -1,5 +1,6 @@
 //! When every tracepoint hit in flight at a moment has finished: the
-//! kernel's read-side grace period, waited for off the reader's thread.
+//! kernel's read-side grace period, waited for on a thread of its own
+//! (never on the runtime that reads the events).
 //!
 //! A hit of the tracepoint walks the CPU's list of perf events with
 //! preemption disabled. A walk that began before an event was added does

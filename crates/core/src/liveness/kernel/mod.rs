@@ -523,7 +523,7 @@ const _: () = {
 };
 
 /// The fd to wait on (an epoll of the per-CPU rings): readable when a
-/// ring has news ([`AsyncKernelLockEvents`]'s thread waits on it); drain
+/// ring has news ([`AsyncKernelLockEvents`]'s task waits on it); drain
 /// after each wake-up.
 impl AsFd for KernelLockEvents {
     fn as_fd(&self) -> BorrowedFd<'_> {

@@ -12,7 +12,7 @@
 //! the filter drops), and costs every monitor a record to read.
 //!
 //! How a file comes to be dropped, and back ([`Dropping`], run by the
-//! reader's thread at each wake-up):
+//! reader at each wake-up):
 //! - a quiet file with [`HOT_EVENTS`] events within [`HOT_SPAN`] is
 //!   dropped by its device's filter (replaced at most every
 //!   [`REFILTER_EVERY`]); a device's filter drops at most [`MAX_DROPPED`]
@@ -60,7 +60,7 @@ pub(crate) const REFILTER_EVERY: Duration = Duration::from_millis(100);
 pub(crate) const REFUSED_PAUSE: Duration = Duration::from_secs(60);
 
 /// The quiet files, shared by whoever learns of them (the engine) and the
-/// reader's thread.
+/// reader.
 pub(crate) type QuietFiles = Arc<RwLock<Quiet>>;
 
 /// Files known to be no claim's, and which of them the filter drops.
@@ -122,7 +122,7 @@ pub fn write(quiet: &QuietFiles) -> std::sync::RwLockWriteGuard<'_, Quiet> {
     quiet.write().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The reader thread's side: which quiet files are hot, and the filters
+/// The reader's side: which quiet files are hot, and the filters
 /// that drop them.
 #[derive(Debug)]
 pub struct Dropping {

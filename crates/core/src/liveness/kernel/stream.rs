@@ -1,5 +1,5 @@
 //! The kernel's lock events as the engine's [`EventStream`], as the paced
-//! reader thread of [`super::wait`] drains them (no wake-up while no flock
+//! reader of [`super::wait`] drains them (no wake-up while no flock
 //! happens, at most one a [`super::wait::PACE`] while many do), in the
 //! order the events happened.
 //!
@@ -40,7 +40,7 @@ use crate::liveness::kernel::live_table::EventStream;
 pub(crate) const REORDER_WINDOW: Duration = Duration::from_micros(250);
 
 /// How long held events wait for the drain the reader owes them before
-/// one is asked for (the reader's thread starved).
+/// one is asked for (the reader starved).
 pub(crate) const FLUSH_AFTER: Duration = Duration::from_millis(1);
 
 /// Drains of the rings as they are handed over, each with the time it

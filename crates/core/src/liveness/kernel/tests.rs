@@ -1111,7 +1111,7 @@ fn the_reader_wakes_a_tokio_task() {
 }
 
 /// A reader the kernel wakes only every [`wait::WAKE_EVERY`] samples (as
-/// the engine's) still hands over a lone flock's two events: its thread
+/// the engine's) still hands over a lone flock's two events: it
 /// drains on a nudge, and with none (within a second of the last
 /// activity) at the backstop.
 #[test]

@@ -39,19 +39,28 @@
 //! sample again the files the engine found to be a claim's, and after it
 //! drops the busiest quiet files ([`super::quiet`]).
 //!
-//! A thread of its own waits (not tokio's reactor: a reactor woken by the
-//! rings would be woken for every flock on the filesystem), and after a
-//! wake-up by the rings it sleeps [`PACE`] before it waits again, so a
-//! burst is read in batches.
+//! A task on the runtime that makes the reader ([`drain_paced`]) waits:
+//! no thread of its own. The rings' epoll, the nudge's eventfd and timer,
+//! and a timer of the task's own (the backstop, the drain owed) are in
+//! one epoll ([`Waits`]), which the runtime's reactor watches — the thread
+//! that runs the engine is the one the kernel wakes, and hands nothing
+//! over to another thread (a reader thread of its own cost a wake-up of
+//! it, then one of the runtime's thread, per burst). The rings wake the
+//! reactor only every `wake_every` samples, never at each flock; the
+//! timers are `timerfd`s, to the microsecond (the runtime's own timers
+//! are whole milliseconds, too coarse for the drain owed a reorder window
+//! after a record). After a wake-up by the rings the task sleeps [`PACE`]
+//! before it waits again, so a burst is read in batches.
 //!
 //! Invariants: every record drained is handed over, in drain order, each
 //! batch with the `CLOCK_MONOTONIC` time taken just before its drain began
 //! (see [`super::stream`]); a drain begins within a window (plus the
 //! timer's slack) of a reorder window after the newest record handed
-//! over that is not of a quiet file, and is handed over; no record waits in a ring longer than
-//! [`BACKSTOP`] within [`ACTIVE_SPELL`] of activity in the tree, nor longer
-//! than [`IDLE_BACKSTOP`] after it (plus a drain); the thread ends as soon as the [`AsyncKernelLockEvents`] is
-//! dropped (the drop nudges it), and the rings close with it.
+//! over that is not of a quiet file, and is handed over; no record waits
+//! in a ring longer than [`BACKSTOP`] within [`ACTIVE_SPELL`] of activity
+//! in the tree, nor longer than [`IDLE_BACKSTOP`] after it (plus a drain),
+//! while the runtime runs the task; the task ends as soon as the
+//! [`AsyncKernelLockEvents`] is dropped, and the rings close with it.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -61,6 +70,7 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
@@ -97,14 +107,14 @@ pub(crate) use super::quiet::QuietFiles;
 /// One drain: when it began, and what it read (never empty).
 type Batch = (u64, Vec<Record>);
 
-/// Tells the reader thread to drain [`FOLLOW_UP`] from now: the first
+/// Tells the reader to drain [`FOLLOW_UP`] from now: the first
 /// nudge since the last drain arms a one-shot timer, the others do
 /// nothing (a burst of a thousand inotify events is one syscall, one
 /// wake-up of the reader, one drain that reads the whole burst).
 #[derive(Clone)]
 pub struct Nudge(Arc<NudgeState>);
 
-/// What a [`Nudge`] shares with the reader thread.
+/// What a [`Nudge`] shares with the reader.
 struct NudgeState {
     /// Readable while a flush (or the reader's end) is asked and not yet
     /// answered.
@@ -190,8 +200,8 @@ impl Nudge {
     }
 }
 
-/// A [`KernelLockEvents`] whose records can be awaited: drained by a
-/// thread of its own (see the module doc).
+/// A [`KernelLockEvents`] whose records can be awaited: drained by a task
+/// on the runtime that makes it (see the module doc).
 pub struct AsyncKernelLockEvents {
     reader: Arc<Mutex<KernelLockEvents>>,
     batches: mpsc::UnboundedReceiver<Batch>,
@@ -200,16 +210,16 @@ pub struct AsyncKernelLockEvents {
 }
 
 impl AsyncKernelLockEvents {
-    /// Starts the thread that drains `events`.
+    /// Starts the task that drains `events`, on the current runtime
+    /// (which must have its I/O and time drivers).
     pub fn new(events: KernelLockEvents) -> io::Result<Self> {
         let reader = Arc::new(Mutex::new(events));
         let nudge = Nudge::new(FOLLOW_UP)?;
+        let waits = Waits::new(&reader, &nudge)?;
         let (sender, batches) = mpsc::unbounded_channel();
         let quiet = QuietFiles::default();
         let (drained, nudged, quieted) = (reader.clone(), nudge.clone(), quiet.clone());
-        std::thread::Builder::new()
-            .name("locktop-lock-events".into())
-            .spawn(move || drain_paced(&drained, &nudged, &quieted, &sender))?;
+        tokio::spawn(async move { drain_paced(&drained, &nudged, &quieted, &sender, waits).await });
         Ok(Self {
             reader,
             batches,
@@ -224,7 +234,7 @@ impl AsyncKernelLockEvents {
         self.quiet.clone()
     }
 
-    /// What asks this reader's thread to drain now.
+    /// What asks this reader to drain now.
     pub fn nudge(&self) -> Nudge {
         self.nudge.clone()
     }
@@ -257,7 +267,7 @@ impl AsyncKernelLockEvents {
         Ok(began)
     }
 
-    /// Asks the reader's thread for a drain now and waits for its batch
+    /// Asks the reader for a drain now and waits for its batch
     /// (handed over even if empty), appending it — and any queued before
     /// it — to `out`; returns the time that drain began. Every record
     /// stamped well before that time is in `out` or was handed over
@@ -284,12 +294,100 @@ impl AsyncKernelLockEvents {
 }
 
 impl Drop for AsyncKernelLockEvents {
-    /// Ends the thread at once: it finds the receiver closed.
+    /// Ends the task at once: it finds the receiver closed.
     fn drop(&mut self) {
         self.batches.close();
-        // Whatever the flag says: the thread must wake to see the close.
-        let _ = self.nudge.0.fd.write(1);
     }
+}
+
+/// What the reader waits on, as one fd the runtime's reactor watches: an
+/// epoll (level-triggered) of the rings' epoll, the nudge's eventfd and
+/// timer, and the reader's own timer (the backstop and the drain owed).
+/// The fds it names live as long as it does: it holds the reader and the
+/// nudge.
+struct Waits {
+    /// The epoll, registered with the reactor.
+    ready: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    /// The reader's own timer.
+    timeout: TimerFd,
+    /// The rings' epoll fd: open while `reader` lives.
+    rings: std::os::fd::RawFd,
+    nudge: Nudge,
+    _reader: Arc<Mutex<KernelLockEvents>>,
+}
+
+impl Waits {
+    /// Puts the rings of `reader`, the fds of `nudge` and a timer of its
+    /// own in one epoll, registered with the current runtime.
+    fn new(reader: &Arc<Mutex<KernelLockEvents>>, nudge: &Nudge) -> io::Result<Self> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
+        let timeout = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_CLOEXEC | TimerFlags::TFD_NONBLOCK,
+        )
+        .map_err(io::Error::from)?;
+        let rings = reader
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_raw_fd();
+        // SAFETY: the rings' epoll fd is open while the reader lives,
+        // which `_reader` holds.
+        let rings_fd = unsafe { BorrowedFd::borrow_raw(rings) };
+        let [asked, follow_up] = nudge.as_fds();
+        for fd in [rings_fd, asked, follow_up, timeout.as_fd()] {
+            epoll
+                .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, 0))
+                .map_err(io::Error::from)?;
+        }
+        // SAFETY: the AsyncFd owns the epoll's fd: open, and the same,
+        // for as long as it lives.
+        let ready = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(epoll.0, tokio::io::Interest::READABLE)
+        }
+        .map_err(io::Error::from)?;
+        Ok(Self {
+            ready,
+            timeout,
+            rings,
+            nudge: nudge.clone(),
+            _reader: reader.clone(),
+        })
+    }
+
+    /// Waits until the rings or the nudge are readable, or `timeout`
+    /// passes (then nothing is said to have woken it).
+    async fn wait(&self, timeout: Duration) -> io::Result<Woke> {
+        self.timeout
+            .set(
+                Expiration::OneShot(TimeSpec::from_duration(
+                    timeout.max(Duration::from_nanos(1)),
+                )),
+                TimerSetTimeFlags::empty(),
+            )
+            .map_err(io::Error::from)?;
+        loop {
+            let mut guard = self.ready.readable().await?;
+            // SAFETY: see `new`.
+            let rings = unsafe { BorrowedFd::borrow_raw(self.rings) };
+            let woke = wait(rings, self.nudge.as_fds(), Duration::ZERO)?;
+            let timed_out = poll_readable(self.timeout.as_fd())?;
+            if woke.rings || woke.nudged || timed_out {
+                return Ok(woke);
+            }
+            // Nothing readable: wait for the next wake-up (the epoll is
+            // level-triggered, so whatever becomes readable makes one).
+            guard.clear_ready();
+        }
+    }
+}
+
+/// Whether `fd` is readable now.
+fn poll_readable(fd: BorrowedFd<'_>) -> Result<bool, Errno> {
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO)?;
+    Ok(fds[0]
+        .revents()
+        .is_some_and(|r| r.contains(PollFlags::POLLIN)))
 }
 
 /// Why the thread woke.
@@ -301,21 +399,18 @@ struct Woke {
     nudged: bool,
 }
 
-/// The thread: wait (rings, nudge, the drain owed, or the timeout),
+/// The reader: wait (rings, nudge, the drain owed, or the timeout),
 /// drain, hand the batch over; until the receiver is gone or the rings
 /// fail.
-fn drain_paced(
+async fn drain_paced(
     reader: &Mutex<KernelLockEvents>,
     nudge: &Nudge,
     quiet: &QuietFiles,
     sender: &mpsc::UnboundedSender<Batch>,
+    waits: Waits,
 ) {
     let mut dropping = Dropping::new(quiet.clone());
     let lock = || reader.lock().unwrap_or_else(PoisonError::into_inner);
-    // The epoll fd stays open for as long as `reader` lives, which this
-    // thread's Arc guarantees; waiting needs no lock (a device change may
-    // run meanwhile).
-    let epoll = lock().as_raw_fd();
     let mut active_until: Option<std::time::Instant> = None;
     // The drain owed to the records handed over: one that begins at least
     // the reorder window after the newest of them (`CLOCK_MONOTONIC` ns),
@@ -333,16 +428,15 @@ fn drain_paced(
             let wait = Duration::from_nanos(at.saturating_sub(super::event::monotonic_now()));
             timeout = timeout.min(wait);
         }
-        if sender.is_closed() {
-            return;
-        }
-        // SAFETY: `epoll` is the reader's epoll fd, which it opens once and
-        // closes only when dropped; `reader` outlives this loop.
-        let rings = unsafe { BorrowedFd::borrow_raw(epoll) };
-        let woke = match wait(rings, nudge.as_fds(), timeout) {
+        let woke = tokio::select! {
+            biased;
+            () = sender.closed() => return,
+            woke = waits.wait(timeout) => woke,
+        };
+        let woke = match woke {
             Ok(woke) => woke,
-            Err(errno) => {
-                tracing::warn!(%errno, "waiting for the kernel's lock events failed");
+            Err(error) => {
+                tracing::warn!(%error, "waiting for the kernel's lock events failed");
                 return;
             }
         };
@@ -378,7 +472,7 @@ fn drain_paced(
         }
         // A storm in the rings is read in batches, PACE apart.
         if woke.rings && !woke.nudged {
-            std::thread::sleep(PACE);
+            tokio::time::sleep(PACE).await;
         }
     }
 }
@@ -412,7 +506,7 @@ impl Urgent {
 }
 
 /// Blocks until the rings' epoll or the nudge (its eventfd or its
-/// timer) is readable, or `timeout`.
+/// timer) is readable, or `timeout` (zero: says what is readable now).
 fn wait(
     rings: BorrowedFd<'_>,
     [asked, timer]: [BorrowedFd<'_>; 2],
