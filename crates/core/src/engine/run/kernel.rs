@@ -16,12 +16,14 @@
 //!   when the claim is first judged); an event on a file no claim has
 //!   yet still updates the table, so a claim created after its first lock
 //!   is judged right when its creation is heard;
-//! - the events are drained from the kernel's rings as they come, by a
-//!   task of their own, even while the engine is busy (a first sweep of a
-//!   million keys takes seconds): until the first judgement seeds the
-//!   table they wait in its channel, then are applied on top of the seed
-//!   (a hold seen twice is one, an unlock of a hold the read missed
-//!   changes nothing);
+//! - the events are drained from the kernel's rings as they come, by the
+//!   reader's task on the engine's runtime, even while the engine awaits
+//!   other work (a first sweep of a million keys takes seconds, off the
+//!   loop): until the first judgement seeds the table they wait in the
+//!   reader's channel, then are applied on top of the seed (a hold seen
+//!   twice is one, an unlock of a hold the read missed changes nothing).
+//!   The engine reads the stream itself, in its loop: no task between
+//!   them;
 //! - lost events ([`Record::Lost`]) are never a silently wrong view:
 //!   the engine says so in its health and judges the whole table again
 //!   (one `/proc/locks` read), then goes on from events; so is a file the
@@ -35,7 +37,6 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Engine;
@@ -56,10 +57,9 @@ use crate::liveness::{KeyState, RefusedBy, RefusedTries, WaitKind, Waiting};
 /// waiting leaves no event).
 pub(super) const WAITER_CHECK: Duration = Duration::from_secs(1);
 
-/// How many batches of records may wait for the engine before the task
-/// that drains the rings waits too (and the rings, filling, lose events:
-/// said as lost, never silent).
-const RECORD_QUEUE: usize = 4_096;
+/// How long after a failed read of the stream it is read again (a
+/// reader that fails keeps failing: each failure is a resync).
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// At most this often is a claim judged again for its refused tries (an
 /// agent looping on `try_acquire` is refused thousands of times a second).
@@ -94,10 +94,6 @@ const NOT_CLAIMS_MAX: usize = 65_536;
 /// is asked for, never scheduled).
 pub(super) const NO_SWEEP: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// Every device the events are to be sampled on, and who waits until
-/// they are.
-type DevicesAsked = (Vec<(u32, u32)>, tokio::sync::oneshot::Sender<()>);
-
 /// The engine's side of the event source.
 pub(super) struct Kernel {
     /// The lock table the events keep current.
@@ -119,10 +115,13 @@ pub(super) struct Kernel {
     /// Each registered claim → its files (to forget them when they
     /// change or the claim goes).
     claims: HashMap<LockKey, Vec<FileId>>,
-    /// Batches of records, from the task that drains the rings.
-    records: mpsc::Receiver<Vec<Record>>,
-    /// Devices to ask that task's stream for.
-    devices: mpsc::UnboundedSender<DevicesAsked>,
+    /// The kernel's events, in order.
+    stream: Box<dyn EventStream>,
+    /// Records read from the stream and not taken yet (kept here, not in
+    /// a read's future, which the loop may drop).
+    incoming: Vec<Record>,
+    /// After a failed read: not read again before this.
+    retry_at: Option<Instant>,
     /// The devices asked for so far.
     watched: Vec<(u32, u32)>,
     /// False until the first judgement seeded the table.
@@ -183,57 +182,22 @@ pub(super) struct Kernel {
 }
 
 impl Kernel {
-    /// Reads `stream` for events on `devices`, on a task of its own (on
-    /// the current runtime): it ends when this is dropped.
+    /// Reads `stream` for events on `devices`, in the engine's loop.
     pub(super) fn start(mut stream: Box<dyn EventStream>, devices: Vec<(u32, u32)>) -> Self {
         if let Err(error) = stream.watch_devices(&devices) {
             tracing::warn!(%error, "the lock events' device filter was refused");
         }
         let nudge = stream.nudger();
         let not_claims = NotClaims(stream.quiet_files().unwrap_or_default());
-        let (records_tx, records) = mpsc::channel(RECORD_QUEUE);
-        let (devices_tx, mut devices_rx) = mpsc::unbounded_channel::<DevicesAsked>();
-        tokio::spawn(async move {
-            loop {
-                let mut batch = Vec::new();
-                tokio::select! {
-                    read = stream.next_batch(&mut batch) => {
-                        let failed = read.is_err();
-                        if let Err(error) = read {
-                            tracing::warn!(%error, "reading the kernel's lock events failed");
-                            batch.push(Record::Lost(0));
-                        }
-                        if records_tx.send(batch).await.is_err() {
-                            return;
-                        }
-                        if failed {
-                            // A reader that fails keeps failing: resync
-                            // (the Lost above) at most once a second.
-                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                        }
-                    }
-                    devices = devices_rx.recv() => match devices {
-                        Some((devices, done)) => {
-                            if let Err(error) = stream.watch_devices(&devices) {
-                                tracing::warn!(%error, "the lock events' device filter was refused");
-                            }
-                            // Sampled from now on (or refused): the asker
-                            // may read the lock table.
-                            let _ = done.send(());
-                        }
-                        None => return,
-                    },
-                }
-            }
-        });
         Self {
             nudge,
             table: LiveTable::default(),
             files: HashMap::new(),
             not_claims,
             claims: HashMap::new(),
-            records,
-            devices: devices_tx,
+            stream,
+            incoming: Vec::new(),
+            retry_at: None,
             watched: devices,
             seeded: false,
             lost: 0,
@@ -252,12 +216,22 @@ impl Kernel {
     }
 
     /// The next batch of records, once the table is seeded (never before:
-    /// they wait in the channel). A read that failed is a loss.
+    /// they wait in the reader's channel). A read that failed is a loss
+    /// (a resync), and the next read waits [`RETRY_AFTER`]. Cancel-safe.
     pub(super) async fn next(&mut self) -> Option<Vec<Record>> {
         if !self.seeded {
             return std::future::pending().await;
         }
-        self.records.recv().await
+        if let Some(at) = self.retry_at {
+            tokio::time::sleep_until(at).await;
+            self.retry_at = None;
+        }
+        if let Err(error) = self.stream.next_batch(&mut self.incoming).await {
+            tracing::warn!(%error, "reading the kernel's lock events failed");
+            self.incoming.push(Record::Lost(0));
+            self.retry_at = Some(Instant::now() + RETRY_AFTER);
+        }
+        Some(std::mem::take(&mut self.incoming))
     }
 
     /// When waiters are next looked at, if any waits (or refusals are
@@ -327,13 +301,10 @@ impl Kernel {
         self.watch_devices(files.iter().map(|file| (file.major, file.minor)));
     }
 
-    /// Asks the stream for `devices` it does not watch yet, in one
-    /// message; the answer comes once their flocks are sampled (or the
-    /// request was refused), `None` when none was new.
-    fn watch_devices(
-        &mut self,
-        devices: impl IntoIterator<Item = (u32, u32)>,
-    ) -> Option<tokio::sync::oneshot::Receiver<()>> {
+    /// Has the stream sample `devices` it does not watch yet too: their
+    /// flocks are sampled once this returns (or the request was refused,
+    /// and the log says why).
+    fn watch_devices(&mut self, devices: impl IntoIterator<Item = (u32, u32)>) {
         let mut new_device = false;
         for device in devices {
             if !self.watched.contains(&device) {
@@ -341,12 +312,9 @@ impl Kernel {
                 new_device = true;
             }
         }
-        if !new_device {
-            return None;
+        if new_device && let Err(error) = self.stream.watch_devices(&self.watched) {
+            tracing::warn!(%error, "the lock events' device filter was refused");
         }
-        let (done, sampled) = tokio::sync::oneshot::channel();
-        let _ = self.devices.send((self.watched.clone(), done));
-        Some(sampled)
     }
 }
 
@@ -389,17 +357,15 @@ impl NotClaims {
 }
 
 impl Engine {
-    /// Asks the kernel's events (when they are the source) for the
-    /// devices of every filesystem mounted at or below the root now, and
-    /// waits until a new one is sampled: a judgement after this misses
-    /// no flock on it.
-    pub(super) async fn watch_mounted_devices(&mut self) {
+    /// Has the kernel's events (when they are the source) sample the
+    /// devices of every filesystem mounted at or below the root now: a
+    /// judgement after this misses no flock on them.
+    pub(super) fn watch_mounted_devices(&mut self) {
         let Some(kernel) = self.source.kernel_mut() else {
             return;
         };
-        let mounted = crate::disk::mounts::devices_at_or_below(&self.root);
-        if let Some(sampled) = mounted.and_then(|mounted| kernel.watch_devices(mounted)) {
-            let _ = sampled.await;
+        if let Some(mounted) = crate::disk::mounts::devices_at_or_below(&self.root) {
+            kernel.watch_devices(mounted);
         }
     }
 

@@ -236,7 +236,7 @@ impl Engine {
                     // has no claim to name it yet), sampled before the
                     // sweep reads the lock table; later mounts come as
                     // `MountsChanged`.
-                    self.watch_mounted_devices().await;
+                    self.watch_mounted_devices();
                     // The sweep's walk watches every directory it reads.
                     self.watcher = Some(watcher);
                     self.full_sweep().await;

@@ -36,6 +36,8 @@ use crate::liveness::proc_locks::{FileId, FileLocks, LockIndex};
 pub trait EventStream: Send + 'static {
     /// Waits until records arrive, then appends them (at least one), in
     /// the order they happened. Costs nothing while none comes.
+    /// Cancel-safe: dropped while it waits, it loses no record (the
+    /// engine's loop polls it beside its other work).
     fn next_batch<'a>(
         &'a mut self,
         out: &'a mut Vec<Record>,

@@ -44,7 +44,8 @@ pub(crate) const REORDER_WINDOW: Duration = Duration::from_micros(250);
 pub(crate) const FLUSH_AFTER: Duration = Duration::from_millis(1);
 
 /// Drains of the rings as they are handed over, each with the time it
-/// began: what [`OrderedEvents`] puts in order.
+/// began: what [`OrderedEvents`] puts in order. A drain dropped while it
+/// waits loses nothing: what it appended to `out` stays there.
 pub trait Drains: Send {
     /// Waits for the next drain's records (appended to `out`) and returns
     /// when it began: every record stamped well before then has been
@@ -89,6 +90,10 @@ pub struct OrderedEvents<D = AsyncKernelLockEvents> {
     /// Files whose held events wait for the next drain, however late,
     /// with no drain asked for them (see [`QuietFiles`]).
     quiet: QuietFiles,
+    /// Records drained and not sorted yet: kept here, not in the
+    /// future, so that a read dropped while it waits (the engine's loop
+    /// has other things to do) loses none.
+    drained: Vec<Record>,
 }
 
 impl<D: Drains> OrderedEvents<D> {
@@ -105,6 +110,7 @@ impl<D: Drains> OrderedEvents<D> {
             held: Vec::new(),
             passed: 0,
             quiet,
+            drained: Vec::new(),
         }
     }
 
@@ -118,25 +124,28 @@ impl<D: Drains> OrderedEvents<D> {
     }
 
     /// The records that may pass now, waiting for them as long as needed.
+    /// Cancel-safe: dropped while it waits, it loses no record (drained
+    /// ones wait in `drained`, held ones in `held`, and `out` is only
+    /// filled once it is done).
     async fn next_in_order(&mut self, out: &mut Vec<Record>) -> std::io::Result<()> {
         let window = REORDER_WINDOW.as_nanos() as u64;
         loop {
-            let mut records = Vec::new();
             let began = if !self.holds_urgent() {
-                self.events.next_drain(&mut records).await?
+                self.events.next_drain(&mut self.drained).await?
             } else {
                 // Held events pass once a drain that began a window after
                 // them has read every ring: the next one if it comes
                 // within the window, else one asked for now. (A drain's
                 // time, never the clock's: an older event may still sit
                 // in a ring no drain has read since.)
-                match tokio::time::timeout(FLUSH_AFTER, self.events.next_drain(&mut records)).await
+                match tokio::time::timeout(FLUSH_AFTER, self.events.next_drain(&mut self.drained))
+                    .await
                 {
                     Ok(began) => began?,
-                    Err(_) => self.events.flush(&mut records).await?,
+                    Err(_) => self.events.flush(&mut self.drained).await?,
                 }
             };
-            for record in records {
+            for record in std::mem::take(&mut self.drained) {
                 match record {
                     Record::Lost(_) | Record::Readmitted(_) => out.push(record),
                     // Later than the window allows for: said as lost (the
