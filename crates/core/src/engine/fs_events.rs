@@ -77,7 +77,7 @@ pub(crate) enum FsChange {
 /// view spent before a single key was read).
 #[derive(Clone)]
 pub(crate) struct FsWatcher {
-    watcher: Arc<Mutex<RecommendedWatcher>>,
+    watcher: Adder,
     /// Sends [`FsChange::MountsChanged`] while any clone lives (`None`:
     /// the mount table could not be watched).
     _mounts: Option<Arc<MountWatch>>,
@@ -86,30 +86,42 @@ pub(crate) struct FsWatcher {
     failure: Arc<Mutex<Option<FsChange>>>,
 }
 
+/// What adds a directory's watch: notify's watcher, or the inotify
+/// instance the engine reads itself ([`super::direct_watch`]).
+#[derive(Clone)]
+enum Adder {
+    Notify(Arc<Mutex<RecommendedWatcher>>),
+    Direct(super::direct_watch::DirWatches),
+}
+
 impl FsWatcher {
     /// Adds (or keeps) the watch of `dir`, its entries only. A directory
     /// gone meanwhile is no failure (its removal is an event of its own).
     pub(crate) fn watch_dir(&self, dir: &Path) {
-        let Ok(mut watcher) = self.watcher.lock() else {
-            return;
-        };
-        let failure = match watcher.watch(dir, RecursiveMode::NonRecursive) {
-            Ok(()) => return,
-            Err(error) => match error.kind {
-                notify::ErrorKind::MaxFilesWatch => FsChange::WatchLimit(error.to_string()),
-                notify::ErrorKind::PathNotFound => return,
-                notify::ErrorKind::Io(ref io)
-                    if matches!(
-                        io.raw_os_error(),
-                        Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
-                    ) =>
-                {
+        let failure = match &self.watcher {
+            Adder::Notify(watcher) => {
+                let Ok(mut watcher) = watcher.lock() else {
                     return;
+                };
+                match watcher.watch(dir, RecursiveMode::NonRecursive) {
+                    Ok(()) => return,
+                    Err(error) => match error.kind {
+                        notify::ErrorKind::MaxFilesWatch => FsChange::WatchLimit(error.to_string()),
+                        notify::ErrorKind::PathNotFound => return,
+                        notify::ErrorKind::Io(ref io) if is_gone(io) => return,
+                        _ => FsChange::Error(format!("cannot watch {}: {error}", dir.display())),
+                    },
                 }
-                _ => FsChange::Error(format!("cannot watch {}: {error}", dir.display())),
+            }
+            Adder::Direct(dirs) => match dirs.add(dir) {
+                Ok(()) => return,
+                Err(error) if error.raw_os_error() == Some(libc::ENOSPC) => {
+                    FsChange::WatchLimit(format!("inotify watch limit reached: {error}"))
+                }
+                Err(error) if is_gone(&error) => return,
+                Err(error) => FsChange::Error(format!("cannot watch {}: {error}", dir.display())),
             },
         };
-        drop(watcher);
         if let Ok(mut first) = self.failure.lock() {
             let limit = matches!(failure, FsChange::WatchLimit(_));
             if first.is_none() || limit {
@@ -127,6 +139,41 @@ impl FsWatcher {
     /// The failure to watch a directory since the last call, if any.
     pub(crate) fn take_failure(&self) -> Option<FsChange> {
         self.failure.lock().ok()?.take()
+    }
+}
+
+/// A directory that is gone, or is no directory (any more): its removal
+/// is an event of its own.
+fn is_gone(error: &std::io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+    )
+}
+
+/// Where the engine takes its changes from: notify's watcher (through a
+/// channel) or the inotify instance it reads itself.
+pub(crate) enum Changes {
+    Notify(tokio::sync::mpsc::Receiver<FsChange>),
+    Direct(Box<super::direct_watch::DirectWatch>),
+}
+
+impl Changes {
+    /// The next change, as long as it takes. Cancel-safe. `None`: no
+    /// change can come any more.
+    pub(crate) async fn recv(&mut self) -> Option<FsChange> {
+        match self {
+            Self::Notify(changes) => changes.recv().await,
+            Self::Direct(watch) => watch.recv().await,
+        }
+    }
+
+    /// A change that is there now, if any.
+    pub(crate) fn try_recv(&mut self) -> Option<FsChange> {
+        match self {
+            Self::Notify(changes) => changes.try_recv().ok(),
+            Self::Direct(watch) => watch.try_recv(),
+        }
     }
 }
 
@@ -156,27 +203,6 @@ pub(crate) struct EventFilter {
     /// While set, opens are dropped: a sweep is opening every claim file,
     /// and its own read of `/proc/locks` (made after it) stands for them.
     opens_muted: AtomicBool,
-    /// Set when the kernel's lock events tell liveness: opens and closes
-    /// then say nothing the events do not, and are dropped on the
-    /// watcher's thread (never waking the engine); every event nudges the
-    /// events' reader (`nudge`), since lock events are likely waiting.
-    told_by_kernel: AtomicBool,
-    /// Asks the lock events' reader to deliver what it has now.
-    nudge: NudgeSlot,
-}
-
-/// Where [`EventFilter::told_by_kernel`] keeps the reader's nudge.
-#[derive(Default)]
-struct NudgeSlot(std::sync::OnceLock<crate::liveness::kernel::live_table::Nudger>);
-
-impl std::fmt::Debug for NudgeSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.get().is_some() {
-            "NudgeSlot(set)"
-        } else {
-            "NudgeSlot(unset)"
-        })
-    }
 }
 
 /// Opens stay muted (see [`EventFilter::mute_opens`]) while this lives.
@@ -189,35 +215,6 @@ impl Drop for MutedOpens {
 }
 
 impl EventFilter {
-    /// From now on the kernel's lock events tell liveness: opens and
-    /// closes are dropped here, and every event calls `nudge` (when the
-    /// source has one).
-    pub(crate) fn told_by_kernel(
-        &self,
-        nudge: Option<crate::liveness::kernel::live_table::Nudger>,
-    ) {
-        if let Some(nudge) = nudge {
-            let _ = self.nudge.0.set(nudge);
-        }
-        self.told_by_kernel.store(true, Ordering::Release);
-    }
-
-    /// Under the kernel's lock events, nudges their reader and says
-    /// whether `event` is dropped (an open or a close). A write is kept:
-    /// it names its claim, which a monitor that may not read the writer's
-    /// fds (another user's agent) learns from nothing else.
-    fn told_by_kernel_drops(&self, event: &notify::Result<notify::Event>) -> bool {
-        if !self.told_by_kernel.load(Ordering::Acquire) {
-            return false;
-        }
-        if let Some(nudge) = self.nudge.0.get() {
-            nudge();
-        }
-        event
-            .as_ref()
-            .is_ok_and(|event| !event.need_rescan() && (is_open(event) || is_close(event)))
-    }
-
     /// A filter that records each claim's event as [`Stage::Read`] in
     /// `trace` (when given).
     pub fn traced(trace: Option<Arc<Trace>>) -> Self {
@@ -314,9 +311,6 @@ pub fn subscribe(
     let mounts_tx = tx.clone();
     let mounts_filter = Arc::clone(&filter);
     let handler = move |result: notify::Result<notify::Event>| {
-        if filter.told_by_kernel_drops(&result) {
-            return;
-        }
         let changes = match result {
             Ok(event) if is_open(&event) => filter.opened(&state_dir, event),
             Ok(event) => classify(&state_dir, event),
@@ -350,10 +344,43 @@ pub fn subscribe(
         }
     };
     Ok(FsWatcher {
-        watcher: Arc::new(Mutex::new(watcher)),
+        watcher: Adder::Notify(Arc::new(Mutex::new(watcher))),
         _mounts: mounts,
         failure: Arc::default(),
     })
+}
+
+/// Watches `dir` (the locks root) for the kernel's-events source: with an
+/// inotify instance the engine reads itself, on the current runtime
+/// ([`super::direct_watch`]), and the mount table below it. Every event
+/// calls `nudge`. `filter` only counts a mount change that did not fit.
+pub(crate) fn subscribe_direct(
+    state_dir: &Path,
+    dir: &Path,
+    filter: Arc<EventFilter>,
+    nudge: Option<crate::liveness::kernel::live_table::Nudger>,
+) -> std::io::Result<(FsWatcher, Changes)> {
+    let (watch, dirs) =
+        super::direct_watch::DirectWatch::new(state_dir, dir, nudge, filter.trace.clone())?;
+    // A mount or an unmount is rare: a slot or two is room enough (one
+    // that does not fit is a loss, which ends in the same rescan).
+    let (mounts_tx, mounts_rx) = tokio::sync::mpsc::channel(4);
+    let mounts = match MountWatch::start(dir.to_path_buf(), mounts_tx, filter) {
+        Ok(mounts) => Some(Arc::new(mounts)),
+        Err(error) => {
+            tracing::warn!(%error, "the mount table cannot be watched: a mount below the root is seen at the next rescan");
+            None
+        }
+    };
+    let watcher = FsWatcher {
+        watcher: Adder::Direct(dirs),
+        _mounts: mounts,
+        failure: Arc::default(),
+    };
+    Ok((
+        watcher,
+        Changes::Direct(Box::new(watch.with_mounts(mounts_rx))),
+    ))
 }
 
 /// A thread that waits on this process's mount table (the kernel makes
@@ -441,10 +468,6 @@ fn is_open(event: &notify::Event) -> bool {
     matches!(event.kind, EventKind::Access(AccessKind::Open(_))) && !event.need_rescan()
 }
 
-fn is_close(event: &notify::Event) -> bool {
-    matches!(event.kind, EventKind::Access(AccessKind::Close(_)))
-}
-
 /// Named like a gate or an announce (both end in the gate suffix).
 fn is_claim_file_name(path: &Path) -> bool {
     path.file_name()
@@ -498,7 +521,7 @@ pub fn classify(state_dir: &Path, event: notify::Event) -> Vec<FsChange> {
 /// been a directory (nothing on disk says so any more), so whatever was
 /// known below it is dropped — and, were it a claim's file, its claim is
 /// re-probed.
-fn renamed(state_dir: &Path, path: PathBuf) -> Vec<FsChange> {
+pub(crate) fn renamed(state_dir: &Path, path: PathBuf) -> Vec<FsChange> {
     match std::fs::symlink_metadata(&path) {
         Ok(meta) if meta.is_dir() => vec![FsChange::DirCreated(path)],
         Ok(_) => vec![file_change(state_dir, path)],
@@ -509,7 +532,7 @@ fn renamed(state_dir: &Path, path: PathBuf) -> Vec<FsChange> {
     }
 }
 
-fn file_change(state_dir: &Path, path: PathBuf) -> FsChange {
+pub(crate) fn file_change(state_dir: &Path, path: PathBuf) -> FsChange {
     match claim_of(state_dir, &path) {
         Some(key) => FsChange::Key(key),
         None => FsChange::Other(path),
@@ -548,48 +571,6 @@ mod tests {
         assert!(matches!(opened.as_slice(), [FsChange::Opened(key)] if key.name() == "a"));
         let foreign = classify(Path::new("/s"), event(kind, "/s/locks/agents/tags/README"));
         assert!(foreign.is_empty(), "opens of other files are dropped");
-    }
-
-    #[test]
-    fn under_the_kernels_events_opens_and_closes_stay_on_the_watchers_thread() {
-        let filter = EventFilter::default();
-        let path = "/s/locks/agents/tags/a.lock";
-        let open = Ok(event(
-            EventKind::Access(AccessKind::Open(AccessMode::Any)),
-            path,
-        ));
-        let close = Ok(event(
-            EventKind::Access(AccessKind::Close(AccessMode::Write)),
-            path,
-        ));
-        let write = Ok(event(
-            EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any)),
-            path,
-        ));
-        let create = Ok(event(EventKind::Create(CreateKind::File), path));
-        for kept in [&open, &close, &write, &create] {
-            assert!(
-                !filter.told_by_kernel_drops(kept),
-                "inference hears every event"
-            );
-        }
-        let nudges = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = nudges.clone();
-        filter.told_by_kernel(Some(Arc::new(move || {
-            counted.fetch_add(1, Ordering::Relaxed);
-        })));
-        assert!(filter.told_by_kernel_drops(&open));
-        assert!(filter.told_by_kernel_drops(&close));
-        assert!(
-            !filter.told_by_kernel_drops(&write),
-            "a write names its claim"
-        );
-        assert!(!filter.told_by_kernel_drops(&create), "a new claim joins");
-        assert_eq!(
-            nudges.load(Ordering::Relaxed),
-            4,
-            "every event nudges the reader"
-        );
     }
 
     fn open_of(paths: &[PathBuf]) -> notify::Event {

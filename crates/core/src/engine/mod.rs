@@ -10,6 +10,7 @@
 //! [`ScanProblem`]).
 
 pub mod delta;
+mod direct_watch;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fixtures;
 pub mod fold;

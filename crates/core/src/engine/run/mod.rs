@@ -194,7 +194,6 @@ impl Engine {
                     // as the root's watch starts, before any judgement.
                     let devices = device_of(&self.state_dir).into_iter().collect();
                     let kernel = kernel::Kernel::start(stream, devices);
-                    self.filter.told_by_kernel(kernel.nudge.clone());
                     self.source = Source::Kernel(Box::new(kernel));
                 }
                 // The caller checked it could open them; if it cannot now,
@@ -222,16 +221,8 @@ impl Engine {
                 });
             }
             first = false;
-            let (tx, rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
-            let filter = self.filter.clone();
-            let end = match fs_events::subscribe(
-                &self.state_dir,
-                &self.root,
-                filter,
-                tx,
-                fs_events::WatchMounts::Below,
-            ) {
-                Ok(watcher) => {
+            let end = match self.subscribe() {
+                Ok((watcher, rx)) => {
                     // Every filesystem mounted below the root (an empty one
                     // has no claim to name it yet), sampled before the
                     // sweep reads the lock table; later mounts come as
@@ -264,6 +255,33 @@ impl Engine {
                 PhaseEnd::RootGone | PhaseEnd::Poll => self.forget_everything(),
             }
         }
+    }
+
+    /// Watches the locks root: with notify's watcher under inference (its
+    /// opens and closes are what it infers from), with an inotify instance
+    /// read in this loop under the kernel's events (one thread per burst:
+    /// see [`fs_events::subscribe_direct`]).
+    fn subscribe(&self) -> Result<(fs_events::FsWatcher, fs_events::Changes), String> {
+        let filter = self.filter.clone();
+        if let Some(kernel) = self.source.kernel() {
+            return fs_events::subscribe_direct(
+                &self.state_dir,
+                &self.root,
+                filter,
+                kernel.nudge.clone(),
+            )
+            .map_err(|error| error.to_string());
+        }
+        let (tx, rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
+        fs_events::subscribe(
+            &self.state_dir,
+            &self.root,
+            filter,
+            tx,
+            fs_events::WatchMounts::Below,
+        )
+        .map(|watcher| (watcher, fs_events::Changes::Notify(rx)))
+        .map_err(|error| error.to_string())
     }
 
     /// Sends a delta, or keeps it in the outbox (folded) while the

@@ -53,7 +53,7 @@ impl Engine {
 
     pub(super) async fn event_phase(
         &mut self,
-        mut changes: mpsc::Receiver<FsChange>,
+        mut changes: fs_events::Changes,
         commands: &mut UnboundedReceiver<EngineCommand>,
     ) -> PhaseEnd {
         loop {
@@ -72,7 +72,7 @@ impl Engine {
                     let from = self.clock();
                     let Some(change) = change else { return PhaseEnd::RootGone };
                     let mut batch = vec![change];
-                    while let Ok(more) = changes.try_recv() {
+                    while let Some(more) = changes.try_recv() {
                         batch.push(more);
                     }
                     if self.filter.take_lost() {
@@ -149,7 +149,7 @@ impl Engine {
     /// sweeps, and polls from now on.
     async fn poll_instead(
         &mut self,
-        changes: mpsc::Receiver<FsChange>,
+        changes: fs_events::Changes,
         commands: &mut UnboundedReceiver<EngineCommand>,
     ) -> PhaseEnd {
         self.watcher = None;

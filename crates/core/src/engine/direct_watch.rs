@@ -1,0 +1,373 @@
+//! inotify read by the engine itself, on its own thread: the watcher of
+//! the kernel's-events source.
+//!
+//! Under the kernel's lock events a burst of an agent's activity (open,
+//! flock, write, close) is one wake-up of one thread: the inotify fd is
+//! registered with the runtime's reactor beside the rings' reader, and
+//! the engine reads it where it reads everything else. notify's watcher
+//! (its own thread, a channel to the engine, and a filter shared with it
+//! through atomics) stays with inference and the wait for the locks root,
+//! where its opens and closes are what liveness is inferred from.
+//!
+//! What is told is what notify's watcher would have told the engine under
+//! this source: the same [`FsChange`]s, from the same events (the masks
+//! notify asks for; one directory's entries per watch, added by the
+//! engine's walks), except that opens and closes are not told at all —
+//! under the kernel's events an unlock is an event of its own — and that
+//! every event of the tree asks the rings' reader for a drain
+//! ([`crate::liveness::kernel::wait::Nudge`]): a flock follows its open,
+//! a dying process's unlocks its closes.
+//!
+//! Invariants: symlinks are never followed (`IN_DONT_FOLLOW`, and a watch
+//! is only ever of a directory, `IN_ONLYDIR`); an inotify queue overflow
+//! is [`FsChange::Rescan`]; changes wait in the watcher, never in a read's
+//! future, so a read the engine's loop drops loses none.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::mpsc;
+
+use super::fs_events::{FsChange, file_change, renamed};
+use super::trace::{self, Stage, Trace};
+use crate::liveness::kernel::live_table::Nudger;
+
+/// What each directory's watch asks for: notify's own mask (so the
+/// engine hears what it heard from notify), never following a symlink.
+const MASK: WatchMask = WatchMask::ATTRIB
+    .union(WatchMask::CREATE)
+    .union(WatchMask::OPEN)
+    .union(WatchMask::DELETE)
+    .union(WatchMask::CLOSE_WRITE)
+    .union(WatchMask::MODIFY)
+    .union(WatchMask::MOVED_FROM)
+    .union(WatchMask::MOVED_TO)
+    .union(WatchMask::DELETE_SELF)
+    .union(WatchMask::MOVE_SELF)
+    .union(WatchMask::DONT_FOLLOW)
+    .union(WatchMask::ONLYDIR);
+
+/// Room for a read of many events at once (a burst is one read).
+const READ_BUFFER: usize = 64 << 10;
+
+/// The watches, shared with the walks that add them (on blocking-pool
+/// threads): each watched directory by its descriptor.
+#[derive(Clone)]
+pub(crate) struct DirWatches {
+    watches: Watches,
+    dirs: Arc<Mutex<HashMap<WatchDescriptor, PathBuf>>>,
+}
+
+impl DirWatches {
+    /// Watches `dir`'s entries (a directory already watched keeps its
+    /// one watch).
+    pub(crate) fn add(&self, dir: &Path) -> io::Result<()> {
+        let descriptor = self.watches.clone().add(dir, MASK)?;
+        self.dirs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(descriptor, dir.to_path_buf());
+        Ok(())
+    }
+
+    /// The directory a watch is of, if it is still watched.
+    fn dir(&self, descriptor: &WatchDescriptor) -> Option<PathBuf> {
+        self.dirs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(descriptor)
+            .cloned()
+    }
+
+    /// Forgets a watch the kernel removed (its directory went).
+    fn forget(&self, descriptor: &WatchDescriptor) {
+        self.dirs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(descriptor);
+    }
+}
+
+/// The inotify instance the engine reads, with the changes read and not
+/// taken yet.
+pub(crate) struct DirectWatch {
+    inotify: AsyncFd<Inotify>,
+    dirs: DirWatches,
+    state_dir: PathBuf,
+    /// Asks the rings' reader for a drain.
+    nudge: Option<Nudger>,
+    trace: Option<Arc<Trace>>,
+    buffer: Vec<u8>,
+    /// Changes read, in order, not taken yet.
+    ready: VecDeque<FsChange>,
+    /// Changes of the mount table's watcher (its thread wakes only at a
+    /// mount or unmount).
+    mounts: Option<mpsc::Receiver<FsChange>>,
+}
+
+impl DirectWatch {
+    /// Watches `dir`'s entries, on the current runtime; paths are named
+    /// as claims of `state_dir`. Every event calls `nudge`.
+    pub(crate) fn new(
+        state_dir: &Path,
+        dir: &Path,
+        nudge: Option<Nudger>,
+        trace: Option<Arc<Trace>>,
+    ) -> io::Result<(Self, DirWatches)> {
+        let inotify = Inotify::init()?;
+        let dirs = DirWatches {
+            watches: inotify.watches(),
+            dirs: Arc::default(),
+        };
+        dirs.add(dir)?;
+        // SAFETY: the AsyncFd owns the instance, whose fd stays open and
+        // the same for as long as it lives.
+        let inotify =
+            unsafe { AsyncFd::register_with_interest(inotify, tokio::io::Interest::READABLE) }
+                .map_err(io::Error::from)?;
+        let watch = Self {
+            inotify,
+            dirs: dirs.clone(),
+            state_dir: state_dir.to_path_buf(),
+            nudge,
+            trace,
+            buffer: vec![0; READ_BUFFER],
+            ready: VecDeque::new(),
+            mounts: None,
+        };
+        Ok((watch, dirs))
+    }
+
+    /// Also tells what `mounts` sends (the mount table's watcher).
+    pub(crate) fn with_mounts(mut self, mounts: mpsc::Receiver<FsChange>) -> Self {
+        self.mounts = Some(mounts);
+        self
+    }
+
+    /// The next change, waiting for one as long as needed. Cancel-safe.
+    /// `None`: inotify cannot be read any more.
+    pub(crate) async fn recv(&mut self) -> Option<FsChange> {
+        loop {
+            if let Some(change) = self.ready.pop_front() {
+                return Some(change);
+            }
+            let mounts = async {
+                match &mut self.mounts {
+                    Some(mounts) => mounts.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                Some(change) = mounts => return Some(change),
+                readable = self.inotify.readable_mut() => {
+                    let mut guard = readable.ok()?;
+                    match guard.try_io(|inotify| read(inotify.get_mut(), &mut self.buffer, &mut self.ready, &Reading {
+                        dirs: &self.dirs,
+                        state_dir: &self.state_dir,
+                        nudge: self.nudge.as_ref(),
+                        trace: &self.trace,
+                    })) {
+                        Ok(Ok(())) | Err(_) => {}
+                        Ok(Err(error)) => {
+                            tracing::warn!(%error, "reading inotify failed");
+                            return None;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A change read already, or readable now without waiting.
+    pub(crate) fn try_recv(&mut self) -> Option<FsChange> {
+        if self.ready.is_empty() {
+            let reading = Reading {
+                dirs: &self.dirs,
+                state_dir: &self.state_dir,
+                nudge: self.nudge.as_ref(),
+                trace: &self.trace,
+            };
+            let _ = read(
+                self.inotify.get_mut(),
+                &mut self.buffer,
+                &mut self.ready,
+                &reading,
+            );
+            if let Some(mounts) = &mut self.mounts
+                && let Ok(change) = mounts.try_recv()
+            {
+                self.ready.push_back(change);
+            }
+        }
+        self.ready.pop_front()
+    }
+}
+
+/// What turning events into changes needs.
+struct Reading<'a> {
+    dirs: &'a DirWatches,
+    state_dir: &'a Path,
+    nudge: Option<&'a Nudger>,
+    trace: &'a Option<Arc<Trace>>,
+}
+
+/// Reads what inotify has (`WouldBlock` when nothing) and appends its
+/// changes to `ready`.
+fn read(
+    inotify: &mut Inotify,
+    buffer: &mut [u8],
+    ready: &mut VecDeque<FsChange>,
+    reading: &Reading<'_>,
+) -> io::Result<()> {
+    let events = inotify.read_events(buffer)?;
+    for event in events {
+        let before = ready.len();
+        changes_of(&event, reading, ready);
+        for change in ready.range(before..) {
+            if let FsChange::Key(key) = change {
+                trace::note(reading.trace, key, Stage::Read);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The changes one event tells (what notify's watcher made of it, but
+/// opens and closes, which only nudge).
+fn changes_of(
+    event: &inotify::Event<&std::ffi::OsStr>,
+    reading: &Reading<'_>,
+    ready: &mut VecDeque<FsChange>,
+) {
+    if let Some(nudge) = reading.nudge {
+        nudge();
+    }
+    let mask = event.mask;
+    if mask.contains(EventMask::Q_OVERFLOW) {
+        ready.push_back(FsChange::Rescan);
+        return;
+    }
+    if mask.contains(EventMask::IGNORED) {
+        reading.dirs.forget(&event.wd);
+        return;
+    }
+    let Some(dir) = reading.dirs.dir(&event.wd) else {
+        return;
+    };
+    let path = match event.name {
+        Some(name) => dir.join(name),
+        None => dir,
+    };
+    let state_dir = reading.state_dir;
+    let is_dir = mask.contains(EventMask::ISDIR);
+    if mask.intersects(EventMask::MOVED_FROM | EventMask::MOVED_TO | EventMask::MOVE_SELF) {
+        ready.extend(renamed(state_dir, path.clone()));
+    }
+    if mask.contains(EventMask::CREATE) {
+        ready.push_back(if is_dir {
+            FsChange::DirCreated(path.clone())
+        } else {
+            file_change(state_dir, path.clone())
+        });
+    }
+    if mask.contains(EventMask::DELETE) {
+        ready.push_back(if is_dir {
+            FsChange::DirRemoved(path.clone())
+        } else {
+            file_change(state_dir, path.clone())
+        });
+    }
+    if mask.contains(EventMask::DELETE_SELF) {
+        // Only directories are watched.
+        ready.push_back(FsChange::DirRemoved(path.clone()));
+    }
+    if mask.intersects(EventMask::MODIFY | EventMask::ATTRIB) {
+        ready.push_back(file_change(state_dir, path));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::disk::key::LockKey;
+    use crate::locks::{agent_tag_lock, locks_root};
+
+    /// The next change, within a few seconds.
+    async fn next(watch: &mut DirectWatch) -> FsChange {
+        tokio::time::timeout(Duration::from_secs(5), watch.recv())
+            .await
+            .expect("a change within 5 s")
+            .expect("inotify readable")
+    }
+
+    /// What the engine hears from its own inotify under the kernel's
+    /// events: a claim's write names its claim, a directory's creation
+    /// and removal are told, an open or a close only nudges the rings'
+    /// reader (every event does), a symlinked directory is never
+    /// watched, and a dropped read loses nothing.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_engines_own_inotify_tells_the_tree_and_nudges_at_every_event() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let (tags, key) = agent_tag_lock(state.path(), "build");
+        std::fs::create_dir_all(&tags).expect("tags dir");
+        let claim = LockKey::from_coord(state.path(), &tags, &key);
+        std::fs::write(claim.gate_path(), b"").expect("gate");
+        let nudges = Arc::new(AtomicUsize::new(0));
+        let counted = nudges.clone();
+        let nudge: Nudger = Arc::new(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        });
+        let (mut watch, dirs) =
+            DirectWatch::new(state.path(), &tags, Some(nudge), None).expect("watch");
+
+        std::fs::write(claim.announce_path(), b"1").expect("announce");
+        let mut told = vec![next(&mut watch).await];
+        // The rest of the burst (create, write, close).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        while let Some(change) = watch.try_recv() {
+            told.push(change);
+        }
+        assert!(
+            told.iter()
+                .all(|change| matches!(change, FsChange::Key(key) if *key == claim)),
+            "{told:?}"
+        );
+        let nudged = nudges.load(Ordering::Relaxed);
+        assert!(nudged >= 3, "create, write, close: {nudged} nudges");
+
+        // An open and a read-only close: a nudge, no change.
+        drop(std::fs::File::open(claim.gate_path()).expect("open"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(watch.try_recv(), None, "an open is not a change");
+        assert!(
+            nudges.load(Ordering::Relaxed) > nudged,
+            "the open nudged the reader"
+        );
+
+        let sub = tags.join("team");
+        std::fs::create_dir(&sub).expect("mkdir");
+        assert_eq!(next(&mut watch).await, FsChange::DirCreated(sub.clone()));
+        std::fs::remove_dir(&sub).expect("rmdir");
+        assert_eq!(next(&mut watch).await, FsChange::DirRemoved(sub.clone()));
+
+        // A read dropped while it waits loses nothing.
+        let dropped = tokio::time::timeout(Duration::from_millis(20), watch.recv()).await;
+        assert!(dropped.is_err(), "nothing to tell yet: {dropped:?}");
+        std::fs::write(claim.gate_path(), b"").expect("truncate");
+        assert_eq!(next(&mut watch).await, FsChange::Key(claim.clone()));
+
+        // A symlink to a directory is not followed.
+        let elsewhere = tempfile::tempdir().expect("elsewhere");
+        let link = tags.join("link");
+        std::os::unix::fs::symlink(elsewhere.path(), &link).expect("symlink");
+        assert!(dirs.add(&link).is_err(), "a symlink is never watched");
+        let _ = locks_root(state.path());
+    }
+}
