@@ -13,10 +13,10 @@ use std::time::SystemTime;
 
 use tokio::time::Instant;
 
+use super::Engine;
 use super::echo::{ECHO_ALARM_PER_SECOND, Fingerprint};
 use super::lookup::Observed;
-use super::source::{CLOSE_CONFIRMS, Confirming, Source};
-use super::{COALESCE, Engine};
+use super::source::{CLOSE_CONFIRMS, Confirming};
 use crate::disk::LockKey;
 use crate::engine::trace::Stage;
 use crate::engine::{Delta, WatcherHealth};
@@ -45,34 +45,15 @@ fn holds_still(
 }
 
 impl Engine {
+    /// `key` changed: it is judged once its source's window passed.
     pub(super) fn mark(&mut self, key: LockKey) {
-        match &mut self.source {
-            // With the kernel's events each claim waits from its own first
-            // change: a batch is no `/proc/locks` read to share.
-            Source::Kernel(kernel) => kernel.queue(key),
-            Source::Inference(inference) => {
-                inference.pending.insert(key);
-                inference
-                    .batch_due
-                    .get_or_insert_with(|| Instant::now() + COALESCE);
-            }
-        }
+        self.source.mark(key);
     }
 
     pub(super) async fn on_timers(&mut self) {
         let now = Instant::now();
         self.flush_problems();
-        let due = match &mut self.source {
-            Source::Kernel(kernel) => kernel.due(now),
-            Source::Inference(inference) => {
-                if inference.batch_due.is_some_and(|due| due <= now) {
-                    inference.batch_due = None;
-                    inference.pending.drain().collect()
-                } else {
-                    Vec::new()
-                }
-            }
-        };
+        let due = self.source.take_due(now);
         if !due.is_empty() {
             let from = self.clock();
             let items = due.len();
@@ -506,10 +487,7 @@ impl Engine {
             self.share_held(key, false);
         }
         self.sweep_touched.touch(key);
-        match &mut self.source {
-            Source::Inference(inference) => inference.forget(key),
-            Source::Kernel(kernel) => kernel.unqueue(key),
-        }
+        self.source.forget(key);
         if let Some(state) = self.states.remove(key) {
             self.send(Delta::Removed {
                 key: key.clone(),

@@ -128,6 +128,54 @@ impl Source {
         }
     }
 
+    /// `key` changed: judged once the source's window passed — with the
+    /// kernel's events [`super::COALESCE`] after its own first change (a
+    /// batch is no `/proc/locks` read to share), with inference in the
+    /// batch due `COALESCE` after the batch's first change.
+    pub(super) fn mark(&mut self, key: LockKey) {
+        match self {
+            Self::Kernel(kernel) => kernel.queue(key),
+            Self::Inference(inference) => {
+                inference.pending.insert(key);
+                inference
+                    .batch_due
+                    .get_or_insert_with(|| Instant::now() + super::COALESCE);
+            }
+        }
+    }
+
+    /// The changed claims due for judgement by `now` (taken).
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<LockKey> {
+        match self {
+            Self::Kernel(kernel) => kernel.due(now),
+            Self::Inference(inference) => {
+                if inference.batch_due.is_some_and(|due| due <= now) {
+                    inference.batch_due = None;
+                    inference.pending.drain().collect()
+                } else {
+                    Vec::new()
+                }
+            }
+        }
+    }
+
+    /// Forgets everything kept about `key` (removed from the view).
+    pub(super) fn forget(&mut self, key: &LockKey) {
+        match self {
+            Self::Inference(inference) => inference.forget(key),
+            Self::Kernel(kernel) => kernel.unqueue(key),
+        }
+    }
+
+    /// Drops the changes waiting for judgement: a judgement of every key
+    /// comes, and stands for them.
+    pub(super) fn clear_changes(&mut self) {
+        match self {
+            Self::Inference(inference) => inference.clear_changes(),
+            Self::Kernel(kernel) => kernel.clear_queue(),
+        }
+    }
+
     /// A claim's file was created, written or removed: someone may have
     /// taken or left it (inference keeps that apart from a close).
     pub(super) fn note_written(&mut self, key: &LockKey) {

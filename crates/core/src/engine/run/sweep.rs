@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::{Engine, Source};
+use super::Engine;
 use crate::disk::{LockKey, ScanProblem, ScanProblemKind};
 use crate::engine::fs_events::EventFilter;
 use crate::engine::trace::Stage;
@@ -69,10 +69,7 @@ impl Engine {
         // The sweep probes every key after the changes that marked these:
         // its answer is newer (and passive, so after an overflow it cannot
         // start a storm of acquire probes of its own).
-        match &mut self.source {
-            Source::Inference(inference) => inference.clear_changes(),
-            Source::Kernel(kernel) => kernel.clear_queue(),
-        }
+        self.source.clear_changes();
         self.forget_opened_files();
         let outcome = self.sweep_job(Workers::Runtime).run().await;
         if let Some(outcome) = outcome {
