@@ -11,8 +11,8 @@
 //!
 //! What is told is what notify's watcher would have told the engine under
 //! this source: the same [`FsChange`]s, from the same events (the masks
-//! notify asks for; one directory's entries per watch, added by the
-//! engine's walks), except that opens and closes are not told at all —
+//! notify asks for, and closes of files opened read-only; one
+//! directory's entries per watch, added by the engine's walks), except that opens and closes are not told at all —
 //! under the kernel's events an unlock is an event of its own — and that
 //! every event of the tree asks the rings' reader for a drain
 //! ([`crate::liveness::kernel::wait::Nudge`]): a flock follows its open,
@@ -37,12 +37,16 @@ use super::trace::{self, Stage, Trace};
 use crate::liveness::kernel::live_table::Nudger;
 
 /// What each directory's watch asks for: notify's own mask (so the
-/// engine hears what it heard from notify), never following a symlink.
+/// engine hears what it heard from notify), and the close of a file
+/// opened read-only (a holder that locked through one, releasing: a
+/// nudge, where notify's mask left the reader to its backstop); never
+/// following a symlink.
 const MASK: WatchMask = WatchMask::ATTRIB
     .union(WatchMask::CREATE)
     .union(WatchMask::OPEN)
     .union(WatchMask::DELETE)
     .union(WatchMask::CLOSE_WRITE)
+    .union(WatchMask::CLOSE_NOWRITE)
     .union(WatchMask::MODIFY)
     .union(WatchMask::MOVED_FROM)
     .union(WatchMask::MOVED_TO)

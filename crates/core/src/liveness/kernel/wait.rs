@@ -10,13 +10,13 @@
 //! look in other ways, and the kernel wakes it only so that a storm
 //! cannot fill the rings ([`super::Options::wake_every`]):
 //!
-//! - a **nudge** ([`Nudge`]): inotify's thread nudges at every event of
-//!   the tree — an agent's lock, release or death opens, writes or closes
-//!   a claim's files; the first nudge since the last drain arms a timer,
-//!   the others do nothing, and the thread drains once, [`FOLLOW_UP`]
+//! - a **nudge** ([`Nudge`]): the engine's inotify nudges at every event
+//!   of the tree — an agent's lock, release or death opens, writes or
+//!   closes a claim's files; the first nudge since the last drain arms a
+//!   timer, the others do nothing, and the reader drains once, [`FOLLOW_UP`]
 //!   after that first nudge (a flock comes just after its open, a dying
 //!   process's unlocks just after its closes: that drain reads the
-//!   burst). One wake-up of the thread per burst: draining at once and
+//!   burst). One wake-up of the reader per burst: draining at once and
 //!   again after the follow-up woke it two or three times (a monitor
 //!   under a churn of ~540 acquisitions a second: 21.5–21.9 % of a core
 //!   then, 16.7–19.7 % with one drain per burst, three runs);
@@ -27,15 +27,20 @@
 //!   over even if empty — the receiver passes on only records stamped a
 //!   window before a drain began, and this one lets them pass without
 //!   waiting for the next flock;
-//! - a **backstop**: for [`ACTIVE_SPELL`] after the last nudge or record
-//!   (of a file not quiet, or a loss),
-//!   the rings are drained every [`BACKSTOP`], then every
-//!   [`IDLE_BACKSTOP`] (a waiter granted its lock, a read-only holder's
-//!   close, a flock on a file opened before: inotify tells none of them);
-//!   an idle monitor wakes once a second;
+//! - a **backstop**, for what no nudge announces (a waiter granted its
+//!   lock a while after the release that let it in, an unlock without a
+//!   close, a flock on a file opened long before: inotify tells none of
+//!   them): the rings are drained every [`BACKSTOP`] while a waiter the
+//!   events told of has not been granted, refused or closed, and for
+//!   [`ACTIVE_SPELL`] after a drain nobody asked for found records (of a
+//!   file not quiet, or a loss): events come unannounced; otherwise every
+//!   [`IDLE_BACKSTOP`]. Under a churn whose every lock comes with its
+//!   inotify events the backstop thus wakes the reader once a second, not
+//!   a hundred times (it did, for a second after every nudge: under
+//!   steady churn, always);
 //! - the kernel's own wake-up, every `wake_every` samples of a ring.
 //!
-//! At each wake-up, before its drain, the thread also has the filters
+//! At each wake-up, before its drain, the reader also has the filters
 //! sample again the files the engine found to be a claim's, and after it
 //! drops the busiest quiet files ([`super::quiet`]).
 //!
@@ -57,9 +62,10 @@
 //! (see [`super::stream`]); a drain begins within a window (plus the
 //! timer's slack) of a reorder window after the newest record handed
 //! over that is not of a quiet file, and is handed over; no record waits
-//! in a ring longer than [`BACKSTOP`] within [`ACTIVE_SPELL`] of activity
-//! in the tree, nor longer than [`IDLE_BACKSTOP`] after it (plus a drain),
-//! while the runtime runs the task; the task ends as soon as the
+//! in a ring longer than [`BACKSTOP`] while a waiter waits or within
+//! [`ACTIVE_SPELL`] of unannounced records, nor longer than
+//! [`IDLE_BACKSTOP`] otherwise (plus a drain), while the runtime runs the
+//! task; the task ends as soon as the
 //! [`AsyncKernelLockEvents`] is dropped, and the rings close with it.
 
 use std::io;
@@ -83,19 +89,29 @@ use super::{KernelLockEvents, Record};
 pub(crate) const PACE: Duration = Duration::from_millis(1);
 
 /// The follow-up drain after a nudge: the flock after an open, a dying
-/// process's unlocks after its closes, come within microseconds.
-pub(crate) const FOLLOW_UP: Duration = Duration::from_micros(250);
+/// process's unlocks after its closes, come within microseconds. Two
+/// reorder windows: the records stamped up to a window after the nudge
+/// pass at this one drain ([`super::stream`] passes only those stamped a
+/// window before a drain began) — at one window, the burst's own records
+/// were always a few microseconds too young, and a second drain was owed
+/// (a wake-up more per burst, for the same moment of passing).
+pub(crate) const FOLLOW_UP: Duration =
+    Duration::from_micros(2 * super::stream::REORDER_WINDOW.as_micros() as u64);
 
-/// The longest a record waits in a ring when nothing nudges, within
-/// [`ACTIVE_SPELL`] of the last activity.
+/// The longest a record waits in a ring when nothing nudges, while a
+/// waiter waits or within [`ACTIVE_SPELL`] of unannounced records.
 pub(crate) const BACKSTOP: Duration = Duration::from_millis(10);
 
-/// How long after the last nudge or record the backstop runs every
-/// [`BACKSTOP`].
+/// How long after a drain nobody asked for found records the backstop
+/// runs every [`BACKSTOP`].
 pub(crate) const ACTIVE_SPELL: Duration = Duration::from_secs(1);
 
-/// The backstop once the tree has been quiet for [`ACTIVE_SPELL`].
+/// The backstop when nothing comes unannounced and no waiter waits.
 pub(crate) const IDLE_BACKSTOP: Duration = Duration::from_secs(1);
+
+/// The most waiters [`Waiters`] keeps apart; past that it forgets them
+/// and says some wait (the backstop stays short for an active spell).
+const MAX_WAITERS: usize = 4_096;
 
 /// [`super::Options::wake_every`] for a reader that is nudged: a quarter
 /// of the default ring (about 2,000 samples), so a storm wakes it well
@@ -412,6 +428,7 @@ async fn drain_paced(
     let mut dropping = Dropping::new(quiet.clone());
     let lock = || reader.lock().unwrap_or_else(PoisonError::into_inner);
     let mut active_until: Option<std::time::Instant> = None;
+    let mut waiters = Waiters::default();
     // The drain owed to the records handed over: one that begins at least
     // the reorder window after the newest of them (`CLOCK_MONOTONIC` ns),
     // handed over even if empty, so that they pass without waiting for
@@ -419,7 +436,7 @@ async fn drain_paced(
     let mut owed: Option<u64> = None;
     loop {
         let now = std::time::Instant::now();
-        let mut timeout = if active_until.is_some_and(|until| now < until) {
+        let mut timeout = if waiters.any() || active_until.is_some_and(|until| now < until) {
             BACKSTOP
         } else {
             IDLE_BACKSTOP
@@ -452,11 +469,20 @@ async fn drain_paced(
             dropping.count(&records, &mut reader);
             records.extend(readmitted);
         }
-        let urgent = Urgent::of(&records, &super::quiet::read(quiet));
-        if woke.nudged || urgent.any {
+        let urgent = {
+            let quiet = super::quiet::read(quiet);
+            if waiters.follow(&records, &quiet) {
+                active_until = Some(std::time::Instant::now() + ACTIVE_SPELL);
+            }
+            Urgent::of(&records, &quiet)
+        };
+        let paid = owed.is_some_and(|at| began >= at);
+        // A drain only the backstop asked for that found records: events
+        // come that no nudge announces.
+        let asked = woke.nudged || woke.rings || paid;
+        if urgent.any && !asked {
             active_until = Some(std::time::Instant::now() + ACTIVE_SPELL);
         }
-        let paid = owed.is_some_and(|at| began >= at);
         if paid {
             owed = None;
         }
@@ -474,6 +500,50 @@ async fn drain_paced(
         if woke.rings && !woke.nudged {
             tokio::time::sleep(PACE).await;
         }
+    }
+}
+
+/// The waiters the events told of (by open file description), on files
+/// that are not quiet, not granted, refused nor closed yet: a grant may
+/// come unannounced.
+#[derive(Debug, Default)]
+struct Waiters(std::collections::HashSet<u64>);
+
+impl Waiters {
+    /// Follows `records`; true when it had to forget waiters (too many,
+    /// or a loss): the backstop stays short for an active spell.
+    fn follow(&mut self, records: &[Record], quiet: &Quiet) -> bool {
+        let mut forgot = false;
+        for record in records {
+            match record {
+                Record::Lost(_) => {
+                    forgot |= !self.0.is_empty();
+                    self.0.clear();
+                }
+                Record::Event(event) if !quiet.contains(&event.file) => match event.kind {
+                    super::event::LockKind::Waiting { .. } => {
+                        if self.0.len() >= MAX_WAITERS {
+                            self.0.clear();
+                            forgot = true;
+                        }
+                        self.0.insert(event.owner);
+                    }
+                    super::event::LockKind::Taken { .. }
+                    | super::event::LockKind::Refused { .. }
+                    | super::event::LockKind::Unlocked { .. } => {
+                        self.0.remove(&event.owner);
+                    }
+                    super::event::LockKind::Other { .. } => {}
+                },
+                Record::Event(_) | Record::Readmitted(_) => {}
+            }
+        }
+        forgot
+    }
+
+    /// Whether a waiter waits.
+    fn any(&self) -> bool {
+        !self.0.is_empty()
     }
 }
 
@@ -580,6 +650,54 @@ mod tests {
         assert_eq!(mixed.newest, Some(20), "the newest event not quiet");
         let lost = Urgent::of(&[event(7, 10), Record::Lost(3)], &quiet);
         assert!(lost.any && lost.newest.is_none());
+    }
+
+    /// A waiter keeps the backstop short until it is granted, refused or
+    /// closed; a foreign file's waiter does not; a loss or too many
+    /// waiters forget them and say so.
+    #[test]
+    fn waiters_are_followed_until_granted_refused_or_closed() {
+        use crate::liveness::kernel::event::{LockEvent, LockKind};
+        use crate::liveness::proc_locks::FileId;
+        let file = |inode| FileId {
+            major: 8,
+            minor: 1,
+            inode,
+        };
+        let event = |inode, owner, kind| {
+            Record::Event(LockEvent {
+                at: 1,
+                file: file(inode),
+                pid: 1,
+                owner,
+                kind,
+            })
+        };
+        let waiting = LockKind::Waiting { exclusive: true };
+        let mut quiet = Quiet::default();
+        quiet.insert(file(7));
+        let mut waiters = Waiters::default();
+        assert!(!waiters.follow(&[event(7, 1, waiting)], &quiet));
+        assert!(!waiters.any(), "a foreign file's waiter is not followed");
+        for end in [
+            LockKind::Taken { exclusive: true },
+            LockKind::Refused { exclusive: true },
+            LockKind::Unlocked { at_close: true },
+        ] {
+            waiters.follow(&[event(9, 2, waiting)], &quiet);
+            assert!(waiters.any());
+            waiters.follow(&[event(9, 3, end)], &quiet);
+            assert!(waiters.any(), "another description's {end:?}");
+            waiters.follow(&[event(9, 2, end)], &quiet);
+            assert!(!waiters.any(), "{end:?} ends the wait");
+        }
+        waiters.follow(&[event(9, 2, waiting)], &quiet);
+        assert!(waiters.follow(&[Record::Lost(1)], &quiet), "a loss forgets");
+        assert!(!waiters.any());
+        let many: Vec<Record> = (0..=MAX_WAITERS as u64)
+            .map(|owner| event(9, owner, waiting))
+            .collect();
+        assert!(waiters.follow(&many, &quiet), "too many: forgotten, said");
     }
 
     /// A nudge asks for a drain its delay later, never at once (that
