@@ -12,9 +12,11 @@
 //! What is told is what notify's watcher would have told the engine under
 //! this source: the same [`FsChange`]s, from the same events (the masks
 //! notify asks for, and closes of files opened read-only; one
-//! directory's entries per watch, added by the engine's walks), except that opens and closes are not told at all —
-//! under the kernel's events an unlock is an event of its own — and that
-//! every event of the tree asks the rings' reader for a drain
+//! directory's entries per watch, added by the engine's walks), and the
+//! mount table's changes (watched on the reactor too: no thread), except
+//! that opens and closes are not told at all — under the kernel's events
+//! an unlock is an event of its own — and that every event of the tree
+//! asks the rings' reader for a drain
 //! ([`crate::liveness::kernel::wait::Nudge`]): a flock follows its open,
 //! a dying process's unlocks its closes.
 //!
@@ -30,7 +32,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use tokio::io::unix::AsyncFd;
-use tokio::sync::mpsc;
 
 use super::fs_events::{FsChange, file_change, renamed};
 use super::trace::{self, Stage, Trace};
@@ -108,9 +109,55 @@ pub(crate) struct DirectWatch {
     buffer: Vec<u8>,
     /// Changes read, in order, not taken yet.
     ready: VecDeque<FsChange>,
-    /// Changes of the mount table's watcher (its thread wakes only at a
-    /// mount or unmount).
-    mounts: Option<mpsc::Receiver<FsChange>>,
+    /// The mount table below the watched directory.
+    mounts: Option<MountTable>,
+}
+
+/// This process's mount table, registered with the reactor: the kernel
+/// makes `/proc/self/mountinfo` ready with `POLLPRI` at every mount and
+/// unmount in the namespace (no polling, no thread).
+struct MountTable {
+    table: AsyncFd<std::fs::File>,
+    /// The directory whose mounts at or below matter.
+    root: PathBuf,
+    /// The mounts there as last seen (`None`: the table was unreadable).
+    known: Option<Vec<(PathBuf, (u32, u32))>>,
+}
+
+impl MountTable {
+    /// Watches the mounts at or below `root`, as they are now.
+    fn open(root: &Path) -> io::Result<Self> {
+        let table = std::fs::File::open("/proc/self/mountinfo")?;
+        // SAFETY: the AsyncFd owns the file, whose fd stays open and the
+        // same for as long as it lives.
+        let table =
+            unsafe { AsyncFd::register_with_interest(table, tokio::io::Interest::PRIORITY) }
+                .map_err(io::Error::from)?;
+        Ok(Self {
+            table,
+            known: crate::disk::mounts::mounts_at_or_below(root),
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// Waits until the mounts at or below the root are not the ones seen
+    /// last. Cancel-safe.
+    async fn changed(&mut self) -> io::Result<()> {
+        loop {
+            let mut guard = self.table.ready(tokio::io::Interest::PRIORITY).await?;
+            guard.clear_ready();
+            // A table that cannot be read now says nothing; one read again
+            // after a failure may hide a change: a rescan then costs less
+            // than a mount missed.
+            let Some(now) = crate::disk::mounts::mounts_at_or_below(&self.root) else {
+                continue;
+            };
+            if self.known.as_ref() != Some(&now) {
+                self.known = Some(now);
+                return Ok(());
+            }
+        }
+    }
 }
 
 impl DirectWatch {
@@ -146,9 +193,18 @@ impl DirectWatch {
         Ok((watch, dirs))
     }
 
-    /// Also tells what `mounts` sends (the mount table's watcher).
-    pub(crate) fn with_mounts(mut self, mounts: mpsc::Receiver<FsChange>) -> Self {
-        self.mounts = Some(mounts);
+    /// Also tells [`FsChange::MountsChanged`] when a filesystem is
+    /// mounted or unmounted at or below `root` (inotify sees nothing
+    /// inside a mount made over a watched directory). Where the mount
+    /// table cannot be watched, says so in the log: such a mount is seen
+    /// at the next rescan.
+    pub(crate) fn with_mounts_below(mut self, root: &Path) -> Self {
+        match MountTable::open(root) {
+            Ok(table) => self.mounts = Some(table),
+            Err(error) => {
+                tracing::warn!(%error, "the mount table cannot be watched: a mount below the root is seen at the next rescan")
+            }
+        }
         self
     }
 
@@ -159,14 +215,21 @@ impl DirectWatch {
             if let Some(change) = self.ready.pop_front() {
                 return Some(change);
             }
-            let mounts = async {
-                match &mut self.mounts {
-                    Some(mounts) => mounts.recv().await,
+            let table = &mut self.mounts;
+            let mounts = async move {
+                match table {
+                    Some(table) => table.changed().await,
                     None => std::future::pending().await,
                 }
             };
             tokio::select! {
-                Some(change) = mounts => return Some(change),
+                changed = mounts => match changed {
+                    Ok(()) => return Some(FsChange::MountsChanged),
+                    Err(error) => {
+                        tracing::warn!(%error, "waiting on the mount table failed: a mount below the root is seen at the next rescan");
+                        self.mounts = None;
+                    }
+                },
                 readable = self.inotify.readable_mut() => {
                     let mut guard = readable.ok()?;
                     match guard.try_io(|inotify| read(inotify.get_mut(), &mut self.buffer, &mut self.ready, &Reading {
@@ -201,11 +264,6 @@ impl DirectWatch {
                 &mut self.ready,
                 &reading,
             );
-            if let Some(mounts) = &mut self.mounts
-                && let Ok(change) = mounts.try_recv()
-            {
-                self.ready.push_back(change);
-            }
         }
         self.ready.pop_front()
     }

@@ -353,7 +353,7 @@ pub fn subscribe(
 /// Watches `dir` (the locks root) for the kernel's-events source: with an
 /// inotify instance the engine reads itself, on the current runtime
 /// ([`super::direct_watch`]), and the mount table below it. Every event
-/// calls `nudge`. `filter` only counts a mount change that did not fit.
+/// calls `nudge`; `filter` gives only its trace.
 pub(crate) fn subscribe_direct(
     state_dir: &Path,
     dir: &Path,
@@ -362,28 +362,17 @@ pub(crate) fn subscribe_direct(
 ) -> std::io::Result<(FsWatcher, Changes)> {
     let (watch, dirs) =
         super::direct_watch::DirectWatch::new(state_dir, dir, nudge, filter.trace.clone())?;
-    // A mount or an unmount is rare: a slot or two is room enough (one
-    // that does not fit is a loss, which ends in the same rescan).
-    let (mounts_tx, mounts_rx) = tokio::sync::mpsc::channel(4);
-    let mounts = match MountWatch::start(dir.to_path_buf(), mounts_tx, filter) {
-        Ok(mounts) => Some(Arc::new(mounts)),
-        Err(error) => {
-            tracing::warn!(%error, "the mount table cannot be watched: a mount below the root is seen at the next rescan");
-            None
-        }
-    };
     let watcher = FsWatcher {
         watcher: Adder::Direct(dirs),
-        _mounts: mounts,
+        _mounts: None,
         failure: Arc::default(),
     };
-    Ok((
-        watcher,
-        Changes::Direct(Box::new(watch.with_mounts(mounts_rx))),
-    ))
+    let watch = watch.with_mounts_below(dir);
+    Ok((watcher, Changes::Direct(Box::new(watch))))
 }
 
-/// A thread that waits on this process's mount table (the kernel makes
+/// notify's companion (under inference): a thread that waits on this
+/// process's mount table (the kernel makes
 /// `/proc/self/mountinfo` readable with `POLLPRI` at every mount and
 /// unmount in the namespace) and sends [`FsChange::MountsChanged`] when
 /// the mounts at or below `root` are not the ones it saw last. It wakes
