@@ -88,6 +88,21 @@ impl DirWatches {
             .cloned()
     }
 
+    /// Stops watching `dir` (moved away), if it is watched.
+    fn unwatch(&self, dir: &Path) {
+        let mut dirs = self.dirs.lock().unwrap_or_else(PoisonError::into_inner);
+        let watched = dirs
+            .iter()
+            .find(|(_, watched)| watched.as_path() == dir)
+            .map(|(descriptor, _)| descriptor.clone());
+        if let Some(descriptor) = watched {
+            dirs.remove(&descriptor);
+            // Gone already (the kernel's IGNORED follows) or not: either
+            // way its events are no longer told.
+            let _ = self.watches.clone().remove(descriptor);
+        }
+    }
+
     /// Forgets a watch the kernel removed (its directory went).
     fn forget(&self, descriptor: &WatchDescriptor) {
         self.dirs
@@ -298,8 +313,10 @@ fn read(
     Ok(())
 }
 
-/// The changes one event tells (what notify's watcher made of it, but
-/// opens and closes, which only nudge).
+/// Turns one event into changes, keeping the watches' bookkeeping: a
+/// watch the kernel removed is forgotten, and a watched directory moved
+/// away is no longer watched (its events would come with its old path;
+/// moved within the tree it is scanned, and watched, at its new one).
 fn changes_of(
     event: &inotify::Event<&std::ffi::OsStr>,
     reading: &Reading<'_>,
@@ -308,36 +325,47 @@ fn changes_of(
     if let Some(nudge) = reading.nudge {
         nudge();
     }
-    let mask = event.mask;
-    if mask.contains(EventMask::Q_OVERFLOW) {
-        ready.push_back(FsChange::Rescan);
-        return;
-    }
-    if mask.contains(EventMask::IGNORED) {
+    if event.mask.contains(EventMask::IGNORED) {
         reading.dirs.forget(&event.wd);
         return;
     }
-    let Some(dir) = reading.dirs.dir(&event.wd) else {
-        return;
-    };
-    let path = match event.name {
+    let path = reading.dirs.dir(&event.wd).map(|dir| match event.name {
         Some(name) => dir.join(name),
         None => dir,
+    });
+    if event.mask.contains(EventMask::MOVED_FROM)
+        && let Some(path) = &path
+    {
+        reading.dirs.unwatch(path);
+    }
+    ready.extend(changes_for(event.mask, path, reading.state_dir));
+}
+
+/// The changes an event with `mask` on `path` (`None`: of a watch no
+/// longer known) tells: what notify's watcher made of it, but opens and
+/// closes, which only nudge.
+fn changes_for(mask: EventMask, path: Option<PathBuf>, state_dir: &Path) -> Vec<FsChange> {
+    let mut changes = Vec::new();
+    if mask.contains(EventMask::Q_OVERFLOW) {
+        changes.push(FsChange::Rescan);
+        return changes;
+    }
+    let Some(path) = path else {
+        return changes;
     };
-    let state_dir = reading.state_dir;
     let is_dir = mask.contains(EventMask::ISDIR);
     if mask.intersects(EventMask::MOVED_FROM | EventMask::MOVED_TO | EventMask::MOVE_SELF) {
-        ready.extend(renamed(state_dir, path.clone()));
+        changes.extend(renamed(state_dir, path.clone()));
     }
     if mask.contains(EventMask::CREATE) {
-        ready.push_back(if is_dir {
+        changes.push(if is_dir {
             FsChange::DirCreated(path.clone())
         } else {
             file_change(state_dir, path.clone())
         });
     }
     if mask.contains(EventMask::DELETE) {
-        ready.push_back(if is_dir {
+        changes.push(if is_dir {
             FsChange::DirRemoved(path.clone())
         } else {
             file_change(state_dir, path.clone())
@@ -345,11 +373,12 @@ fn changes_of(
     }
     if mask.contains(EventMask::DELETE_SELF) {
         // Only directories are watched.
-        ready.push_back(FsChange::DirRemoved(path.clone()));
+        changes.push(FsChange::DirRemoved(path.clone()));
     }
     if mask.intersects(EventMask::MODIFY | EventMask::ATTRIB) {
-        ready.push_back(file_change(state_dir, path));
+        changes.push(file_change(state_dir, path));
     }
+    changes
 }
 
 #[cfg(test)]
@@ -367,6 +396,57 @@ mod tests {
             .await
             .expect("a change within 5 s")
             .expect("inotify readable")
+    }
+
+    /// Each event's changes, as notify's watcher told them (opens and
+    /// closes aside): an overflow is a rescan, a watched directory's own
+    /// removal its removal, a directory created a scan, a claim's write
+    /// its claim; an event of a watch no longer known tells nothing.
+    #[test]
+    fn events_tell_what_notify_told_but_opens_and_closes() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let (tags, key) = agent_tag_lock(state.path(), "build");
+        std::fs::create_dir_all(&tags).expect("tags");
+        let claim = LockKey::from_coord(state.path(), &tags, &key);
+        std::fs::write(claim.gate_path(), b"").expect("gate");
+        let at = |mask, path: &Path| changes_for(mask, Some(path.to_path_buf()), state.path());
+        assert_eq!(
+            changes_for(EventMask::Q_OVERFLOW, None, state.path()),
+            [FsChange::Rescan]
+        );
+        assert_eq!(
+            at(EventMask::DELETE_SELF, &tags),
+            [FsChange::DirRemoved(tags.clone())]
+        );
+        let sub = tags.join("team");
+        assert_eq!(
+            at(EventMask::CREATE | EventMask::ISDIR, &sub),
+            [FsChange::DirCreated(sub.clone())]
+        );
+        assert_eq!(
+            at(EventMask::DELETE | EventMask::ISDIR, &sub),
+            [FsChange::DirRemoved(sub.clone())]
+        );
+        for written in [
+            EventMask::MODIFY,
+            EventMask::ATTRIB,
+            EventMask::CREATE,
+            EventMask::DELETE,
+        ] {
+            assert_eq!(
+                at(written, &claim.gate_path()),
+                [FsChange::Key(claim.clone())],
+                "{written:?}"
+            );
+        }
+        for quiet in [
+            EventMask::OPEN,
+            EventMask::CLOSE_WRITE,
+            EventMask::CLOSE_NOWRITE,
+        ] {
+            assert!(at(quiet, &claim.gate_path()).is_empty(), "{quiet:?}");
+        }
+        assert!(changes_for(EventMask::MODIFY, None, state.path()).is_empty());
     }
 
     /// What the engine hears from its own inotify under the kernel's
@@ -424,6 +504,28 @@ mod tests {
         assert!(dropped.is_err(), "nothing to tell yet: {dropped:?}");
         std::fs::write(claim.gate_path(), b"").expect("truncate");
         assert_eq!(next(&mut watch).await, FsChange::Key(claim.clone()));
+
+        // A watched directory moved away is watched no longer: what
+        // happens in it is not told under its old path.
+        let moved = tags.join("moved");
+        std::fs::create_dir(&moved).expect("mkdir");
+        assert_eq!(next(&mut watch).await, FsChange::DirCreated(moved.clone()));
+        dirs.add(&moved).expect("watch it");
+        let away = tempfile::tempdir().expect("away");
+        std::fs::rename(&moved, away.path().join("moved")).expect("move away");
+        let mut told = vec![next(&mut watch).await];
+        std::fs::write(away.path().join("moved").join("x.lock"), b"").expect("write there");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        while let Some(change) = watch.try_recv() {
+            told.push(change);
+        }
+        assert!(
+            told.iter().all(|change| matches!(
+                change,
+                FsChange::DirRemoved(path) | FsChange::Other(path) if *path == moved
+            )),
+            "{told:?}"
+        );
 
         // A symlink to a directory is not followed.
         let elsewhere = tempfile::tempdir().expect("elsewhere");
