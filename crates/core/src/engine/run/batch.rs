@@ -60,13 +60,10 @@ impl Engine {
             self.probe_batch(due).await;
             self.span("probe batch", from, items);
         }
-        if let Some(kernel) = self.source.kernel() {
-            // Events tell every change: no periodic sweep.
-            self.next_sweep = now + super::kernel::NO_SWEEP;
-            if kernel.waiter_check_due().is_some_and(|due| due <= now) {
-                self.check_waiters();
-            }
-        } else if self.next_sweep <= now {
+        if self.source.waiters_due(now) {
+            self.check_waiters();
+        }
+        if self.sweep_due().is_some_and(|due| due <= now) {
             let from = self.clock();
             self.start_background_sweep();
             self.span("start sweep", from, 0);

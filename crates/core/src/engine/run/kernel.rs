@@ -90,10 +90,6 @@ const READMIT_WAIT: Duration = Duration::from_secs(1);
 /// starts afresh.
 const NOT_CLAIMS_MAX: usize = 65_536;
 
-/// The sweep period with the event source: never, in practice (a resync
-/// is asked for, never scheduled).
-pub(super) const NO_SWEEP: Duration = Duration::from_secs(365 * 24 * 3600);
-
 /// The engine's side of the event source.
 pub(super) struct Kernel {
     /// The lock table the events keep current.
@@ -369,13 +365,9 @@ impl Engine {
         }
     }
 
-    /// True when liveness comes from the kernel's lock events.
-    pub(super) fn told_by_kernel(&self) -> bool {
-        self.source.kernel().is_some()
-    }
-
     /// Seeds the table from a judgement's `/proc/locks` read (the first
-    /// sweep, or the resync after lost events), registers the claims of
+    /// sweep, or the resync after lost events), under the kernel's events
+    /// (nothing otherwise), registers the claims of
     /// `held` (every claim the judgement did not find free) and watches
     /// the devices of the directories of `all` (a bind mount below the
     /// root; filesystems mounted there were asked for before the

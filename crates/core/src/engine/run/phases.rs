@@ -185,7 +185,10 @@ impl Engine {
     }
 
     pub(super) fn next_wake(&self) -> Instant {
-        let mut wake = self.next_sweep;
+        // Nothing due: the loop sleeps until something happens.
+        let mut wake = self
+            .sweep_due()
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         if let Some(due) = self.holder_refresh_due() {
             wake = wake.min(due);
         }

@@ -128,6 +128,28 @@ impl Source {
         }
     }
 
+    /// Whether the periodic sweep runs: with inference (a safety net for
+    /// what events cannot show), never with the kernel's events, which
+    /// tell every change (a resync is asked for when some were lost).
+    pub(super) fn sweeps(&self) -> bool {
+        matches!(self, Self::Inference(_))
+    }
+
+    /// Whether a full judgement reads `/proc/locks` whatever the probe
+    /// mode: the kernel's events begin from (and resync by) that read.
+    pub(super) fn seeds_from_lock_table(&self) -> bool {
+        matches!(self, Self::Kernel(_))
+    }
+
+    /// Whether waiters' processes are due to be looked at (the kernel's
+    /// events: a waiter that dies waiting leaves no event).
+    pub(super) fn waiters_due(&self, now: Instant) -> bool {
+        match self {
+            Self::Kernel(kernel) => kernel.waiter_check_due().is_some_and(|due| due <= now),
+            Self::Inference(_) => false,
+        }
+    }
+
     /// `key` changed: judged once the source's window passed — with the
     /// kernel's events [`super::COALESCE`] after its own first change (a
     /// batch is no `/proc/locks` read to share), with inference in the

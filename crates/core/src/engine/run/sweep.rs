@@ -78,6 +78,11 @@ impl Engine {
         }
     }
 
+    /// When the periodic sweep is next due, if the source makes one.
+    pub(super) fn sweep_due(&self) -> Option<Instant> {
+        self.source.sweeps().then_some(self.next_sweep)
+    }
+
     /// Whether the next chunk of a sweep's findings may be merged: one is
     /// being merged, and the consumer took every delta sent so far.
     pub(super) fn may_merge(&self) -> bool {
@@ -111,9 +116,7 @@ impl Engine {
             stats: self.stats.clone(),
             filter: self.filter.clone(),
             workers,
-            // The event source begins from (and resyncs by) one
-            // `/proc/locks` judgement, whatever the probe mode.
-            lock_free: self.config.probe.reads_lock_table() || self.told_by_kernel(),
+            lock_free: self.config.probe.reads_lock_table() || self.source.seeds_from_lock_table(),
             // With nothing known yet (the initial sync), nothing can be
             // gone: no set of found keys to build (19 MB at a million).
             find_gone: !self.states.is_empty(),
@@ -149,9 +152,7 @@ impl Engine {
             let later = Instant::now() + took.saturating_mul(stretch);
             self.next_sweep = self.next_sweep.max(later);
         }
-        if let Some(index) = &index
-            && self.told_by_kernel()
-        {
+        if let Some(index) = &index {
             self.seed_from(index, batch.rest.iter().map(|(key, _)| key), batch.keys());
         }
         let gone: Vec<LockKey> = match &found {
