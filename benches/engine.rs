@@ -48,7 +48,7 @@
 //!   1.9 ms of CPU; reads right after it 1.2 ms. So the annotation now
 //!   reads it on a thread of its own while it `lstat`s the held claims'
 //!   files, and the engine does every read off its loop
-//!   (`engine::run::lookup`); the row below that times one read times a
+//!   (`engine::run::inference::lookup`); the row below that times one read times a
 //!   warm one.
 //! - **Annotating 1,000 held keys** (18-23 ms) is mostly reading every
 //!   holder's `/proc/<pid>/fdinfo/*` (2,000 files for 20 holders of 100

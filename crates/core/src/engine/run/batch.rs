@@ -1,48 +1,19 @@
-//! Event-driven probing: changed keys are gathered for [`COALESCE`], then
-//! answered in the engine's mode — lock-free: all judged from one
-//! `/proc/locks` read off the loop, except a key whose holder's fdinfo
-//! shows it still holds it (kept, or confirmed after a close); passive or
-//! acquire: probed one by one, passively when the change is the engine's
-//! own echo or includes a close. Held states are annotated from a
-//! `/proc/locks` read made after the probe, and only differences are
-//! sent.
+//! What the loop does with changed claims, whatever the source: marks
+//! them, takes those due at its timers, drops the ones whose files are
+//! gone, has the rest judged as the source judges
+//! ([`Engine::judge_changed`]: the kernel's lock table, or inference's
+//! probes and reads, [`super::inference`]), and sends only differences
+//! ([`Engine::update`]).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use tokio::time::Instant;
 
 use super::Engine;
-use super::echo::{ECHO_ALARM_PER_SECOND, Fingerprint};
-use super::lookup::Observed;
-use super::source::{CLOSE_CONFIRMS, Confirming};
 use crate::disk::LockKey;
+use crate::engine::Delta;
 use crate::engine::trace::Stage;
-use crate::engine::{Delta, WatcherHealth};
-use crate::liveness::fdinfo::HeldFiles;
-use crate::liveness::probe::IN_FLIGHT_AFTER;
-use crate::liveness::verify::claim_files;
-use crate::liveness::{HoldersNote, KeyState, Liveness, ProbeMode};
-
-/// True when one of `holders` (alive, verified) still shows a flock on
-/// one of `files` in its fdinfo (read once per PID per batch, kept in
-/// `holders_now`): it holds the claim now.
-fn holds_still(
-    holders: &[crate::liveness::ProcessInfo],
-    files: &[crate::liveness::proc_locks::FileId],
-    holders_now: &mut HashMap<u32, HeldFiles>,
-) -> bool {
-    holders
-        .iter()
-        .filter(|holder| holder.alive && !holder.unverified)
-        .any(|holder| {
-            holders_now
-                .entry(holder.pid)
-                .or_insert_with(|| HeldFiles::of(holder.pid))
-                .holds_any(files)
-        })
-}
+use crate::liveness::KeyState;
 
 impl Engine {
     /// `key` changed: it is judged once its source's window passed.
@@ -86,19 +57,11 @@ impl Engine {
         self.watch_echo_rate();
     }
 
-    /// Probes changed keys: in the engine's mode, but passively when the
-    /// change is the engine's own echo (the files are as its last acquire
-    /// probe left them, see [`super::echo`]) or includes a close (someone
-    /// released, or another monitor's probe ended: an acquire probe then
-    /// would only write events for every other monitor). In the lock-free
-    /// mode the whole batch is judged from one `/proc/locks` read, off the
-    /// loop ([`Self::judge_lock_free`]).
+    /// Judges changed keys as the source does (see
+    /// [`super::source`]): a claim whose gate is gone or is no lock file
+    /// any more is removed first (and its files looked at as problems).
     pub(super) async fn probe_batch(&mut self, keys: Vec<LockKey>) {
-        let mut batch = Vec::with_capacity(keys.len());
-        let mut judge = Vec::new();
-        let mut holders_now = HashMap::new();
-        let lock_free = self.config.probe.reads_lock_table();
-        let mut from_table = Vec::new();
+        let mut claims = Vec::with_capacity(keys.len());
         for key in keys {
             let (gate, announce) = (key.gate_path(), key.announce_path());
             let is_file = std::fs::symlink_metadata(&gate).is_ok_and(|m| m.is_file());
@@ -115,313 +78,10 @@ impl Engine {
                 // Its gate came back: no longer an orphan.
                 self.recheck_problem(&announce);
             }
-            let Some(inference) = self.source.inference_mut() else {
-                from_table.push(key);
-                continue;
-            };
-            let closed = inference.closed.remove(&key);
-            let written = inference.written.remove(&key);
-            if lock_free {
-                let settled = !written
-                    && (self.confirmed_by_holder(&key, &mut holders_now)
-                        || closed && self.held_as_shown(&key, &mut holders_now));
-                if !settled {
-                    judge.push((key, closed));
-                }
-                continue;
-            }
-            let echo = inference.echo_marks.get(&key) == Some(&Fingerprint::of(&key));
-            if echo {
-                inference.echo_rate.count();
-            }
-            let mode = if echo || closed {
-                ProbeMode::Passive
-            } else {
-                self.config.probe
-            };
-            self.trace(&key, Stage::ProbeStart);
-            let probed = self.prober.probe_without_waiting(&key, mode).await;
-            self.stats.probes.fetch_add(1, Ordering::Relaxed);
-            self.sweep_touched.touch(&key);
-            if mode.writes()
-                && let Some(inference) = self.source.inference_mut()
-            {
-                inference
-                    .echo_marks
-                    .insert(key.clone(), Fingerprint::of(&key));
-            }
-            if let Some(state) = self.answered(&key, probed, closed) {
-                batch.push((key, state));
-            }
+            claims.push(key);
         }
-        self.watch_echo_rate();
-        if !from_table.is_empty() {
-            self.judge_from_table(from_table);
-        }
-        if !judge.is_empty() {
-            self.judge_lock_free(judge);
-        }
-        let at = SystemTime::now();
-        let batch = batch
-            .into_iter()
-            .map(|(key, state)| (key, state, at))
-            .collect();
-        self.publish(batch);
+        self.judge_changed(claims).await;
         self.flush_problems();
-    }
-
-    /// The lock-free fast path for a key shown held whose only changes
-    /// are closes (a holder letting go, or dying, closes its files;
-    /// another process's probe or a contender giving up closes theirs):
-    /// when one of its verified holders' fdinfo still shows the lock, it
-    /// is still held by that holder — nothing changed, and no
-    /// `/proc/locks` read is needed. True then. False (read it) otherwise:
-    /// the holder that let go may have a successor already (a contender
-    /// blocked in `wait_acquire` takes the lock the moment it is dropped,
-    /// with no event until it writes), which only a read names. The fd of
-    /// a closed file leaves its process's table before the close event is
-    /// made, so a holder that let go never shows the lock here, even while
-    /// the kernel still lists it in `/proc/locks`. `holders_now` keeps
-    /// each PID's fdinfo for the batch.
-    fn held_as_shown(&mut self, key: &LockKey, holders_now: &mut HashMap<u32, HeldFiles>) -> bool {
-        let Some(state) = self.states.get(key) else {
-            return false;
-        };
-        if !matches!(state.liveness, Liveness::Live | Liveness::Own) {
-            return false;
-        }
-        let liveness = state.liveness;
-        if !holds_still(&state.holders, &claim_files(key), holders_now) {
-            return false;
-        }
-        self.looked_by_fdinfo(key, liveness);
-        true
-    }
-
-    /// Counts and traces a look at `key` answered from a holder's fdinfo
-    /// (`liveness`), no `/proc/locks` read: a probe like any other for the
-    /// stats, the trace and the sweep merge.
-    fn looked_by_fdinfo(&mut self, key: &LockKey, liveness: Liveness) {
-        self.stats.probes.fetch_add(1, Ordering::Relaxed);
-        self.trace(key, Stage::ProbeStart);
-        self.trace(key, Stage::Probed(liveness));
-        self.sweep_touched.touch(key);
-    }
-
-    /// The lock-free confirmation of a key held back after a close
-    /// ([`Self::confirm_after_close`]), looked at again (a coalescing
-    /// window later, closes since or not): when a verified holder of the
-    /// held state found then still shows the lock in its fdinfo, that
-    /// look agrees — it held the claim then and holds it now, longer than
-    /// another monitor's momentary probe does, and a holder that let go
-    /// before the close event never shows it (its fd left its table
-    /// first). The state is sent with no `/proc/locks` read: a read can
-    /// cost a hundred milliseconds on a machine with thousands of locks,
-    /// and with closes coming all the time (every contender's failed
-    /// try makes one) a hold shorter than a few of them was never named.
-    /// True when sent.
-    fn confirmed_by_holder(
-        &mut self,
-        key: &LockKey,
-        holders_now: &mut HashMap<u32, HeldFiles>,
-    ) -> bool {
-        let Some(inference) = self.source.inference_mut() else {
-            return false;
-        };
-        let Some(confirming) = inference.confirming.get(key) else {
-            return false;
-        };
-        if !holds_still(&confirming.state.holders, &claim_files(key), holders_now) {
-            return false;
-        }
-        let Some(Confirming { state, .. }) = inference.confirming.remove(key) else {
-            return false;
-        };
-        inference.lookups.touch(key);
-        self.looked_by_fdinfo(key, state.liveness);
-        self.settle(key.clone(), state, SystemTime::now(), true);
-        true
-    }
-
-    /// A probe's answer for `key` (`None`: found in flight), or `None`
-    /// when the key is to be looked at again after the coalescing window
-    /// (marked), while the rest of the batch goes on: a claim in flight
-    /// until it settles ([`Self::settle_in_flight`]), a held one right
-    /// after a close until a look confirms it ([`Self::confirm_after_close`]).
-    pub(super) fn answered(
-        &mut self,
-        key: &LockKey,
-        probed: Option<KeyState>,
-        closed: bool,
-    ) -> Option<KeyState> {
-        let Some(state) = self.settle_in_flight(key, probed) else {
-            self.trace(key, Stage::Probed(Liveness::InFlight));
-            self.mark(key.clone());
-            return None;
-        };
-        self.trace(key, Stage::Probed(state.liveness));
-        (!self.confirm_after_close(key, &state, closed)).then_some(state)
-    }
-
-    /// The close confirmation: true (and the key marked to be looked at
-    /// again) when `state` is held and the key's changes included a close
-    /// (`closed`) — the kernel queues the close event before it drops the
-    /// closed file's locks, so a look right after it can still find the
-    /// lock of a holder that just let go, or the momentary lock of
-    /// another monitor's probe. The held state is sent once a look made
-    /// with no close since agrees, or after [`CLOSE_CONFIRMS`] looks if
-    /// closes keep coming (then it stays held through all of them).
-    pub(super) fn confirm_after_close(
-        &mut self,
-        key: &LockKey,
-        state: &KeyState,
-        closed: bool,
-    ) -> bool {
-        let Some(inference) = self.source.inference_mut() else {
-            return false;
-        };
-        if !state.liveness.is_held() || !closed {
-            inference.confirming.remove(key);
-            return false;
-        }
-        let confirming = inference
-            .confirming
-            .entry(key.clone())
-            .or_insert_with(|| Confirming {
-                looks: 0,
-                state: state.clone(),
-            });
-        confirming.looks += 1;
-        confirming.state = state.clone();
-        if confirming.looks > CLOSE_CONFIRMS {
-            inference.confirming.remove(key);
-            return false;
-        }
-        self.trace(key, Stage::Deferred);
-        self.mark(key.clone());
-        true
-    }
-
-    /// A probe's answer, or `None` to look again: a claim found in flight
-    /// (gate locked, announce not) is re-probed until it settles, and is
-    /// `InFlight` once it has stayed so for [`IN_FLIGHT_AFTER`] since it
-    /// was first found — what a probe waiting in place would answer, but
-    /// without holding up every change behind it for that long.
-    fn settle_in_flight(&mut self, key: &LockKey, probed: Option<KeyState>) -> Option<KeyState> {
-        let in_flight_since = match self.source.inference_mut() {
-            Some(inference) => &mut inference.in_flight_since,
-            None => return probed,
-        };
-        if let Some(state) = probed {
-            in_flight_since.remove(key);
-            return Some(state);
-        }
-        let since = *in_flight_since
-            .entry(key.clone())
-            .or_insert_with(Instant::now);
-        if since.elapsed() < IN_FLIGHT_AFTER {
-            return None;
-        }
-        in_flight_since.remove(key);
-        Some(KeyState::bare(Liveness::InFlight))
-    }
-
-    /// Sends what a batch of probes changed. Holder PIDs come only from a
-    /// `/proc/locks` read made AFTER the probe (an older read could still
-    /// show a dead holder of the same inode), by a lookup off the loop
-    /// ([`super::lookup`]): a held state keeps the holders of the same
-    /// claim until it answers (rechecked then), or waits for it, unsent —
-    /// a held state goes out with its holders, or with the reason it has
-    /// none ([`HoldersNote`]), never as "held by nobody" first and named
-    /// later. A state that is not held is sent at once. A lookup also
-    /// takes every held state still waiting for one: under a steady stream
-    /// of batches, each lookup the rate limit allows is started by a
-    /// batch, so waiting for one of their own could starve them for as
-    /// long as the stream lasts.
-    pub(super) fn publish(&mut self, batch: Vec<Observed>) {
-        let Some(inference) = self.source.inference_mut() else {
-            return;
-        };
-        for (key, _, _) in &batch {
-            inference.lookups.touch(key);
-        }
-        let any_held = batch.iter().any(|(_, state, _)| state.liveness.is_held());
-        if (any_held || inference.waiting()) && inference.lookups.may_start(Instant::now()) {
-            let newer: HashSet<LockKey> = batch.iter().map(|(key, _, _)| key.clone()).collect();
-            let mut lookup = batch.clone();
-            lookup.extend(self.waiting_states(&newer));
-            self.start_lookup(lookup, Vec::new());
-        }
-        for (key, state, at) in batch {
-            self.settle(key, state, at, false);
-        }
-    }
-
-    /// Sends one probed state, or holds it back until its holders are known.
-    pub(super) fn settle(
-        &mut self,
-        key: LockKey,
-        mut state: KeyState,
-        at: SystemTime,
-        annotated: bool,
-    ) {
-        let Some(inference) = self.source.inference_mut() else {
-            return self.update(key, state, at);
-        };
-        if !state.liveness.is_held() {
-            inference.recheck.remove(&key);
-            if let Some((mut spell, seen)) = inference.deferred.remove(&key) {
-                // The hold was seen; its holder was never read: say so.
-                spell.holders_note = Some(HoldersNote::ReleasedBeforeLookup);
-                self.update(key.clone(), spell, seen);
-            }
-            return self.update(key, state, at);
-        }
-        if annotated {
-            inference.deferred.remove(&key);
-            if state.holders.is_empty() {
-                state.holders_note.get_or_insert(HoldersNote::NotVisible);
-            }
-            return self.update(key, state, at);
-        }
-        self.keep_holders_if_same_claim(&key, &mut state);
-        if state.holders.is_empty() {
-            self.trace(&key, Stage::Deferred);
-            if let Some(inference) = self.source.inference_mut() {
-                let first_seen = inference.deferred.get(&key).map_or(at, |(_, seen)| *seen);
-                inference.deferred.insert(key, (state, first_seen));
-            }
-        } else {
-            if let Some(inference) = self.source.inference_mut() {
-                inference.recheck.insert(key.clone());
-            }
-            self.update(key, state, at);
-        }
-    }
-
-    /// While no fresh `/proc/locks` read is allowed: if the key was already
-    /// held and its announce was not rewritten since (same "held since"),
-    /// the claim is the same one, so its known holders still stand — no
-    /// flicker to "held by nobody" on an echo re-probe. A re-taken claim
-    /// (new announce mtime) keeps no PID: the next read names its holder —
-    /// and since the key is re-annotated by that read either way, a re-take
-    /// within one mtime tick shows the old PID for at most one interval.
-    pub(super) fn keep_holders_if_same_claim(&self, key: &LockKey, state: &mut KeyState) {
-        let Some(previous) = self.states.get(key) else {
-            return;
-        };
-        let held = |liveness| matches!(liveness, Liveness::Live | Liveness::Own);
-        if !held(previous.liveness) || !held(state.liveness) || previous.holders.is_empty() {
-            return;
-        }
-        let since = key.held_since();
-        if since.is_some() && since == previous.since {
-            state.liveness = previous.liveness;
-            state.holders = previous.holders.clone();
-            state.waiters = previous.waiters.clone();
-            state.watchers = previous.watchers.clone();
-            state.since = previous.since;
-        }
     }
 
     pub(super) fn update(&mut self, key: LockKey, mut state: KeyState, at: SystemTime) {
@@ -450,27 +110,6 @@ impl Engine {
             previous,
             at,
         });
-    }
-
-    /// Shows a sustained rate of the engine's own echo in its health (and
-    /// takes it back once the rate falls).
-    pub(super) fn watch_echo_rate(&mut self) {
-        let Some(echo_rate) = self.source.inference_mut().map(|i| &mut i.echo_rate) else {
-            return;
-        };
-        if !echo_rate.roll() {
-            return;
-        }
-        let per_second = echo_rate.last_second;
-        match (&self.health, per_second >= ECHO_ALARM_PER_SECOND) {
-            (Some(WatcherHealth::Watching), true) => {
-                self.set_health(WatcherHealth::SelfInflicted { per_second })
-            }
-            (Some(WatcherHealth::SelfInflicted { .. }), false) => {
-                self.set_health(WatcherHealth::Watching)
-            }
-            _ => {}
-        }
     }
 
     /// Keeps the watcher thread's copy of held keys' files in step.

@@ -34,11 +34,9 @@
 
 mod batch;
 mod changes;
-mod echo;
+mod inference;
 mod kernel;
-mod lookup;
 mod newer;
-mod opens;
 mod outbox;
 mod phases;
 mod problems;
@@ -46,8 +44,10 @@ mod refresh;
 mod source;
 mod sweep;
 
+use inference::Inference;
+use inference::lookup;
 pub use outbox::{DELTA_QUEUE, FOLD_SLACK};
-use source::{Inference, Source, Told};
+use source::{Source, Told};
 use sweep::SweepOutcome;
 
 use std::collections::HashSet;

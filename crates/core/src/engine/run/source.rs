@@ -24,29 +24,12 @@
 //! `None` under the other). The engine begins inferring and switches to
 //! the kernel's events once it could open them, before its first view.
 
-use std::collections::{HashMap, HashSet};
-
-use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
+use super::inference::Inference;
 use super::kernel::Kernel;
-use super::{echo, lookup};
+use super::lookup;
 use crate::disk::LockKey;
-use crate::liveness::KeyState;
-
-/// How many looks in a row a key found held right after a close may be
-/// held back (the batch's `confirm_after_close`: inference's close
-/// confirmation).
-pub(super) const CLOSE_CONFIRMS: u8 = 3;
-
-/// A key held back after a close, while its looks are confirmed.
-#[derive(Debug)]
-pub(super) struct Confirming {
-    /// Looks that found it held so far.
-    pub(super) looks: u8,
-    /// The held state the last of them found.
-    pub(super) state: KeyState,
-}
 
 /// What the liveness source has for the loop.
 pub(super) enum Told {
@@ -240,109 +223,18 @@ impl Source {
     }
 }
 
-/// What the engine keeps only while it infers liveness.
-pub(super) struct Inference {
-    /// Keys changed since the last batch.
-    pub(super) pending: HashSet<LockKey>,
-    /// When the pending batch is due.
-    pub(super) batch_due: Option<Instant>,
-    /// Keys of `pending` whose changes include a close of a file opened
-    /// for writing (see [`batch`]'s close confirmation).
-    pub(super) closed: HashSet<LockKey>,
-    /// Keys of `pending` whose changes include something else than a
-    /// close (a create, a write, a removal): someone may have taken them.
-    pub(super) written: HashSet<LockKey>,
-    /// Keys found held after a close, with how many looks confirmed it
-    /// so far and the held state found last: it is sent only once a look
-    /// with no close since agrees ([`CLOSE_CONFIRMS`] at most).
-    pub(super) confirming: HashMap<LockKey, Confirming>,
-    /// Keys found in flight (gate locked, announce not), since when: they
-    /// are probed again, not waited for.
-    pub(super) in_flight_since: HashMap<LockKey, Instant>,
-    /// The `/proc/locks` lookups, which run off the loop.
-    pub(super) lookups: lookup::Lookups,
-    /// Where a lookup's outcome is sent, and received by the loop.
-    pub(super) lookup_results_tx: UnboundedSender<lookup::LookupOutcome>,
-    pub(super) lookup_results: UnboundedReceiver<lookup::LookupOutcome>,
-    /// Held probe results whose holders the rate-limited `/proc/locks`
-    /// read has not named yet: sent once it has (never without holders
-    /// and a reason), with the time they were observed.
-    pub(super) deferred: HashMap<LockKey, (KeyState, std::time::SystemTime)>,
-    /// Held keys sent with the holders of the same claim, to confirm at
-    /// the next read.
-    pub(super) recheck: HashSet<LockKey>,
-    /// Held keys whose files were opened (a contender or a watcher may be
-    /// arriving): rechecked once the opens settled
-    /// ([`super::opens::OPEN_SETTLE`]), so that the look finds the `flock`
-    /// the open came before.
-    pub(super) opened_held: HashSet<LockKey>,
-    /// When the opened claim files are next compared with `/proc/locks`
-    /// (`Some` while some wait).
-    pub(super) opens_due: Option<Instant>,
-    /// What each key's files looked like right after the engine's last
-    /// acquire probe of it (its own writes).
-    pub(super) echo_marks: HashMap<LockKey, echo::Fingerprint>,
-    /// The engine's own echoes per second.
-    pub(super) echo_rate: echo::EchoRate,
-}
-
-impl Inference {
-    /// Nothing pending, waiting or remembered.
-    pub(super) fn new() -> Self {
-        let (lookup_results_tx, lookup_results) = mpsc::unbounded_channel();
-        Self {
-            pending: HashSet::new(),
-            batch_due: None,
-            closed: HashSet::new(),
-            written: HashSet::new(),
-            confirming: HashMap::new(),
-            in_flight_since: HashMap::new(),
-            lookups: lookup::Lookups::default(),
-            lookup_results_tx,
-            lookup_results,
-            deferred: HashMap::new(),
-            recheck: HashSet::new(),
-            opened_held: HashSet::new(),
-            opens_due: None,
-            echo_marks: HashMap::new(),
-            echo_rate: echo::EchoRate::default(),
+impl super::Engine {
+    /// Judges changed claims as the source does: from the lock table the
+    /// kernel's events keep, or by inference (probes, or one
+    /// `/proc/locks` read in the lock-free mode). The one place the
+    /// engine's judgement of a change depends on its source.
+    pub(super) async fn judge_changed(&mut self, claims: Vec<LockKey>) {
+        match self.source {
+            Source::Kernel(_) if claims.is_empty() => {}
+            Source::Kernel(_) => self.judge_from_table(claims),
+            // Even with none left: a lookup the held states wait for may
+            // start now.
+            Source::Inference(_) => self.infer_batch(claims).await,
         }
-    }
-
-    /// Forgets everything kept about `key` (removed from the view).
-    pub(super) fn forget(&mut self, key: &LockKey) {
-        self.echo_marks.remove(key);
-        self.in_flight_since.remove(key);
-        self.lookups.touch(key);
-        self.pending.remove(key);
-        self.closed.remove(key);
-        self.written.remove(key);
-        self.confirming.remove(key);
-        self.deferred.remove(key);
-        self.recheck.remove(key);
-        self.opened_held.remove(key);
-    }
-
-    /// Drops the changes waiting for a batch and the looks held back: a
-    /// judgement of every key comes, and stands for them.
-    pub(super) fn clear_changes(&mut self) {
-        self.pending.clear();
-        self.closed.clear();
-        self.written.clear();
-        self.confirming.clear();
-        self.batch_due = None;
-    }
-
-    /// Looks at the opened files [`super::opens::OPEN_SETTLE`] after the
-    /// first open since the last look.
-    fn opens_settle(&mut self) {
-        self.opens_due
-            .get_or_insert(Instant::now() + super::opens::OPEN_SETTLE);
-    }
-
-    /// Whether held states wait for a `/proc/locks` read (deferred, or
-    /// sent with kept holders to confirm).
-    pub(super) fn waiting(&self) -> bool {
-        !self.deferred.is_empty() || !self.recheck.is_empty()
     }
 }

@@ -23,7 +23,7 @@ use crate::disk::LockKey;
 /// What one claim's files look like on disk: identity, size and times of
 /// the gate and the announce (`None` where a file is missing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Fingerprint {
+pub(in crate::engine::run) struct Fingerprint {
     gate: Option<FileStamp>,
     announce: Option<FileStamp>,
 }
@@ -38,7 +38,7 @@ struct FileStamp {
 
 impl Fingerprint {
     /// Reads both files' metadata (`lstat`: never through a symlink).
-    pub(super) fn of(key: &LockKey) -> Self {
+    pub(in crate::engine::run) fn of(key: &LockKey) -> Self {
         let stamp = |path: std::path::PathBuf| {
             std::fs::symlink_metadata(path).ok().map(|meta| FileStamp {
                 inode: meta.ino(),
@@ -56,16 +56,16 @@ impl Fingerprint {
 
 /// How many of the engine's own echoes in one second make its event rate
 /// "self-inflicted" on the header.
-pub(super) const ECHO_ALARM_PER_SECOND: u64 = 1000;
+pub(in crate::engine::run) const ECHO_ALARM_PER_SECOND: u64 = 1000;
 
 /// Counts echoes per second, to make a sustained self-inflicted event rate
 /// visible.
 #[derive(Debug)]
-pub(super) struct EchoRate {
+pub(in crate::engine::run) struct EchoRate {
     second_began: Instant,
     this_second: u64,
     /// Echoes counted in the last full second.
-    pub(super) last_second: u64,
+    pub(in crate::engine::run) last_second: u64,
 }
 
 impl Default for EchoRate {
@@ -80,14 +80,14 @@ impl Default for EchoRate {
 
 impl EchoRate {
     /// Counts one echo.
-    pub(super) fn count(&mut self) {
+    pub(in crate::engine::run) fn count(&mut self) {
         self.roll();
         self.this_second += 1;
     }
 
     /// Closes the current second if it is over; returns true when the
     /// last full second's count changed which side of the alarm it is on.
-    pub(super) fn roll(&mut self) -> bool {
+    pub(in crate::engine::run) fn roll(&mut self) -> bool {
         let elapsed = self.second_began.elapsed().as_secs();
         if elapsed == 0 {
             return false;

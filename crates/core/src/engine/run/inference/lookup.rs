@@ -10,7 +10,7 @@
 //!
 //! Invariants:
 //! - at most one lookup runs at a time, and one starts at most once per
-//!   [`INDEX_MIN_INTERVAL`](super::INDEX_MIN_INTERVAL);
+//!   [`INDEX_MIN_INTERVAL`](crate::engine::run::INDEX_MIN_INTERVAL);
 //! - a key probed, swept or removed after a lookup began keeps that newer
 //!   answer: the lookup's is dropped, and the key, still waiting, is
 //!   looked up by the next one — unless the newer probe found the same
@@ -30,10 +30,10 @@ use std::time::SystemTime;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
-use super::Engine;
 use crate::disk::LockKey;
 use crate::engine::EngineStats;
 use crate::engine::fs_events::claim_of;
+use crate::engine::run::Engine;
 use crate::engine::trace::{self, Stage, Trace};
 use crate::liveness::annotate::{Recheck, annotate_reading, annotate_with};
 use crate::liveness::lock_free;
@@ -42,7 +42,7 @@ use crate::liveness::{KeyState, Liveness};
 
 /// The shortest time between the starts of two lookups that judge
 /// changed keys lock-free (their read IS the probe, so it cannot wait
-/// [`INDEX_MIN_INTERVAL`](super::INDEX_MIN_INTERVAL)): each read makes
+/// [`INDEX_MIN_INTERVAL`](crate::engine::run::INDEX_MIN_INTERVAL)): each read makes
 /// every lock call on the machine wait while it runs, so under a steady
 /// churn reads are spaced, and the changes of the interval share one.
 pub(crate) const JUDGE_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
@@ -77,10 +77,10 @@ fn thread_cpu() -> std::time::Duration {
 }
 
 /// A probed state with the time it was observed.
-pub(super) type Observed = (LockKey, KeyState, SystemTime);
+pub(in crate::engine::run) type Observed = (LockKey, KeyState, SystemTime);
 
 /// What one lookup found.
-pub(super) struct LookupOutcome {
+pub(in crate::engine::run) struct LookupOutcome {
     /// The engine's generation when it began.
     generation: u64,
     /// The looked-up states, annotated (holders, waiters, shared locks).
@@ -186,9 +186,9 @@ impl LookupJob {
 /// The loop's side of the lookups: whether one runs, what changed since
 /// it began, and where answers arrive.
 #[derive(Default)]
-pub(super) struct Lookups {
+pub(in crate::engine::run) struct Lookups {
     /// While a lookup runs: the keys given a newer answer since it began.
-    touched: super::newer::Newer,
+    touched: crate::engine::run::newer::Newer,
     /// When the last lookup began (the rate limit).
     last_start: Option<Instant>,
     /// When the judging reads' budget is spent down to nothing (the
@@ -198,40 +198,41 @@ pub(super) struct Lookups {
 
 impl Lookups {
     /// Whether a lookup runs now.
-    pub(super) fn running(&self) -> bool {
+    pub(in crate::engine::run) fn running(&self) -> bool {
         self.touched.active()
     }
 
     /// Notes that `key` has an answer newer than a running lookup's.
-    pub(super) fn touch(&mut self, key: &LockKey) {
+    pub(in crate::engine::run) fn touch(&mut self, key: &LockKey) {
         self.touched.touch(key);
     }
 
     /// When the rate limit next allows a lookup to start (now, if it
     /// allows one now).
-    pub(super) fn ready_at(&self) -> Instant {
-        self.last_start
-            .map_or_else(Instant::now, |at| at + super::INDEX_MIN_INTERVAL)
+    pub(in crate::engine::run) fn ready_at(&self) -> Instant {
+        self.last_start.map_or_else(Instant::now, |at| {
+            at + crate::engine::run::INDEX_MIN_INTERVAL
+        })
     }
 
     /// Whether a lookup may start at `now`: none runs, and the rate limit
     /// allows it.
-    pub(super) fn may_start(&self, now: Instant) -> bool {
+    pub(in crate::engine::run) fn may_start(&self, now: Instant) -> bool {
         !self.running()
             && self
                 .last_start
-                .is_none_or(|at| now >= at + super::INDEX_MIN_INTERVAL)
+                .is_none_or(|at| now >= at + crate::engine::run::INDEX_MIN_INTERVAL)
     }
 
     /// Whether a lookup that judges changed keys lock-free may start at
     /// `now`: none runs, the last began [`JUDGE_MIN_INTERVAL`] ago, and
     /// the read budget allows it ([`JUDGE_BURST`]).
-    pub(super) fn may_judge(&self, now: Instant) -> bool {
+    pub(in crate::engine::run) fn may_judge(&self, now: Instant) -> bool {
         !self.running() && self.judge_allowed_at().is_none_or(|at| now >= at)
     }
 
     /// When a judging lookup may next start, if none runs.
-    pub(super) fn judge_ready_at(&self) -> Instant {
+    pub(in crate::engine::run) fn judge_ready_at(&self) -> Instant {
         self.judge_allowed_at().unwrap_or_else(Instant::now)
     }
 
@@ -258,7 +259,11 @@ impl Engine {
     /// Starts a lookup of `batch` (annotated afresh) and of the opened
     /// claim files `opened`, on a blocking-pool thread; its outcome comes
     /// back through `lookup_results` ([`Self::apply_lookup`]).
-    pub(super) fn start_lookup(&mut self, batch: Vec<Observed>, opened: Vec<PathBuf>) {
+    pub(in crate::engine::run) fn start_lookup(
+        &mut self,
+        batch: Vec<Observed>,
+        opened: Vec<PathBuf>,
+    ) {
         self.start_lookup_judging(batch, Vec::new(), opened);
     }
 
@@ -299,7 +304,7 @@ impl Engine {
     /// Starts a lookup for what waits for one — held states not yet named
     /// or to confirm, and opened files once they settled — if the rate
     /// limit allows and anything waits.
-    pub(super) fn start_waiting_lookup(&mut self, now: Instant) {
+    pub(in crate::engine::run) fn start_waiting_lookup(&mut self, now: Instant) {
         let Some(inference) = self.source.inference_mut() else {
             return;
         };
@@ -327,7 +332,7 @@ impl Engine {
     /// held states that wait for a lookup). While a lookup runs, or while
     /// [`Lookups::may_judge`] says the reads' spacing or budget forbid
     /// one, the keys wait in the pending set: the next read takes them all.
-    pub(super) fn judge_lock_free(&mut self, keys: Vec<(LockKey, bool)>) {
+    pub(in crate::engine::run) fn judge_lock_free(&mut self, keys: Vec<(LockKey, bool)>) {
         let now = Instant::now();
         let Some(inference) = self.source.inference_mut() else {
             return;
@@ -388,7 +393,7 @@ impl Engine {
                 .iter()
                 .any(|key| inference.confirming.contains_key(key));
             let due = if confirming {
-                now + super::COALESCE
+                now + crate::engine::run::COALESCE
             } else {
                 inference.lookups.judge_ready_at().max(now)
             };
@@ -399,7 +404,7 @@ impl Engine {
     /// Merges a lookup's answer: each state whose key got no newer answer
     /// since is settled as annotated; each opened file someone locked
     /// while the view does not show its key held is probed.
-    pub(super) fn apply_lookup(&mut self, outcome: LookupOutcome) -> usize {
+    pub(in crate::engine::run) fn apply_lookup(&mut self, outcome: LookupOutcome) -> usize {
         let Some(inference) = self.source.inference_mut() else {
             return 0;
         };
@@ -455,7 +460,7 @@ impl Engine {
     /// holders to confirm), except the keys in `skip` (a newer probe
     /// result stands for them), made ready to be annotated afresh. They
     /// stay waiting until the lookup's answer settles them.
-    pub(super) fn waiting_states(&self, skip: &HashSet<LockKey>) -> Vec<Observed> {
+    pub(in crate::engine::run) fn waiting_states(&self, skip: &HashSet<LockKey>) -> Vec<Observed> {
         let Some(inference) = self.source.inference() else {
             return Vec::new();
         };
@@ -499,11 +504,11 @@ mod tests {
 
     impl Engine {
         /// The inference's bookkeeping (these tests' engines infer).
-        fn inference(&self) -> &super::super::source::Inference {
+        fn inference(&self) -> &super::super::Inference {
             self.source.inference().expect("the engine infers")
         }
 
-        fn inference_mut(&mut self) -> &mut super::super::source::Inference {
+        fn inference_mut(&mut self) -> &mut super::super::Inference {
             self.source.inference_mut().expect("the engine infers")
         }
     }
