@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use tokio::io::unix::AsyncFd;
 
-use super::fs_events::{FsChange, file_change, renamed};
+use super::fs_change::{FsChange, file_change, renamed};
 use super::trace::{self, Stage, Trace};
 use crate::liveness::kernel::live_table::Nudger;
 

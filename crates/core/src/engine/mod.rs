@@ -14,6 +14,7 @@ mod direct_watch;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fixtures;
 pub mod fold;
+pub(crate) mod fs_change;
 pub(crate) mod fs_events;
 mod run;
 pub mod source_choice;
