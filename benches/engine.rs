@@ -6,15 +6,33 @@
 //!
 //! - `cargo bench --bench engine` (argv contains `--bench`): the full suite
 //!   (10,000 keys, 1,000 held by 20 processes, 50 kills per probe mode,
-//!   5 s idle, 100,000 keys).
+//!   5 s idle, 100,000 keys, 3 runs of a 20 s churn at the floor).
 //! - the same binary without `--bench` (what `cargo test --all-targets`
 //!   runs), or with `--smoke`: a tiny version that exercises every code
 //!   path in a few seconds and exits 0.
 //! - `-- --only-snapshot` / `-- --only-latency` / `-- --only-interference`
-//!   / `-- --only-verdicts`: the fixture and one section (1, 2, 5 or 6) alone.
+//!   / `-- --only-verdicts` / `-- --only-floor`: the fixture and one section
+//!   (1, 2, 5, 6 or 7) alone.
 //!   Section 5 (interference) runs real `locktop watch --probe MODE`
 //!   monitors; a mode the binary does not know yet prints `skipped: mode
 //!   not supported by this binary` rows.
+//! - Section 7, THE ENGINE AT THE FLOOR ([`support::floor`]): `locktop
+//!   watch --no-connect --source kernel` and `--source inference` beside
+//!   `inotifywait -m -r <state>/locks`, side by side on the same churn of
+//!   `locktop hold` processes (scale's section 2 driver, 2,000 agents, ~24
+//!   holds a second for 20 s): each one's CPU (utime+stime of all its
+//!   threads, `/proc/PID/stat`), per acquisition too, its voluntary context
+//!   switches per acquisition (summed over `/proc/PID/task/*/status`, and
+//!   thread by thread) and its threads, each as a ratio to inotifywait's in
+//!   the same run; then the kernel watch's kill → `free` p99 beside raw
+//!   inotify's IN_CLOSE of the victim's files, quiet and beside one busy
+//!   loop per CPU. Min / median / max of 3 runs (1 run, 1 s of churn in
+//!   the smoke run). `-- --baseline-bin PATH` (this section only): the
+//!   same rows for that binary's two watches in the same runs, with
+//!   current / baseline. Without inotifywait its row prints `skipped:`;
+//!   where the kernel's events may not be read (not root, no CAP_PERFMON,
+//!   no tracefs), the kernel watches' rows do (both panic under
+//!   `LOCKTOP_REQUIRE_ALL=1`).
 //!
 //! Targets are printed as PASS/MISS; they never fail the run. Every child
 //! process is SIGKILLed on exit, panic included ([`support::Guarded`]);
@@ -95,8 +113,10 @@ use locktop::liveness::dir_probe::probe_passive;
 use locktop::liveness::probe::{ProbeMode, Prober};
 use locktop::locks::agent_tag_lock;
 
+use support::floor;
 use support::interference::{self, SPAWNER_PAUSE_MAX_US, finish_spawner, start_spawner};
-use support::killpath::{KillPath, RawInotify};
+use support::killpath::{KillPath, RawInotify, tag_keys};
+use support::outside::Churn;
 use support::*;
 
 /// Everything that differs between the full run and the smoke run.
@@ -141,6 +161,8 @@ struct Plan {
     frame_samples: usize,
     /// Samples per row of the verdicts section.
     verdict_samples: usize,
+    /// Section 7 (the engine at the floor).
+    floor: floor::Sizes,
 }
 
 impl Plan {
@@ -175,6 +197,14 @@ impl Plan {
             monitor_counts: &[1, 3],
             frame_samples: 200,
             verdict_samples: 30,
+            floor: floor::Sizes {
+                runs: 3,
+                churn: Churn::STEADY,
+                settle: Duration::from_secs(1),
+                kills: 50,
+                keys_per_kill: 3,
+                dwell_ms: 50..300,
+            },
         }
     }
 
@@ -209,6 +239,14 @@ impl Plan {
             monitor_counts: &[1, 2],
             frame_samples: 20,
             verdict_samples: 2,
+            floor: floor::Sizes {
+                runs: 1,
+                churn: Churn::SMOKE,
+                settle: Duration::from_millis(200),
+                kills: 3,
+                keys_per_kill: 3,
+                dwell_ms: 20..60,
+            },
         }
     }
 
@@ -302,7 +340,15 @@ async fn run(plan: &Plan, args: &[String]) {
     ));
 
     // `--only-verdicts`, `--only-latency`, `--only-interference`,
-    // `--only-snapshot`: the fixture and section 6, 2, 5 or 1 alone.
+    // `--only-snapshot`, `--only-floor`: the fixture and section 6, 2, 5,
+    // 1 or 7 alone.
+    if args.iter().any(|a| a == "--only-floor") {
+        let t = Instant::now();
+        section_floor(plan, &bin, tmp.path(), args, &mut targets);
+        took(t);
+        targets.say(plan.name == "SMOKE", "engine");
+        return;
+    }
     if args.iter().any(|a| a == "--only-snapshot") {
         let t = Instant::now();
         section_snapshot(plan, &bin, &state, &mut targets).await;
@@ -348,6 +394,11 @@ async fn run(plan: &Plan, args: &[String]) {
         targets.add(line);
     }
     took(t);
+    if all {
+        let t = Instant::now();
+        section_floor(plan, &bin, tmp.path(), args, &mut targets);
+        took(t);
+    }
 
     targets.say(plan.name == "SMOKE", "engine");
     drop(holders);
@@ -381,6 +432,22 @@ async fn other_sections(
     let t = Instant::now();
     support::frames::section_frames(plan.big_tags + plan.big_instances, plan.frame_samples);
     took(t);
+}
+
+/// Section 7 ([`floor::section`]), beside `--baseline-bin PATH`'s
+/// watches when given.
+fn section_floor(plan: &Plan, bin: &Path, tmp: &Path, args: &[String], targets: &mut Targets) {
+    let baseline = args
+        .iter()
+        .position(|a| a == "--baseline-bin")
+        .map(|i| {
+            args.get(i + 1)
+                .expect("--baseline-bin takes a path")
+                .as_str()
+        })
+        .or_else(|| args.iter().find_map(|a| a.strip_prefix("--baseline-bin=")))
+        .map(Path::new);
+    floor::section(bin, baseline, tmp, &plan.floor, targets);
 }
 
 /// `(section: 12.3 s)` — where the bench's own time goes.
@@ -1001,13 +1068,7 @@ async fn kill_latency(
             }
         }
         let all = t0.elapsed();
-        let victims: Vec<LockKey> = names
-            .iter()
-            .map(|name| {
-                let (dir, key) = agent_tag_lock(state, name);
-                LockKey::from_coord(state, &dir, &key)
-            })
-            .collect();
+        let victims = tag_keys(state, &names);
         let last = victims
             .iter()
             .filter_map(|key| Some((key, *received.get(key.name())?)))
@@ -1191,15 +1252,9 @@ impl Learning {
                         source: choice.source,
                         ..EngineConfig::default()
                     }),
-                    Err(why) => {
-                        let line = format!(
-                            "skipped: {why:#} (run the bench as root, or give it CAP_PERFMON, with tracefs mounted)"
-                        );
-                        if std::env::var("LOCKTOP_REQUIRE_ALL").is_ok_and(|v| v == "1") {
-                            panic!("{line}, and LOCKTOP_REQUIRE_ALL=1");
-                        }
-                        Err(line)
-                    }
+                    Err(why) => Err(skipped(format!(
+                        "skipped: {why:#} (run the bench as root, or give it CAP_PERFMON, with tracefs mounted)"
+                    ))),
                 }
             }
         }
@@ -1302,17 +1357,7 @@ async fn section_latency(
     }
     // Under load: one spinning process per CPU beside the engine (a busy
     // agent host), same kills.
-    let burners: Vec<Guarded> = (0..nproc())
-        .map(|_| {
-            Guarded::new(
-                Command::new("sh")
-                    .args(["-c", "while :; do :; done"])
-                    .stdin(Stdio::null())
-                    .spawn()
-                    .expect("spawn a CPU burner"),
-            )
-        })
-        .collect();
+    let burners = cpu_hogs();
     let mut loaded_p99 = Vec::new();
     for learning in LEARNINGS {
         let Ok(config) = learning.config(state) else {

@@ -138,13 +138,7 @@ impl Plan {
     fn full() -> Self {
         Self {
             name: "FULL",
-            churn: Churn {
-                agents: 2_000,
-                parents: 100,
-                window: Duration::from_secs(20),
-                alive: 6,
-                per_second: 24.0,
-            },
+            churn: Churn::STEADY,
             settle: Duration::from_secs(1),
             view_timeout: Duration::from_secs(120),
             keys: Size {
@@ -163,13 +157,7 @@ impl Plan {
     fn smoke() -> Self {
         Self {
             name: "SMOKE",
-            churn: Churn {
-                agents: 400,
-                parents: 20,
-                window: Duration::from_secs(1),
-                alive: 6,
-                per_second: 24.0,
-            },
+            churn: Churn::SMOKE,
             settle: Duration::from_millis(200),
             view_timeout: Duration::from_secs(60),
             keys: Size {

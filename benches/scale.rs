@@ -78,7 +78,7 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
@@ -138,13 +138,7 @@ impl Plan {
             runs: 3,
             settle: Duration::from_secs(1),
             view_timeout: Duration::from_secs(300),
-            churn: Churn {
-                agents: 2_000,
-                parents: 100,
-                window: Duration::from_secs(20),
-                alive: 6,
-                per_second: 24.0,
-            },
+            churn: Churn::STEADY,
             idle: Duration::from_secs(120),
         }
     }
@@ -167,13 +161,7 @@ impl Plan {
             runs: 1,
             settle: Duration::from_millis(200),
             view_timeout: Duration::from_secs(60),
-            churn: Churn {
-                agents: 400,
-                parents: 20,
-                window: Duration::from_secs(1),
-                alive: 6,
-                per_second: 24.0,
-            },
+            churn: Churn::SMOKE,
             idle: Duration::from_secs(2),
         }
     }
@@ -924,23 +912,6 @@ fn tui_view(
 // ===========================================================================
 // 2. Steady churn CPU
 
-/// `inotifywait`'s version line, if it is installed.
-fn inotifywait_version() -> Option<String> {
-    let out = Command::new("inotifywait")
-        .arg("--help")
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    Some(
-        text.lines()
-            .next()
-            .unwrap_or("inotifywait")
-            .trim()
-            .to_string(),
-    )
-}
-
 fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
     say(format!(
         "\n2. STEADY CHURN CPU  {} agents on disk (free instance keys under {} parents); a driver keeps \
@@ -955,10 +926,7 @@ fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
         fmt_dur(plan.churn.window)
     ));
     let Some(version) = inotifywait_version() else {
-        if std::env::var("LOCKTOP_REQUIRE_ALL").is_ok_and(|v| v == "1") {
-            panic!("inotifywait is not installed and LOCKTOP_REQUIRE_ALL=1");
-        }
-        say("   skipped: install inotify-tools (apt-get install inotify-tools)");
+        say(format!("   {}", inotifywait_missing()));
         return;
     };
     let state = tmp.join("state-churn");
@@ -971,27 +939,7 @@ fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
     ));
 
     // inotifywait, ready once it says "Watches established.".
-    let mut inotify = Guarded::new(
-        Command::new("inotifywait")
-            .args(["-m", "-r"])
-            .arg(state.join("locks"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn inotifywait"),
-    );
-    let inotify_lines = Arc::new(AtomicUsize::new(0));
-    let (_, inotify_reader) = drain_lines(
-        inotify.child_mut().stdout.take().expect("piped"),
-        inotify_lines.clone(),
-        |_| false,
-    );
-    let (inotify_ready, _) = drain_lines(
-        inotify.child_mut().stderr.take().expect("piped"),
-        Arc::default(),
-        |line| line.contains("Watches established"),
-    );
+    let inotify = Inotifywait::spawn(&state.join("locks"));
     let watch_lines = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut watch = spawn_locktop(bin, &state, &["watch"], Stdio::null());
@@ -1002,7 +950,7 @@ fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
     );
     let (mut serve, base) = start_serve(bin, &state);
     let ready = [
-        inotify_ready.recv_timeout(plan.view_timeout).is_ok(),
+        inotify.ready.recv_timeout(plan.view_timeout).is_ok(),
         watch_synced.recv_timeout(plan.view_timeout).is_ok(),
         wait_healthy(&base, start, plan.view_timeout).is_some(),
     ];
@@ -1012,10 +960,10 @@ fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
         fmt_dur(plan.view_timeout)
     );
     std::thread::sleep(plan.settle);
-    let pids = [inotify.pid(), watch.pid(), serve.pid()];
+    let pids = [inotify.process.pid(), watch.pid(), serve.pid()];
     let before = pids.map(|pid| cpu_ticks(pid).unwrap_or(0));
     let lines_before = [
-        inotify_lines.load(Ordering::Relaxed),
+        inotify.lines.load(Ordering::Relaxed),
         watch_lines.load(Ordering::Relaxed),
     ];
     let (stats, window) = churn(&plan.churn, bin, &state, &aihs, || {
@@ -1023,13 +971,13 @@ fn section_churn(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
     });
     let (after, elapsed) = window;
     let lines = [
-        inotify_lines.load(Ordering::Relaxed) - lines_before[0],
+        inotify.lines.load(Ordering::Relaxed) - lines_before[0],
         watch_lines.load(Ordering::Relaxed) - lines_before[1],
     ];
     stop(&mut serve);
     stop(&mut watch);
-    stop(&mut inotify);
-    let _ = (watch_reader.join(), inotify_reader.join());
+    inotify.finish();
+    let _ = watch_reader.join();
 
     let hz = clock_ticks_per_second();
     let used: Vec<u64> = (0..3).map(|i| after[i].saturating_sub(before[i])).collect();
@@ -1113,13 +1061,7 @@ fn section_idle(plan: &Plan, bin: &Path, tmp: &Path, targets: &mut Targets) {
                     row.report(source, plan.idle, targets);
                 }
             }
-            Err(why) => {
-                let line = format!("   skipped: {why}");
-                if std::env::var("LOCKTOP_REQUIRE_ALL").is_ok_and(|v| v == "1") {
-                    panic!("{line}, and LOCKTOP_REQUIRE_ALL=1");
-                }
-                say(line);
-            }
+            Err(why) => say(format!("   {}", skipped(format!("skipped: {why}")))),
         }
     }
 }

@@ -40,7 +40,8 @@ use std::time::{Duration, Instant};
 use locktop::locks::agent_tag_lock;
 
 use super::{
-    Guarded, Targets, create_free_keys_sdk, fmt_dur, percentile, ratio, say, thousands, verdict,
+    Guarded, Targets, create_free_keys_sdk, fmt_dur, kernel_refused, percentile, ratio, say,
+    thousands, verdict,
 };
 
 /// Argument that turns the bench binary into an agent child:
@@ -381,14 +382,7 @@ fn start_monitors(
                 if text.contains("invalid value") || text.contains("unexpected argument") {
                     return Err(SKIPPED.into());
                 }
-                if text.contains("--source kernel:") {
-                    let line = format!(
-                        "skipped: {} (run the bench as root, or give it CAP_PERFMON, with tracefs mounted)",
-                        text.trim()
-                    );
-                    if std::env::var("LOCKTOP_REQUIRE_ALL").is_ok_and(|v| v == "1") {
-                        panic!("{line}, and LOCKTOP_REQUIRE_ALL=1");
-                    }
+                if let Some(line) = kernel_refused(&text) {
                     return Err(line);
                 }
                 panic!("locktop watch ({mode}) exited ({status}) before watching: {text}");

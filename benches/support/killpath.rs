@@ -71,20 +71,52 @@ impl RawInotify {
     /// (`None` if one was not seen at all); forgets everything read so far.
     pub fn all_closed(&self, keys: &[LockKey], since: Instant) -> Option<Duration> {
         let closes = std::mem::take(&mut *self.closes.lock().expect("raw inotify store"));
-        let mut last = Duration::ZERO;
-        for key in keys {
-            for path in [key.gate_path(), key.announce_path()] {
-                let name = path.file_name()?;
-                let first = closes
-                    .iter()
-                    .filter(|(closed, at)| closed == name && *at >= since)
-                    .map(|(_, at)| at.duration_since(since))
-                    .min()?;
-                last = last.max(first);
-            }
-        }
-        Some(last)
+        last_closed(&closes, keys, since)
     }
+
+    /// [`RawInotify::all_closed`], but waiting until `deadline` for the
+    /// reader to see them (its thread may run after the watcher it is
+    /// compared with, e.g. beside CPU hogs); forgets nothing.
+    pub fn wait_closed(
+        &self,
+        keys: &[LockKey],
+        since: Instant,
+        deadline: Instant,
+    ) -> Option<Duration> {
+        loop {
+            let closes = self.closes.lock().expect("raw inotify store");
+            if let Some(last) = last_closed(&closes, keys, since) {
+                return Some(last);
+            }
+            drop(closes);
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// When the last of `keys`' files was first seen closed in `closes` after
+/// `since` (`None` if one was not).
+fn last_closed(
+    closes: &[(OsString, Instant)],
+    keys: &[LockKey],
+    since: Instant,
+) -> Option<Duration> {
+    let mut last = Duration::ZERO;
+    for key in keys {
+        for path in [key.gate_path(), key.announce_path()] {
+            let name = path.file_name()?;
+            let first = closes
+                .iter()
+                .filter(|(closed, at)| closed == name && *at >= since)
+                .map(|(_, at)| at.duration_since(since))
+                .min()?;
+            last = last.max(first);
+        }
+    }
+    Some(last)
 }
 
 impl Drop for RawInotify {
@@ -93,6 +125,18 @@ impl Drop for RawInotify {
         // Wake the reader: one close in its directory.
         let _ = tempfile::tempfile_in(&self.dir);
     }
+}
+
+/// The keys of tags `names` under `state`: a victim's, for
+/// [`RawInotify::all_closed`].
+pub fn tag_keys(state: &Path, names: &[String]) -> Vec<LockKey> {
+    names
+        .iter()
+        .map(|name| {
+            let (dir, key) = locktop::locks::agent_tag_lock(state, name);
+            LockKey::from_coord(state, &dir, &key)
+        })
+        .collect()
 }
 
 /// One kill's way through the engine, for the key reported free last:

@@ -3,6 +3,9 @@
 //! usage and report formatting. No figure is computed here, except in
 //! [`frames`], the TUI frame-render section.
 
+/// Section 7, the engine at the floor: the kernel source's watch beside
+/// `inotifywait -m -r` on the same churn, and beside an older binary's.
+pub mod floor;
 /// Frame render time of the TUI at 100k keys.
 pub mod frames;
 /// Section 5's rows with real `locktop watch` monitors: refusals of an
@@ -11,9 +14,10 @@ pub mod frames;
 pub mod interference;
 /// Where a kill's latency goes, stage by stage, beside raw inotify.
 pub mod killpath;
-/// What the benches that run the binary alone share (scale, journal):
-/// child locktops, held fixtures, a churn of holders, CPU from /proc.
-#[allow(dead_code)] // engine.rs has no use for it
+/// What the benches that run the binary alone share (scale, journal, and
+/// engine's section 7): child locktops, held fixtures, a churn of
+/// holders, inotifywait, CPU and context switches from /proc.
+#[allow(dead_code)] // engine.rs uses a part of it
 pub mod outside;
 pub mod verdicts;
 
@@ -240,6 +244,44 @@ pub fn spawn_holder_retrying(
             }
         }
     }
+}
+
+/// One busy loop (`sh -c 'while :; do :; done'`) per CPU: a busy host.
+/// Killed when dropped.
+pub fn cpu_hogs() -> Vec<Guarded> {
+    (0..nproc())
+        .map(|_| {
+            Guarded::new(
+                Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .expect("spawn a CPU hog"),
+            )
+        })
+        .collect()
+}
+
+/// `line`, a `skipped: …` row to print instead of a section's or a row's
+/// figures; a panic instead under `LOCKTOP_REQUIRE_ALL=1`.
+pub fn skipped(line: String) -> String {
+    if std::env::var("LOCKTOP_REQUIRE_ALL").is_ok_and(|v| v == "1") {
+        panic!("{line}, and LOCKTOP_REQUIRE_ALL=1");
+    }
+    line
+}
+
+/// The `skipped:` row of a front end that refused `--source kernel` here
+/// (not root, no CAP_PERFMON, no tracefs), from what it said on stderr
+/// ([`skipped`]: a panic under `LOCKTOP_REQUIRE_ALL=1`); `None` when it
+/// said something else.
+pub fn kernel_refused(stderr: &str) -> Option<String> {
+    stderr.contains("--source kernel:").then(|| {
+        skipped(format!(
+            "skipped: {} (run the bench as root, or give it CAP_PERFMON, with tracefs mounted)",
+            stderr.trim()
+        ))
+    })
 }
 
 /// `--group T …` for a set of tags.

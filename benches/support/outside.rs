@@ -1,8 +1,9 @@
 //! What the benches that drive the `locktop` binary from the outside
-//! share (`scale` and `journal`): child locktops, a fixture of keys held
-//! by real `locktop hold` processes, `watch`'s peak RSS, a churn of
-//! holders, a process's CPU from `/proc/PID/stat`, and a monitor on a
-//! pseudo-terminal.
+//! share (`scale` and `journal`, and section 7 of `engine`): child
+//! locktops, a fixture of keys held by real `locktop hold` processes,
+//! `watch`'s peak RSS, a churn of holders, `inotifywait -m -r` beside
+//! them, a process's CPU from `/proc/PID/stat` and its threads' context
+//! switches, and a monitor on a pseudo-terminal.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -218,6 +219,105 @@ pub fn run_watch(
     (synced, kib)
 }
 
+/// `inotifywait`'s version line, if it is installed.
+pub fn inotifywait_version() -> Option<String> {
+    let out = Command::new("inotifywait")
+        .arg("--help")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(
+        text.lines()
+            .next()
+            .unwrap_or("inotifywait")
+            .trim()
+            .to_string(),
+    )
+}
+
+/// The `skipped:` line of a section that needs inotifywait where it is
+/// not installed (a panic under `LOCKTOP_REQUIRE_ALL=1`).
+pub fn inotifywait_missing() -> String {
+    skipped("skipped: inotifywait not installed (apt install inotify-tools)".into())
+}
+
+/// `inotifywait -m -r DIR` (run without `-q` only to read its "Watches
+/// established." line), its stdout drained and its lines counted.
+pub struct Inotifywait {
+    pub process: Guarded,
+    /// Lines it printed so far.
+    pub lines: Arc<AtomicUsize>,
+    /// When its watches were established.
+    pub ready: Receiver<Instant>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Inotifywait {
+    /// Starts it on `dir` (panics where inotifywait is not installed:
+    /// ask [`inotifywait_version`] first).
+    pub fn spawn(dir: &Path) -> Self {
+        let mut process = Guarded::new(
+            Command::new("inotifywait")
+                .args(["-m", "-r"])
+                .arg(dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn inotifywait"),
+        );
+        let lines = Arc::new(AtomicUsize::new(0));
+        let (_, reader) = drain_lines(
+            process.child_mut().stdout.take().expect("piped"),
+            lines.clone(),
+            |_| false,
+        );
+        let (ready, _) = drain_lines(
+            process.child_mut().stderr.take().expect("piped"),
+            Arc::default(),
+            |line| line.contains("Watches established"),
+        );
+        Self {
+            process,
+            lines,
+            ready,
+            reader,
+        }
+    }
+
+    /// Stops it ([`stop`]) and joins its reader.
+    pub fn finish(mut self) {
+        stop(&mut self.process);
+        let _ = self.reader.join();
+    }
+}
+
+/// Each live thread of `pid` by TID: its name (`comm`) and its voluntary
+/// context switches so far (`/proc/PID/task/TID/status`; the process's
+/// own `/proc/PID/status` counts its main thread's alone). A thread that
+/// ended is no longer listed.
+pub fn thread_switches(pid: u32) -> HashMap<u32, (String, u64)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return HashMap::new();
+    };
+    tasks
+        .filter_map(|task| {
+            let task = task.ok()?;
+            let tid: u32 = task.file_name().to_str()?.parse().ok()?;
+            let name = std::fs::read_to_string(task.path().join("comm")).ok()?;
+            let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+            let switches = status
+                .lines()
+                .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))?
+                .trim()
+                .parse()
+                .ok()?;
+            Some((tid, (name.trim().to_string(), switches)))
+        })
+        .collect()
+}
+
 /// User + system CPU of a process (every thread, live or gone), in clock
 /// ticks, from `/proc/PID/stat`.
 pub fn cpu_ticks(pid: u32) -> Option<u64> {
@@ -274,6 +374,25 @@ pub struct Churn {
     pub window: Duration,
     pub alive: usize,
     pub per_second: f64,
+}
+
+impl Churn {
+    /// The churn of the full runs: 2,000 agents under 100 parents, ~6
+    /// holders alive, 24 spawned (and as many ended) a second, for 20 s.
+    pub const STEADY: Self = Self {
+        agents: 2_000,
+        parents: 100,
+        window: Duration::from_secs(20),
+        alive: 6,
+        per_second: 24.0,
+    };
+    /// The smoke runs' (400 agents under 20 parents, for 1 s).
+    pub const SMOKE: Self = Self {
+        agents: 400,
+        parents: 20,
+        window: Duration::from_secs(1),
+        ..Self::STEADY
+    };
 }
 
 /// Runs `plan`'s churn for its window; `sample` is called at its end,
