@@ -308,7 +308,9 @@ fn print_changes(
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut printed = 0usize;
     while let Some(entry) = lines.next_entry(follower.keep())? {
-        incomplete |= lines.doubt().is_some();
+        // Damage found on the way to this entry counts even when a whole
+        // checkpoint on the way made the state sure again.
+        incomplete |= lines.doubt_before_entry().is_some();
         let Some(at) = entry_time(&entry) else {
             continue;
         };

@@ -65,6 +65,9 @@ pub struct Lines<'s> {
     checkpoint_damage: Option<(u64, Damage)>,
     /// A checkpoint being read to make an unsure state sure again.
     restoring: Option<Restoring>,
+    /// The doubt when the last entry was asked for, or the first damage
+    /// found on the way to it ([`Self::doubt_before_entry`]).
+    before_entry: Option<Doubt>,
 }
 
 /// One line as read, before it is judged.
@@ -131,6 +134,7 @@ impl<'s> Lines<'s> {
             in_checkpoint: false,
             checkpoint_damage: None,
             restoring: None,
+            before_entry: None,
         })
     }
 
@@ -153,10 +157,21 @@ impl<'s> Lines<'s> {
         self.mark.doubt
     }
 
+    /// The doubt over the state the entries before the last one returned
+    /// lead to: what was doubted when it was asked for, or damage found
+    /// on the way to it — even when a whole checkpoint read on the way
+    /// made the state sure again, which holds only from that checkpoint's
+    /// time on. What a reader that stops before the last entry (it is
+    /// past the time asked for) must say of the state it has.
+    pub fn doubt_before_entry(&self) -> Option<Doubt> {
+        self.before_entry
+    }
+
     /// The next entry; `state` is the state the entries so far lead to
     /// (what another recording's checkpoint is compared with). `None` at
     /// the end of the last file.
     pub fn next_entry(&mut self, state: &Fold) -> anyhow::Result<Option<Entry>> {
+        self.before_entry = self.mark.doubt;
         loop {
             if let Some(entry) = self.pending.pop_front() {
                 return Ok(Some(entry));
@@ -410,6 +425,7 @@ impl<'s> Lines<'s> {
                 known_until: self.mark.time,
             });
         }
+        self.before_entry = self.before_entry.or(self.mark.doubt);
     }
 
     /// A line read whole that is not a checkpoint's key or end, met

@@ -675,7 +675,15 @@ impl JournalSet {
                 continue;
             };
             if at > time {
-                break;
+                // A whole checkpoint read on the way to this entry makes
+                // the state sure from its time on, not at `time`.
+                return Ok(Replayed {
+                    state,
+                    next,
+                    last_change,
+                    checkpoint_at,
+                    doubt: lines.doubt_before_entry(),
+                });
             }
             if let Entry::Change { delta, .. } = entry {
                 if matches!(delta, Delta::Key { .. } | Delta::Removed { .. }) {

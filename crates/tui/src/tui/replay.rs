@@ -251,18 +251,20 @@ impl Player {
     /// cursor (and the model's clock) at `time`.
     fn advance(&mut self, app: &mut App, time: SystemTime) -> anyhow::Result<()> {
         let mut lines = self.set.lines_from(self.next)?;
-        loop {
+        let doubt = loop {
             let before = lines.position();
             let Some(entry) = lines.next_entry(&self.state)? else {
                 self.next = lines.position();
-                break;
+                break lines.doubt();
             };
             let Some(at) = entry_time(&entry) else {
                 continue;
             };
             if at > time {
                 self.next = before;
-                break;
+                // A whole checkpoint read on the way to this entry makes
+                // the state sure from its time on, not at `time`.
+                break lines.doubt_before_entry();
             }
             if let Entry::Change {
                 delta,
@@ -276,10 +278,10 @@ impl Player {
                 app.model_mut().set_now(at);
                 app.apply(delta);
             }
-        }
+        };
         self.status.cursor = time;
         self.status.gap = self.set.gap_at(time)?;
-        self.status.doubt = lines.doubt().map(|doubt| self.set.doubt_words(&doubt));
+        self.status.doubt = doubt.map(|doubt| self.set.doubt_words(&doubt));
         // In a gap nothing is known: the screen is judged as at the last
         // known moment, and the header says so.
         let judged = self.status.gap.as_ref().map_or(time, |gap| gap.from);
