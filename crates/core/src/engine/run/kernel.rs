@@ -111,6 +111,38 @@ pub(super) struct Kernel {
     /// Each registered claim → its files (to forget them when they
     /// change or the claim goes).
     claims: HashMap<LockKey, Vec<FileId>>,
+    /// The kernel's events as they are read.
+    events: EventsIn,
+    /// False until the first judgement seeded the table.
+    seeded: bool,
+    /// Events lost in all (the source said how many).
+    lost: u64,
+    /// When waiters' processes are next looked at (and refusal counts
+    /// judged again as they age).
+    next_waiter_check: Instant,
+    /// The claims refused tries were counted on.
+    refusals: Refusals,
+    /// The searches for who keeps a lock its taker closed.
+    keepers: Keepers,
+    /// The claims changed and not judged yet.
+    judging: JudgeQueue,
+    /// Claims judged with their taker let go and not shown so yet, since
+    /// when ([`LET_GO_GRACE`]).
+    let_go_since: HashMap<LockKey, Instant>,
+    /// Claims' files the kernel's filter dropped as foreign, since when:
+    /// their claims are not judged until the source has sampled them again
+    /// and said so ([`Record::Readmitted`], then everything is judged), or
+    /// [`READMIT_WAIT`] passed — the table lacks what they did meanwhile.
+    readmitting: HashMap<FileId, Instant>,
+    /// Asks the stream to deliver what it has now; handed to inotify's
+    /// thread, which calls it at every event of the tree (lock events are
+    /// likely waiting).
+    pub(super) nudge: Option<crate::liveness::kernel::live_table::Nudger>,
+}
+
+/// The kernel's events as the engine reads them: the ordered stream,
+/// what was read of it and not taken, and the devices it samples.
+struct EventsIn {
     /// The kernel's events, in order.
     stream: Box<dyn EventStream>,
     /// Records read from the stream and not taken yet (kept here, not in
@@ -120,13 +152,11 @@ pub(super) struct Kernel {
     retry_at: Option<Instant>,
     /// The devices asked for so far.
     watched: Vec<(u32, u32)>,
-    /// False until the first judgement seeded the table.
-    seeded: bool,
-    /// Events lost in all (the source said how many).
-    lost: u64,
-    /// When waiters' processes are next looked at (and refusal counts
-    /// judged again as they age).
-    next_waiter_check: Instant,
+}
+
+/// Refused tries and polls, per claim.
+#[derive(Default)]
+struct Refusals {
     /// Claims with refused tries in the last minute, with when each was
     /// last judged for one: judged again at most once a
     /// [`REFUSALS_EVERY`], and once a second until none is left.
@@ -135,6 +165,12 @@ pub(super) struct Kernel {
     /// the last was seen: judged again once a second until a minute has
     /// passed since.
     last_refusal: HashMap<LockKey, Instant>,
+}
+
+/// Who keeps a lock whose taker closed it: what is searched for, and
+/// when.
+#[derive(Default)]
+struct Keepers {
     /// Claims held while their taker, running, has closed them: when each
     /// is judged again, searching every process for who keeps it.
     keepers_due: HashMap<LockKey, Instant>,
@@ -155,6 +191,11 @@ pub(super) struct Kernel {
     /// Claims whose next judgement searches for their keeper (their
     /// [`KEEPER_WAIT`] passed).
     search_keepers: std::collections::HashSet<LockKey>,
+}
+
+/// Claims changed and not judged yet, in the order they changed.
+#[derive(Default)]
+struct JudgeQueue {
     /// Claims changed and not judged yet, each due [`super::COALESCE`]
     /// after its own first change (in that order): a hold that ends
     /// sooner is judged once, free, at its release — never held by a
@@ -163,18 +204,6 @@ pub(super) struct Kernel {
     /// The claims in `queue` still to be judged (one judged meanwhile
     /// is left in `queue`, skipped when it comes up).
     queued: std::collections::HashSet<LockKey>,
-    /// Claims judged with their taker let go and not shown so yet, since
-    /// when ([`LET_GO_GRACE`]).
-    let_go_since: HashMap<LockKey, Instant>,
-    /// Claims' files the kernel's filter dropped as foreign, since when:
-    /// their claims are not judged until the source has sampled them again
-    /// and said so ([`Record::Readmitted`], then everything is judged), or
-    /// [`READMIT_WAIT`] passed — the table lacks what they did meanwhile.
-    readmitting: HashMap<FileId, Instant>,
-    /// Asks the stream to deliver what it has now; handed to inotify's
-    /// thread, which calls it at every event of the tree (lock events are
-    /// likely waiting).
-    pub(super) nudge: Option<crate::liveness::kernel::live_table::Nudger>,
 }
 
 impl Kernel {
@@ -191,21 +220,18 @@ impl Kernel {
             files: HashMap::new(),
             not_claims,
             claims: HashMap::new(),
-            stream,
-            incoming: Vec::new(),
-            retry_at: None,
-            watched: devices,
+            events: EventsIn {
+                stream,
+                incoming: Vec::new(),
+                retry_at: None,
+                watched: devices,
+            },
             seeded: false,
             lost: 0,
             next_waiter_check: Instant::now() + WAITER_CHECK,
-            refused: HashMap::new(),
-            last_refusal: HashMap::new(),
-            keepers_due: HashMap::new(),
-            files_to_search: HashMap::new(),
-            fd_tables: Default::default(),
-            search_keepers: std::collections::HashSet::new(),
-            queue: std::collections::VecDeque::new(),
-            queued: std::collections::HashSet::new(),
+            refusals: Refusals::default(),
+            keepers: Keepers::default(),
+            judging: JudgeQueue::default(),
             let_go_since: HashMap::new(),
             readmitting: HashMap::new(),
         }
@@ -218,60 +244,71 @@ impl Kernel {
         if !self.seeded {
             return std::future::pending().await;
         }
-        if let Some(at) = self.retry_at {
+        if let Some(at) = self.events.retry_at {
             tokio::time::sleep_until(at).await;
-            self.retry_at = None;
+            self.events.retry_at = None;
         }
-        if let Err(error) = self.stream.next_batch(&mut self.incoming).await {
+        if let Err(error) = self
+            .events
+            .stream
+            .next_batch(&mut self.events.incoming)
+            .await
+        {
             tracing::warn!(%error, "reading the kernel's lock events failed");
-            self.incoming.push(Record::Lost(0));
-            self.retry_at = Some(Instant::now() + RETRY_AFTER);
+            self.events.incoming.push(Record::Lost(0));
+            self.events.retry_at = Some(Instant::now() + RETRY_AFTER);
         }
-        Some(std::mem::take(&mut self.incoming))
+        Some(std::mem::take(&mut self.events.incoming))
     }
 
     /// When waiters are next looked at, if any waits (or refusals are
     /// counted on some claim), or a claim is next judged for its keeper,
     /// whichever comes first.
     pub(super) fn waiter_check_due(&self) -> Option<Instant> {
-        let waiters = (!self.refused.is_empty() || self.table.has_waiters())
+        let waiters = (!self.refusals.refused.is_empty() || self.table.has_waiters())
             .then_some(self.next_waiter_check);
-        let keepers = self.keepers_due.values().min().copied();
-        let files = self.files_to_search.values().map(|(_, due)| *due).min();
+        let keepers = self.keepers.keepers_due.values().min().copied();
+        let files = self
+            .keepers
+            .files_to_search
+            .values()
+            .map(|(_, due)| *due)
+            .min();
         waiters.into_iter().chain(keepers).chain(files).min()
     }
 
     /// Queues `key` for judgement [`super::COALESCE`] after now, unless
     /// it is queued already (its first change sets when).
     pub(super) fn queue(&mut self, key: LockKey) {
-        if self.queued.insert(key.clone()) {
-            self.queue
+        if self.judging.queued.insert(key.clone()) {
+            self.judging
+                .queue
                 .push_back((Instant::now() + super::COALESCE, key));
         }
     }
 
     /// Takes `key` out of the queue (judged now).
     pub(super) fn unqueue(&mut self, key: &LockKey) {
-        self.queued.remove(key);
+        self.judging.queued.remove(key);
     }
 
     /// Empties the queue (a judgement of everything comes).
     pub(super) fn clear_queue(&mut self) {
-        self.queue.clear();
-        self.queued.clear();
+        self.judging.queue.clear();
+        self.judging.queued.clear();
     }
 
     /// The queued claims due by `now`, in the order they were queued.
     pub(super) fn due(&mut self, now: Instant) -> Vec<LockKey> {
         let mut due = Vec::new();
-        while let Some((at, _)) = self.queue.front() {
+        while let Some((at, _)) = self.judging.queue.front() {
             if *at > now {
                 break;
             }
-            let Some((_, key)) = self.queue.pop_front() else {
+            let Some((_, key)) = self.judging.queue.pop_front() else {
                 break;
             };
-            if self.queued.remove(&key) {
+            if self.judging.queued.remove(&key) {
                 due.push(key);
             }
         }
@@ -280,9 +317,10 @@ impl Kernel {
 
     /// When the first queued claim is due.
     pub(super) fn next_due(&self) -> Option<Instant> {
-        self.queue
+        self.judging
+            .queue
             .iter()
-            .find(|(_, key)| self.queued.contains(key))
+            .find(|(_, key)| self.judging.queued.contains(key))
             .map(|(at, _)| *at)
     }
 
@@ -303,12 +341,12 @@ impl Kernel {
     fn watch_devices(&mut self, devices: impl IntoIterator<Item = (u32, u32)>) {
         let mut new_device = false;
         for device in devices {
-            if !self.watched.contains(&device) {
-                self.watched.push(device);
+            if !self.events.watched.contains(&device) {
+                self.events.watched.push(device);
                 new_device = true;
             }
         }
-        if new_device && let Err(error) = self.stream.watch_devices(&self.watched) {
+        if new_device && let Err(error) = self.events.stream.watch_devices(&self.events.watched) {
             tracing::warn!(%error, "the lock events' device filter was refused");
         }
     }
@@ -409,7 +447,7 @@ impl Engine {
     /// engine's next wake-up due at once, forever (a busy loop).
     fn resolve_claim(&mut self, file: FileId, pid: u32) -> Option<LockKey> {
         let kernel = self.source.kernel_mut()?;
-        let searching = kernel.files_to_search.remove(&file);
+        let searching = kernel.keepers.files_to_search.remove(&file);
         if kernel.not_claims.contains(&file) {
             return None;
         }
@@ -417,7 +455,7 @@ impl Engine {
         // child, or released): while the lock stands, whoever keeps it
         // names the path — searched for once KEEPER_WAIT passed, never
         // at once (see `files_to_search`).
-        let path = match kernel.fd_tables.path_of(pid, file) {
+        let path = match kernel.keepers.fd_tables.path_of(pid, file) {
             Some(path) => path,
             None => {
                 if kernel.table.locks(&file).holders.is_empty() {
@@ -426,10 +464,10 @@ impl Engine {
                 let now = Instant::now();
                 let (asker, due) = searching.unwrap_or((pid, now + KEEPER_WAIT));
                 if now < due {
-                    if kernel.files_to_search.len() >= NOT_CLAIMS_MAX {
-                        kernel.files_to_search.clear();
+                    if kernel.keepers.files_to_search.len() >= NOT_CLAIMS_MAX {
+                        kernel.keepers.files_to_search.clear();
                     }
-                    kernel.files_to_search.insert(file, (asker, due));
+                    kernel.keepers.files_to_search.insert(file, (asker, due));
                     return None;
                 }
                 keepers_of(&[file])
@@ -511,8 +549,8 @@ impl Engine {
         let Some(kernel) = self.source.kernel_mut() else {
             return;
         };
-        kernel.keepers_due.remove(key);
-        kernel.search_keepers.remove(key);
+        kernel.keepers.keepers_due.remove(key);
+        kernel.keepers.search_keepers.remove(key);
         kernel.let_go_since.remove(key);
         if let Some(files) = kernel.claims.remove(key) {
             for file in files {
@@ -596,18 +634,19 @@ impl Engine {
                             touched.push(key.clone());
                         } else if applied.refused || applied.polled {
                             let now = Instant::now();
-                            match kernel.last_refusal.get_mut(key) {
+                            match kernel.refusals.last_refusal.get_mut(key) {
                                 Some(last) => *last = now,
                                 None => {
-                                    kernel.last_refusal.insert(key.clone(), now);
+                                    kernel.refusals.last_refusal.insert(key.clone(), now);
                                 }
                             }
                             let due = kernel
+                                .refusals
                                 .refused
                                 .get(key)
                                 .is_none_or(|judged| now >= *judged + REFUSALS_EVERY);
                             if due {
-                                kernel.refused.insert(key.clone(), now);
+                                kernel.refusals.refused.insert(key.clone(), now);
                                 touched.push(key.clone());
                             }
                         }
@@ -729,9 +768,9 @@ impl Engine {
         // leave it for later when their taker let go.
         let (search, defer): (Vec<LockKey>, Vec<LockKey>) = keys
             .into_iter()
-            .partition(|key| kernel.search_keepers.remove(key));
+            .partition(|key| kernel.keepers.search_keepers.remove(key));
         for key in search.iter().chain(&defer) {
-            kernel.keepers_due.remove(key);
+            kernel.keepers.keepers_due.remove(key);
         }
         self.judge_from_table_with(search, Recheck::ReadAgain);
         self.judge_from_table_with(defer, Recheck::Table);
@@ -841,7 +880,10 @@ impl Engine {
                         self.trace(&key, Stage::Deferred);
                         continue;
                     }
-                    kernel.keepers_due.insert(key.clone(), since + KEEPER_WAIT);
+                    kernel
+                        .keepers
+                        .keepers_due
+                        .insert(key.clone(), since + KEEPER_WAIT);
                 } else {
                     kernel.let_go_since.remove(&key);
                 }
@@ -866,15 +908,16 @@ impl Engine {
         };
         let now = Instant::now();
         let mut keys: Vec<LockKey> = Vec::new();
-        kernel.keepers_due.retain(|key, due| {
+        kernel.keepers.keepers_due.retain(|key, due| {
             let waits = *due > now;
             if !waits {
                 keys.push(key.clone());
             }
             waits
         });
-        kernel.search_keepers.extend(keys.iter().cloned());
+        kernel.keepers.search_keepers.extend(keys.iter().cloned());
         let files: Vec<(FileId, u32)> = kernel
+            .keepers
             .files_to_search
             .iter()
             .filter(|(_, (_, due))| *due <= now)
@@ -910,13 +953,15 @@ impl Engine {
         // minute (the judgement then clears it) — from the last refusal,
         // not from the last judgement, which would keep it forever.
         kernel
+            .refusals
             .last_refusal
             .retain(|_, last| now < *last + REFUSALS_OVER + WAITER_CHECK);
-        let last_refusal = &kernel.last_refusal;
+        let last_refusal = &kernel.refusals.last_refusal;
         kernel
+            .refusals
             .refused
             .retain(|key, _| last_refusal.contains_key(key));
-        keys.extend(kernel.last_refusal.keys().cloned());
+        keys.extend(kernel.refusals.last_refusal.keys().cloned());
         for key in keys {
             self.mark(key);
         }
