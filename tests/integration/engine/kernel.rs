@@ -41,9 +41,15 @@ fn next_matching(
     let deadline = Instant::now() + common::PROCESS_TIMEOUT;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let line = lines
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no line {what}"));
+        let line = match lines.recv_timeout(left) {
+            Ok(line) => line,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("no line {what} within {:?}", common::PROCESS_TIMEOUT)
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("no line {what}: the output ended")
+            }
+        };
         let value: serde_json::Value = serde_json::from_str(&line).expect("NDJSON");
         if pred(&value) {
             return value;

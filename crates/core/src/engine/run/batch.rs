@@ -23,7 +23,7 @@ impl Engine {
 
     pub(super) async fn on_timers(&mut self) {
         let now = Instant::now();
-        self.flush_problems();
+        self.view.flush_problems();
         let due = self.source.take_due(now);
         if !due.is_empty() {
             let from = self.clock();
@@ -41,7 +41,7 @@ impl Engine {
         }
         if self.holder_refresh_due().is_some_and(|due| due <= now) {
             let from = self.clock();
-            let items = self.held.len();
+            let items = self.view.held.len();
             self.refresh_holders();
             self.span("refresh holders", from, items);
         }
@@ -70,41 +70,42 @@ impl Engine {
                 // (a symlink is never followed, let alone written through):
                 // no claim, and maybe a problem (an orphan announce, a FIFO).
                 self.remove(&key);
-                self.recheck_problem(&gate);
-                self.recheck_problem(&announce);
+                self.view.problems.recheck(&gate);
+                self.view.problems.recheck(&announce);
                 continue;
             }
-            if self.problems.has(&announce) {
+            if self.view.problems.has(&announce) {
                 // Its gate came back: no longer an orphan.
-                self.recheck_problem(&announce);
+                self.view.problems.recheck(&announce);
             }
             claims.push(key);
         }
         self.judge_changed(claims).await;
-        self.flush_problems();
+        self.view.flush_problems();
     }
 
     pub(super) fn update(&mut self, key: LockKey, mut state: KeyState, at: SystemTime) {
         // A fresh probe's holders carry no CPU history: the refresh's is
         // theirs (so a re-probe never flips a holder's idleness).
         let idle_after = self.config.idle_after;
-        self.cpu
+        self.holders
+            .cpu
             .stamp(&mut state.holders, SystemTime::now(), idle_after);
-        let previous = self.states.get(&key);
+        let previous = self.view.states.get(&key);
         if previous == Some(&state) {
             return;
         }
         let previous = previous.map(|s| s.liveness);
         if state.liveness.is_held() {
-            if self.held.insert(key.clone()) {
+            if self.view.held.insert(key.clone()) {
                 self.share_held(&key, true);
             }
-        } else if self.held.remove(&key) {
+        } else if self.view.held.remove(&key) {
             self.share_held(&key, false);
         }
-        self.states.insert(key.clone(), state.clone());
+        self.view.states.insert(key.clone(), state.clone());
         self.trace(&key, Stage::Sent(state.liveness));
-        self.send(Delta::Key {
+        self.view.send(Delta::Key {
             key,
             state,
             previous,
@@ -114,18 +115,18 @@ impl Engine {
 
     /// Keeps the watcher thread's copy of held keys' files in step.
     fn share_held(&self, key: &LockKey, held: bool) {
-        self.filter.set_held(key, held);
+        self.view.filter.set_held(key, held);
     }
 
     pub(super) fn remove(&mut self, key: &LockKey) {
         self.unregister(key);
-        if self.held.remove(key) {
+        if self.view.held.remove(key) {
             self.share_held(key, false);
         }
-        self.sweep_touched.touch(key);
+        self.sweeps.touched.touch(key);
         self.source.forget(key);
-        if let Some(state) = self.states.remove(key) {
-            self.send(Delta::Removed {
+        if let Some(state) = self.view.states.remove(key) {
+            self.view.send(Delta::Removed {
                 key: key.clone(),
                 previous: state.liveness,
                 at: SystemTime::now(),

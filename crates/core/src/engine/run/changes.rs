@@ -9,7 +9,7 @@ use super::*;
 impl Engine {
     /// Handles one change; `Some` ends the watch phase.
     pub(super) async fn on_change(&mut self, change: FsChange) -> Option<PhaseEnd> {
-        self.stats.events.fetch_add(1, Ordering::Relaxed);
+        self.view.stats.events.fetch_add(1, Ordering::Relaxed);
         match change {
             FsChange::Key(key) => {
                 self.trace(&key, Stage::Dequeued);
@@ -27,14 +27,15 @@ impl Engine {
                 }
             }
             FsChange::DirCreated(dir) => {
-                self.recheck_problem(&dir);
+                self.view.problems.recheck(&dir);
                 self.scan_new_dir(dir);
             }
             FsChange::DirRemoved(dir) => {
-                if !self.root.is_dir() {
+                if !self.tree.root.is_dir() {
                     return Some(PhaseEnd::RootGone);
                 }
                 let gone: Vec<LockKey> = self
+                    .view
                     .states
                     .keys()
                     .filter(|key| key.dir().starts_with(&dir))
@@ -43,49 +44,49 @@ impl Engine {
                 for key in gone {
                     self.remove(&key);
                 }
-                if let Some(merge) = self.merging.as_mut() {
+                if let Some(merge) = self.sweeps.merging.as_mut() {
                     merge.dir_removed(dir.clone());
                 }
-                self.forget_problems_under(&dir);
+                self.view.problems.forget_under(&dir);
             }
-            FsChange::Other(path) => self.recheck_problem(&path),
+            FsChange::Other(path) => self.view.problems.recheck(&path),
             FsChange::Opened(key) => {
                 // No probe: under inference, only a /proc/locks re-read
                 // (rate-limited) for a held key, where a new waiter would
                 // show — once the open settled: read at once, it could
                 // come between the open and the blocked flock, and nothing
                 // else would tell.
-                if self.held.contains(&key) {
+                if self.view.held.contains(&key) {
                     self.source.note_held_opened(key);
                 }
             }
             FsChange::OthersOpened => self.source.note_others_opened(),
             FsChange::Rescan => {
-                self.set_health(WatcherHealth::Rescanning {
+                self.view.set_health(WatcherHealth::Rescanning {
                     reason: "inotify queue overflowed; events were lost".into(),
                 });
                 return Some(PhaseEnd::Rewatch);
             }
             FsChange::MountsChanged => {
                 // The root itself unmounted (and gone): as its removal.
-                if !self.root.is_dir() {
+                if !self.tree.root.is_dir() {
                     return Some(PhaseEnd::RootGone);
                 }
                 // The rewatch asks the kernel's events for the new
                 // devices before its sweep reads the lock table.
-                self.set_health(WatcherHealth::Rescanning {
+                self.view.set_health(WatcherHealth::Rescanning {
                     reason: "a filesystem was mounted or unmounted below the locks root".into(),
                 });
                 return Some(PhaseEnd::Rewatch);
             }
             FsChange::LostInQueue => {
-                self.set_health(WatcherHealth::Rescanning {
+                self.view.set_health(WatcherHealth::Rescanning {
                     reason: "events came faster than they could be handled; some were lost".into(),
                 });
                 return Some(PhaseEnd::Rewatch);
             }
             FsChange::WatchLimit(error) => {
-                self.set_health(WatcherHealth::Polling {
+                self.view.set_health(WatcherHealth::Polling {
                     reason: format!("inotify watch limit reached ({error})"),
                 });
                 return Some(PhaseEnd::Poll);
@@ -100,9 +101,9 @@ impl Engine {
     /// goes unseen: what was there is read, what comes after is heard);
     /// [`Self::on_dir_scanned`] takes the answer.
     pub(super) fn scan_new_dir(&mut self, dir: PathBuf) {
-        let state_dir = self.state_dir.clone();
-        let hook = self.dir_hook();
-        let scanned = self.dir_scans_tx.clone();
+        let state_dir = self.tree.state_dir.clone();
+        let hook = self.tree.dir_hook();
+        let scanned = self.tree.dir_scans_tx.clone();
         tokio::task::spawn_blocking(move || {
             let _ = scanned.send(scan::scan_subtree(&state_dir, &dir, hook.as_ref()));
         });
@@ -111,13 +112,13 @@ impl Engine {
     /// Marks every claim a new directory's scan found as changed; `Some`
     /// when its watches ran out (polling from now on).
     pub(super) fn on_dir_scanned(&mut self, report: crate::disk::ScanReport) -> Option<PhaseEnd> {
-        self.add_problems(report.problems);
+        self.view.problems.add(report.problems);
         for key in report.keys {
-            if !self.states.contains_key(&key) {
+            if !self.view.states.contains_key(&key) {
                 self.mark(key);
             }
         }
-        self.flush_problems();
+        self.view.flush_problems();
         self.watch_limit_reached().then_some(PhaseEnd::Poll)
     }
 
@@ -136,11 +137,11 @@ impl Engine {
             EngineCommand::Everything(answer) => {
                 let mut keys = crate::liveness::probed::Probed::default();
                 keys.free
-                    .reserve(self.states.len() - self.states.held_len());
-                for (key, state) in self.states.iter() {
+                    .reserve(self.view.states.len() - self.view.states.held_len());
+                for (key, state) in self.view.states.iter() {
                     keys.push(key.clone(), state.clone());
                 }
-                let problems = self.problems.set.iter().cloned().collect();
+                let problems = self.view.problems.set.iter().cloned().collect();
                 let _ = answer.send(crate::engine::Everything { keys, problems });
             }
         }
@@ -150,6 +151,7 @@ impl Engine {
     pub(super) fn reclassify_own(&mut self) {
         let me = std::process::id();
         let changed: Vec<(LockKey, KeyState)> = self
+            .view
             .states
             .iter()
             .filter(|(_, state)| matches!(state.liveness, Liveness::Live | Liveness::Own))

@@ -398,7 +398,7 @@ impl Engine {
         let Some(kernel) = self.source.kernel_mut() else {
             return;
         };
-        if let Some(mounted) = crate::disk::mounts::devices_at_or_below(&self.root) {
+        if let Some(mounted) = crate::disk::mounts::devices_at_or_below(&self.tree.root) {
             kernel.watch_devices(mounted);
         }
     }
@@ -481,8 +481,8 @@ impl Engine {
         let here = std::fs::symlink_metadata(&path)
             .ok()
             .filter(|seen| FileId::from_metadata(seen) == file);
-        let key =
-            crate::engine::fs_events::claim_of(&self.state_dir, &path).filter(|_| here.is_some());
+        let key = crate::engine::fs_events::claim_of(&self.tree.state_dir, &path)
+            .filter(|_| here.is_some());
         match key {
             Some(key) => {
                 self.register(&key);
@@ -625,7 +625,8 @@ impl Engine {
                             continue;
                         };
                         if applied.refused {
-                            self.stats
+                            self.view
+                                .stats
                                 .refused_tries
                                 .of(key.kind())
                                 .fetch_add(1, Ordering::Relaxed);
@@ -654,20 +655,23 @@ impl Engine {
                 }
             }
             kernel.lost += lost;
-            self.stats
+            self.view
+                .stats
                 .foreign_dropped
                 .store(kernel.not_claims.dropped() as u64, Ordering::Relaxed);
         }
         for (file, (pid, refused)) in unknown {
             if let Some(key) = self.resolve_claim(file, pid) {
-                self.stats
+                self.view
+                    .stats
                     .refused_tries
                     .of(key.kind())
                     .fetch_add(refused, Ordering::Relaxed);
                 touched.push(key);
             }
         }
-        self.stats
+        self.view
+            .stats
             .events
             .fetch_add(touched.len() as u64, Ordering::Relaxed);
         // A claim the batch left unlocked (nobody holds or waits for any of
@@ -701,7 +705,7 @@ impl Engine {
             self.probe_batch(now).await;
         }
         if lost > 0 {
-            self.set_health(WatcherHealth::Rescanning {
+            self.view.set_health(WatcherHealth::Rescanning {
                 reason: format!(
                     "{lost} kernel lock events were lost ({} in all): judging everything again",
                     self.source.kernel().map_or(lost, Kernel::lost)
@@ -709,10 +713,11 @@ impl Engine {
             });
             self.resync().await;
         } else if readmitted > 0 {
-            self.stats
+            self.view
+                .stats
                 .readmissions
                 .fetch_add(readmitted, Ordering::Relaxed);
-            self.set_health(WatcherHealth::Rescanning {
+            self.view.set_health(WatcherHealth::Rescanning {
                 reason: format!(
                     "{readmitted} file(s) the kernel's filter dropped as foreign became a claim's: judging everything again"
                 ),
@@ -725,8 +730,8 @@ impl Engine {
     /// from events (lost events, a rescan asked for).
     pub(super) async fn resync(&mut self) {
         self.full_sweep().await;
-        if matches!(self.health, Some(WatcherHealth::Rescanning { .. })) {
-            self.set_health(WatcherHealth::Watching);
+        if matches!(self.view.health, Some(WatcherHealth::Rescanning { .. })) {
+            self.view.set_health(WatcherHealth::Watching);
         }
     }
 
@@ -736,7 +741,7 @@ impl Engine {
     pub(super) fn judge_from_table(&mut self, keys: Vec<LockKey>) {
         for key in &keys {
             self.register(key);
-            self.sweep_touched.touch(key);
+            self.sweeps.touched.touch(key);
             self.trace(key, Stage::ProbeStart);
         }
         let Some(kernel) = self.source.kernel_mut() else {
@@ -792,7 +797,8 @@ impl Engine {
                 .filter_map(|key| kernel.claims.get(key))
                 .flatten(),
         );
-        self.stats
+        self.view
+            .stats
             .probes
             .fetch_add(keys.len() as u64, Ordering::Relaxed);
         let mut pairs = lock_free::judged(keys, &index);

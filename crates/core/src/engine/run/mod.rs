@@ -43,12 +43,13 @@ mod problems;
 mod refresh;
 mod source;
 mod sweep;
+mod tree;
+mod view;
 
 use inference::Inference;
 use inference::lookup;
 pub use outbox::{DELTA_QUEUE, FOLD_SLACK};
 use source::{Source, Told};
-use sweep::SweepOutcome;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -56,8 +57,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio::time::Instant;
 
 use super::{Delta, EngineCommand, EngineConfig, EngineStats, KeyState, Liveness, WatcherHealth};
@@ -68,7 +68,6 @@ use crate::engine::fs_events::{self, FsChange};
 use crate::engine::trace::{self, Stage};
 
 use crate::liveness::Prober;
-use crate::locks::locks_root;
 
 /// How long events are gathered before a batch is probed.
 pub(crate) const COALESCE: Duration = Duration::from_millis(2);
@@ -102,45 +101,18 @@ enum PhaseEnd {
 }
 
 pub(super) struct Engine {
-    state_dir: PathBuf,
-    root: PathBuf,
     prober: Prober,
     config: EngineConfig,
+    /// This process and its test holders: never shown as foreign holders.
     own_pids: HashSet<u32>,
-    states: crate::engine::store::KeyStore,
-    /// The keys of `states` that are held (whose holders the clock
-    /// refreshes).
-    held: HashSet<LockKey>,
-    /// Shared with the watcher thread: `held`'s files, the other claim
-    /// files opened, and whether a change was lost.
-    filter: Arc<fs_events::EventFilter>,
-    /// When held keys' holders are next re-read.
-    next_holder_refresh: Instant,
-    /// Held keys' holders' CPU time across refreshes (idle holders).
-    cpu: crate::liveness::CpuClock,
-    problems: problems::Problems,
-    health: Option<WatcherHealth>,
-    deltas: mpsc::Sender<Delta>,
-    /// Deltas the consumer has not had room for yet, folded per key.
-    outbox: outbox::Outbox,
-    stats: Arc<EngineStats>,
-    next_sweep: Instant,
-    /// Scans of created directories (off the loop: adding a watch waits
-    /// for notify's thread, which a storm of events keeps busy).
-    dir_scans_tx: UnboundedSender<crate::disk::ScanReport>,
-    dir_scans: UnboundedReceiver<crate::disk::ScanReport>,
-    /// While a background sweep runs or is merged: the keys events probed
-    /// or removed since it began (its findings about them are older).
-    sweep_touched: newer::Newer,
-    /// The background sweep's findings being merged, a chunk per turn.
-    merging: Option<sweep::Merge>,
-    /// Bumped whenever the view is thrown away (root gone, polling), so a
-    /// background sweep begun before cannot resurrect it.
-    generation: u64,
-    sweep_results_tx: UnboundedSender<Option<SweepOutcome>>,
-    sweep_results: UnboundedReceiver<Option<SweepOutcome>>,
-    /// The inotify watcher while watching: walks add directories to it.
-    watcher: Option<fs_events::FsWatcher>,
+    /// What the consumer has been told, and how it is told more.
+    view: view::View,
+    /// The locks root's watch and the scans of new directories.
+    tree: tree::TreeWatch,
+    /// The periodic sweep and the merging of sweeps' findings.
+    sweeps: sweep::Sweeps,
+    /// When held keys' holders are next re-read, and their CPU time.
+    holders: refresh::HolderClock,
     /// How liveness is learned, with what that way keeps.
     source: Source,
 }
@@ -153,46 +125,27 @@ impl Engine {
         stats: Arc<EngineStats>,
     ) -> Self {
         let state_dir = context.state_dir().to_path_buf();
-        let (sweep_results_tx, sweep_results) = mpsc::unbounded_channel();
-        let (dir_scans_tx, dir_scans) = mpsc::unbounded_channel();
         let filter = Arc::new(fs_events::EventFilter::traced(config.trace.clone()));
         Self {
-            root: locks_root(&state_dir),
-            state_dir,
             prober: Prober::new(context),
-            next_sweep: Instant::now() + config.sweep_every,
+            sweeps: sweep::Sweeps::new(Instant::now() + config.sweep_every),
             config,
             own_pids: HashSet::from([std::process::id()]),
-            states: Default::default(),
-            held: HashSet::new(),
-            filter,
-            next_holder_refresh: Instant::now() + refresh::HOLDER_REFRESH,
-            cpu: crate::liveness::CpuClock::default(),
-            problems: problems::Problems::default(),
-            health: None,
-            deltas,
-            outbox: outbox::Outbox::default(),
-            stats,
-            dir_scans_tx,
-            dir_scans,
-            sweep_touched: newer::Newer::default(),
-            merging: None,
-            generation: 0,
-            sweep_results_tx,
-            sweep_results,
-            watcher: None,
+            view: view::View::new(filter, deltas, stats),
+            tree: tree::TreeWatch::new(state_dir),
+            holders: refresh::HolderClock::new(),
             source: Source::Inference(Box::new(Inference::new())),
         }
     }
 
     pub(super) async fn run(mut self, mut commands: UnboundedReceiver<EngineCommand>) {
-        self.set_health(WatcherHealth::Starting);
+        self.view.set_health(WatcherHealth::Starting);
         if let super::LivenessSource::KernelEvents(open) = &self.config.source {
             match open() {
                 Ok(stream) => {
                     // The filesystems mounted below the root are asked for
                     // as the root's watch starts, before any judgement.
-                    let devices = device_of(&self.state_dir).into_iter().collect();
+                    let devices = device_of(&self.tree.state_dir).into_iter().collect();
                     let kernel = kernel::Kernel::start(stream, devices);
                     self.source = Source::Kernel(Box::new(kernel));
                 }
@@ -203,20 +156,20 @@ impl Engine {
         }
         let mut first = true;
         loop {
-            if !self.root.is_dir() {
+            if !self.tree.root.is_dir() {
                 if first {
                     // Nothing is on disk: the initial state (empty) is
                     // complete, so whatever appears from now on is a change
                     // (`watch` without `--initial` prints it).
                     let at = SystemTime::now();
-                    self.send(Delta::Synced { keys: 0, at });
+                    self.view.send(Delta::Synced { keys: 0, at });
                 }
                 if !self.wait_for_root(&mut commands).await {
                     return;
                 }
             }
-            if !first && !matches!(self.health, Some(WatcherHealth::Rescanning { .. })) {
-                self.set_health(WatcherHealth::Rescanning {
+            if !first && !matches!(self.view.health, Some(WatcherHealth::Rescanning { .. })) {
+                self.view.set_health(WatcherHealth::Rescanning {
                     reason: "locks dir appeared".into(),
                 });
             }
@@ -229,21 +182,21 @@ impl Engine {
                     // `MountsChanged`.
                     self.watch_mounted_devices();
                     // The sweep's walk watches every directory it reads.
-                    self.watcher = Some(watcher);
+                    self.tree.watcher = Some(watcher);
                     self.full_sweep().await;
                     let end = if self.watch_limit_reached() {
-                        self.watcher = None;
+                        self.tree.watcher = None;
                         self.poll_phase(&mut commands).await
                     } else {
-                        self.set_health(WatcherHealth::Watching);
+                        self.view.set_health(WatcherHealth::Watching);
                         self.event_phase(rx, &mut commands).await
                     };
-                    self.watcher = None;
+                    self.tree.watcher = None;
                     end
                 }
                 Err(error) => {
-                    self.set_health(WatcherHealth::Polling {
-                        reason: format!("cannot watch {}: {error}", self.root.display()),
+                    self.view.set_health(WatcherHealth::Polling {
+                        reason: format!("cannot watch {}: {error}", self.tree.root.display()),
                     });
                     self.full_sweep().await;
                     self.poll_phase(&mut commands).await
@@ -262,11 +215,11 @@ impl Engine {
     /// read in this loop under the kernel's events (one thread per burst:
     /// see [`fs_events::subscribe_direct`]).
     fn subscribe(&self) -> Result<(fs_events::FsWatcher, fs_events::Changes), String> {
-        let filter = self.filter.clone();
+        let filter = self.view.filter.clone();
         if let Some(kernel) = self.source.kernel() {
             return fs_events::subscribe_direct(
-                &self.state_dir,
-                &self.root,
+                &self.tree.state_dir,
+                &self.tree.root,
                 filter,
                 kernel.nudge.clone(),
             )
@@ -274,25 +227,14 @@ impl Engine {
         }
         let (tx, rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
         fs_events::subscribe(
-            &self.state_dir,
-            &self.root,
+            &self.tree.state_dir,
+            &self.tree.root,
             filter,
             tx,
             fs_events::WatchMounts::Below,
         )
         .map(|watcher| (watcher, fs_events::Changes::Notify(rx)))
         .map_err(|error| error.to_string())
-    }
-
-    /// Sends a delta, or keeps it in the outbox (folded) while the
-    /// consumer has no room: the engine never waits for its consumer.
-    fn send(&mut self, delta: Delta) {
-        if !self.outbox.is_empty() {
-            return self.outbox.push(delta, self.states.len());
-        }
-        if let Err(TrySendError::Full(delta)) = self.deltas.try_send(delta) {
-            self.outbox.push(delta, self.states.len());
-        }
     }
 
     /// Records `stage` for `key` when tracing is on.
@@ -316,27 +258,17 @@ impl Engine {
         }
     }
 
-    /// Moves what the channel has room for from the outbox to it.
-    fn flush_outbox(&mut self) {
-        while let Some(delta) = self.outbox.pop() {
-            match self.deltas.try_send(delta) {
-                Ok(()) => {}
-                Err(TrySendError::Full(delta)) => return self.outbox.push_front(delta),
-                Err(TrySendError::Closed(_)) => return self.outbox = outbox::Outbox::default(),
-            }
-        }
-    }
-
     /// Whether a walk could not watch a directory for want of inotify
     /// watches (then the health says polling); other failures are logged.
     fn watch_limit_reached(&mut self) -> bool {
         match self
+            .tree
             .watcher
             .as_ref()
             .and_then(fs_events::FsWatcher::take_failure)
         {
             Some(FsChange::WatchLimit(error)) => {
-                self.set_health(WatcherHealth::Polling {
+                self.view.set_health(WatcherHealth::Polling {
                     reason: format!("inotify watch limit reached ({error})"),
                 });
                 true
@@ -346,18 +278,6 @@ impl Engine {
                 false
             }
             None => false,
-        }
-    }
-
-    /// The hook that watches each directory a walk reads, while watching.
-    fn dir_hook(&self) -> Option<crate::disk::scan::OnDir> {
-        self.watcher.as_ref().map(fs_events::FsWatcher::dir_hook)
-    }
-
-    fn set_health(&mut self, health: WatcherHealth) {
-        if self.health.as_ref() != Some(&health) {
-            self.health = Some(health.clone());
-            self.send(Delta::Health(health));
         }
     }
 }

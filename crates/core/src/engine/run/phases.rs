@@ -16,15 +16,15 @@ impl Engine {
         commands: &mut UnboundedReceiver<EngineCommand>,
     ) -> bool {
         loop {
-            let ancestor = nearest_existing_ancestor(&self.root);
-            self.set_health(WatcherHealth::WaitingForRoot {
+            let ancestor = nearest_existing_ancestor(&self.tree.root);
+            self.view.set_health(WatcherHealth::WaitingForRoot {
                 ancestor: ancestor.clone(),
-                state_dir_missing: !self.state_dir.is_dir(),
+                state_dir_missing: !self.tree.state_dir.is_dir(),
             });
             let (tx, mut rx) = mpsc::channel(fs_events::CHANGE_QUEUE);
-            let filter = self.filter.clone();
+            let filter = self.view.filter.clone();
             let _watcher = fs_events::subscribe(
-                &self.state_dir,
+                &self.tree.state_dir,
                 &ancestor,
                 filter,
                 tx,
@@ -32,7 +32,7 @@ impl Engine {
             )
             .ok();
             loop {
-                self.flush_outbox();
+                self.view.flush_outbox();
                 tokio::select! {
                     _ = rx.recv() => {}
                     _ = tokio::time::sleep(ROOT_RECHECK) => {}
@@ -41,10 +41,10 @@ impl Engine {
                         Some(command) => self.command(command).await,
                     },
                 }
-                if self.root.is_dir() {
+                if self.tree.root.is_dir() {
                     return true;
                 }
-                if nearest_existing_ancestor(&self.root) != ancestor {
+                if nearest_existing_ancestor(&self.tree.root) != ancestor {
                     break;
                 }
             }
@@ -58,14 +58,14 @@ impl Engine {
     ) -> PhaseEnd {
         loop {
             let wake = self.next_wake();
-            let consumer = self.deltas.clone();
+            let consumer = self.view.deltas.clone();
             tokio::select! {
-                room = consumer.reserve(), if !self.outbox.is_empty() => {
+                room = consumer.reserve(), if !self.view.outbox.is_empty() => {
                     let from = self.clock();
-                    if let (Ok(room), Some(delta)) = (room, self.outbox.pop()) {
+                    if let (Ok(room), Some(delta)) = (room, self.view.outbox.pop()) {
                         room.send(delta);
                     }
-                    self.flush_outbox();
+                    self.view.flush_outbox();
                     self.span("flush outbox", from, 1);
                 }
                 change = changes.recv() => {
@@ -75,7 +75,7 @@ impl Engine {
                     while let Some(more) = changes.try_recv() {
                         batch.push(more);
                     }
-                    if self.filter.take_lost() {
+                    if self.view.filter.take_lost() {
                         // The engine fell behind the watcher: what did not
                         // fit is lost, as in an inotify overflow.
                         batch.push(FsChange::LostInQueue);
@@ -90,14 +90,14 @@ impl Engine {
                             Some(end) => return end,
                         }
                     }
-                    self.flush_problems();
+                    self.view.flush_problems();
                     self.span("take changes", from, items);
                 }
                 command = commands.recv() => match command {
                     None => return PhaseEnd::Stop,
                     Some(command) => self.command(command).await,
                 },
-                Some(report) = self.dir_scans.recv() => {
+                Some(report) = self.tree.dir_scans.recv() => {
                     let from = self.clock();
                     let items = report.keys.len();
                     if let Some(PhaseEnd::Poll) = self.on_dir_scanned(report) {
@@ -119,11 +119,11 @@ impl Engine {
                         }
                     }
                 }
-                outcome = self.sweep_results.recv() => {
+                outcome = self.sweeps.results.recv() => {
                     let from = self.clock();
                     let mut items = 0;
                     if let Some(Some(outcome)) = outcome
-                        && outcome.generation == self.generation
+                        && outcome.generation == self.sweeps.generation
                     {
                         items = outcome.len();
                         self.begin_merge(outcome);
@@ -136,7 +136,7 @@ impl Engine {
                     self.span("apply sweep", from, items);
                 }
                 _ = tokio::time::sleep_until(wake) => {
-                    if !self.root.is_dir() {
+                    if !self.tree.root.is_dir() {
                         return PhaseEnd::RootGone;
                     }
                     self.on_timers().await;
@@ -152,7 +152,7 @@ impl Engine {
         changes: fs_events::Changes,
         commands: &mut UnboundedReceiver<EngineCommand>,
     ) -> PhaseEnd {
-        self.watcher = None;
+        self.tree.watcher = None;
         drop(changes);
         self.full_sweep().await;
         self.poll_phase(commands).await
@@ -163,19 +163,19 @@ impl Engine {
         commands: &mut UnboundedReceiver<EngineCommand>,
     ) -> PhaseEnd {
         loop {
-            self.flush_outbox();
-            let consumer = self.deltas.clone();
+            self.view.flush_outbox();
+            let consumer = self.view.deltas.clone();
             tokio::select! {
                 command = commands.recv() => match command {
                     None => return PhaseEnd::Stop,
                     Some(command) => self.command(command).await,
                 },
-                _ = consumer.reserve(), if !self.outbox.is_empty() => {}
+                _ = consumer.reserve(), if !self.view.outbox.is_empty() => {}
                 () = std::future::ready(()), if self.may_merge() => {
                     self.merge_some(sweep::MERGE_CHUNK);
                 }
                 _ = tokio::time::sleep(POLL_EVERY.min(self.config.sweep_every)) => {
-                    if !self.root.is_dir() {
+                    if !self.tree.root.is_dir() {
                         return PhaseEnd::RootGone;
                     }
                     self.full_sweep().await;
@@ -192,7 +192,7 @@ impl Engine {
         if let Some(due) = self.holder_refresh_due() {
             wake = wake.min(due);
         }
-        if matches!(self.health, Some(WatcherHealth::SelfInflicted { .. })) {
+        if matches!(self.view.health, Some(WatcherHealth::SelfInflicted { .. })) {
             // Quiet now? The next second's count takes the alarm back.
             wake = wake.min(Instant::now() + Duration::from_secs(1));
         }

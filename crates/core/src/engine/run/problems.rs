@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::Engine;
+use super::view::View;
 use crate::disk::scan::problem_at;
 use crate::disk::{ScanProblem, ScanProblemKind};
 use crate::engine::Delta;
@@ -22,7 +22,7 @@ use crate::engine::Delta;
 #[derive(Debug, Default)]
 pub(super) struct Problems {
     pub(super) set: BTreeSet<ScanProblem>,
-    /// Changed since the last [`Engine::flush_problems`].
+    /// Changed since the last [`View::flush_problems`].
     dirty: bool,
 }
 
@@ -45,50 +45,57 @@ impl Problems {
     }
 }
 
-impl Engine {
+impl Problems {
     /// Re-derives the problem at `path` (one that appeared, changed or went
     /// away).
-    pub(super) fn recheck_problem(&mut self, path: &Path) {
+    pub(super) fn recheck(&mut self, path: &Path) {
         let now = problem_at(path);
-        let before: Vec<ScanProblem> = self.problems.at(path).cloned().collect();
+        let before: Vec<ScanProblem> = self.at(path).cloned().collect();
         if before.len() == usize::from(now.is_some())
             && before.first().map(|p| &p.kind) == now.as_ref()
         {
             return;
         }
         for problem in before {
-            self.problems.set.remove(&problem);
+            self.set.remove(&problem);
         }
         if let Some(kind) = now {
             let path = path.to_path_buf();
-            self.problems.set.insert(ScanProblem { path, kind });
+            self.set.insert(ScanProblem { path, kind });
         }
-        self.problems.dirty = true;
+        self.dirty = true;
     }
 
     /// Records problems a partial scan (a new directory) found.
-    pub(super) fn add_problems(&mut self, found: Vec<ScanProblem>) {
+    pub(super) fn add(&mut self, found: Vec<ScanProblem>) {
         for problem in found {
-            self.problems.dirty |= self.problems.set.insert(problem);
+            self.dirty |= self.set.insert(problem);
         }
     }
 
     /// Drops every problem at or below `dir` (it was removed).
-    pub(super) fn forget_problems_under(&mut self, dir: &Path) {
-        let before = self.problems.set.len();
-        self.problems
-            .set
+    pub(super) fn forget_under(&mut self, dir: &Path) {
+        let before = self.set.len();
+        self.set
             .retain(|problem| !problem.path.starts_with(dir) || !problem.kind.is_on_disk());
-        self.problems.dirty |= self.problems.set.len() != before;
+        self.dirty |= self.set.len() != before;
     }
 
     /// Replaces every problem with a full scan's (sorted) findings.
-    pub(super) fn replace_problems(&mut self, found: Vec<ScanProblem>) {
+    pub(super) fn replace(&mut self, found: Vec<ScanProblem>) {
         let found: BTreeSet<ScanProblem> = found.into_iter().collect();
-        if found != self.problems.set {
-            self.problems.set = found;
-            self.problems.dirty = true;
+        if found != self.set {
+            self.set = found;
+            self.dirty = true;
         }
+    }
+}
+
+impl View {
+    /// Replaces every problem with a full scan's (sorted) findings, and
+    /// sends them if they changed.
+    pub(super) fn replace_problems(&mut self, found: Vec<ScanProblem>) {
+        self.problems.replace(found);
         self.flush_problems();
     }
 

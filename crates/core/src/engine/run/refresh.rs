@@ -26,10 +26,29 @@ use crate::liveness::process::ProcState;
 /// How often held keys' holders are re-read.
 pub(crate) const HOLDER_REFRESH: Duration = Duration::from_secs(1);
 
+/// When held keys' holders are next re-read, and what their CPU time
+/// was (to tell idle holders).
+pub(super) struct HolderClock {
+    /// When the next refresh is due (armed only while a key is held).
+    pub(super) next_refresh: Instant,
+    /// Held keys' holders' CPU time across refreshes.
+    pub(super) cpu: crate::liveness::CpuClock,
+}
+
+impl HolderClock {
+    /// The first refresh due a period from now.
+    pub(super) fn new() -> Self {
+        Self {
+            next_refresh: Instant::now() + HOLDER_REFRESH,
+            cpu: crate::liveness::CpuClock::default(),
+        }
+    }
+}
+
 impl Engine {
     /// When the next refresh is due, if any key is held.
     pub(super) fn holder_refresh_due(&self) -> Option<Instant> {
-        (!self.held.is_empty()).then_some(self.next_holder_refresh)
+        (!self.view.held.is_empty()).then_some(self.holders.next_refresh)
     }
 
     /// Re-reads every held key's holders' state, parent and CPU time (one
@@ -37,13 +56,13 @@ impl Engine {
     /// changed — a holder that became idle (no CPU for `idle_after`) or
     /// ran again is such a change.
     pub(super) fn refresh_holders(&mut self) {
-        self.next_holder_refresh = Instant::now() + HOLDER_REFRESH;
+        self.holders.next_refresh = Instant::now() + HOLDER_REFRESH;
         let now = SystemTime::now();
         let mut fresh: HashMap<u32, ProcessInfo> = HashMap::new();
         let mut changed = Vec::new();
         let mut exited = Vec::new();
-        for key in &self.held {
-            let Some(state) = self.states.get(key) else {
+        for key in &self.view.held {
+            let Some(state) = self.view.states.get(key) else {
                 continue;
             };
             let mut holders: Vec<ProcessInfo> = state
@@ -55,7 +74,7 @@ impl Engine {
                         .or_insert_with(|| {
                             let (info, ticks) = holder.refreshed();
                             if let Some(ticks) = ticks {
-                                self.cpu.observe(info.pid, info.started, ticks, now);
+                                self.holders.cpu.observe(info.pid, info.started, ticks, now);
                             }
                             info
                         })
@@ -82,15 +101,18 @@ impl Engine {
                 exited.push(key.clone());
                 continue;
             }
-            self.cpu.stamp(&mut holders, now, self.config.idle_after);
+            self.holders
+                .cpu
+                .stamp(&mut holders, now, self.config.idle_after);
             if holders != state.holders {
                 let mut state = state.clone();
                 state.holders = holders;
                 changed.push((key.clone(), state));
             }
         }
-        self.cpu.retain(|pid| fresh.contains_key(&pid));
-        self.stats
+        self.holders.cpu.retain(|pid| fresh.contains_key(&pid));
+        self.view
+            .stats
             .holder_refreshes
             .fetch_add(fresh.len() as u64, Ordering::Relaxed);
         for (key, state) in changed {

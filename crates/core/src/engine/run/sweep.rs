@@ -22,7 +22,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::Engine;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+
+use super::{Engine, newer};
 use crate::disk::{LockKey, ScanProblem, ScanProblemKind};
 use crate::engine::fs_events::EventFilter;
 use crate::engine::trace::Stage;
@@ -36,24 +38,62 @@ use crate::liveness::unlinked::{self, KnownInodes};
 use crate::liveness::{KeyState, ProbeMode, Prober};
 use crate::liveness::{bulk, dir_probe};
 
+/// The periodic sweep's clock, and what a sweep's findings need while
+/// they are merged.
+///
+/// Invariant: findings of a sweep begun before the last `generation`
+/// bump are dropped; while one runs or is merged, `touched` holds the
+/// keys events judged or removed since it began, which it never
+/// overwrites.
+pub(super) struct Sweeps {
+    /// When the periodic sweep is next due (inference only).
+    pub(super) next: Instant,
+    /// While a background sweep runs or is merged: the keys events probed
+    /// or removed since it began (its findings about them are older).
+    pub(super) touched: newer::Newer,
+    /// The background sweep's findings being merged, a chunk per turn.
+    pub(super) merging: Option<Merge>,
+    /// Bumped whenever the view is thrown away (root gone, polling), so a
+    /// background sweep begun before cannot resurrect it.
+    pub(super) generation: u64,
+    /// Where background sweeps report, and the loop reads.
+    pub(super) results_tx: UnboundedSender<Option<SweepOutcome>>,
+    pub(super) results: UnboundedReceiver<Option<SweepOutcome>>,
+}
+
+impl Sweeps {
+    /// None running; the first periodic one due at `next`.
+    pub(super) fn new(next: Instant) -> Self {
+        let (results_tx, results) = mpsc::unbounded_channel();
+        Self {
+            next,
+            touched: newer::Newer::default(),
+            merging: None,
+            generation: 0,
+            results_tx,
+            results,
+        }
+    }
+}
+
 impl Engine {
     /// A background sweep still running will be ignored when it reports: the
     /// view it would merge into is gone or newer than its findings.
     pub(super) fn disown_background_sweep(&mut self) {
-        self.generation += 1;
-        self.sweep_touched.end();
-        self.merging = None;
+        self.sweeps.generation += 1;
+        self.sweeps.touched.end();
+        self.sweeps.merging = None;
     }
 
     /// Drops the whole view (the root went away, or watching gave way to
     /// polling); a background sweep still running is disowned.
     pub(super) fn forget_everything(&mut self) {
         self.disown_background_sweep();
-        let keys: Vec<LockKey> = self.states.keys().cloned().collect();
+        let keys: Vec<LockKey> = self.view.states.keys().cloned().collect();
         for key in keys {
             self.remove(&key);
         }
-        self.replace_problems(Vec::new());
+        self.view.replace_problems(Vec::new());
     }
 
     /// Rescans the root and probes every claim, inline (the initial sync,
@@ -63,7 +103,7 @@ impl Engine {
     /// million keys never wait in the outbox), held keys first; events
     /// heard meanwhile are newer and win.
     pub(super) async fn full_sweep(&mut self) {
-        self.next_sweep = Instant::now() + self.config.sweep_every;
+        self.sweeps.next = Instant::now() + self.config.sweep_every;
         self.unseed();
         self.disown_background_sweep();
         // The sweep probes every key after the changes that marked these:
@@ -73,31 +113,31 @@ impl Engine {
         self.forget_opened_files();
         let outcome = self.sweep_job(Workers::Runtime).run().await;
         if let Some(outcome) = outcome {
-            self.sweep_touched.begin();
+            self.sweeps.touched.begin();
             self.begin_merge(outcome);
         }
     }
 
     /// When the periodic sweep is next due, if the source makes one.
     pub(super) fn sweep_due(&self) -> Option<Instant> {
-        self.source.sweeps().then_some(self.next_sweep)
+        self.source.sweeps().then_some(self.sweeps.next)
     }
 
     /// Whether the next chunk of a sweep's findings may be merged: one is
     /// being merged, and the consumer took every delta sent so far.
     pub(super) fn may_merge(&self) -> bool {
-        self.merging.is_some() && self.outbox.is_empty()
+        self.sweeps.merging.is_some() && self.view.outbox.is_empty()
     }
 
     /// Starts the periodic sweep on its own task, so events keep being
     /// handled while it runs; [`Self::begin_merge`] merges its outcome.
     pub(super) fn start_background_sweep(&mut self) {
-        self.next_sweep = Instant::now() + self.config.sweep_every;
-        if self.sweep_touched.active() {
+        self.sweeps.next = Instant::now() + self.config.sweep_every;
+        if self.sweeps.touched.active() {
             return;
         }
-        self.sweep_touched.begin();
-        let tx = self.sweep_results_tx.clone();
+        self.sweeps.touched.begin();
+        let tx = self.sweeps.results_tx.clone();
         let job = self.sweep_job(Workers::OneThread);
         let runtime = tokio::runtime::Handle::current();
         // A blocking-pool thread: the OS shares the CPU between it and the
@@ -109,21 +149,21 @@ impl Engine {
 
     fn sweep_job(&self, workers: Workers) -> SweepJob {
         SweepJob {
-            generation: self.generation,
-            state_dir: self.state_dir.clone(),
+            generation: self.sweeps.generation,
+            state_dir: self.tree.state_dir.clone(),
             prober: self.prober.clone(),
             own_pids: self.own_pids.clone(),
-            stats: self.stats.clone(),
-            filter: self.filter.clone(),
+            stats: self.view.stats.clone(),
+            filter: self.view.filter.clone(),
             workers,
             lock_free: self.config.probe.reads_lock_table() || self.source.seeds_from_lock_table(),
             // With nothing known yet (the initial sync), nothing can be
             // gone: no set of found keys to build (19 MB at a million).
-            find_gone: !self.states.is_empty(),
+            find_gone: !self.view.states.is_empty(),
             // The inline sweeps watch the tree they walk; the periodic
             // one leaves the watches as events keep them.
             on_dir: match workers {
-                Workers::Runtime => self.dir_hook(),
+                Workers::Runtime => self.tree.dir_hook(),
                 Workers::OneThread => None,
             },
         }
@@ -134,7 +174,7 @@ impl Engine {
     /// not read is not known to be gone: it becomes an error saying so
     /// (unreadable is a problem, not a removal); the others are merged by [`Self::merge_some`],
     /// a chunk per turn of the loop. A key events probed or removed since
-    /// the sweep began (in `sweep_touched`, until the merge ends) keeps
+    /// the sweep began (in `sweeps.touched`, until the merge ends) keeps
     /// the newer answer.
     pub(super) fn begin_merge(&mut self, outcome: SweepOutcome) {
         let SweepOutcome {
@@ -150,7 +190,7 @@ impl Engine {
             // this one ran: sweeping costs at most about 1/stretch of a
             // core, however many keys the tree holds.
             let later = Instant::now() + took.saturating_mul(stretch);
-            self.next_sweep = self.next_sweep.max(later);
+            self.sweeps.next = self.sweeps.next.max(later);
         }
         if let Some(index) = &index {
             self.seed_from(index, batch.rest.iter().map(|(key, _)| key), batch.keys());
@@ -160,9 +200,10 @@ impl Engine {
             // came after it (events), and none is gone.
             None => Vec::new(),
             Some(found) => self
+                .view
                 .states
                 .keys()
-                .filter(|key| !found.contains(key) && !self.sweep_touched.contains(key))
+                .filter(|key| !found.contains(key) && !self.sweeps.touched.contains(key))
                 .cloned()
                 .collect(),
         };
@@ -195,9 +236,10 @@ impl Engine {
         }
         // One table for every key found: no growth (two tables at once)
         // while a million are merged.
-        self.states
-            .reserve(batch.len().saturating_sub(self.states.len()));
-        self.merging = Some(Merge {
+        self.view
+            .states
+            .reserve(batch.len().saturating_sub(self.view.states.len()));
+        self.sweeps.merging = Some(Merge {
             count: batch.len(),
             batch: Box::new(batch.into_iter_rest_first()),
             problems,
@@ -212,13 +254,13 @@ impl Engine {
     pub(super) fn merge_some(&mut self, most: usize) -> usize {
         // Taken out while merging (`update` needs `self`), put back unless
         // done: the findings are moved one by one, never copied whole.
-        let Some(mut merge) = self.merging.take() else {
+        let Some(mut merge) = self.sweeps.merging.take() else {
             return 0;
         };
         let mut items = 0;
         for (key, state) in merge.batch.by_ref().take(most) {
             items += 1;
-            if self.sweep_touched.contains(&key) {
+            if self.sweeps.touched.contains(&key) {
                 continue;
             }
             if merge.gone_dirs.iter().any(|dir| key.dir().starts_with(dir)) {
@@ -231,12 +273,12 @@ impl Engine {
             self.update(key, state, merge.at);
         }
         if merge.batch.len() > 0 {
-            self.merging = Some(merge);
+            self.sweeps.merging = Some(merge);
             return items;
         }
-        self.sweep_touched.end();
-        self.replace_problems(merge.problems);
-        self.send(Delta::Synced {
+        self.sweeps.touched.end();
+        self.view.replace_problems(merge.problems);
+        self.view.send(Delta::Synced {
             keys: merge.count,
             at: merge.at,
         });
@@ -560,16 +602,16 @@ mod tests {
                 Default::default(),
             );
             let before = Instant::now();
-            engine.next_sweep = before + crate::engine::SWEEP_EVERY;
+            engine.sweeps.next = before + crate::engine::SWEEP_EVERY;
             engine.begin_merge(SweepOutcome {
                 index: None,
-                generation: engine.generation,
+                generation: engine.sweeps.generation,
                 found: None,
                 batch: Probed::default(),
                 problems: Vec::new(),
                 took: Duration::from_secs(1),
             });
-            let wait = engine.next_sweep - before;
+            let wait = engine.sweeps.next - before;
             if pushed {
                 assert!(wait >= Duration::from_secs(100), "{wait:?}");
             } else {
@@ -598,20 +640,21 @@ mod tests {
         }
         engine.begin_merge(SweepOutcome {
             index: None,
-            generation: engine.generation,
+            generation: engine.sweeps.generation,
             found: None,
             batch,
             problems: Vec::new(),
             took: Duration::ZERO,
         });
         engine
+            .sweeps
             .merging
             .as_mut()
             .unwrap()
             .dir_removed(gone_dir.clone());
         engine.merge_some(usize::MAX);
-        assert_eq!(engine.states.len(), 10);
-        assert!(engine.states.keys().all(|key| key.dir() == kept_dir));
+        assert_eq!(engine.view.states.len(), 10);
+        assert!(engine.view.states.keys().all(|key| key.dir() == kept_dir));
     }
 
     /// A background sweep's 3,000 findings are merged a chunk per turn:
@@ -645,36 +688,36 @@ mod tests {
             let live = KeyState::bare(Liveness::Live);
             engine.update(key.clone(), live, SystemTime::now());
         }
-        engine.sweep_touched.begin();
-        engine.sweep_touched.touch(&probed);
+        engine.sweeps.touched.begin();
+        engine.sweeps.touched.touch(&probed);
         while deltas.try_recv().is_ok() {}
         let batch = Probed::of(batch);
         engine.begin_merge(SweepOutcome {
             index: None,
-            generation: engine.generation,
+            generation: engine.sweeps.generation,
             found: Some(FoundKeys::of(&batch)),
             batch,
             problems: Vec::new(),
             took: Duration::ZERO,
         });
 
-        assert!(!engine.states.contains_key(&gone));
+        assert!(!engine.view.states.contains_key(&gone));
         assert!(matches!(
             deltas.try_recv(),
             Ok(Delta::Removed { key, .. }) if key == gone
         ));
-        assert!(engine.states.contains_key(&probed));
-        assert!(engine.states.contains_key(&keys[0]));
+        assert!(engine.view.states.contains_key(&probed));
+        assert!(engine.view.states.contains_key(&keys[0]));
         assert!(
             deltas.try_recv().is_err(),
             "one key removed, no other delta"
         );
 
         assert_eq!(engine.merge_some(MERGE_CHUNK), MERGE_CHUNK);
-        assert_eq!(engine.states.len(), MERGE_CHUNK + 1);
+        assert_eq!(engine.view.states.len(), MERGE_CHUNK + 1);
         // An event's probe of a key not merged yet: its answer is newer.
         let late = keys[2_999].clone();
-        engine.sweep_touched.touch(&late);
+        engine.sweeps.touched.touch(&late);
         engine.update(
             late.clone(),
             KeyState::bare(Liveness::Live),
@@ -683,12 +726,15 @@ mod tests {
         let sent: Vec<Delta> = std::iter::from_fn(|| deltas.try_recv().ok()).collect();
         assert!(!sent.iter().any(|d| matches!(d, Delta::Synced { .. })));
 
-        while engine.merging.is_some() {
+        while engine.sweeps.merging.is_some() {
             engine.merge_some(MERGE_CHUNK);
         }
-        assert_eq!(engine.states.len(), 3_001);
-        assert_eq!(engine.states.get(&late).unwrap().liveness, Liveness::Live);
-        assert!(!engine.sweep_touched.active(), "the sweep is over");
+        assert_eq!(engine.view.states.len(), 3_001);
+        assert_eq!(
+            engine.view.states.get(&late).unwrap().liveness,
+            Liveness::Live
+        );
+        assert!(!engine.sweeps.touched.active(), "the sweep is over");
         let sent: Vec<Delta> = std::iter::from_fn(|| deltas.try_recv().ok()).collect();
         assert!(matches!(
             sent.last(),

@@ -84,8 +84,8 @@ impl Engine {
             };
             self.trace(&key, Stage::ProbeStart);
             let probed = self.prober.probe_without_waiting(&key, mode).await;
-            self.stats.probes.fetch_add(1, Ordering::Relaxed);
-            self.sweep_touched.touch(&key);
+            self.view.stats.probes.fetch_add(1, Ordering::Relaxed);
+            self.sweeps.touched.touch(&key);
             if mode.writes()
                 && let Some(inference) = self.source.inference_mut()
             {
@@ -123,7 +123,7 @@ impl Engine {
     /// the kernel still lists it in `/proc/locks`. `holders_now` keeps
     /// each PID's fdinfo for the batch.
     fn held_as_shown(&mut self, key: &LockKey, holders_now: &mut HashMap<u32, HeldFiles>) -> bool {
-        let Some(state) = self.states.get(key) else {
+        let Some(state) = self.view.states.get(key) else {
             return false;
         };
         if !matches!(state.liveness, Liveness::Live | Liveness::Own) {
@@ -141,10 +141,10 @@ impl Engine {
     /// (`liveness`), no `/proc/locks` read: a probe like any other for the
     /// stats, the trace and the sweep merge.
     fn looked_by_fdinfo(&mut self, key: &LockKey, liveness: Liveness) {
-        self.stats.probes.fetch_add(1, Ordering::Relaxed);
+        self.view.stats.probes.fetch_add(1, Ordering::Relaxed);
         self.trace(key, Stage::ProbeStart);
         self.trace(key, Stage::Probed(liveness));
-        self.sweep_touched.touch(key);
+        self.sweeps.touched.touch(key);
     }
 
     /// The lock-free confirmation of a key held back after a close
@@ -350,7 +350,7 @@ impl Engine {
         key: &LockKey,
         state: &mut KeyState,
     ) {
-        let Some(previous) = self.states.get(key) else {
+        let Some(previous) = self.view.states.get(key) else {
             return;
         };
         let held = |liveness| matches!(liveness, Liveness::Live | Liveness::Own);
@@ -377,12 +377,12 @@ impl Engine {
             return;
         }
         let per_second = echo_rate.last_second;
-        match (&self.health, per_second >= ECHO_ALARM_PER_SECOND) {
-            (Some(WatcherHealth::Watching), true) => {
-                self.set_health(WatcherHealth::SelfInflicted { per_second })
-            }
+        match (&self.view.health, per_second >= ECHO_ALARM_PER_SECOND) {
+            (Some(WatcherHealth::Watching), true) => self
+                .view
+                .set_health(WatcherHealth::SelfInflicted { per_second }),
             (Some(WatcherHealth::SelfInflicted { .. }), false) => {
-                self.set_health(WatcherHealth::Watching)
+                self.view.set_health(WatcherHealth::Watching)
             }
             _ => {}
         }

@@ -283,7 +283,7 @@ impl Engine {
         inference.lookups.last_start = Some(Instant::now());
         let tx: UnboundedSender<LookupOutcome> = inference.lookup_results_tx.clone();
         let job = LookupJob {
-            generation: self.generation,
+            generation: self.sweeps.generation,
             batch,
             judge,
             recheck: if self.config.probe.locks() {
@@ -293,7 +293,7 @@ impl Engine {
             },
             opened,
             own_pids: self.own_pids.clone(),
-            stats: self.stats.clone(),
+            stats: self.view.stats.clone(),
             trace: self.config.trace.clone(),
         };
         tokio::task::spawn_blocking(move || {
@@ -316,8 +316,8 @@ impl Engine {
             let held = std::mem::take(&mut inference.opened_held);
             inference
                 .recheck
-                .extend(held.into_iter().filter(|key| self.held.contains(key)));
-            self.filter.take_opened().into_iter().collect()
+                .extend(held.into_iter().filter(|key| self.view.held.contains(key)));
+            self.view.filter.take_opened().into_iter().collect()
         } else {
             Vec::new()
         };
@@ -349,12 +349,13 @@ impl Engine {
             inference.batch_due = (!lookups.running()).then(|| lookups.judge_ready_at());
             return;
         }
-        self.stats
+        self.view
+            .stats
             .probes
             .fetch_add(keys.len() as u64, Ordering::Relaxed);
         for (key, _) in &keys {
             self.trace(key, Stage::ProbeStart);
-            self.sweep_touched.touch(key);
+            self.sweeps.touched.touch(key);
         }
         let newer: HashSet<LockKey> = keys.iter().map(|(key, _)| key.clone()).collect();
         let waiting = self.waiting_states(&newer);
@@ -409,7 +410,7 @@ impl Engine {
             return 0;
         };
         let touched = inference.lookups.touched.end();
-        if outcome.generation != self.generation {
+        if outcome.generation != self.sweeps.generation {
             return 0;
         }
         let items = outcome.annotated.len() + outcome.judged.len() + outcome.locked.len();
@@ -427,8 +428,8 @@ impl Engine {
             self.settle(key, state, at, true);
         }
         for path in outcome.locked {
-            if let Some(key) = claim_of(&self.state_dir, &path)
-                && !self.held.contains(&key)
+            if let Some(key) = claim_of(&self.tree.state_dir, &path)
+                && !self.view.held.contains(&key)
             {
                 self.mark(key);
             }
@@ -474,7 +475,7 @@ impl Engine {
             .recheck
             .iter()
             .filter(|key| !skip.contains(*key) && !inference.deferred.contains_key(*key))
-            .filter_map(|key| Some((key.clone(), self.states.get(key)?.clone(), at)));
+            .filter_map(|key| Some((key.clone(), self.view.states.get(key)?.clone(), at)));
         deferred
             .chain(recheck)
             .map(|(key, mut state, seen)| {
@@ -609,7 +610,10 @@ mod tests {
                 (Liveness::Free, None)
             ]
         );
-        assert_eq!(engine.states.get(&key).unwrap().liveness, Liveness::Free);
+        assert_eq!(
+            engine.view.states.get(&key).unwrap().liveness,
+            Liveness::Free
+        );
     }
 
     /// A key probed held again while its lookup runs — the same claim, its

@@ -26,7 +26,7 @@ impl Engine {
     /// Forgets the opens remembered so far: a full sweep probes every key
     /// after this, which stands for them.
     pub(in crate::engine::run) fn forget_opened_files(&mut self) {
-        self.filter.take_opened();
+        self.view.filter.take_opened();
         if let Some(inference) = self.source.inference_mut() {
             inference.opens_due = None;
             inference.opened_held.clear();
