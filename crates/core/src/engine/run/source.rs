@@ -98,11 +98,11 @@ impl Source {
                 .flatten()
                 .min(),
             Self::Inference(inference) => {
-                let mut due = inference.batch_due;
+                let mut due = inference.batch.due;
                 // While a lookup runs, its answer wakes the loop.
                 if !inference.lookups.running() {
                     let ready = inference.lookups.ready_at();
-                    let opens = inference.opens_due.map(|due| due.max(ready));
+                    let opens = inference.opens.due.map(|due| due.max(ready));
                     let waiting = inference.waiting().then_some(ready);
                     due = [due, opens, waiting].into_iter().flatten().min();
                 }
@@ -140,12 +140,7 @@ impl Source {
     pub(super) fn mark(&mut self, key: LockKey) {
         match self {
             Self::Kernel(kernel) => kernel.queue(key),
-            Self::Inference(inference) => {
-                inference.pending.insert(key);
-                inference
-                    .batch_due
-                    .get_or_insert_with(|| Instant::now() + super::COALESCE);
-            }
+            Self::Inference(inference) => inference.batch.mark(key),
         }
     }
 
@@ -153,14 +148,7 @@ impl Source {
     pub(super) fn take_due(&mut self, now: Instant) -> Vec<LockKey> {
         match self {
             Self::Kernel(kernel) => kernel.due(now),
-            Self::Inference(inference) => {
-                if inference.batch_due.is_some_and(|due| due <= now) {
-                    inference.batch_due = None;
-                    inference.pending.drain().collect()
-                } else {
-                    Vec::new()
-                }
-            }
+            Self::Inference(inference) => inference.batch.take_due(now),
         }
     }
 
@@ -185,7 +173,7 @@ impl Source {
     /// taken or left it (inference keeps that apart from a close).
     pub(super) fn note_written(&mut self, key: &LockKey) {
         if let Self::Inference(inference) = self {
-            inference.written.insert(key.clone());
+            inference.batch.written.insert(key.clone());
         }
     }
 
@@ -195,7 +183,7 @@ impl Source {
     pub(super) fn note_closed(&mut self, key: &LockKey) -> bool {
         match self {
             Self::Inference(inference) => {
-                inference.closed.insert(key.clone());
+                inference.batch.closed.insert(key.clone());
                 true
             }
             Self::Kernel(_) => false,
@@ -208,7 +196,7 @@ impl Source {
     /// themselves.
     pub(super) fn note_held_opened(&mut self, key: LockKey) {
         if let Self::Inference(inference) = self {
-            inference.opened_held.insert(key);
+            inference.opens.held.insert(key);
             inference.opens_settle();
         }
     }

@@ -62,8 +62,8 @@ impl Engine {
             let Some(inference) = self.source.inference_mut() else {
                 continue;
             };
-            let closed = inference.closed.remove(&key);
-            let written = inference.written.remove(&key);
+            let closed = inference.batch.closed.remove(&key);
+            let written = inference.batch.written.remove(&key);
             if lock_free {
                 let settled = !written
                     && (self.confirmed_by_holder(&key, &mut holders_now)
@@ -73,9 +73,9 @@ impl Engine {
                 }
                 continue;
             }
-            let echo = inference.echo_marks.get(&key) == Some(&Fingerprint::of(&key));
+            let echo = inference.echo.marks.get(&key) == Some(&Fingerprint::of(&key));
             if echo {
-                inference.echo_rate.count();
+                inference.echo.rate.count();
             }
             let mode = if echo || closed {
                 ProbeMode::Passive
@@ -90,7 +90,8 @@ impl Engine {
                 && let Some(inference) = self.source.inference_mut()
             {
                 inference
-                    .echo_marks
+                    .echo
+                    .marks
                     .insert(key.clone(), Fingerprint::of(&key));
             }
             if let Some(state) = self.answered(&key, probed, closed) {
@@ -308,8 +309,8 @@ impl Engine {
             return self.update(key, state, at);
         };
         if !state.liveness.is_held() {
-            inference.recheck.remove(&key);
-            if let Some((mut spell, seen)) = inference.deferred.remove(&key) {
+            inference.held_waits.recheck.remove(&key);
+            if let Some((mut spell, seen)) = inference.held_waits.deferred.remove(&key) {
                 // The hold was seen; its holder was never read: say so.
                 spell.holders_note = Some(HoldersNote::ReleasedBeforeLookup);
                 self.update(key.clone(), spell, seen);
@@ -317,7 +318,7 @@ impl Engine {
             return self.update(key, state, at);
         }
         if annotated {
-            inference.deferred.remove(&key);
+            inference.held_waits.deferred.remove(&key);
             if state.holders.is_empty() {
                 state.holders_note.get_or_insert(HoldersNote::NotVisible);
             }
@@ -327,12 +328,19 @@ impl Engine {
         if state.holders.is_empty() {
             self.trace(&key, Stage::Deferred);
             if let Some(inference) = self.source.inference_mut() {
-                let first_seen = inference.deferred.get(&key).map_or(at, |(_, seen)| *seen);
-                inference.deferred.insert(key, (state, first_seen));
+                let first_seen = inference
+                    .held_waits
+                    .deferred
+                    .get(&key)
+                    .map_or(at, |(_, seen)| *seen);
+                inference
+                    .held_waits
+                    .deferred
+                    .insert(key, (state, first_seen));
             }
         } else {
             if let Some(inference) = self.source.inference_mut() {
-                inference.recheck.insert(key.clone());
+                inference.held_waits.recheck.insert(key.clone());
             }
             self.update(key, state, at);
         }
@@ -370,7 +378,7 @@ impl Engine {
     /// Shows a sustained rate of the engine's own echo in its health (and
     /// takes it back once the rate falls).
     pub(in crate::engine::run) fn watch_echo_rate(&mut self) {
-        let Some(echo_rate) = self.source.inference_mut().map(|i| &mut i.echo_rate) else {
+        let Some(echo_rate) = self.source.inference_mut().map(|i| &mut i.echo.rate) else {
             return;
         };
         if !echo_rate.roll() {

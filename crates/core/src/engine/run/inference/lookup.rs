@@ -311,10 +311,11 @@ impl Engine {
         if !inference.lookups.may_start(now) {
             return;
         }
-        let opened = if inference.opens_due.is_some_and(|due| due <= now) {
-            inference.opens_due = None;
-            let held = std::mem::take(&mut inference.opened_held);
+        let opened = if inference.opens.due.is_some_and(|due| due <= now) {
+            inference.opens.due = None;
+            let held = std::mem::take(&mut inference.opens.held);
             inference
+                .held_waits
                 .recheck
                 .extend(held.into_iter().filter(|key| self.view.held.contains(key)));
             self.view.filter.take_opened().into_iter().collect()
@@ -340,13 +341,13 @@ impl Engine {
         if !inference.lookups.may_judge(now) {
             for (key, closed) in keys {
                 if closed {
-                    inference.closed.insert(key.clone());
+                    inference.batch.closed.insert(key.clone());
                 }
-                inference.pending.insert(key);
+                inference.batch.pending.insert(key);
             }
             // A running lookup's answer wakes the loop (see apply_lookup).
             let lookups = &inference.lookups;
-            inference.batch_due = (!lookups.running()).then(|| lookups.judge_ready_at());
+            inference.batch.due = (!lookups.running()).then(|| lookups.judge_ready_at());
             return;
         }
         self.view
@@ -377,19 +378,20 @@ impl Engine {
                 continue;
             };
             if let Some(inference) = self.source.inference_mut() {
-                inference.recheck.remove(&key);
+                inference.held_waits.recheck.remove(&key);
             }
             self.settle(key, state, at, true);
         }
         let Some(inference) = self.source.inference_mut() else {
             return;
         };
-        if !inference.pending.is_empty() {
+        if !inference.batch.pending.is_empty() {
             // Changes that came while the read ran: the next read — but a
             // key held back to confirm is looked at after the coalescing
             // window, from its holder's fdinfo, with no read to wait for.
             let now = Instant::now();
             let confirming = inference
+                .batch
                 .pending
                 .iter()
                 .any(|key| inference.confirming.contains_key(key));
@@ -398,7 +400,7 @@ impl Engine {
             } else {
                 inference.lookups.judge_ready_at().max(now)
             };
-            inference.batch_due = Some(due);
+            inference.batch.due = Some(due);
         }
     }
 
@@ -423,7 +425,7 @@ impl Engine {
                 continue;
             }
             if let Some(inference) = self.source.inference_mut() {
-                inference.recheck.remove(&key);
+                inference.held_waits.recheck.remove(&key);
             }
             self.settle(key, state, at, true);
         }
@@ -451,7 +453,7 @@ impl Engine {
             && self
                 .source
                 .inference()
-                .and_then(|inference| inference.deferred.get(key))
+                .and_then(|inference| inference.held_waits.deferred.get(key))
                 .is_some_and(|(waiting, _)| waiting.liveness.is_held())
             && state.since.is_some()
             && state.since == key.held_since()
@@ -467,14 +469,16 @@ impl Engine {
         };
         let at = SystemTime::now();
         let deferred = inference
+            .held_waits
             .deferred
             .iter()
             .filter(|(key, _)| !skip.contains(*key))
             .map(|(key, (state, seen))| (key.clone(), state.clone(), *seen));
         let recheck = inference
+            .held_waits
             .recheck
             .iter()
-            .filter(|key| !skip.contains(*key) && !inference.deferred.contains_key(*key))
+            .filter(|key| !skip.contains(*key) && !inference.held_waits.deferred.contains_key(*key))
             .filter_map(|key| Some((key.clone(), self.view.states.get(key)?.clone(), at)));
         deferred
             .chain(recheck)

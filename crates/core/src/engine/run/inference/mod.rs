@@ -38,18 +38,93 @@ pub(in crate::engine::run) struct Confirming {
     pub(in crate::engine::run) state: KeyState,
 }
 
-/// What the engine keeps only while it infers liveness.
-pub(in crate::engine::run) struct Inference {
+/// Changed claims waiting for inference's batch, and what changed them.
+///
+/// Invariant: `closed` and `written` are subsets of `pending`; `due` is
+/// `Some` exactly while `pending` is not empty.
+#[derive(Default)]
+pub(in crate::engine::run) struct Batch {
     /// Keys changed since the last batch.
     pub(in crate::engine::run) pending: HashSet<LockKey>,
     /// When the pending batch is due.
-    pub(in crate::engine::run) batch_due: Option<Instant>,
+    pub(in crate::engine::run) due: Option<Instant>,
     /// Keys of `pending` whose changes include a close of a file opened
     /// for writing (see [`judge`]'s close confirmation).
     pub(in crate::engine::run) closed: HashSet<LockKey>,
     /// Keys of `pending` whose changes include something else than a
     /// close (a create, a write, a removal): someone may have taken them.
     pub(in crate::engine::run) written: HashSet<LockKey>,
+}
+
+/// Held states waiting for a `/proc/locks` read to name or confirm
+/// their holders.
+///
+/// Invariant: a held state is never sent without holders and a reason:
+/// until the read names them it waits here.
+#[derive(Default)]
+pub(in crate::engine::run) struct HeldWaits {
+    /// Held probe results whose holders the rate-limited `/proc/locks`
+    /// read has not named yet: sent once it has, with the time they were
+    /// observed.
+    pub(in crate::engine::run) deferred: HashMap<LockKey, (KeyState, std::time::SystemTime)>,
+    /// Held keys sent with the holders of the same claim, to confirm at
+    /// the next read.
+    pub(in crate::engine::run) recheck: HashSet<LockKey>,
+}
+
+/// Opened claim files waiting to be compared with `/proc/locks`.
+///
+/// Invariant: `due` is `Some` while opens wait for their look.
+#[derive(Default)]
+pub(in crate::engine::run) struct Opens {
+    /// Held keys whose files were opened (a contender or a watcher may be
+    /// arriving): rechecked once the opens settled
+    /// ([`opens::OPEN_SETTLE`]), so that the look finds the `flock`
+    /// the open came before.
+    pub(in crate::engine::run) held: HashSet<LockKey>,
+    /// When the opened claim files are next compared with `/proc/locks`.
+    pub(in crate::engine::run) due: Option<Instant>,
+}
+
+/// The acquire probe's own writes, and how often they come back.
+#[derive(Default)]
+pub(in crate::engine::run) struct Echoes {
+    /// What each key's files looked like right after the engine's last
+    /// acquire probe of it (its own writes).
+    pub(in crate::engine::run) marks: HashMap<LockKey, echo::Fingerprint>,
+    /// The engine's own echoes per second.
+    pub(in crate::engine::run) rate: echo::EchoRate,
+}
+
+impl Batch {
+    /// `key` changed: the batch is due [`super::COALESCE`] after its
+    /// first change.
+    pub(in crate::engine::run) fn mark(&mut self, key: LockKey) {
+        self.pending.insert(key);
+        self.due
+            .get_or_insert_with(|| Instant::now() + super::COALESCE);
+    }
+
+    /// The batch's keys, taken, once it is due by `now`.
+    pub(in crate::engine::run) fn take_due(&mut self, now: Instant) -> Vec<LockKey> {
+        if self.due.is_some_and(|due| due <= now) {
+            self.due = None;
+            self.pending.drain().collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Forgets the changes waiting.
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
+/// What the engine keeps only while it infers liveness.
+pub(in crate::engine::run) struct Inference {
+    /// Changed claims waiting for the batch.
+    pub(in crate::engine::run) batch: Batch,
     /// Keys found held after a close, with how many looks confirmed it
     /// so far and the held state found last: it is sent only once a look
     /// with no close since agrees ([`CLOSE_CONFIRMS`] at most).
@@ -62,26 +137,12 @@ pub(in crate::engine::run) struct Inference {
     /// Where a lookup's outcome is sent, and received by the loop.
     pub(in crate::engine::run) lookup_results_tx: UnboundedSender<lookup::LookupOutcome>,
     pub(in crate::engine::run) lookup_results: UnboundedReceiver<lookup::LookupOutcome>,
-    /// Held probe results whose holders the rate-limited `/proc/locks`
-    /// read has not named yet: sent once it has (never without holders
-    /// and a reason), with the time they were observed.
-    pub(in crate::engine::run) deferred: HashMap<LockKey, (KeyState, std::time::SystemTime)>,
-    /// Held keys sent with the holders of the same claim, to confirm at
-    /// the next read.
-    pub(in crate::engine::run) recheck: HashSet<LockKey>,
-    /// Held keys whose files were opened (a contender or a watcher may be
-    /// arriving): rechecked once the opens settled
-    /// ([`opens::OPEN_SETTLE`]), so that the look finds the `flock`
-    /// the open came before.
-    pub(in crate::engine::run) opened_held: HashSet<LockKey>,
-    /// When the opened claim files are next compared with `/proc/locks`
-    /// (`Some` while some wait).
-    pub(in crate::engine::run) opens_due: Option<Instant>,
-    /// What each key's files looked like right after the engine's last
-    /// acquire probe of it (its own writes).
-    pub(in crate::engine::run) echo_marks: HashMap<LockKey, echo::Fingerprint>,
-    /// The engine's own echoes per second.
-    pub(in crate::engine::run) echo_rate: echo::EchoRate,
+    /// Held states waiting for a read to name their holders.
+    pub(in crate::engine::run) held_waits: HeldWaits,
+    /// Opened files waiting for their look.
+    pub(in crate::engine::run) opens: Opens,
+    /// The acquire probe's own echo.
+    pub(in crate::engine::run) echo: Echoes,
 }
 
 impl Inference {
@@ -89,58 +150,50 @@ impl Inference {
     pub(in crate::engine::run) fn new() -> Self {
         let (lookup_results_tx, lookup_results) = mpsc::unbounded_channel();
         Self {
-            pending: HashSet::new(),
-            batch_due: None,
-            closed: HashSet::new(),
-            written: HashSet::new(),
+            batch: Batch::default(),
             confirming: HashMap::new(),
             in_flight_since: HashMap::new(),
             lookups: lookup::Lookups::default(),
             lookup_results_tx,
             lookup_results,
-            deferred: HashMap::new(),
-            recheck: HashSet::new(),
-            opened_held: HashSet::new(),
-            opens_due: None,
-            echo_marks: HashMap::new(),
-            echo_rate: echo::EchoRate::default(),
+            held_waits: HeldWaits::default(),
+            opens: Opens::default(),
+            echo: Echoes::default(),
         }
     }
 
     /// Forgets everything kept about `key` (removed from the view).
     pub(in crate::engine::run) fn forget(&mut self, key: &LockKey) {
-        self.echo_marks.remove(key);
+        self.echo.marks.remove(key);
         self.in_flight_since.remove(key);
         self.lookups.touch(key);
-        self.pending.remove(key);
-        self.closed.remove(key);
-        self.written.remove(key);
+        self.batch.pending.remove(key);
+        self.batch.closed.remove(key);
+        self.batch.written.remove(key);
         self.confirming.remove(key);
-        self.deferred.remove(key);
-        self.recheck.remove(key);
-        self.opened_held.remove(key);
+        self.held_waits.deferred.remove(key);
+        self.held_waits.recheck.remove(key);
+        self.opens.held.remove(key);
     }
 
     /// Drops the changes waiting for a batch and the looks held back: a
     /// judgement of every key comes, and stands for them.
     pub(in crate::engine::run) fn clear_changes(&mut self) {
-        self.pending.clear();
-        self.closed.clear();
-        self.written.clear();
+        self.batch.clear();
         self.confirming.clear();
-        self.batch_due = None;
     }
 
     /// Looks at the opened files [`opens::OPEN_SETTLE`] after the
     /// first open since the last look.
     pub(in crate::engine::run) fn opens_settle(&mut self) {
-        self.opens_due
+        self.opens
+            .due
             .get_or_insert(Instant::now() + opens::OPEN_SETTLE);
     }
 
     /// Whether held states wait for a `/proc/locks` read (deferred, or
     /// sent with kept holders to confirm).
     pub(in crate::engine::run) fn waiting(&self) -> bool {
-        !self.deferred.is_empty() || !self.recheck.is_empty()
+        !self.held_waits.deferred.is_empty() || !self.held_waits.recheck.is_empty()
     }
 }

@@ -28,8 +28,8 @@ impl Engine {
     pub(in crate::engine::run) fn forget_opened_files(&mut self) {
         self.view.filter.take_opened();
         if let Some(inference) = self.source.inference_mut() {
-            inference.opens_due = None;
-            inference.opened_held.clear();
+            inference.opens.due = None;
+            inference.opens.held.clear();
         }
     }
 }
