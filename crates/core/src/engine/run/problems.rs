@@ -13,16 +13,14 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::view::View;
 use crate::disk::scan::problem_at;
 use crate::disk::{ScanProblem, ScanProblemKind};
-use crate::engine::Delta;
 
 /// The problems the engine knows, in the order consumers see them.
 #[derive(Debug, Default)]
 pub(super) struct Problems {
     pub(super) set: BTreeSet<ScanProblem>,
-    /// Changed since the last [`View::flush_problems`].
+    /// Changed since the list was last taken ([`Problems::take_changed`]).
     dirty: bool,
 }
 
@@ -89,21 +87,9 @@ impl Problems {
             self.dirty = true;
         }
     }
-}
 
-impl View {
-    /// Replaces every problem with a full scan's (sorted) findings, and
-    /// sends them if they changed.
-    pub(super) fn replace_problems(&mut self, found: Vec<ScanProblem>) {
-        self.problems.replace(found);
-        self.flush_problems();
-    }
-
-    /// Sends the whole list if it changed since the last flush.
-    pub(super) fn flush_problems(&mut self) {
-        if std::mem::take(&mut self.problems.dirty) {
-            let list = self.problems.set.iter().cloned().collect();
-            self.send(Delta::Problems(list));
-        }
+    /// The whole sorted list, if it changed since it was last taken.
+    pub(super) fn take_changed(&mut self) -> Option<Vec<ScanProblem>> {
+        std::mem::take(&mut self.dirty).then(|| self.set.iter().cloned().collect())
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 
 use super::outbox::Outbox;
 use super::problems::Problems;
-use crate::disk::LockKey;
+use crate::disk::{LockKey, ScanProblem};
 use crate::engine::fs_events::EventFilter;
 use crate::engine::store::KeyStore;
 use crate::engine::{Delta, EngineStats, WatcherHealth};
@@ -88,6 +88,20 @@ impl View {
         if self.health.as_ref() != Some(&health) {
             self.health = Some(health.clone());
             self.send(Delta::Health(health));
+        }
+    }
+
+    /// Replaces every problem with a full scan's (sorted) findings, and
+    /// sends them if they changed.
+    pub(super) fn replace_problems(&mut self, found: Vec<ScanProblem>) {
+        self.problems.replace(found);
+        self.flush_problems();
+    }
+
+    /// Sends the whole list if it changed since the last flush.
+    pub(super) fn flush_problems(&mut self) {
+        if let Some(list) = self.problems.take_changed() {
+            self.send(Delta::Problems(list));
         }
     }
 }
