@@ -1,18 +1,18 @@
 //! What the loop does with changed claims, whatever the source: marks
 //! them, takes those due at its timers, drops the ones whose files are
 //! gone, has the rest judged as the source judges
-//! ([`Engine::judge_changed`]: the kernel's lock table, or inference's
-//! probes and reads, [`super::inference`]), and sends only differences
-//! ([`Engine::update`]).
+//! ([`super::source::Source::judge`]: the kernel's lock table, or
+//! inference's probes and reads), and sends only differences
+//! ([`super::judging::Judging::update`]).
 
 use std::time::SystemTime;
 
 use tokio::time::Instant;
 
 use super::Engine;
+use super::source::Source;
 use crate::disk::LockKey;
 use crate::engine::Delta;
-use crate::engine::trace::Stage;
 use crate::liveness::KeyState;
 
 impl Engine {
@@ -31,9 +31,6 @@ impl Engine {
             self.probe_batch(due).await;
             self.span("probe batch", from, items);
         }
-        if self.source.waiters_due(now) {
-            self.check_waiters();
-        }
         if self.sweep_due().is_some_and(|due| due <= now) {
             let from = self.clock();
             self.start_background_sweep();
@@ -45,16 +42,10 @@ impl Engine {
             self.refresh_holders();
             self.span("refresh holders", from, items);
         }
-        if self
-            .source
-            .inference()
-            .is_some_and(|inference| inference.lookups.may_start(now))
-        {
-            let from = self.clock();
-            self.start_waiting_lookup(now);
-            self.span("start lookup", from, 0);
-        }
-        self.watch_echo_rate();
+        let from = self.clock();
+        let (source, mut judging) = self.split();
+        source.on_timers(&mut judging, now);
+        self.span("source timers", from, 0);
     }
 
     /// Judges changed keys as the source does (see
@@ -80,48 +71,19 @@ impl Engine {
             }
             claims.push(key);
         }
-        self.judge_changed(claims).await;
+        let (source, mut judging) = self.split();
+        source.judge(&mut judging, claims).await;
         self.view.flush_problems();
     }
 
-    pub(super) fn update(&mut self, key: LockKey, mut state: KeyState, at: SystemTime) {
-        // A fresh probe's holders carry no CPU history: the refresh's is
-        // theirs (so a re-probe never flips a holder's idleness).
-        let idle_after = self.config.idle_after;
-        self.holders
-            .cpu
-            .stamp(&mut state.holders, SystemTime::now(), idle_after);
-        let previous = self.view.states.get(&key);
-        if previous == Some(&state) {
-            return;
-        }
-        let previous = previous.map(|s| s.liveness);
-        if state.liveness.is_held() {
-            if self.view.held.insert(key.clone()) {
-                self.share_held(&key, true);
-            }
-        } else if self.view.held.remove(&key) {
-            self.share_held(&key, false);
-        }
-        self.view.states.insert(key.clone(), state.clone());
-        self.trace(&key, Stage::Sent(state.liveness));
-        self.view.send(Delta::Key {
-            key,
-            state,
-            previous,
-            at,
-        });
-    }
-
-    /// Keeps the watcher thread's copy of held keys' files in step.
-    fn share_held(&self, key: &LockKey, held: bool) {
-        self.view.filter.set_held(key, held);
+    /// `key` was judged `state` at `at` (see [`super::judging::Judging::update`]).
+    pub(super) fn update(&mut self, key: LockKey, state: KeyState, at: SystemTime) {
+        self.split().1.update(key, state, at);
     }
 
     pub(super) fn remove(&mut self, key: &LockKey) {
-        self.unregister(key);
         if self.view.held.remove(key) {
-            self.share_held(key, false);
+            self.view.filter.set_held(key, false);
         }
         self.sweeps.touched.touch(key);
         self.source.forget(key);

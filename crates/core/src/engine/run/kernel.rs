@@ -39,7 +39,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::Engine;
+use std::path::Path;
+
+use super::judging::Judging;
+use super::source::{Asks, Source, TreeWatchKind};
 use crate::disk::LockKey;
 use crate::engine::WatcherHealth;
 use crate::engine::trace::Stage;
@@ -96,7 +99,7 @@ pub(super) struct Kernel {
     table: LiveTable,
     /// Every registered claim file → its claim. Registered: the claims
     /// held at the first judgement, every claim judged since, and the
-    /// claim an event's requester opened ([`Engine::resolve_claim`]) —
+    /// claim an event's requester opened ([`Kernel::resolve_claim`]) —
     /// never every claim on disk (a million idle keys would cost hundreds
     /// of megabytes here for nothing).
     files: HashMap<FileId, LockKey>,
@@ -125,7 +128,7 @@ pub(super) struct Kernel {
     /// The searches for who keeps a lock its taker closed.
     keepers: Keepers,
     /// The claims changed and not judged yet.
-    judging: JudgeQueue,
+    judge_queue: JudgeQueue,
     /// Claims judged with their taker let go and not shown so yet, since
     /// when ([`LET_GO_GRACE`]).
     let_go_since: HashMap<LockKey, Instant>,
@@ -231,7 +234,7 @@ impl Kernel {
             next_waiter_check: Instant::now() + WAITER_CHECK,
             refusals: Refusals::default(),
             keepers: Keepers::default(),
-            judging: JudgeQueue::default(),
+            judge_queue: JudgeQueue::default(),
             let_go_since: HashMap::new(),
             readmitting: HashMap::new(),
         }
@@ -280,8 +283,8 @@ impl Kernel {
     /// Queues `key` for judgement [`super::COALESCE`] after now, unless
     /// it is queued already (its first change sets when).
     pub(super) fn queue(&mut self, key: LockKey) {
-        if self.judging.queued.insert(key.clone()) {
-            self.judging
+        if self.judge_queue.queued.insert(key.clone()) {
+            self.judge_queue
                 .queue
                 .push_back((Instant::now() + super::COALESCE, key));
         }
@@ -289,26 +292,26 @@ impl Kernel {
 
     /// Takes `key` out of the queue (judged now).
     pub(super) fn unqueue(&mut self, key: &LockKey) {
-        self.judging.queued.remove(key);
+        self.judge_queue.queued.remove(key);
     }
 
     /// Empties the queue (a judgement of everything comes).
     pub(super) fn clear_queue(&mut self) {
-        self.judging.queue.clear();
-        self.judging.queued.clear();
+        self.judge_queue.queue.clear();
+        self.judge_queue.queued.clear();
     }
 
     /// The queued claims due by `now`, in the order they were queued.
     pub(super) fn due(&mut self, now: Instant) -> Vec<LockKey> {
         let mut due = Vec::new();
-        while let Some((at, _)) = self.judging.queue.front() {
+        while let Some((at, _)) = self.judge_queue.queue.front() {
             if *at > now {
                 break;
             }
-            let Some((_, key)) = self.judging.queue.pop_front() else {
+            let Some((_, key)) = self.judge_queue.queue.pop_front() else {
                 break;
             };
-            if self.judging.queued.remove(&key) {
+            if self.judge_queue.queued.remove(&key) {
                 due.push(key);
             }
         }
@@ -316,17 +319,12 @@ impl Kernel {
     }
 
     /// When the first queued claim is due.
-    pub(super) fn next_due(&self) -> Option<Instant> {
-        self.judging
+    pub(super) fn queue_due(&self) -> Option<Instant> {
+        self.judge_queue
             .queue
             .iter()
-            .find(|(_, key)| self.judging.queued.contains(key))
+            .find(|(_, key)| self.judge_queue.queued.contains(key))
             .map(|(at, _)| *at)
-    }
-
-    /// Events lost so far.
-    pub(super) fn lost(&self) -> u64 {
-        self.lost
     }
 
     /// Asks the stream for the devices of `files` it does not watch yet
@@ -390,16 +388,13 @@ impl NotClaims {
     }
 }
 
-impl Engine {
+impl Kernel {
     /// Has the kernel's events (when they are the source) sample the
     /// devices of every filesystem mounted at or below the root now: a
     /// judgement after this misses no flock on them.
-    pub(super) fn watch_mounted_devices(&mut self) {
-        let Some(kernel) = self.source.kernel_mut() else {
-            return;
-        };
-        if let Some(mounted) = crate::disk::mounts::devices_at_or_below(&self.tree.root) {
-            kernel.watch_devices(mounted);
+    pub(super) fn watch_mounted_devices(&mut self, root: &Path) {
+        if let Some(mounted) = crate::disk::mounts::devices_at_or_below(root) {
+            self.watch_devices(mounted);
         }
     }
 
@@ -418,18 +413,15 @@ impl Engine {
         held: impl Iterator<Item = &'a LockKey>,
         all: impl Iterator<Item = &'a LockKey>,
     ) {
-        let Some(kernel) = self.source.kernel_mut() else {
-            return;
-        };
-        kernel.table = LiveTable::seeded(index);
-        kernel.seeded = true;
+        self.table = LiveTable::seeded(index);
+        self.seeded = true;
         let mut dirs: std::collections::HashSet<&std::path::Path> = Default::default();
         let devices: Vec<FileId> = all
             .filter(|key| dirs.insert(key.dir()))
             .filter_map(|key| std::fs::symlink_metadata(key.dir()).ok())
             .map(|dir| FileId::from_metadata(&dir))
             .collect();
-        kernel.watch_devices_of(&devices);
+        self.watch_devices_of(&devices);
         for key in held {
             self.register(key);
         }
@@ -445,29 +437,28 @@ impl Engine {
     /// Whatever it answers, `file` stays in `files_to_search` only while
     /// its search is still to come: an entry left due would make the
     /// engine's next wake-up due at once, forever (a busy loop).
-    fn resolve_claim(&mut self, file: FileId, pid: u32) -> Option<LockKey> {
-        let kernel = self.source.kernel_mut()?;
-        let searching = kernel.keepers.files_to_search.remove(&file);
-        if kernel.not_claims.contains(&file) {
+    fn resolve_claim(&mut self, state_dir: &Path, file: FileId, pid: u32) -> Option<LockKey> {
+        let searching = self.keepers.files_to_search.remove(&file);
+        if self.not_claims.contains(&file) {
             return None;
         }
         // The requester may have closed it since (handed to a forked
         // child, or released): while the lock stands, whoever keeps it
         // names the path — searched for once KEEPER_WAIT passed, never
         // at once (see `files_to_search`).
-        let path = match kernel.keepers.fd_tables.path_of(pid, file) {
+        let path = match self.keepers.fd_tables.path_of(pid, file) {
             Some(path) => path,
             None => {
-                if kernel.table.locks(&file).holders.is_empty() {
+                if self.table.locks(&file).holders.is_empty() {
                     return None;
                 }
                 let now = Instant::now();
                 let (asker, due) = searching.unwrap_or((pid, now + KEEPER_WAIT));
                 if now < due {
-                    if kernel.keepers.files_to_search.len() >= NOT_CLAIMS_MAX {
-                        kernel.keepers.files_to_search.clear();
+                    if self.keepers.files_to_search.len() >= NOT_CLAIMS_MAX {
+                        self.keepers.files_to_search.clear();
                     }
-                    kernel.keepers.files_to_search.insert(file, (asker, due));
+                    self.keepers.files_to_search.insert(file, (asker, due));
                     return None;
                 }
                 keepers_of(&[file])
@@ -481,8 +472,7 @@ impl Engine {
         let here = std::fs::symlink_metadata(&path)
             .ok()
             .filter(|seen| FileId::from_metadata(seen) == file);
-        let key = crate::engine::fs_events::claim_of(&self.tree.state_dir, &path)
-            .filter(|_| here.is_some());
+        let key = crate::engine::fs_events::claim_of(state_dir, &path).filter(|_| here.is_some());
         match key {
             Some(key) => {
                 self.register(&key);
@@ -494,7 +484,7 @@ impl Engine {
                 // (anyone may make the link) is never taken for a foreign
                 // one, whose events the kernel's filter would then drop.
                 if here.is_some_and(|seen| std::os::unix::fs::MetadataExt::nlink(&seen) == 1) {
-                    kernel.not_claims.insert(file);
+                    self.not_claims.insert(file);
                 }
                 None
             }
@@ -505,63 +495,55 @@ impl Engine {
     /// had; asks the source for their device when it is a new one (a
     /// bind mount below the root).
     fn register(&mut self, key: &LockKey) {
-        let Some(kernel) = self.source.kernel_mut() else {
-            return;
-        };
         let files = claim_files(key);
-        if kernel.claims.get(key) == Some(&files) {
+        if self.claims.get(key) == Some(&files) {
             return;
         }
-        if let Some(old) = kernel.claims.remove(key) {
+        if let Some(old) = self.claims.remove(key) {
             for file in old {
-                kernel.files.remove(&file);
+                self.files.remove(&file);
             }
         }
         for file in &files {
-            kernel.files.insert(*file, key.clone());
+            self.files.insert(*file, key.clone());
         }
         // An inode reused: its events are the claim's now, none may wait
         // (and none may be dropped: the source samples it again, soon).
-        let dropped = kernel.not_claims.remove(&files);
+        let dropped = self.not_claims.remove(&files);
         if !dropped.is_empty() {
             let now = Instant::now();
-            kernel
-                .readmitting
+            self.readmitting
                 .extend(dropped.into_iter().map(|file| (file, now)));
-            if let Some(nudge) = &kernel.nudge {
+            if let Some(nudge) = &self.nudge {
                 nudge();
             }
         }
-        kernel.watch_devices_of(&files);
-        kernel.claims.insert(key.clone(), files);
+        self.watch_devices_of(&files);
+        self.claims.insert(key.clone(), files);
     }
 
     /// Holds the events back until the next judgement seeds the table
     /// again (a sweep begins).
     pub(super) fn unseed(&mut self) {
-        if let Some(kernel) = self.source.kernel_mut() {
-            kernel.seeded = false;
-        }
+        self.seeded = false;
     }
 
     /// Forgets a claim that is gone.
     pub(super) fn unregister(&mut self, key: &LockKey) {
-        let Some(kernel) = self.source.kernel_mut() else {
-            return;
-        };
-        kernel.keepers.keepers_due.remove(key);
-        kernel.keepers.search_keepers.remove(key);
-        kernel.let_go_since.remove(key);
-        if let Some(files) = kernel.claims.remove(key) {
+        self.keepers.keepers_due.remove(key);
+        self.keepers.search_keepers.remove(key);
+        self.let_go_since.remove(key);
+        if let Some(files) = self.claims.remove(key) {
             for file in files {
-                kernel.files.remove(&file);
+                self.files.remove(&file);
             }
         }
     }
 
     /// Applies a batch of records: each event updates the table and marks
-    /// the claim it touched; a lost record starts a new judgement.
-    pub(super) async fn on_records(&mut self, records: Vec<Record>) {
+    /// the claim it touched; what it asks of the engine: claims to judge
+    /// at once, and a new judgement of everything (a lost record).
+    pub(super) fn on_records(&mut self, judging: &mut Judging<'_>, records: Vec<Record>) -> Asks {
         let mut lost = 0;
         let mut readmitted = 0;
         let mut touched: Vec<LockKey> = Vec::new();
@@ -571,17 +553,17 @@ impl Engine {
         // Requests on files no registered claim has: (requester, refused
         // tries), looked up once the batch is applied.
         let mut unknown: HashMap<FileId, (u32, u64)> = HashMap::new();
-        if let Some(kernel) = self.source.kernel_mut() {
+        {
             for record in records {
                 match record {
                     Record::Lost(count) => lost += count.max(1),
                     Record::Readmitted(count) => {
                         readmitted += count.max(1);
                         // Everything is judged again below, these too.
-                        kernel.readmitting.clear();
+                        self.readmitting.clear();
                     }
                     Record::Event(event) => {
-                        let applied = kernel.table.apply(&event);
+                        let applied = self.table.apply(&event);
                         let mut settled = false;
                         if applied.uncertain {
                             // Someone else's close while the taker runs is
@@ -591,7 +573,7 @@ impl Engine {
                             // An agent looping on try_acquire closes once a
                             // try: no fdinfo read per try.
                             let (file, closer) = (event.file, event.pid);
-                            settled = kernel.table.settle(file, |pid| {
+                            settled = self.table.settle(file, |pid| {
                                 let runs = *running
                                     .entry(pid)
                                     .or_insert_with(|| crate::liveness::process::pid_alive(pid));
@@ -602,7 +584,7 @@ impl Engine {
                                 }
                             });
                         }
-                        let Some(key) = kernel.files.get(&event.file) else {
+                        let Some(key) = self.files.get(&event.file) else {
                             let request = !matches!(
                                 event.kind,
                                 crate::liveness::kernel::LockKind::Unlocked { .. }
@@ -625,7 +607,8 @@ impl Engine {
                             continue;
                         };
                         if applied.refused {
-                            self.view
+                            judging
+                                .view
                                 .stats
                                 .refused_tries
                                 .of(key.kind())
@@ -635,34 +618,36 @@ impl Engine {
                             touched.push(key.clone());
                         } else if applied.refused || applied.polled {
                             let now = Instant::now();
-                            match kernel.refusals.last_refusal.get_mut(key) {
+                            match self.refusals.last_refusal.get_mut(key) {
                                 Some(last) => *last = now,
                                 None => {
-                                    kernel.refusals.last_refusal.insert(key.clone(), now);
+                                    self.refusals.last_refusal.insert(key.clone(), now);
                                 }
                             }
-                            let due = kernel
+                            let due = self
                                 .refusals
                                 .refused
                                 .get(key)
                                 .is_none_or(|judged| now >= *judged + REFUSALS_EVERY);
                             if due {
-                                kernel.refusals.refused.insert(key.clone(), now);
+                                self.refusals.refused.insert(key.clone(), now);
                                 touched.push(key.clone());
                             }
                         }
                     }
                 }
             }
-            kernel.lost += lost;
-            self.view
+            self.lost += lost;
+            judging
+                .view
                 .stats
                 .foreign_dropped
-                .store(kernel.not_claims.dropped() as u64, Ordering::Relaxed);
+                .store(self.not_claims.dropped() as u64, Ordering::Relaxed);
         }
         for (file, (pid, refused)) in unknown {
-            if let Some(key) = self.resolve_claim(file, pid) {
-                self.view
+            if let Some(key) = self.resolve_claim(judging.state_dir, file, pid) {
+                judging
+                    .view
                     .stats
                     .refused_tries
                     .of(key.kind())
@@ -670,7 +655,8 @@ impl Engine {
                 touched.push(key);
             }
         }
-        self.view
+        judging
+            .view
             .stats
             .events
             .fetch_add(touched.len() as u64, Ordering::Relaxed);
@@ -686,118 +672,101 @@ impl Engine {
         let mut now = Vec::new();
         let mut judged_now = std::collections::HashSet::new();
         for key in touched {
-            self.trace(&key, Stage::Dequeued);
-            let Some(kernel) = self.source.kernel_mut() else {
-                break;
-            };
-            let unlocked = kernel
+            judging.trace(&key, Stage::Dequeued);
+            let unlocked = self
                 .claims
                 .get(&key)
-                .is_some_and(|files| files.iter().all(|file| kernel.table.is_unlocked(file)));
+                .is_some_and(|files| files.iter().all(|file| self.table.is_unlocked(file)));
             if !unlocked {
-                kernel.queue(key);
+                self.queue(key);
             } else if judged_now.insert(key.clone()) {
-                kernel.unqueue(&key);
+                self.unqueue(&key);
                 now.push(key);
             }
         }
-        if !now.is_empty() {
-            self.probe_batch(now).await;
-        }
+        let mut asks = Asks {
+            judge_now: now,
+            ..Asks::default()
+        };
         if lost > 0 {
-            self.view.set_health(WatcherHealth::Rescanning {
+            judging.view.set_health(WatcherHealth::Rescanning {
                 reason: format!(
                     "{lost} kernel lock events were lost ({} in all): judging everything again",
-                    self.source.kernel().map_or(lost, Kernel::lost)
+                    self.lost
                 ),
             });
-            self.resync().await;
+            asks.resync = true;
         } else if readmitted > 0 {
-            self.view
+            judging
+                .view
                 .stats
                 .readmissions
                 .fetch_add(readmitted, Ordering::Relaxed);
-            self.view.set_health(WatcherHealth::Rescanning {
+            judging.view.set_health(WatcherHealth::Rescanning {
                 reason: format!(
                     "{readmitted} file(s) the kernel's filter dropped as foreign became a claim's: judging everything again"
                 ),
             });
-            self.resync().await;
+            asks.resync = true;
         }
-    }
-
-    /// Judges everything again from one `/proc/locks` read and goes on
-    /// from events (lost events, a rescan asked for).
-    pub(super) async fn resync(&mut self) {
-        self.full_sweep().await;
-        if matches!(self.view.health, Some(WatcherHealth::Rescanning { .. })) {
-            self.view.set_health(WatcherHealth::Watching);
-        }
+        asks
     }
 
     /// Judges `keys` from the table, now: their files' stat and the
     /// table name liveness, holders and waiters (verified from fdinfo as
     /// a `/proc/locks` read's would be), with no read of `/proc/locks`.
-    pub(super) fn judge_from_table(&mut self, keys: Vec<LockKey>) {
+    pub(super) fn judge_from_table(&mut self, judging: &mut Judging<'_>, keys: Vec<LockKey>) {
         for key in &keys {
             self.register(key);
-            self.sweeps.touched.touch(key);
-            self.trace(key, Stage::ProbeStart);
+            judging.sweep_touched.touch(key);
+            judging.trace(key, Stage::ProbeStart);
         }
-        let Some(kernel) = self.source.kernel_mut() else {
-            return;
-        };
         // A claim whose file the filter dropped waits for its readmission
         // (a judgement of everything), for at most READMIT_WAIT.
         let now = Instant::now();
-        kernel
-            .readmitting
+        self.readmitting
             .retain(|_, since| now < *since + READMIT_WAIT);
         let (keys, waiting): (Vec<LockKey>, Vec<LockKey>) = keys.into_iter().partition(|key| {
-            kernel.claims.get(key).is_none_or(|files| {
-                !files
-                    .iter()
-                    .any(|file| kernel.readmitting.contains_key(file))
-            })
+            self.claims
+                .get(key)
+                .is_none_or(|files| !files.iter().any(|file| self.readmitting.contains_key(file)))
         });
         for key in &waiting {
-            kernel.queue(key.clone());
+            self.queue(key.clone());
         }
         for key in &waiting {
-            self.trace(key, Stage::Deferred);
+            judging.trace(key, Stage::Deferred);
         }
-        let Some(kernel) = self.source.kernel_mut() else {
-            return;
-        };
         // A claim whose keeper is due is judged with the search; the others
         // leave it for later when their taker let go.
         let (search, defer): (Vec<LockKey>, Vec<LockKey>) = keys
             .into_iter()
-            .partition(|key| kernel.keepers.search_keepers.remove(key));
+            .partition(|key| self.keepers.search_keepers.remove(key));
         for key in search.iter().chain(&defer) {
-            kernel.keepers.keepers_due.remove(key);
+            self.keepers.keepers_due.remove(key);
         }
-        self.judge_from_table_with(search, Recheck::ReadAgain);
-        self.judge_from_table_with(defer, Recheck::Table);
+        self.judge_from_table_with(judging, search, Recheck::ReadAgain);
+        self.judge_from_table_with(judging, defer, Recheck::Table);
     }
 
     /// [`Self::judge_from_table`] for `keys` (registered), searching for a
     /// keeper at once ([`Recheck::ReadAgain`]) or later ([`Recheck::Table`]).
-    fn judge_from_table_with(&mut self, keys: Vec<LockKey>, recheck: Recheck) {
+    fn judge_from_table_with(
+        &mut self,
+        judging: &mut Judging<'_>,
+        keys: Vec<LockKey>,
+        recheck: Recheck,
+    ) {
         if keys.is_empty() {
             return;
         }
-        let Some(kernel) = self.source.kernel() else {
-            return;
-        };
         // The judged claims' files only (registered just above, from a
         // fresh lstat): a judgement costs its claims, not the table.
-        let index = kernel.table.index_of(
-            keys.iter()
-                .filter_map(|key| kernel.claims.get(key))
-                .flatten(),
-        );
-        self.view
+        let index = self
+            .table
+            .index_of(keys.iter().filter_map(|key| self.claims.get(key)).flatten());
+        judging
+            .view
             .stats
             .probes
             .fetch_add(keys.len() as u64, Ordering::Relaxed);
@@ -805,7 +774,7 @@ impl Engine {
         annotate_with(
             &mut pairs,
             &index,
-            &self.own_pids,
+            judging.own_pids,
             &mut || index.clone(),
             recheck,
         );
@@ -816,15 +785,14 @@ impl Engine {
         let wall = |mono: u64| at.checked_sub(Duration::from_nanos(mono_now.saturating_sub(mono)));
         let clock = Clocks::now();
         for (key, state) in &mut pairs {
-            let files = kernel.claims.get(key).map_or(&[][..], Vec::as_slice);
+            let files = self.claims.get(key).map_or(&[][..], Vec::as_slice);
             // A waiter whose PID is now a process started after it was
             // queued is none (the table forgets it at its next check).
             let reused: Vec<u32> = state
                 .waiting
                 .iter()
                 .filter(|waiting| {
-                    kernel
-                        .table
+                    self.table
                         .waiter_since(files, waiting.pid)
                         .is_some_and(|since| clock.started_after(waiting.started, since))
                 })
@@ -837,7 +805,7 @@ impl Engine {
                 state.waiters.retain(|pid| !reused.contains(pid));
                 state.watchers.retain(|pid| !reused.contains(pid));
             }
-            let refused = kernel.table.refused_since(files, since);
+            let refused = self.table.refused_since(files, since);
             state.refused = (refused.count > 0).then(|| RefusedTries {
                 last_minute: refused.count,
                 by: refused
@@ -859,7 +827,7 @@ impl Engine {
                     .map(|by| (by.pid, by.count, by.last))
                     .collect();
                 name_recent(state, WaitKind::Trying, 1, tries, at);
-                let polls = kernel.table.polls_since(
+                let polls = self.table.polls_since(
                     files,
                     mono_now.saturating_sub(TRYING_WITHIN.as_nanos() as u64),
                 );
@@ -873,34 +841,33 @@ impl Engine {
         }
         let now = Instant::now();
         for (key, mut state) in pairs {
-            if let Some(kernel) = self.source.kernel_mut() {
+            {
                 if state.holders_note == Some(crate::liveness::HoldersNote::TakerLetGo) {
-                    let since = *kernel.let_go_since.entry(key.clone()).or_insert(now);
+                    let since = *self.let_go_since.entry(key.clone()).or_insert(now);
                     if now < since + LET_GO_GRACE {
                         // Its unlock is most likely in a ring: drain, and
                         // judge again in a moment, showing nothing yet.
-                        if let Some(nudge) = &kernel.nudge {
+                        if let Some(nudge) = &self.nudge {
                             nudge();
                         }
-                        kernel.queue(key.clone());
-                        self.trace(&key, Stage::Deferred);
+                        self.queue(key.clone());
+                        judging.trace(&key, Stage::Deferred);
                         continue;
                     }
-                    kernel
-                        .keepers
+                    self.keepers
                         .keepers_due
                         .insert(key.clone(), since + KEEPER_WAIT);
                 } else {
-                    kernel.let_go_since.remove(&key);
+                    self.let_go_since.remove(&key);
                 }
             }
-            self.trace(&key, Stage::Probed(state.liveness));
+            judging.trace(&key, Stage::Probed(state.liveness));
             if state.liveness.is_held() && state.holders.is_empty() {
                 state
                     .holders_note
                     .get_or_insert(crate::liveness::HoldersNote::NotVisible);
             }
-            self.update(key, state, at);
+            judging.update(key, state, at);
         }
     }
 
@@ -908,21 +875,18 @@ impl Engine {
     /// whose [`KEEPER_WAIT`] passed; once a [`WAITER_CHECK`], drops the
     /// waiters whose processes are gone and judges again the claims they
     /// waited on.
-    pub(super) fn check_waiters(&mut self) {
-        let Some(kernel) = self.source.kernel_mut() else {
-            return;
-        };
+    pub(super) fn check_waiters(&mut self, state_dir: &Path) {
         let now = Instant::now();
         let mut keys: Vec<LockKey> = Vec::new();
-        kernel.keepers.keepers_due.retain(|key, due| {
+        self.keepers.keepers_due.retain(|key, due| {
             let waits = *due > now;
             if !waits {
                 keys.push(key.clone());
             }
             waits
         });
-        kernel.keepers.search_keepers.extend(keys.iter().cloned());
-        let files: Vec<(FileId, u32)> = kernel
+        self.keepers.search_keepers.extend(keys.iter().cloned());
+        let files: Vec<(FileId, u32)> = self
             .keepers
             .files_to_search
             .iter()
@@ -930,46 +894,133 @@ impl Engine {
             .map(|(file, (pid, _))| (*file, *pid))
             .collect();
         for (file, pid) in files {
-            keys.extend(self.resolve_claim(file, pid));
+            keys.extend(self.resolve_claim(state_dir, file, pid));
         }
-        let Some(kernel) = self.source.kernel_mut() else {
-            return;
-        };
-        if now < kernel.next_waiter_check {
+        if now < self.next_waiter_check {
             for key in keys {
-                self.mark(key);
+                self.queue(key);
             }
             return;
         }
-        kernel.next_waiter_check = now + WAITER_CHECK;
+        self.next_waiter_check = now + WAITER_CHECK;
         // A waiter is forgotten once its process is gone — or its PID
         // belongs to a process started after it was queued: the new
         // process waits for nothing.
         let clock = Clocks::now();
-        let changed = kernel
+        let changed = self
             .table
             .forget_waiters(|pid, since| !clock.gone_or_reused(pid, since));
         keys.extend(
             changed
                 .iter()
-                .filter_map(|file| kernel.files.get(file).cloned()),
+                .filter_map(|file| self.files.get(file).cloned()),
         );
         // Refusal counts age, and a process stops trying or polling:
         // judged again once a second until none is left in the last
         // minute (the judgement then clears it) — from the last refusal,
         // not from the last judgement, which would keep it forever.
-        kernel
-            .refusals
+        self.refusals
             .last_refusal
             .retain(|_, last| now < *last + REFUSALS_OVER + WAITER_CHECK);
-        let last_refusal = &kernel.refusals.last_refusal;
-        kernel
-            .refusals
+        let last_refusal = &self.refusals.last_refusal;
+        self.refusals
             .refused
             .retain(|key, _| last_refusal.contains_key(key));
-        keys.extend(kernel.refusals.last_refusal.keys().cloned());
+        keys.extend(self.refusals.last_refusal.keys().cloned());
         for key in keys {
-            self.mark(key);
+            self.queue(key);
+        }
+    }
+}
+
+impl Source for Kernel {
+    type Told = Vec<Record>;
+
+    fn tree_watch(&self) -> TreeWatchKind {
+        TreeWatchKind::Direct(self.nudge.clone())
+    }
+
+    fn watching(&mut self, root: &Path) {
+        self.watch_mounted_devices(root);
+    }
+
+    /// Judged [`super::COALESCE`] after its own first change (a batch is
+    /// no `/proc/locks` read to share).
+    fn mark(&mut self, key: LockKey) {
+        self.queue(key);
+    }
+
+    /// A close says nothing the events do not (an unlock is an event of
+    /// its own).
+    fn note_closed(&mut self, _key: &LockKey) -> bool {
+        false
+    }
+
+    fn forget(&mut self, key: &LockKey) {
+        self.unqueue(key);
+        self.unregister(key);
+    }
+
+    /// The events wait until the sweep's read seeds the table again.
+    fn sweep_begins(&mut self) {
+        self.clear_queue();
+        self.unseed();
+    }
+
+    fn judged_everything<'a>(
+        &mut self,
+        index: &LockIndex,
+        held: impl Iterator<Item = &'a LockKey>,
+        all: impl Iterator<Item = &'a LockKey>,
+    ) {
+        self.seed_from(index, held, all);
+    }
+
+    /// Never: the events tell every change (a resync is asked for when
+    /// some were lost).
+    fn sweeps(&self) -> bool {
+        false
+    }
+
+    fn seeds_from_lock_table(&self) -> bool {
+        true
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        [self.waiter_check_due(), self.queue_due()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn take_due(&mut self, now: Instant) -> Vec<LockKey> {
+        self.due(now)
+    }
+
+    /// Waiters' processes looked at (a waiter that dies waiting leaves no
+    /// event), and keepers searched for, when due.
+    fn on_timers(&mut self, judging: &mut Judging<'_>, now: Instant) {
+        if self.waiter_check_due().is_some_and(|due| due <= now) {
+            self.check_waiters(judging.state_dir);
+        }
+    }
+
+    /// From the table the events keep.
+    async fn judge(&mut self, judging: &mut Judging<'_>, claims: Vec<LockKey>) {
+        if !claims.is_empty() {
+            self.judge_from_table(judging, claims);
+        }
+    }
+
+    async fn told(&mut self) -> Option<Vec<Record>> {
+        self.next().await
+    }
+
+    fn apply(&mut self, judging: &mut Judging<'_>, records: Vec<Record>) -> Asks {
+        let items = records.len();
+        Asks {
+            items,
+            ..self.on_records(judging, records)
         }
     }
 }

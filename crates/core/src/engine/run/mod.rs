@@ -1,10 +1,13 @@
 //! The engine task: one loop that owns the current view of every claim and
 //! sends a [`Delta`] for each difference it observes.
 //!
-//! How liveness is learned is the engine's one [`source::Source`]: the
-//! kernel's lock events ([`kernel`]) or inference from inotify and
-//! `/proc/locks` (the rest of the files below); each keeps its own
-//! bookkeeping behind that boundary.
+//! How liveness is learned is the engine's one source, a
+//! [`source::Source`]: the kernel's lock events ([`kernel`]) or inference
+//! from inotify and `/proc/locks` ([`inference`]); each keeps its own
+//! bookkeeping behind that boundary and reaches the engine only through
+//! the [`judging::Judging`] it is lent. The engine's own state is grouped
+//! by job: the [`view`] (what the consumer was told), the [`tree`]'s
+//! watch, the [`sweep`]s and the holders' clock ([`refresh`]).
 //!
 //! Invariants (under both sources):
 //! - bulk judgements (initial scan, rescans, sweeps) never acquire: with
@@ -25,16 +28,18 @@
 //!   for in place (one stuck acquisition holds up no other change);
 //! - echo: an acquire probe writes (truncate + beacon), so its own events
 //!   come back, however late. A key whose files still look exactly as the
-//!   engine's last acquire probe left them ([`echo`]) is re-probed
+//!   engine's last acquire probe left them ([`inference::echo`]) is re-probed
 //!   PASSIVELY (which never writes), so an echo costs one passive probe and
 //!   can never loop; a sustained echo rate is a visible health;
-//! - `/proc/locks` is read off the loop ([`lookup`]), by at most one
+//! - `/proc/locks` is read off the loop ([`inference::lookup`]), by at most one
 //!   lookup at a time, begun at most once per [`INDEX_MIN_INTERVAL`]
 //!   (the sweep's own read aside).
 
+mod any_source;
 mod batch;
 mod changes;
 mod inference;
+mod judging;
 mod kernel;
 mod newer;
 mod outbox;
@@ -46,10 +51,10 @@ mod sweep;
 mod tree;
 mod view;
 
+use any_source::AnySource;
 use inference::Inference;
-use inference::lookup;
 pub use outbox::{DELTA_QUEUE, FOLD_SLACK};
-use source::{Source, Told};
+use source::{Source, TreeWatchKind};
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -114,7 +119,7 @@ pub(super) struct Engine {
     /// When held keys' holders are next re-read, and their CPU time.
     holders: refresh::HolderClock,
     /// How liveness is learned, with what that way keeps.
-    source: Source,
+    source: AnySource,
 }
 
 impl Engine {
@@ -134,7 +139,7 @@ impl Engine {
             view: view::View::new(filter, deltas, stats),
             tree: tree::TreeWatch::new(state_dir),
             holders: refresh::HolderClock::new(),
-            source: Source::Inference(Box::new(Inference::new())),
+            source: AnySource::Inference(Box::new(Inference::new())),
         }
     }
 
@@ -147,7 +152,7 @@ impl Engine {
                     // as the root's watch starts, before any judgement.
                     let devices = device_of(&self.tree.state_dir).into_iter().collect();
                     let kernel = kernel::Kernel::start(stream, devices);
-                    self.source = Source::Kernel(Box::new(kernel));
+                    self.source = AnySource::Kernel(Box::new(kernel));
                 }
                 // The caller checked it could open them; if it cannot now,
                 // inference goes on, and the log says why.
@@ -180,7 +185,7 @@ impl Engine {
                     // has no claim to name it yet), sampled before the
                     // sweep reads the lock table; later mounts come as
                     // `MountsChanged`.
-                    self.watch_mounted_devices();
+                    self.source.watching(&self.tree.root);
                     // The sweep's walk watches every directory it reads.
                     self.tree.watcher = Some(watcher);
                     self.full_sweep().await;
@@ -216,12 +221,12 @@ impl Engine {
     /// see [`fs_events::subscribe_direct`]).
     fn subscribe(&self) -> Result<(fs_events::FsWatcher, fs_events::Changes), String> {
         let filter = self.view.filter.clone();
-        if let Some(kernel) = self.source.kernel() {
+        if let TreeWatchKind::Direct(nudge) = self.source.tree_watch() {
             return fs_events::subscribe_direct(
                 &self.tree.state_dir,
                 &self.tree.root,
                 filter,
-                kernel.nudge.clone(),
+                nudge,
             )
             .map_err(|error| error.to_string());
         }
@@ -235,6 +240,21 @@ impl Engine {
         )
         .map(|watcher| (watcher, fs_events::Changes::Notify(rx)))
         .map_err(|error| error.to_string())
+    }
+
+    /// The source, and the engine as its judgements see it.
+    fn split(&mut self) -> (&mut AnySource, judging::Judging<'_>) {
+        let judging = judging::Judging {
+            config: &self.config,
+            prober: &self.prober,
+            own_pids: &self.own_pids,
+            state_dir: &self.tree.state_dir,
+            view: &mut self.view,
+            sweep_touched: &mut self.sweeps.touched,
+            generation: self.sweeps.generation,
+            cpu: &mut self.holders.cpu,
+        };
+        (&mut self.source, judging)
     }
 
     /// Records `stage` for `key` when tracing is on.

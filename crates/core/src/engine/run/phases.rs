@@ -107,17 +107,15 @@ impl Engine {
                 }
                 Some(told) = self.source.told() => {
                     let from = self.clock();
-                    match told {
-                        Told::Records(records) => {
-                            let items = records.len();
-                            self.on_records(records).await;
-                            self.span("lock events", from, items);
-                        }
-                        Told::Lookup(outcome) => {
-                            let items = self.apply_lookup(outcome);
-                            self.span("apply lookup", from, items);
-                        }
+                    let (source, mut judging) = self.split();
+                    let asks = source.apply(&mut judging, told);
+                    if !asks.judge_now.is_empty() {
+                        self.probe_batch(asks.judge_now).await;
                     }
+                    if asks.resync {
+                        self.resync().await;
+                    }
+                    self.span("source told", from, asks.items);
                 }
                 outcome = self.sweeps.results.recv() => {
                     let from = self.clock();

@@ -7,7 +7,7 @@
 //! held though unlinked, learned from `/proc` by a sweep and changed only
 //! by the next one (an event at the path where it was, such as a new gate
 //! created there, says nothing about the unlinked file); consumers get the whole
-//! sorted list in one [`Delta::Problems`] per batch of changes, never one
+//! sorted list in one [`crate::engine::Delta::Problems`] per batch of changes, never one
 //! per event (a burst of 10,000 foreign files is one delta).
 
 use std::collections::BTreeSet;

@@ -24,11 +24,12 @@ use tokio::time::Instant;
 
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
+use super::source::Source;
 use super::{Engine, newer};
 use crate::disk::{LockKey, ScanProblem, ScanProblemKind};
 use crate::engine::fs_events::EventFilter;
 use crate::engine::trace::Stage;
-use crate::engine::{Delta, EngineStats};
+use crate::engine::{Delta, EngineStats, WatcherHealth};
 use crate::liveness::Liveness;
 use crate::liveness::annotate::{Recheck, annotate_reading};
 use crate::liveness::bulk::ReadLocks;
@@ -104,17 +105,27 @@ impl Engine {
     /// heard meanwhile are newer and win.
     pub(super) async fn full_sweep(&mut self) {
         self.sweeps.next = Instant::now() + self.config.sweep_every;
-        self.unseed();
+        // The sweep probes every key after the changes that marked these,
+        // and looks at every file opened: its answer is newer (and
+        // passive, so after an overflow it cannot start a storm of acquire
+        // probes of its own).
+        self.source.sweep_begins();
         self.disown_background_sweep();
-        // The sweep probes every key after the changes that marked these:
-        // its answer is newer (and passive, so after an overflow it cannot
-        // start a storm of acquire probes of its own).
-        self.source.clear_changes();
-        self.forget_opened_files();
+        self.view.filter.take_opened();
         let outcome = self.sweep_job(Workers::Runtime).run().await;
         if let Some(outcome) = outcome {
             self.sweeps.touched.begin();
             self.begin_merge(outcome);
+        }
+    }
+
+    /// Judges everything again from one `/proc/locks` read and goes on
+    /// from events (its source lost some): the view says rescanning until
+    /// it is done.
+    pub(super) async fn resync(&mut self) {
+        self.full_sweep().await;
+        if matches!(self.view.health, Some(WatcherHealth::Rescanning { .. })) {
+            self.view.set_health(WatcherHealth::Watching);
         }
     }
 
@@ -193,7 +204,8 @@ impl Engine {
             self.sweeps.next = self.sweeps.next.max(later);
         }
         if let Some(index) = &index {
-            self.seed_from(index, batch.rest.iter().map(|(key, _)| key), batch.keys());
+            let held = batch.rest.iter().map(|(key, _)| key);
+            self.source.judged_everything(index, held, batch.keys());
         }
         let gone: Vec<LockKey> = match &found {
             // Nothing was known when the sweep began: every key known now
@@ -267,9 +279,7 @@ impl Engine {
                 continue;
             }
             self.trace(&key, Stage::Swept(state.liveness));
-            if let Some(inference) = self.source.inference_mut() {
-                inference.lookups.touch(&key);
-            }
+            self.source.merged(&key);
             self.update(key, state, merge.at);
         }
         if merge.batch.len() > 0 {

@@ -13,12 +13,13 @@ use std::time::SystemTime;
 
 use tokio::time::Instant;
 
+use super::Inference;
 use super::echo::{ECHO_ALARM_PER_SECOND, Fingerprint};
 use super::lookup::Observed;
 use super::{CLOSE_CONFIRMS, Confirming};
 use crate::disk::LockKey;
 use crate::engine::WatcherHealth;
-use crate::engine::run::Engine;
+use crate::engine::run::judging::Judging;
 use crate::engine::trace::Stage;
 use crate::liveness::fdinfo::HeldFiles;
 use crate::liveness::probe::IN_FLIGHT_AFTER;
@@ -44,7 +45,7 @@ fn holds_still(
         })
 }
 
-impl Engine {
+impl Inference {
     /// Probes changed claims (their gates are lock files): in the
     /// engine's mode, but passively when the change is the engine's own
     /// echo (the files are as its last acquire
@@ -53,61 +54,57 @@ impl Engine {
     /// would only write events for every other monitor). In the lock-free
     /// mode the whole batch is judged from one `/proc/locks` read, off the
     /// loop ([`Self::judge_lock_free`]).
-    pub(in crate::engine::run) async fn infer_batch(&mut self, keys: Vec<LockKey>) {
+    pub(in crate::engine::run) async fn infer_batch(
+        &mut self,
+        judging: &mut Judging<'_>,
+        keys: Vec<LockKey>,
+    ) {
         let mut batch = Vec::with_capacity(keys.len());
         let mut judge = Vec::new();
         let mut holders_now = HashMap::new();
-        let lock_free = self.config.probe.reads_lock_table();
+        let lock_free = judging.config.probe.reads_lock_table();
         for key in keys {
-            let Some(inference) = self.source.inference_mut() else {
-                continue;
-            };
-            let closed = inference.batch.closed.remove(&key);
-            let written = inference.batch.written.remove(&key);
+            let closed = self.batch.closed.remove(&key);
+            let written = self.batch.written.remove(&key);
             if lock_free {
                 let settled = !written
-                    && (self.confirmed_by_holder(&key, &mut holders_now)
-                        || closed && self.held_as_shown(&key, &mut holders_now));
+                    && (self.confirmed_by_holder(judging, &key, &mut holders_now)
+                        || closed && self.held_as_shown(judging, &key, &mut holders_now));
                 if !settled {
                     judge.push((key, closed));
                 }
                 continue;
             }
-            let echo = inference.echo.marks.get(&key) == Some(&Fingerprint::of(&key));
+            let echo = self.echo.marks.get(&key) == Some(&Fingerprint::of(&key));
             if echo {
-                inference.echo.rate.count();
+                self.echo.rate.count();
             }
             let mode = if echo || closed {
                 ProbeMode::Passive
             } else {
-                self.config.probe
+                judging.config.probe
             };
-            self.trace(&key, Stage::ProbeStart);
-            let probed = self.prober.probe_without_waiting(&key, mode).await;
-            self.view.stats.probes.fetch_add(1, Ordering::Relaxed);
-            self.sweeps.touched.touch(&key);
-            if mode.writes()
-                && let Some(inference) = self.source.inference_mut()
-            {
-                inference
-                    .echo
-                    .marks
-                    .insert(key.clone(), Fingerprint::of(&key));
+            judging.trace(&key, Stage::ProbeStart);
+            let probed = judging.prober.probe_without_waiting(&key, mode).await;
+            judging.view.stats.probes.fetch_add(1, Ordering::Relaxed);
+            judging.sweep_touched.touch(&key);
+            if mode.writes() {
+                self.echo.marks.insert(key.clone(), Fingerprint::of(&key));
             }
-            if let Some(state) = self.answered(&key, probed, closed) {
+            if let Some(state) = self.answered(judging, &key, probed, closed) {
                 batch.push((key, state));
             }
         }
-        self.watch_echo_rate();
+        self.watch_echo_rate(judging);
         if !judge.is_empty() {
-            self.judge_lock_free(judge);
+            self.judge_lock_free(judging, judge);
         }
         let at = SystemTime::now();
         let batch = batch
             .into_iter()
             .map(|(key, state)| (key, state, at))
             .collect();
-        self.publish(batch);
+        self.publish(judging, batch);
     }
 
     /// The lock-free fast path for a key shown held whose only changes
@@ -123,8 +120,13 @@ impl Engine {
     /// made, so a holder that let go never shows the lock here, even while
     /// the kernel still lists it in `/proc/locks`. `holders_now` keeps
     /// each PID's fdinfo for the batch.
-    fn held_as_shown(&mut self, key: &LockKey, holders_now: &mut HashMap<u32, HeldFiles>) -> bool {
-        let Some(state) = self.view.states.get(key) else {
+    fn held_as_shown(
+        &mut self,
+        judging: &mut Judging<'_>,
+        key: &LockKey,
+        holders_now: &mut HashMap<u32, HeldFiles>,
+    ) -> bool {
+        let Some(state) = judging.view.states.get(key) else {
             return false;
         };
         if !matches!(state.liveness, Liveness::Live | Liveness::Own) {
@@ -134,18 +136,18 @@ impl Engine {
         if !holds_still(&state.holders, &claim_files(key), holders_now) {
             return false;
         }
-        self.looked_by_fdinfo(key, liveness);
+        self.looked_by_fdinfo(judging, key, liveness);
         true
     }
 
     /// Counts and traces a look at `key` answered from a holder's fdinfo
     /// (`liveness`), no `/proc/locks` read: a probe like any other for the
     /// stats, the trace and the sweep merge.
-    fn looked_by_fdinfo(&mut self, key: &LockKey, liveness: Liveness) {
-        self.view.stats.probes.fetch_add(1, Ordering::Relaxed);
-        self.trace(key, Stage::ProbeStart);
-        self.trace(key, Stage::Probed(liveness));
-        self.sweeps.touched.touch(key);
+    fn looked_by_fdinfo(&mut self, judging: &mut Judging<'_>, key: &LockKey, liveness: Liveness) {
+        judging.view.stats.probes.fetch_add(1, Ordering::Relaxed);
+        judging.trace(key, Stage::ProbeStart);
+        judging.trace(key, Stage::Probed(liveness));
+        judging.sweep_touched.touch(key);
     }
 
     /// The lock-free confirmation of a key held back after a close
@@ -162,24 +164,22 @@ impl Engine {
     /// True when sent.
     fn confirmed_by_holder(
         &mut self,
+        judging: &mut Judging<'_>,
         key: &LockKey,
         holders_now: &mut HashMap<u32, HeldFiles>,
     ) -> bool {
-        let Some(inference) = self.source.inference_mut() else {
-            return false;
-        };
-        let Some(confirming) = inference.confirming.get(key) else {
+        let Some(confirming) = self.confirming.get(key) else {
             return false;
         };
         if !holds_still(&confirming.state.holders, &claim_files(key), holders_now) {
             return false;
         }
-        let Some(Confirming { state, .. }) = inference.confirming.remove(key) else {
+        let Some(Confirming { state, .. }) = self.confirming.remove(key) else {
             return false;
         };
-        inference.lookups.touch(key);
-        self.looked_by_fdinfo(key, state.liveness);
-        self.settle(key.clone(), state, SystemTime::now(), true);
+        self.lookups.touch(key);
+        self.looked_by_fdinfo(judging, key, state.liveness);
+        self.settle(judging, key.clone(), state, SystemTime::now(), true);
         true
     }
 
@@ -190,17 +190,18 @@ impl Engine {
     /// after a close until a look confirms it ([`Self::confirm_after_close`]).
     pub(in crate::engine::run) fn answered(
         &mut self,
+        judging: &mut Judging<'_>,
         key: &LockKey,
         probed: Option<KeyState>,
         closed: bool,
     ) -> Option<KeyState> {
         let Some(state) = self.settle_in_flight(key, probed) else {
-            self.trace(key, Stage::Probed(Liveness::InFlight));
-            self.mark(key.clone());
+            judging.trace(key, Stage::Probed(Liveness::InFlight));
+            self.batch.mark(key.clone());
             return None;
         };
-        self.trace(key, Stage::Probed(state.liveness));
-        (!self.confirm_after_close(key, &state, closed)).then_some(state)
+        judging.trace(key, Stage::Probed(state.liveness));
+        (!self.confirm_after_close(judging, key, &state, closed)).then_some(state)
     }
 
     /// The close confirmation: true (and the key marked to be looked at
@@ -213,18 +214,16 @@ impl Engine {
     /// closes keep coming (then it stays held through all of them).
     pub(in crate::engine::run) fn confirm_after_close(
         &mut self,
+        judging: &mut Judging<'_>,
         key: &LockKey,
         state: &KeyState,
         closed: bool,
     ) -> bool {
-        let Some(inference) = self.source.inference_mut() else {
-            return false;
-        };
         if !state.liveness.is_held() || !closed {
-            inference.confirming.remove(key);
+            self.confirming.remove(key);
             return false;
         }
-        let confirming = inference
+        let confirming = self
             .confirming
             .entry(key.clone())
             .or_insert_with(|| Confirming {
@@ -234,11 +233,11 @@ impl Engine {
         confirming.looks += 1;
         confirming.state = state.clone();
         if confirming.looks > CLOSE_CONFIRMS {
-            inference.confirming.remove(key);
+            self.confirming.remove(key);
             return false;
         }
-        self.trace(key, Stage::Deferred);
-        self.mark(key.clone());
+        judging.trace(key, Stage::Deferred);
+        self.batch.mark(key.clone());
         true
     }
 
@@ -248,10 +247,7 @@ impl Engine {
     /// was first found — what a probe waiting in place would answer, but
     /// without holding up every change behind it for that long.
     fn settle_in_flight(&mut self, key: &LockKey, probed: Option<KeyState>) -> Option<KeyState> {
-        let in_flight_since = match self.source.inference_mut() {
-            Some(inference) => &mut inference.in_flight_since,
-            None => return probed,
-        };
+        let in_flight_since = &mut self.in_flight_since;
         if let Some(state) = probed {
             in_flight_since.remove(key);
             return Some(state);
@@ -278,71 +274,67 @@ impl Engine {
     /// of batches, each lookup the rate limit allows is started by a
     /// batch, so waiting for one of their own could starve them for as
     /// long as the stream lasts.
-    pub(in crate::engine::run) fn publish(&mut self, batch: Vec<Observed>) {
-        let Some(inference) = self.source.inference_mut() else {
-            return;
-        };
+    pub(in crate::engine::run) fn publish(
+        &mut self,
+        judging: &mut Judging<'_>,
+        batch: Vec<Observed>,
+    ) {
         for (key, _, _) in &batch {
-            inference.lookups.touch(key);
+            self.lookups.touch(key);
         }
         let any_held = batch.iter().any(|(_, state, _)| state.liveness.is_held());
-        if (any_held || inference.waiting()) && inference.lookups.may_start(Instant::now()) {
+        if (any_held || self.waiting()) && self.lookups.may_start(Instant::now()) {
             let newer: HashSet<LockKey> = batch.iter().map(|(key, _, _)| key.clone()).collect();
             let mut lookup = batch.clone();
-            lookup.extend(self.waiting_states(&newer));
-            self.start_lookup(lookup, Vec::new());
+            lookup.extend(self.waiting_states(judging, &newer));
+            self.start_lookup(judging, lookup, Vec::new());
         }
         for (key, state, at) in batch {
-            self.settle(key, state, at, false);
+            self.settle(judging, key, state, at, false);
         }
     }
 
     /// Sends one probed state, or holds it back until its holders are known.
     pub(in crate::engine::run) fn settle(
         &mut self,
+        judging: &mut Judging<'_>,
         key: LockKey,
         mut state: KeyState,
         at: SystemTime,
         annotated: bool,
     ) {
-        let Some(inference) = self.source.inference_mut() else {
-            return self.update(key, state, at);
-        };
         if !state.liveness.is_held() {
-            inference.held_waits.recheck.remove(&key);
-            if let Some((mut spell, seen)) = inference.held_waits.deferred.remove(&key) {
+            self.held_waits.recheck.remove(&key);
+            if let Some((mut spell, seen)) = self.held_waits.deferred.remove(&key) {
                 // The hold was seen; its holder was never read: say so.
                 spell.holders_note = Some(HoldersNote::ReleasedBeforeLookup);
-                self.update(key.clone(), spell, seen);
+                judging.update(key.clone(), spell, seen);
             }
-            return self.update(key, state, at);
+            return judging.update(key, state, at);
         }
         if annotated {
-            inference.held_waits.deferred.remove(&key);
+            self.held_waits.deferred.remove(&key);
             if state.holders.is_empty() {
                 state.holders_note.get_or_insert(HoldersNote::NotVisible);
             }
-            return self.update(key, state, at);
+            return judging.update(key, state, at);
         }
-        self.keep_holders_if_same_claim(&key, &mut state);
+        self.keep_holders_if_same_claim(judging, &key, &mut state);
         if state.holders.is_empty() {
-            self.trace(&key, Stage::Deferred);
-            if let Some(inference) = self.source.inference_mut() {
-                let first_seen = inference
+            judging.trace(&key, Stage::Deferred);
+            {
+                let first_seen = self
                     .held_waits
                     .deferred
                     .get(&key)
                     .map_or(at, |(_, seen)| *seen);
-                inference
-                    .held_waits
-                    .deferred
-                    .insert(key, (state, first_seen));
+                self.held_waits.deferred.insert(key, (state, first_seen));
             }
         } else {
-            if let Some(inference) = self.source.inference_mut() {
-                inference.held_waits.recheck.insert(key.clone());
+            {
+                self.held_waits.recheck.insert(key.clone());
             }
-            self.update(key, state, at);
+            judging.update(key, state, at);
         }
     }
 
@@ -355,10 +347,11 @@ impl Engine {
     /// within one mtime tick shows the old PID for at most one interval.
     pub(in crate::engine::run) fn keep_holders_if_same_claim(
         &self,
+        judging: &Judging<'_>,
         key: &LockKey,
         state: &mut KeyState,
     ) {
-        let Some(previous) = self.view.states.get(key) else {
+        let Some(previous) = judging.view.states.get(key) else {
             return;
         };
         let held = |liveness| matches!(liveness, Liveness::Live | Liveness::Own);
@@ -377,20 +370,18 @@ impl Engine {
 
     /// Shows a sustained rate of the engine's own echo in its health (and
     /// takes it back once the rate falls).
-    pub(in crate::engine::run) fn watch_echo_rate(&mut self) {
-        let Some(echo_rate) = self.source.inference_mut().map(|i| &mut i.echo.rate) else {
-            return;
-        };
+    pub(in crate::engine::run) fn watch_echo_rate(&mut self, judging: &mut Judging<'_>) {
+        let echo_rate = &mut self.echo.rate;
         if !echo_rate.roll() {
             return;
         }
         let per_second = echo_rate.last_second;
-        match (&self.view.health, per_second >= ECHO_ALARM_PER_SECOND) {
-            (Some(WatcherHealth::Watching), true) => self
+        match (&judging.view.health, per_second >= ECHO_ALARM_PER_SECOND) {
+            (Some(WatcherHealth::Watching), true) => judging
                 .view
                 .set_health(WatcherHealth::SelfInflicted { per_second }),
             (Some(WatcherHealth::SelfInflicted { .. }), false) => {
-                self.view.set_health(WatcherHealth::Watching)
+                judging.view.set_health(WatcherHealth::Watching)
             }
             _ => {}
         }

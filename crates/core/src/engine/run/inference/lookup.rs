@@ -30,10 +30,11 @@ use std::time::SystemTime;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
+use super::Inference;
 use crate::disk::LockKey;
 use crate::engine::EngineStats;
 use crate::engine::fs_events::claim_of;
-use crate::engine::run::Engine;
+use crate::engine::run::judging::Judging;
 use crate::engine::trace::{self, Stage, Trace};
 use crate::liveness::annotate::{Recheck, annotate_reading, annotate_with};
 use crate::liveness::lock_free;
@@ -255,16 +256,17 @@ impl Lookups {
     }
 }
 
-impl Engine {
+impl Inference {
     /// Starts a lookup of `batch` (annotated afresh) and of the opened
     /// claim files `opened`, on a blocking-pool thread; its outcome comes
     /// back through `lookup_results` ([`Self::apply_lookup`]).
     pub(in crate::engine::run) fn start_lookup(
         &mut self,
+        judging: &mut Judging<'_>,
         batch: Vec<Observed>,
         opened: Vec<PathBuf>,
     ) {
-        self.start_lookup_judging(batch, Vec::new(), opened);
+        self.start_lookup_judging(judging, batch, Vec::new(), opened);
     }
 
     /// [`Self::start_lookup`], also judging the keys of `judge` lock-free
@@ -272,29 +274,27 @@ impl Engine {
     /// close).
     fn start_lookup_judging(
         &mut self,
+        judging: &mut Judging<'_>,
         batch: Vec<Observed>,
         judge: Vec<(LockKey, bool)>,
         opened: Vec<PathBuf>,
     ) {
-        let Some(inference) = self.source.inference_mut() else {
-            return;
-        };
-        inference.lookups.touched.begin();
-        inference.lookups.last_start = Some(Instant::now());
-        let tx: UnboundedSender<LookupOutcome> = inference.lookup_results_tx.clone();
+        self.lookups.touched.begin();
+        self.lookups.last_start = Some(Instant::now());
+        let tx: UnboundedSender<LookupOutcome> = self.lookup_results_tx.clone();
         let job = LookupJob {
-            generation: self.sweeps.generation,
+            generation: judging.generation,
             batch,
             judge,
-            recheck: if self.config.probe.locks() {
+            recheck: if judging.config.probe.locks() {
                 Recheck::SharedProbe
             } else {
                 Recheck::ReadAgain
             },
             opened,
-            own_pids: self.own_pids.clone(),
-            stats: self.view.stats.clone(),
-            trace: self.config.trace.clone(),
+            own_pids: judging.own_pids.clone(),
+            stats: judging.view.stats.clone(),
+            trace: judging.config.trace.clone(),
         };
         tokio::task::spawn_blocking(move || {
             let _ = tx.send(job.run());
@@ -304,27 +304,28 @@ impl Engine {
     /// Starts a lookup for what waits for one — held states not yet named
     /// or to confirm, and opened files once they settled — if the rate
     /// limit allows and anything waits.
-    pub(in crate::engine::run) fn start_waiting_lookup(&mut self, now: Instant) {
-        let Some(inference) = self.source.inference_mut() else {
-            return;
-        };
-        if !inference.lookups.may_start(now) {
+    pub(in crate::engine::run) fn start_waiting_lookup(
+        &mut self,
+        judging: &mut Judging<'_>,
+        now: Instant,
+    ) {
+        if !self.lookups.may_start(now) {
             return;
         }
-        let opened = if inference.opens.due.is_some_and(|due| due <= now) {
-            inference.opens.due = None;
-            let held = std::mem::take(&mut inference.opens.held);
-            inference
-                .held_waits
-                .recheck
-                .extend(held.into_iter().filter(|key| self.view.held.contains(key)));
-            self.view.filter.take_opened().into_iter().collect()
+        let opened = if self.opens.due.is_some_and(|due| due <= now) {
+            self.opens.due = None;
+            let held = std::mem::take(&mut self.opens.held);
+            self.held_waits.recheck.extend(
+                held.into_iter()
+                    .filter(|key| judging.view.held.contains(key)),
+            );
+            judging.view.filter.take_opened().into_iter().collect()
         } else {
             Vec::new()
         };
-        let batch = self.waiting_states(&HashSet::new());
+        let batch = self.waiting_states(judging, &HashSet::new());
         if !batch.is_empty() || !opened.is_empty() {
-            self.start_lookup(batch, opened);
+            self.start_lookup(judging, batch, opened);
         }
     }
 
@@ -333,107 +334,112 @@ impl Engine {
     /// held states that wait for a lookup). While a lookup runs, or while
     /// [`Lookups::may_judge`] says the reads' spacing or budget forbid
     /// one, the keys wait in the pending set: the next read takes them all.
-    pub(in crate::engine::run) fn judge_lock_free(&mut self, keys: Vec<(LockKey, bool)>) {
+    pub(in crate::engine::run) fn judge_lock_free(
+        &mut self,
+        judging: &mut Judging<'_>,
+        keys: Vec<(LockKey, bool)>,
+    ) {
         let now = Instant::now();
-        let Some(inference) = self.source.inference_mut() else {
-            return;
-        };
-        if !inference.lookups.may_judge(now) {
+        if !self.lookups.may_judge(now) {
             for (key, closed) in keys {
                 if closed {
-                    inference.batch.closed.insert(key.clone());
+                    self.batch.closed.insert(key.clone());
                 }
-                inference.batch.pending.insert(key);
+                self.batch.pending.insert(key);
             }
             // A running lookup's answer wakes the loop (see apply_lookup).
-            let lookups = &inference.lookups;
-            inference.batch.due = (!lookups.running()).then(|| lookups.judge_ready_at());
+            let lookups = &self.lookups;
+            self.batch.due = (!lookups.running()).then(|| lookups.judge_ready_at());
             return;
         }
-        self.view
+        judging
+            .view
             .stats
             .probes
             .fetch_add(keys.len() as u64, Ordering::Relaxed);
         for (key, _) in &keys {
-            self.trace(key, Stage::ProbeStart);
-            self.sweeps.touched.touch(key);
+            judging.trace(key, Stage::ProbeStart);
+            judging.sweep_touched.touch(key);
         }
         let newer: HashSet<LockKey> = keys.iter().map(|(key, _)| key.clone()).collect();
-        let waiting = self.waiting_states(&newer);
-        self.start_lookup_judging(waiting, keys, Vec::new());
+        let waiting = self.waiting_states(judging, &newer);
+        self.start_lookup_judging(judging, waiting, keys, Vec::new());
     }
 
     /// Settles the keys a lookup judged lock-free: a claim in flight is
     /// looked at again (until [`crate::liveness::probe::IN_FLIGHT_AFTER`]),
     /// a held one right after a close is confirmed first
     /// ([`Self::confirm_after_close`]), the rest goes out annotated.
-    fn settle_judged(&mut self, judged: Vec<(Observed, bool)>, touched: &HashSet<LockKey>) {
+    fn settle_judged(
+        &mut self,
+        judging: &mut Judging<'_>,
+        judged: Vec<(Observed, bool)>,
+        touched: &HashSet<LockKey>,
+    ) {
         for ((key, state, at), closed) in judged {
             if touched.contains(&key) {
                 // Removed, or answered by a sweep, since the read began.
                 continue;
             }
             let probed = (state.liveness != Liveness::InFlight).then_some(state);
-            let Some(state) = self.answered(&key, probed, closed) else {
+            let Some(state) = self.answered(judging, &key, probed, closed) else {
                 continue;
             };
-            if let Some(inference) = self.source.inference_mut() {
-                inference.held_waits.recheck.remove(&key);
+            {
+                self.held_waits.recheck.remove(&key);
             }
-            self.settle(key, state, at, true);
+            self.settle(judging, key, state, at, true);
         }
-        let Some(inference) = self.source.inference_mut() else {
-            return;
-        };
-        if !inference.batch.pending.is_empty() {
+        if !self.batch.pending.is_empty() {
             // Changes that came while the read ran: the next read — but a
             // key held back to confirm is looked at after the coalescing
             // window, from its holder's fdinfo, with no read to wait for.
             let now = Instant::now();
-            let confirming = inference
+            let confirming = self
                 .batch
                 .pending
                 .iter()
-                .any(|key| inference.confirming.contains_key(key));
+                .any(|key| self.confirming.contains_key(key));
             let due = if confirming {
                 now + crate::engine::run::COALESCE
             } else {
-                inference.lookups.judge_ready_at().max(now)
+                self.lookups.judge_ready_at().max(now)
             };
-            inference.batch.due = Some(due);
+            self.batch.due = Some(due);
         }
     }
 
     /// Merges a lookup's answer: each state whose key got no newer answer
     /// since is settled as annotated; each opened file someone locked
     /// while the view does not show its key held is probed.
-    pub(in crate::engine::run) fn apply_lookup(&mut self, outcome: LookupOutcome) -> usize {
-        let Some(inference) = self.source.inference_mut() else {
-            return 0;
-        };
-        let touched = inference.lookups.touched.end();
-        if outcome.generation != self.sweeps.generation {
+    pub(in crate::engine::run) fn apply_lookup(
+        &mut self,
+        judging: &mut Judging<'_>,
+        outcome: LookupOutcome,
+    ) -> usize {
+        let touched = self.lookups.touched.end();
+        if outcome.generation != judging.generation {
             return 0;
         }
         let items = outcome.annotated.len() + outcome.judged.len() + outcome.locked.len();
         if let Some(cpu) = outcome.read_cpu {
-            inference.lookups.charge(cpu);
+            self.lookups.charge(cpu);
         }
-        self.settle_judged(outcome.judged, &touched);
+        self.settle_judged(judging, outcome.judged, &touched);
         for (key, state, at) in outcome.annotated {
             if touched.contains(&key) && !self.same_claim_still_waiting(&key, &state) {
                 continue;
             }
-            if let Some(inference) = self.source.inference_mut() {
-                inference.held_waits.recheck.remove(&key);
+            {
+                self.held_waits.recheck.remove(&key);
             }
-            self.settle(key, state, at, true);
+            self.settle(judging, key, state, at, true);
         }
         for path in outcome.locked {
-            if let Some(key) = claim_of(&self.tree.state_dir, &path)
-                && !self.view.held.contains(&key)
+            if let Some(key) = claim_of(judging.state_dir, &path)
+                && !judging.view.held.contains(&key)
             {
-                self.mark(key);
+                self.batch.mark(key);
             }
         }
         items
@@ -451,9 +457,9 @@ impl Engine {
         state.liveness.is_held()
             && state.liveness != Liveness::InFlight
             && self
-                .source
-                .inference()
-                .and_then(|inference| inference.held_waits.deferred.get(key))
+                .held_waits
+                .deferred
+                .get(key)
                 .is_some_and(|(waiting, _)| waiting.liveness.is_held())
             && state.since.is_some()
             && state.since == key.held_since()
@@ -463,23 +469,24 @@ impl Engine {
     /// holders to confirm), except the keys in `skip` (a newer probe
     /// result stands for them), made ready to be annotated afresh. They
     /// stay waiting until the lookup's answer settles them.
-    pub(in crate::engine::run) fn waiting_states(&self, skip: &HashSet<LockKey>) -> Vec<Observed> {
-        let Some(inference) = self.source.inference() else {
-            return Vec::new();
-        };
+    pub(in crate::engine::run) fn waiting_states(
+        &self,
+        judging: &Judging<'_>,
+        skip: &HashSet<LockKey>,
+    ) -> Vec<Observed> {
         let at = SystemTime::now();
-        let deferred = inference
+        let deferred = self
             .held_waits
             .deferred
             .iter()
             .filter(|(key, _)| !skip.contains(*key))
             .map(|(key, (state, seen))| (key.clone(), state.clone(), *seen));
-        let recheck = inference
+        let recheck = self
             .held_waits
             .recheck
             .iter()
-            .filter(|key| !skip.contains(*key) && !inference.held_waits.deferred.contains_key(*key))
-            .filter_map(|key| Some((key.clone(), self.view.states.get(key)?.clone(), at)));
+            .filter(|key| !skip.contains(*key) && !self.held_waits.deferred.contains_key(*key))
+            .filter_map(|key| Some((key.clone(), judging.view.states.get(key)?.clone(), at)));
         deferred
             .chain(recheck)
             .map(|(key, mut state, seen)| {
@@ -505,6 +512,7 @@ mod tests {
 
     use super::*;
     use crate::context::Context;
+    use crate::engine::run::Engine;
     use crate::engine::{Delta, EngineConfig};
 
     impl Engine {
@@ -515,6 +523,20 @@ mod tests {
 
         fn inference_mut(&mut self) -> &mut super::super::Inference {
             self.source.inference_mut().expect("the engine infers")
+        }
+
+        /// Inference's `publish`, as the engine lends it its judging.
+        fn publish(&mut self, batch: Vec<Observed>) {
+            let (source, mut judging) = self.split();
+            let inference = source.inference_mut().expect("the engine infers");
+            inference.publish(&mut judging, batch);
+        }
+
+        /// Inference's `apply_lookup`, as the engine lends it its judging.
+        fn apply_lookup(&mut self, outcome: LookupOutcome) -> usize {
+            let (source, mut judging) = self.split();
+            let inference = source.inference_mut().expect("the engine infers");
+            inference.apply_lookup(&mut judging, outcome)
         }
     }
 
@@ -662,7 +684,10 @@ mod tests {
             "the second key no longer waits"
         );
 
-        engine.start_waiting_lookup(engine.inference().lookups.ready_at());
+        let ready = engine.inference().lookups.ready_at();
+        let (source, mut judging) = engine.split();
+        let inference = source.inference_mut().expect("the engine infers");
+        inference.start_waiting_lookup(&mut judging, ready);
         assert!(engine.inference().lookups.running());
         let answer = next_answer(&mut engine).await;
         engine.apply_lookup(answer);

@@ -8,8 +8,8 @@
 //! table once they settle) and [`echo`] (the acquire probe's own events).
 //!
 //! Invariant: none of it runs under the kernel's events — the engine
-//! reaches it through [`super::source::Source`], which holds it only
-//! while inferring.
+//! reaches it through [`super::source::Source`], which it implements, and
+//! holds it only while inferring.
 
 pub(super) mod echo;
 mod judge;
@@ -21,6 +21,8 @@ use std::collections::{HashMap, HashSet};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
+use super::judging::Judging;
+use super::source::{Asks, Source, TreeWatchKind};
 use crate::disk::LockKey;
 use crate::liveness::KeyState;
 
@@ -195,5 +197,105 @@ impl Inference {
     /// sent with kept holders to confirm).
     pub(in crate::engine::run) fn waiting(&self) -> bool {
         !self.held_waits.deferred.is_empty() || !self.held_waits.recheck.is_empty()
+    }
+}
+
+impl Source for Inference {
+    type Told = lookup::LookupOutcome;
+
+    /// notify's watcher: opens and closes are what inference infers from.
+    fn tree_watch(&self) -> TreeWatchKind {
+        TreeWatchKind::Notify
+    }
+
+    /// In the batch due [`super::COALESCE`] after the batch's first change.
+    fn mark(&mut self, key: LockKey) {
+        self.batch.mark(key);
+    }
+
+    fn note_written(&mut self, key: &LockKey) {
+        self.batch.written.insert(key.clone());
+    }
+
+    /// Always: a close may be a release.
+    fn note_closed(&mut self, key: &LockKey) -> bool {
+        self.batch.closed.insert(key.clone());
+        true
+    }
+
+    /// Never a probe: `/proc/locks` is looked at once the opens settled.
+    fn note_held_opened(&mut self, key: LockKey) {
+        self.opens.held.insert(key);
+        self.opens_settle();
+    }
+
+    /// Compared with `/proc/locks` once the opens settled (a holder that
+    /// does not write shows no other way).
+    fn note_others_opened(&mut self) {
+        self.opens_settle();
+    }
+
+    fn forget(&mut self, key: &LockKey) {
+        Inference::forget(self, key);
+    }
+
+    fn sweep_begins(&mut self) {
+        self.clear_changes();
+        self.opens = Opens::default();
+    }
+
+    fn merged(&mut self, key: &LockKey) {
+        self.lookups.touch(key);
+    }
+
+    /// A safety net for what events cannot show.
+    fn sweeps(&self) -> bool {
+        true
+    }
+
+    fn seeds_from_lock_table(&self) -> bool {
+        false
+    }
+
+    /// Its batch, its lookups' pace, the held states and opens waiting.
+    fn next_due(&self) -> Option<Instant> {
+        let mut due = self.batch.due;
+        // While a lookup runs, its answer wakes the loop.
+        if !self.lookups.running() {
+            let ready = self.lookups.ready_at();
+            let opens = self.opens.due.map(|due| due.max(ready));
+            let waiting = self.waiting().then_some(ready);
+            due = [due, opens, waiting].into_iter().flatten().min();
+        }
+        due
+    }
+
+    fn take_due(&mut self, now: Instant) -> Vec<LockKey> {
+        self.batch.take_due(now)
+    }
+
+    /// A lookup for what waits for one, when the rate limit allows; the
+    /// echo's rate rolled.
+    fn on_timers(&mut self, judging: &mut Judging<'_>, now: Instant) {
+        self.start_waiting_lookup(judging, now);
+        self.watch_echo_rate(judging);
+    }
+
+    /// Probes, or one `/proc/locks` read in the lock-free mode (even with
+    /// no claim: a lookup the held states wait for may start now).
+    async fn judge(&mut self, judging: &mut Judging<'_>, claims: Vec<LockKey>) {
+        self.infer_batch(judging, claims).await;
+    }
+
+    async fn told(&mut self) -> Option<lookup::LookupOutcome> {
+        self.lookup_results.recv().await
+    }
+
+    fn apply(&mut self, judging: &mut Judging<'_>, outcome: lookup::LookupOutcome) -> Asks {
+        let items = self.apply_lookup(judging, outcome);
+        Asks {
+            items,
+            ..Asks::default()
+        }
     }
 }

@@ -16,20 +16,6 @@
 
 use std::time::Duration;
 
-use crate::engine::run::Engine;
-
 /// How long after the first open the look is made: `flock(1)` locks right
 /// after it opens, and one look then stands for every open of a burst.
 pub(crate) const OPEN_SETTLE: Duration = Duration::from_millis(10);
-
-impl Engine {
-    /// Forgets the opens remembered so far: a full sweep probes every key
-    /// after this, which stands for them.
-    pub(in crate::engine::run) fn forget_opened_files(&mut self) {
-        self.view.filter.take_opened();
-        if let Some(inference) = self.source.inference_mut() {
-            inference.opens.due = None;
-            inference.opens.held.clear();
-        }
-    }
-}
