@@ -14,12 +14,13 @@
 //! PID ([`crate::liveness::CpuClock`]) to tell idle holders.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::Engine;
+use super::view::View;
+use crate::disk::LockKey;
+use crate::liveness::KeyState;
 use crate::liveness::ProcessInfo;
 use crate::liveness::process::ProcState;
 
@@ -45,24 +46,37 @@ impl HolderClock {
     }
 }
 
-impl Engine {
-    /// When the next refresh is due, if any key is held.
-    pub(super) fn holder_refresh_due(&self) -> Option<Instant> {
-        (!self.view.held.is_empty()).then_some(self.holders.next_refresh)
+/// What a refresh found.
+pub(super) struct Refreshed {
+    /// Held keys whose holders changed, with their new state.
+    pub(super) changed: Vec<(LockKey, KeyState)>,
+    /// Held keys a holder of which exited: to be judged again (never
+    /// sent as they are).
+    pub(super) exited: Vec<LockKey>,
+    /// How many processes were read.
+    pub(super) read: usize,
+    /// When.
+    pub(super) at: SystemTime,
+}
+
+impl HolderClock {
+    /// When the next refresh is due, if any key of `view` is held.
+    pub(super) fn due(&self, view: &View) -> Option<Instant> {
+        (!view.held.is_empty()).then_some(self.next_refresh)
     }
 
     /// Re-reads every held key's holders' state, parent and CPU time (one
-    /// `/proc/<pid>/stat` read per PID); sends the keys whose holders
+    /// `/proc/<pid>/stat` read per PID); answers the keys whose holders
     /// changed — a holder that became idle (no CPU for `idle_after`) or
-    /// ran again is such a change.
-    pub(super) fn refresh_holders(&mut self) {
-        self.holders.next_refresh = Instant::now() + HOLDER_REFRESH;
+    /// ran again is such a change — and those a holder of which exited.
+    pub(super) fn refresh(&mut self, view: &View, idle_after: Duration) -> Refreshed {
+        self.next_refresh = Instant::now() + HOLDER_REFRESH;
         let now = SystemTime::now();
         let mut fresh: HashMap<u32, ProcessInfo> = HashMap::new();
         let mut changed = Vec::new();
         let mut exited = Vec::new();
-        for key in &self.view.held {
-            let Some(state) = self.view.states.get(key) else {
+        for key in &view.held {
+            let Some(state) = view.states.get(key) else {
                 continue;
             };
             let mut holders: Vec<ProcessInfo> = state
@@ -74,7 +88,7 @@ impl Engine {
                         .or_insert_with(|| {
                             let (info, ticks) = holder.refreshed();
                             if let Some(ticks) = ticks {
-                                self.holders.cpu.observe(info.pid, info.started, ticks, now);
+                                self.cpu.observe(info.pid, info.started, ticks, now);
                             }
                             info
                         })
@@ -101,25 +115,19 @@ impl Engine {
                 exited.push(key.clone());
                 continue;
             }
-            self.holders
-                .cpu
-                .stamp(&mut holders, now, self.config.idle_after);
+            self.cpu.stamp(&mut holders, now, idle_after);
             if holders != state.holders {
                 let mut state = state.clone();
                 state.holders = holders;
                 changed.push((key.clone(), state));
             }
         }
-        self.holders.cpu.retain(|pid| fresh.contains_key(&pid));
-        self.view
-            .stats
-            .holder_refreshes
-            .fetch_add(fresh.len() as u64, Ordering::Relaxed);
-        for (key, state) in changed {
-            self.update(key, state, now);
-        }
-        for key in exited {
-            self.mark(key);
+        self.cpu.retain(|pid| fresh.contains_key(&pid));
+        Refreshed {
+            changed,
+            exited,
+            read: fresh.len(),
+            at: now,
         }
     }
 }
