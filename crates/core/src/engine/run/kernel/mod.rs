@@ -1,0 +1,496 @@
+//! Liveness from the kernel's own lock events: the event source.
+//!
+//! With it, the engine infers nothing. One judgement of the table begins
+//! it (the first sweep's single `/proc/locks` read seeds a
+//! [`LiveTable`]); from then on every flock request on the state dir's
+//! filesystems arrives as an event, keeps the table current, and marks the
+//! claim whose gate or announce it was on; a claim an event leaves
+//! unlocked is judged from the table at once, any other [`super::COALESCE`]
+//! after its own first change (its writes share the judgement) — no
+//! `/proc/locks` read, no sweep, no confirmation window, no settle. inotify still tells the tree's shape (new claims,
+//! new directories, removals, problems); its opens and closes say nothing
+//! here.
+//!
+//! Invariants:
+//! - every file of every known claim maps back to its claim (registered
+//!   when the claim is first judged); an event on a file no claim has
+//!   yet still updates the table, so a claim created after its first lock
+//!   is judged right when its creation is heard;
+//! - the events are drained from the kernel's rings as they come, by the
+//!   reader's task on the engine's runtime, even while the engine awaits
+//!   other work (a first sweep of a million keys takes seconds, off the
+//!   loop): until the first judgement seeds the table they wait in the
+//!   reader's channel, then are applied on top of the seed (a hold seen
+//!   twice is one, an unlock of a hold the read missed changes nothing).
+//!   The engine reads the stream itself, in its loop: no task between
+//!   them;
+//! - lost events ([`Record::Lost`]) are never a silently wrong view:
+//!   the engine says so in its health and judges the whole table again
+//!   (one `/proc/locks` read), then goes on from events; so is a file the
+//!   kernel's filter dropped as foreign that became a claim's
+//!   ([`Record::Readmitted`]);
+//! - a waiter that dies waiting leaves no event: waiters' processes are
+//!   looked at once a second ([`WAITER_CHECK`]), and a dead one leaves the
+//!   view.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use std::path::Path;
+
+mod events;
+mod judge;
+
+use super::judging::Judging;
+use super::source::{Asks, Source, TreeWatchKind};
+use crate::disk::LockKey;
+use crate::engine::WatcherHealth;
+use crate::engine::trace::Stage;
+use crate::liveness::annotate::{Recheck, annotate_with};
+use crate::liveness::fdinfo::{HeldFiles, keepers_of};
+use crate::liveness::kernel::live_table::{EventStream, LiveTable};
+use crate::liveness::kernel::{Record, quiet};
+use crate::liveness::lock_free;
+use crate::liveness::proc_locks::{FileId, LockIndex};
+use crate::liveness::state::{POLLS_MIN, TRYING_WITHIN};
+use crate::liveness::verify::claim_files;
+use crate::liveness::{KeyState, RefusedBy, RefusedTries, WaitKind, Waiting};
+
+/// How often waiters' processes are looked at (a waiter that dies
+/// waiting leaves no event).
+pub(super) const WAITER_CHECK: Duration = Duration::from_secs(1);
+
+/// How long after a failed read of the stream it is read again (a
+/// reader that fails keeps failing: each failure is a resync).
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// At most this often is a claim judged again for its refused tries (an
+/// agent looping on `try_acquire` is refused thousands of times a second).
+pub(super) const REFUSALS_EVERY: Duration = Duration::from_secs(1);
+
+/// The span refused tries are counted over.
+pub(super) const REFUSALS_OVER: Duration = Duration::from_secs(60);
+
+/// How long a claim whose taker runs and has closed it waits before the
+/// search of every process for who keeps it (its release, heard meanwhile,
+/// makes the search needless: an agent's release is heard within a few
+/// ms).
+pub(super) const KEEPER_WAIT: Duration = Duration::from_millis(50);
+
+/// How long a claim whose taker has closed it is judged again (every
+/// [`super::COALESCE`], the reader asked to drain each time) before that
+/// state is shown: the taker's unlock is most often on its way — written
+/// a moment after its close, which was what made the judgement — and a
+/// release that arrives within this is shown as the release it is, with
+/// no "taker let go" in between.
+pub(super) const LET_GO_GRACE: Duration = Duration::from_millis(10);
+
+/// The longest a claim waits for its dropped file's readmission before it
+/// is judged from the table anyway (the source failing to readmit it).
+const READMIT_WAIT: Duration = Duration::from_secs(1);
+
+/// How many foreign files [`Kernel`] remembers as no claim's before it
+/// starts afresh.
+const NOT_CLAIMS_MAX: usize = 65_536;
+
+/// The engine's side of the event source.
+pub(super) struct Kernel {
+    /// The lock table the events keep current.
+    table: LiveTable,
+    /// The claims' files the events are mapped back to, and the files
+    /// known to be no claim's.
+    registry: Registry,
+    /// The kernel's events as they are read.
+    events: EventsIn,
+    /// False until the first judgement seeded the table.
+    seeded: bool,
+    /// Events lost in all (the source said how many).
+    lost: u64,
+    /// When waiters' processes are next looked at (and refusal counts
+    /// judged again as they age).
+    next_waiter_check: Instant,
+    /// The claims refused tries were counted on.
+    refusals: Refusals,
+    /// The searches for who keeps a lock its taker closed.
+    keepers: Keepers,
+    /// The claims changed and not judged yet.
+    judge_queue: JudgeQueue,
+    /// Claims judged with their taker let go and not shown so yet, since
+    /// when ([`LET_GO_GRACE`]).
+    let_go_since: HashMap<LockKey, Instant>,
+    /// Claims' files the kernel's filter dropped as foreign, since when:
+    /// their claims are not judged until the source has sampled them again
+    /// and said so ([`Record::Readmitted`], then everything is judged), or
+    /// [`READMIT_WAIT`] passed — the table lacks what they did meanwhile.
+    readmitting: HashMap<FileId, Instant>,
+    /// Asks the stream to deliver what it has now; handed to inotify's
+    /// thread, which calls it at every event of the tree (lock events are
+    /// likely waiting).
+    pub(super) nudge: Option<crate::liveness::kernel::live_table::Nudger>,
+}
+
+/// The registered claims: every one's files, mapped back to it, and the
+/// files lock requests were made on that are no claim's.
+///
+/// Invariant: `files` and `claims` are each other's inverse.
+struct Registry {
+    /// Every registered claim file → its claim. Registered: the claims
+    /// held at the first judgement, every claim judged since, and the
+    /// claim an event's requester opened ([`Kernel::resolve_claim`]) —
+    /// never every claim on disk (a million idle keys would cost hundreds
+    /// of megabytes here for nothing).
+    files: HashMap<FileId, LockKey>,
+    /// Files lock requests were made on that are no claim's (a foreign
+    /// lock on the same filesystem): not looked up again, and shared with
+    /// the source as its quiet files (their events may come late; the
+    /// busiest are dropped by the kernel's filter). Bounded: cleared when
+    /// [`NOT_CLAIMS_MAX`] is reached, but for the dropped ones; a file
+    /// that becomes a claim's leaves it (and, dropped, is readmitted: a
+    /// [`Record::Readmitted`] follows, and a judgement of everything).
+    not_claims: NotClaims,
+    /// Each registered claim → its files (to forget them when they
+    /// change or the claim goes).
+    claims: HashMap<LockKey, Vec<FileId>>,
+}
+
+/// The kernel's events as the engine reads them: the ordered stream,
+/// what was read of it and not taken, and the devices it samples.
+struct EventsIn {
+    /// The kernel's events, in order.
+    stream: Box<dyn EventStream>,
+    /// Records read from the stream and not taken yet (kept here, not in
+    /// a read's future, which the loop may drop).
+    incoming: Vec<Record>,
+    /// After a failed read: not read again before this.
+    retry_at: Option<Instant>,
+    /// The devices asked for so far.
+    watched: Vec<(u32, u32)>,
+}
+
+/// Refused tries and polls, per claim.
+#[derive(Default)]
+struct Refusals {
+    /// Claims with refused tries in the last minute, with when each was
+    /// last judged for one: judged again at most once a
+    /// [`REFUSALS_EVERY`], and once a second until none is left.
+    refused: HashMap<LockKey, Instant>,
+    /// Claims with refused tries or polls in the last minute, with when
+    /// the last was seen: judged again once a second until a minute has
+    /// passed since.
+    last_refusal: HashMap<LockKey, Instant>,
+}
+
+/// Who keeps a lock whose taker closed it: what is searched for, and
+/// when.
+#[derive(Default)]
+struct Keepers {
+    /// Claims held while their taker, running, has closed them: when each
+    /// is judged again, searching every process for who keeps it.
+    keepers_due: HashMap<LockKey, Instant>,
+    /// Files locked by a requester that had closed them by the time its
+    /// event was read, no claim's yet, with that requester and when every
+    /// process is searched for one that keeps the lock ([`KEEPER_WAIT`]
+    /// after it was first read: most often the requester's unlock comes
+    /// meanwhile, and no search is needed — a search reads every
+    /// process's fds, tens of milliseconds on a busy host, which the
+    /// engine must not spend inside a batch of events). Bounded like
+    /// `not_claims`.
+    files_to_search: HashMap<FileId, (u32, Instant)>,
+    /// The fds of the processes whose requests named files no claim has
+    /// yet, as last seen: a program that locks thousands of files one
+    /// by one costs a `stat` per new fd, not a walk of all its fds per
+    /// file.
+    fd_tables: crate::liveness::fd_tables::FdTables,
+    /// Claims whose next judgement searches for their keeper (their
+    /// [`KEEPER_WAIT`] passed).
+    search_keepers: std::collections::HashSet<LockKey>,
+}
+
+/// Claims changed and not judged yet, in the order they changed.
+#[derive(Default)]
+struct JudgeQueue {
+    /// Claims changed and not judged yet, each due [`super::COALESCE`]
+    /// after its own first change (in that order): a hold that ends
+    /// sooner is judged once, free, at its release — never held by a
+    /// batch that happened to fall due in between.
+    queue: std::collections::VecDeque<(Instant, LockKey)>,
+    /// The claims in `queue` still to be judged (one judged meanwhile
+    /// is left in `queue`, skipped when it comes up).
+    queued: std::collections::HashSet<LockKey>,
+}
+
+impl Kernel {
+    /// Reads `stream` for events on `devices`, in the engine's loop.
+    pub(super) fn start(mut stream: Box<dyn EventStream>, devices: Vec<(u32, u32)>) -> Self {
+        if let Err(error) = stream.watch_devices(&devices) {
+            tracing::warn!(%error, "the lock events' device filter was refused");
+        }
+        let nudge = stream.nudger();
+        let not_claims = NotClaims(stream.quiet_files().unwrap_or_default());
+        Self {
+            nudge,
+            table: LiveTable::default(),
+            registry: Registry {
+                files: HashMap::new(),
+                not_claims,
+                claims: HashMap::new(),
+            },
+            events: EventsIn {
+                stream,
+                incoming: Vec::new(),
+                retry_at: None,
+                watched: devices,
+            },
+            seeded: false,
+            lost: 0,
+            next_waiter_check: Instant::now() + WAITER_CHECK,
+            refusals: Refusals::default(),
+            keepers: Keepers::default(),
+            judge_queue: JudgeQueue::default(),
+            let_go_since: HashMap::new(),
+            readmitting: HashMap::new(),
+        }
+    }
+
+    /// The next batch of records, once the table is seeded (never before:
+    /// they wait in the reader's channel). A read that failed is a loss
+    /// (a resync), and the next read waits [`RETRY_AFTER`]. Cancel-safe.
+    pub(super) async fn next(&mut self) -> Option<Vec<Record>> {
+        if !self.seeded {
+            return std::future::pending().await;
+        }
+        if let Some(at) = self.events.retry_at {
+            tokio::time::sleep_until(at).await;
+            self.events.retry_at = None;
+        }
+        if let Err(error) = self
+            .events
+            .stream
+            .next_batch(&mut self.events.incoming)
+            .await
+        {
+            tracing::warn!(%error, "reading the kernel's lock events failed");
+            self.events.incoming.push(Record::Lost(0));
+            self.events.retry_at = Some(Instant::now() + RETRY_AFTER);
+        }
+        Some(std::mem::take(&mut self.events.incoming))
+    }
+
+    /// When waiters are next looked at, if any waits (or refusals are
+    /// counted on some claim), or a claim is next judged for its keeper,
+    /// whichever comes first.
+    pub(super) fn waiter_check_due(&self) -> Option<Instant> {
+        let waiters = (!self.refusals.refused.is_empty() || self.table.has_waiters())
+            .then_some(self.next_waiter_check);
+        let keepers = self.keepers.keepers_due.values().min().copied();
+        let files = self
+            .keepers
+            .files_to_search
+            .values()
+            .map(|(_, due)| *due)
+            .min();
+        waiters.into_iter().chain(keepers).chain(files).min()
+    }
+
+    /// Queues `key` for judgement [`super::COALESCE`] after now, unless
+    /// it is queued already (its first change sets when).
+    pub(super) fn queue(&mut self, key: LockKey) {
+        if self.judge_queue.queued.insert(key.clone()) {
+            self.judge_queue
+                .queue
+                .push_back((Instant::now() + super::COALESCE, key));
+        }
+    }
+
+    /// Takes `key` out of the queue (judged now).
+    pub(super) fn unqueue(&mut self, key: &LockKey) {
+        self.judge_queue.queued.remove(key);
+    }
+
+    /// Empties the queue (a judgement of everything comes).
+    pub(super) fn clear_queue(&mut self) {
+        self.judge_queue.queue.clear();
+        self.judge_queue.queued.clear();
+    }
+
+    /// The queued claims due by `now`, in the order they were queued.
+    pub(super) fn due(&mut self, now: Instant) -> Vec<LockKey> {
+        let mut due = Vec::new();
+        while let Some((at, _)) = self.judge_queue.queue.front() {
+            if *at > now {
+                break;
+            }
+            let Some((_, key)) = self.judge_queue.queue.pop_front() else {
+                break;
+            };
+            if self.judge_queue.queued.remove(&key) {
+                due.push(key);
+            }
+        }
+        due
+    }
+
+    /// When the first queued claim is due.
+    pub(super) fn queue_due(&self) -> Option<Instant> {
+        self.judge_queue
+            .queue
+            .iter()
+            .find(|(_, key)| self.judge_queue.queued.contains(key))
+            .map(|(at, _)| *at)
+    }
+
+    /// Asks the stream for the devices of `files` it does not watch yet
+    /// (a bind mount below the root), in one message.
+    fn watch_devices_of(&mut self, files: &[FileId]) {
+        self.watch_devices(files.iter().map(|file| (file.major, file.minor)));
+    }
+
+    /// Has the stream sample `devices` it does not watch yet too: their
+    /// flocks are sampled once this returns (or the request was refused,
+    /// and the log says why).
+    fn watch_devices(&mut self, devices: impl IntoIterator<Item = (u32, u32)>) {
+        let mut new_device = false;
+        for device in devices {
+            if !self.events.watched.contains(&device) {
+                self.events.watched.push(device);
+                new_device = true;
+            }
+        }
+        if new_device && let Err(error) = self.events.stream.watch_devices(&self.events.watched) {
+            tracing::warn!(%error, "the lock events' device filter was refused");
+        }
+    }
+}
+
+/// Files known to be no claim's, in a set the source reads too
+/// ([`crate::liveness::kernel::wait::QuietFiles`]).
+struct NotClaims(crate::liveness::kernel::wait::QuietFiles);
+
+impl NotClaims {
+    fn contains(&self, file: &FileId) -> bool {
+        quiet::read(&self.0).contains(file)
+    }
+
+    /// Adds `file`, starting afresh at [`NOT_CLAIMS_MAX`] (but for the
+    /// files the kernel's filter drops: only a claim readmits them).
+    fn insert(&self, file: FileId) {
+        let mut set = quiet::write(&self.0);
+        set.bound(NOT_CLAIMS_MAX);
+        set.insert(file);
+    }
+
+    /// Forgets `files` (a claim's now): the reader samples them again if
+    /// its filter dropped them, and says so with a
+    /// [`Record::Readmitted`]. Returns the ones it dropped.
+    fn remove(&self, files: &[FileId]) -> Vec<FileId> {
+        let mut set = quiet::write(&self.0);
+        for file in files {
+            set.remove(file);
+        }
+        files
+            .iter()
+            .filter(|file| set.is_dropped(file))
+            .copied()
+            .collect()
+    }
+
+    /// How many files the kernel's filter drops.
+    fn dropped(&self) -> usize {
+        quiet::read(&self.0).dropped_count()
+    }
+}
+
+impl Source for Kernel {
+    type Told = Vec<Record>;
+
+    fn tree_watch(&self) -> TreeWatchKind {
+        TreeWatchKind::Direct(self.nudge.clone())
+    }
+
+    fn watching(&mut self, root: &Path) {
+        self.watch_mounted_devices(root);
+    }
+
+    /// Judged [`super::COALESCE`] after its own first change (a batch is
+    /// no `/proc/locks` read to share).
+    fn mark(&mut self, key: LockKey) {
+        self.queue(key);
+    }
+
+    /// A close says nothing the events do not (an unlock is an event of
+    /// its own).
+    fn note_closed(&mut self, _key: &LockKey) -> bool {
+        false
+    }
+
+    fn forget(&mut self, key: &LockKey) {
+        self.unqueue(key);
+        self.unregister(key);
+    }
+
+    /// The events wait until the sweep's read seeds the table again.
+    fn sweep_begins(&mut self) {
+        self.clear_queue();
+        self.unseed();
+    }
+
+    fn judged_everything<'a>(
+        &mut self,
+        index: &LockIndex,
+        held: impl Iterator<Item = &'a LockKey>,
+        all: impl Iterator<Item = &'a LockKey>,
+    ) {
+        self.seed_from(index, held, all);
+    }
+
+    /// Never: the events tell every change (a resync is asked for when
+    /// some were lost).
+    fn sweeps(&self) -> bool {
+        false
+    }
+
+    fn seeds_from_lock_table(&self) -> bool {
+        true
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        [self.waiter_check_due(), self.queue_due()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn take_due(&mut self, now: Instant) -> Vec<LockKey> {
+        self.due(now)
+    }
+
+    /// Waiters' processes looked at (a waiter that dies waiting leaves no
+    /// event), and keepers searched for, when due.
+    fn on_timers(&mut self, judging: &mut Judging<'_>, now: Instant) {
+        if self.waiter_check_due().is_some_and(|due| due <= now) {
+            self.check_waiters(judging.state_dir);
+        }
+    }
+
+    /// From the table the events keep.
+    async fn judge(&mut self, judging: &mut Judging<'_>, claims: Vec<LockKey>) {
+        if !claims.is_empty() {
+            self.judge_from_table(judging, claims);
+        }
+    }
+
+    async fn told(&mut self) -> Option<Vec<Record>> {
+        self.next().await
+    }
+
+    fn apply(&mut self, judging: &mut Judging<'_>, records: Vec<Record>) -> Asks {
+        let items = records.len();
+        Asks {
+            items,
+            ..self.on_records(judging, records)
+        }
+    }
+}
