@@ -8,23 +8,23 @@
 //!
 //! Invariants: only held `FLOCK` locks count (exclusive or shared: which
 //! kind a PID holds is `/proc/locks`' to say); reading is per process
-//! (one pass over its fds), done only for PIDs `/proc/locks` already named
+//! (one pass over its fds, a `stat` each, the fdinfo of regular files and
+//! directories only), done only for PIDs `/proc/locks` already named
 //! for a held key, once per batch — except [`keepers_of`], the search for
 //! whoever keeps a lock whose caller is gone, which `stat`s every
 //! process's fds and reads the fdinfo of those open on the claim only.
 
 use std::collections::HashSet;
-use std::io::ErrorKind;
 use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::ffi::OsStrExt;
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, open, openat};
-use nix::sys::stat::Mode;
+use nix::sys::stat::{Mode, SFlag};
 
 use super::proc_locks::{FileId, parse_row};
 
-/// The files a process holds a flock on, through any of its fds.
+/// The files a process holds a flock on, through any of its fds (of the
+/// kinds a claim can be: regular files and directories).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeldFiles {
     /// Read from its fdinfo.
@@ -37,31 +37,62 @@ pub enum HeldFiles {
 }
 
 impl HeldFiles {
-    /// Reads `/proc/<pid>/fdinfo/*` once: each entry opened relative to
-    /// the directory (no walk of `/proc/<pid>` per fd) into one buffer.
+    /// Reads which regular files and directories `pid` holds a flock on
+    /// (what a claim can be): every fd is `stat`ed through its
+    /// `/proc/<pid>/fd` link (one `fstatat` each) and only the fdinfo of
+    /// those open on a regular file or a directory is read — a pipe's, a
+    /// socket's or an eventfd's never lists a flock on a claim, and
+    /// reading them was most of a holder's verification (a `locktop
+    /// hold` has 11 fds, 2 of them its claim's files).
     pub fn of(pid: u32) -> Self {
-        let path = format!("/proc/{pid}/fdinfo");
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let (entries, dir) = match (
-            std::fs::read_dir(&path),
-            open(path.as_str(), flags, Mode::empty()),
-        ) {
-            (Ok(entries), Ok(dir)) => (entries, dir),
-            (Err(error), _) if error.kind() == ErrorKind::NotFound => return HeldFiles::Gone,
-            (_, Err(Errno::ENOENT | Errno::ESRCH)) => return HeldFiles::Gone,
-            _ => return HeldFiles::Unreadable,
+        let gone_or_unreadable = |error: Errno| match error {
+            Errno::ENOENT | Errno::ESRCH => HeldFiles::Gone,
+            _ => HeldFiles::Unreadable,
         };
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let mut fds =
+            match nix::dir::Dir::open(format!("/proc/{pid}/fd").as_str(), flags, Mode::empty()) {
+                Ok(fds) => fds,
+                Err(error) => return gone_or_unreadable(error),
+            };
+        let info_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let info = match open(
+            format!("/proc/{pid}/fdinfo").as_str(),
+            info_flags,
+            Mode::empty(),
+        ) {
+            Ok(info) => info,
+            Err(error) => return gone_or_unreadable(error),
+        };
+        let dir = fds.as_raw_fd();
         let mut files = HashSet::new();
         let mut text = Vec::with_capacity(512);
-        for entry in entries.flatten() {
+        for entry in fds.iter().flatten() {
             let name = entry.file_name();
-            let Ok(fd) = openat(
-                dir.as_fd(),
-                name.as_bytes(),
+            if name.to_bytes().starts_with(b".") {
+                continue;
+            }
+            // SAFETY: `dir` is the directory being iterated, open for the loop.
+            let dir = unsafe { std::os::fd::BorrowedFd::borrow_raw(dir) };
+            // Follows the fd's magic link to the open file itself; an fd
+            // whose link may not be followed (a monitor in a user
+            // namespace of its own) has its fdinfo read all the same.
+            if let Ok(stat) = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::empty()) {
+                let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+                if kind != SFlag::S_IFREG && kind != SFlag::S_IFDIR {
+                    continue;
+                }
+            }
+            let fd = match openat(
+                info.as_fd(),
+                name,
                 OFlag::O_RDONLY | OFlag::O_CLOEXEC,
                 Mode::empty(),
-            ) else {
-                continue;
+            ) {
+                Ok(fd) => fd,
+                // Closed meanwhile.
+                Err(Errno::ENOENT) => continue,
+                Err(_) => return HeldFiles::Unreadable,
             };
             if read_fdinfo(fd, &mut text).is_err() {
                 continue;

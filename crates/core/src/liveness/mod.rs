@@ -22,6 +22,7 @@ pub mod probe;
 pub mod probe_mode;
 pub mod probed;
 pub mod proc_locks;
+pub(crate) mod proc_read;
 pub mod process;
 pub mod shared_probe;
 pub mod snapshot;

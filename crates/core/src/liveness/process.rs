@@ -7,6 +7,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use super::proc_read::{self, ProcDir};
+
 /// How far a process's start time, as read here, may lie after a file
 /// time the process itself wrote (its claim's announce mtime) and still
 /// count as "started before it": start times are precise to a clock tick
@@ -17,9 +19,9 @@ pub const START_TIME_SLACK: Duration = Duration::from_millis(50);
 /// True while `/proc/<pid>` exists and is not a zombie: a holder that
 /// exited is "gone" even before its parent reaps it.
 pub fn pid_alive(pid: u32) -> bool {
-    match procfs::process::Process::new(pid as i32).and_then(|p| p.stat()) {
-        Ok(stat) => !matches!(stat.state, 'Z' | 'X' | 'x'),
-        Err(_) => false,
+    match stat_of(pid) {
+        Some(stat) => !matches!(stat.state, 'Z' | 'X' | 'x'),
+        None => false,
     }
 }
 
@@ -28,9 +30,7 @@ pub fn pid_alive(pid: u32) -> bool {
 /// same start as a [`ProcessInfo::started`] read earlier means the same
 /// process.
 pub fn started_of(pid: u32) -> Option<SystemTime> {
-    let stat = procfs::process::Process::new(pid as i32)
-        .and_then(|p| p.stat())
-        .ok()?;
+    let stat = stat_of(pid)?;
     if matches!(stat.state, 'Z' | 'X' | 'x') {
         return None;
     }
@@ -142,17 +142,20 @@ impl ProcState {
 }
 
 impl ProcessInfo {
-    /// Reads `/proc/<pid>` (cheap: two small files).
+    /// Reads `/proc/<pid>`'s `cmdline`, `stat` and `cgroup` (through one
+    /// open directory: one process's, even if the PID is reused
+    /// meanwhile) and the parent's `cmdline`.
     pub fn of(pid: u32) -> Self {
-        let Ok(process) = procfs::process::Process::new(pid as i32) else {
+        let Ok(process) = ProcDir::open(pid) else {
             return Self::gone(pid);
         };
         let cmdline = process
-            .cmdline()
+            .read("cmdline")
             .ok()
+            .and_then(args_of)
             .map(|args| shell_line(&args))
             .filter(|line| !line.is_empty());
-        let stat = process.stat().ok();
+        let stat = process.read("stat").ok().and_then(parse_stat);
         let started = stat.as_ref().and_then(start_time);
         Self {
             pid,
@@ -163,8 +166,10 @@ impl ProcessInfo {
             state: stat.as_ref().map(|stat| ProcState::from_char(stat.state)),
             ppid: stat.as_ref().and_then(|stat| u32::try_from(stat.ppid).ok()),
             parent: stat.as_ref().and_then(parent_command),
-            unit: std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            unit: process
+                .read("cgroup")
                 .ok()
+                .and_then(|cgroup| String::from_utf8(cgroup).ok())
                 .and_then(|cgroup| systemd_unit(&cgroup)),
             idle_since: None,
         }
@@ -205,8 +210,7 @@ impl ProcessInfo {
         if !self.alive {
             return (self.clone(), None);
         }
-        let stat = procfs::process::Process::new(self.pid as i32).and_then(|p| p.stat());
-        let Ok(stat) = stat else {
+        let Some(stat) = stat_of(self.pid) else {
             return (Self::gone(self.pid), None);
         };
         if start_time(&stat) != self.started {
@@ -272,12 +276,35 @@ impl ProcessInfo {
 
 /// The command line of the parent `stat` names, when readable.
 fn parent_command(stat: &procfs::process::Stat) -> Option<String> {
-    (stat.ppid > 0)
-        .then(|| procfs::process::Process::new(stat.ppid).ok())
-        .flatten()
-        .and_then(|parent| parent.cmdline().ok())
+    let ppid = u32::try_from(stat.ppid).ok().filter(|&ppid| ppid > 0)?;
+    proc_read::read_file(ppid, "cmdline")
+        .ok()
+        .and_then(args_of)
         .map(|args| shell_line(&args))
         .filter(|line| !line.is_empty())
+}
+
+/// `/proc/<pid>/stat`, parsed (`None`: gone, or unreadable).
+fn stat_of(pid: u32) -> Option<procfs::process::Stat> {
+    proc_read::read_file(pid, "stat").ok().and_then(parse_stat)
+}
+
+/// A `stat` file's text, parsed.
+fn parse_stat(text: Vec<u8>) -> Option<procfs::process::Stat> {
+    use procfs::FromRead;
+    procfs::process::Stat::from_read(text.as_slice()).ok()
+}
+
+/// A `cmdline` file's arguments (NUL-separated; empty ones dropped, as
+/// procfs does); `None` when it is not UTF-8.
+fn args_of(text: Vec<u8>) -> Option<Vec<String>> {
+    let text = String::from_utf8(text).ok()?;
+    Some(
+        text.split('\0')
+            .filter(|arg| !arg.is_empty())
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 /// `args` as one shell-quoted line (`shlex`); joined by spaces in the one

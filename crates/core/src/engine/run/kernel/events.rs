@@ -272,7 +272,17 @@ impl Kernel {
                 .store(self.registry.not_claims.dropped() as u64, Ordering::Relaxed);
         }
         for (file, (pid, refused)) in unknown {
-            if let Some(key) = self.resolve_claim(judging.state_dir, file, pid) {
+            let key = match self.registry.files.get(&file) {
+                // Registered since the batch began: its claim's other file
+                // (a gate's and an announce's requests come together) was
+                // resolved just before, and named both.
+                Some(key) => {
+                    self.keepers.files_to_search.remove(&file);
+                    Some(key.clone())
+                }
+                None => self.resolve_claim(judging.state_dir, file, pid),
+            };
+            if let Some(key) = key {
                 judging
                     .view
                     .stats
