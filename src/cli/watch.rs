@@ -107,6 +107,9 @@ pub async fn run(state_dir: PathBuf, explicit: bool, args: WatchArgs) -> anyhow:
             std::io::Write::write_all(&mut std::io::stdout(), format!("{first_line}\n").as_bytes());
     }
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    if let Some(direct) = writer::DirectOut::of(&stdout) {
+        outbox.write_directly(direct, args.json);
+    }
     let mut written = writer::spawn(outbox.clone(), args.json, stdout)?;
     let telling = Telling {
         json: args.json,

@@ -4,7 +4,8 @@
 //! once a second.
 //!
 //! Invariant: it never waits on the output — only the writer thread
-//! blocks on stdout (see [`super::writer`]), and the outbox's queue
+//! blocks on stdout (see [`super::writer`]; the pump writes a turn's
+//! lines itself only where that cannot block), and the outbox's queue
 //! folds what a slow reader has not taken.
 
 use std::future::Future;
@@ -74,6 +75,9 @@ pub async fn pump(
                 Err(std::io::Error::other("the stdout writer stopped"))
             })),
         }
+        // What this turn queued: written now where that cannot block, or
+        // handed to the writer.
+        outbox.flush();
     }
 }
 
