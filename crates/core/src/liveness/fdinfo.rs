@@ -15,6 +15,7 @@
 //! process's fds and reads the fdinfo of those open on the claim only.
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 use std::os::fd::{AsFd, AsRawFd};
 
 use nix::errno::Errno;
@@ -49,57 +50,51 @@ impl HeldFiles {
             Errno::ENOENT | Errno::ESRCH => HeldFiles::Gone,
             _ => HeldFiles::Unreadable,
         };
+        // Opened for reading (not `O_PATH`): a monitor that may list the
+        // fds but not read their fdinfo (in a user namespace of its own)
+        // learns it here, as unreadable — never as holding nothing.
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let mut fds =
-            match nix::dir::Dir::open(format!("/proc/{pid}/fd").as_str(), flags, Mode::empty()) {
-                Ok(fds) => fds,
-                Err(error) => return gone_or_unreadable(error),
-            };
-        let info_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let info = match open(
-            format!("/proc/{pid}/fdinfo").as_str(),
-            info_flags,
-            Mode::empty(),
-        ) {
+        let info = match open(format!("/proc/{pid}/fdinfo").as_str(), flags, Mode::empty()) {
             Ok(info) => info,
             Err(error) => return gone_or_unreadable(error),
         };
-        let dir = fds.as_raw_fd();
         let mut files = HashSet::new();
         let mut text = Vec::with_capacity(512);
-        for entry in fds.iter().flatten() {
-            let name = entry.file_name();
-            if name.to_bytes().starts_with(b".") {
-                continue;
-            }
-            // SAFETY: `dir` is the directory being iterated, open for the loop.
-            let dir = unsafe { std::os::fd::BorrowedFd::borrow_raw(dir) };
-            // Follows the fd's magic link to the open file itself; an fd
-            // whose link may not be followed (a monitor in a user
-            // namespace of its own) has its fdinfo read all the same.
-            if let Ok(stat) = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::empty()) {
+        let mut unreadable = false;
+        let listed = each_fd(pid, |_, name, stat| {
+            // An fd whose link may not be followed has its fdinfo read
+            // all the same.
+            if let Some(stat) = stat {
                 let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
                 if kind != SFlag::S_IFREG && kind != SFlag::S_IFDIR {
-                    continue;
+                    return ControlFlow::Continue(());
                 }
             }
-            let fd = match openat(
+            match openat(
                 info.as_fd(),
                 name,
                 OFlag::O_RDONLY | OFlag::O_CLOEXEC,
                 Mode::empty(),
             ) {
-                Ok(fd) => fd,
+                Ok(fd) => {
+                    if read_fdinfo(fd, &mut text).is_ok() {
+                        files.extend(held_rows(&text));
+                    }
+                    ControlFlow::Continue(())
+                }
                 // Closed meanwhile.
-                Err(Errno::ENOENT) => continue,
-                Err(_) => return HeldFiles::Unreadable,
-            };
-            if read_fdinfo(fd, &mut text).is_err() {
-                continue;
+                Err(Errno::ENOENT) => ControlFlow::Continue(()),
+                Err(_) => {
+                    unreadable = true;
+                    ControlFlow::Break(())
+                }
             }
-            files.extend(held_rows(&text));
+        });
+        match listed {
+            Err(error) => gone_or_unreadable(error),
+            Ok(_) if unreadable => HeldFiles::Unreadable,
+            Ok(_) => HeldFiles::Known(files),
         }
-        HeldFiles::Known(files)
     }
 
     /// True when the process is proved to hold one of `files`.
@@ -169,11 +164,33 @@ fn find_fd_on(
     files: &[FileId],
     mut each: impl FnMut(std::os::fd::BorrowedFd<'_>, &std::ffi::CStr, FileId) -> bool,
 ) -> bool {
+    let found = each_fd(pid, |dir, name, stat| {
+        let Some(id) = stat.map(|stat| FileId::from_stat(&stat)) else {
+            return ControlFlow::Continue(());
+        };
+        if files.contains(&id) && each(dir, name, id) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    matches!(found, Ok(ControlFlow::Break(())))
+}
+
+/// Calls `each` with `pid`'s fd directory, each fd's name and the open
+/// file's `stat` through its magic link (`None` when it may not be
+/// followed, or the fd closed meanwhile), until `each` breaks; whether it
+/// did. An error when the fd directory may not be listed.
+fn each_fd(
+    pid: u32,
+    mut each: impl FnMut(
+        std::os::fd::BorrowedFd<'_>,
+        &std::ffi::CStr,
+        Option<nix::sys::stat::FileStat>,
+    ) -> ControlFlow<()>,
+) -> Result<ControlFlow<()>, Errno> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let Ok(mut fds) = nix::dir::Dir::open(format!("/proc/{pid}/fd").as_str(), flags, Mode::empty())
-    else {
-        return false;
-    };
+    let mut fds = nix::dir::Dir::open(format!("/proc/{pid}/fd").as_str(), flags, Mode::empty())?;
     let dir = fds.as_raw_fd();
     for entry in fds.iter().flatten() {
         let name = entry.file_name();
@@ -183,15 +200,12 @@ fn find_fd_on(
         // SAFETY: `dir` is the directory being iterated, open for the loop.
         let dir = unsafe { std::os::fd::BorrowedFd::borrow_raw(dir) };
         // Follows the fd's magic link to the open file itself.
-        let Ok(stat) = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::empty()) else {
-            continue;
-        };
-        let id = FileId::from_stat(&stat);
-        if files.contains(&id) && each(dir, name, id) {
-            return true;
+        let stat = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::empty()).ok();
+        if each(dir, name, stat).is_break() {
+            return Ok(ControlFlow::Break(()));
         }
     }
-    false
+    Ok(ControlFlow::Continue(()))
 }
 
 /// The files of the held (not waiting) flocks an fdinfo text lists.
