@@ -281,32 +281,32 @@ fn the_source_is_said_and_a_refused_kernel_source_is_an_error() {
     assert!(stderr.contains("--source kernel"), "{stderr}");
 }
 
-/// A monitor run as an unprivileged user with only `CAP_PERFMON` (as the
-/// systemd unit grants it) and the tracepoint's id (which only root may
-/// read) learns liveness from the kernel's events: a root agent's tag
-/// shows live, then free when the agent is killed.
-#[test]
-fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
-    if !root_or_skip(
-        "engine::kernel::an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events",
-    ) {
-        return;
-    }
-    if !skip_unless(
-        common::have_program("setpriv", "util-linux (apt-get install util-linux)"),
-        "skipped the CAP_PERFMON run: no setpriv",
-    ) {
-        return;
-    }
+/// Whether the `CAP_PERFMON` runs can be made here (root, `setpriv`);
+/// otherwise one line says `test` is skipped.
+fn capped_runs_or_skip(test: &str) -> bool {
+    root_or_skip(test)
+        && skip_unless(
+            common::have_program("setpriv", "util-linux (apt-get install util-linux)"),
+            &format!("skipped {test}: no setpriv"),
+        )
+}
+
+/// `watch --json --source kernel [extra]` on `state` as nobody with only
+/// `CAP_PERFMON` and the tracepoint's id (which only root may read), its
+/// first line said to be the kernel source: the child and its lines.
+/// `state` and its parent are made readable by anyone.
+fn capped_watch(
+    tmp: &std::path::Path,
+    state: &std::path::Path,
+    bin: &std::path::Path,
+    extra: &[&str],
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     let id = std::fs::read_to_string("/sys/kernel/tracing/events/filelock/flock_lock_inode/id")
         .expect("root reads the tracepoint id");
-    let (_bin_dir, bin) = binary_for_anyone();
-    let (tmp, state) = common::state_in_tempdir();
-    for dir in [tmp.path(), &state] {
+    for dir in [tmp, state] {
         std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .expect("chmod");
     }
-    drop(hold(&state, &["--tag", "capped"])); // its files, readable by anyone
     let mut watch = Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -315,9 +315,9 @@ fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
             "--inh-caps=+perfmon",
             "--ambient-caps=+perfmon",
         ])
-        .arg(&bin)
+        .arg(bin)
         .arg("--state-dir")
-        .arg(&state)
+        .arg(state)
         .args([
             "watch",
             "--json",
@@ -326,16 +326,35 @@ fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
             "--tracepoint-id",
             id.trim(),
         ])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("setpriv");
     let lines = common::lines_of(watch.stdout.take().expect("stdout"));
+    let first = next_matching(&lines, "saying the source", &|v| v.get("source").is_some());
+    assert_eq!(first["source"], "kernel", "{first}");
+    (watch, lines)
+}
+
+/// A monitor run as an unprivileged user with only `CAP_PERFMON` (as the
+/// systemd unit grants it) and the tracepoint's id (which only root may
+/// read) learns liveness from the kernel's events: a root agent's tag
+/// shows live, then free when the agent is killed.
+#[test]
+fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
+    if !capped_runs_or_skip(
+        "engine::kernel::an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events",
+    ) {
+        return;
+    }
+    let (_bin_dir, bin) = binary_for_anyone();
+    let (tmp, state) = common::state_in_tempdir();
+    drop(hold(&state, &["--tag", "capped"])); // its files, readable by anyone
+    let (mut watch, lines) = capped_watch(tmp.path(), &state, &bin, &[]);
     let next =
         |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| next_matching(&lines, what, pred);
-    let first = next("saying the source", &|v| v.get("source").is_some());
-    assert_eq!(first["source"], "kernel", "{first}");
     next("watching", &|v| v["watcher"]["health"] == "watching");
     let mut agent = hold(&state, &["--tag", "capped"]);
     let pid = u64::from(agent.pid());
@@ -347,6 +366,45 @@ fn an_unprivileged_user_with_cap_perfmon_and_the_id_reads_the_events() {
     next("the tag free", &|v| {
         v["name"] == "capped" && v["to"] == "free"
     });
+    let _ = watch.kill();
+    let _ = watch.wait();
+}
+
+/// A hold the unprivileged monitor found in place (its table seeded from
+/// `/proc/locks`, which does not say which open file holds it — as after
+/// every resync) ends with its root holder killed and not reaped yet: the
+/// unlock cannot be settled from that holder's fdinfo, which a monitor
+/// without privileges may not read, and `/proc/locks` says the lock is
+/// gone — the tag goes free. It stayed live for good before (CI, after a
+/// resync under load).
+#[test]
+fn an_unprivileged_monitor_frees_a_found_hold_whose_killed_holder_is_not_reaped() {
+    if !capped_runs_or_skip(
+        "engine::kernel::an_unprivileged_monitor_frees_a_found_hold_whose_killed_holder_is_not_reaped",
+    ) {
+        return;
+    }
+    let (_bin_dir, bin) = binary_for_anyone();
+    let (tmp, state) = common::state_in_tempdir();
+    let agent = hold(&state, &["--tag", "found"]);
+    let pid = agent.pid();
+    let (mut watch, lines) = capped_watch(tmp.path(), &state, &bin, &["--initial"]);
+    let next =
+        |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| next_matching(&lines, what, pred);
+    let live = next("the tag live", &|v| {
+        v["name"] == "found" && v["to"] == "live"
+    });
+    assert_eq!(live["pids"][0], u64::from(pid), "{live}");
+    // Killed, and left a zombie until the tag is free.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid")),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("SIGKILL");
+    next("the tag free", &|v| {
+        v["name"] == "found" && v["to"] == "free"
+    });
+    drop(agent);
     let _ = watch.kill();
     let _ = watch.wait();
 }

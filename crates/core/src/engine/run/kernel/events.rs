@@ -180,6 +180,10 @@ impl Kernel {
         // Requests on files no registered claim has: (requester, refused
         // tries), looked up once the batch is applied.
         let mut unknown: HashMap<FileId, (u32, u64)> = HashMap::new();
+        // `/proc/locks`, read at most once a batch, and only to settle an
+        // unlock whose holder's fdinfo may not be read (another user's
+        // process, to a monitor without privileges).
+        let mut lock_table: Option<Option<LockIndex>> = None;
         {
             for record in records {
                 match record {
@@ -207,7 +211,12 @@ impl Kernel {
                                 if pid != closer && runs {
                                     None
                                 } else {
-                                    still_holds(pid, file)
+                                    still_holds(pid, file).or_else(|| {
+                                        let read = lock_table.get_or_insert_with(|| {
+                                            crate::liveness::proc_locks::LockIndex::read().ok()
+                                        });
+                                        listed_holder(read.as_ref(), pid, file)
+                                    })
                                 }
                             });
                         }
@@ -349,6 +358,19 @@ impl Kernel {
         }
         asks
     }
+}
+
+/// Whether `/proc/locks` (`read`) lists `pid` holding `file`: what
+/// settles an unlock when `pid`'s fdinfo may not be read (the lock is
+/// gone from it by the time its unlock event is read). `None` when it
+/// could not be read, or came torn and does not list it (a line may be
+/// missing).
+fn listed_holder(read: Option<&LockIndex>, pid: u32, file: FileId) -> Option<bool> {
+    let read = read?;
+    let listed = read
+        .get(&file)
+        .is_some_and(|locks| locks.holders.contains(&pid) || locks.shared.contains(&pid));
+    (listed || !read.is_torn()).then_some(listed)
 }
 
 /// Whether the hold `/proc/locks` named `pid` for still stands on

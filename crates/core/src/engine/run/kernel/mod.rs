@@ -29,6 +29,11 @@
 //!   (one `/proc/locks` read), then goes on from events; so is a file the
 //!   kernel's filter dropped as foreign that became a claim's
 //!   ([`Record::Readmitted`]);
+//! - an unlock of a hold the table was seeded with (whose open file is
+//!   unknown) is settled from the holder's fdinfo, or — where that may
+//!   not be read (another user's process, to a monitor without
+//!   privileges) — from one `/proc/locks` read, never left standing on a
+//!   guess;
 //! - a waiter that dies waiting leaves no event: waiters' processes are
 //!   looked at once a second ([`WAITER_CHECK`]), and a dead one leaves the
 //!   view.
