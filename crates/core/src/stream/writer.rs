@@ -202,7 +202,10 @@ fn write_all(outbox: &PendingLines, json: bool, out: &mut impl Write) -> std::io
 /// A stdout a write to which cannot block: a pipe while it has room for
 /// the text, `/dev/null`, a regular file (its writes wait for the disk,
 /// never for a reader). A terminal, a socket (journald's) or a pipe in
-/// packet mode is none: the writer thread writes to those.
+/// packet mode is none: the writer thread writes to those. The pipe's
+/// room is checked just before the write: a second process writing to
+/// the same pipe in between (`(locktop watch; other) | reader`) could
+/// make that one write wait for the reader.
 #[derive(Debug)]
 pub struct DirectOut {
     fd: OwnedFd,
