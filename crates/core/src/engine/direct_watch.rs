@@ -18,7 +18,9 @@
 //! an unlock is an event of its own — and that every event of the tree
 //! asks the rings' reader for a drain
 //! ([`crate::liveness::kernel::wait::Nudge`]): a flock follows its open,
-//! a dying process's unlocks its closes.
+//! a dying process's unlocks its closes — and that the events after a
+//! burst's first wait for the drain it asked for, which wakes the thread
+//! anyway ([`super::inotify_gate`]).
 //!
 //! Invariants: symlinks are never followed (`IN_DONT_FOLLOW`, and a watch
 //! is only ever of a directory, `IN_ONLYDIR`); an inotify queue overflow
@@ -34,6 +36,7 @@ use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use tokio::io::unix::AsyncFd;
 
 use super::fs_change::{FsChange, file_change, renamed};
+use super::inotify_gate::GatedInotify;
 use super::trace::{self, Stage, Trace};
 use crate::liveness::kernel::live_table::Nudger;
 
@@ -115,7 +118,7 @@ impl DirWatches {
 /// The inotify instance the engine reads, with the changes read and not
 /// taken yet.
 pub(crate) struct DirectWatch {
-    inotify: AsyncFd<Inotify>,
+    inotify: GatedInotify,
     dirs: DirWatches,
     state_dir: PathBuf,
     /// Asks the rings' reader for a drain.
@@ -190,11 +193,7 @@ impl DirectWatch {
             dirs: Arc::default(),
         };
         dirs.add(dir)?;
-        // SAFETY: the AsyncFd owns the instance, whose fd stays open and
-        // the same for as long as it lives.
-        let inotify =
-            unsafe { AsyncFd::register_with_interest(inotify, tokio::io::Interest::READABLE) }
-                .map_err(io::Error::from)?;
+        let inotify = GatedInotify::new(inotify, nudge.clone())?;
         let watch = Self {
             inotify,
             dirs: dirs.clone(),
@@ -245,16 +244,21 @@ impl DirectWatch {
                         self.mounts = None;
                     }
                 },
-                readable = self.inotify.readable_mut() => {
-                    let mut guard = readable.ok()?;
-                    match guard.try_io(|inotify| read(inotify.get_mut(), &mut self.buffer, &mut self.ready, &Reading {
+                readable = self.inotify.readable() => {
+                    if let Err(error) = readable {
+                        tracing::warn!(%error, "waiting on inotify failed");
+                        return None;
+                    }
+                    let reading = Reading {
                         dirs: &self.dirs,
                         state_dir: &self.state_dir,
                         nudge: self.nudge.as_ref(),
                         trace: &self.trace,
-                    })) {
-                        Ok(Ok(())) | Err(_) => {}
-                        Ok(Err(error)) => {
+                    };
+                    match read(self.inotify.inotify(), &mut self.buffer, &mut self.ready, &reading) {
+                        Ok(()) => {}
+                        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(error) => {
                             tracing::warn!(%error, "reading inotify failed");
                             return None;
                         }
@@ -274,7 +278,7 @@ impl DirectWatch {
                 trace: &self.trace,
             };
             let _ = read(
-                self.inotify.get_mut(),
+                self.inotify.inotify(),
                 &mut self.buffer,
                 &mut self.ready,
                 &reading,
@@ -323,7 +327,7 @@ fn changes_of(
     ready: &mut VecDeque<FsChange>,
 ) {
     if let Some(nudge) = reading.nudge {
-        nudge();
+        nudge.now();
     }
     if event.mask.contains(EventMask::IGNORED) {
         reading.dirs.forget(&event.wd);
@@ -389,6 +393,20 @@ mod tests {
     use super::*;
     use crate::disk::key::LockKey;
     use crate::locks::{agent_tag_lock, locks_root};
+
+    /// Counts nudges; a drain asked for has always begun.
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    impl crate::liveness::kernel::live_table::Nudges for Counting {
+        fn now(&self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+
+        fn answered(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+            Box::pin(std::future::ready(()))
+        }
+    }
 
     /// The next change, within a few seconds.
     async fn next(watch: &mut DirectWatch) -> FsChange {
@@ -461,11 +479,9 @@ mod tests {
         std::fs::create_dir_all(&tags).expect("tags dir");
         let claim = LockKey::from_coord(state.path(), &tags, &key);
         std::fs::write(claim.gate_path(), b"").expect("gate");
-        let nudges = Arc::new(AtomicUsize::new(0));
-        let counted = nudges.clone();
-        let nudge: Nudger = Arc::new(move || {
-            counted.fetch_add(1, Ordering::Relaxed);
-        });
+        let counting = Arc::new(Counting::default());
+        let nudges = &counting.0;
+        let nudge: Nudger = counting.clone();
         let (mut watch, dirs) =
             DirectWatch::new(state.path(), &tags, Some(nudge), None).expect("watch");
 

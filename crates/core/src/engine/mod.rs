@@ -16,6 +16,7 @@ pub mod fixtures;
 pub mod fold;
 pub(crate) mod fs_change;
 pub(crate) mod fs_events;
+mod inotify_gate;
 mod run;
 pub mod source_choice;
 pub mod store;

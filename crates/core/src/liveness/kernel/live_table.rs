@@ -61,8 +61,30 @@ pub trait EventStream: Send + 'static {
     }
 }
 
-/// Asks an [`EventStream`] to deliver what it has now.
-pub(crate) type Nudger = std::sync::Arc<dyn Fn() + Send + Sync>;
+/// Asks an [`EventStream`] to deliver what it has now, and says when it
+/// has begun to.
+pub trait Nudges: Send + Sync {
+    /// Asks for a delivery soon (a no-op while one is asked and not yet
+    /// begun).
+    fn now(&self);
+
+    /// Resolves once no delivery asked for is still to begin: at once
+    /// when none is.
+    fn answered(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
+}
+
+/// What the engine and its inotify nudge an [`EventStream`] through.
+pub type Nudger = std::sync::Arc<dyn Nudges>;
+
+impl Nudges for super::wait::Nudge {
+    fn now(&self) {
+        super::wait::Nudge::now(self);
+    }
+
+    fn answered(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(self.answered_all())
+    }
+}
 
 /// What [`LiveTable::apply`] changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

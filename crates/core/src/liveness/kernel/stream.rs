@@ -178,8 +178,7 @@ impl EventStream for OrderedEvents<AsyncKernelLockEvents> {
     }
 
     fn nudger(&self) -> Option<crate::liveness::kernel::live_table::Nudger> {
-        let nudge = self.events.nudge();
-        Some(std::sync::Arc::new(move || nudge.now()))
+        Some(std::sync::Arc::new(self.events.nudge()))
     }
 
     fn quiet_files(&self) -> Option<QuietFiles> {

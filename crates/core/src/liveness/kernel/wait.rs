@@ -146,6 +146,8 @@ struct NudgeState {
     /// The asker needs a batch from the next drain even if it reads
     /// nothing: its time says that nothing older is left in the rings.
     flush: AtomicBool,
+    /// Told when a drain that answers the nudges begins.
+    answered: tokio::sync::Notify,
 }
 
 impl Nudge {
@@ -165,6 +167,7 @@ impl Nudge {
             delay,
             asked: AtomicBool::new(false),
             flush: AtomicBool::new(false),
+            answered: tokio::sync::Notify::new(),
         })))
     }
 
@@ -207,7 +210,20 @@ impl Nudge {
         // its time: its drain answers that nudge too).
         let _ = self.0.timer.unset();
         self.0.asked.store(false, Ordering::Release);
+        self.0.answered.notify_waiters();
         self.0.flush.swap(false, Ordering::AcqRel)
+    }
+
+    /// Resolves once no drain asked for is still to begin: at once when
+    /// none is asked, else when the drain that answers it begins.
+    pub async fn answered_all(&self) {
+        let answered = self.0.answered.notified();
+        tokio::pin!(answered);
+        // Listening before the flag is read: an answer in between is heard.
+        answered.as_mut().enable();
+        if self.0.asked.load(Ordering::Acquire) {
+            answered.await;
+        }
     }
 
     /// The eventfd and the timer the reader polls.
@@ -731,5 +747,25 @@ mod tests {
         let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10_000u16));
         assert_eq!(ready, Ok(1), "the drain is asked once the delay passed");
         assert!(!soon.answered(), "a nudge is not a flush");
+    }
+
+    /// Whoever waits for the drain a nudge asked for (the engine's
+    /// inotify gate) is told when it begins, and at once when nothing is
+    /// asked.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_drain_asked_for_is_told_when_it_begins() {
+        let nudge = Nudge::new(Duration::from_secs(3600)).expect("nudge");
+        let at_once = tokio::time::timeout(Duration::from_secs(5), nudge.answered_all()).await;
+        assert!(at_once.is_ok(), "nothing asked: answered at once");
+        nudge.now();
+        let waits = nudge.answered_all();
+        tokio::pin!(waits);
+        let early = tokio::time::timeout(Duration::from_millis(20), waits.as_mut()).await;
+        assert!(early.is_err(), "asked and not begun: still waiting");
+        let drain = nudge.clone();
+        tokio::spawn(async move { drain.answered() });
+        tokio::time::timeout(Duration::from_secs(5), waits)
+            .await
+            .expect("told when the drain begins");
     }
 }

@@ -142,7 +142,7 @@ impl Kernel {
             self.readmitting
                 .extend(dropped.into_iter().map(|file| (file, now)));
             if let Some(nudge) = &self.nudge {
-                nudge();
+                nudge.now();
             }
         }
         self.watch_devices_of(&files);

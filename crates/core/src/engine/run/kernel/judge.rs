@@ -148,7 +148,7 @@ impl Kernel {
                         // Its unlock is most likely in a ring: drain, and
                         // judge again in a moment, showing nothing yet.
                         if let Some(nudge) = &self.nudge {
-                            nudge();
+                            nudge.now();
                         }
                         self.queue(key.clone());
                         judging.trace(&key, Stage::Deferred);
