@@ -327,6 +327,12 @@ impl HeldView {
         }
     }
 
+    /// Whether [`HeldView::settle`] has anything to do: keys whose
+    /// holders' other keys changed, or a wait-for graph to build again.
+    pub fn unsettled(&self) -> bool {
+        !self.unsettled.is_empty() || self.waits_dirty
+    }
+
     /// Re-judges the keys whose holders' other keys changed since the
     /// last call (see the module doc); returns those that changed.
     pub fn settle(&mut self, now: SystemTime) -> Vec<Change> {

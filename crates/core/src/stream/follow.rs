@@ -135,9 +135,13 @@ impl<F: Folder> Follower<F> {
             },
             delta,
         );
-        if let Some(at) = changed_at {
+        if let Some(at) = changed_at
+            && (self.settle_due.is_some() || self.held.unsettled())
+        {
             // Never earlier than a due time already set: deltas are not
-            // always in time order.
+            // always in time order. A burst that left nothing to settle
+            // (every key its holders hold told with its own delta) sets
+            // no clock: nothing would be judged at it.
             let due = at + SETTLE_AFTER;
             if self.settle_due.is_none() {
                 self.burst_began = Some(at);
@@ -444,6 +448,23 @@ mod tests {
         assert_eq!(follower.due(), Some(t(6) + VERDICT_CLOCK));
         assert_eq!(follower.judge(t(6)), None);
         assert_eq!(follower.judge(t(7)).and_then(|j| j.at), Some(t(7)));
+    }
+
+    /// A burst that leaves nothing to settle (a holder of nothing else
+    /// lets its one key go) sets no settle clock: the next judgement is
+    /// the clock's tick, and no wake-up comes for nothing.
+    #[test]
+    fn a_burst_with_nothing_to_settle_sets_no_clock() {
+        let mut follower = follower();
+        follower.apply(synced(t(0)));
+        let live = held(Liveness::Live, 7, "agent", t(0));
+        follower.apply(key_delta(tag("a"), live, None, t(5)));
+        assert!(follower.settle_due().is_some(), "a new holder settles");
+        let settled = follower.judge(t(6)).expect("settled");
+        assert_eq!(settled.at, Some(t(5) + SETTLE_AFTER));
+        follower.apply(key_delta(tag("a"), free(), Some(Liveness::Live), t(8)));
+        assert_eq!(follower.settle_due(), None, "nothing left to settle");
+        assert_eq!(follower.due(), Some(t(6) + VERDICT_CLOCK));
     }
 
     /// A delta after an unjudged quiet settles the burst before it first.
