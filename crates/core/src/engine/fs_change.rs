@@ -76,12 +76,19 @@ pub(crate) fn file_change(state_dir: &Path, path: PathBuf) -> FsChange {
 /// a directory named `x.lock` are problems (it may be gone: a removed file
 /// still names its claim).
 pub(crate) fn claim_of(state_dir: &Path, path: &Path) -> Option<LockKey> {
+    let under_root = path.starts_with(crate::locks::coords::locks_root(state_dir));
+    if !under_root || std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+        return None;
+    }
+    claim_named_here(state_dir, path)
+}
+
+/// The claim `path` names, by its name and place alone (the caller knows
+/// it for a regular file, or gone).
+pub(crate) fn claim_named_here(state_dir: &Path, path: &Path) -> Option<LockKey> {
     // A file named like a claim outside the locks root (a path read from
     // a process's fds: any `*.lock` on the filesystem) is no claim.
     if !path.starts_with(crate::locks::coords::locks_root(state_dir)) {
-        return None;
-    }
-    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
         return None;
     }
     crate::disk::key::claim_named(state_dir, path).map(|(key, _)| key)

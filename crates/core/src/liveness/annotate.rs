@@ -148,6 +148,73 @@ pub(crate) fn annotate_with(
     );
 }
 
+/// One claim's gate and announce `lstat`ed once, for every use a
+/// judgement has of them (its liveness, the files it maps to its claim,
+/// its holders' verification): a judgement from a lock table the
+/// kernel's events keep reads no file twice.
+pub(crate) struct ClaimLstats {
+    /// The gate's `lstat`.
+    pub gate: std::io::Result<std::fs::Metadata>,
+    /// The announce's `lstat`.
+    pub announce: std::io::Result<std::fs::Metadata>,
+}
+
+impl ClaimLstats {
+    /// `key`'s files, `lstat`ed now.
+    pub(crate) fn of(key: &LockKey) -> Self {
+        Self {
+            gate: std::fs::symlink_metadata(key.gate_path()),
+            announce: std::fs::symlink_metadata(key.announce_path()),
+        }
+    }
+
+    /// The files that exist, as `/proc/locks` names them (what
+    /// [`super::verify::claim_files`] answers).
+    pub(crate) fn files(&self) -> Vec<FileId> {
+        [&self.gate, &self.announce]
+            .into_iter()
+            .filter_map(|meta| meta.as_ref().ok())
+            .map(FileId::from_metadata)
+            .collect()
+    }
+}
+
+/// [`annotate_with`], each claim's files `lstat`ed by the caller
+/// (`lstats`, in `batch`'s order) and not again.
+pub(crate) fn annotate_lstated(
+    batch: &mut [(LockKey, KeyState)],
+    lstats: Vec<ClaimLstats>,
+    index: &LockIndex,
+    own_pids: &HashSet<u32>,
+    reread: &mut dyn FnMut() -> LockIndex,
+    recheck: Recheck,
+) {
+    decide_shared_afresh(batch);
+    let stats = batch
+        .iter()
+        .zip(lstats)
+        .enumerate()
+        .filter(|(_, ((_, state), _))| state.liveness.is_held())
+        .map(|(at, (_, lstats))| {
+            let stat = ClaimStat {
+                gate: lstats.gate.ok(),
+                announce: lstats.announce.ok(),
+                held: true,
+            };
+            (at, stat)
+        })
+        .collect();
+    annotate_stated(
+        batch,
+        stats,
+        index,
+        own_pids,
+        reread,
+        FirstRead::AfterProbes,
+        recheck,
+    );
+}
+
 /// A state already `Shared` (a recheck of a key shown so) is decided
 /// afresh from this read: no probe calls a shared lock held, so it is
 /// free unless a shared holder is found again — never an exclusive hold

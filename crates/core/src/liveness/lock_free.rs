@@ -132,6 +132,39 @@ pub(crate) fn answer_at<P: ?Sized + NixPath>(
     }
 }
 
+/// The answer for a claim whose gate's and announce's `lstat`s were
+/// taken already (`gate`, `announce`): the same as [`answer_at`] gives
+/// from its own.
+pub(crate) fn answer_of(
+    gate: &std::io::Result<std::fs::Metadata>,
+    announce: &std::io::Result<std::fs::Metadata>,
+    index: &LockIndex,
+) -> Answer {
+    let gate = match gate {
+        Ok(meta) if meta.file_type().is_file() => FileId::from_metadata(meta),
+        Ok(_) => return Answer::GateNotRegular,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Answer::Free,
+        Err(error) => {
+            return Answer::GateUnreadable(Errno::from_raw(
+                error.raw_os_error().unwrap_or(nix::libc::EIO),
+            ));
+        }
+    };
+    if announce
+        .as_ref()
+        .is_ok_and(|meta| !meta.file_type().is_file())
+    {
+        return Answer::AnnounceNotRegular;
+    }
+    if !locked(index, gate) {
+        return Answer::Free;
+    }
+    match announce {
+        Ok(meta) if locked(index, FileId::from_metadata(meta)) => Answer::Held,
+        _ => Answer::InFlight,
+    }
+}
+
 /// The answer for `key` (full paths).
 pub fn answer(key: &LockKey, index: &LockIndex) -> Answer {
     answer_at(AT_FDCWD, &key.gate_path(), &key.announce_path(), index)
@@ -555,6 +588,61 @@ mod tests {
             before.push(event);
         }
         assert!(before.is_empty(), "judging made events: {before:?}");
+    }
+
+    /// From `lstat`s taken by the caller, the answer is the one the
+    /// judgement's own would give, in every shape a claim can take: held,
+    /// in flight, free, gate missing, gate or announce no regular file.
+    #[test]
+    fn an_answer_from_given_lstats_is_the_judgements_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let namer = crate::disk::key::DirNamer::new(tmp.path(), tmp.path());
+        let key = |name: &str| namer.key(name);
+        let (held, in_flight, free, missing, gate_dir, fifo) = (
+            key("held"),
+            key("inflight"),
+            key("free"),
+            key("missing"),
+            key("gatedir"),
+            key("fifo"),
+        );
+        let mut open = Vec::new();
+        for claim in [&held, &in_flight, &free, &fifo] {
+            open.push(std::fs::File::create(claim.gate_path()).unwrap());
+        }
+        for claim in [&held, &in_flight, &free] {
+            open.push(std::fs::File::create(claim.announce_path()).unwrap());
+        }
+        flock(&open[0], libc::LOCK_EX);
+        flock(&open[4], libc::LOCK_EX);
+        flock(&open[1], libc::LOCK_EX);
+        flock(&open[3], libc::LOCK_EX);
+        std::fs::create_dir(gate_dir.gate_path()).unwrap();
+        nix::unistd::mkfifo(&fifo.announce_path(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let index = LockIndex::read().unwrap();
+        let answers: Vec<(Answer, Answer)> = [&held, &in_flight, &free, &missing, &gate_dir, &fifo]
+            .into_iter()
+            .map(|claim| {
+                let gate = std::fs::symlink_metadata(claim.gate_path());
+                let announce = std::fs::symlink_metadata(claim.announce_path());
+                (answer_of(&gate, &announce, &index), answer(claim, &index))
+            })
+            .collect();
+        let given: Vec<Answer> = answers.iter().map(|(given, _)| *given).collect();
+        assert_eq!(
+            given,
+            [
+                Answer::Held,
+                Answer::InFlight,
+                Answer::Free,
+                Answer::Free,
+                Answer::GateNotRegular,
+                Answer::AnnounceNotRegular
+            ]
+        );
+        for (given, own) in answers {
+            assert_eq!(given, own);
+        }
     }
 
     fn flock(file: &std::fs::File, how: libc::c_int) {

@@ -99,7 +99,10 @@ impl Kernel {
         let here = std::fs::symlink_metadata(&path)
             .ok()
             .filter(|seen| FileId::from_metadata(seen) == file);
-        let key = crate::engine::fs_events::claim_of(state_dir, &path).filter(|_| here.is_some());
+        let key = here
+            .as_ref()
+            .filter(|seen| seen.is_file())
+            .and_then(|_| crate::engine::fs_change::claim_named_here(state_dir, &path));
         match key {
             Some(key) => {
                 self.register(&key);
@@ -122,7 +125,12 @@ impl Kernel {
     /// had; asks the source for their device when it is a new one (a
     /// bind mount below the root).
     pub(super) fn register(&mut self, key: &LockKey) {
-        let files = claim_files(key);
+        self.register_files(key, claim_files(key));
+    }
+
+    /// [`Self::register`], `key`'s files as they are now given (`lstat`ed
+    /// by the caller).
+    pub(super) fn register_files(&mut self, key: &LockKey, files: Vec<FileId>) {
         if self.registry.claims.get(key) == Some(&files) {
             return;
         }

@@ -13,8 +13,13 @@ impl Kernel {
     /// table name liveness, holders and waiters (verified from fdinfo as
     /// a `/proc/locks` read's would be), with no read of `/proc/locks`.
     pub(super) fn judge_from_table(&mut self, judging: &mut Judging<'_>, keys: Vec<LockKey>) {
+        // Each claim's files lstat'ed once: registered, judged and
+        // verified from these.
+        let mut lstats: HashMap<LockKey, ClaimLstats> = HashMap::with_capacity(keys.len());
         for key in &keys {
-            self.register(key);
+            let stats = ClaimLstats::of(key);
+            self.register_files(key, stats.files());
+            lstats.insert(key.clone(), stats);
             judging.sweep_touched.touch(key);
             judging.trace(key, Stage::ProbeStart);
         }
@@ -43,21 +48,29 @@ impl Kernel {
         for key in search.iter().chain(&defer) {
             self.keepers.keepers_due.remove(key);
         }
+        let mut with_lstats = |keys: Vec<LockKey>| -> Vec<(LockKey, ClaimLstats)> {
+            keys.into_iter()
+                .filter_map(|key| lstats.remove(&key).map(|stats| (key, stats)))
+                .collect()
+        };
+        let (search, defer) = (with_lstats(search), with_lstats(defer));
         self.judge_from_table_with(judging, search, Recheck::ReadAgain);
         self.judge_from_table_with(judging, defer, Recheck::Table);
     }
 
-    /// [`Self::judge_from_table`] for `keys` (registered), searching for a
-    /// keeper at once ([`Recheck::ReadAgain`]) or later ([`Recheck::Table`]).
+    /// [`Self::judge_from_table`] for `keys` (registered, each with its
+    /// files' `lstat`s), searching for a keeper at once
+    /// ([`Recheck::ReadAgain`]) or later ([`Recheck::Table`]).
     pub(super) fn judge_from_table_with(
         &mut self,
         judging: &mut Judging<'_>,
-        keys: Vec<LockKey>,
+        keys: Vec<(LockKey, ClaimLstats)>,
         recheck: Recheck,
     ) {
         if keys.is_empty() {
             return;
         }
+        let (keys, lstats): (Vec<LockKey>, Vec<ClaimLstats>) = keys.into_iter().unzip();
         // The judged claims' files only (registered just above, from a
         // fresh lstat): a judgement costs its claims, not the table.
         let index = self.table.index_of(
@@ -70,9 +83,17 @@ impl Kernel {
             .stats
             .probes
             .fetch_add(keys.len() as u64, Ordering::Relaxed);
-        let mut pairs = lock_free::judged(keys, &index);
-        annotate_with(
+        let mut pairs: Vec<(LockKey, KeyState)> = keys
+            .into_iter()
+            .zip(&lstats)
+            .map(|(key, stats)| {
+                let state = lock_free::answer_of(&stats.gate, &stats.announce, &index).state(&key);
+                (key, state)
+            })
+            .collect();
+        annotate_lstated(
             &mut pairs,
+            lstats,
             &index,
             judging.own_pids,
             &mut || index.clone(),
