@@ -24,6 +24,7 @@ use std::time::SystemTime;
 
 use super::process::{self, START_TIME_SLACK};
 use super::state::{WaitKind, Waiting};
+use super::verify::FdHints;
 use super::{KeyState, Liveness};
 use crate::disk::key::LockKey;
 use crate::disk::key::held_since;
@@ -83,8 +84,7 @@ pub(crate) fn annotate_reading(
         &index,
         own_pids,
         &mut || read(),
-        FirstRead::AfterProbes,
-        recheck,
+        How::new(FirstRead::AfterProbes, recheck),
     );
     index
 }
@@ -109,10 +109,29 @@ pub(crate) fn annotate_after_early_read(
         &early,
         own_pids,
         &mut || read(),
-        FirstRead::BeforeProbes,
-        Recheck::SharedProbe,
+        How::new(FirstRead::BeforeProbes, Recheck::SharedProbe),
     );
     early
+}
+
+/// How an annotation reads and verifies: when its first read was made,
+/// how a held claim missing from it is rechecked, and where its holders'
+/// fds on the claims' files were seen last ([`FdHints`]).
+struct How {
+    first_read: FirstRead,
+    recheck: Recheck,
+    fd_hints: FdHints,
+}
+
+impl How {
+    /// No fd seen before.
+    fn new(first_read: FirstRead, recheck: Recheck) -> Self {
+        Self {
+            first_read,
+            recheck,
+            fd_hints: FdHints::default(),
+        }
+    }
 }
 
 /// When the first `/proc/locks` read of an annotation was made.
@@ -143,8 +162,7 @@ pub(crate) fn annotate_with(
         index,
         own_pids,
         reread,
-        FirstRead::AfterProbes,
-        recheck,
+        How::new(FirstRead::AfterProbes, recheck),
     );
 }
 
@@ -180,7 +198,8 @@ impl ClaimLstats {
 }
 
 /// [`annotate_with`], each claim's files `lstat`ed by the caller
-/// (`lstats`, in `batch`'s order) and not again.
+/// (`lstats`, in `batch`'s order) and not again; a holder's fds on them
+/// are looked at first where `fd_hints` says they were seen.
 pub(crate) fn annotate_lstated(
     batch: &mut [(LockKey, KeyState)],
     lstats: Vec<ClaimLstats>,
@@ -188,6 +207,7 @@ pub(crate) fn annotate_lstated(
     own_pids: &HashSet<u32>,
     reread: &mut dyn FnMut() -> LockIndex,
     recheck: Recheck,
+    fd_hints: FdHints,
 ) {
     decide_shared_afresh(batch);
     let stats = batch
@@ -210,8 +230,10 @@ pub(crate) fn annotate_lstated(
         index,
         own_pids,
         reread,
-        FirstRead::AfterProbes,
-        recheck,
+        How {
+            fd_hints,
+            ..How::new(FirstRead::AfterProbes, recheck)
+        },
     );
 }
 
@@ -246,9 +268,13 @@ fn annotate_stated(
     index: &LockIndex,
     own_pids: &HashSet<u32>,
     reread: &mut dyn FnMut() -> LockIndex,
-    first_read: FirstRead,
-    recheck: Recheck,
+    how: How,
 ) {
+    let How {
+        first_read,
+        recheck,
+        fd_hints,
+    } = how;
     let listed_by = SystemTime::now();
     let mut rereads: Vec<LockIndex> = Vec::new();
     let mut fresh_after_death: Option<LockIndex> = None;
@@ -256,7 +282,8 @@ fn annotate_stated(
         HolderVerifier::deferring_keepers()
     } else {
         HolderVerifier::default()
-    };
+    }
+    .with_fd_hints(fd_hints);
     // Shared locks are rare: look for them (one lstat per free key) only
     // if the locks' own filesystem has one.
     let look_for_shared = batch

@@ -164,6 +164,17 @@ impl FdTables {
         found.and_then(|number| dir.path_of(number))
     }
 
+    /// The fds `pid` had open on `file` when its fds were last looked at
+    /// (a hint: they may have been closed, or reused, since).
+    pub fn fds_on(&self, pid: u32, file: FileId) -> impl Iterator<Item = i32> + '_ {
+        self.by_pid
+            .get(&pid)
+            .into_iter()
+            .flatten()
+            .filter(move |(_, on)| **on == file)
+            .map(|(number, _)| *number)
+    }
+
     /// Forgets `pid`'s fds (it is gone).
     fn forget(&mut self, pid: u32) {
         if self.by_pid.remove(&pid).is_some() {

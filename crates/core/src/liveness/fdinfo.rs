@@ -30,6 +30,9 @@ use super::proc_locks::{FileId, parse_row};
 pub enum HeldFiles {
     /// Read from its fdinfo.
     Known(HashSet<FileId>),
+    /// Some of them, proved by the fdinfo of the fds hinted
+    /// ([`HeldFiles::proved_through`]); what else it holds is unknown.
+    Proved(HashSet<FileId>),
     /// The process is gone.
     Gone,
     /// Its fdinfo may not be read (another user's process, without
@@ -97,9 +100,38 @@ impl HeldFiles {
         }
     }
 
+    /// Which of `files` `pid` is proved to hold through the fds `fds`
+    /// (their fdinfo read now, whatever they are open on: a lock row
+    /// lists the file by device and inode, and the fdinfo of an fd lists
+    /// the locks its open file description holds). `None` when they prove
+    /// none: only a walk of all its fds can tell more.
+    pub fn proved_through(pid: u32, fds: &[i32], files: &[FileId]) -> Option<Self> {
+        let mut text = Vec::with_capacity(512);
+        let mut proved = HashSet::new();
+        for fd in fds {
+            let path = format!("/proc/{pid}/fdinfo/{fd}");
+            let Ok(info) = open(
+                path.as_str(),
+                OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) else {
+                continue;
+            };
+            if read_fdinfo(info, &mut text).is_ok() {
+                proved.extend(held_rows(&text).filter(|file| files.contains(file)));
+            }
+        }
+        (!proved.is_empty()).then_some(HeldFiles::Proved(proved))
+    }
+
     /// True when the process is proved to hold one of `files`.
     pub fn holds_any(&self, files: &[FileId]) -> bool {
-        matches!(self, HeldFiles::Known(held) if files.iter().any(|f| held.contains(f)))
+        match self {
+            HeldFiles::Known(held) | HeldFiles::Proved(held) => {
+                files.iter().any(|file| held.contains(file))
+            }
+            HeldFiles::Gone | HeldFiles::Unreadable => false,
+        }
     }
 }
 
@@ -277,6 +309,51 @@ mod tests {
         read_fdinfo(fd, &mut text).unwrap();
         assert!(text.len() > 4096, "{} bytes: not long enough", text.len());
         assert_eq!(text, std::fs::read(&path).unwrap());
+    }
+
+    /// A hinted fd proves a hold only by what its fdinfo shows now: the
+    /// lock its open file description holds on one of the files asked
+    /// about — through a duplicate of the fd too — and nothing through an
+    /// fd on another file, a closed one, or one whose number now names
+    /// another file (hints go stale).
+    #[test]
+    fn a_hinted_fd_proves_only_the_lock_its_fdinfo_shows_now() {
+        let me = std::process::id();
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.lock"), dir.path().join("b.lock"));
+        let locked = std::fs::File::create(&a).unwrap();
+        let other = std::fs::File::create(&b).unwrap();
+        let (id_a, id_b) = (FileId::of(&a).unwrap(), FileId::of(&b).unwrap());
+        // SAFETY: a valid open fd for the duration of the call.
+        assert_eq!(unsafe { libc::flock(locked.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let (fd_a, fd_b) = (locked.as_raw_fd(), other.as_raw_fd());
+        assert_eq!(
+            HeldFiles::proved_through(me, &[fd_b, fd_a], &[id_a, id_b]),
+            Some(HeldFiles::Proved(HashSet::from([id_a])))
+        );
+        assert_eq!(HeldFiles::proved_through(me, &[fd_b], &[id_a]), None);
+        assert_eq!(HeldFiles::proved_through(me, &[fd_a], &[id_b]), None);
+        let dup = locked.try_clone().unwrap();
+        assert!(
+            HeldFiles::proved_through(me, &[dup.as_raw_fd()], &[id_a])
+                .is_some_and(|held| held.holds_any(&[id_a]))
+        );
+        drop(dup);
+        drop(locked);
+        assert_eq!(
+            HeldFiles::proved_through(me, &[fd_a], &[id_a]),
+            None,
+            "closed"
+        );
+        // The number most likely taken by another file now (the lowest
+        // free fd; a parallel test may take it instead: either way it
+        // proves nothing of `a`).
+        let _reused = std::fs::File::open(&b).unwrap();
+        assert_eq!(
+            HeldFiles::proved_through(me, &[fd_a], &[id_a]),
+            None,
+            "stale"
+        );
     }
 
     #[test]

@@ -87,6 +87,12 @@ fn machine_threads() -> usize {
 /// How many claims [`KEEPER_HINTS`] remembers before it starts afresh.
 const KEEPER_HINTS_MAX: usize = 1024;
 
+/// Where processes' fds on claims' files were seen last: per PID, fd
+/// numbers. Only a hint — a hinted fd's fdinfo proves a hold by what it
+/// shows now, whatever that fd is open on; no hint, or none that proves
+/// it, costs the usual walk of the process's fds.
+pub(crate) type FdHints = HashMap<u32, Vec<i32>>;
+
 /// Verifies holder PIDs for one batch, reading each PID's `/proc` once.
 #[derive(Debug, Default)]
 pub(crate) struct HolderVerifier {
@@ -95,6 +101,8 @@ pub(crate) struct HolderVerifier {
     /// Whether [`Self::resolve`] leaves the keeper search for later when
     /// every taker named runs and let go.
     defer_keepers: bool,
+    /// Fds to read the fdinfo of before walking a process's fds.
+    fd_hints: FdHints,
 }
 
 impl HolderVerifier {
@@ -114,12 +122,48 @@ impl HolderVerifier {
         }
     }
 
+    /// This verifier, reading the fdinfo of the fds `hints` names for a
+    /// process before it walks the process's fds.
+    pub(crate) fn with_fd_hints(self, hints: FdHints) -> Self {
+        Self {
+            fd_hints: hints,
+            ..self
+        }
+    }
+
+    /// What is known of the files `pid` holds, enough to say whether it
+    /// holds one of `files`: a hinted fd's fdinfo showing one, else (and
+    /// once for all) a read of all its fds.
+    fn held_files(&mut self, pid: u32, files: &[FileId]) -> &HeldFiles {
+        let known = match self.held.get(&pid) {
+            Some(HeldFiles::Proved(proved)) => files.iter().any(|file| proved.contains(file)),
+            Some(_) => true,
+            None => {
+                let proved = self
+                    .fd_hints
+                    .get(&pid)
+                    .and_then(|fds| HeldFiles::proved_through(pid, fds, files));
+                match proved {
+                    Some(proved) => {
+                        self.held.insert(pid, proved);
+                        true
+                    }
+                    None => false,
+                }
+            }
+        };
+        if !known {
+            self.held.insert(pid, HeldFiles::of(pid));
+        }
+        &self.held[&pid]
+    }
+
     /// What `pid` (named by `/proc/locks` for the claim made of `files`,
     /// held since `since`) proves about its hold on it.
     pub fn hold(&mut self, pid: u32, files: &[FileId], since: Option<SystemTime>) -> Hold {
-        let held = self.held.entry(pid).or_insert_with(|| HeldFiles::of(pid));
+        let held = self.held_files(pid, files);
         let proved = match held {
-            HeldFiles::Known(_) => Some(held.holds_any(files)),
+            HeldFiles::Known(_) | HeldFiles::Proved(_) => Some(held.holds_any(files)),
             HeldFiles::Gone => return Hold::Gone,
             HeldFiles::Unreadable => None,
         };
@@ -317,7 +361,9 @@ impl HolderVerifier {
     pub(crate) fn prefetch(&mut self, mut pids: Vec<u32>) {
         pids.sort_unstable();
         pids.dedup();
-        pids.retain(|pid| !self.held.contains_key(pid));
+        // A hinted PID is read when asked: its hint most often proves its
+        // hold through one fdinfo, with no walk of its fds.
+        pids.retain(|pid| !self.held.contains_key(pid) && !self.fd_hints.contains_key(pid));
         // A thread costs more than reading a few PIDs (under churn, a
         // lookup names a handful): threads only for many.
         let threads = machine_threads().min(pids.len() / PIDS_PER_THREAD);
@@ -543,6 +589,48 @@ mod tests {
     use std::collections::HashSet;
     use std::io::BufRead;
     use std::process::{Command, Stdio};
+
+    /// A hint that names the fd the lock is held through proves the hold;
+    /// a stale one (an fd on another file) costs the walk and proves it
+    /// all the same; a process holding nothing is never proved by a
+    /// hint. Asked about a second claim the hint did not prove, the
+    /// verifier walks the fds then.
+    #[test]
+    fn fd_hints_prove_holds_and_a_stale_one_costs_only_the_walk() {
+        use super::{FdHints, Hold, HolderVerifier};
+        use crate::liveness::proc_locks::FileId;
+        use std::os::fd::AsRawFd;
+        let me = std::process::id();
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, c) = (
+            dir.path().join("a.lock"),
+            dir.path().join("b.lock"),
+            dir.path().join("c.lock"),
+        );
+        let locked = std::fs::File::create(&a).unwrap();
+        let other = std::fs::File::create(&b).unwrap();
+        let also = std::fs::File::create(&c).unwrap();
+        for file in [&locked, &also] {
+            // SAFETY: a valid open fd for the duration of the call.
+            assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+        }
+        let id = |path| FileId::of(path).unwrap();
+        let (id_a, id_b, id_c) = (id(&a), id(&b), id(&c));
+        let verify = |hint: i32, files: &[FileId]| {
+            let hints = FdHints::from([(me, vec![hint])]);
+            HolderVerifier::default()
+                .with_fd_hints(hints)
+                .hold(me, files, None)
+        };
+        assert_eq!(verify(locked.as_raw_fd(), &[id_a]), Hold::Verified);
+        assert_eq!(verify(other.as_raw_fd(), &[id_a]), Hold::Verified, "stale");
+        assert_eq!(verify(locked.as_raw_fd(), &[id_b]), Hold::LetGo);
+        let mut verifier = HolderVerifier::default()
+            .with_fd_hints(FdHints::from([(me, vec![locked.as_raw_fd()])]));
+        assert_eq!(verifier.hold(me, &[id_a], None), Hold::Verified);
+        assert_eq!(verifier.hold(me, &[id_c], None), Hold::Verified, "walked");
+        assert_eq!(verifier.hold(me, &[id_b], None), Hold::LetGo);
+    }
 
     /// The flock caller died, a forked descendant keeps the lock, and the
     /// caller's PID now belongs to an unrelated process: that process is

@@ -390,7 +390,7 @@ fn still_holds(pid: u32, file: FileId) -> Option<bool> {
     let by_taker = match HeldFiles::of(pid) {
         HeldFiles::Gone => false,
         HeldFiles::Unreadable => return None,
-        held @ HeldFiles::Known(_) => held.holds_any(&[file]),
+        held @ (HeldFiles::Known(_) | HeldFiles::Proved(_)) => held.holds_any(&[file]),
     };
     Some(by_taker || !keepers_of(&[file]).is_empty())
 }

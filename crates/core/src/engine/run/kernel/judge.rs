@@ -91,6 +91,7 @@ impl Kernel {
                 (key, state)
             })
             .collect();
+        let fd_hints = self.fd_hints(&lstats, &index);
         annotate_lstated(
             &mut pairs,
             lstats,
@@ -98,6 +99,7 @@ impl Kernel {
             judging.own_pids,
             &mut || index.clone(),
             recheck,
+            fd_hints,
         );
         let at = SystemTime::now();
         let mono_now = crate::liveness::kernel::event::monotonic_now();
@@ -190,6 +192,26 @@ impl Kernel {
             }
             judging.update(key, state, at);
         }
+    }
+
+    /// Where the holders `index` names for the claims' files (`lstats`)
+    /// were seen to have them open, when their requests were resolved:
+    /// their holds are proved through those fds first.
+    fn fd_hints(&self, lstats: &[ClaimLstats], index: &LockIndex) -> FdHints {
+        let mut hints = FdHints::new();
+        for file in lstats.iter().flat_map(ClaimLstats::files) {
+            let Some(locks) = index.get(&file) else {
+                continue;
+            };
+            for &pid in locks.holders.iter().chain(&locks.shared) {
+                let fds = hints.entry(pid).or_default();
+                fds.extend(self.keepers.fd_tables.fds_on(pid, file));
+                if fds.is_empty() {
+                    hints.remove(&pid);
+                }
+            }
+        }
+        hints
     }
 
     /// Marks for judgement, with a search for who keeps them, the claims

@@ -61,7 +61,7 @@ use crate::liveness::kernel::{Record, quiet};
 use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
 use crate::liveness::state::{POLLS_MIN, TRYING_WITHIN};
-use crate::liveness::verify::claim_files;
+use crate::liveness::verify::{FdHints, claim_files};
 use crate::liveness::{KeyState, RefusedBy, RefusedTries, WaitKind, Waiting};
 
 /// How often waiters' processes are looked at (a waiter that dies
