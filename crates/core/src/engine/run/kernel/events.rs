@@ -1,7 +1,7 @@
 //! What the kernel's events do to the source: each updates the lock
 //! table and marks the claim whose file it was on, found from the files
-//! registered (the claims held at the first judgement, every claim judged
-//! since, and the claim an event's requester opened); a lost event asks
+//! registered (the claims held at the first judgement, every claim written
+//! or judged since, and the claim an event's requester opened); a lost event asks
 //! for a judgement of everything.
 //!
 //! Invariant: every file of every registered claim maps back to it;

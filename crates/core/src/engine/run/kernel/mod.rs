@@ -143,8 +143,9 @@ pub(super) struct Kernel {
 /// Invariant: `files` and `claims` are each other's inverse.
 struct Registry {
     /// Every registered claim file → its claim. Registered: the claims
-    /// held at the first judgement, every claim judged since, and the
-    /// claim an event's requester opened ([`Kernel::resolve_claim`]) —
+    /// held at the first judgement, every claim written or judged since,
+    /// and the claim an event's requester opened
+    /// ([`Kernel::resolve_claim`]) —
     /// never every claim on disk (a million idle keys would cost hundreds
     /// of megabytes here for nothing).
     files: HashMap<FileId, LockKey>,
@@ -425,6 +426,21 @@ impl Source for Kernel {
         self.queue(key);
     }
 
+    /// A claim created or written is registered at once (unless both its
+    /// files are): the flocks of its taker, which follow within
+    /// microseconds, then name it from the registry — not from a walk of
+    /// the taker's fds to learn the path it opened.
+    fn note_written(&mut self, key: &LockKey) {
+        if self
+            .registry
+            .claims
+            .get(key)
+            .is_none_or(|files| files.len() < 2)
+        {
+            self.register(key);
+        }
+    }
+
     /// A close says nothing the events do not (an unlock is an event of
     /// its own).
     fn note_closed(&mut self, _key: &LockKey) -> bool {
@@ -497,5 +513,55 @@ impl Source for Kernel {
             items,
             ..self.on_records(judging, records)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locks::agent_tag_lock;
+
+    /// A stream with nothing to tell.
+    struct Silent;
+
+    impl EventStream for Silent {
+        fn next_batch<'a>(
+            &'a mut self,
+            _out: &'a mut Vec<Record>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + 'a>>
+        {
+            Box::pin(std::future::pending())
+        }
+
+        fn watch_devices(&mut self, _devices: &[(u32, u32)]) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A claim written is registered at once — its gate first, its
+    /// announce when that comes — so its taker's flocks, heard a moment
+    /// later, name it from the registry (no walk of the taker's fds).
+    #[test]
+    fn a_claim_written_is_registered_before_its_flocks_are_heard() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let (tags, name) = agent_tag_lock(state.path(), "build");
+        std::fs::create_dir_all(&tags).expect("tags");
+        let key = LockKey::from_coord(state.path(), &tags, &name);
+        let mut kernel = Kernel::start(Box::new(Silent), Vec::new());
+        let file = |path: std::path::PathBuf| FileId::of(&path).expect("lstat");
+
+        std::fs::write(key.gate_path(), b"").expect("gate");
+        kernel.note_written(&key);
+        let gate = file(key.gate_path());
+        assert_eq!(kernel.registry.files.get(&gate), Some(&key));
+
+        std::fs::write(key.announce_path(), b"").expect("announce");
+        kernel.note_written(&key);
+        let announce = file(key.announce_path());
+        assert_eq!(kernel.registry.files.get(&announce), Some(&key));
+        assert_eq!(
+            kernel.registry.claims.get(&key),
+            Some(&vec![gate, announce])
+        );
     }
 }
