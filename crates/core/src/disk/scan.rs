@@ -97,6 +97,41 @@ pub(crate) fn scan_subtree(state_dir: &Path, dir: &Path, on_dir: Option<&OnDir>)
     report
 }
 
+/// [`scan_subtree`] of `dir` when it is a small leaf — at most
+/// `max_entries` entries, none of them a directory (or of a type the
+/// filesystem does not give) — so cheap that the caller may run it in
+/// place; `None` otherwise (or when it cannot be opened below the root),
+/// having read at most `max_entries + 1` entries of it. A directory just
+/// created is most often empty.
+pub(crate) fn scan_small_leaf(
+    state_dir: &Path,
+    dir: &Path,
+    max_entries: usize,
+    on_dir: Option<&OnDir>,
+) -> Option<ScanReport> {
+    let root = locks_root(state_dir);
+    if !walkable(&root, dir) {
+        return None;
+    }
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let root_fd = open(&root, flags, Mode::empty()).ok()?;
+    let mut entries = open_below_root(&root, root_fd.as_fd(), dir)
+        .and_then(Dir::from_fd)
+        .ok()?;
+    let mut listed = 0;
+    for entry in entries.iter() {
+        let entry = entry.ok()?;
+        if matches!(entry.file_name().to_bytes(), b"." | b"..") {
+            continue;
+        }
+        listed += 1;
+        if listed > max_entries || entry.file_type() != Some(Type::File) {
+            return None;
+        }
+    }
+    Some(scan_subtree(state_dir, dir, on_dir))
+}
+
 /// [`scan`], handing the keys to `feed` as they are read, `chunk` at a
 /// time (fewer at the end of a directory; never two directories' keys in
 /// one call), so that probes can start while the walk goes on; the
@@ -497,6 +532,48 @@ mod tests {
     fn touch(path: &Path) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, b"").unwrap();
+    }
+
+    /// A small leaf (empty, or a few files) is scanned as
+    /// `scan_subtree` scans it; one with a subdirectory, more entries than
+    /// allowed, or swapped for a symlink is left to the full scan.
+    #[test]
+    fn only_a_small_leaf_is_scanned_in_place() {
+        let state = tempfile::tempdir().unwrap();
+        let root = locks_root(state.path());
+        let instances = root.join("agents/instances");
+        let leaf = instances.join("parent");
+        fs::create_dir_all(&leaf).unwrap();
+        let empty = scan_small_leaf(state.path(), &leaf, 4, None).expect("empty: a small leaf");
+        assert!(empty.keys.is_empty() && empty.problems.is_empty());
+        touch(&leaf.join("a.lock"));
+        touch(&leaf.join("a.live.lock"));
+        let small = scan_small_leaf(state.path(), &leaf, 4, None).expect("two files");
+        assert_eq!(
+            names(&small),
+            names(&scan_subtree(state.path(), &leaf, None))
+        );
+        assert_eq!(small.keys.len(), 1);
+        touch(&leaf.join("b.lock"));
+        touch(&leaf.join("b.live.lock"));
+        touch(&leaf.join("c.lock"));
+        assert!(
+            scan_small_leaf(state.path(), &leaf, 4, None).is_none(),
+            "5 > 4"
+        );
+        let nested = instances.join("nested");
+        fs::create_dir_all(nested.join("child")).unwrap();
+        assert!(
+            scan_small_leaf(state.path(), &nested, 4, None).is_none(),
+            "a subdirectory"
+        );
+        let elsewhere = tempfile::tempdir().unwrap();
+        let link = instances.join("link");
+        std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+        assert!(
+            scan_small_leaf(state.path(), &link, 4, None).is_none(),
+            "a symlink"
+        );
     }
 
     fn names(report: &ScanReport) -> Vec<(KeyKind, String)> {

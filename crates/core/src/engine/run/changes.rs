@@ -6,11 +6,16 @@
 //! the kernel's lock table, or inference's probes and reads), and sends
 //! only differences ([`super::judging::Judging::update`]).
 //!
-//! Invariant: a change only marks keys (or rescans a new directory);
+//! Invariant: a change only marks keys (or scans a new directory: in
+//! place when it is a small leaf, else on the blocking pool);
 //! judging waits for the source's window ([`Engine::on_timers`]).
 
 use super::source::Source;
 use super::*;
+
+/// The most entries a new directory may have to be read in place, on the
+/// engine's loop (see [`Engine::scan_new_dir`]).
+const SMALL_DIR_ENTRIES: usize = 64;
 
 impl Engine {
     /// Handles one change; `Some` ends the watch phase.
@@ -34,7 +39,9 @@ impl Engine {
             }
             FsChange::DirCreated(dir) => {
                 self.view.problems.recheck(&dir);
-                self.scan_new_dir(dir);
+                if let Some(end) = self.scan_new_dir(dir) {
+                    return Some(end);
+                }
             }
             FsChange::DirRemoved(dir) => {
                 if !self.tree.root.is_dir() {
@@ -106,13 +113,22 @@ impl Engine {
     /// directory below it before reading it (so nothing created in them
     /// goes unseen: what was there is read, what comes after is heard);
     /// [`Self::on_dir_scanned`] takes the answer.
-    pub(super) fn scan_new_dir(&mut self, dir: PathBuf) {
+    pub(super) fn scan_new_dir(&mut self, dir: PathBuf) -> Option<PhaseEnd> {
         let state_dir = self.tree.state_dir.clone();
         let hook = self.tree.dir_hook();
+        // A new directory is most often empty or nearly: read in place
+        // (no hand-off to a thread and back, two wake-ups); anything
+        // larger off the loop, so that no move of a big tree stalls it.
+        if let Some(report) =
+            scan::scan_small_leaf(&state_dir, &dir, SMALL_DIR_ENTRIES, hook.as_ref())
+        {
+            return self.on_dir_scanned(report);
+        }
         let scanned = self.tree.dir_scans_tx.clone();
         tokio::task::spawn_blocking(move || {
             let _ = scanned.send(scan::scan_subtree(&state_dir, &dir, hook.as_ref()));
         });
+        None
     }
 
     /// Marks every claim a new directory's scan found as changed; `Some`
