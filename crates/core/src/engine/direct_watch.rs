@@ -62,6 +62,10 @@ const MASK: WatchMask = WatchMask::ATTRIB
 /// Room for a read of many events at once (a burst is one read).
 const READ_BUFFER: usize = 64 << 10;
 
+/// How many files a read remembers having told the creation or write of
+/// (a repeat is told once a read; past this many, every one is told).
+const READ_MEMO: usize = 64;
+
 /// The watches, shared with the walks that add them (on blocking-pool
 /// threads): each watched directory by its descriptor.
 #[derive(Clone)]
@@ -305,7 +309,35 @@ fn read(
     reading: &Reading<'_>,
 ) -> io::Result<()> {
     let events = inotify.read_events(buffer)?;
+    // The files whose creation or write this read told already: an
+    // agent's burst creates, truncates and writes the same few files, and
+    // each told once a read is enough (each costs an `lstat` and a mark).
+    let mut told: Vec<(WatchDescriptor, std::ffi::OsString)> = Vec::new();
     for event in events {
+        let written = EventMask::CREATE | EventMask::MODIFY | EventMask::ATTRIB;
+        if written.contains(event.mask)
+            && let Some(name) = event.name
+        {
+            if told
+                .iter()
+                .any(|(wd, seen)| *wd == event.wd && seen == name)
+            {
+                if let Some(nudge) = reading.nudge {
+                    nudge.now();
+                }
+                continue;
+            }
+            if told.len() < READ_MEMO {
+                told.push((event.wd.clone(), name.to_os_string()));
+            }
+        } else if event
+            .mask
+            .intersects(EventMask::DELETE | EventMask::MOVED_FROM | EventMask::MOVED_TO)
+            && let Some(name) = event.name
+        {
+            // Removed or renamed: what comes next at that name is new.
+            told.retain(|(wd, seen)| !(*wd == event.wd && seen == name));
+        }
         let before = ready.len();
         changes_of(&event, reading, ready);
         for change in ready.range(before..) {
@@ -465,6 +497,40 @@ mod tests {
             assert!(at(quiet, &claim.gate_path()).is_empty(), "{quiet:?}");
         }
         assert!(changes_for(EventMask::MODIFY, None, state.path()).is_empty());
+    }
+
+    /// A file created and written again and again before a read is told
+    /// once; removed and made again (a FIFO now) in the same read, it is
+    /// told again, as what it is now.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_file_written_many_times_in_one_read_is_told_once() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let (tags, key) = agent_tag_lock(state.path(), "build");
+        std::fs::create_dir_all(&tags).expect("tags dir");
+        let claim = LockKey::from_coord(state.path(), &tags, &key);
+        let (mut watch, _dirs) = DirectWatch::new(state.path(), &tags, None, None).expect("watch");
+        for round in 0..5 {
+            std::fs::write(claim.gate_path(), format!("{round}")).expect("write");
+        }
+        let mut told = vec![next(&mut watch).await];
+        while let Some(change) = watch.try_recv() {
+            told.push(change);
+        }
+        assert_eq!(told, [FsChange::Key(claim.clone())]);
+
+        std::fs::write(claim.announce_path(), b"1").expect("announce");
+        std::fs::remove_file(claim.announce_path()).expect("remove");
+        nix::unistd::mkfifo(&claim.announce_path(), nix::sys::stat::Mode::S_IRWXU).expect("fifo");
+        let mut told = vec![next(&mut watch).await];
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        while let Some(change) = watch.try_recv() {
+            told.push(change);
+        }
+        assert_eq!(
+            told.last(),
+            Some(&FsChange::Other(claim.announce_path())),
+            "the FIFO made at the name is told: {told:?}"
+        );
     }
 
     /// What the engine hears from its own inotify under the kernel's
