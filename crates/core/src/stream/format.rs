@@ -20,6 +20,30 @@ pub fn line(line: &Line, json: bool) -> Option<String> {
     }
 }
 
+/// A key's state line as NDJSON, its fields in the order they are
+/// written (serialized as it is: no `serde_json::Value` built first, the
+/// commonest line of a churn).
+#[derive(serde::Serialize)]
+struct StateLine<'a> {
+    time: &'a str,
+    kind: crate::disk::KeyKind,
+    name: &'a str,
+    from: Option<&'static str>,
+    to: &'static str,
+    pids: &'a [u32],
+    error: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holders_note: &'a Option<crate::liveness::HoldersNote>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refused: &'a Option<crate::liveness::RefusedTries>,
+    #[serde(skip_serializing_if = "is_zero")]
+    folded: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
+}
+
 fn json_line(line: &Line) -> Option<String> {
     let time = time_format::rfc3339(line.at);
     let mut value = match &line.report {
@@ -35,22 +59,19 @@ fn json_line(line: &Line) -> Option<String> {
                     refused,
                 },
         } => {
-            let mut value = serde_json::json!({
-            "time": time,
-            "kind": key.kind(),
-            "name": key.name(),
-            "from": from.map(|l| l.as_str()),
-            "to": liveness.as_str(),
-            "pids": pids,
-            "error": error,
-            });
-            if let Some(note) = holders_note {
-                value["holders_note"] = serde_json::json!(note);
-            }
-            if let Some(refused) = refused {
-                value["refused"] = serde_json::json!(refused);
-            }
-            value
+            return crate::text::to_json(&StateLine {
+                time: &time,
+                kind: key.kind(),
+                name: key.name(),
+                from: from.map(|l| l.as_str()),
+                to: liveness.as_str(),
+                pids,
+                error,
+                holders_note,
+                refused,
+                folded: line.folded,
+            })
+            .ok();
         }
         Report::Key {
             key,
