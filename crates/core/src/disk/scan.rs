@@ -113,7 +113,7 @@ pub(crate) fn scan_small_leaf(
     if !walkable(&root, dir) {
         return None;
     }
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let root_fd = open(&root, flags, Mode::empty()).ok()?;
     let mut entries = open_below_root(&root, root_fd.as_fd(), dir)
         .and_then(Dir::from_fd)
@@ -158,7 +158,8 @@ fn walk(
 ) -> ScanReport {
     let mut report = ScanReport::default();
     let root = locks_root(state_dir);
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    // A path handle: only the directories read are opened for reading.
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let root_fd = match open(&root, flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(Errno::ENOENT) => return report,
@@ -213,11 +214,15 @@ fn walkable(root: &Path, dir: &Path) -> bool {
     })
 }
 
-/// Opens `dir` — the locks root `root` (open as `root_fd`) or a
-/// directory below it — to read it, crossing no symlink below the root:
-/// each component below the root is opened from its parent's descriptor
-/// with `O_NOFOLLOW | O_DIRECTORY`, so a symlink anywhere on the way,
-/// swapped in at any moment, is refused (`ELOOP`), never followed. A
+/// Opens `dir` — the locks root `root` (open as `root_fd`, a path
+/// handle or not) or a directory below it — to read it, crossing no
+/// symlink below the root: each component below the root is reached
+/// from its parent's descriptor with `O_NOFOLLOW | O_DIRECTORY`, so a
+/// symlink anywhere on the way, swapped in at any moment, is refused
+/// (`ELOOP` or `ENOTDIR`), never followed. The components on the way
+/// are path handles (`O_PATH`: nothing is read, and no watcher of the
+/// tree hears an open — a walk used to wake every monitor once per
+/// directory on the way); only `dir` itself is opened for reading. A
 /// `dir` not below the root is refused (`EXDEV`).
 pub(crate) fn open_below_root(
     root: &Path,
@@ -225,15 +230,25 @@ pub(crate) fn open_below_root(
     dir: &Path,
 ) -> nix::Result<OwnedFd> {
     let relative = dir.strip_prefix(root).map_err(|_| Errno::EXDEV)?;
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let mut at = root_fd.try_clone_to_owned().map_err(|_| Errno::EMFILE)?;
+    let on_the_way = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let read = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut names = Vec::new();
     for component in relative.components() {
         let std::path::Component::Normal(name) = component else {
             return Err(Errno::EXDEV);
         };
-        at = openat(at.as_fd(), name, flags, Mode::empty())?;
+        names.push(name);
     }
-    Ok(at)
+    let Some((last, way)) = names.split_last() else {
+        return openat(root_fd, ".", read, Mode::empty());
+    };
+    let mut at: Option<OwnedFd> = None;
+    for name in way {
+        let base = at.as_ref().map_or(root_fd, AsFd::as_fd);
+        at = Some(openat(base, *name, on_the_way, Mode::empty())?);
+    }
+    let base = at.as_ref().map_or(root_fd, AsFd::as_fd);
+    openat(base, *last, read, Mode::empty())
 }
 
 /// Reads one directory (`opened`: [`open_below_root`]'s answer for it)
@@ -532,6 +547,32 @@ mod tests {
     fn touch(path: &Path) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, b"").unwrap();
+    }
+
+    /// A scan opens for reading only the directories it reads: the ones
+    /// on the way from the root are path handles, so their watchers (every
+    /// monitor of the tree) hear nothing.
+    #[test]
+    fn a_scan_opens_only_what_it_reads() {
+        let state = tempfile::tempdir().unwrap();
+        let root = locks_root(state.path());
+        let agents = root.join("agents");
+        let leaf = agents.join("instances/parent");
+        fs::create_dir_all(&leaf).unwrap();
+        let mut inotify = inotify::Inotify::init().unwrap();
+        let mask = inotify::WatchMask::OPEN | inotify::WatchMask::CLOSE_NOWRITE;
+        for dir in [&root, &agents] {
+            inotify.watches().add(dir, mask).unwrap();
+        }
+        let report = scan_subtree(state.path(), &leaf, None);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        let mut buffer = [0; 4096];
+        let heard: Vec<String> = match inotify.read_events(&mut buffer) {
+            Ok(events) => events.map(|event| format!("{event:?}")).collect(),
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => Vec::new(),
+            Err(error) => panic!("{error}"),
+        };
+        assert!(heard.is_empty(), "the way was opened: {heard:?}");
     }
 
     /// A small leaf (empty, or a few files) is scanned as
