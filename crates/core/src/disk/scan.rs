@@ -101,8 +101,9 @@ pub(crate) fn scan_subtree(state_dir: &Path, dir: &Path, on_dir: Option<&OnDir>)
 /// `max_entries` entries, none of them a directory (or of a type the
 /// filesystem does not give) — so cheap that the caller may run it in
 /// place; `None` otherwise (or when it cannot be opened below the root),
-/// having read at most `max_entries + 1` entries of it. A directory just
-/// created is most often empty.
+/// having read at most `max_entries + 1` entries of it (its watch added
+/// first, as a walk adds it). The directory is read once either way. A
+/// directory just created is most often empty.
 pub(crate) fn scan_small_leaf(
     state_dir: &Path,
     dir: &Path,
@@ -115,21 +116,63 @@ pub(crate) fn scan_small_leaf(
     }
     let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let root_fd = open(&root, flags, Mode::empty()).ok()?;
+    if let Some(on_dir) = on_dir {
+        on_dir(dir);
+    }
     let mut entries = open_below_root(&root, root_fd.as_fd(), dir)
         .and_then(Dir::from_fd)
         .ok()?;
-    let mut listed = 0;
+    let mut listed = Vec::new();
     for entry in entries.iter() {
         let entry = entry.ok()?;
         if matches!(entry.file_name().to_bytes(), b"." | b"..") {
             continue;
         }
-        listed += 1;
-        if listed > max_entries || entry.file_type() != Some(Type::File) {
+        if listed.len() == max_entries || entry.file_type() != Some(Type::File) {
             return None;
         }
+        listed.push(OwnedEntry {
+            name: entry.file_name().to_owned(),
+            kind: entry.file_type(),
+            inode: entry.ino(),
+        });
     }
-    Some(scan_subtree(state_dir, dir, on_dir))
+    let mut report = ScanReport::default();
+    let mut below = Vec::new();
+    let orphans = read_entries(
+        state_dir,
+        dir,
+        listed.iter().map(Ok),
+        (&mut report, true),
+        &mut below,
+        &mut |_| {},
+    );
+    if !orphans.is_empty() {
+        let names = listed
+            .iter()
+            .filter_map(|entry| entry.name.to_str().ok().map(str::to_string));
+        report.problems.extend(orphans.name(dir, names));
+    }
+    Some(report)
+}
+
+/// A directory entry read and kept ([`scan_small_leaf`]).
+struct OwnedEntry {
+    name: std::ffi::CString,
+    kind: Option<Type>,
+    inode: u64,
+}
+
+impl ListedEntry for &OwnedEntry {
+    fn name(&self) -> &std::ffi::CStr {
+        &self.name
+    }
+    fn kind(&self) -> Option<Type> {
+        self.kind
+    }
+    fn inode(&self) -> u64 {
+        self.inode
+    }
 }
 
 /// [`scan`], handing the keys to `feed` as they are read, `chunk` at a
@@ -589,11 +632,20 @@ mod tests {
         assert!(empty.keys.is_empty() && empty.problems.is_empty());
         touch(&leaf.join("a.lock"));
         touch(&leaf.join("a.live.lock"));
+        // Read once: one open of the leaf heard from its parent's watch.
+        let mut inotify = inotify::Inotify::init().unwrap();
+        inotify
+            .watches()
+            .add(&instances, inotify::WatchMask::OPEN)
+            .unwrap();
         let small = scan_small_leaf(state.path(), &leaf, 4, None).expect("two files");
-        assert_eq!(
-            names(&small),
-            names(&scan_subtree(state.path(), &leaf, None))
-        );
+        let mut buffer = [0; 4096];
+        let opens = inotify.read_events(&mut buffer).map_or(0, Iterator::count);
+        assert_eq!(opens, 1, "the leaf is read once");
+        let whole = scan_subtree(state.path(), &leaf, None);
+        assert_eq!(names(&small), names(&whole));
+        assert_eq!(small.gate_inodes, whole.gate_inodes);
+        assert_eq!(small.claim_inodes.len(), 2);
         assert_eq!(small.keys.len(), 1);
         touch(&leaf.join("b.lock"));
         touch(&leaf.join("b.live.lock"));
