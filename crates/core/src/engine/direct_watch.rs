@@ -15,11 +15,10 @@
 //! directory's entries per watch, added by the engine's walks), and the
 //! mount table's changes (watched on the reactor too: no thread), except
 //! that opens and closes are not told at all — under the kernel's events
-//! an unlock is an event of its own — and that every event of a file in
-//! the tree asks the rings' reader for a drain
+//! an unlock is an event of its own — and that every event of the tree
+//! asks the rings' reader for a drain
 //! ([`crate::liveness::kernel::wait::Nudge`]): a flock follows its open,
-//! a dying process's unlocks its closes (a directory's own events, its
-//! listings, ask for none: a claim is a file) — and that the events after a
+//! a dying process's unlocks its closes — and that the events after a
 //! burst's first wait for the drain it asked for, which wakes the thread
 //! anyway ([`super::inotify_gate`]).
 //!
@@ -185,7 +184,7 @@ impl MountTable {
 
 impl DirectWatch {
     /// Watches `dir`'s entries, on the current runtime; paths are named
-    /// as claims of `state_dir`. Every event of a file calls `nudge`.
+    /// as claims of `state_dir`. Every event calls `nudge`.
     pub(crate) fn new(
         state_dir: &Path,
         dir: &Path,
@@ -350,15 +349,6 @@ fn read(
     Ok(())
 }
 
-/// Whether an event may come with a claim's flock (so asks the rings'
-/// reader for a drain): an event of a file in a watched directory. A
-/// directory's own events — listed (opened, closed) by any process, its
-/// monitors' scans included — never do: a claim is a file, and a drain
-/// for each listing woke the thread for nothing.
-fn may_precede_a_flock(event: &inotify::Event<&std::ffi::OsStr>) -> bool {
-    event.name.is_some() && !event.mask.contains(EventMask::ISDIR)
-}
-
 /// Turns one event into changes, keeping the watches' bookkeeping: a
 /// watch the kernel removed is forgotten, and a watched directory moved
 /// away is no longer watched (its events would come with its old path;
@@ -368,9 +358,7 @@ fn changes_of(
     reading: &Reading<'_>,
     ready: &mut VecDeque<FsChange>,
 ) {
-    if let Some(nudge) = reading.nudge
-        && may_precede_a_flock(event)
-    {
+    if let Some(nudge) = reading.nudge {
         nudge.now();
     }
     if event.mask.contains(EventMask::IGNORED) {
@@ -548,9 +536,8 @@ mod tests {
     /// What the engine hears from its own inotify under the kernel's
     /// events: a claim's write names its claim, a directory's creation
     /// and removal are told, an open or a close only nudges the rings'
-    /// reader (every event of a file does; a directory's listing does
-    /// not), a symlinked directory is never watched, and a dropped read
-    /// loses nothing.
+    /// reader (every event does), a symlinked directory is never
+    /// watched, and a dropped read loses nothing.
     #[tokio::test(flavor = "current_thread")]
     async fn the_engines_own_inotify_tells_the_tree_and_nudges_at_every_event() {
         let state = tempfile::tempdir().expect("tempdir");
@@ -586,18 +573,6 @@ mod tests {
         assert!(
             nudges.load(Ordering::Relaxed) > nudged,
             "the open nudged the reader"
-        );
-
-        // The directory listed (any process's listing, a monitor's scan):
-        // its own open and close ask for no drain — a claim is a file.
-        let nudged = nudges.load(Ordering::Relaxed);
-        std::fs::read_dir(&tags).expect("list").for_each(drop);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(watch.try_recv(), None, "a listing is not a change");
-        assert_eq!(
-            nudges.load(Ordering::Relaxed),
-            nudged,
-            "a listing asks for no drain"
         );
 
         let sub = tags.join("team");

@@ -11,8 +11,8 @@
 //! cannot fill the rings ([`super::Options::wake_every`]):
 //!
 //! - a **nudge** ([`Nudge`]): the engine's inotify nudges at every event
-//!   of a file in the tree — an agent's lock, release or death opens,
-//!   writes or closes a claim's files; the first nudge since the last drain arms a
+//!   of the tree — an agent's lock, release or death opens, writes or
+//!   closes a claim's files; the first nudge since the last drain arms a
 //!   timer, the others do nothing, and the reader drains once, [`FOLLOW_UP`]
 //!   after that first nudge (a flock comes just after its open, a dying
 //!   process's unlocks just after its closes: that drain reads the
