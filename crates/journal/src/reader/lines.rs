@@ -15,7 +15,10 @@
 //!   two are said at the line after), or when its time is before the time of the line before
 //!   it, or after the time of the line after it while that one follows
 //!   the line before (one line stamped late or early: the lines around
-//!   it agree, it does not); a gap in the numbers is lines missing. A
+//!   it agree, it does not) — "the line after it" being the first after
+//!   it not numbered before it (a repeat or a line moved there is skipped
+//!   by its number, and its time is no evidence; two such in a row, and
+//!   the line is taken with the state unsure); a gap in the numbers is lines missing. A
 //!   line repeated or moved loses nothing where it is skipped (a moved
 //!   line's own place shows it missing); every other skip, and missing
 //!   lines, make the state unsure ([`Lines::doubt`]) until the next whole
@@ -55,8 +58,9 @@ pub struct Lines<'s> {
     pending: std::collections::VecDeque<Entry>,
     /// What the next line must follow.
     mark: Mark,
-    /// The line after the last one taken, read to judge that one's time.
-    ahead: Option<Item>,
+    /// The lines after the last one taken (at most two), read to judge
+    /// that one's time.
+    ahead: std::collections::VecDeque<Item>,
     /// Between a skipped checkpoint's head and its end.
     in_checkpoint: bool,
     /// The first damage seen inside the skipped checkpoint: harmless if
@@ -130,7 +134,7 @@ impl<'s> Lines<'s> {
             raw_checkpoints: false,
             pending: std::collections::VecDeque::new(),
             mark: position.after.unwrap_or_default(),
-            ahead: None,
+            ahead: std::collections::VecDeque::new(),
             in_checkpoint: false,
             checkpoint_damage: None,
             restoring: None,
@@ -145,7 +149,7 @@ impl<'s> Lines<'s> {
             file: self.position.file,
             offset: self
                 .ahead
-                .as_ref()
+                .front()
                 .map_or(self.position.offset, |item| item.start),
             after: Some(self.mark),
         }
@@ -176,7 +180,7 @@ impl<'s> Lines<'s> {
             if let Some(entry) = self.pending.pop_front() {
                 return Ok(Some(entry));
             }
-            let item = match self.ahead.take() {
+            let item = match self.ahead.pop_front() {
                 Some(item) => item,
                 None => self.read()?,
             };
@@ -338,11 +342,33 @@ impl<'s> Lines<'s> {
     /// The line after the one being judged (read once, kept for the next
     /// call).
     fn peek(&mut self) -> anyhow::Result<&Item> {
-        if self.ahead.is_none() {
+        if self.ahead.is_empty() {
             let item = self.read()?;
-            self.ahead = Some(item);
+            self.ahead.push_back(item);
         }
-        Ok(self.ahead.as_ref().expect("filled above"))
+        Ok(self.ahead.front().expect("filled above"))
+    }
+
+    /// The line after the one being judged that says something of its
+    /// time: the next one — or, when that one is numbered at or before
+    /// it (a repeat, or a line moved here: skipped when its turn comes,
+    /// its time is no evidence), the one after. `None` when that one is
+    /// numbered so too, or the file ends first.
+    fn peek_evidence(&mut self) -> anyhow::Result<Option<&Item>> {
+        let last = self.mark.n;
+        let skipped = |item: &Item| item.n().zip(last).is_some_and(|(n, last)| n <= last);
+        if !skipped(self.peek()?) {
+            return Ok(self.ahead.front());
+        }
+        if self.ahead.len() < 2 {
+            if matches!(self.ahead.front().map(|item| &item.got), Some(Got::End)) {
+                return Ok(None);
+            }
+            let item = self.read()?;
+            self.ahead.push_back(item);
+        }
+        let second = &self.ahead[1];
+        Ok((!skipped(second)).then_some(second))
     }
 
     /// Whether a line stamped `time` is in time order: not before the
@@ -363,7 +389,15 @@ impl<'s> Lines<'s> {
         }
         let moves_on = self.mark.time.is_none_or(|last| time > last);
         if moves_on && !self.raw_checkpoints {
-            let next = self.peek()?;
+            let Some(next) = self.peek_evidence()? else {
+                // Two lines after it numbered before it: nothing tells
+                // whether this one was stamped later than it was. It is
+                // taken, and the state is unsure from the time before it.
+                let damaged_at = self.peek()?.start;
+                self.damaged(damaged_at, Damage::OutOfOrder);
+                self.mark.time = Some(time);
+                return Ok(true);
+            };
             if matches!(next.got, Got::Bad(_)) {
                 // The line after it is damaged: nothing tells whether this
                 // one was stamped later than it was, and a reader that
