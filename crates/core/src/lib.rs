@@ -23,6 +23,8 @@ pub use locktop_locks::{context, locks};
 // a contiguous group alphabetically, and this order is the layering.
 pub mod time_format;
 
+pub mod unread;
+
 pub mod text;
 
 pub mod disk;

@@ -128,22 +128,9 @@ impl GatedInotify {
     }
 }
 
-/// Whether `inotify` has events queued (`FIONREAD`), without reading them.
+/// Whether `inotify` has events queued, without reading them.
 fn inotify_has_events(inotify: &Inotify) -> io::Result<bool> {
-    let mut queued: nix::libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int through the pointer, which lives
-    // for the call.
-    let done = unsafe {
-        nix::libc::ioctl(
-            inotify.as_fd().as_raw_fd(),
-            nix::libc::FIONREAD,
-            &mut queued,
-        )
-    };
-    if done < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(queued > 0)
+    crate::unread::unread_bytes(inotify.as_fd()).map(|unread| unread > 0)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! what it holds outside the queue is bounded too.
 
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use tokio::sync::oneshot;
@@ -253,14 +253,10 @@ impl DirectOut {
         match self.kind {
             DirectKind::Never => usize::MAX,
             DirectKind::Pipe(size) => {
-                let mut unread: libc::c_int = 0;
-                // SAFETY: FIONREAD writes one c_int through the pointer.
-                if unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::FIONREAD, &mut unread) } < 0 {
+                let Ok(unread) = crate::unread::unread_bytes(self.fd.as_fd()) else {
                     return 0;
-                }
-                let unread_pages = usize::try_from(unread)
-                    .unwrap_or(usize::MAX)
-                    .div_ceil(PIPE_PAGE);
+                };
+                let unread_pages = unread.div_ceil(PIPE_PAGE);
                 (size / PIPE_PAGE)
                     .saturating_sub(unread_pages + 2)
                     .saturating_mul(PIPE_PAGE)
