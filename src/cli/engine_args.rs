@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::engine::EngineConfig;
 use crate::liveness::lock_free::{self, ProbeChoice};
 use crate::liveness::probe::ProbeMode;
+use crate::liveness::process::HolderDetail;
 
 /// Flags of a command that runs the engine.
 #[derive(Debug, clap::Args)]
@@ -86,6 +87,7 @@ impl EngineArgs {
                 idle_after,
                 trace: None,
                 source: source.source.clone(),
+                holder_detail: HolderDetail::Named,
             },
             probe,
             source,

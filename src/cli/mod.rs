@@ -372,6 +372,7 @@ pub(crate) async fn open_monitor(
             idle_after: args.thresholds.idle_after()?,
             trace: None,
             source: source.source.clone(),
+            holder_detail: crate::liveness::process::HolderDetail::Named,
         },
         crate::tui::TuiOptions {
             read_only: args.read_only,

@@ -22,6 +22,7 @@ use tokio::sync::oneshot;
 
 use crate::context::Context;
 use crate::engine;
+use crate::liveness::process::HolderDetail;
 use crate::stream::follow::{Follower, HeldOnly};
 use crate::stream::pump::{Telling, pump};
 use crate::stream::writer::{self, PendingLines};
@@ -64,7 +65,10 @@ pub async fn run(state_dir: PathBuf, explicit: bool, args: WatchArgs) -> anyhow:
             if let Some(why) = why {
                 say!("locktop watch: {}", crate::text::visible(&why));
             }
-            let engine = args.engine.engine(&state_dir, "watch")?;
+            let mut engine = args.engine.engine(&state_dir, "watch")?;
+            // watch shows holders by PID only: their command lines,
+            // units and parents are not read.
+            engine.config.holder_detail = HolderDetail::PidOnly;
             engine.say();
             let follower = Follower::new(HeldOnly::default(), engine.materializing);
             let first_line = serde_json::json!({

@@ -17,6 +17,7 @@ use locktop::cli::source_args::{SourceArgs, SourceFlag};
 use locktop::context::Context;
 use locktop::engine::EngineConfig;
 use locktop::liveness::Liveness;
+use locktop::liveness::process::HolderDetail;
 
 use crate::common::engine::{Engine, Name, held_names, hold, state_with_locks_root, tag};
 use crate::common::{self, NOBODY, binary_for_anyone, serial, skip_unless};
@@ -215,6 +216,62 @@ async fn a_contender_shows_at_once_and_leaves_the_view_when_killed_waiting() {
         })
         .await;
     drop(holder);
+}
+
+/// An engine asked for holders by PID only (`watch`'s) reads each
+/// holder's `stat`, not its command line: every state it sends — from the
+/// first judgement (a sweep, which reads holders named) and from the
+/// kernel's events — names the verified PID and its start, and carries no
+/// command line, unit or parent's command line; an engine as the monitor
+/// runs it names them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pid_only_engine_sends_verified_pids_and_no_names() {
+    if !root_or_skip("engine::kernel::a_pid_only_engine_sends_verified_pids_and_no_names") {
+        return;
+    }
+    let _serial = serial().await;
+    let (_tmp, state) = state_with_locks_root();
+    let before = hold(&state, &["--tag", "found at start"]);
+    let source = SourceArgs {
+        source: SourceFlag::Kernel,
+        tracepoint_id: None,
+    }
+    .choose(&state)
+    .expect("the kernel's lock events open as root")
+    .source;
+    let pid_only = EngineConfig {
+        source: source.clone(),
+        holder_detail: HolderDetail::PidOnly,
+        ..EngineConfig::default()
+    };
+    let mut bare = Engine::start_config(Context::new(state.clone()), pid_only);
+    let mut named = kernel_engine(&state);
+    bare.synced().await;
+    named.synced().await;
+    let after = hold(&state, &["--tag", "taken later"]);
+    for (holder, name) in [
+        (&before, tag("found at start")),
+        (&after, tag("taken later")),
+    ] {
+        let pid = holder.pid();
+        for engine in [&mut bare, &mut named] {
+            engine
+                .wait_view("the tag live with its PID", |view| {
+                    view.is(&name, Liveness::Live, &[pid])
+                })
+                .await;
+        }
+        let shown = &bare.view.get(&name).expect("a state").holders[0];
+        let full = &named.view.get(&name).expect("a state").holders[0];
+        assert!(full.cmdline.is_some(), "{full:?}");
+        assert_eq!(shown.started, full.started, "the same process");
+        assert!(shown.started.is_some() && !shown.unverified, "{shown:?}");
+        assert_eq!(
+            (&shown.cmdline, &shown.parent, &shown.unit),
+            (&None, &None, &None),
+            "{shown:?}"
+        );
+    }
 }
 
 /// `watch --json`'s first line says which source runs: `kernel` as root;

@@ -36,6 +36,7 @@ pub use run::{DELTA_QUEUE, FOLD_SLACK};
 use crate::context::Context;
 use crate::disk::key::LockKey;
 use crate::liveness::probe::ProbeMode;
+use crate::liveness::process::HolderDetail;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -63,6 +64,11 @@ pub struct EngineConfig {
     /// filesystem events and probes (`probe`), or told by the kernel's
     /// lock events.
     pub source: LivenessSource,
+    /// How much of a holder's process is read and sent: named (the
+    /// default), or its PID and `stat` alone for a front end that shows
+    /// nothing more (`watch`) — then no state this engine sends carries a
+    /// command line, unit or parent's command line.
+    pub holder_detail: HolderDetail,
 }
 
 /// Opens a stream of the kernel's lock events (each engine run opens its
@@ -115,6 +121,7 @@ impl Default for EngineConfig {
             idle_after: IDLE_AFTER,
             trace: None,
             source: LivenessSource::Inference,
+            holder_detail: HolderDetail::Named,
         }
     }
 }

@@ -22,7 +22,7 @@
 use std::collections::HashSet;
 use std::time::SystemTime;
 
-use super::process::{self, START_TIME_SLACK};
+use super::process::{self, HolderDetail, START_TIME_SLACK};
 use super::state::{WaitKind, Waiting};
 use super::verify::FdHints;
 use super::{KeyState, Liveness};
@@ -120,18 +120,28 @@ pub(crate) fn annotate_after_early_read(
 struct How {
     first_read: FirstRead,
     recheck: Recheck,
-    fd_hints: FdHints,
+    holders: HolderReads,
 }
 
 impl How {
-    /// No fd seen before.
+    /// No fd seen before; holders named.
     fn new(first_read: FirstRead, recheck: Recheck) -> Self {
         Self {
             first_read,
             recheck,
-            fd_hints: FdHints::default(),
+            holders: HolderReads::default(),
         }
     }
+}
+
+/// How a judgement reads its holders: which of their fds to look at
+/// first ([`FdHints`]) and how much of each process ([`HolderDetail`]).
+#[derive(Debug, Default)]
+pub(crate) struct HolderReads {
+    /// Where the holders' fds on the claims' files were seen last.
+    pub fd_hints: FdHints,
+    /// What is read of each holder's process.
+    pub detail: HolderDetail,
 }
 
 /// When the first `/proc/locks` read of an annotation was made.
@@ -198,8 +208,9 @@ impl ClaimLstats {
 }
 
 /// [`annotate_with`], each claim's files `lstat`ed by the caller
-/// (`lstats`, in `batch`'s order) and not again; a holder's fds on them
-/// are looked at first where `fd_hints` says they were seen.
+/// (`lstats`, in `batch`'s order) and not again; its holders read as
+/// `holders` says (their fds on the claims' files looked at first where
+/// they were seen; as much of each process as its detail asks).
 pub(crate) fn annotate_lstated(
     batch: &mut [(LockKey, KeyState)],
     lstats: Vec<ClaimLstats>,
@@ -207,7 +218,7 @@ pub(crate) fn annotate_lstated(
     own_pids: &HashSet<u32>,
     reread: &mut dyn FnMut() -> LockIndex,
     recheck: Recheck,
-    fd_hints: FdHints,
+    holders: HolderReads,
 ) {
     decide_shared_afresh(batch);
     let stats = batch
@@ -231,7 +242,7 @@ pub(crate) fn annotate_lstated(
         own_pids,
         reread,
         How {
-            fd_hints,
+            holders,
             ..How::new(FirstRead::AfterProbes, recheck)
         },
     );
@@ -273,7 +284,7 @@ fn annotate_stated(
     let How {
         first_read,
         recheck,
-        fd_hints,
+        holders,
     } = how;
     let listed_by = SystemTime::now();
     let mut rereads: Vec<LockIndex> = Vec::new();
@@ -283,7 +294,8 @@ fn annotate_stated(
     } else {
         HolderVerifier::default()
     }
-    .with_fd_hints(fd_hints);
+    .with_fd_hints(holders.fd_hints)
+    .with_detail(holders.detail);
     // Shared locks are rare: look for them (one lstat per free key) only
     // if the locks' own filesystem has one.
     let look_for_shared = batch

@@ -37,6 +37,21 @@ pub fn started_of(pid: u32) -> Option<SystemTime> {
     start_time(&stat)
 }
 
+/// How much of a holder's process a view reads: what its front end can
+/// show. Either way its start time, state and parent PID are read (who
+/// it is: a holder is verified by its start; what its verdicts say).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HolderDetail {
+    /// Its command line, its systemd unit and its parent's command line
+    /// too: the monitor, `serve`, `record`, `snapshot`.
+    #[default]
+    Named,
+    /// Its `stat` alone: for a front end that shows holders by PID only
+    /// (`watch`). A [`ProcessInfo`] read so has no `cmdline`, `parent` or
+    /// `unit`.
+    PidOnly,
+}
+
 /// One process as seen right now.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessInfo {
@@ -146,6 +161,23 @@ impl ProcessInfo {
     /// open directory: one process's, even if the PID is reused
     /// meanwhile) and the parent's `cmdline`.
     pub fn of(pid: u32) -> Self {
+        Self::read(pid, HolderDetail::Named)
+    }
+
+    /// [`Self::of`], reading only what `detail` asks for: with
+    /// [`HolderDetail::PidOnly`], `/proc/<pid>/stat` alone.
+    pub fn read(pid: u32, detail: HolderDetail) -> Self {
+        if detail == HolderDetail::PidOnly {
+            return match stat_of(pid) {
+                Some(stat) => Self {
+                    started: start_time(&stat),
+                    state: Some(ProcState::from_char(stat.state)),
+                    ppid: u32::try_from(stat.ppid).ok(),
+                    ..Self::unread(pid)
+                },
+                None => Self::gone(pid),
+            };
+        }
         let Ok(process) = ProcDir::open(pid) else {
             return Self::gone(pid);
         };
@@ -172,6 +204,17 @@ impl ProcessInfo {
                 .and_then(|cgroup| String::from_utf8(cgroup).ok())
                 .and_then(|cgroup| systemd_unit(&cgroup)),
             idle_since: None,
+        }
+    }
+
+    /// This process as [`HolderDetail::PidOnly`] reads it: no command
+    /// line, unit or parent's command line.
+    pub fn without_names(self) -> Self {
+        Self {
+            cmdline: None,
+            parent: None,
+            unit: None,
+            ..self
         }
     }
 
@@ -372,6 +415,21 @@ fn since_boot() -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Read for PIDs only, a process is the same one (start, state,
+    /// parent PID as a named read says) with no name read.
+    #[test]
+    fn a_pid_only_read_is_the_same_process_with_no_names() {
+        let me = std::process::id();
+        let named = ProcessInfo::of(me);
+        let bare = ProcessInfo::read(me, HolderDetail::PidOnly);
+        assert!(named.cmdline.is_some());
+        assert_eq!(bare, named.clone().without_names());
+        assert!(bare.alive && bare.started.is_some() && bare.ppid.is_some());
+        assert!(bare.cmdline.is_none() && bare.parent.is_none() && bare.unit.is_none());
+        let gone = ProcessInfo::read(u32::MAX - 7, HolderDetail::PidOnly);
+        assert_eq!(gone, ProcessInfo::gone(u32::MAX - 7));
+    }
 
     #[test]
     fn this_process_is_alive_with_a_command_line() {

@@ -19,7 +19,7 @@ use std::time::SystemTime;
 
 use super::fdinfo::{HeldFiles, keepers_of};
 use super::proc_locks::FileId;
-use super::process::{ProcState, ProcessInfo, START_TIME_SLACK};
+use super::process::{HolderDetail, ProcState, ProcessInfo, START_TIME_SLACK};
 use crate::disk::LockKey;
 
 /// What one PID `/proc/locks` names proves about its hold on a claim.
@@ -103,6 +103,8 @@ pub(crate) struct HolderVerifier {
     defer_keepers: bool,
     /// Fds to read the fdinfo of before walking a process's fds.
     fd_hints: FdHints,
+    /// How much of each process is read.
+    detail: HolderDetail,
 }
 
 impl HolderVerifier {
@@ -129,6 +131,11 @@ impl HolderVerifier {
             fd_hints: hints,
             ..self
         }
+    }
+
+    /// This verifier, reading of each process what `detail` asks for.
+    pub(crate) fn with_detail(self, detail: HolderDetail) -> Self {
+        Self { detail, ..self }
     }
 
     /// What is known of the files `pid` holds, enough to say whether it
@@ -374,10 +381,11 @@ impl HolderVerifier {
             }
             return;
         }
+        let detail = self.detail;
         let read = |chunk: &[u32]| -> Vec<(u32, HeldFiles, ProcessInfo)> {
             chunk
                 .iter()
-                .map(|&pid| (pid, HeldFiles::of(pid), ProcessInfo::of(pid)))
+                .map(|&pid| (pid, HeldFiles::of(pid), ProcessInfo::read(pid, detail)))
                 .collect()
         };
         let read = &read;
@@ -402,7 +410,7 @@ impl HolderVerifier {
     pub fn process(&mut self, pid: u32) -> &ProcessInfo {
         self.processes
             .entry(pid)
-            .or_insert_with(|| ProcessInfo::of(pid))
+            .or_insert_with(|| ProcessInfo::read(pid, self.detail))
     }
 }
 
@@ -580,8 +588,8 @@ pub mod testing {
 
 #[cfg(test)]
 mod tests {
-    use super::START_TIME_SLACK;
     use super::testing::{hold_through_flock, hold_through_flock_naming, sleep_with_pid};
+    use super::{HolderDetail, HolderVerifier, START_TIME_SLACK};
     use crate::disk::LockKey;
     use crate::liveness::annotate::annotate_with;
     use crate::liveness::proc_locks::LockIndex;
@@ -595,6 +603,22 @@ mod tests {
     /// all the same; a process holding nothing is never proved by a
     /// hint. Asked about a second claim the hint did not prove, the
     /// verifier walks the fds then.
+    /// A verifier asked for PIDs only reads no process's names, whether
+    /// it reads a process on its own or prefetches many.
+    #[test]
+    fn a_pid_only_verifier_reads_no_names() {
+        let me = std::process::id();
+        let mut one = HolderVerifier::default().with_detail(HolderDetail::PidOnly);
+        let mut many = HolderVerifier::default().with_detail(HolderDetail::PidOnly);
+        many.prefetch((0..64).map(|_| me).chain([1]).collect());
+        for verifier in [&mut one, &mut many] {
+            let process = verifier.process(me).clone();
+            assert!(process.alive && process.started.is_some(), "{process:?}");
+            assert_eq!(process.cmdline, None, "{process:?}");
+        }
+        assert!(HolderVerifier::default().process(me).cmdline.is_some());
+    }
+
     #[test]
     fn fd_hints_prove_holds_and_a_stale_one_costs_only_the_walk() {
         use super::{FdHints, Hold, HolderVerifier};

@@ -17,7 +17,8 @@ use super::view::View;
 use crate::disk::LockKey;
 use crate::engine::trace::{self, Stage};
 use crate::engine::{Delta, EngineConfig};
-use crate::liveness::{CpuClock, KeyState, Prober};
+use crate::liveness::process::HolderDetail;
+use crate::liveness::{CpuClock, KeyState, Prober, ProcessInfo};
 
 /// The engine as a source's judgement sees it (borrowed for one call).
 pub(super) struct Judging<'a> {
@@ -50,6 +51,15 @@ impl Judging<'_> {
         let idle_after = self.config.idle_after;
         self.cpu
             .stamp(&mut state.holders, SystemTime::now(), idle_after);
+        if self.config.holder_detail == HolderDetail::PidOnly {
+            // Whichever judgement read it (a sweep reads holders named):
+            // one detail for every state sent, so none differs by it.
+            let holders = std::mem::take(&mut state.holders);
+            state.holders = holders
+                .into_iter()
+                .map(ProcessInfo::without_names)
+                .collect();
+        }
         let view = &mut *self.view;
         let previous = view.states.get(&key);
         if previous == Some(&state) {

@@ -91,7 +91,10 @@ impl Kernel {
                 (key, state)
             })
             .collect();
-        let fd_hints = self.fd_hints(&lstats, &index);
+        let holders = HolderReads {
+            fd_hints: self.fd_hints(&lstats, &index),
+            detail: judging.config.holder_detail,
+        };
         annotate_lstated(
             &mut pairs,
             lstats,
@@ -99,7 +102,7 @@ impl Kernel {
             judging.own_pids,
             &mut || index.clone(),
             recheck,
-            fd_hints,
+            holders,
         );
         let at = SystemTime::now();
         let mono_now = crate::liveness::kernel::event::monotonic_now();

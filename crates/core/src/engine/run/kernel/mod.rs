@@ -54,7 +54,7 @@ use super::source::{Asks, Source, TreeWatchKind};
 use crate::disk::LockKey;
 use crate::engine::WatcherHealth;
 use crate::engine::trace::Stage;
-use crate::liveness::annotate::{ClaimLstats, Recheck, annotate_lstated};
+use crate::liveness::annotate::{ClaimLstats, HolderReads, Recheck, annotate_lstated};
 use crate::liveness::fdinfo::{HeldFiles, keepers_of};
 use crate::liveness::kernel::live_table::{EventStream, LiveTable};
 use crate::liveness::kernel::{Record, quiet};
