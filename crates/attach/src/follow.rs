@@ -85,19 +85,38 @@ pub async fn attach(target: Target, config: ClientConfig) -> anyhow::Result<Atta
 }
 
 /// GETs `path` from `target` whole (`snapshot` attached), at most
-/// `limit` bytes.
+/// `limit` bytes; a service silent for [`SILENT_AFTER`] in the middle of
+/// its answer is an error, not a wait for good.
 pub async fn fetch(
     target: &Target,
     config: &ClientConfig,
     path: &str,
     limit: usize,
 ) -> anyhow::Result<Vec<u8>> {
-    let answer = crate::transport::get(target, config, path).await?;
-    let body = http_body_util::Limited::new(answer.into_body(), limit)
-        .collect()
-        .await
-        .map_err(|error| anyhow!("{target}: {error}"))?;
-    Ok(body.to_bytes().to_vec())
+    let mut body = crate::transport::get(target, config, path)
+        .await?
+        .into_body();
+    let mut bytes = Vec::new();
+    loop {
+        let frame = tokio::time::timeout(SILENT_AFTER, body.frame())
+            .await
+            .map_err(|_| {
+                anyhow!(
+                    "{target} stopped answering for {} s",
+                    SILENT_AFTER.as_secs()
+                )
+            })?;
+        let Some(frame) = frame else {
+            return Ok(bytes);
+        };
+        let frame = frame.map_err(|error| anyhow!("{target}: {error}"))?;
+        if let Ok(data) = frame.into_data() {
+            if bytes.len() + data.len() > limit {
+                bail!("{target}: its answer is over {limit} bytes");
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
 }
 
 /// A `/view` stream just opened, its hello read.
@@ -334,7 +353,14 @@ impl Following {
                 Said::Change(delta) => vec![self.mirror.change(delta)],
                 Said::Resync { .. } => {
                     self.link.resynced();
-                    Vec::new()
+                    // Said before the fresh checkpoint, whose health
+                    // (the service's) ends it: what is shown until then
+                    // missed changes.
+                    let reason = format!(
+                        "fell behind {}'s stream: changes were missed, a fresh state follows",
+                        self.target
+                    );
+                    vec![Delta::Health(WatcherHealth::Rescanning { reason })]
                 }
                 Said::Hello(_) | Said::Verdict | Said::Heartbeat(_) | Said::Partial => Vec::new(),
             };
@@ -418,5 +444,116 @@ impl Following {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use locktop_core::engine::fixtures::{self, STATE};
+    use locktop_core::engine::fold::WatcherView;
+    use locktop_core::liveness::probe::ProbeMode;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::journal::live::{Encoder, FORMAT, FreeCounts, VERSION};
+
+    fn hello() -> Hello {
+        Hello {
+            format: FORMAT.into(),
+            version: VERSION,
+            host: "h".into(),
+            state_dir: STATE.into(),
+            locktop: "test".into(),
+            source: "kernel".into(),
+            refusals_counted: true,
+            probe: ProbeMode::LockFree,
+            materializing_after: 10.0,
+            heartbeat_every: 1.0,
+        }
+    }
+
+    /// A service's stream that falls behind: its hello, a checkpoint with
+    /// a tag held, a resync, a fresh checkpoint in which the tag is free.
+    fn behind_stream() -> Vec<u8> {
+        let encoder = Encoder::new(Path::new(STATE));
+        let watching = WatcherView {
+            health: WatcherHealth::Watching,
+            syncs: 1,
+            ..WatcherView::default()
+        };
+        let key = fixtures::tag("t");
+        let state = fixtures::held(Liveness::Live, 7, "agent", fixtures::t(1));
+        let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\n\r\n".to_vec();
+        encoder.hello(&mut out, &hello());
+        let now = SystemTime::now();
+        let free = FreeCounts::default();
+        encoder.checkpoint(
+            &mut out,
+            now,
+            &watching,
+            [(&key, &state)].into_iter(),
+            &free,
+        );
+        encoder.resync(&mut out, now, "behind");
+        encoder.checkpoint(&mut out, now, &watching, std::iter::empty(), &free);
+        out
+    }
+
+    /// A client the service resyncs says so — its view missed changes —
+    /// before the fresh state, whose health ends it; the fresh state's
+    /// changes follow (the key released meanwhile is told free).
+    #[tokio::test]
+    async fn a_resync_is_said_before_the_fresh_state() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        let service = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut request = Vec::new();
+            let mut byte = [0u8; 1];
+            while !request.ends_with(b"\r\n\r\n") {
+                socket.read_exact(&mut byte).await.expect("request");
+                request.push(byte[0]);
+            }
+            socket.write_all(&behind_stream()).await.expect("stream");
+            // Open, silent: the client reads what was sent.
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        });
+        let mut attached = attach(Target::Unix(path), ClientConfig::default())
+            .await
+            .expect("attached");
+        let mut said = Vec::new();
+        while said.len() < 9 {
+            let delta =
+                tokio::time::timeout(Duration::from_secs(10), attached.handle.deltas.recv())
+                    .await
+                    .expect("a delta in time")
+                    .expect("a delta");
+            said.push(match delta {
+                Delta::Key { state, .. } => format!("key {}", state.liveness.as_str()),
+                Delta::Health(health) => format!("health {}", health.describe()),
+                Delta::Problems(_) => "problems".into(),
+                Delta::Synced { .. } => "synced".into(),
+                Delta::Removed { .. } => "removed".into(),
+            });
+        }
+        let rescanning = said
+            .iter()
+            .position(|line| line.starts_with("health rescanning: fell behind"))
+            .unwrap_or_else(|| panic!("no resync said: {said:?}"));
+        assert_eq!(
+            said[..rescanning],
+            ["key live", "problems", "health watching", "synced"],
+            "{said:?}"
+        );
+        assert_eq!(
+            said[rescanning + 1..],
+            ["key free", "problems", "health watching", "synced"],
+            "{said:?}"
+        );
+        assert_eq!(attached.link.resyncs(), 1);
+        service.abort();
     }
 }

@@ -1,8 +1,10 @@
 //! One request to a service: a connection (unix socket, TCP, or TLS over
 //! TCP), HTTP/1.1, basic authentication where configured.
 //!
-//! Invariants: a connection that is not made within [`CONNECT_TIMEOUT`]
-//! is an error; a password is sent only over TLS or a unix socket
+//! Invariants: a request whose answer's head has not come within
+//! [`ANSWER_TIMEOUT`] of its start (the connection, its TLS handshake
+//! and the service's answer: a service stopped with SIGSTOP accepts on
+//! its socket and says nothing) is an error; a password is sent only over TLS or a unix socket
 //! (refused in one line over plain HTTP; never sent over a unix socket,
 //! whose permissions are the authentication); every failure is one line
 //! saying what to do (a refused socket names the group to join, a 401
@@ -20,8 +22,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::client_config::{ClientConfig, PASSWORD_ENV, USERNAME_ENV};
 use crate::target::Target;
 
-/// How long a connection may take (the TLS handshake included).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request may wait for its answer's head, from the start
+/// of its connection (the TLS handshake included).
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The most bytes of an error answer read to say why.
 const MAX_ERROR_BODY: usize = 4096;
@@ -36,14 +39,23 @@ pub async fn get(
     config: &ClientConfig,
     path: &str,
 ) -> anyhow::Result<hyper::Response<Incoming>> {
-    let (io, host) = tokio::time::timeout(CONNECT_TIMEOUT, connect(target, config))
+    tokio::time::timeout(ANSWER_TIMEOUT, answer_head(target, config, path))
         .await
         .map_err(|_| {
             anyhow!(
-                "cannot connect to {target}: no answer in {} s",
-                CONNECT_TIMEOUT.as_secs()
+                "{target} did not answer within {} s (is the service stopped?)",
+                ANSWER_TIMEOUT.as_secs()
             )
-        })??;
+        })?
+}
+
+/// [`get`], with no bound on how long it takes.
+async fn answer_head(
+    target: &Target,
+    config: &ClientConfig,
+    path: &str,
+) -> anyhow::Result<hyper::Response<Incoming>> {
+    let (io, host) = connect(target, config).await?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .with_context(|| format!("cannot speak HTTP with {target}"))?;

@@ -625,3 +625,54 @@ fn every_option_applies_or_is_refused_with_connect() {
         "{out:?}"
     );
 }
+
+/// A service that accepts on its socket and never answers (stopped with
+/// SIGSTOP: the kernel still accepts connections for it) holds up no
+/// one for good: `--connect` to it is one line and a non-zero exit, and
+/// plain `snapshot`, whose default would attach to it, answers from an
+/// engine of its own and says why it did not attach.
+#[test]
+fn a_stopped_service_is_said_not_waited_for() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let (_tmp, state) = state_in_tempdir();
+    let service = Service::start(&state, &[]);
+    let target = service.target();
+    let socket = service.socket.to_str().expect("UTF-8").to_string();
+    let holder = Holder::hold(&state, &["--tag", "held"]);
+    let service_pid = Pid::from_raw(service.serve.child.id() as i32);
+    kill(service_pid, Signal::SIGSTOP).expect("SIGSTOP");
+    // Continued however this test ends, so that its drop can end it.
+    struct Continued(Pid);
+    impl Drop for Continued {
+        fn drop(&mut self) {
+            let _ = kill(self.0, Signal::SIGCONT);
+        }
+    }
+    let _continued = Continued(service_pid);
+    let attached = finish(common::locktop_command(
+        &state,
+        &["--connect", &target, "snapshot", "--json"],
+    ));
+    assert_eq!(attached.code(), 2, "{attached:?}");
+    assert_eq!(attached.stderr.trim().lines().count(), 1, "{attached:?}");
+    assert!(attached.stderr.contains("did not answer"), "{attached:?}");
+    let expected: Held = [(
+        ("tag".to_string(), "held".to_string()),
+        ("live".to_string(), vec![u64::from(holder.pid())]),
+    )]
+    .into();
+    assert_eq!(
+        snapshot(&state, &[], &[("LOCKTOP_SOCKET", &socket)]),
+        Ok(expected)
+    );
+    // In text, it says why it did not attach.
+    let mut command = common::locktop_command(&state, &["snapshot"]);
+    command.env("LOCKTOP_SOCKET", &socket);
+    let text = finish(command);
+    assert_eq!(text.code(), 0, "{text:?}");
+    assert!(
+        text.stderr.contains("not attached") && text.stderr.contains("did not answer"),
+        "{text:?}"
+    );
+}

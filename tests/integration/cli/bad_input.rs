@@ -11,8 +11,8 @@ use locktop::cli::Cli;
 use locktop::cli::placement::{self, Refused};
 
 use crate::common::{
-    Finished, NOBODY, PROCESS_TIMEOUT, binary_for_anyone, finish, locktop_bin, state_in_tempdir,
-    wait_with_timeout,
+    self, Finished, NOBODY, PROCESS_TIMEOUT, binary_for_anyone, finish, locktop_bin,
+    state_in_tempdir, wait_with_timeout,
 };
 
 /// Runs `bin --state-dir STATE args…` as user and group `ids` (stdin
@@ -25,6 +25,7 @@ fn run_as(
     env: &[(&str, &str)],
 ) -> (i32, String) {
     let mut command = Command::new(bin);
+    common::no_service(&mut command);
     command
         .arg("--state-dir")
         .arg(state)
@@ -95,6 +96,7 @@ fn an_invalid_objectiveai_state_is_one_line_and_exit_2_for_every_command() {
         &["hold", "--tag", "x"][..],
     ] {
         let mut command = Command::new(locktop_bin());
+        common::no_service(&mut command);
         command
             .args(args)
             .env("OBJECTIVEAI_DIR", &state)
@@ -198,6 +200,7 @@ fn completions_and_man_are_generated_from_the_clap_definitions() {
 /// Every stdio piped, stdin closed at once, within [`PROCESS_TIMEOUT`].
 fn run_bare<S: AsRef<std::ffi::OsStr>>(objectiveai_dir: &Path, args: &[S]) -> Finished {
     let mut command = Command::new(locktop_bin());
+    common::no_service(&mut command);
     command
         .args(args)
         .env("OBJECTIVEAI_DIR", objectiveai_dir)

@@ -367,6 +367,7 @@ fn watch_into_a_closed_pipe_exits_quietly() {
     let (_tmp, state) = state_in_tempdir();
     let script = r#"{ "$0" --state-dir "$1" watch; echo "locktop-exit=$?" >&2; } | head -1"#;
     let mut sh = Command::new("sh")
+        .env("LOCKTOP_SOCKET", common::NO_SERVICE_SOCKET)
         .arg("-c")
         .arg(script)
         .arg(locktop_bin())
@@ -480,6 +481,7 @@ fn watch_polls_when_the_inotify_watch_budget_is_spent_and_still_sees_holders() {
         ));
     }
     let mut command = Command::new("unshare");
+    common::no_service(&mut command);
     command
         .args(["-Ur", "sh", "-c"])
         .arg(r#"echo 4 > /proc/sys/user/max_inotify_watches && exec "$0" --state-dir "$1" watch --json"#)
@@ -547,6 +549,7 @@ fn in_a_nested_pid_namespace_the_probe_falls_back_and_says_why() {
     let holder = Holder::hold(&state, &["--tag", "outside"]);
     let run = |json: bool| {
         let mut command = Command::new("unshare");
+        common::no_service(&mut command);
         command
             .args(["-Urpf", "--mount-proc"])
             .arg(locktop_bin())

@@ -16,7 +16,9 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 use crate::common::flock::keeper;
-use crate::common::{Holder, NOBODY, binary_for_anyone, finish, skip_unless, state_in_tempdir};
+use crate::common::{
+    self, Holder, NOBODY, binary_for_anyone, finish, skip_unless, state_in_tempdir,
+};
 
 /// True when root (the tests drop to nobody); otherwise one line says
 /// the test is skipped.
@@ -40,6 +42,7 @@ fn readable_state() -> (tempfile::TempDir, std::path::PathBuf) {
 /// `snapshot --json --all` as nobody: the document.
 fn snapshot_as_nobody(bin: &Path, state: &Path) -> Value {
     let mut command = Command::new(bin);
+    common::no_service(&mut command);
     command
         .arg("--state-dir")
         .arg(state)
@@ -263,6 +266,7 @@ fn an_unreadable_directory_makes_its_held_keys_errors_not_removals() {
     let (_tmp, state) = readable_state();
     let agent = Holder::hold(&state, &["--aih", "cli/daemon/u7", "--tag", "deploy"]);
     let mut command = Command::new(&bin);
+    common::no_service(&mut command);
     command
         .arg("--state-dir")
         .arg(&state)

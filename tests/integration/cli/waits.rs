@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::snapshot_watch::Watch;
 use crate::common::{
-    Holder, locktop_command, run_locktop, serial_blocking, skip_unless, state_in_tempdir,
+    self, Holder, locktop_command, run_locktop, serial_blocking, skip_unless, state_in_tempdir,
 };
 
 /// How long each holder holds its family before its extra wait begins:
@@ -315,6 +315,7 @@ fn a_monitor_that_is_not_root_shows_the_cycle_as_one_that_may_clear() {
     });
     let (_bin_dir, bin) = binary_for_anyone();
     let mut command = std::process::Command::new(&bin);
+    common::no_service(&mut command);
     command
         .arg("--state-dir")
         .arg(&state)

@@ -116,6 +116,17 @@ pub fn locktop_bin() -> &'static str {
     env!("CARGO_BIN_EXE_locktop")
 }
 
+/// Where the tests' locktop looks for this host's service: nowhere, so
+/// that a `locktop serve` this host may run is never attached to by
+/// default (a test that attaches names its own socket).
+pub const NO_SERVICE_SOCKET: &str = "/nonexistent/locktop-tests.sock";
+
+/// `command` (a locktop, or a wrapper that runs one) made hermetic: it
+/// never attaches to this host's service by default.
+pub fn no_service(command: &mut Command) -> &mut Command {
+    command.env("LOCKTOP_SOCKET", NO_SERVICE_SOCKET)
+}
+
 /// A `locktop --state-dir STATE <args…>` command with every stdio piped.
 pub fn locktop_command(state_dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(locktop_bin());
@@ -123,9 +134,8 @@ pub fn locktop_command(state_dir: &Path, args: &[&str]) -> Command {
         .arg("--state-dir")
         .arg(state_dir)
         .args(args)
-        // Hermetic: a `locktop serve` this host may run is never attached
-        // to by default (the attach tests name their own socket).
-        .env("LOCKTOP_SOCKET", "/nonexistent/locktop-tests.sock")
+        // Hermetic (see `no_service`).
+        .env("LOCKTOP_SOCKET", NO_SERVICE_SOCKET)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

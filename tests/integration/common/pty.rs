@@ -122,6 +122,9 @@ impl Tui {
         }
         command.args(args);
         command.env("TERM", "xterm-256color");
+        // Hermetic: a `locktop serve` this host may run is never attached
+        // to by default (a test that attaches names its socket in `env`).
+        command.env("LOCKTOP_SOCKET", super::NO_SERVICE_SOCKET);
         for (key, value) in env {
             command.env(key, value);
         }

@@ -290,6 +290,7 @@ fn the_source_is_said_and_a_refused_kernel_source_is_an_error() {
     }
     let first_line = |as_nobody: bool, extra: &[&str]| {
         let mut command = Command::new(&bin);
+        common::no_service(&mut command);
         command
             .arg("--state-dir")
             .arg(&state)
@@ -365,6 +366,7 @@ fn capped_watch(
             .expect("chmod");
     }
     let mut watch = Command::new("setpriv")
+        .env("LOCKTOP_SOCKET", common::NO_SERVICE_SOCKET)
         .args([
             "--reuid=65534",
             "--regid=65534",
