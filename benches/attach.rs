@@ -18,6 +18,12 @@
 //!    by side on the same churn, on-CPU time from `/proc/PID/schedstat`;
 //!    min / median / max over the rounds and the ratio (target: attached
 //!    ≤ private).
+//! 4. The service killed and started again with three attached `watch`es,
+//!    a key released while it was gone: from the moment its socket
+//!    accepts again to each watch's `free` line for that key (the
+//!    service's first scan, the watches' reconnect and the fresh
+//!    checkpoint), the slowest watch of each round; min / median / max
+//!    (target: ≤ 1 s — meanwhile each says `reconnecting`, not live).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
@@ -40,6 +46,8 @@ struct Plan {
     /// Rounds of row 3, and how long each churns.
     churn_rounds: usize,
     churn: Duration,
+    /// Rounds of row 4.
+    back_rounds: usize,
 }
 
 impl Plan {
@@ -51,6 +59,7 @@ impl Plan {
             kills: 40,
             churn_rounds: 3,
             churn: Duration::from_secs(5),
+            back_rounds: 5,
         }
     }
 
@@ -62,6 +71,7 @@ impl Plan {
             kills: 3,
             churn_rounds: 1,
             churn: Duration::from_millis(800),
+            back_rounds: 1,
         }
     }
 }
@@ -94,6 +104,65 @@ fn main() {
     flock_tax(&plan, tmp.path(), &state, &target);
     kill_to_free(&plan, &state, &service, &target);
     cpu_under_churn(&plan, &state, &target);
+    back_to_true(&plan, &state, service, &target);
+}
+
+/// Row 4: the service killed and started again; how long after it
+/// accepts again the slowest of three attached watches tells a key
+/// released meanwhile free.
+fn back_to_true(plan: &Plan, state: &Path, mut service: Service, target: &str) {
+    let watches: Vec<Watch> = (0..3)
+        .map(|_| Watch::start(state, &["--connect", target]))
+        .collect();
+    let mut slowest = Vec::new();
+    for round in 0..plan.back_rounds {
+        let tag = format!("back-{round}");
+        let mut holder = hold(state, &tag);
+        for watch in &watches {
+            wait_for(&watch.lines, &tag, "\"to\":\"live\"");
+        }
+        let socket = service.socket.clone();
+        drop(service);
+        for watch in &watches {
+            wait_for_line(&watch.lines, "reconnecting");
+        }
+        let _ = holder.kill();
+        let _ = holder.wait();
+        let (again, back) = Service::listening(state, &socket);
+        service = again;
+        let told: Vec<Instant> = watches
+            .iter()
+            .map(|watch| wait_for(&watch.lines, &tag, "\"to\":\"free\""))
+            .collect();
+        let last = told.into_iter().max().expect("three watches");
+        slowest.push(last.saturating_duration_since(back));
+    }
+    let (min, med, max) = spread(&slowest);
+    println!(
+        "\n4. The service back → a key released meanwhile free in the slowest of 3 attached watches ({} rounds):",
+        plan.back_rounds
+    );
+    println!(
+        "   min {:>7.1} ms  median {:>7.1} ms  max {:>7.1} ms; target ≤ 1 s: {}",
+        millis(min),
+        millis(med),
+        millis(max),
+        verdict(max <= Duration::from_secs(1))
+    );
+}
+
+/// Waits (20 s at most) for a line containing `what`.
+fn wait_for_line(lines: &mpsc::Receiver<(Instant, String)>, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (_, line) = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no line with {what}"));
+        if line.contains(what) {
+            return;
+        }
+    }
 }
 
 /// Row 1: the p99 of an unrelated flock pair beside the service alone,
@@ -302,6 +371,14 @@ struct Service {
 
 impl Service {
     fn start(state: &Path, socket: &Path) -> Self {
+        let (service, _) = Self::listening(state, socket);
+        // Its first scan.
+        std::thread::sleep(Duration::from_millis(300));
+        service
+    }
+
+    /// A service started, and when its socket first accepted.
+    fn listening(state: &Path, socket: &Path) -> (Self, Instant) {
         let child = Command::new(locktop_bin())
             .arg("--state-dir")
             .arg(state)
@@ -315,14 +392,14 @@ impl Service {
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::os::unix::net::UnixStream::connect(socket).is_err() {
             assert!(Instant::now() < deadline, "serve's socket never answered");
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(5));
         }
-        // Its first scan.
-        std::thread::sleep(Duration::from_millis(300));
-        Self {
+        let accepted = Instant::now();
+        let service = Self {
             child,
             socket: socket.to_path_buf(),
-        }
+        };
+        (service, accepted)
     }
 
     /// Its `/events` lines over the socket, each with when it was read.

@@ -262,7 +262,8 @@ fn connect_config(pki: &Pki, password: bool) -> PathBuf {
 }
 
 /// Over a churn of real holders (taken, released, SIGKILLed), at every
-/// quiet moment: an attached `watch` (unix socket), an attached
+/// quiet moment: attached `watch`es (unix socket; HTTPS with basic
+/// auth, which is told the holders' command lines), an attached
 /// `snapshot` over the unix socket and over HTTPS with basic auth, and
 /// the default attach, each say exactly what the holders hold — and what
 /// a private `snapshot` says; `check` attached answers as a private one.
@@ -283,6 +284,11 @@ fn attached_views_equal_a_private_one_at_every_quiet_moment_of_a_churn() {
     let socket = local.socket.to_str().expect("UTF-8").to_string();
     let default_env = [("LOCKTOP_SOCKET", socket.as_str())];
     let mut watch = Watch::start(&state, &["--connect", &local.target()], &[]);
+    let mut https_watch = Watch::start(
+        &state,
+        &["--connect", &remote.base, "--connect-config", config],
+        &[],
+    );
     let mut rng = fastrand::Rng::with_seed(52);
     let mut holders = Holders::new();
     for step in 0..10 {
@@ -308,6 +314,7 @@ fn attached_views_equal_a_private_one_at_every_quiet_moment_of_a_churn() {
         let expected = oracle(&holders);
         let what = format!("step {step}");
         watch.wait_for(&expected, &format!("{what}, watch over the socket"));
+        https_watch.wait_for(&expected, &format!("{what}, watch over HTTPS"));
         wait_until_equal(&format!("{what}, private snapshot"), &expected, || {
             snapshot(&state, &["--no-connect"], &[])
         });
@@ -345,6 +352,34 @@ fn attached_views_equal_a_private_one_at_every_quiet_moment_of_a_churn() {
             );
         }
     }
+    // An authenticated client is told the holders' command lines.
+    let out = finish(common::locktop_command(
+        &state,
+        &[
+            "snapshot",
+            "--json",
+            "--connect",
+            &remote.base,
+            "--connect-config",
+            config,
+        ],
+    ));
+    let doc: Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    let commands: Vec<&str> = doc["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .flat_map(|key| key["holders"].as_array().into_iter().flatten())
+        .filter_map(|holder| holder["cmdline"].as_str())
+        .collect();
+    assert!(
+        !holders.is_empty() && commands.len() >= holders.len(),
+        "{commands:?}"
+    );
+    assert!(
+        commands.iter().all(|command| command.contains(" hold ")),
+        "{commands:?}"
+    );
     // The default attach says what it follows; another state dir is not
     // attached to, and that is said.
     let out = finish({
