@@ -711,3 +711,111 @@ fn a_stopped_service_is_said_not_waited_for() {
         "{text:?}"
     );
 }
+
+/// A service that asks for a client certificate (mTLS, no password) is
+/// attached to with the certificate `--connect-config` names, and
+/// refuses a client without one, said in one line; TLS settings or a
+/// password for a unix socket are refused by name, as is `--state-dir`
+/// naming a state dir the service does not watch.
+#[test]
+fn a_client_certificate_attaches_and_what_does_not_apply_is_refused() {
+    let (_tmp, state) = state_in_tempdir();
+    let pki = Pki::new();
+    let dir = pki.dir.path();
+    let web = dir.join("mtls.yml");
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+         client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n",
+    )
+    .expect("write");
+    let remote = Serve::start_on(
+        &state,
+        "127.0.0.1:0",
+        &["--web-config", web.to_str().expect("UTF-8")],
+    );
+    let holder = Holder::hold(&state, &["--tag", "by certificate"]);
+    let expected: Held = [(
+        ("tag".to_string(), "by certificate".to_string()),
+        ("live".to_string(), vec![u64::from(holder.pid())]),
+    )]
+    .into();
+    let with_cert = dir.join("with-cert.yml");
+    std::fs::write(
+        &with_cert,
+        "tls_config:\n  ca_file: ca.crt\n  cert_file: client.crt\n  key_file: client.key\n",
+    )
+    .expect("write");
+    let with_cert = with_cert.to_str().expect("UTF-8");
+    wait_until_equal("snapshot with a client certificate", &expected, || {
+        snapshot(
+            &state,
+            &["--connect", &remote.base, "--connect-config", with_cert],
+            &[],
+        )
+    });
+    let ca_only = connect_config(&pki, false);
+    let out = common::run_locktop(
+        &state,
+        &[
+            "snapshot",
+            "--connect",
+            &remote.base,
+            "--connect-config",
+            ca_only.to_str().expect("UTF-8"),
+        ],
+    );
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert_eq!(out.stderr.trim().lines().count(), 1, "{out:?}");
+    // What a unix socket does not take.
+    let local = Service::start(&state, &[]);
+    let with_password = connect_config(&pki, true);
+    for (config, named) in [
+        (with_cert, "tls_config applies to https://"),
+        (
+            with_password.to_str().expect("UTF-8"),
+            "tls_config applies to https://",
+        ),
+    ] {
+        let out = common::run_locktop(
+            &state,
+            &[
+                "snapshot",
+                "--connect",
+                &local.target(),
+                "--connect-config",
+                config,
+            ],
+        );
+        assert_eq!(out.code(), 2, "{out:?}");
+        assert_eq!(out.stderr.trim().lines().count(), 1, "{out:?}");
+        assert!(out.stderr.contains(named), "{out:?}");
+    }
+    let password_only = dir.join("password-only.yml");
+    std::fs::write(
+        &password_only,
+        format!("basic_auth:\n  username: {USER}\n  password_file: password\n"),
+    )
+    .expect("write");
+    let out = common::run_locktop(
+        &state,
+        &[
+            "snapshot",
+            "--connect",
+            &local.target(),
+            "--connect-config",
+            password_only.to_str().expect("UTF-8"),
+        ],
+    );
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert!(
+        out.stderr.contains("basic auth is sent only over https://"),
+        "{out:?}"
+    );
+    // --state-dir must be the service's own.
+    let (_other_tmp, other) = state_in_tempdir();
+    let out = common::run_locktop(&other, &["snapshot", "--connect", &local.target()]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert_eq!(out.stderr.trim().lines().count(), 1, "{out:?}");
+    assert!(out.stderr.contains("--state-dir"), "{out:?}");
+}

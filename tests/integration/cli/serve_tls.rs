@@ -61,6 +61,8 @@ impl Pki {
         write("expired.crt", &expired);
         write("expired.key", &expired_key);
         write("other.key", &other_key);
+        write("client.crt", &client.0);
+        write("client.key", &client.1);
         Self {
             dir,
             ca_pem: ca.pem(),
