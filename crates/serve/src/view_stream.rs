@@ -367,6 +367,36 @@ pub(crate) mod tests {
         assert!(second.windows(14).any(|w| w == b"{\"checkpoint\":"));
     }
 
+    /// A stream with nothing to say says it is there once a heartbeat's
+    /// time passed, and not before: a client times the service's silence
+    /// from its last word.
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_stream_sends_a_heartbeat_each_heartbeat_time() {
+        let streams = ViewStreams::new(hello());
+        let view = RwLock::new(LiveView::new(std::time::Duration::from_secs(10)));
+        let outbox = streams
+            .open(&view.read().unwrap(), Door::Socket)
+            .expect("opened");
+        let first = streams.next(&outbox, &view).await.expect("bytes");
+        assert!(first.starts_with(b"{\"view\":"));
+        for _ in 0..3 {
+            let asked = tokio::time::Instant::now();
+            let said = streams.next(&outbox, &view).await.expect("bytes");
+            assert_eq!(asked.elapsed(), HEARTBEAT_EVERY);
+            assert!(
+                said.starts_with(b"{\"heartbeat\":"),
+                "{}",
+                String::from_utf8_lossy(&said)
+            );
+        }
+        // A line pushed meanwhile goes at once, heartbeat or not.
+        outbox.push(b"{\"x\":1}\n");
+        let asked = tokio::time::Instant::now();
+        let said = streams.next(&outbox, &view).await.expect("bytes");
+        assert_eq!(asked.elapsed(), std::time::Duration::ZERO);
+        assert_eq!(said, b"{\"x\":1}\n");
+    }
+
     /// TCP's streams full (anyone on the host may reach loopback): the
     /// socket's group still gets one.
     #[test]
