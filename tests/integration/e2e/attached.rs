@@ -72,6 +72,34 @@ fn the_attached_monitor_says_reconnecting_and_shows_the_truth_once_the_service_i
     stop(service);
 }
 
+/// Attached over the unix socket, the monitor's own test holders — one
+/// in its process, one a child — show as its own (`own`: the service
+/// cannot know them; the client marks them), with their PIDs.
+#[test]
+fn an_attached_monitors_own_test_holders_show_as_its_own() {
+    let (_tmp, state) = state_in_tempdir();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = socket_in(&dir);
+    let service = serve(&state, &socket);
+    let target = format!("unix:{}", socket.display());
+    let mut tui = Tui::spawn(&state, &["--connect", &target], 160, 30);
+    tui.wait_for("the attached header", |screen| {
+        screen.contains(&format!("attached to {target}"))
+    });
+    super::holders::hold_group(&mut tui, "in-process", false, false);
+    super::holders::hold_group(&mut tui, "in-a-child", true, false);
+    let child = super::holders::holder_pid(&tui, "in-a-child", "holding");
+    assert_ne!(child, tui.pid());
+    tui.send(b"1");
+    for (tag, pid) in [("in-process", tui.pid()), ("in-a-child", child)] {
+        let pid = pid.to_string();
+        tui.wait_for(&format!("{tag} held as our own by {pid}"), |screen| {
+            row_of(screen, tag).is_some_and(|row| row.contains("own") && row.contains(&pid))
+        });
+    }
+    stop(service);
+}
+
 /// Attached to a service over TCP (as from another host): `n` (a test
 /// holder) and `K` (a signal) are refused in one line, and nothing is
 /// held.

@@ -16,7 +16,7 @@ const ENTER: &[u8] = b"\r";
 
 /// Opens the form and fills a GROUP family `tags`; `child` / `wait` flip
 /// the placement and mode choices; then submits.
-fn hold_group(tui: &mut Tui, tags: &str, child: bool, wait: bool) {
+pub(super) fn hold_group(tui: &mut Tui, tags: &str, child: bool, wait: bool) {
     tui.send(b"n");
     tui.wait_for("the hold form", |screen| screen.contains("Hold a family"));
     tui.send(tags.as_bytes());
@@ -35,7 +35,7 @@ fn hold_group(tui: &mut Tui, tags: &str, child: bool, wait: bool) {
 }
 
 /// The PID shown on the test-holders row of `tag` in state `word`.
-fn holder_pid(tui: &Tui, tag: &str, word: &str) -> u32 {
+pub(super) fn holder_pid(tui: &Tui, tag: &str, word: &str) -> u32 {
     let screen = tui.wait_for(&format!("test holder of {tag} {word}"), |screen| {
         screen
             .lines()
