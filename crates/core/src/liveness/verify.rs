@@ -139,28 +139,37 @@ impl HolderVerifier {
     }
 
     /// What is known of the files `pid` holds, enough to say whether it
-    /// holds one of `files`: a hinted fd's fdinfo showing one, else (and
-    /// once for all) a read of all its fds.
+    /// holds one of `files`: a hinted fd's fdinfo showing one, else a
+    /// search of its fds from the newest down that stops at one showing
+    /// it ([`HeldFiles::searched`]; what each search proves adds up),
+    /// else (and once for all) a read of all its fds.
     fn held_files(&mut self, pid: u32, files: &[FileId]) -> &HeldFiles {
         let known = match self.held.get(&pid) {
             Some(HeldFiles::Proved(proved)) => files.iter().any(|file| proved.contains(file)),
             Some(_) => true,
-            None => {
-                let proved = self
-                    .fd_hints
-                    .get(&pid)
-                    .and_then(|fds| HeldFiles::proved_through(pid, fds, files));
-                match proved {
-                    Some(proved) => {
-                        self.held.insert(pid, proved);
-                        true
-                    }
-                    None => false,
-                }
-            }
+            None => false,
         };
         if !known {
-            self.held.insert(pid, HeldFiles::of(pid));
+            let hinted = match self.held.contains_key(&pid) {
+                false => self
+                    .fd_hints
+                    .get(&pid)
+                    .and_then(|fds| HeldFiles::proved_through(pid, fds, files)),
+                true => None,
+            };
+            // A hint, else a search of its fds from the newest down, else
+            // (no fd on these files shows a lock) a read of all of them.
+            let found = hinted
+                .or_else(|| HeldFiles::searched(pid, files))
+                .unwrap_or_else(|| HeldFiles::of(pid));
+            let merged = match (self.held.remove(&pid), found) {
+                (Some(HeldFiles::Proved(mut before)), HeldFiles::Proved(now)) => {
+                    before.extend(now);
+                    HeldFiles::Proved(before)
+                }
+                (_, found) => found,
+            };
+            self.held.insert(pid, merged);
         }
         &self.held[&pid]
     }
@@ -362,9 +371,11 @@ impl HolderVerifier {
     }
 
     /// Reads, up front, the `/proc` of every PID in `pids` not read yet
-    /// (fdinfo and process details), spread over the machine's threads:
-    /// what [`Self::hold`] and [`Self::process`] would read one PID at a
-    /// time. 20 holders of 100 fds each are 2,000 fdinfo files.
+    /// (fdinfo and process details), spread over the machine's threads,
+    /// when there are enough of them to be worth threads: what
+    /// [`Self::hold`] and [`Self::process`] would read one PID at a time
+    /// (20 holders of 100 fds each are 2,000 fdinfo files). A few are read
+    /// when asked, only as far as asked.
     pub(crate) fn prefetch(&mut self, mut pids: Vec<u32>) {
         pids.sort_unstable();
         pids.dedup();
@@ -375,10 +386,8 @@ impl HolderVerifier {
         // lookup names a handful): threads only for many.
         let threads = machine_threads().min(pids.len() / PIDS_PER_THREAD);
         if threads <= 1 {
-            for pid in pids {
-                self.held.insert(pid, HeldFiles::of(pid));
-                self.process(pid);
-            }
+            // Read when asked, as much as asked: a search of a holder's
+            // fds most often stops at its newest few.
             return;
         }
         let detail = self.detail;
