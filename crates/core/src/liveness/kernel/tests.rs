@@ -30,7 +30,7 @@ static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// `Some` (holding [`RECORDING`]) when the test may open the events: root,
 /// with tracefs mounted (mounted here when missing, as the module itself
 /// never does).
-fn may_open(path: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+pub(super) fn may_open(path: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
     if !is_root_or_skip(
         path,
         "recording every process's flocks through perf_event_open needs root or CAP_PERFMON",

@@ -75,7 +75,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::poll::{PollFd, PollFlags};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::time::TimeSpec;
@@ -201,11 +200,17 @@ impl Nudge {
 
     /// The reader's side, before it drains: every nudge so far is answered
     /// by that drain; the next one writes again. (The counter is read
-    /// first: a nudge between the read and the reset found the flag set and
-    /// wrote nothing, and the drain that follows answers it.) True when a
-    /// flush was asked: the drain's batch is handed over even if empty.
-    fn answered(&self) -> bool {
-        let _ = self.0.fd.read();
+    /// first, when `asked_readable` says there is one: a nudge between the
+    /// read and the reset found the flag set and wrote nothing, and the
+    /// drain that follows answers it.) True when a flush was asked: the
+    /// drain's batch is handed over even if empty.
+    fn answered(&self, asked_readable: bool) -> bool {
+        // Read only when it was seen readable (a read of an empty eventfd
+        // is a system call for nothing); one written after it was looked
+        // at wakes the reader again, for a drain more.
+        if asked_readable {
+            let _ = self.0.fd.read();
+        }
         // Disarmed and read at once (a flush may answer a nudge before
         // its time: its drain answers that nudge too).
         let _ = self.0.timer.unset();
@@ -339,13 +344,63 @@ impl Drop for AsyncKernelLockEvents {
 /// nudge.
 struct Waits {
     /// The epoll, registered with the reactor.
-    ready: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    ready: tokio::io::unix::AsyncFd<WaitSet>,
     /// The reader's own timer.
     timeout: TimerFd,
-    /// The rings' epoll fd: open while `reader` lives.
-    rings: std::os::fd::RawFd,
-    nudge: Nudge,
+    _nudge: Nudge,
     _reader: Arc<Mutex<KernelLockEvents>>,
+}
+
+/// The epoll of the rings, the nudge's eventfd and timer, and the
+/// reader's timer, each told apart by its token: one `epoll_wait` says
+/// which are readable.
+struct WaitSet(Epoll);
+
+impl AsRawFd for WaitSet {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0.0.as_raw_fd()
+    }
+}
+
+impl AsFd for WaitSet {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.0.as_fd()
+    }
+}
+
+/// The tokens of [`WaitSet`]'s fds.
+const RINGS: u64 = 0;
+const ASKED: u64 = 1;
+const FOLLOW_UP_DUE: u64 = 2;
+const TIMED_OUT: u64 = 3;
+
+impl WaitSet {
+    /// What is readable now (level-triggered: each readable fd is
+    /// listed, however often it was before).
+    fn readable(&self) -> Result<Woke, Errno> {
+        let mut events = [EpollEvent::empty(); 4];
+        let count = match self
+            .0
+            .wait(&mut events, nix::sys::epoll::EpollTimeout::ZERO)
+        {
+            Ok(count) => count,
+            Err(Errno::EINTR) => 0,
+            Err(errno) => return Err(errno),
+        };
+        let mut woke = Woke::default();
+        for event in &events[..count] {
+            match event.data() {
+                RINGS => woke.rings = true,
+                ASKED => {
+                    woke.nudged = true;
+                    woke.asked = true;
+                }
+                FOLLOW_UP_DUE => woke.nudged = true,
+                _ => woke.timed_out = true,
+            }
+        }
+        Ok(woke)
+    }
 }
 
 impl Waits {
@@ -366,22 +421,29 @@ impl Waits {
         // which `_reader` holds.
         let rings_fd = unsafe { BorrowedFd::borrow_raw(rings) };
         let [asked, follow_up] = nudge.as_fds();
-        for fd in [rings_fd, asked, follow_up, timeout.as_fd()] {
+        for (fd, token) in [
+            (rings_fd, RINGS),
+            (asked, ASKED),
+            (follow_up, FOLLOW_UP_DUE),
+            (timeout.as_fd(), TIMED_OUT),
+        ] {
             epoll
-                .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, 0))
+                .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, token))
                 .map_err(io::Error::from)?;
         }
-        // SAFETY: the AsyncFd owns the epoll's fd: open, and the same,
-        // for as long as it lives.
+        // SAFETY: the AsyncFd owns the epoll: open, and the same, for as
+        // long as it lives.
         let ready = unsafe {
-            tokio::io::unix::AsyncFd::register_with_interest(epoll.0, tokio::io::Interest::READABLE)
+            tokio::io::unix::AsyncFd::register_with_interest(
+                WaitSet(epoll),
+                tokio::io::Interest::READABLE,
+            )
         }
         .map_err(io::Error::from)?;
         Ok(Self {
             ready,
             timeout,
-            rings,
-            nudge: nudge.clone(),
+            _nudge: nudge.clone(),
             _reader: reader.clone(),
         })
     }
@@ -399,11 +461,8 @@ impl Waits {
             .map_err(io::Error::from)?;
         loop {
             let mut guard = self.ready.readable().await?;
-            // SAFETY: see `new`.
-            let rings = unsafe { BorrowedFd::borrow_raw(self.rings) };
-            let woke = wait(rings, self.nudge.as_fds(), Duration::ZERO)?;
-            let timed_out = poll_readable(self.timeout.as_fd())?;
-            if woke.rings || woke.nudged || timed_out {
+            let woke = self.ready.get_ref().readable()?;
+            if woke.rings || woke.nudged || woke.timed_out {
                 return Ok(woke);
             }
             // Nothing readable: wait for the next wake-up (the epoll is
@@ -413,15 +472,6 @@ impl Waits {
     }
 }
 
-/// Whether `fd` is readable now.
-fn poll_readable(fd: BorrowedFd<'_>) -> Result<bool, Errno> {
-    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-    nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO)?;
-    Ok(fds[0]
-        .revents()
-        .is_some_and(|r| r.contains(PollFlags::POLLIN)))
-}
-
 /// Why the thread woke.
 #[derive(Debug, Clone, Copy, Default)]
 struct Woke {
@@ -429,6 +479,11 @@ struct Woke {
     rings: bool,
     /// Someone nudged.
     nudged: bool,
+    /// The nudge's eventfd was readable (a flush, or a nudge whose timer
+    /// could not be armed).
+    asked: bool,
+    /// The reader's own timer fired.
+    timed_out: bool,
 }
 
 /// The reader: wait (rings, nudge, the drain owed, or the timeout),
@@ -473,7 +528,7 @@ async fn drain_paced(
                 return;
             }
         };
-        let flush = woke.nudged && nudge.answered();
+        let flush = woke.nudged && nudge.answered(woke.asked);
         let began = super::event::monotonic_now();
         let mut records = Vec::new();
         {
@@ -591,36 +646,10 @@ impl Urgent {
     }
 }
 
-/// Blocks until the rings' epoll or the nudge (its eventfd or its
-/// timer) is readable, or `timeout` (zero: says what is readable now).
-fn wait(
-    rings: BorrowedFd<'_>,
-    [asked, timer]: [BorrowedFd<'_>; 2],
-    timeout: Duration,
-) -> Result<Woke, Errno> {
-    let mut fds = [
-        PollFd::new(rings, PollFlags::POLLIN),
-        PollFd::new(asked, PollFlags::POLLIN),
-        PollFd::new(timer, PollFlags::POLLIN),
-    ];
-    // ppoll: a timeout to the microsecond (poll's is whole milliseconds,
-    // too coarse for the drain owed a reorder window after a record).
-    match nix::poll::ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None) {
-        Ok(_) => {
-            let readable =
-                |fd: &PollFd| fd.revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
-            Ok(Woke {
-                rings: readable(&fds[0]),
-                nudged: readable(&fds[1]) || readable(&fds[2]),
-            })
-        }
-        Err(Errno::EINTR) => Ok(Woke::default()),
-        Err(errno) => Err(errno),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use nix::poll::{PollFd, PollFlags};
+
     use super::*;
 
     /// Whether the reader's poll would wake now: the nudge's eventfd or
@@ -738,7 +767,7 @@ mod tests {
         assert!(left(still) < left(armed), "a later nudge did not re-arm");
         nudge.flush();
         assert!(wakes_now(&nudge), "a flush wakes the reader at once");
-        assert!(nudge.answered(), "the flush is answered");
+        assert!(nudge.answered(true), "the flush is answered");
         assert!(!wakes_now(&nudge), "answered: nothing asked any more");
 
         let soon = Nudge::new(Duration::from_millis(1)).expect("nudge");
@@ -746,7 +775,53 @@ mod tests {
         let mut fds = [PollFd::new(soon.as_fds()[1], PollFlags::POLLIN)];
         let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10_000u16));
         assert_eq!(ready, Ok(1), "the drain is asked once the delay passed");
-        assert!(!soon.answered(), "a nudge is not a flush");
+        assert!(!soon.answered(false), "a nudge is not a flush");
+        assert!(!wakes_now(&soon), "answered: nothing asked any more");
+    }
+
+    /// One look says which of the reader's fds are readable, each by its
+    /// token: the nudge's timer once its delay passed, its eventfd once a
+    /// flush is asked, the reader's own timer once its timeout passed —
+    /// and nothing when none is.
+    #[test]
+    fn one_look_tells_each_readable_fd_apart() {
+        let Some(_recording) = super::super::tests::may_open(
+            "liveness::kernel::wait::tests::one_look_tells_each_readable_fd_apart",
+        ) else {
+            return;
+        };
+        let events = KernelLockEvents::open(&[], &super::super::Options::default())
+            .unwrap_or_else(|refused| panic!("{refused}"));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let _entered = runtime.enter();
+        let reader = Arc::new(Mutex::new(events));
+        let nudge = Nudge::new(Duration::from_millis(1)).expect("nudge");
+        let waits = Waits::new(&reader, &nudge).expect("waits");
+        let look = || waits.ready.get_ref().readable().expect("epoll_wait");
+        let woke = look();
+        assert!(!woke.nudged && !woke.asked && !woke.timed_out, "{woke:?}");
+        nudge.now();
+        std::thread::sleep(Duration::from_millis(20));
+        let woke = look();
+        assert!(woke.nudged && !woke.asked && !woke.timed_out, "{woke:?}");
+        assert!(!nudge.answered(woke.asked));
+        nudge.flush();
+        let woke = look();
+        assert!(woke.nudged && woke.asked, "{woke:?}");
+        assert!(nudge.answered(woke.asked));
+        let woke = look();
+        assert!(!woke.nudged && !woke.asked, "{woke:?}");
+        let timed = runtime
+            .block_on(tokio::time::timeout(
+                Duration::from_secs(5),
+                waits.wait(Duration::from_millis(2)),
+            ))
+            .expect("the timeout wakes it")
+            .expect("waited");
+        assert!(timed.timed_out && !timed.nudged, "{timed:?}");
     }
 
     /// Whoever waits for the drain a nudge asked for (the engine's
@@ -763,7 +838,7 @@ mod tests {
         let early = tokio::time::timeout(Duration::from_millis(20), waits.as_mut()).await;
         assert!(early.is_err(), "asked and not begun: still waiting");
         let drain = nudge.clone();
-        tokio::spawn(async move { drain.answered() });
+        tokio::spawn(async move { drain.answered(false) });
         tokio::time::timeout(Duration::from_secs(5), waits)
             .await
             .expect("told when the drain begins");
