@@ -241,6 +241,20 @@ fn wait_until_equal(what: &str, expected: &Held, look: impl Fn() -> Result<Held,
     }
 }
 
+/// `snapshot --connect TARGET --connect-config CONFIG`, run to its end.
+fn snapshot_with(state: &Path, target: &str, config: &Path) -> common::Finished {
+    common::run_locktop(
+        state,
+        &[
+            "snapshot",
+            "--connect",
+            target,
+            "--connect-config",
+            config.to_str().expect("UTF-8"),
+        ],
+    )
+}
+
 /// A connect config for `pki`'s service: its CA and, when `password`,
 /// the basic-auth user and a password file.
 fn connect_config(pki: &Pki, password: bool) -> PathBuf {
@@ -576,16 +590,7 @@ fn who_may_attach_is_the_sockets_and_the_services_word() {
         &["--web-config", web.to_str().expect("UTF-8")],
     );
     let ca_only = connect_config(&pki, false);
-    let out = common::run_locktop(
-        &state,
-        &[
-            "snapshot",
-            "--connect",
-            &remote.base,
-            "--connect-config",
-            ca_only.to_str().expect("UTF-8"),
-        ],
-    );
+    let out = snapshot_with(&state, &remote.base, &ca_only);
     assert_eq!(out.code(), 2, "{out:?}");
     assert!(out.stderr.contains("(401)"), "{out:?}");
     // Credentials from the environment.
@@ -755,16 +760,7 @@ fn a_client_certificate_attaches_and_what_does_not_apply_is_refused() {
         )
     });
     let ca_only = connect_config(&pki, false);
-    let out = common::run_locktop(
-        &state,
-        &[
-            "snapshot",
-            "--connect",
-            &remote.base,
-            "--connect-config",
-            ca_only.to_str().expect("UTF-8"),
-        ],
-    );
+    let out = snapshot_with(&state, &remote.base, &ca_only);
     assert_eq!(out.code(), 2, "{out:?}");
     assert_eq!(out.stderr.trim().lines().count(), 1, "{out:?}");
     // What a unix socket does not take.
@@ -777,16 +773,7 @@ fn a_client_certificate_attaches_and_what_does_not_apply_is_refused() {
             "tls_config applies to https://",
         ),
     ] {
-        let out = common::run_locktop(
-            &state,
-            &[
-                "snapshot",
-                "--connect",
-                &local.target(),
-                "--connect-config",
-                config,
-            ],
-        );
+        let out = snapshot_with(&state, &local.target(), Path::new(config));
         assert_eq!(out.code(), 2, "{out:?}");
         assert_eq!(out.stderr.trim().lines().count(), 1, "{out:?}");
         assert!(out.stderr.contains(named), "{out:?}");
@@ -797,16 +784,7 @@ fn a_client_certificate_attaches_and_what_does_not_apply_is_refused() {
         format!("basic_auth:\n  username: {USER}\n  password_file: password\n"),
     )
     .expect("write");
-    let out = common::run_locktop(
-        &state,
-        &[
-            "snapshot",
-            "--connect",
-            &local.target(),
-            "--connect-config",
-            password_only.to_str().expect("UTF-8"),
-        ],
-    );
+    let out = snapshot_with(&state, &local.target(), &password_only);
     assert_eq!(out.code(), 2, "{out:?}");
     assert!(
         out.stderr.contains("basic auth is sent only over https://"),

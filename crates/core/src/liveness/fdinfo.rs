@@ -49,17 +49,9 @@ impl HeldFiles {
     /// reading them was most of a holder's verification (a `locktop
     /// hold` has 11 fds, 2 of them its claim's files).
     pub fn of(pid: u32) -> Self {
-        let gone_or_unreadable = |error: Errno| match error {
-            Errno::ENOENT | Errno::ESRCH => HeldFiles::Gone,
-            _ => HeldFiles::Unreadable,
-        };
-        // Opened for reading (not `O_PATH`): a monitor that may list the
-        // fds but not read their fdinfo (in a user namespace of its own)
-        // learns it here, as unreadable — never as holding nothing.
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let info = match open(format!("/proc/{pid}/fdinfo").as_str(), flags, Mode::empty()) {
+        let info = match open_fdinfo_dir(pid) {
             Ok(info) => info,
-            Err(error) => return gone_or_unreadable(error),
+            Err(held) => return held,
         };
         let mut files = HashSet::new();
         let mut text = Vec::with_capacity(512);
@@ -133,15 +125,11 @@ impl HeldFiles {
     /// process unreadable); `None` when no fd on `files` shows one — only
     /// [`Self::of`] can then say what it holds.
     pub fn searched(pid: u32, files: &[FileId]) -> Option<Self> {
-        let gone_or_unreadable = |error: Errno| match error {
-            Errno::ENOENT | Errno::ESRCH => HeldFiles::Gone,
-            _ => HeldFiles::Unreadable,
+        let info = match open_fdinfo_dir(pid) {
+            Ok(info) => info,
+            Err(held) => return Some(held),
         };
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let info = match open(format!("/proc/{pid}/fdinfo").as_str(), flags, Mode::empty()) {
-            Ok(info) => info,
-            Err(error) => return Some(gone_or_unreadable(error)),
-        };
         let mut fds =
             match nix::dir::Dir::open(format!("/proc/{pid}/fd").as_str(), flags, Mode::empty()) {
                 Ok(fds) => fds,
@@ -197,6 +185,23 @@ impl HeldFiles {
             }
             HeldFiles::Gone | HeldFiles::Unreadable => false,
         }
+    }
+}
+
+/// `pid`'s fdinfo directory, opened for reading (not `O_PATH`: a monitor
+/// that may list the fds but not read their fdinfo — in a user namespace
+/// of its own — learns it here, as unreadable, never as holding nothing);
+/// `Err` says the process is gone or may not be read.
+fn open_fdinfo_dir(pid: u32) -> Result<std::os::fd::OwnedFd, HeldFiles> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    open(format!("/proc/{pid}/fdinfo").as_str(), flags, Mode::empty()).map_err(gone_or_unreadable)
+}
+
+/// What an error reading `/proc/<pid>` says of the process.
+fn gone_or_unreadable(error: Errno) -> HeldFiles {
+    match error {
+        Errno::ENOENT | Errno::ESRCH => HeldFiles::Gone,
+        _ => HeldFiles::Unreadable,
     }
 }
 
