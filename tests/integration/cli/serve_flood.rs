@@ -20,6 +20,10 @@ const STRANGERS_FROM: &str = "127.0.0.2:0";
 /// Where the scraper connects from.
 const SCRAPER_FROM: &str = "127.0.0.1:0";
 
+/// The open files a test here may need, its neighbours' included: 520
+/// strangers' sockets (and as many in `serve`), beside another such test.
+const OPEN_FILES: u64 = 4096;
+
 /// `count` connections from `from` to `address` that never send a byte, each reopened 20 ms after the server closes it (as the
 /// field test did), on a thread of their own; dropping it stops them.
 struct Strangers {
@@ -164,6 +168,12 @@ fn strangers_on_the_scrapers_own_address_do_not_keep_it_out() {
 /// scraper on 127.0.0.1: at least 90 % of its 20 scrapes, each on a new
 /// connection, are answered, and the strangers keep their connections.
 fn scrapes_beside_idle_strangers_from(from: &'static str) {
+    if !common::open_files_or_skip(
+        &format!("cli::serve_flood (520 strangers from {from})"),
+        OPEN_FILES,
+    ) {
+        return;
+    }
     let pki = Pki::new();
     let (_tmp, state) = state_in_tempdir();
     let serve = start_tls(&state, "127.0.0.1:0", &pki.good_config());
@@ -204,6 +214,12 @@ fn scrapes_beside_idle_strangers_from(from: &'static str) {
 #[test]
 #[ignore = "soak: seconds of load or churn; the full suite runs it (cargo test -- --include-ignored)"]
 fn a_flood_of_wrong_passwords_neither_grows_threads_nor_slows_a_verified_scraper() {
+    if !common::open_files_or_skip(
+        "cli::serve_flood::a_flood_of_wrong_passwords_neither_grows_threads_nor_slows_a_verified_scraper",
+        OPEN_FILES,
+    ) {
+        return;
+    }
     let pki = Pki::new();
     let (_tmp, state) = state_in_tempdir();
     // The cost `htpasswd -nBC 10` gives: ~0.2 s a check in a debug build.

@@ -543,6 +543,35 @@ pub fn skip_unless(ok: bool, line: &str) -> bool {
     ok
 }
 
+/// Raises this process's soft limit on open files to `wanted` (its
+/// children — the `serve` under test — inherit it), for a test that
+/// opens hundreds of sockets beside the others running in parallel (a
+/// user's default soft limit is often 1,024); false, with one line saying
+/// what to raise, when the hard limit is lower.
+pub fn open_files_or_skip(test: &str, wanted: u64) -> bool {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return skip_unless(false, &format!("skipped {test}: cannot read RLIMIT_NOFILE"));
+    };
+    if soft >= wanted {
+        return true;
+    }
+    if hard < wanted {
+        return skip_unless(
+            false,
+            &format!(
+                "skipped {test}: needs {wanted} open files, the hard limit is {hard} (ulimit -Hn {wanted}, as root or in limits.conf)"
+            ),
+        );
+    }
+    // The whole test process's: only ever raised, never lowered.
+    setrlimit(Resource::RLIMIT_NOFILE, wanted, hard).is_ok()
+        || skip_unless(
+            false,
+            &format!("skipped {test}: could not raise RLIMIT_NOFILE"),
+        )
+}
+
 /// `full` cases (proptest cases, race trials), or a tenth of them (at
 /// least 8) in the quick tier (`LOCKTOP_QUICK=1`): a differential sweep
 /// that still runs, only shorter.
