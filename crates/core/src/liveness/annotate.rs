@@ -72,7 +72,7 @@ pub(crate) fn annotate_reading(
     read: &(dyn Fn() -> LockIndex + Sync),
     recheck: Recheck,
 ) -> LockIndex {
-    decide_shared_afresh(batch);
+    let was_shared = decide_shared_afresh(batch);
     let (index, stats) = std::thread::scope(|scope| {
         let reading = scope.spawn(read);
         let stats = stat_held(batch);
@@ -84,7 +84,10 @@ pub(crate) fn annotate_reading(
         &index,
         own_pids,
         &mut || read(),
-        How::new(FirstRead::AfterProbes, recheck),
+        How {
+            was_shared,
+            ..How::new(FirstRead::AfterProbes, recheck)
+        },
     );
     index
 }
@@ -101,7 +104,7 @@ pub(crate) fn annotate_after_early_read(
     early: LockIndex,
     read: &(dyn Fn() -> LockIndex + Sync),
 ) -> LockIndex {
-    decide_shared_afresh(batch);
+    let was_shared = decide_shared_afresh(batch);
     let stats = stat_held(batch);
     annotate_stated(
         batch,
@@ -109,7 +112,10 @@ pub(crate) fn annotate_after_early_read(
         &early,
         own_pids,
         &mut || read(),
-        How::new(FirstRead::BeforeProbes, Recheck::SharedProbe),
+        How {
+            was_shared,
+            ..How::new(FirstRead::BeforeProbes, Recheck::SharedProbe)
+        },
     );
     early
 }
@@ -121,6 +127,9 @@ struct How {
     first_read: FirstRead,
     recheck: Recheck,
     holders: HolderReads,
+    /// The places in the batch of the states that were `Shared` (see
+    /// [`decide_shared_afresh`]).
+    was_shared: Vec<usize>,
 }
 
 impl How {
@@ -130,6 +139,7 @@ impl How {
             first_read,
             recheck,
             holders: HolderReads::default(),
+            was_shared: Vec::new(),
         }
     }
 }
@@ -164,7 +174,7 @@ pub(crate) fn annotate_with(
     reread: &mut dyn FnMut() -> LockIndex,
     recheck: Recheck,
 ) {
-    decide_shared_afresh(batch);
+    let was_shared = decide_shared_afresh(batch);
     let stats = stat_held(batch);
     annotate_stated(
         batch,
@@ -172,7 +182,10 @@ pub(crate) fn annotate_with(
         index,
         own_pids,
         reread,
-        How::new(FirstRead::AfterProbes, recheck),
+        How {
+            was_shared,
+            ..How::new(FirstRead::AfterProbes, recheck)
+        },
     );
 }
 
@@ -220,7 +233,7 @@ pub(crate) fn annotate_lstated(
     recheck: Recheck,
     holders: HolderReads,
 ) {
-    decide_shared_afresh(batch);
+    let was_shared = decide_shared_afresh(batch);
     let stats = batch
         .iter()
         .zip(lstats)
@@ -243,6 +256,7 @@ pub(crate) fn annotate_lstated(
         reread,
         How {
             holders,
+            was_shared,
             ..How::new(FirstRead::AfterProbes, recheck)
         },
     );
@@ -250,14 +264,20 @@ pub(crate) fn annotate_lstated(
 
 /// A state already `Shared` (a recheck of a key shown so) is decided
 /// afresh from this read: no probe calls a shared lock held, so it is
-/// free unless a shared holder is found again — never an exclusive hold
-/// with no holder.
-fn decide_shared_afresh(batch: &mut [(LockKey, KeyState)]) {
-    for (_, state) in batch.iter_mut() {
+/// free unless the read shows the claim exclusively locked now (the SDK's
+/// waiter subscribes with a shared lock, then takes the claim: judged
+/// from the read as any claim is, and its holder looked for) or a shared
+/// holder is found again — never an exclusive hold with no holder looked
+/// for. Answers the places of the states that were `Shared`.
+fn decide_shared_afresh(batch: &mut [(LockKey, KeyState)]) -> Vec<usize> {
+    let mut was_shared = Vec::new();
+    for (at, (_, state)) in batch.iter_mut().enumerate() {
         if state.liveness == Liveness::Shared {
             state.liveness = Liveness::Free;
+            was_shared.push(at);
         }
     }
+    was_shared
 }
 
 /// The files of every held claim of `batch`, with the claim's place in
@@ -285,7 +305,21 @@ fn annotate_stated(
         first_read,
         recheck,
         holders,
+        was_shared,
     } = how;
+    // Shared when last seen, exclusively locked in this read: held, as
+    // the read says (in flight or live), its holder looked for below.
+    for at in was_shared {
+        let (key, state) = &mut batch[at];
+        let now = match crate::liveness::lock_free::answer(key, index) {
+            crate::liveness::lock_free::Answer::Held => Liveness::Live,
+            crate::liveness::lock_free::Answer::InFlight => Liveness::InFlight,
+            _ => continue,
+        };
+        state.liveness = now;
+        stats.push((at, ClaimStat::of(key, true)));
+    }
+    stats.sort_unstable_by_key(|(at, _)| *at);
     let listed_by = SystemTime::now();
     let mut rereads: Vec<LockIndex> = Vec::new();
     let mut fresh_after_death: Option<LockIndex> = None;
@@ -578,6 +612,56 @@ mod tests {
                 file
             })
             .collect()
+    }
+
+    /// A key shown `Shared` whose claim is exclusively locked by now
+    /// (the SDK's waiter subscribes with a shared lock, then takes the
+    /// claim) is judged from the read as any claim: live, its holder
+    /// named — it was told free, a false answer under a churn of waiters
+    /// (found by the chaos run of a monitor that is not root).
+    #[test]
+    fn a_shared_key_taken_exclusively_since_is_judged_held_with_its_holder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tags = tmp.path().join("locks/agents/tags");
+        std::fs::create_dir_all(&tags).unwrap();
+        let key = LockKey::from_coord(tmp.path(), &tags, "taken");
+        let gate = std::fs::File::create(key.gate_path()).unwrap();
+        let announce = std::fs::File::create(key.announce_path()).unwrap();
+        gate.lock().unwrap();
+        announce.lock().unwrap();
+        let gate_id = FileId::of(&key.gate_path()).unwrap();
+        // A read torn between pages (tests lock files side by side) may
+        // miss a row: the one judged lists this claim's.
+        let read = || {
+            (0..100)
+                .map(|_| LockIndex::read().unwrap())
+                .find(|index| index.get(&gate_id).is_some())
+                .expect("a whole read of /proc/locks")
+        };
+        let mut batch = vec![(key.clone(), KeyState::bare(Liveness::Shared))];
+        annotate_with(
+            &mut batch,
+            &read(),
+            &HashSet::new(),
+            &mut || read(),
+            Recheck::ReadAgain,
+        );
+        let (_, state) = &batch[0];
+        assert_eq!(state.liveness, Liveness::Live, "{state:?}");
+        let named: Vec<u32> = state.holders.iter().map(|p| p.pid).collect();
+        assert_eq!(named, [std::process::id()]);
+        // Let go: free again.
+        drop((gate, announce));
+        let mut batch = vec![(key, KeyState::bare(Liveness::Shared))];
+        let index = LockIndex::read().unwrap();
+        annotate_with(
+            &mut batch,
+            &index,
+            &HashSet::new(),
+            &mut || LockIndex::read().unwrap(),
+            Recheck::ReadAgain,
+        );
+        assert_eq!(batch[0].1.liveness, Liveness::Free);
     }
 
     /// A claim taken after the first read began (a snapshot starts it
