@@ -28,6 +28,7 @@ use super::verify::FdHints;
 use super::{KeyState, Liveness};
 use crate::disk::key::LockKey;
 use crate::disk::key::held_since;
+use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, FileLocks, LockIndex};
 use crate::liveness::shared_probe::{self, Quick};
 use crate::liveness::verify::HolderVerifier;
@@ -72,7 +73,6 @@ pub(crate) fn annotate_reading(
     read: &(dyn Fn() -> LockIndex + Sync),
     recheck: Recheck,
 ) -> LockIndex {
-    let was_shared = decide_shared_afresh(batch);
     let (index, stats) = std::thread::scope(|scope| {
         let reading = scope.spawn(read);
         let stats = stat_held(batch);
@@ -84,10 +84,7 @@ pub(crate) fn annotate_reading(
         &index,
         own_pids,
         &mut || read(),
-        How {
-            was_shared,
-            ..How::new(FirstRead::AfterProbes, recheck)
-        },
+        How::new(FirstRead::AfterProbes, recheck),
     );
     index
 }
@@ -104,7 +101,6 @@ pub(crate) fn annotate_after_early_read(
     early: LockIndex,
     read: &(dyn Fn() -> LockIndex + Sync),
 ) -> LockIndex {
-    let was_shared = decide_shared_afresh(batch);
     let stats = stat_held(batch);
     annotate_stated(
         batch,
@@ -112,10 +108,7 @@ pub(crate) fn annotate_after_early_read(
         &early,
         own_pids,
         &mut || read(),
-        How {
-            was_shared,
-            ..How::new(FirstRead::BeforeProbes, Recheck::SharedProbe)
-        },
+        How::new(FirstRead::BeforeProbes, Recheck::SharedProbe),
     );
     early
 }
@@ -127,9 +120,6 @@ struct How {
     first_read: FirstRead,
     recheck: Recheck,
     holders: HolderReads,
-    /// The places in the batch of the states that were `Shared` (see
-    /// [`decide_shared_afresh`]).
-    was_shared: Vec<usize>,
 }
 
 impl How {
@@ -139,7 +129,6 @@ impl How {
             first_read,
             recheck,
             holders: HolderReads::default(),
-            was_shared: Vec::new(),
         }
     }
 }
@@ -174,7 +163,6 @@ pub(crate) fn annotate_with(
     reread: &mut dyn FnMut() -> LockIndex,
     recheck: Recheck,
 ) {
-    let was_shared = decide_shared_afresh(batch);
     let stats = stat_held(batch);
     annotate_stated(
         batch,
@@ -182,10 +170,7 @@ pub(crate) fn annotate_with(
         index,
         own_pids,
         reread,
-        How {
-            was_shared,
-            ..How::new(FirstRead::AfterProbes, recheck)
-        },
+        How::new(FirstRead::AfterProbes, recheck),
     );
 }
 
@@ -233,7 +218,6 @@ pub(crate) fn annotate_lstated(
     recheck: Recheck,
     holders: HolderReads,
 ) {
-    let was_shared = decide_shared_afresh(batch);
     let stats = batch
         .iter()
         .zip(lstats)
@@ -256,28 +240,40 @@ pub(crate) fn annotate_lstated(
         reread,
         How {
             holders,
-            was_shared,
             ..How::new(FirstRead::AfterProbes, recheck)
         },
     );
 }
 
 /// A state already `Shared` (a recheck of a key shown so) is decided
-/// afresh from this read: no probe calls a shared lock held, so it is
-/// free unless the read shows the claim exclusively locked now (the SDK's
-/// waiter subscribes with a shared lock, then takes the claim: judged
-/// from the read as any claim is, and its holder looked for) or a shared
-/// holder is found again — never an exclusive hold with no holder looked
-/// for. Answers the places of the states that were `Shared`.
-fn decide_shared_afresh(batch: &mut [(LockKey, KeyState)]) -> Vec<usize> {
-    let mut was_shared = Vec::new();
-    for (at, (_, state)) in batch.iter_mut().enumerate() {
+/// afresh from this read, from its files' `lstat`s in `stats`, as any
+/// claim: held or in flight when exclusively locked now (the SDK's waiter
+/// subscribes with a shared lock, then takes the claim; its holder is
+/// looked for as any holder), else free unless a shared holder is found
+/// again — never an exclusive hold with no holder looked for. A state
+/// no longer held leaves `stats` (which lists held claims only).
+fn decide_shared_afresh(
+    batch: &mut [(LockKey, KeyState)],
+    stats: &mut Vec<(usize, ClaimStat)>,
+    index: &LockIndex,
+) {
+    let as_read = |meta: &Option<std::fs::Metadata>| {
+        meta.clone()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+    };
+    for (at, stat) in stats.iter() {
+        let state = &mut batch[*at].1;
         if state.liveness == Liveness::Shared {
-            state.liveness = Liveness::Free;
-            was_shared.push(at);
+            let answer =
+                lock_free::answer_of(&as_read(&stat.gate), &as_read(&stat.announce), index);
+            state.liveness = match answer {
+                lock_free::Answer::Held => Liveness::Live,
+                lock_free::Answer::InFlight => Liveness::InFlight,
+                _ => Liveness::Free,
+            };
         }
     }
-    was_shared
+    stats.retain(|(at, _)| batch[*at].1.liveness.is_held());
 }
 
 /// The files of every held claim of `batch`, with the claim's place in
@@ -305,21 +301,8 @@ fn annotate_stated(
         first_read,
         recheck,
         holders,
-        was_shared,
     } = how;
-    // Shared when last seen, exclusively locked in this read: held, as
-    // the read says (in flight or live), its holder looked for below.
-    for at in was_shared {
-        let (key, state) = &mut batch[at];
-        let now = match crate::liveness::lock_free::answer(key, index) {
-            crate::liveness::lock_free::Answer::Held => Liveness::Live,
-            crate::liveness::lock_free::Answer::InFlight => Liveness::InFlight,
-            _ => continue,
-        };
-        state.liveness = now;
-        stats.push((at, ClaimStat::of(key, true)));
-    }
-    stats.sort_unstable_by_key(|(at, _)| *at);
+    decide_shared_afresh(batch, &mut stats, index);
     let listed_by = SystemTime::now();
     let mut rereads: Vec<LockIndex> = Vec::new();
     let mut fresh_after_death: Option<LockIndex> = None;
