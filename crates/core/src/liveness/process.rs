@@ -207,15 +207,12 @@ impl ProcessInfo {
         }
     }
 
-    /// This process as [`HolderDetail::PidOnly`] reads it: no command
-    /// line, unit or parent's command line.
-    pub fn without_names(self) -> Self {
-        Self {
-            cmdline: None,
-            parent: None,
-            unit: None,
-            ..self
-        }
+    /// Makes this process what [`HolderDetail::PidOnly`] reads: no
+    /// command line, unit or parent's command line.
+    pub fn forget_names(&mut self) {
+        self.cmdline = None;
+        self.parent = None;
+        self.unit = None;
     }
 
     /// A process known only to be gone (or to have had its PID reused):
@@ -424,7 +421,9 @@ mod tests {
         let named = ProcessInfo::of(me);
         let bare = ProcessInfo::read(me, HolderDetail::PidOnly);
         assert!(named.cmdline.is_some());
-        assert_eq!(bare, named.clone().without_names());
+        let mut forgotten = named.clone();
+        forgotten.forget_names();
+        assert_eq!(bare, forgotten);
         assert!(bare.alive && bare.started.is_some() && bare.ppid.is_some());
         assert!(bare.cmdline.is_none() && bare.parent.is_none() && bare.unit.is_none());
         let gone = ProcessInfo::read(u32::MAX - 7, HolderDetail::PidOnly);

@@ -54,11 +54,7 @@ impl Judging<'_> {
         if self.config.holder_detail == HolderDetail::PidOnly {
             // Whichever judgement read it (a sweep reads holders named):
             // one detail for every state sent, so none differs by it.
-            let holders = std::mem::take(&mut state.holders);
-            state.holders = holders
-                .into_iter()
-                .map(ProcessInfo::without_names)
-                .collect();
+            state.holders.iter_mut().for_each(ProcessInfo::forget_names);
         }
         let view = &mut *self.view;
         let previous = view.states.get(&key);
