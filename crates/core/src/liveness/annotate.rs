@@ -186,14 +186,6 @@ pub(crate) struct ClaimLstats {
 }
 
 impl ClaimLstats {
-    /// `key`'s files, `lstat`ed now.
-    pub(crate) fn of(key: &LockKey) -> Self {
-        Self {
-            gate: std::fs::symlink_metadata(key.gate_path()),
-            announce: std::fs::symlink_metadata(key.announce_path()),
-        }
-    }
-
     /// The files that exist, as `/proc/locks` names them (what
     /// [`super::verify::claim_files`] answers).
     pub(crate) fn files(&self) -> Vec<FileId> {
@@ -314,11 +306,13 @@ fn annotate_stated(
     .with_fd_hints(holders.fd_hints)
     .with_detail(holders.detail);
     // Shared locks are rare: look for them (one lstat per free key) only
-    // if the locks' own filesystem has one.
-    let look_for_shared = batch
-        .first()
-        .and_then(|(key, _)| std::fs::symlink_metadata(key.dir()).ok())
-        .is_some_and(|dir| index.has_shared_on(FileId::from_metadata(&dir), own_pids));
+    // if the locks' own filesystem has one — which needs the lstat of a
+    // claim's directory only when the read has any shared lock at all.
+    let look_for_shared = index.has_shared_except(own_pids)
+        && batch
+            .first()
+            .and_then(|(key, _)| std::fs::symlink_metadata(key.dir()).ok())
+            .is_some_and(|dir| index.has_shared_on(FileId::from_metadata(&dir), own_pids));
     if look_for_shared {
         let free = batch
             .iter()

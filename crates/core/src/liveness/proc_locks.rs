@@ -218,6 +218,14 @@ impl LockIndex {
         self.files.values().any(|locks| !locks.shared.is_empty())
     }
 
+    /// True when some file has a shared holder other than `except`, on
+    /// any device ([`Self::has_shared_on`] is false wherever this is).
+    pub(crate) fn has_shared_except(&self, except: &HashSet<u32>) -> bool {
+        self.files
+            .values()
+            .any(|locks| locks.shared.iter().any(|pid| !except.contains(pid)))
+    }
+
     /// True when some file on the same device as `on` has a shared holder
     /// other than `except` (shared locks elsewhere on the machine say
     /// nothing about the locks root; this process's own probes hold

@@ -15,7 +15,7 @@ use super::inference::Inference;
 use super::inference::lookup::LookupOutcome;
 use super::judging::Judging;
 use super::kernel::Kernel;
-use super::source::{Asks, Source, TreeWatchKind};
+use super::source::{Asks, GatedClaim, Source, TreeWatchKind};
 use crate::disk::LockKey;
 use crate::liveness::kernel::Record;
 use crate::liveness::proc_locks::LockIndex;
@@ -137,7 +137,7 @@ impl Source for AnySource {
         each!(self, source => source.on_timers(judging, now))
     }
 
-    async fn judge(&mut self, judging: &mut Judging<'_>, claims: Vec<LockKey>) {
+    async fn judge(&mut self, judging: &mut Judging<'_>, claims: Vec<GatedClaim>) {
         each!(self, source => source.judge(judging, claims).await)
     }
 

@@ -10,7 +10,7 @@
 //! place when it is a small leaf, else on the blocking pool);
 //! judging waits for the source's window ([`Engine::on_timers`]).
 
-use super::source::Source;
+use super::source::{GatedClaim, Source};
 use super::*;
 
 /// The most entries a new directory may have to be read in place, on the
@@ -137,6 +137,10 @@ impl Engine {
         self.view.problems.add(report.problems);
         for key in report.keys {
             if !self.view.states.contains_key(&key) {
+                // Created before its directory was watched: no event told
+                // its creation, so the scan does (its taker's lock may
+                // follow at once).
+                self.source.note_written(&key);
                 self.mark(key);
             }
         }
@@ -251,8 +255,10 @@ impl Engine {
         let mut claims = Vec::with_capacity(keys.len());
         for key in keys {
             let (gate, announce) = (key.gate_path(), key.announce_path());
-            let is_file = std::fs::symlink_metadata(&gate).is_ok_and(|m| m.is_file());
-            if !is_file {
+            let gate_lstat = std::fs::symlink_metadata(&gate)
+                .ok()
+                .filter(|m| m.is_file());
+            let Some(gate_lstat) = gate_lstat else {
                 // Gone, or replaced by something that is not a lock file
                 // (a symlink is never followed, let alone written through):
                 // no claim, and maybe a problem (an orphan announce, a FIFO).
@@ -260,12 +266,15 @@ impl Engine {
                 self.view.problems.recheck(&gate);
                 self.view.problems.recheck(&announce);
                 continue;
-            }
+            };
             if self.view.problems.has(&announce) {
                 // Its gate came back: no longer an orphan.
                 self.view.problems.recheck(&announce);
             }
-            claims.push(key);
+            claims.push(GatedClaim {
+                key,
+                gate: gate_lstat,
+            });
         }
         let (source, mut judging) = self.split();
         source.judge(&mut judging, claims).await;

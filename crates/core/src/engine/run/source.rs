@@ -52,6 +52,14 @@ pub(super) enum TreeWatchKind {
     Direct(Option<Nudger>),
 }
 
+/// A claim to judge, with the `lstat` of its gate that found it a
+/// regular file, taken in the same wake-up: a source that needs the
+/// gate's identity takes it from here instead of asking again.
+pub(super) struct GatedClaim {
+    pub key: LockKey,
+    pub gate: std::fs::Metadata,
+}
+
 /// A way of learning liveness, with what it keeps.
 pub(super) trait Source {
     /// What its own stream tells the loop.
@@ -119,8 +127,9 @@ pub(super) trait Source {
     /// The loop woke for its timers at `now`: the source's own clock work.
     fn on_timers(&mut self, judging: &mut Judging<'_>, now: Instant);
 
-    /// Judges changed claims (their gates are lock files).
-    async fn judge(&mut self, judging: &mut Judging<'_>, claims: Vec<LockKey>);
+    /// Judges changed claims (their gates are lock files, each `lstat`ed
+    /// just now: [`GatedClaim`]).
+    async fn judge(&mut self, judging: &mut Judging<'_>, claims: Vec<GatedClaim>);
 
     /// The next thing its own stream tells (`None`: it has stopped).
     async fn told(&mut self) -> Option<Self::Told>;

@@ -22,7 +22,7 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
 use super::judging::Judging;
-use super::source::{Asks, Source, TreeWatchKind};
+use super::source::{Asks, GatedClaim, Source, TreeWatchKind};
 use crate::disk::LockKey;
 use crate::liveness::KeyState;
 
@@ -283,8 +283,9 @@ impl Source for Inference {
 
     /// Probes, or one `/proc/locks` read in the lock-free mode (even with
     /// no claim: a lookup the held states wait for may start now).
-    async fn judge(&mut self, judging: &mut Judging<'_>, claims: Vec<LockKey>) {
-        self.infer_batch(judging, claims).await;
+    async fn judge(&mut self, judging: &mut Judging<'_>, claims: Vec<GatedClaim>) {
+        let keys = claims.into_iter().map(|claim| claim.key).collect();
+        self.infer_batch(judging, keys).await;
     }
 
     async fn told(&mut self) -> Option<lookup::LookupOutcome> {

@@ -9,19 +9,24 @@
 use super::*;
 
 impl Kernel {
-    /// Judges `keys` from the table, now: their files' stat and the
+    /// Judges `claims` from the table, now: their files' stat and the
     /// table name liveness, holders and waiters (verified from fdinfo as
     /// a `/proc/locks` read's would be), with no read of `/proc/locks`.
-    pub(super) fn judge_from_table(&mut self, judging: &mut Judging<'_>, keys: Vec<LockKey>) {
-        // Each claim's files lstat'ed once: registered, judged and
-        // verified from these.
-        let mut lstats: HashMap<LockKey, ClaimLstats> = HashMap::with_capacity(keys.len());
-        for key in &keys {
-            let stats = ClaimLstats::of(key);
-            self.register_files(key, stats.files());
+    pub(super) fn judge_from_table(&mut self, judging: &mut Judging<'_>, claims: Vec<GatedClaim>) {
+        // Each claim's files lstat'ed once (the gate by the caller, in
+        // this wake-up): registered, judged and verified from these.
+        let mut lstats: HashMap<LockKey, ClaimLstats> = HashMap::with_capacity(claims.len());
+        let mut keys = Vec::with_capacity(claims.len());
+        for GatedClaim { key, gate } in claims {
+            let stats = ClaimLstats {
+                gate: Ok(gate),
+                announce: std::fs::symlink_metadata(key.announce_path()),
+            };
+            self.register_files(&key, stats.files());
+            judging.sweep_touched.touch(&key);
+            judging.trace(&key, Stage::ProbeStart);
             lstats.insert(key.clone(), stats);
-            judging.sweep_touched.touch(key);
-            judging.trace(key, Stage::ProbeStart);
+            keys.push(key);
         }
         // A claim whose file the filter dropped waits for its readmission
         // (a judgement of everything), for at most READMIT_WAIT.

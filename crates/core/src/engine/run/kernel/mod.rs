@@ -50,7 +50,7 @@ mod events;
 mod judge;
 
 use super::judging::Judging;
-use super::source::{Asks, Source, TreeWatchKind};
+use super::source::{Asks, GatedClaim, Source, TreeWatchKind};
 use crate::disk::LockKey;
 use crate::engine::WatcherHealth;
 use crate::engine::trace::Stage;
@@ -497,7 +497,7 @@ impl Source for Kernel {
     }
 
     /// From the table the events keep.
-    async fn judge(&mut self, judging: &mut Judging<'_>, claims: Vec<LockKey>) {
+    async fn judge(&mut self, judging: &mut Judging<'_>, claims: Vec<GatedClaim>) {
         if !claims.is_empty() {
             self.judge_from_table(judging, claims);
         }
