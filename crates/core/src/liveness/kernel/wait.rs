@@ -347,6 +347,8 @@ struct Waits {
     ready: tokio::io::unix::AsyncFd<WaitSet>,
     /// The reader's own timer.
     timeout: TimerFd,
+    /// When the reader's own timer is set to fire, unless it has.
+    armed_for: Option<std::time::Instant>,
     _nudge: Nudge,
     _reader: Arc<Mutex<KernelLockEvents>>,
 }
@@ -443,22 +445,35 @@ impl Waits {
         Ok(Self {
             ready,
             timeout,
+            armed_for: None,
             _nudge: nudge.clone(),
             _reader: reader.clone(),
         })
     }
 
     /// Waits until the rings or the nudge are readable, or `timeout`
-    /// passes (then nothing is said to have woken it).
-    async fn wait(&self, timeout: Duration) -> io::Result<Woke> {
-        self.timeout
-            .set(
-                Expiration::OneShot(TimeSpec::from_duration(
-                    timeout.max(Duration::from_nanos(1)),
-                )),
-                TimerSetTimeFlags::empty(),
-            )
-            .map_err(io::Error::from)?;
+    /// passes (then nothing is said to have woken it) — or, at the
+    /// earliest, half `timeout` before that: the timer set at an earlier
+    /// wait for a time in that span is left as it is (under a churn the
+    /// one-second backstop, set again at every drain, was a system call
+    /// per drain for nothing). Never later than `timeout`.
+    async fn wait(&mut self, timeout: Duration) -> io::Result<Woke> {
+        let now = std::time::Instant::now();
+        let due = now + timeout;
+        let keep = self
+            .armed_for
+            .is_some_and(|armed| armed > now && armed <= due && armed + timeout / 2 >= due);
+        if !keep {
+            self.timeout
+                .set(
+                    Expiration::OneShot(TimeSpec::from_duration(
+                        timeout.max(Duration::from_nanos(1)),
+                    )),
+                    TimerSetTimeFlags::empty(),
+                )
+                .map_err(io::Error::from)?;
+            self.armed_for = Some(due);
+        }
         loop {
             let mut guard = self.ready.readable().await?;
             let woke = self.ready.get_ref().readable()?;
@@ -494,7 +509,7 @@ async fn drain_paced(
     nudge: &Nudge,
     quiet: &QuietFiles,
     sender: &mpsc::UnboundedSender<Batch>,
-    waits: Waits,
+    mut waits: Waits,
 ) {
     let mut dropping = Dropping::new(quiet.clone());
     let lock = || reader.lock().unwrap_or_else(PoisonError::into_inner);
@@ -799,7 +814,7 @@ mod tests {
         let _entered = runtime.enter();
         let reader = Arc::new(Mutex::new(events));
         let nudge = Nudge::new(Duration::from_millis(1)).expect("nudge");
-        let waits = Waits::new(&reader, &nudge).expect("waits");
+        let mut waits = Waits::new(&reader, &nudge).expect("waits");
         let look = || waits.ready.get_ref().readable().expect("epoll_wait");
         let woke = look();
         assert!(!woke.nudged && !woke.asked && !woke.timed_out, "{woke:?}");
