@@ -752,6 +752,7 @@ mod tests {
     /// fails as soon as the race shows (it runs until it has, 20 times).
     #[test]
     fn a_holder_is_never_lost_between_the_pages_of_proc_locks() {
+        let _flooding = crate::liveness::kernel::tests::flooding();
         let tmp = tempfile::tempdir().unwrap();
         let tags = tmp.path().join("locks/agents/tags");
         std::fs::create_dir_all(&tags).unwrap();

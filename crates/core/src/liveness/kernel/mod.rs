@@ -588,4 +588,4 @@ fn prev_power_of_two(n: usize) -> usize {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
