@@ -273,7 +273,6 @@ pub(crate) fn open_below_root(
     dir: &Path,
 ) -> nix::Result<OwnedFd> {
     let relative = dir.strip_prefix(root).map_err(|_| Errno::EXDEV)?;
-    let on_the_way = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let read = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let mut names = Vec::new();
     for component in relative.components() {
@@ -285,13 +284,41 @@ pub(crate) fn open_below_root(
     let Some((last, way)) = names.split_last() else {
         return openat(root_fd, ".", read, Mode::empty());
     };
+    // One call where the kernel has `openat2`: the same refusals (a
+    // symlink anywhere on the way or at the end, `ELOOP`; a file,
+    // `ENOTDIR`) from one lookup instead of one open per component.
+    // Without it (before Linux 5.6, or a filter refusing it), or when a
+    // rename raced the lookup (`EAGAIN`), the walk below.
+    let how = nix::fcntl::OpenHow::new().flags(read).resolve(
+        nix::fcntl::ResolveFlag::RESOLVE_BENEATH
+            | nix::fcntl::ResolveFlag::RESOLVE_NO_SYMLINKS
+            | nix::fcntl::ResolveFlag::RESOLVE_NO_MAGICLINKS,
+    );
+    match nix::fcntl::openat2(root_fd, relative, how) {
+        Err(Errno::ENOSYS | Errno::EPERM | Errno::EAGAIN | Errno::EINVAL) => {
+            walk_below_root(root_fd, way, last)
+        }
+        opened => opened,
+    }
+}
+
+/// [`open_below_root`] one component at a time: each reached from its
+/// parent's descriptor with `O_NOFOLLOW | O_DIRECTORY` (`way` as path
+/// handles, `last` opened to read).
+fn walk_below_root(
+    root_fd: BorrowedFd<'_>,
+    way: &[&std::ffi::OsStr],
+    last: &std::ffi::OsStr,
+) -> nix::Result<OwnedFd> {
+    let on_the_way = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let read = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let mut at: Option<OwnedFd> = None;
     for name in way {
         let base = at.as_ref().map_or(root_fd, AsFd::as_fd);
         at = Some(openat(base, *name, on_the_way, Mode::empty())?);
     }
     let base = at.as_ref().map_or(root_fd, AsFd::as_fd);
-    openat(base, *last, read, Mode::empty())
+    openat(base, last, read, Mode::empty())
 }
 
 /// Reads one directory (`opened`: [`open_below_root`]'s answer for it)
@@ -835,6 +862,50 @@ mod tests {
         assert!(below.keys.is_empty(), "followed: {:?}", below.keys);
         let whole = scan(state.path(), None).unwrap();
         assert!(whole.keys.is_empty(), "followed: {:?}", whole.keys);
+    }
+
+    /// The one-call open (`openat2`) and the walk it falls back to agree:
+    /// each opens a directory below the root, and each refuses a symlink
+    /// on the way or at the end (`ELOOP` or `ENOTDIR`), never following
+    /// it.
+    #[test]
+    fn the_one_call_open_and_the_walk_refuse_the_same_symlinks() {
+        use std::os::fd::AsFd;
+        let state = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        fs::create_dir_all(elsewhere.path().join("deep")).unwrap();
+        let root = state.path().join("locks");
+        fs::create_dir_all(root.join("a/b")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), root.join("a/link")).unwrap();
+        let root_fd = nix::fcntl::open(
+            &root,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
+        let inode = |fd: &OwnedFd| nix::sys::stat::fstat(fd).unwrap().st_ino;
+        let walked = |dir: &str| {
+            let names: Vec<&std::ffi::OsStr> = Path::new(dir).iter().collect();
+            let (last, way) = names.split_last().unwrap();
+            walk_below_root(root_fd.as_fd(), way, last)
+        };
+        let one_call = |dir: &str| open_below_root(&root, root_fd.as_fd(), &root.join(dir));
+
+        let b = fs::metadata(root.join("a/b")).unwrap();
+        assert_eq!(
+            inode(&one_call("a/b").unwrap()),
+            std::os::unix::fs::MetadataExt::ino(&b)
+        );
+        assert_eq!(
+            inode(&walked("a/b").unwrap()),
+            std::os::unix::fs::MetadataExt::ino(&b)
+        );
+        for dir in ["a/link", "a/link/deep"] {
+            let refused =
+                |answer: nix::Result<OwnedFd>| matches!(answer, Err(Errno::ELOOP | Errno::ENOTDIR));
+            assert!(refused(one_call(dir)), "one call followed {dir}");
+            assert!(refused(walked(dir)), "the walk followed {dir}");
+        }
     }
 
     /// A directory whose read fails ends its scan as a problem: the

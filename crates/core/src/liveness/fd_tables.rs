@@ -130,7 +130,7 @@ impl FdTables {
             }
         }
         // The fds opened since the last search.
-        let open = dir.numbers(pid == std::process::id());
+        let open = dir.numbers(pid == crate::liveness::process::own_pid());
         let still: std::collections::HashSet<i32> = open.iter().copied().collect();
         fds.retain(|number, _| still.contains(number));
         let mut found = None;

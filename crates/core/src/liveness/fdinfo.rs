@@ -130,20 +130,36 @@ impl HeldFiles {
             Err(held) => return Some(held),
         };
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let mut fds =
-            match nix::dir::Dir::open(format!("/proc/{pid}/fd").as_str(), flags, Mode::empty()) {
-                Ok(fds) => fds,
-                Err(error) => return Some(gone_or_unreadable(error)),
-            };
-        let dir = fds.as_raw_fd();
-        let mut numbers: Vec<i32> = fds
-            .iter()
-            .flatten()
-            .filter_map(|entry| entry.file_name().to_str().ok()?.parse().ok())
-            .collect();
+        let fds = match open(format!("/proc/{pid}/fd").as_str(), flags, Mode::empty()) {
+            Ok(fds) => fds,
+            Err(error) => return Some(gone_or_unreadable(error)),
+        };
+        // rustix's listing reads the entries with `getdents64` alone (no
+        // `fstat`, `fcntl`s and `lseek` around it, as `fdopendir` makes).
+        let mut listing = match rustix::fs::Dir::new(fds) {
+            Ok(listing) => listing,
+            Err(error) => return Some(gone_or_unreadable(Errno::from_raw(error.raw_os_error()))),
+        };
+        let mut numbers: Vec<i32> = Vec::new();
+        while let Some(entry) = listing.read() {
+            match entry {
+                Ok(entry) => numbers.extend(
+                    entry
+                        .file_name()
+                        .to_str()
+                        .ok()
+                        .and_then(|name| name.parse::<i32>().ok()),
+                ),
+                Err(error) => {
+                    return Some(gone_or_unreadable(Errno::from_raw(error.raw_os_error())));
+                }
+            }
+        }
         numbers.sort_unstable_by(|a, b| b.cmp(a));
-        // SAFETY: `fds` stays open until the end of this function.
-        let dir = unsafe { std::os::fd::BorrowedFd::borrow_raw(dir) };
+        let dir = match listing.fd() {
+            Ok(dir) => dir,
+            Err(error) => return Some(gone_or_unreadable(Errno::from_raw(error.raw_os_error()))),
+        };
         let mut text = Vec::with_capacity(512);
         for number in numbers {
             let name = number.to_string();

@@ -16,6 +16,14 @@ use super::proc_read::{self, ProcDir};
 /// few ms). A process that started later than that cannot have written it.
 pub const START_TIME_SLACK: Duration = Duration::from_millis(50);
 
+/// This process's PID, asked of the kernel once (`getpid` is a system
+/// call each time, and a judgement asked it per held key). A process's
+/// PID never changes; locktop forks no child that runs on without `exec`.
+pub(crate) fn own_pid() -> u32 {
+    static OWN_PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *OWN_PID.get_or_init(std::process::id)
+}
+
 /// True while `/proc/<pid>` exists and is not a zombie: a holder that
 /// exited is "gone" even before its parent reaps it.
 pub fn pid_alive(pid: u32) -> bool {

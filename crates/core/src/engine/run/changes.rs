@@ -175,7 +175,7 @@ impl Engine {
 
     /// Live ↔ own for keys whose holders' ownership changed.
     pub(super) fn reclassify_own(&mut self) {
-        let me = std::process::id();
+        let me = crate::liveness::process::own_pid();
         let changed: Vec<(LockKey, KeyState)> = self
             .view
             .states

@@ -452,17 +452,20 @@ impl Waits {
     }
 
     /// Waits until the rings or the nudge are readable, or `timeout`
-    /// passes (then nothing is said to have woken it) — or, at the
-    /// earliest, half `timeout` before that: the timer set at an earlier
-    /// wait for a time in that span is left as it is (under a churn the
-    /// one-second backstop, set again at every drain, was a system call
-    /// per drain for nothing). Never later than `timeout`.
-    async fn wait(&mut self, timeout: Duration) -> io::Result<Woke> {
+    /// passes (then nothing is said to have woken it). A backstop
+    /// (`Timing::Backstop`) may end the wait up to half `timeout` early:
+    /// the timer set at an earlier wait for a time in that span is left
+    /// as it is (under a churn the one-second backstop, set again at
+    /// every drain, was a system call per drain for nothing). A drain
+    /// owed (`Timing::Exact`) never begins early: it must come a whole
+    /// reorder window after its records. Never later than `timeout`.
+    async fn wait(&mut self, timeout: Duration, timing: Timing) -> io::Result<Woke> {
         let now = std::time::Instant::now();
         let due = now + timeout;
-        let keep = self
-            .armed_for
-            .is_some_and(|armed| armed > now && armed <= due && armed + timeout / 2 >= due);
+        let keep = timing == Timing::Backstop
+            && self
+                .armed_for
+                .is_some_and(|armed| armed > now && armed <= due && armed + timeout / 2 >= due);
         if !keep {
             self.timeout
                 .set(
@@ -485,6 +488,15 @@ impl Waits {
             guard.clear_ready();
         }
     }
+}
+
+/// How exactly [`Waits::wait`] keeps its timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timing {
+    /// A backstop: it may come up to half its wait early.
+    Backstop,
+    /// A drain owed: never early.
+    Exact,
 }
 
 /// Why the thread woke.
@@ -527,14 +539,16 @@ async fn drain_paced(
         } else {
             IDLE_BACKSTOP
         };
+        let mut timing = Timing::Backstop;
         if let Some(at) = owed {
             let wait = Duration::from_nanos(at.saturating_sub(super::event::monotonic_now()));
             timeout = timeout.min(wait);
+            timing = Timing::Exact;
         }
         let woke = tokio::select! {
             biased;
             () = sender.closed() => return,
-            woke = waits.wait(timeout) => woke,
+            woke = waits.wait(timeout, timing) => woke,
         };
         let woke = match woke {
             Ok(woke) => woke,
@@ -832,7 +846,7 @@ mod tests {
         let timed = runtime
             .block_on(tokio::time::timeout(
                 Duration::from_secs(5),
-                waits.wait(Duration::from_millis(2)),
+                waits.wait(Duration::from_millis(2), Timing::Exact),
             ))
             .expect("the timeout wakes it")
             .expect("waited");

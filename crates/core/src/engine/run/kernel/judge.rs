@@ -333,7 +333,7 @@ fn name_recent(
     refused: impl IntoIterator<Item = (u32, u64, Option<SystemTime>)>,
     now: SystemTime,
 ) {
-    let me = std::process::id();
+    let me = crate::liveness::process::own_pid();
     let found: Vec<Waiting> = refused
         .into_iter()
         .filter(|&(pid, count, _)| count >= min_count && pid != me)
