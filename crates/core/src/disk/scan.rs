@@ -259,10 +259,12 @@ fn walkable(root: &Path, dir: &Path) -> bool {
 
 /// Opens `dir` — the locks root `root` (open as `root_fd`, a path
 /// handle or not) or a directory below it — to read it, crossing no
-/// symlink below the root: each component below the root is reached
-/// from its parent's descriptor with `O_NOFOLLOW | O_DIRECTORY`, so a
+/// symlink below the root: one `openat2` from the root's descriptor with
+/// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` where the kernel has it, else
+/// each component below the root reached from its parent's descriptor
+/// with `O_NOFOLLOW | O_DIRECTORY` ([`walk_below_root`]); either way a
 /// symlink anywhere on the way, swapped in at any moment, is refused
-/// (`ELOOP` or `ENOTDIR`), never followed. The components on the way
+/// (`ELOOP` or `ENOTDIR`), never followed. The walk's components on the way
 /// are path handles (`O_PATH`: nothing is read, and no watcher of the
 /// tree hears an open — a walk used to wake every monitor once per
 /// directory on the way); only `dir` itself is opened for reading. A
