@@ -7,7 +7,9 @@
 //! fdinfo shows the lock is a verified holder, whatever PID took it.
 //!
 //! Invariants: only held `FLOCK` locks count (exclusive or shared: which
-//! kind a PID holds is `/proc/locks`' to say); reading is per process
+//! kind a PID holds is `/proc/locks`' to say); a hold is proved only by
+//! an fdinfo that shows it, however the fd was found (a hint, the few
+//! newest fds by number, a search, a read of all); reading is per process
 //! (one pass over its fds, a `stat` each, the fdinfo of regular files and
 //! directories only), done only for PIDs `/proc/locks` already named
 //! for a held key, once per batch — except [`keepers_of`], the search for
@@ -23,6 +25,11 @@ use nix::fcntl::{OFlag, open, openat};
 use nix::sys::stat::{Mode, SFlag};
 
 use super::proc_locks::{FileId, parse_row};
+
+/// How many of a process's highest-numbered fds
+/// [`HeldFiles::proved_at_top`] reads at most (a holder of an instance
+/// claim and a tag has four claim files open, its newest fds).
+pub const TOP_FDS: i32 = 4;
 
 /// The files a process holds a flock on, through any of its fds (of the
 /// kinds a claim can be: regular files and directories).
@@ -114,6 +121,46 @@ impl HeldFiles {
             }
         }
         (!proved.is_empty()).then_some(HeldFiles::Proved(proved))
+    }
+
+    /// Which of `files` `pid` is proved to hold through its newest fds,
+    /// found without listing them: `stat` tells the size of its fd
+    /// directory as how many fds it has open (Linux 6.2 on; 0 before),
+    /// and a process's fds are most often numbered from 0 without gaps,
+    /// so its newest — where a holder most often has its claim's files —
+    /// are just below that count. Reads the fdinfo of at most
+    /// [`TOP_FDS`] of them, from the top, and stops at the first that
+    /// shows a held flock on one of `files`. `None` when none does (gaps
+    /// in its fd numbers, a kernel that does not count, a file opened
+    /// long before, a process gone or unreadable): only a search of its
+    /// fds ([`Self::searched`]) can tell more. Listing `/proc/<pid>/fd`
+    /// makes the kernel build a dentry and an inode for every fd listed;
+    /// this builds one per fdinfo read.
+    pub fn proved_at_top(pid: u32, files: &[FileId]) -> Option<Self> {
+        let count = nix::sys::stat::stat(format!("/proc/{pid}/fd").as_str())
+            .ok()?
+            .st_size;
+        let top = i32::try_from(count).ok()?.checked_sub(1)?;
+        let mut text = Vec::with_capacity(512);
+        for fd in (top.saturating_sub(TOP_FDS - 1).max(0)..=top).rev() {
+            let path = format!("/proc/{pid}/fdinfo/{fd}");
+            let Ok(info) = open(
+                path.as_str(),
+                OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) else {
+                continue;
+            };
+            if read_fdinfo(info, &mut text).is_ok() {
+                let proved: HashSet<FileId> = held_rows(&text)
+                    .filter(|file| files.contains(file))
+                    .collect();
+                if !proved.is_empty() {
+                    return Some(HeldFiles::Proved(proved));
+                }
+            }
+        }
+        None
     }
 
     /// Which of `files` `pid` is proved to hold, found by searching its
@@ -403,6 +450,65 @@ mod tests {
         assert_eq!(
             HeldFiles::searched(u32::MAX - 7, &[locked_id]),
             Some(HeldFiles::Gone)
+        );
+    }
+
+    /// A holder whose fds are numbered without gaps has its newest proved
+    /// from the top, with no listing: each of its locked files, the
+    /// first and the last it opened. A file it has not locked is not
+    /// proved; nor is a lock held through an fd above a gap (fds 0–2 and
+    /// 9: three fds below the top are read, none on the file), which only
+    /// the search finds.
+    #[test]
+    fn the_newest_fds_prove_a_hold_without_a_listing_but_not_past_a_gap() {
+        use crate::liveness::verify::testing::hold_through_flock;
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<std::path::PathBuf> =
+            ["a", "b", "free"].map(|name| dir.path().join(name)).into();
+        for path in &paths {
+            std::fs::write(path, b"").unwrap();
+        }
+        let id = |path: &std::path::Path| FileId::of(path).unwrap();
+        let mut holder = hold_through_flock(&[&paths[0], &paths[1]]);
+        let pid = holder.id();
+        for locked in &paths[..2] {
+            assert_eq!(
+                HeldFiles::proved_at_top(pid, &[id(locked)]),
+                Some(HeldFiles::Proved(HashSet::from([id(locked)]))),
+                "{}",
+                locked.display()
+            );
+        }
+        assert_eq!(HeldFiles::proved_at_top(pid, &[id(&paths[2])]), None);
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+
+        let mut gapped = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("exec 9<>\"$1\" && flock -x 9 && echo ready && exec sleep 60")
+            .arg("sh")
+            .arg(&paths[0])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(gapped.stdout.take().unwrap()),
+            &mut ready,
+        )
+        .unwrap();
+        assert_eq!(ready.trim(), "ready");
+        let pid = gapped.id();
+        assert_eq!(HeldFiles::proved_at_top(pid, &[id(&paths[0])]), None);
+        assert_eq!(
+            HeldFiles::searched(pid, &[id(&paths[0])]),
+            Some(HeldFiles::Proved(HashSet::from([id(&paths[0])])))
+        );
+        gapped.kill().unwrap();
+        gapped.wait().unwrap();
+        assert_eq!(
+            HeldFiles::proved_at_top(u32::MAX - 7, &[id(&paths[0])]),
+            None
         );
     }
 

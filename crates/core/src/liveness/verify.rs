@@ -139,7 +139,8 @@ impl HolderVerifier {
     }
 
     /// What is known of the files `pid` holds, enough to say whether it
-    /// holds one of `files`: a hinted fd's fdinfo showing one, else a
+    /// holds one of `files`: a hinted fd's fdinfo showing one, else one
+    /// of its few newest fds' ([`HeldFiles::proved_at_top`]), else a
     /// search of its fds from the newest down that stops at one showing
     /// it ([`HeldFiles::searched`]; what each search proves adds up),
     /// else (and once for all) a read of all its fds.
@@ -157,9 +158,11 @@ impl HolderVerifier {
                     .and_then(|fds| HeldFiles::proved_through(pid, fds, files)),
                 true => None,
             };
-            // A hint, else a search of its fds from the newest down, else
-            // (no fd on these files shows a lock) a read of all of them.
+            // A hint, else its newest fds read without a listing, else a
+            // search of its fds from the newest down, else (no fd on
+            // these files shows a lock) a read of all of them.
             let found = hinted
+                .or_else(|| HeldFiles::proved_at_top(pid, files))
                 .or_else(|| HeldFiles::searched(pid, files))
                 .unwrap_or_else(|| HeldFiles::of(pid));
             let merged = match (self.held.remove(&pid), found) {
