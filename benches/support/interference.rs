@@ -38,6 +38,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use locktop::locks::agent_tag_lock;
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
 use super::{
     Guarded, Targets, create_free_keys_sdk, fmt_dur, kernel_refused, percentile, ratio, say,
@@ -433,6 +434,14 @@ fn start_inotifywait(state: &Path) -> Option<Monitor> {
 pub fn foreign_flocks_child(args: &[String]) {
     let dir = PathBuf::from(&args[0]);
     let count: usize = args[1].parse().expect("count");
+    // Its soft limit on open files raised to what it keeps open (a user's
+    // is often 1,024); the section checked the hard limit allows it.
+    let wanted = open_files_for(count);
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < wanted
+    {
+        setrlimit(Resource::RLIMIT_NOFILE, wanted.min(hard), hard).expect("raise RLIMIT_NOFILE");
+    }
     std::fs::create_dir_all(&dir).expect("foreign flocks dir");
     let files: Vec<std::fs::File> = (0..count)
         .map(|i| {
@@ -449,6 +458,25 @@ pub fn foreign_flocks_child(args: &[String]) {
     let mut sink = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut sink);
     drop(files);
+}
+
+/// Open files the foreign-flocks child needs to hold `count` flocks.
+fn open_files_for(count: usize) -> u64 {
+    count as u64 + 64
+}
+
+/// The `skipped:` line of this section when the hard limit on open files
+/// is too low for the foreign-flocks child ([`super::skipped`]).
+fn open_files_refused(count: usize) -> Option<String> {
+    let wanted = open_files_for(count);
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    (hard < wanted).then(|| {
+        super::skipped(format!(
+            "   skipped: the real monitors' rows hold {} foreign flocks and need {wanted} open files; \
+             the hard limit is {hard} (ulimit -Hn {wanted}, as root or in limits.conf)",
+            thousands(count)
+        ))
+    })
 }
 
 /// The foreign-flocks child, running (its flocks held until dropped).
@@ -656,6 +684,10 @@ pub async fn section(bin: &Path, scratch: &Path, sizes: &Sizes, targets: &mut Ta
     all.extend(tags.churn.iter().cloned());
     // The keys (and the locks root) exist before any monitor starts.
     create_free_keys_sdk(&state, &all, &[]).await;
+    if let Some(line) = open_files_refused(FOREIGN_FLOCKS) {
+        say(line);
+        return;
+    }
     let foreign = hold_foreign_flocks(&scratch.join("foreign-flocks"), FOREIGN_FLOCKS);
 
     say(format!(
