@@ -107,18 +107,8 @@ impl HeldFiles {
     pub fn proved_through(pid: u32, fds: &[i32], files: &[FileId]) -> Option<Self> {
         let mut text = Vec::with_capacity(512);
         let mut proved = HashSet::new();
-        for fd in fds {
-            let path = format!("/proc/{pid}/fdinfo/{fd}");
-            let Ok(info) = open(
-                path.as_str(),
-                OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            ) else {
-                continue;
-            };
-            if read_fdinfo(info, &mut text).is_ok() {
-                proved.extend(held_rows(&text).filter(|file| files.contains(file)));
-            }
+        for &fd in fds {
+            proved.extend(fd_proves(pid, fd, files, &mut text));
         }
         (!proved.is_empty()).then_some(HeldFiles::Proved(proved))
     }
@@ -142,25 +132,11 @@ impl HeldFiles {
             .st_size;
         let top = i32::try_from(count).ok()?.checked_sub(1)?;
         let mut text = Vec::with_capacity(512);
-        for fd in (top.saturating_sub(TOP_FDS - 1).max(0)..=top).rev() {
-            let path = format!("/proc/{pid}/fdinfo/{fd}");
-            let Ok(info) = open(
-                path.as_str(),
-                OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            ) else {
-                continue;
-            };
-            if read_fdinfo(info, &mut text).is_ok() {
-                let proved: HashSet<FileId> = held_rows(&text)
-                    .filter(|file| files.contains(file))
-                    .collect();
-                if !proved.is_empty() {
-                    return Some(HeldFiles::Proved(proved));
-                }
-            }
-        }
-        None
+        (top.saturating_sub(TOP_FDS - 1).max(0)..=top)
+            .rev()
+            .map(|fd| fd_proves(pid, fd, files, &mut text))
+            .find(|proved| !proved.is_empty())
+            .map(HeldFiles::Proved)
     }
 
     /// Which of `files` `pid` is proved to hold, found by searching its
@@ -258,6 +234,26 @@ impl HeldFiles {
 fn open_fdinfo_dir(pid: u32) -> Result<std::os::fd::OwnedFd, HeldFiles> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     open(format!("/proc/{pid}/fdinfo").as_str(), flags, Mode::empty()).map_err(gone_or_unreadable)
+}
+
+/// Which of `files` the fdinfo of `pid`'s fd `fd` shows a held flock on,
+/// read now into `text` (none when it cannot be opened: closed, gone or
+/// not ours to read).
+fn fd_proves(pid: u32, fd: i32, files: &[FileId], text: &mut Vec<u8>) -> HashSet<FileId> {
+    let path = format!("/proc/{pid}/fdinfo/{fd}");
+    let Ok(info) = open(
+        path.as_str(),
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return HashSet::new();
+    };
+    if read_fdinfo(info, text).is_err() {
+        return HashSet::new();
+    }
+    held_rows(text)
+        .filter(|file| files.contains(file))
+        .collect()
 }
 
 /// What an error reading `/proc/<pid>` says of the process.
