@@ -631,14 +631,20 @@ mod tests {
         drop((gate, announce));
         let mut batch = vec![(key, KeyState::bare(Liveness::Shared))];
         let index = LockIndex::read().unwrap();
+        annotate_reading_again(&mut batch, &index);
+        assert_eq!(batch[0].1.liveness, Liveness::Free);
+    }
+
+    /// [`annotate_with`] from `index`, reading `/proc/locks` again when
+    /// it asks ([`Recheck::ReadAgain`]), no PID of its own.
+    fn annotate_reading_again(batch: &mut [(LockKey, KeyState)], index: &LockIndex) {
         annotate_with(
-            &mut batch,
-            &index,
+            batch,
+            index,
             &HashSet::new(),
             &mut || LockIndex::read().unwrap(),
             Recheck::ReadAgain,
         );
-        assert_eq!(batch[0].1.liveness, Liveness::Free);
     }
 
     /// A claim taken after the first read began (a snapshot starts it
@@ -730,13 +736,7 @@ mod tests {
         std::fs::write(key.announce_path(), b"1").unwrap();
         let mut batch = vec![(key, KeyState::bare(Liveness::Live))];
         let index = LockIndex::read().unwrap();
-        annotate_with(
-            &mut batch,
-            &index,
-            &HashSet::new(),
-            &mut || LockIndex::read().unwrap(),
-            Recheck::ReadAgain,
-        );
+        annotate_reading_again(&mut batch, &index);
         let state = &batch[0].1;
         assert!(state.holders.is_empty());
         assert_eq!(
