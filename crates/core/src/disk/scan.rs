@@ -257,6 +257,13 @@ fn walkable(root: &Path, dir: &Path) -> bool {
     })
 }
 
+/// How [`open_below_root`] opens the directory it reads: never through a
+/// symlink.
+const READ_DIR: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_DIRECTORY)
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_CLOEXEC);
+
 /// Opens `dir` — the locks root `root` (open as `root_fd`, a path
 /// handle or not) or a directory below it — to read it, crossing no
 /// symlink below the root: one `openat2` from the root's descriptor with
@@ -275,7 +282,6 @@ pub(crate) fn open_below_root(
     dir: &Path,
 ) -> nix::Result<OwnedFd> {
     let relative = dir.strip_prefix(root).map_err(|_| Errno::EXDEV)?;
-    let read = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let mut names = Vec::new();
     for component in relative.components() {
         let std::path::Component::Normal(name) = component else {
@@ -284,14 +290,14 @@ pub(crate) fn open_below_root(
         names.push(name);
     }
     let Some((last, way)) = names.split_last() else {
-        return openat(root_fd, ".", read, Mode::empty());
+        return openat(root_fd, ".", READ_DIR, Mode::empty());
     };
     // One call where the kernel has `openat2`: the same refusals (a
     // symlink anywhere on the way or at the end, `ELOOP`; a file,
     // `ENOTDIR`) from one lookup instead of one open per component.
     // Without it (before Linux 5.6, or a filter refusing it), or when a
     // rename raced the lookup (`EAGAIN`), the walk below.
-    let how = nix::fcntl::OpenHow::new().flags(read).resolve(
+    let how = nix::fcntl::OpenHow::new().flags(READ_DIR).resolve(
         nix::fcntl::ResolveFlag::RESOLVE_BENEATH
             | nix::fcntl::ResolveFlag::RESOLVE_NO_SYMLINKS
             | nix::fcntl::ResolveFlag::RESOLVE_NO_MAGICLINKS,
@@ -313,14 +319,13 @@ fn walk_below_root(
     last: &std::ffi::OsStr,
 ) -> nix::Result<OwnedFd> {
     let on_the_way = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let read = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let mut at: Option<OwnedFd> = None;
     for name in way {
         let base = at.as_ref().map_or(root_fd, AsFd::as_fd);
         at = Some(openat(base, *name, on_the_way, Mode::empty())?);
     }
     let base = at.as_ref().map_or(root_fd, AsFd::as_fd);
-    openat(base, last, read, Mode::empty())
+    openat(base, last, READ_DIR, Mode::empty())
 }
 
 /// Reads one directory (`opened`: [`open_below_root`]'s answer for it)

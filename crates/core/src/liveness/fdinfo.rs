@@ -157,11 +157,14 @@ impl HeldFiles {
             Ok(fds) => fds,
             Err(error) => return Some(gone_or_unreadable(error)),
         };
+        let gone = |error: rustix::io::Errno| {
+            Some(gone_or_unreadable(Errno::from_raw(error.raw_os_error())))
+        };
         // rustix's listing reads the entries with `getdents64` alone (no
         // `fstat`, `fcntl`s and `lseek` around it, as `fdopendir` makes).
         let mut listing = match rustix::fs::Dir::new(fds) {
             Ok(listing) => listing,
-            Err(error) => return Some(gone_or_unreadable(Errno::from_raw(error.raw_os_error()))),
+            Err(error) => return gone(error),
         };
         let mut numbers: Vec<i32> = Vec::new();
         while let Some(entry) = listing.read() {
@@ -173,15 +176,13 @@ impl HeldFiles {
                         .ok()
                         .and_then(|name| name.parse::<i32>().ok()),
                 ),
-                Err(error) => {
-                    return Some(gone_or_unreadable(Errno::from_raw(error.raw_os_error())));
-                }
+                Err(error) => return gone(error),
             }
         }
         numbers.sort_unstable_by(|a, b| b.cmp(a));
         let dir = match listing.fd() {
             Ok(dir) => dir,
-            Err(error) => return Some(gone_or_unreadable(Errno::from_raw(error.raw_os_error()))),
+            Err(error) => return gone(error),
         };
         let mut text = Vec::with_capacity(512);
         for number in numbers {
