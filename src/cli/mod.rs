@@ -217,7 +217,18 @@ pub fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => return fail(&anyhow::Error::from(error)),
     };
-    let outcome = runtime.block_on(run(cli));
+    // On a task of the runtime, not as the future `block_on` polls: a task
+    // woken from the runtime's own thread (the engine's deltas, on the
+    // one-thread runtime of `watch`) is queued there, where waking
+    // `block_on`'s future writes the driver's eventfd each time.
+    let outcome = runtime.block_on(async {
+        match tokio::spawn(run(cli)).await {
+            Ok(outcome) => outcome,
+            // As if it had run here: a panic goes on unwinding.
+            Err(joined) if joined.is_panic() => std::panic::resume_unwind(joined.into_panic()),
+            Err(joined) => Err(anyhow::anyhow!("locktop stopped: {joined}")),
+        }
+    });
     // Blocking readers (stdin) must not keep the process alive.
     runtime.shutdown_timeout(Duration::from_millis(100));
     match outcome {
