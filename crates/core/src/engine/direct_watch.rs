@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use tokio::io::unix::AsyncFd;
 
-use super::fs_change::{FsChange, file_change, renamed};
+use super::fs_change::{FsChange, claim_named_here, file_change, renamed};
 use super::inotify_gate::GatedInotify;
 use super::trace::{self, Stage, Trace};
 use crate::liveness::kernel::live_table::Nudger;
@@ -323,7 +323,7 @@ fn read(
                 .any(|(wd, seen)| *wd == event.wd && seen == name)
             {
                 if let Some(nudge) = reading.nudge {
-                    nudge.now();
+                    nudge.later();
                 }
                 continue;
             }
@@ -358,8 +358,19 @@ fn changes_of(
     reading: &Reading<'_>,
     ready: &mut VecDeque<FsChange>,
 ) {
+    if event.mask.contains(EventMask::CLOSE_NOWRITE)
+        && let Some(path) = reading.dirs.dir(&event.wd).zip(event.name)
+        && let Some(key) = claim_named_here(reading.state_dir, &path.0.join(path.1))
+    {
+        // Who closed a claim's file opened read-only is no agent's taker
+        // as a rule (a probe, a file's creation): the source says
+        // whether a release may follow (its files locked), and how soon
+        // to drain.
+        ready.push_back(FsChange::Closed(key));
+        return;
+    }
     if let Some(nudge) = reading.nudge {
-        nudge.now();
+        nudge_for(event.mask, nudge);
     }
     if event.mask.contains(EventMask::IGNORED) {
         reading.dirs.forget(&event.wd);
@@ -375,6 +386,29 @@ fn changes_of(
         reading.dirs.unwatch(path);
     }
     ready.extend(changes_for(event.mask, path, reading.state_dir));
+}
+
+/// Asks the rings' reader for the drain an event with `mask` calls for:
+/// at once after a close of a file opened for writing, a removal, a
+/// rename, an overflow — a release or a death, which an operator waits
+/// for; after an open, a creation, a write or a read-only close that is
+/// no claim's (an acquisition, judged a coalescing window after its
+/// first change anyway; a directory listed) the judgement's own drain
+/// ([`crate::liveness::kernel::live_table::Nudges::later`]).
+fn nudge_for(mask: EventMask, nudge: &Nudger) {
+    let at_once = EventMask::CLOSE_WRITE
+        | EventMask::DELETE
+        | EventMask::DELETE_SELF
+        | EventMask::MOVED_FROM
+        | EventMask::MOVED_TO
+        | EventMask::MOVE_SELF
+        | EventMask::IGNORED
+        | EventMask::Q_OVERFLOW;
+    if mask.intersects(at_once) {
+        nudge.now();
+    } else {
+        nudge.later();
+    }
 }
 
 /// The changes an event with `mask` on `path` (`None`: of a watch no
@@ -426,13 +460,18 @@ mod tests {
     use crate::disk::key::LockKey;
     use crate::locks::{agent_tag_lock, locks_root};
 
-    /// Counts nudges; a drain asked for has always begun.
+    /// Counts nudges, at once (`0`) and for the judgement's drain (`1`);
+    /// a drain asked for has always begun.
     #[derive(Default)]
-    struct Counting(AtomicUsize);
+    struct Counting(AtomicUsize, AtomicUsize);
 
     impl crate::liveness::kernel::live_table::Nudges for Counting {
         fn now(&self) {
             self.0.fetch_add(1, Ordering::Relaxed);
+        }
+
+        fn later(&self) {
+            self.1.fetch_add(1, Ordering::Relaxed);
         }
 
         fn answered(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
@@ -535,9 +574,11 @@ mod tests {
 
     /// What the engine hears from its own inotify under the kernel's
     /// events: a claim's write names its claim, a directory's creation
-    /// and removal are told, an open or a close only nudges the rings'
-    /// reader (every event does), a symlinked directory is never
-    /// watched, and a dropped read loses nothing.
+    /// and removal are told, an open only nudges the rings' reader (for
+    /// the judgement's drain) and a close of a file opened for writing
+    /// asks for a drain at once, a read-only close of a claim's file is
+    /// told (the source says how soon to drain), a symlinked directory
+    /// is never watched, and a dropped read loses nothing.
     #[tokio::test(flavor = "current_thread")]
     async fn the_engines_own_inotify_tells_the_tree_and_nudges_at_every_event() {
         let state = tempfile::tempdir().expect("tempdir");
@@ -546,7 +587,7 @@ mod tests {
         let claim = LockKey::from_coord(state.path(), &tags, &key);
         std::fs::write(claim.gate_path(), b"").expect("gate");
         let counting = Arc::new(Counting::default());
-        let nudges = &counting.0;
+        let (at_once, later) = (&counting.0, &counting.1);
         let nudge: Nudger = counting.clone();
         let (mut watch, dirs) =
             DirectWatch::new(state.path(), &tags, Some(nudge), None).expect("watch");
@@ -563,17 +604,24 @@ mod tests {
                 .all(|change| matches!(change, FsChange::Key(key) if *key == claim)),
             "{told:?}"
         );
-        let nudged = nudges.load(Ordering::Relaxed);
-        assert!(nudged >= 3, "create, write, close: {nudged} nudges");
+        let (closes, writes) = (
+            at_once.load(Ordering::Relaxed),
+            later.load(Ordering::Relaxed),
+        );
+        assert!(closes >= 1, "the close after the write: {closes} at once");
+        assert!(writes >= 2, "create, write: {writes} for the judgement");
 
-        // An open and a read-only close: a nudge, no change.
+        // An open and a read-only close: a nudge for the judgement's
+        // drain, and the close told (no nudge at once).
         drop(std::fs::File::open(claim.gate_path()).expect("open"));
         tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(watch.try_recv(), Some(FsChange::Closed(claim.clone())));
         assert_eq!(watch.try_recv(), None, "an open is not a change");
         assert!(
-            nudges.load(Ordering::Relaxed) > nudged,
+            later.load(Ordering::Relaxed) > writes,
             "the open nudged the reader"
         );
+        assert_eq!(at_once.load(Ordering::Relaxed), closes, "nothing at once");
 
         let sub = tags.join("team");
         std::fs::create_dir(&sub).expect("mkdir");

@@ -148,6 +148,13 @@ impl Source for AnySource {
         }
     }
 
+    async fn drain_now(&mut self, now: Instant) -> Option<Told> {
+        match self {
+            Self::Inference(inference) => inference.drain_now(now).await.map(Told::Inference),
+            Self::Kernel(kernel) => kernel.drain_now(now).await.map(Told::Kernel),
+        }
+    }
+
     fn apply(&mut self, judging: &mut Judging<'_>, told: Told) -> Asks {
         match (self, told) {
             (Self::Inference(inference), Told::Inference(outcome)) => {

@@ -356,29 +356,12 @@ impl Engine {
                     self.span("flush outbox", from, 1);
                 }
                 change = changes.recv() => {
-                    let from = self.clock();
                     let Some(change) = change else { return PhaseEnd::RootGone };
-                    let mut batch = vec![change];
-                    while let Some(more) = changes.try_recv() {
-                        batch.push(more);
+                    match self.take_changes(change, &mut changes).await {
+                        None => {}
+                        Some(PhaseEnd::Poll) => return self.poll_instead(changes, commands).await,
+                        Some(end) => return end,
                     }
-                    if self.view.filter.take_lost() {
-                        // The engine fell behind the watcher: what did not
-                        // fit is lost, as in an inotify overflow.
-                        batch.push(FsChange::LostInQueue);
-                    }
-                    let items = batch.len();
-                    for change in batch {
-                        match self.on_change(change).await {
-                            None => {}
-                            Some(PhaseEnd::Poll) => {
-                                return self.poll_instead(changes, commands).await;
-                            }
-                            Some(end) => return end,
-                        }
-                    }
-                    self.view.flush_problems();
-                    self.span("take changes", from, items);
                 }
                 command = commands.recv() => match command {
                     None => return PhaseEnd::Stop,
@@ -394,15 +377,8 @@ impl Engine {
                 }
                 Some(told) = self.source.told() => {
                     let from = self.clock();
-                    let (source, mut judging) = self.split();
-                    let asks = source.apply(&mut judging, told);
-                    if !asks.judge_now.is_empty() {
-                        self.probe_batch(asks.judge_now).await;
-                    }
-                    if asks.resync {
-                        self.resync().await;
-                    }
-                    self.span("source told", from, asks.items);
+                    let items = self.on_told(told).await;
+                    self.span("source told", from, items);
                 }
                 outcome = self.sweeps.results.recv() => {
                     let from = self.clock();
@@ -424,10 +400,70 @@ impl Engine {
                     if !self.tree.root.is_dir() {
                         return PhaseEnd::RootGone;
                     }
+                    if let Some(told) = self.source.drain_now(Instant::now()).await {
+                        let from = self.clock();
+                        let items = self.on_told(told).await;
+                        self.span("drain before judging", from, items);
+                        // What inotify told meanwhile (its gate opens with
+                        // the drain), before the judgement: a claim's
+                        // writes that came since share it.
+                        if let Some(change) = changes.try_recv() {
+                            match self.take_changes(change, &mut changes).await {
+                                None => {}
+                                Some(PhaseEnd::Poll) => {
+                                    return self.poll_instead(changes, commands).await;
+                                }
+                                Some(end) => return end,
+                            }
+                        }
+                    }
                     self.on_timers().await;
                 }
             }
         }
+    }
+
+    /// Takes `first` and every change there is now; `Some` ends the
+    /// watch phase.
+    async fn take_changes(
+        &mut self,
+        first: FsChange,
+        changes: &mut fs_events::Changes,
+    ) -> Option<PhaseEnd> {
+        let from = self.clock();
+        let mut batch = vec![first];
+        while let Some(more) = changes.try_recv() {
+            batch.push(more);
+        }
+        if self.view.filter.take_lost() {
+            // The engine fell behind the watcher: what did not fit is
+            // lost, as in an inotify overflow.
+            batch.push(FsChange::LostInQueue);
+        }
+        let items = batch.len();
+        for change in batch {
+            if let Some(end) = self.on_change(change).await {
+                return Some(end);
+            }
+        }
+        self.view.flush_problems();
+        self.span("take changes", from, items);
+        None
+    }
+
+    /// Applies what the source's stream told, and does what it asks:
+    /// claims judged at once, a judgement of everything. Returns how many
+    /// things it was told.
+    async fn on_told(&mut self, told: any_source::Told) -> usize {
+        let (source, mut judging) = self.split();
+        let asks = source.apply(&mut judging, told);
+        if !asks.judge_now.is_empty() {
+            self.probe_batch(asks.judge_now).await;
+        }
+        if asks.resync {
+            self.resync().await;
+        }
+        asks.items
     }
 
     /// Gives up inotify (its watch limit was reached): drops the watches,

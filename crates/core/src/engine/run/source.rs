@@ -134,6 +134,13 @@ pub(super) trait Source {
     /// The next thing its own stream tells (`None`: it has stopped).
     async fn told(&mut self) -> Option<Self::Told>;
 
+    /// What its stream holds now, taken in place before the loop judges
+    /// at `now` (claims due, or activity waiting for a drain): `None`
+    /// when there is nothing to take first.
+    async fn drain_now(&mut self, _now: Instant) -> Option<Self::Told> {
+        None
+    }
+
     /// Takes what its stream told.
     fn apply(&mut self, judging: &mut Judging<'_>, told: Self::Told) -> Asks;
 }

@@ -59,14 +59,43 @@ pub trait EventStream: Send + 'static {
     fn quiet_files(&self) -> Option<super::quiet::QuietFiles> {
         None
     }
+
+    /// Drains what the source holds now, in place, and appends what may
+    /// pass (possibly nothing): what the engine calls before it judges,
+    /// so that the judgement sees every flock made up to a moment before
+    /// it. A source that delivers every record as it comes has nothing
+    /// to drain.
+    fn drain_now<'a>(
+        &'a mut self,
+        _out: &'a mut Vec<Record>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + 'a>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// Asks an [`EventStream`] to deliver what it has now, and says when it
 /// has begun to.
 pub trait Nudges: Send + Sync {
     /// Asks for a delivery soon (a no-op while one is asked and not yet
-    /// begun).
+    /// begun): what a release or a death (a close, a removal) asks for.
     fn now(&self);
+
+    /// Says that activity began that the engine's next judgement will
+    /// drain for (an open, a creation, a write: an acquisition, whose
+    /// claim is judged a coalescing window after its first change): no
+    /// drain of its own, but the delivery counts as asked until one
+    /// begins ([`Self::answered`], [`Self::later_since`]). By default
+    /// the same as [`Self::now`].
+    fn later(&self) {
+        self.now();
+    }
+
+    /// Since when activity announced by [`Self::later`] waits for a
+    /// drain, if it does (the engine drains for it a coalescing window
+    /// after).
+    fn later_since(&self) -> Option<std::time::Instant> {
+        None
+    }
 
     /// Resolves once no delivery asked for is still to begin: at once
     /// when none is.
@@ -79,6 +108,14 @@ pub type Nudger = std::sync::Arc<dyn Nudges>;
 impl Nudges for super::wait::Nudge {
     fn now(&self) {
         super::wait::Nudge::now(self);
+    }
+
+    fn later(&self) {
+        super::wait::Nudge::later(self);
+    }
+
+    fn later_since(&self) -> Option<std::time::Instant> {
+        super::wait::Nudge::later_since(self)
     }
 
     fn answered(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {

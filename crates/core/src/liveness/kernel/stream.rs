@@ -128,7 +128,6 @@ impl<D: Drains> OrderedEvents<D> {
     /// ones wait in `drained`, held ones in `held`, and `out` is only
     /// filled once it is done).
     async fn next_in_order(&mut self, out: &mut Vec<Record>) -> std::io::Result<()> {
-        let window = REORDER_WINDOW.as_nanos() as u64;
         loop {
             let began = if !self.holds_urgent() {
                 self.events.next_drain(&mut self.drained).await?
@@ -145,27 +144,45 @@ impl<D: Drains> OrderedEvents<D> {
                     Err(_) => self.events.flush(&mut self.drained).await?,
                 }
             };
-            for record in std::mem::take(&mut self.drained) {
-                match record {
-                    Record::Lost(_) | Record::Readmitted(_) => out.push(record),
-                    // Later than the window allows for: said as lost (the
-                    // table is judged again), never applied out of order.
-                    Record::Event(event) if event.at < self.passed => out.push(Record::Lost(1)),
-                    Record::Event(event) => self.held.push(event),
-                }
-            }
-            self.held.sort_by_key(|event| event.at);
-            let ready = self
-                .held
-                .partition_point(|event| event.at.saturating_add(window) <= began);
-            if let Some(newest) = ready.checked_sub(1).map(|last| self.held[last].at) {
-                self.passed = newest;
-            }
-            out.extend(self.held.drain(..ready).map(Record::Event));
+            self.pass(began, out);
             if !out.is_empty() {
                 return Ok(());
             }
         }
+    }
+
+    /// Asks for a drain now, waits for it (on this runtime: no wake-up
+    /// of its own) and appends what may pass — possibly nothing: what a
+    /// judgement takes first. The records stamped within a window of
+    /// the drain wait, as any (the drain owed to them follows).
+    async fn drain_in_place(&mut self, out: &mut Vec<Record>) -> std::io::Result<()> {
+        let began = self.events.flush(&mut self.drained).await?;
+        self.pass(began, out);
+        Ok(())
+    }
+
+    /// Sorts the records drained into what passes — every event stamped
+    /// a window before `began` (when the latest drain began), in time
+    /// order, and every loss — appended to `out`, and what is held.
+    fn pass(&mut self, began: u64, out: &mut Vec<Record>) {
+        let window = REORDER_WINDOW.as_nanos() as u64;
+        for record in std::mem::take(&mut self.drained) {
+            match record {
+                Record::Lost(_) | Record::Readmitted(_) => out.push(record),
+                // Later than the window allows for: said as lost (the
+                // table is judged again), never applied out of order.
+                Record::Event(event) if event.at < self.passed => out.push(Record::Lost(1)),
+                Record::Event(event) => self.held.push(event),
+            }
+        }
+        self.held.sort_by_key(|event| event.at);
+        let ready = self
+            .held
+            .partition_point(|event| event.at.saturating_add(window) <= began);
+        if let Some(newest) = ready.checked_sub(1).map(|last| self.held[last].at) {
+            self.passed = newest;
+        }
+        out.extend(self.held.drain(..ready).map(Record::Event));
     }
 }
 
@@ -175,6 +192,13 @@ impl EventStream for OrderedEvents<AsyncKernelLockEvents> {
         out: &'a mut Vec<Record>,
     ) -> Pin<Box<dyn Future<Output = std::io::Result<()>> + Send + 'a>> {
         Box::pin(self.next_in_order(out))
+    }
+
+    fn drain_now<'a>(
+        &'a mut self,
+        out: &'a mut Vec<Record>,
+    ) -> Pin<Box<dyn Future<Output = std::io::Result<()>> + Send + 'a>> {
+        Box::pin(self.drain_in_place(out))
     }
 
     fn nudger(&self) -> Option<crate::liveness::kernel::live_table::Nudger> {

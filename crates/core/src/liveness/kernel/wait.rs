@@ -137,11 +137,17 @@ struct NudgeState {
     /// Armed by the first nudge since the last drain; readable `delay`
     /// after it.
     timer: TimerFd,
+    /// The timer is armed (not disarmed since): a drain disarms it only
+    /// then (one system call less at every other drain).
+    armed: AtomicBool,
     /// How long after a nudge its drain begins ([`FOLLOW_UP`]).
     delay: Duration,
     /// A drain is asked and not yet begun (the timer was armed, or the
     /// eventfd written).
     asked: AtomicBool,
+    /// Since when activity waits that the engine drains for itself
+    /// ([`Nudge::later`]), until a drain begins.
+    later: Mutex<Option<std::time::Instant>>,
     /// The asker needs a batch from the next drain even if it reads
     /// nothing: its time says that nothing older is left in the rings.
     flush: AtomicBool,
@@ -163,8 +169,10 @@ impl Nudge {
         Ok(Self(Arc::new(NudgeState {
             fd,
             timer,
+            armed: AtomicBool::new(false),
             delay,
             asked: AtomicBool::new(false),
+            later: Mutex::new(None),
             flush: AtomicBool::new(false),
             answered: tokio::sync::Notify::new(),
         })))
@@ -176,6 +184,7 @@ impl Nudge {
     /// event that nudges, so one drain reads the burst.
     pub fn now(&self) {
         if !self.0.asked.swap(true, Ordering::AcqRel) {
+            self.0.armed.store(true, Ordering::Release);
             let armed = self.0.timer.set(
                 Expiration::OneShot(TimeSpec::from_duration(self.0.delay)),
                 TimerSetTimeFlags::empty(),
@@ -185,6 +194,28 @@ impl Nudge {
                 let _ = self.0.fd.write(1);
             }
         }
+    }
+
+    /// Says that activity began (an open, a creation, a write) that the
+    /// engine drains for itself, in place, a coalescing window later
+    /// ([`super::live_table::EventStream::drain_now`]): no timer armed,
+    /// no wake-up of its own — the judgement that wakes the engine then
+    /// reads the rings. Until a drain begins the drain counts as asked
+    /// (the inotify gate stays shut: [`Self::answered_all`]). A no-op
+    /// while a drain is asked, or activity waits already.
+    pub fn later(&self) {
+        if self.0.asked.load(Ordering::Acquire) {
+            return;
+        }
+        let mut later = self.0.later.lock().unwrap_or_else(PoisonError::into_inner);
+        if later.is_none() {
+            *later = Some(std::time::Instant::now());
+        }
+    }
+
+    /// Since when activity told by [`Self::later`] waits for a drain.
+    pub fn later_since(&self) -> Option<std::time::Instant> {
+        *self.0.later.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Asks for a drain now whose batch is handed over even if empty: its
@@ -213,20 +244,24 @@ impl Nudge {
         }
         // Disarmed and read at once (a flush may answer a nudge before
         // its time: its drain answers that nudge too).
-        let _ = self.0.timer.unset();
+        if self.0.armed.swap(false, Ordering::AcqRel) {
+            let _ = self.0.timer.unset();
+        }
         self.0.asked.store(false, Ordering::Release);
+        *self.0.later.lock().unwrap_or_else(PoisonError::into_inner) = None;
         self.0.answered.notify_waiters();
         self.0.flush.swap(false, Ordering::AcqRel)
     }
 
     /// Resolves once no drain asked for is still to begin: at once when
-    /// none is asked, else when the drain that answers it begins.
+    /// none is asked (nor activity waits, [`Self::later`]), else when the
+    /// drain that answers it begins.
     pub async fn answered_all(&self) {
         let answered = self.0.answered.notified();
         tokio::pin!(answered);
         // Listening before the flag is read: an answer in between is heard.
         answered.as_mut().enable();
-        if self.0.asked.load(Ordering::Acquire) {
+        if self.0.asked.load(Ordering::Acquire) || self.later_since().is_some() {
             answered.await;
         }
     }
@@ -680,6 +715,36 @@ mod tests {
     use nix::poll::{PollFd, PollFlags};
 
     use super::*;
+
+    /// Activity told with `later` arms nothing (the engine's judgement
+    /// drains for it) but counts as asked: the inotify gate waits for
+    /// the drain that answers it, a nudge at once still arms the timer,
+    /// and any drain answers both.
+    #[tokio::test]
+    async fn later_arms_nothing_but_waits_for_the_drain_that_answers_it() {
+        let nudge = Nudge::new(Duration::from_millis(1)).expect("nudge");
+        nudge.later();
+        let since = nudge.later_since().expect("activity waits");
+        nudge.later();
+        assert_eq!(nudge.later_since(), Some(since), "the first one counts");
+        assert!(nudge.0.timer.get().expect("timer").is_none(), "no timer");
+        assert!(!wakes_now(&nudge), "no wake-up of its own");
+        let gate = tokio::time::timeout(Duration::from_millis(20), nudge.answered_all()).await;
+        assert!(gate.is_err(), "the gate waits for the drain");
+        nudge.now();
+        assert!(
+            nudge.0.timer.get().expect("timer").is_some(),
+            "at once: armed"
+        );
+        assert!(!nudge.answered(false), "drained (no flush)");
+        assert_eq!(nudge.later_since(), None, "answered");
+        nudge.answered_all().await;
+        // Asked at once already: `later` adds nothing to wait for.
+        nudge.now();
+        nudge.later();
+        assert_eq!(nudge.later_since(), None);
+        nudge.answered(false);
+    }
 
     /// Whether the reader's poll would wake now: the nudge's eventfd or
     /// its timer readable.

@@ -285,6 +285,45 @@ impl Kernel {
         Some(std::mem::take(&mut self.events.incoming))
     }
 
+    /// When the activity inotify told of is drained for, in place
+    /// ([`Self::drain_before_judging`]): a coalescing window after the
+    /// first of it, as a claim it changed is judged.
+    pub(super) fn burst_due(&self) -> Option<Instant> {
+        // Not while a failed read waits for its retry: the drain would
+        // not be tried, and the loop would wake for it at once, forever.
+        if !self.seeded || self.events.retry_at.is_some() {
+            return None;
+        }
+        let since = self.nudge.as_ref()?.later_since()?;
+        Some(Instant::from_std(since) + super::COALESCE)
+    }
+
+    /// The records the stream holds, drained in place when claims are
+    /// due by `now` or activity waited its window ([`Self::burst_due`]):
+    /// `None` when neither (or before the table is seeded, or while a
+    /// failed read waits to be retried). A failed drain is a loss, as a
+    /// failed read is ([`Self::next`]).
+    pub(super) async fn drain_before_judging(&mut self, now: Instant) -> Option<Vec<Record>> {
+        if !self.seeded || self.events.retry_at.is_some() {
+            return None;
+        }
+        let due = |at: Option<Instant>| at.is_some_and(|at| at <= now);
+        if !due(self.queue_due()) && !due(self.burst_due()) {
+            return None;
+        }
+        if let Err(error) = self
+            .events
+            .stream
+            .drain_now(&mut self.events.incoming)
+            .await
+        {
+            tracing::warn!(%error, "draining the kernel's lock events failed");
+            self.events.incoming.push(Record::Lost(0));
+            self.events.retry_at = Some(Instant::now() + RETRY_AFTER);
+        }
+        Some(std::mem::take(&mut self.events.incoming))
+    }
+
     /// When waiters are next looked at, if any waits (or refusals are
     /// counted on some claim), or a claim is next judged for its keeper,
     /// whichever comes first.
@@ -442,8 +481,22 @@ impl Source for Kernel {
     }
 
     /// A close says nothing the events do not (an unlock is an event of
-    /// its own).
-    fn note_closed(&mut self, _key: &LockKey) -> bool {
+    /// its own), but how soon to drain for them: at once when a file of
+    /// the claim is locked (its holder or a waiter may be letting go),
+    /// else with the next judgement (a probe's close, a file's creation).
+    fn note_closed(&mut self, key: &LockKey) -> bool {
+        if let Some(nudge) = &self.nudge {
+            let locked = self
+                .registry
+                .claims
+                .get(key)
+                .is_some_and(|files| files.iter().any(|file| !self.table.is_unlocked(file)));
+            if locked {
+                nudge.now();
+            } else {
+                nudge.later();
+            }
+        }
         false
     }
 
@@ -477,8 +530,11 @@ impl Source for Kernel {
         true
     }
 
+    /// Besides the waiters' check and the claims queued: the drain that
+    /// activity the tree's inotify told of waits for
+    /// ([`Self::burst_due`]).
     fn next_due(&self) -> Option<Instant> {
-        [self.waiter_check_due(), self.queue_due()]
+        [self.waiter_check_due(), self.queue_due(), self.burst_due()]
             .into_iter()
             .flatten()
             .min()
@@ -505,6 +561,14 @@ impl Source for Kernel {
 
     async fn told(&mut self) -> Option<Vec<Record>> {
         self.next().await
+    }
+
+    /// The rings drained in place when claims are due (their flocks are
+    /// in the rings: nothing drained for an acquisition's opens and
+    /// writes, [`crate::liveness::kernel::live_table::Nudges::later`]) or
+    /// the activity inotify told of has waited its window.
+    async fn drain_now(&mut self, now: Instant) -> Option<Vec<Record>> {
+        self.drain_before_judging(now).await
     }
 
     fn apply(&mut self, judging: &mut Judging<'_>, records: Vec<Record>) -> Asks {
@@ -536,6 +600,166 @@ mod tests {
         fn watch_devices(&mut self, _devices: &[(u32, u32)]) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// Nudges counted: at once, and activity waiting for the judgement's
+    /// drain (since when).
+    #[derive(Default)]
+    struct Nudged {
+        at_once: std::sync::atomic::AtomicUsize,
+        later: std::sync::Mutex<Option<std::time::Instant>>,
+    }
+
+    impl crate::liveness::kernel::live_table::Nudges for Nudged {
+        fn now(&self) {
+            self.at_once.fetch_add(1, Ordering::Relaxed);
+        }
+
+        fn later(&self) {
+            self.later
+                .lock()
+                .unwrap()
+                .get_or_insert_with(std::time::Instant::now);
+        }
+
+        fn later_since(&self) -> Option<std::time::Instant> {
+            *self.later.lock().unwrap()
+        }
+
+        fn answered(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+            Box::pin(std::future::ready(()))
+        }
+    }
+
+    /// A stream that delivers nothing by itself: what it holds comes only
+    /// when drained in place (which answers the activity waiting).
+    struct InPlace {
+        nudge: std::sync::Arc<Nudged>,
+        held: Vec<Record>,
+    }
+
+    impl EventStream for InPlace {
+        fn next_batch<'a>(
+            &'a mut self,
+            _out: &'a mut Vec<Record>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + 'a>>
+        {
+            Box::pin(std::future::pending())
+        }
+
+        fn watch_devices(&mut self, _devices: &[(u32, u32)]) -> std::io::Result<()> {
+            Ok(())
+        }
+
+        fn nudger(&self) -> Option<crate::liveness::kernel::live_table::Nudger> {
+            Some(self.nudge.clone())
+        }
+
+        fn drain_now<'a>(
+            &'a mut self,
+            out: &'a mut Vec<Record>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + 'a>>
+        {
+            out.append(&mut self.held);
+            *self.nudge.later.lock().unwrap() = None;
+            Box::pin(std::future::ready(Ok(())))
+        }
+    }
+
+    fn taken(file: FileId) -> Record {
+        Record::Event(crate::liveness::kernel::LockEvent {
+            at: crate::liveness::kernel::event::monotonic_now(),
+            file,
+            pid: 1,
+            owner: 7,
+            kind: crate::liveness::kernel::LockKind::Taken { exclusive: true },
+        })
+    }
+
+    /// Nothing drains for an acquisition's opens and writes but the
+    /// judgement: a claim due, or activity that waited its window, has
+    /// the rings drained in place first (what they hold is judged with
+    /// it); before either, and before the table is seeded, nothing is.
+    #[tokio::test]
+    async fn a_judgement_drains_the_rings_in_place_first() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let (tags, name) = agent_tag_lock(state.path(), "build");
+        std::fs::create_dir_all(&tags).expect("tags");
+        let key = LockKey::from_coord(state.path(), &tags, &name);
+        std::fs::write(key.gate_path(), b"").expect("gate");
+        let gate = FileId::of(&key.gate_path()).expect("lstat");
+        let nudge = std::sync::Arc::new(Nudged::default());
+        let stream = InPlace {
+            nudge: nudge.clone(),
+            held: vec![taken(gate)],
+        };
+        let mut kernel = Kernel::start(Box::new(stream), Vec::new());
+        let now = Instant::now();
+
+        // Activity told, a claim changed: not due yet, and nothing before
+        // the table is seeded.
+        kernel.nudge.as_ref().expect("nudger").later();
+        kernel.queue(key.clone());
+        let window = now + super::super::COALESCE + Duration::from_millis(50);
+        assert!(
+            kernel.drain_before_judging(window).await.is_none(),
+            "unseeded"
+        );
+        assert_eq!(
+            kernel.next_due(),
+            kernel.waiter_check_due().or(kernel.queue_due())
+        );
+        kernel.seeded = true;
+        let burst = kernel.burst_due().expect("activity waits");
+        assert!(burst >= now + super::super::COALESCE);
+        assert!(kernel.next_due() <= Some(burst));
+        assert!(
+            kernel.drain_before_judging(now).await.is_none(),
+            "not due yet"
+        );
+
+        // Due: drained in place, the records handed over, the activity
+        // answered.
+        let drained = kernel.drain_before_judging(window).await.expect("drained");
+        assert!(matches!(drained[..], [Record::Event(ref event)] if event.file == gate));
+        assert_eq!(kernel.burst_due(), None, "answered");
+        // Nothing due any more (the claim judged): no drain.
+        assert_eq!(kernel.due(window), vec![key]);
+        assert!(kernel.drain_before_judging(window).await.is_none());
+    }
+
+    /// A read-only close of a claim's file asks for a drain at once only
+    /// when one of its files is locked (a release may follow); else the
+    /// judgement's drain serves (a probe's close, a file's creation).
+    #[test]
+    fn a_read_only_close_drains_at_once_only_where_a_lock_stands() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let (tags, name) = agent_tag_lock(state.path(), "build");
+        std::fs::create_dir_all(&tags).expect("tags");
+        let key = LockKey::from_coord(state.path(), &tags, &name);
+        std::fs::write(key.gate_path(), b"").expect("gate");
+        std::fs::write(key.announce_path(), b"").expect("announce");
+        let nudge = std::sync::Arc::new(Nudged::default());
+        let stream = InPlace {
+            nudge: nudge.clone(),
+            held: Vec::new(),
+        };
+        let mut kernel = Kernel::start(Box::new(stream), Vec::new());
+        kernel.register(&key);
+
+        assert!(!kernel.note_closed(&key), "a close marks nothing");
+        assert_eq!(nudge.at_once.load(Ordering::Relaxed), 0);
+        assert!(
+            nudge.later.lock().unwrap().is_some(),
+            "the judgement's drain"
+        );
+
+        let Record::Event(event) = taken(FileId::of(&key.gate_path()).expect("lstat")) else {
+            unreachable!()
+        };
+        kernel.table.apply(&event);
+        assert!(!kernel.note_closed(&key));
+        assert_eq!(nudge.at_once.load(Ordering::Relaxed), 1, "locked: at once");
     }
 
     /// A claim written is registered at once — its gate first, its
