@@ -14,13 +14,17 @@
 //! notify asks for, and closes of files opened read-only; one
 //! directory's entries per watch, added by the engine's walks), and the
 //! mount table's changes (watched on the reactor too: no thread), except
-//! that opens and closes are not told at all — under the kernel's events
-//! an unlock is an event of its own — and that every event of the tree
-//! asks the rings' reader for a drain
-//! ([`crate::liveness::kernel::wait::Nudge`]): a flock follows its open,
-//! a dying process's unlocks its closes — and that the events after a
-//! burst's first wait for the drain it asked for, which wakes the thread
-//! anyway ([`super::inotify_gate`]).
+//! that opens and closes are not told — under the kernel's events an
+//! unlock is an event of its own — but a read-only close of a claim's file
+//! (the source says how soon to drain for it), and that every event of
+//! the tree nudges the rings' reader
+//! ([`crate::liveness::kernel::wait::Nudge`]): a close of a file opened
+//! for writing, a removal or a rename asks for a drain at once (a dying
+//! process's unlocks follow its closes), an open, a creation or a write
+//! for the judgement's own (an acquisition's flocks are read when its
+//! claim is judged, a coalescing window after its first change) — and
+//! that the events after a burst's first wait for the drain it asked for,
+//! which wakes the thread anyway ([`super::inotify_gate`]).
 //!
 //! Invariants: symlinks are never followed (`IN_DONT_FOLLOW`, and a watch
 //! is only ever of a directory, `IN_ONLYDIR`); an inotify queue overflow

@@ -1,12 +1,13 @@
 //! inotify that wakes the engine's thread at most once per drain of the
 //! kernel's lock events.
 //!
-//! Every inotify event of the tree asks the rings' reader for a drain a
-//! moment later ([`crate::liveness::kernel::wait::FOLLOW_UP`]): an
-//! agent's flock follows its open, a dying process's unlocks its closes.
-//! That drain wakes the thread anyway, so the events that come between the
-//! first of a burst and the drain are worth no wake-up of their own: they
-//! are read when the drain begins. An agent's acquisition makes a dozen
+//! Every inotify event of the tree asks for a drain of the rings: a
+//! moment later after a close ([`crate::liveness::kernel::wait::FOLLOW_UP`]:
+//! a dying process's unlocks follow its closes), with the judgement a
+//! coalescing window later after an open or a write (an agent's flock
+//! follows its open). That drain wakes the thread anyway, so the events
+//! that come between the first of a burst and the drain are worth no
+//! wake-up of their own: they are read when the drain begins. An agent's acquisition makes a dozen
 //! events (create, open, write and close of each of its files), a
 //! directory listed by any process two more; read as they came, each woke
 //! the thread.

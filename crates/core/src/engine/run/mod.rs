@@ -78,7 +78,11 @@ pub(crate) const COALESCE: Duration = Duration::from_millis(2);
 pub(crate) const INDEX_MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// Sweep period when inotify cannot be used.
 pub(crate) const POLL_EVERY: Duration = Duration::from_secs(2);
-/// How often a missing locks root is looked for (besides its events).
+/// How often a missing locks root is looked for (besides its events),
+/// and the least time between two looks at the watched root from the
+/// loop's timer (its removal is an event of its own; the look is a
+/// safety net, and a `stat` of a long path at every wake-up was 2 % of a
+/// monitor's CPU under churn).
 const ROOT_RECHECK: Duration = Duration::from_secs(1);
 
 /// The (major, minor) device of `path`'s filesystem.
@@ -343,6 +347,7 @@ impl Engine {
         mut changes: fs_events::Changes,
         commands: &mut UnboundedReceiver<EngineCommand>,
     ) -> PhaseEnd {
+        let mut root_looked_at = Instant::now();
         loop {
             let wake = self.next_wake();
             let consumer = self.view.deltas.clone();
@@ -397,8 +402,11 @@ impl Engine {
                     self.span("apply sweep", from, items);
                 }
                 _ = tokio::time::sleep_until(wake) => {
-                    if !self.tree.root.is_dir() {
-                        return PhaseEnd::RootGone;
+                    if root_looked_at.elapsed() >= ROOT_RECHECK {
+                        root_looked_at = Instant::now();
+                        if !self.tree.root.is_dir() {
+                            return PhaseEnd::RootGone;
+                        }
                     }
                     if let Some(told) = self.source.drain_now(Instant::now()).await {
                         let from = self.clock();

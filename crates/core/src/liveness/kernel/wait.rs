@@ -12,14 +12,23 @@
 //!
 //! - a **nudge** ([`Nudge`]): the engine's inotify nudges at every event
 //!   of the tree — an agent's lock, release or death opens, writes or
-//!   closes a claim's files; the first nudge since the last drain arms a
-//!   timer, the others do nothing, and the reader drains once, [`FOLLOW_UP`]
-//!   after that first nudge (a flock comes just after its open, a dying
-//!   process's unlocks just after its closes: that drain reads the
-//!   burst). One wake-up of the reader per burst: draining at once and
-//!   again after the follow-up woke it two or three times (a monitor
-//!   under a churn of ~540 acquisitions a second: 21.5–21.9 % of a core
-//!   then, 16.7–19.7 % with one drain per burst, three runs);
+//!   closes a claim's files. After a close, a removal or a rename
+//!   ([`Nudge::now`]) the first nudge since the last drain arms a timer,
+//!   the others do nothing, and the reader drains once, [`FOLLOW_UP`]
+//!   after that first nudge (a dying process's unlocks come just after
+//!   its closes: that drain reads the burst). After an open, a creation
+//!   or a write ([`Nudge::later`]: an acquisition, whose claim the engine
+//!   judges a coalescing window after its first change) nothing is armed:
+//!   the engine has the reader drain, in place, when it judges
+//!   ([`AsyncKernelLockEvents::flush_stamped`], on the engine's thread, no
+//!   wake-up of its own) — an acquisition was four wake-ups (its first
+//!   event, a drain half a millisecond later, another after the rest of
+//!   its burst, then the judgement), now two, three with a tag taken
+//!   after the first window. At most one wake-up of the reader per
+//!   burst: draining at once and again after the follow-up woke it two
+//!   or three times (a monitor under a churn of ~540 acquisitions a
+//!   second: 21.5–21.9 % of a core then, 16.7–19.7 % with one drain per
+//!   burst, three runs);
 //! - the **drain owed** to the records handed over: one that begins a
 //!   [`super::stream::REORDER_WINDOW`] after the newest of them that is
 //!   not of a [`QuietFiles`] file (a foreign lock's events are owed

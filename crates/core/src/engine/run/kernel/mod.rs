@@ -6,8 +6,10 @@
 //! filesystems arrives as an event, keeps the table current, and marks the
 //! claim whose gate or announce it was on; a claim an event leaves
 //! unlocked is judged from the table at once, any other [`super::COALESCE`]
-//! after its own first change (its writes share the judgement) — no
-//! `/proc/locks` read, no sweep, no confirmation window, no settle. inotify still tells the tree's shape (new claims,
+//! after its own first change (its writes share the judgement), the
+//! rings drained in place just before ([`Kernel::drain_before_judging`]:
+//! an acquisition's flocks are read then, not by a drain of their own) —
+//! no `/proc/locks` read, no sweep, no confirmation window, no settle. inotify still tells the tree's shape (new claims,
 //! new directories, removals, problems); its opens and closes say nothing
 //! here.
 //!
@@ -131,9 +133,11 @@ pub(super) struct Kernel {
     /// and said so ([`Record::Readmitted`], then everything is judged), or
     /// [`READMIT_WAIT`] passed — the table lacks what they did meanwhile.
     readmitting: HashMap<FileId, Instant>,
-    /// Asks the stream to deliver what it has now; handed to inotify's
-    /// thread, which calls it at every event of the tree (lock events are
-    /// likely waiting).
+    /// Asks the stream to deliver what it has now; handed to the engine's
+    /// inotify, which nudges it at every event of the tree (lock events
+    /// are likely waiting): at once after a close or a removal, for the
+    /// judgement's drain ([`Self::drain_before_judging`]) after an open
+    /// or a write.
     pub(super) nudge: Option<crate::liveness::kernel::live_table::Nudger>,
 }
 
