@@ -276,17 +276,24 @@ impl Kernel {
             tokio::time::sleep_until(at).await;
             self.events.retry_at = None;
         }
-        if let Err(error) = self
+        let read = self
             .events
             .stream
             .next_batch(&mut self.events.incoming)
-            .await
-        {
+            .await;
+        Some(self.take_read(read))
+    }
+
+    /// What the last read (or drain) of the stream appended, taken; a
+    /// read that failed adds a loss (a resync), and the next read waits
+    /// [`RETRY_AFTER`].
+    fn take_read(&mut self, read: std::io::Result<()>) -> Vec<Record> {
+        if let Err(error) = read {
             tracing::warn!(%error, "reading the kernel's lock events failed");
             self.events.incoming.push(Record::Lost(0));
             self.events.retry_at = Some(Instant::now() + RETRY_AFTER);
         }
-        Some(std::mem::take(&mut self.events.incoming))
+        std::mem::take(&mut self.events.incoming)
     }
 
     /// When the activity inotify told of is drained for, in place
@@ -315,17 +322,12 @@ impl Kernel {
         if !due(self.queue_due()) && !due(self.burst_due()) {
             return None;
         }
-        if let Err(error) = self
+        let drained = self
             .events
             .stream
             .drain_now(&mut self.events.incoming)
-            .await
-        {
-            tracing::warn!(%error, "draining the kernel's lock events failed");
-            self.events.incoming.push(Record::Lost(0));
-            self.events.retry_at = Some(Instant::now() + RETRY_AFTER);
-        }
-        Some(std::mem::take(&mut self.events.incoming))
+            .await;
+        Some(self.take_read(drained))
     }
 
     /// When waiters are next looked at, if any waits (or refusals are
@@ -589,23 +591,6 @@ mod tests {
     use super::*;
     use crate::locks::agent_tag_lock;
 
-    /// A stream with nothing to tell.
-    struct Silent;
-
-    impl EventStream for Silent {
-        fn next_batch<'a>(
-            &'a mut self,
-            _out: &'a mut Vec<Record>,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + 'a>>
-        {
-            Box::pin(std::future::pending())
-        }
-
-        fn watch_devices(&mut self, _devices: &[(u32, u32)]) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     /// Nudges counted: at once, and activity waiting for the judgement's
     /// drain (since when).
     #[derive(Default)]
@@ -640,6 +625,16 @@ mod tests {
     struct InPlace {
         nudge: std::sync::Arc<Nudged>,
         held: Vec<Record>,
+    }
+
+    impl InPlace {
+        /// A stream with nothing to tell.
+        fn silent() -> Box<Self> {
+            Box::new(Self {
+                nudge: std::sync::Arc::default(),
+                held: Vec::new(),
+            })
+        }
     }
 
     impl EventStream for InPlace {
@@ -775,7 +770,7 @@ mod tests {
         let (tags, name) = agent_tag_lock(state.path(), "build");
         std::fs::create_dir_all(&tags).expect("tags");
         let key = LockKey::from_coord(state.path(), &tags, &name);
-        let mut kernel = Kernel::start(Box::new(Silent), Vec::new());
+        let mut kernel = Kernel::start(InPlace::silent(), Vec::new());
         let file = |path: std::path::PathBuf| FileId::of(&path).expect("lstat");
 
         std::fs::write(key.gate_path(), b"").expect("gate");
