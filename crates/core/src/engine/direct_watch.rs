@@ -362,9 +362,22 @@ fn changes_of(
     reading: &Reading<'_>,
     ready: &mut VecDeque<FsChange>,
 ) {
+    if event.mask.contains(EventMask::IGNORED) {
+        if let Some(nudge) = reading.nudge {
+            nudge_for(event.mask, nudge);
+        }
+        reading.dirs.forget(&event.wd);
+        return;
+    }
+    let path = reading.dirs.dir(&event.wd).map(|dir| match event.name {
+        Some(name) => dir.join(name),
+        None => dir,
+    });
     if event.mask.contains(EventMask::CLOSE_NOWRITE)
-        && let Some(path) = reading.dirs.dir(&event.wd).zip(event.name)
-        && let Some(key) = claim_named_here(reading.state_dir, &path.0.join(path.1))
+        && event.name.is_some()
+        && let Some(key) = path
+            .as_deref()
+            .and_then(|path| claim_named_here(reading.state_dir, path))
     {
         // Who closed a claim's file opened read-only is no agent's taker
         // as a rule (a probe, a file's creation): the source says
@@ -376,14 +389,6 @@ fn changes_of(
     if let Some(nudge) = reading.nudge {
         nudge_for(event.mask, nudge);
     }
-    if event.mask.contains(EventMask::IGNORED) {
-        reading.dirs.forget(&event.wd);
-        return;
-    }
-    let path = reading.dirs.dir(&event.wd).map(|dir| match event.name {
-        Some(name) => dir.join(name),
-        None => dir,
-    });
     if event.mask.contains(EventMask::MOVED_FROM)
         && let Some(path) = &path
     {

@@ -7,10 +7,10 @@
 //! coalescing window later after an open or a write (an agent's flock
 //! follows its open). That drain wakes the thread anyway, so the events
 //! that come between the first of a burst and the drain are worth no
-//! wake-up of their own: they are read when the drain begins. An agent's acquisition makes a dozen
-//! events (create, open, write and close of each of its files), a
-//! directory listed by any process two more; read as they came, each woke
-//! the thread.
+//! wake-up of their own: they are read when the drain begins. An agent's
+//! acquisition makes a dozen events (create, open, write and close of
+//! each of its files), a directory listed by any process two more; read
+//! as they came, each woke the thread.
 //!
 //! How: the inotify fd sits alone in an epoll of its own, armed for one
 //! readiness at a time (`EPOLLONESHOT`), and that epoll is what the

@@ -7,11 +7,12 @@
 //! claim whose gate or announce it was on; a claim an event leaves
 //! unlocked is judged from the table at once, any other [`super::COALESCE`]
 //! after its own first change (its writes share the judgement), the
-//! rings drained in place just before ([`Kernel::drain_before_judging`]:
-//! an acquisition's flocks are read then, not by a drain of their own) —
-//! no `/proc/locks` read, no sweep, no confirmation window, no settle. inotify still tells the tree's shape (new claims,
-//! new directories, removals, problems); its opens and closes say nothing
-//! here.
+//! rings drained in place just before ([`Source::drain_now`]: an
+//! acquisition's flocks are read then, not by a drain of their own) — no
+//! `/proc/locks` read, no sweep, no confirmation window, no settle.
+//! inotify still tells the tree's shape (new claims, new directories,
+//! removals, problems); its opens and closes say nothing here but how
+//! soon to drain.
 //!
 //! Invariants:
 //! - every file of every known claim maps back to its claim (registered
@@ -136,7 +137,7 @@ pub(super) struct Kernel {
     /// Asks the stream to deliver what it has now; handed to the engine's
     /// inotify, which nudges it at every event of the tree (lock events
     /// are likely waiting): at once after a close or a removal, for the
-    /// judgement's drain ([`Self::drain_before_judging`]) after an open
+    /// judgement's drain ([`Source::drain_now`]) after an open
     /// or a write.
     pub(super) nudge: Option<crate::liveness::kernel::live_table::Nudger>,
 }
@@ -297,7 +298,7 @@ impl Kernel {
     }
 
     /// When the activity inotify told of is drained for, in place
-    /// ([`Self::drain_before_judging`]): a coalescing window after the
+    /// ([`Source::drain_now`]): a coalescing window after the
     /// first of it, as a claim it changed is judged.
     pub(super) fn burst_due(&self) -> Option<Instant> {
         // Not while a failed read waits for its retry: the drain would
@@ -307,27 +308,6 @@ impl Kernel {
         }
         let since = self.nudge.as_ref()?.later_since()?;
         Some(Instant::from_std(since) + super::COALESCE)
-    }
-
-    /// The records the stream holds, drained in place when claims are
-    /// due by `now` or activity waited its window ([`Self::burst_due`]):
-    /// `None` when neither (or before the table is seeded, or while a
-    /// failed read waits to be retried). A failed drain is a loss, as a
-    /// failed read is ([`Self::next`]).
-    pub(super) async fn drain_before_judging(&mut self, now: Instant) -> Option<Vec<Record>> {
-        if !self.seeded || self.events.retry_at.is_some() {
-            return None;
-        }
-        let due = |at: Option<Instant>| at.is_some_and(|at| at <= now);
-        if !due(self.queue_due()) && !due(self.burst_due()) {
-            return None;
-        }
-        let drained = self
-            .events
-            .stream
-            .drain_now(&mut self.events.incoming)
-            .await;
-        Some(self.take_read(drained))
     }
 
     /// When waiters are next looked at, if any waits (or refusals are
@@ -569,12 +549,27 @@ impl Source for Kernel {
         self.next().await
     }
 
-    /// The rings drained in place when claims are due (their flocks are
-    /// in the rings: nothing drained for an acquisition's opens and
-    /// writes, [`crate::liveness::kernel::live_table::Nudges::later`]) or
-    /// the activity inotify told of has waited its window.
+    /// The rings drained in place when claims are due by `now` (their
+    /// flocks are in the rings: nothing drains for an acquisition's opens
+    /// and writes, [`crate::liveness::kernel::live_table::Nudges::later`])
+    /// or the activity inotify told of has waited its window
+    /// ([`Kernel::burst_due`]); `None` when neither, before the table is
+    /// seeded, or while a failed read waits to be retried. A failed drain
+    /// is a loss, as a failed read is ([`Kernel::next`]).
     async fn drain_now(&mut self, now: Instant) -> Option<Vec<Record>> {
-        self.drain_before_judging(now).await
+        if !self.seeded || self.events.retry_at.is_some() {
+            return None;
+        }
+        let due = |at: Option<Instant>| at.is_some_and(|at| at <= now);
+        if !due(self.queue_due()) && !due(self.burst_due()) {
+            return None;
+        }
+        let drained = self
+            .events
+            .stream
+            .drain_now(&mut self.events.incoming)
+            .await;
+        Some(self.take_read(drained))
     }
 
     fn apply(&mut self, judging: &mut Judging<'_>, records: Vec<Record>) -> Asks {
@@ -700,10 +695,7 @@ mod tests {
         kernel.nudge.as_ref().expect("nudger").later();
         kernel.queue(key.clone());
         let window = now + super::super::COALESCE + Duration::from_millis(50);
-        assert!(
-            kernel.drain_before_judging(window).await.is_none(),
-            "unseeded"
-        );
+        assert!(kernel.drain_now(window).await.is_none(), "unseeded");
         assert_eq!(
             kernel.next_due(),
             kernel.waiter_check_due().or(kernel.queue_due())
@@ -712,19 +704,16 @@ mod tests {
         let burst = kernel.burst_due().expect("activity waits");
         assert!(burst >= now + super::super::COALESCE);
         assert!(kernel.next_due() <= Some(burst));
-        assert!(
-            kernel.drain_before_judging(now).await.is_none(),
-            "not due yet"
-        );
+        assert!(kernel.drain_now(now).await.is_none(), "not due yet");
 
         // Due: drained in place, the records handed over, the activity
         // answered.
-        let drained = kernel.drain_before_judging(window).await.expect("drained");
+        let drained = kernel.drain_now(window).await.expect("drained");
         assert!(matches!(drained[..], [Record::Event(ref event)] if event.file == gate));
         assert_eq!(kernel.burst_due(), None, "answered");
         // Nothing due any more (the claim judged): no drain.
         assert_eq!(kernel.due(window), vec![key]);
-        assert!(kernel.drain_before_judging(window).await.is_none());
+        assert!(kernel.drain_now(window).await.is_none());
     }
 
     /// A read-only close of a claim's file asks for a drain at once only
