@@ -18,6 +18,7 @@ use super::kernel::Kernel;
 use super::source::{Asks, GatedClaim, Source, TreeWatchKind};
 use crate::disk::LockKey;
 use crate::liveness::kernel::Record;
+use crate::liveness::kernel::live_table::Nudger;
 use crate::liveness::proc_locks::LockIndex;
 
 /// The source that runs.
@@ -127,6 +128,10 @@ impl Source for AnySource {
 
     fn next_due(&self) -> Option<Instant> {
         each!(self, source => source.next_due())
+    }
+
+    fn withdrawn_by(&self) -> Option<Nudger> {
+        each!(self, source => source.withdrawn_by())
     }
 
     fn take_due(&mut self, now: Instant) -> Vec<LockKey> {

@@ -350,6 +350,7 @@ impl Engine {
         let mut root_looked_at = Instant::now();
         loop {
             let wake = self.next_wake();
+            let withdrawn_by = self.source.withdrawn_by();
             let consumer = self.view.deltas.clone();
             tokio::select! {
                 room = consumer.reserve(), if !self.view.outbox.is_empty() => {
@@ -401,6 +402,10 @@ impl Engine {
                     let items = self.merge_some(sweep::MERGE_CHUNK);
                     self.span("apply sweep", from, items);
                 }
+                // The source's stream answered what the deadline waited
+                // for (a drain began): the deadline is looked at again,
+                // not woken for.
+                () = withdrawn(withdrawn_by.as_deref()), if withdrawn_by.is_some() => {}
                 _ = tokio::time::sleep_until(wake) => {
                     if root_looked_at.elapsed() >= ROOT_RECHECK {
                         root_looked_at = Instant::now();
@@ -526,6 +531,15 @@ impl Engine {
             wake = wake.min(due);
         }
         wake
+    }
+}
+
+/// Resolves when `nudges` says that no drain asked for is still to
+/// begin ([`Source::withdrawn_by`]); never without one.
+async fn withdrawn(nudges: Option<&dyn crate::liveness::kernel::live_table::Nudges>) {
+    match nudges {
+        Some(nudges) => nudges.answered().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -121,6 +121,15 @@ pub(super) trait Source {
     /// When the source next needs the loop awake, if ever.
     fn next_due(&self) -> Option<Instant>;
 
+    /// While a deadline of [`Self::next_due`] may be withdrawn by the
+    /// source's own stream (a drain that begins before it answers it),
+    /// what tells the loop that it was: the loop then looks at its
+    /// deadline again rather than waking for nothing. `None` when no
+    /// such deadline stands.
+    fn withdrawn_by(&self) -> Option<Nudger> {
+        None
+    }
+
     /// The changed claims due for judgement by `now` (taken).
     fn take_due(&mut self, now: Instant) -> Vec<LockKey>;
 

@@ -181,13 +181,16 @@ impl Kernel {
     pub(super) fn on_records(&mut self, judging: &mut Judging<'_>, records: Vec<Record>) -> Asks {
         let mut lost = 0;
         let mut readmitted = 0;
-        let mut touched: Vec<LockKey> = Vec::new();
+        // Each with when its event happened (nanoseconds of
+        // `CLOCK_MONOTONIC`): a claim changed is judged a coalescing window
+        // after its own first change, not after the drain that read it.
+        let mut touched: Vec<(LockKey, Option<u64>)> = Vec::new();
         // Whether a taker runs, asked once a batch per PID (a loop of tries
         // makes a close event each).
         let mut running: HashMap<u32, bool> = HashMap::new();
         // Requests on files no registered claim has: (requester, refused
         // tries), looked up once the batch is applied.
-        let mut unknown: HashMap<FileId, (u32, u64)> = HashMap::new();
+        let mut unknown: HashMap<FileId, (u32, u64, u64)> = HashMap::new();
         // `/proc/locks`, read at most once a batch, and only to settle an
         // unlock whose holder's fdinfo may not be read (another user's
         // process, to a monitor without privileges).
@@ -244,7 +247,9 @@ impl Kernel {
                             // just after). A polled claim is held: its
                             // holder's events registered it already.
                             if request && (applied.changed || applied.refused) {
-                                let entry = unknown.entry(event.file).or_insert((event.pid, 0));
+                                let entry = unknown
+                                    .entry(event.file)
+                                    .or_insert((event.pid, 0, event.at));
                                 entry.0 = event.pid;
                                 entry.1 += u64::from(applied.refused);
                             }
@@ -259,7 +264,7 @@ impl Kernel {
                                 .fetch_add(1, Ordering::Relaxed);
                         }
                         if applied.changed || settled {
-                            touched.push(key.clone());
+                            touched.push((key.clone(), Some(event.at)));
                         } else if applied.refused || applied.polled {
                             let now = Instant::now();
                             match self.refusals.last_refusal.get_mut(key) {
@@ -275,7 +280,7 @@ impl Kernel {
                                 .is_none_or(|judged| now >= *judged + REFUSALS_EVERY);
                             if due {
                                 self.refusals.refused.insert(key.clone(), now);
-                                touched.push(key.clone());
+                                touched.push((key.clone(), None));
                             }
                         }
                     }
@@ -288,7 +293,7 @@ impl Kernel {
                 .foreign_dropped
                 .store(self.registry.not_claims.dropped() as u64, Ordering::Relaxed);
         }
-        for (file, (pid, refused)) in unknown {
+        for (file, (pid, refused, at)) in unknown {
             let key = match self.registry.files.get(&file) {
                 // Registered since the batch began: its claim's other file
                 // (a gate's and an announce's requests come together) was
@@ -306,7 +311,7 @@ impl Kernel {
                     .refused_tries
                     .of(key.kind())
                     .fetch_add(refused, Ordering::Relaxed);
-                touched.push(key);
+                touched.push((key, Some(at)));
             }
         }
         judging
@@ -325,7 +330,11 @@ impl Kernel {
         // 1 ms holds already over.)
         let mut now = Vec::new();
         let mut judged_now = std::collections::HashSet::new();
-        for key in touched {
+        let (mono_now, now_instant) = (
+            crate::liveness::kernel::event::monotonic_now(),
+            Instant::now(),
+        );
+        for (key, at) in touched {
             judging.trace(&key, Stage::Dequeued);
             let unlocked = self
                 .registry
@@ -333,7 +342,10 @@ impl Kernel {
                 .get(&key)
                 .is_some_and(|files| files.iter().all(|file| self.table.is_unlocked(file)));
             if !unlocked {
-                self.queue(key);
+                let changed = at.and_then(|at| {
+                    now_instant.checked_sub(Duration::from_nanos(mono_now.saturating_sub(at)))
+                });
+                self.queue_changed_at(key, changed.unwrap_or(now_instant));
             } else if judged_now.insert(key.clone()) {
                 self.unqueue(&key);
                 now.push(key);

@@ -59,7 +59,7 @@ use crate::engine::WatcherHealth;
 use crate::engine::trace::Stage;
 use crate::liveness::annotate::{ClaimLstats, HolderReads, Recheck, annotate_lstated};
 use crate::liveness::fdinfo::{HeldFiles, keepers_of};
-use crate::liveness::kernel::live_table::{EventStream, LiveTable};
+use crate::liveness::kernel::live_table::{EventStream, LiveTable, Nudger};
 use crate::liveness::kernel::{Record, quiet};
 use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
@@ -139,7 +139,7 @@ pub(super) struct Kernel {
     /// are likely waiting): at once after a close or a removal, for the
     /// judgement's drain ([`Source::drain_now`]) after an open
     /// or a write.
-    pub(super) nudge: Option<crate::liveness::kernel::live_table::Nudger>,
+    pub(super) nudge: Option<Nudger>,
 }
 
 /// The registered claims: every one's files, mapped back to it, and the
@@ -220,11 +220,12 @@ struct Keepers {
     search_keepers: std::collections::HashSet<LockKey>,
 }
 
-/// Claims changed and not judged yet, in the order they changed.
+/// Claims changed and not judged yet, in the order they are due.
 #[derive(Default)]
 struct JudgeQueue {
     /// Claims changed and not judged yet, each due [`super::COALESCE`]
-    /// after its own first change (in that order): a hold that ends
+    /// after its own first change — a lock event's own time, an inotify
+    /// event's reading — in the order they are due: a hold that ends
     /// sooner is judged once, free, at its release — never held by a
     /// batch that happened to fall due in between.
     queue: std::collections::VecDeque<(Instant, LockKey)>,
@@ -329,10 +330,19 @@ impl Kernel {
     /// Queues `key` for judgement [`super::COALESCE`] after now, unless
     /// it is queued already (its first change sets when).
     pub(super) fn queue(&mut self, key: LockKey) {
+        self.queue_changed_at(key, Instant::now());
+    }
+
+    /// Queues `key` for judgement [`super::COALESCE`] after `changed` (no
+    /// later than now: when its event happened, which a drain may read a
+    /// while after), unless it is queued already. The queue stays in the
+    /// order of when each claim is due.
+    pub(super) fn queue_changed_at(&mut self, key: LockKey, changed: Instant) {
         if self.judge_queue.queued.insert(key.clone()) {
-            self.judge_queue
-                .queue
-                .push_back((Instant::now() + super::COALESCE, key));
+            let at = changed.min(Instant::now()) + super::COALESCE;
+            let queue = &mut self.judge_queue.queue;
+            let place = queue.partition_point(|(due, _)| *due <= at);
+            queue.insert(place, (at, key));
         }
     }
 
@@ -526,6 +536,13 @@ impl Source for Kernel {
             .min()
     }
 
+    /// The drain that activity waits for ([`Self::burst_due`]) may begin
+    /// before the loop's judgement takes it in place: the reader's own,
+    /// asked by a close meanwhile, answers it too.
+    fn withdrawn_by(&self) -> Option<Nudger> {
+        self.burst_due().and(self.nudge.clone())
+    }
+
     fn take_due(&mut self, now: Instant) -> Vec<LockKey> {
         self.due(now)
     }
@@ -714,6 +731,78 @@ mod tests {
         // Nothing due any more (the claim judged): no drain.
         assert_eq!(kernel.due(window), vec![key]);
         assert!(kernel.drain_now(window).await.is_none());
+    }
+
+    /// A claim a lock event changed is due a coalescing window after the
+    /// event happened, not after the drain that read it (a tag taken
+    /// while its instance's window ran is judged with the instance, in
+    /// one wake-up), and the queue stays in the order claims are due.
+    #[tokio::test]
+    async fn a_claim_is_due_a_window_after_its_lock_event_not_after_its_reading() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let (tags, _) = agent_tag_lock(state.path(), "early");
+        std::fs::create_dir_all(&tags).expect("tags");
+        let [early, late] = ["early", "late"].map(|name| {
+            let key =
+                LockKey::from_coord(state.path(), &tags, &agent_tag_lock(state.path(), name).1);
+            std::fs::write(key.gate_path(), b"").expect("gate");
+            key
+        });
+        let mut kernel = Kernel::start(InPlace::silent(), Vec::new());
+        kernel.seeded = true;
+        kernel.register(&early);
+        // Read first: due a window after now.
+        kernel.queue(late.clone());
+        let late_due = kernel.queue_due().expect("queued");
+        // Taken 1.5 ms before its drain read it.
+        let mut record = taken(FileId::of(&early.gate_path()).expect("lstat"));
+        if let Record::Event(event) = &mut record {
+            event.at -= Duration::from_micros(1_500).as_nanos() as u64;
+        }
+        let (tx, _deltas) = tokio::sync::mpsc::channel(16);
+        let mut engine = super::super::Engine::new(
+            crate::context::Context::new(state.path().to_path_buf()),
+            crate::engine::EngineConfig::default(),
+            tx,
+            Default::default(),
+        );
+        engine.source = super::super::any_source::AnySource::Kernel(Box::new(kernel));
+        let (source, mut judging) = engine.split();
+        let super::super::any_source::AnySource::Kernel(kernel) = source else {
+            unreachable!("the kernel source was set just above");
+        };
+        let asks = kernel.on_records(&mut judging, vec![record]);
+        assert!(asks.judge_now.is_empty(), "held: judged after its window");
+
+        let early_due = kernel.queue_due().expect("queued");
+        assert!(early_due < late_due, "due before the claim read earlier");
+        assert!(
+            early_due <= Instant::now() + super::super::COALESCE - Duration::from_millis(1),
+            "a window after the event, not after its reading"
+        );
+        assert_eq!(kernel.due(early_due), vec![early]);
+        assert_eq!(kernel.queue_due(), Some(late_due));
+        assert_eq!(kernel.due(late_due), vec![late]);
+    }
+
+    /// While activity waits for the judgement's drain, the loop is told
+    /// when a drain that answers it begins (the reader's own, asked by a
+    /// close meanwhile): it then looks at its deadline again instead of
+    /// waking for a drain already made. Nothing is told otherwise.
+    #[test]
+    fn the_burst_deadline_can_be_withdrawn_only_while_activity_waits() {
+        let nudge = std::sync::Arc::new(Nudged::default());
+        let stream = InPlace {
+            nudge: nudge.clone(),
+            held: Vec::new(),
+        };
+        let mut kernel = Kernel::start(Box::new(stream), Vec::new());
+        kernel.seeded = true;
+        assert!(kernel.withdrawn_by().is_none(), "nothing waits");
+        kernel.nudge.as_ref().expect("nudger").later();
+        assert!(kernel.withdrawn_by().is_some(), "activity waits");
+        *nudge.later.lock().unwrap() = None;
+        assert!(kernel.withdrawn_by().is_none(), "answered");
     }
 
     /// A read-only close of a claim's file asks for a drain at once only
