@@ -171,6 +171,10 @@ pub(crate) struct EventFilter {
     /// While set, opens are dropped: a sweep is opening every claim file,
     /// and its own read of `/proc/locks` (made after it) stands for them.
     opens_muted: AtomicBool,
+    /// Set when no watcher sorts opens through this filter (the direct
+    /// watch of the kernel's source, which never [`Self::opened`]): the
+    /// held keys' files are then not kept.
+    opens_unsorted: AtomicBool,
 }
 
 /// Opens stay muted (see [`EventFilter::mute_opens`]) while this lives.
@@ -193,8 +197,11 @@ impl EventFilter {
     }
 
     /// Adds or removes a held key's files (the engine keeps this in step
-    /// with its view).
+    /// with its view); nothing once opens go unsorted.
     pub(crate) fn set_held(&self, key: &LockKey, held: bool) {
+        if self.opens_unsorted.load(Ordering::Acquire) {
+            return;
+        }
         let Ok(mut files) = self.held.write() else {
             return;
         };
@@ -204,6 +211,17 @@ impl EventFilter {
             } else {
                 files.remove(&path);
             }
+        }
+    }
+
+    /// Says that no watcher sorts opens through this filter from now on
+    /// (the engine's source never switches back): the held keys' files
+    /// are dropped and no longer kept — under churn, two path inserts and
+    /// removals per hold for nobody.
+    pub(crate) fn leave_opens_unsorted(&self) {
+        self.opens_unsorted.store(true, Ordering::Release);
+        if let Ok(mut files) = self.held.write() {
+            files.clear();
         }
     }
 
@@ -531,6 +549,20 @@ mod tests {
         filter.set_held(&held, false);
         let released = filter.opened(state, open_of(&[held.gate_path()]));
         assert!(released.is_empty(), "joins the waiting set: {released:?}");
+    }
+
+    /// Once no watcher sorts opens (the kernel's source), the held keys'
+    /// files are dropped and no longer kept.
+    #[test]
+    fn held_files_are_kept_only_while_opens_are_sorted() {
+        let filter = EventFilter::default();
+        let held = LockKey::from_coord(Path::new("/s"), Path::new("/s/locks/agents/tags"), "held");
+        filter.set_held(&held, true);
+        assert_eq!(filter.held.read().unwrap().len(), 2, "gate and announce");
+        filter.leave_opens_unsorted();
+        assert!(filter.held.read().unwrap().is_empty(), "dropped");
+        filter.set_held(&held, true);
+        assert!(filter.held.read().unwrap().is_empty(), "not kept");
     }
 
     #[test]

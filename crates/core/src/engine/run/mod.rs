@@ -224,6 +224,7 @@ impl Engine {
     fn subscribe(&self) -> Result<(fs_events::FsWatcher, fs_events::Changes), String> {
         let filter = self.view.filter.clone();
         if let TreeWatchKind::Direct(nudge) = self.source.tree_watch() {
+            filter.leave_opens_unsorted();
             return fs_events::subscribe_direct(
                 &self.tree.state_dir,
                 &self.tree.root,
