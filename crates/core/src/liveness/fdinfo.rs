@@ -99,21 +99,23 @@ impl HeldFiles {
         }
     }
 
-    /// Which of `files` `pid` is proved to hold through the fds `fds`
-    /// (their fdinfo read now, whatever they are open on: a lock row
-    /// lists the file by device and inode, and the fdinfo of an fd lists
-    /// the locks its open file description holds). `None` when they prove
-    /// none: only a walk of all its fds can tell more.
+    /// What `pid` is proved to hold through the fds `fds` (their fdinfo
+    /// read now, whatever they are open on: a lock row lists the file by
+    /// device and inode, and the fdinfo of an fd lists the locks its open
+    /// file description holds) — every file they show, when one of
+    /// `files` is among them. `None` when none is: only a walk of all its
+    /// fds can tell more.
     pub fn proved_through(pid: u32, fds: &[i32], files: &[FileId]) -> Option<Self> {
         let mut text = Vec::with_capacity(512);
         let mut proved = HashSet::new();
         for &fd in fds {
-            proved.extend(fd_proves(pid, fd, files, &mut text));
+            proved.extend(fd_holds(pid, fd, &mut text));
         }
-        (!proved.is_empty()).then_some(HeldFiles::Proved(proved))
+        proves_any(&proved, files).then_some(HeldFiles::Proved(proved))
     }
 
-    /// Which of `files` `pid` is proved to hold through its newest fds,
+    /// What `pid` is proved to hold through its newest fds (every file
+    /// the fds read show, when one of `files` is among them),
     /// found without listing them: `stat` tells the size of its fd
     /// directory as how many fds it has open (Linux 6.2 on; 0 before),
     /// and a process's fds are most often numbered from 0 without gaps,
@@ -132,11 +134,14 @@ impl HeldFiles {
             .st_size;
         let top = i32::try_from(count).ok()?.checked_sub(1)?;
         let mut text = Vec::with_capacity(512);
-        (top.saturating_sub(TOP_FDS - 1).max(0)..=top)
-            .rev()
-            .map(|fd| fd_proves(pid, fd, files, &mut text))
-            .find(|proved| !proved.is_empty())
-            .map(HeldFiles::Proved)
+        let mut proved = HashSet::new();
+        for fd in (top.saturating_sub(TOP_FDS - 1).max(0)..=top).rev() {
+            proved.extend(fd_holds(pid, fd, &mut text));
+            if proves_any(&proved, files) {
+                return Some(HeldFiles::Proved(proved));
+            }
+        }
+        None
     }
 
     /// Which of `files` `pid` is proved to hold, found by searching its
@@ -237,10 +242,17 @@ fn open_fdinfo_dir(pid: u32) -> Result<std::os::fd::OwnedFd, HeldFiles> {
     open(format!("/proc/{pid}/fdinfo").as_str(), flags, Mode::empty()).map_err(gone_or_unreadable)
 }
 
-/// Which of `files` the fdinfo of `pid`'s fd `fd` shows a held flock on,
-/// read now into `text` (none when it cannot be opened: closed, gone or
-/// not ours to read).
-fn fd_proves(pid: u32, fd: i32, files: &[FileId], text: &mut Vec<u8>) -> HashSet<FileId> {
+/// Whether `proved` holds one of `files`.
+fn proves_any(proved: &HashSet<FileId>, files: &[FileId]) -> bool {
+    files.iter().any(|file| proved.contains(file))
+}
+
+/// The files the fdinfo of `pid`'s fd `fd` shows a held flock on, read
+/// now into `text` (none when it cannot be opened: closed, gone or not
+/// ours to read). Every one is proved, asked for or not: a holder's
+/// instance and tag are judged in one batch, and the fd read for one
+/// proves the other without a read of its own.
+fn fd_holds(pid: u32, fd: i32, text: &mut Vec<u8>) -> HashSet<FileId> {
     let path = format!("/proc/{pid}/fdinfo/{fd}");
     let Ok(info) = open(
         path.as_str(),
@@ -252,9 +264,7 @@ fn fd_proves(pid: u32, fd: i32, files: &[FileId], text: &mut Vec<u8>) -> HashSet
     if read_fdinfo(info, text).is_err() {
         return HashSet::new();
     }
-    held_rows(text)
-        .filter(|file| files.contains(file))
-        .collect()
+    held_rows(text).collect()
 }
 
 /// What an error reading `/proc/<pid>` says of the process.
@@ -468,14 +478,17 @@ mod tests {
         let id = |path: &std::path::Path| FileId::of(path).unwrap();
         let mut holder = hold_through_flock(&[&paths[0], &paths[1]]);
         let pid = holder.id();
-        for locked in &paths[..2] {
-            assert_eq!(
-                HeldFiles::proved_at_top(pid, &[id(locked)]),
-                Some(HeldFiles::Proved(HashSet::from([id(locked)]))),
-                "{}",
-                locked.display()
-            );
-        }
+        let both = HashSet::from([id(&paths[0]), id(&paths[1])]);
+        // The newest fd (b's) proves b alone; a is proved one fd below,
+        // and what was read on the way (b) is proved with it.
+        assert_eq!(
+            HeldFiles::proved_at_top(pid, &[id(&paths[1])]),
+            Some(HeldFiles::Proved(HashSet::from([id(&paths[1])])))
+        );
+        assert_eq!(
+            HeldFiles::proved_at_top(pid, &[id(&paths[0])]),
+            Some(HeldFiles::Proved(both))
+        );
         assert_eq!(HeldFiles::proved_at_top(pid, &[id(&paths[2])]), None);
         holder.kill().unwrap();
         holder.wait().unwrap();

@@ -610,11 +610,6 @@ mod tests {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
 
-    /// A hint that names the fd the lock is held through proves the hold;
-    /// a stale one (an fd on another file) costs the walk and proves it
-    /// all the same; a process holding nothing is never proved by a
-    /// hint. Asked about a second claim the hint did not prove, the
-    /// verifier walks the fds then.
     /// A verifier asked for PIDs only reads no process's names, whether
     /// it reads a process on its own or prefetches many.
     #[test]
@@ -631,6 +626,38 @@ mod tests {
         assert!(HolderVerifier::default().process(me).cmdline.is_some());
     }
 
+    /// The fds read to prove one claim prove every lock they show: a
+    /// holder's other claim (its tag, judged in the same batch as its
+    /// instance) is answered from what was read for the first — here
+    /// after the holder is gone, so nothing could have been read again.
+    #[test]
+    fn the_fds_read_for_one_claim_prove_the_holders_other_claims() {
+        use super::Hold;
+        use crate::liveness::proc_locks::FileId;
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.lock"), dir.path().join("b.lock"));
+        for path in [&a, &b] {
+            std::fs::write(path, b"").unwrap();
+        }
+        let (id_a, id_b) = (FileId::of(&a).unwrap(), FileId::of(&b).unwrap());
+        let mut holder = hold_through_flock(&[&a, &b]);
+        let pid = holder.id();
+        let mut verifier = HolderVerifier::default();
+        assert_eq!(verifier.hold(pid, &[id_a], None), Hold::Verified);
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        assert_eq!(verifier.hold(pid, &[id_b], None), Hold::Verified);
+        assert_eq!(
+            HolderVerifier::default().hold(pid, &[id_b], None),
+            Hold::Gone
+        );
+    }
+
+    /// A hint that names the fd the lock is held through proves the hold;
+    /// a stale one (an fd on another file) costs the walk and proves it
+    /// all the same; a process holding nothing is never proved by a
+    /// hint. Asked about a second claim the hint did not prove, the
+    /// verifier walks the fds then.
     #[test]
     fn fd_hints_prove_holds_and_a_stale_one_costs_only_the_walk() {
         use super::{FdHints, Hold, HolderVerifier};
