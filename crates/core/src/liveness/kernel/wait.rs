@@ -19,9 +19,10 @@
 //!   its closes: that drain reads the burst). After an open, a creation
 //!   or a write ([`Nudge::later`]: an acquisition, whose claim the engine
 //!   judges a coalescing window after its first change) nothing is armed:
-//!   the engine has the reader drain, in place, when it judges
-//!   ([`AsyncKernelLockEvents::flush_stamped`], on the engine's thread, no
-//!   wake-up of its own) — an acquisition was four wake-ups (its first
+//!   the engine drains the rings itself, in place, when it judges
+//!   ([`AsyncKernelLockEvents::flush_stamped`]: on the engine's thread,
+//!   with the task's pacing, no wake-up of the task and no eventfd round
+//!   trip) — an acquisition was four wake-ups (its first
 //!   event, a drain half a millisecond later, another after the rest of
 //!   its burst, then the judgement), now two, three with a tag taken
 //!   after the first window. At most one wake-up of the reader per
@@ -64,7 +65,13 @@
 //! timers are `timerfd`s, to the microsecond (the runtime's own timers
 //! are whole milliseconds, too coarse for the drain owed a reorder window
 //! after a record). After a wake-up by the rings the task sleeps [`PACE`]
-//! before it waits again, so a burst is read in batches.
+//! before it waits again, so a burst is read in batches. What a drain
+//! keeps from one to the next (the drain owed, the waiters, the quiet
+//! files' counts: [`Pacing`]) is one value under one lock, whoever
+//! drains: the task drains and hands its batch over holding it, so a
+//! drain in place, which takes the handed-over batches first, never
+//! hands over records older than ones still to come; after one, the task
+//! looks at its wait again.
 //!
 //! Invariants: every record drained is handed over, in drain order, each
 //! batch with the `CLOCK_MONOTONIC` time taken just before its drain began
@@ -140,8 +147,8 @@ pub struct Nudge(Arc<NudgeState>);
 
 /// What a [`Nudge`] shares with the reader.
 struct NudgeState {
-    /// Readable while a flush (or the reader's end) is asked and not yet
-    /// answered.
+    /// Readable while a drain is asked at once and not yet answered (a
+    /// nudge whose timer could not be armed).
     fd: EventFd,
     /// Armed by the first nudge since the last drain; readable `delay`
     /// after it.
@@ -157,9 +164,6 @@ struct NudgeState {
     /// Since when activity waits that the engine drains for itself
     /// ([`Nudge::later`]), until a drain begins.
     later: Mutex<Option<std::time::Instant>>,
-    /// The asker needs a batch from the next drain even if it reads
-    /// nothing: its time says that nothing older is left in the rings.
-    flush: AtomicBool,
     /// Told when a drain that answers the nudges begins.
     answered: tokio::sync::Notify,
 }
@@ -182,7 +186,6 @@ impl Nudge {
             delay,
             asked: AtomicBool::new(false),
             later: Mutex::new(None),
-            flush: AtomicBool::new(false),
             answered: tokio::sync::Notify::new(),
         })))
     }
@@ -227,39 +230,26 @@ impl Nudge {
         *self.0.later.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Asks for a drain now whose batch is handed over even if empty: its
-    /// start time tells the receiver that every record stamped before it
-    /// has been handed over.
-    fn flush(&self) {
-        self.0.flush.store(true, Ordering::Release);
-        // Whatever `asked` says: a drain asked earlier may have begun
-        // before the flag was set.
-        self.0.asked.store(true, Ordering::Release);
-        let _ = self.0.fd.write(1);
-    }
-
     /// The reader's side, before it drains: every nudge so far is answered
     /// by that drain; the next one writes again. (The counter is read
     /// first, when `asked_readable` says there is one: a nudge between the
     /// read and the reset found the flag set and wrote nothing, and the
-    /// drain that follows answers it.) True when a flush was asked: the
-    /// drain's batch is handed over even if empty.
-    fn answered(&self, asked_readable: bool) -> bool {
+    /// drain that follows answers it.)
+    fn answered(&self, asked_readable: bool) {
         // Read only when it was seen readable (a read of an empty eventfd
         // is a system call for nothing); one written after it was looked
         // at wakes the reader again, for a drain more.
         if asked_readable {
             let _ = self.0.fd.read();
         }
-        // Disarmed and read at once (a flush may answer a nudge before
-        // its time: its drain answers that nudge too).
+        // Disarmed and read at once (a drain in place may answer a nudge
+        // before its time: it answers that nudge too).
         if self.0.armed.swap(false, Ordering::AcqRel) {
             let _ = self.0.timer.unset();
         }
         self.0.asked.store(false, Ordering::Release);
         *self.0.later.lock().unwrap_or_else(PoisonError::into_inner) = None;
         self.0.answered.notify_waiters();
-        self.0.flush.swap(false, Ordering::AcqRel)
     }
 
     /// Resolves once no drain asked for is still to begin: at once when
@@ -288,6 +278,10 @@ pub struct AsyncKernelLockEvents {
     batches: mpsc::UnboundedReceiver<Batch>,
     nudge: Nudge,
     quiet: QuietFiles,
+    /// What every drain keeps, the task's and one in place alike.
+    pacing: Arc<Mutex<Pacing>>,
+    /// Tells the task that a drain in place moved what it waits for.
+    repace: Arc<tokio::sync::Notify>,
 }
 
 impl AsyncKernelLockEvents {
@@ -299,13 +293,23 @@ impl AsyncKernelLockEvents {
         let waits = Waits::new(&reader, &nudge)?;
         let (sender, batches) = mpsc::unbounded_channel();
         let quiet = QuietFiles::default();
-        let (drained, nudged, quieted) = (reader.clone(), nudge.clone(), quiet.clone());
-        tokio::spawn(async move { drain_paced(&drained, &nudged, &quieted, &sender, waits).await });
+        let pacing = Arc::new(Mutex::new(Pacing::new(quiet.clone())));
+        let repace = Arc::new(tokio::sync::Notify::new());
+        let task = Task {
+            reader: reader.clone(),
+            nudge: nudge.clone(),
+            quiet: quiet.clone(),
+            pacing: pacing.clone(),
+            repace: repace.clone(),
+        };
+        tokio::spawn(async move { drain_paced(&task, &sender, waits).await });
         Ok(Self {
             reader,
             batches,
             nudge,
             quiet,
+            pacing,
+            repace,
         })
     }
 
@@ -348,23 +352,33 @@ impl AsyncKernelLockEvents {
         Ok(began)
     }
 
-    /// Asks the reader for a drain now and waits for its batch
-    /// (handed over even if empty), appending it — and any queued before
-    /// it — to `out`; returns the time that drain began. Every record
-    /// stamped well before that time is in `out` or was handed over
-    /// before.
+    /// Drains the rings now, in place — on the caller's thread, no
+    /// wake-up of the task, no system call but the nudge's timer's
+    /// disarming — appending the batches the task handed over before and
+    /// then this drain's records (even none) to `out`; returns the time
+    /// this drain began. Every record stamped well before that time is in
+    /// `out` or was handed over before. Every nudge so far is answered.
     pub(crate) async fn flush_stamped(&mut self, out: &mut Vec<Record>) -> io::Result<u64> {
-        let requested = super::event::monotonic_now();
-        self.nudge.flush();
-        loop {
-            let began = self.next_batch_stamped(out).await?;
-            // A batch drained before the flush was seen (queued, or begun
-            // before the flag was set) is not its answer; the flag stays
-            // set for the drain that is.
-            if began >= requested {
-                return Ok(began);
-            }
+        // The task drains and hands over with this lock held: every batch
+        // of a drain begun before this one is in the channel by now.
+        let mut pacing = self.pacing.lock().unwrap_or_else(PoisonError::into_inner);
+        while let Ok((_, records)) = self.batches.try_recv() {
+            out.extend(records);
         }
+        if self.batches.is_closed() && self.batches.is_empty() {
+            return Err(io::Error::other("the kernel lock events' reader stopped"));
+        }
+        self.nudge.answered(false);
+        let woke = Woke {
+            nudged: true,
+            ..Woke::default()
+        };
+        let drained = pacing.drain(&self.reader, &self.quiet, woke);
+        drop(pacing);
+        out.extend(drained.records);
+        // The drain owed, the backstop: the task looks at them again.
+        self.repace.notify_one();
+        Ok(drained.began)
     }
 
     /// The reader (counters, devices), for as long as the guard lives:
@@ -557,41 +571,130 @@ struct Woke {
     timed_out: bool,
 }
 
-/// The reader: wait (rings, nudge, the drain owed, or the timeout),
-/// drain, hand the batch over; until the receiver is gone or the rings
-/// fail.
-async fn drain_paced(
-    reader: &Mutex<KernelLockEvents>,
-    nudge: &Nudge,
-    quiet: &QuietFiles,
-    sender: &mpsc::UnboundedSender<Batch>,
-    mut waits: Waits,
-) {
-    let mut dropping = Dropping::new(quiet.clone());
-    let lock = || reader.lock().unwrap_or_else(PoisonError::into_inner);
-    let mut active_until: Option<std::time::Instant> = None;
-    let mut waiters = Waiters::default();
-    // The drain owed to the records handed over: one that begins at least
-    // the reorder window after the newest of them (`CLOCK_MONOTONIC` ns),
-    // handed over even if empty, so that they pass without waiting for
-    // the next flock.
-    let mut owed: Option<u64> = None;
-    loop {
+/// What the reader's task shares with a drain in place.
+struct Task {
+    reader: Arc<Mutex<KernelLockEvents>>,
+    nudge: Nudge,
+    quiet: QuietFiles,
+    pacing: Arc<Mutex<Pacing>>,
+    repace: Arc<tokio::sync::Notify>,
+}
+
+/// What every drain keeps, whoever makes it (the task, or the engine in
+/// place: [`AsyncKernelLockEvents::flush_stamped`]).
+struct Pacing {
+    /// The busiest quiet files dropped, and the claim files readmitted.
+    dropping: Dropping,
+    /// Until when the backstop stays short: records came unannounced.
+    active_until: Option<std::time::Instant>,
+    /// The waiters the events told of.
+    waiters: Waiters,
+    /// The drain owed to the records handed over: one that begins at
+    /// least the reorder window after the newest of them
+    /// (`CLOCK_MONOTONIC` ns), handed over even if empty, so that they
+    /// pass without waiting for the next flock.
+    owed: Option<u64>,
+}
+
+/// One drain's outcome.
+struct Drained {
+    /// When it began (`CLOCK_MONOTONIC` ns).
+    began: u64,
+    /// What it read.
+    records: Vec<Record>,
+    /// It pays the drain owed: handed over even if empty.
+    paid: bool,
+}
+
+impl Pacing {
+    fn new(quiet: QuietFiles) -> Self {
+        Self {
+            dropping: Dropping::new(quiet),
+            active_until: None,
+            waiters: Waiters::default(),
+            owed: None,
+        }
+    }
+
+    /// How long the task waits, and how exactly.
+    fn wait(&self) -> (Duration, Timing) {
         let now = std::time::Instant::now();
-        let mut timeout = if waiters.any() || active_until.is_some_and(|until| now < until) {
-            BACKSTOP
-        } else {
-            IDLE_BACKSTOP
-        };
+        let mut timeout =
+            if self.waiters.any() || self.active_until.is_some_and(|until| now < until) {
+                BACKSTOP
+            } else {
+                IDLE_BACKSTOP
+            };
         let mut timing = Timing::Backstop;
-        if let Some(at) = owed {
+        if let Some(at) = self.owed {
             let wait = Duration::from_nanos(at.saturating_sub(super::event::monotonic_now()));
             timeout = timeout.min(wait);
             timing = Timing::Exact;
         }
+        (timeout, timing)
+    }
+
+    /// Drains `reader` (woken as `woke` says), keeping the pacing.
+    fn drain(
+        &mut self,
+        reader: &Mutex<KernelLockEvents>,
+        quiet: &QuietFiles,
+        woke: Woke,
+    ) -> Drained {
+        let began = super::event::monotonic_now();
+        let mut records = Vec::new();
+        {
+            let mut reader = reader.lock().unwrap_or_else(PoisonError::into_inner);
+            // Before the drain: its batch ends with the record that says
+            // so, after the filter samples the file again.
+            let readmitted = self.dropping.readmit(&mut reader);
+            reader.drain(&mut records);
+            self.dropping.count(&records, &mut reader);
+            records.extend(readmitted);
+        }
+        let urgent = {
+            let quiet = super::quiet::read(quiet);
+            if self.waiters.follow(&records, &quiet) {
+                self.active_until = Some(std::time::Instant::now() + ACTIVE_SPELL);
+            }
+            Urgent::of(&records, &quiet)
+        };
+        let paid = self.owed.is_some_and(|at| began >= at);
+        // A drain only the backstop asked for that found records: events
+        // come that no nudge announces.
+        let asked = woke.nudged || woke.rings || paid;
+        if urgent.any && !asked {
+            self.active_until = Some(std::time::Instant::now() + ACTIVE_SPELL);
+        }
+        if paid {
+            self.owed = None;
+        }
+        // Owed to the records someone waits for, not to quiet ones.
+        if let Some(newest) = urgent.newest {
+            let due = newest.saturating_add(super::stream::REORDER_WINDOW.as_nanos() as u64);
+            if due > began {
+                self.owed = Some(self.owed.map_or(due, |at| at.max(due)));
+            }
+        }
+        Drained {
+            began,
+            records,
+            paid,
+        }
+    }
+}
+
+/// The reader: wait (rings, nudge, the drain owed, or the timeout),
+/// drain, hand the batch over; until the receiver is gone or the rings
+/// fail. A drain in place meanwhile has it look at its wait again.
+async fn drain_paced(task: &Task, sender: &mpsc::UnboundedSender<Batch>, mut waits: Waits) {
+    let pacing = || task.pacing.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        let (timeout, timing) = pacing().wait();
         let woke = tokio::select! {
             biased;
             () = sender.closed() => return,
+            () = task.repace.notified() => continue,
             woke = waits.wait(timeout, timing) => woke,
         };
         let woke = match woke {
@@ -601,44 +704,19 @@ async fn drain_paced(
                 return;
             }
         };
-        let flush = woke.nudged && nudge.answered(woke.asked);
-        let began = super::event::monotonic_now();
-        let mut records = Vec::new();
         {
-            let mut reader = lock();
-            // Before the drain: its batch ends with the record that says
-            // so, after the filter samples the file again.
-            let readmitted = dropping.readmit(&mut reader);
-            reader.drain(&mut records);
-            dropping.count(&records, &mut reader);
-            records.extend(readmitted);
-        }
-        let urgent = {
-            let quiet = super::quiet::read(quiet);
-            if waiters.follow(&records, &quiet) {
-                active_until = Some(std::time::Instant::now() + ACTIVE_SPELL);
+            // Drained and handed over under the lock: a drain in place
+            // takes what is in the channel before it drains.
+            let mut pacing = pacing();
+            if woke.nudged {
+                task.nudge.answered(woke.asked);
             }
-            Urgent::of(&records, &quiet)
-        };
-        let paid = owed.is_some_and(|at| began >= at);
-        // A drain only the backstop asked for that found records: events
-        // come that no nudge announces.
-        let asked = woke.nudged || woke.rings || paid;
-        if urgent.any && !asked {
-            active_until = Some(std::time::Instant::now() + ACTIVE_SPELL);
-        }
-        if paid {
-            owed = None;
-        }
-        // Owed to the records someone waits for, not to quiet ones.
-        if let Some(newest) = urgent.newest {
-            let due = newest.saturating_add(super::stream::REORDER_WINDOW.as_nanos() as u64);
-            if due > began {
-                owed = Some(owed.map_or(due, |at| at.max(due)));
+            let drained = pacing.drain(&task.reader, &task.quiet, woke);
+            if (drained.paid || !drained.records.is_empty())
+                && sender.send((drained.began, drained.records)).is_err()
+            {
+                return;
             }
-        }
-        if (flush || paid || !records.is_empty()) && sender.send((began, records)).is_err() {
-            return;
         }
         // A storm in the rings is read in batches, PACE apart.
         if woke.rings && !woke.nudged {
@@ -745,7 +823,7 @@ mod tests {
             nudge.0.timer.get().expect("timer").is_some(),
             "at once: armed"
         );
-        assert!(!nudge.answered(false), "drained (no flush)");
+        nudge.answered(false);
         assert_eq!(nudge.later_since(), None, "answered");
         nudge.answered_all().await;
         // Asked at once already: `later` adds nothing to wait for.
@@ -868,17 +946,16 @@ mod tests {
             other => panic!("a one-shot timer, not {other:?}"),
         };
         assert!(left(still) < left(armed), "a later nudge did not re-arm");
-        nudge.flush();
-        assert!(wakes_now(&nudge), "a flush wakes the reader at once");
-        assert!(nudge.answered(true), "the flush is answered");
+        nudge.answered(false);
         assert!(!wakes_now(&nudge), "answered: nothing asked any more");
+        assert!(nudge.0.timer.get().expect("timer").is_none(), "disarmed");
 
         let soon = Nudge::new(Duration::from_millis(1)).expect("nudge");
         soon.now();
         let mut fds = [PollFd::new(soon.as_fds()[1], PollFlags::POLLIN)];
         let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10_000u16));
         assert_eq!(ready, Ok(1), "the drain is asked once the delay passed");
-        assert!(!soon.answered(false), "a nudge is not a flush");
+        soon.answered(false);
         assert!(!wakes_now(&soon), "answered: nothing asked any more");
     }
 
@@ -910,11 +987,12 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         let woke = look();
         assert!(woke.nudged && !woke.asked && !woke.timed_out, "{woke:?}");
-        assert!(!nudge.answered(woke.asked));
-        nudge.flush();
+        nudge.answered(woke.asked);
+        // The eventfd, written when a nudge's timer cannot be armed.
+        nudge.0.fd.write(1).expect("eventfd");
         let woke = look();
         assert!(woke.nudged && woke.asked, "{woke:?}");
-        assert!(nudge.answered(woke.asked));
+        nudge.answered(woke.asked);
         let woke = look();
         assert!(!woke.nudged && !woke.asked, "{woke:?}");
         let timed = runtime
