@@ -10,11 +10,14 @@
 //! --source kernel` and `--source inference` (each one's stdout drained),
 //! and the baseline binary's two watches. The window is a churn of `locktop
 //! hold` processes ([`churn`], as `scale`'s section 2). Per monitor over
-//! it: CPU (utime + stime of every thread, `/proc/PID/stat`), per
-//! acquisition too; voluntary context switches per acquisition (the sum
-//! over `/proc/PID/task/*/status`: a process's own status counts its main
-//! thread's alone; sampled every 250 ms, so that a thread that ends in the
-//! window still counts), thread by thread; its threads. Each run has a
+//! it: CPU (the time on a CPU of every thread, in nanoseconds from
+//! `/proc/PID/task/*/schedstat`: utime + stime count 10 ms ticks, a tenth
+//! of `inotifywait`'s CPU over a window), per acquisition too; voluntary
+//! context switches per acquisition (the sum over
+//! `/proc/PID/task/*/status`: a process's own status counts its main
+//! thread's alone), thread by thread; both sampled every 250 ms, so that
+//! a thread that ends in the window still counts what it did until its
+//! last sample; its threads. Each run has a
 //! state dir of its own: the churn makes the same new directories in
 //! every run. Then, with the kernel
 //! watches alone: SIGKILL → the watch's `→ free` line for every key of
@@ -41,8 +44,8 @@ use locktop::locks::agent_tag_lock;
 
 use super::killpath::{RawInotify, tag_keys};
 use super::outside::{
-    Churn, Inotifywait, churn, clock_ticks_per_second, cpu_ticks, drain_lines, inotifywait_missing,
-    inotifywait_version, spawn_locktop, stop, thread_switches,
+    Churn, Inotifywait, ThreadCounts, churn, drain_lines, inotifywait_missing, inotifywait_version,
+    spawn_locktop, stop, thread_counts,
 };
 use super::{
     Guarded, Targets, cpu_hogs, create_free_keys_touch, fmt_dur, group_args, instance_names,
@@ -136,7 +139,7 @@ struct Group {
 const GROUPS: [Group; 6] = [
     Group {
         metric: Metric::Cpu,
-        title: "CPU over the churn (utime+stime, every thread)",
+        title: "CPU over the churn (time on a CPU, every thread)",
         show: seconds,
         reference: INOTIFYWAIT,
         versus: Some(Versus::Ratio),
@@ -380,15 +383,14 @@ impl Watch {
     }
 }
 
-/// One process's threads over a window: TID → (name, voluntary context
-/// switches).
+/// One process's threads over a window, by TID.
 #[derive(Default)]
 struct Threads {
     /// At the window's start.
-    start: HashMap<u32, (String, u64)>,
+    start: HashMap<u32, ThreadCounts>,
     /// When last seen in the window (a thread that ended in it: its last
     /// sample).
-    last: HashMap<u32, (String, u64)>,
+    last: HashMap<u32, ThreadCounts>,
     /// Alive at the window's end.
     alive: usize,
 }
@@ -411,7 +413,7 @@ impl ThreadWatch {
         let mut threads: Vec<Threads> = pids
             .iter()
             .map(|pid| {
-                let now = thread_switches(*pid);
+                let now = thread_counts(*pid);
                 Threads {
                     start: now.clone(),
                     alive: now.len(),
@@ -449,7 +451,7 @@ impl ThreadWatch {
 
 fn sample(pids: &[u32], threads: &mut [Threads]) {
     for (pid, threads) in pids.iter().zip(threads) {
-        let now = thread_switches(*pid);
+        let now = thread_counts(*pid);
         threads.alive = now.len();
         threads.last.extend(now);
     }
@@ -470,8 +472,9 @@ pub fn section(
          `locktop watch --no-connect --source kernel` and `--source inference` (stdout drained){}. Window: \
          a driver keeps ~{} `locktop hold` alive, spawning one and ending the oldest ~{} times a second \
          for {} (an acquisition = a hold that held: an instance key, every third also a tag). CPU = \
-         utime+stime of every thread (/proc/PID/stat, {} ticks a second); voluntary context switches = the \
-         sum over /proc/PID/task/*/status (sampled every {}: a thread that ended in the window counts). Then the kernel watches alone: {} kills quiet and {} beside a busy \
+         the time on a CPU of every thread (/proc/PID/task/*/schedstat, ns); voluntary context switches = \
+         the sum over /proc/PID/task/*/status (both sampled every {}: a thread that ended in the window \
+         counts until its last sample). Then the kernel watches alone: {} kills quiet and {} beside a busy \
          loop per CPU, each victim a fresh `locktop hold --group` of {} tags, killed {}–{} ms after every \
          watch printed them live; latency = SIGKILL → the watch's last `→ free` line read from its stdout, \
          beside a raw inotify reader's IN_CLOSE_WRITE of the victim's files (p99 nearest-rank: the maximum \
@@ -486,7 +489,6 @@ pub fn section(
         churning.alive,
         churning.per_second,
         fmt_dur(churning.window),
-        clock_ticks_per_second(),
         fmt_dur(SAMPLE_EVERY),
         sizes.kills,
         sizes.kills,
@@ -568,16 +570,9 @@ fn one_run(run: usize, bins: &[&Path], scratch: &Path, sizes: &Sizes, figures: &
         counts
     };
     let lines_before = lines();
-    let ticks = || {
-        pids.iter()
-            .map(|(_, pid)| cpu_ticks(*pid).unwrap_or(0))
-            .collect::<Vec<_>>()
-    };
-    let before = ticks();
     let threads = ThreadWatch::start(pids.iter().map(|(_, pid)| *pid).collect());
-    let (stats, ((after, threads), elapsed)) = churn(&sizes.churn, bins[0], state, &aihs, || {
-        (ticks(), threads.finish())
-    });
+    let (stats, (threads, elapsed)) =
+        churn(&sizes.churn, bins[0], state, &aihs, || threads.finish());
     let lines_read: Vec<String> = pids
         .iter()
         .zip(lines().iter().zip(&lines_before))
@@ -594,10 +589,17 @@ fn one_run(run: usize, bins: &[&Path], scratch: &Path, sizes: &Sizes, figures: &
         lines_read.join(" · ")
     ));
     let acquisitions = stats.spawned.max(1) as f64;
-    let hz = clock_ticks_per_second() as f64;
-    for ((((row, _), before), after), threads) in pids.iter().zip(&before).zip(&after).zip(&threads)
-    {
-        let cpu = after.saturating_sub(*before) as f64 / hz;
+    for ((row, _), threads) in pids.iter().zip(&threads) {
+        // Thread by thread (one that began in the window from 0).
+        let since_start = |tid: &u32, count: fn(&ThreadCounts) -> u64, now: &ThreadCounts| {
+            count(now).saturating_sub(threads.start.get(tid).map_or(0, count))
+        };
+        let on_cpu_ns: u64 = threads
+            .last
+            .iter()
+            .map(|(tid, now)| since_start(tid, |t| t.on_cpu_ns, now))
+            .sum();
+        let cpu = on_cpu_ns as f64 / 1e9;
         figures.set(Metric::Cpu, *row, run, cpu);
         figures.set(
             Metric::CpuPerAcquisition,
@@ -605,14 +607,10 @@ fn one_run(run: usize, bins: &[&Path], scratch: &Path, sizes: &Sizes, figures: &
             run,
             cpu * 1e6 / acquisitions,
         );
-        // Thread by thread (one that began in the window from 0).
         let mut each: Vec<(&str, u64)> = threads
             .last
             .iter()
-            .map(|(tid, (name, switches))| {
-                let was = threads.start.get(tid).map_or(0, |(_, was)| *was);
-                (name.as_str(), switches.saturating_sub(was))
-            })
+            .map(|(tid, now)| (now.name.as_str(), since_start(tid, |t| t.switches, now)))
             .collect();
         each.sort_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)));
         let total: u64 = each.iter().map(|(_, switches)| switches).sum();

@@ -293,11 +293,22 @@ impl Inotifywait {
     }
 }
 
-/// Each live thread of `pid` by TID: its name (`comm`) and its voluntary
-/// context switches so far (`/proc/PID/task/TID/status`; the process's
-/// own `/proc/PID/status` counts its main thread's alone). A thread that
-/// ended is no longer listed.
-pub fn thread_switches(pid: u32) -> HashMap<u32, (String, u64)> {
+/// What one thread has done so far.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadCounts {
+    /// Its name (`comm`).
+    pub name: String,
+    /// Its voluntary context switches (`/proc/PID/task/TID/status`).
+    pub switches: u64,
+    /// Its time on a CPU, in nanoseconds (`/proc/PID/task/TID/schedstat`,
+    /// its first field: exact, where utime + stime count 10 ms ticks).
+    pub on_cpu_ns: u64,
+}
+
+/// Each live thread of `pid` by TID, with what it has done so far (the
+/// process's own `/proc/PID/status` counts its main thread's switches
+/// alone). A thread that ended is no longer listed.
+pub fn thread_counts(pid: u32) -> HashMap<u32, ThreadCounts> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return HashMap::new();
     };
@@ -313,7 +324,16 @@ pub fn thread_switches(pid: u32) -> HashMap<u32, (String, u64)> {
                 .trim()
                 .parse()
                 .ok()?;
-            Some((tid, (name.trim().to_string(), switches)))
+            let schedstat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+            let on_cpu_ns = schedstat.split_whitespace().next()?.parse().ok()?;
+            Some((
+                tid,
+                ThreadCounts {
+                    name: name.trim().to_string(),
+                    switches,
+                    on_cpu_ns,
+                },
+            ))
         })
         .collect()
 }
