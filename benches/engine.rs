@@ -20,10 +20,11 @@
 //!   watch --no-connect --source kernel` and `--source inference` beside
 //!   `inotifywait -m -r <state>/locks`, side by side on the same churn of
 //!   `locktop hold` processes (scale's section 2 driver, 2,000 agents, ~24
-//!   holds a second for 20 s): each one's CPU (utime+stime of all its
-//!   threads, `/proc/PID/stat`), per acquisition too, its voluntary context
-//!   switches per acquisition (summed over `/proc/PID/task/*/status`, and
-//!   thread by thread) and its threads, each as a ratio to inotifywait's in
+//!   holds a second for 20 s): each one's CPU (every thread's time on a
+//!   CPU, `/proc/PID/task/*/schedstat`, in nanoseconds), per acquisition
+//!   too, its voluntary context switches per acquisition (summed over
+//!   `/proc/PID/task/*/status`, and thread by thread) and its threads,
+//!   each as a ratio to inotifywait's in
 //!   the same run; then the kernel watch's kill → `free` p99 beside raw
 //!   inotify's IN_CLOSE of the victim's files, quiet and beside one busy
 //!   loop per CPU. Min / median / max of 3 runs (1 run, 1 s of churn in
