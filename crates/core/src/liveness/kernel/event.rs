@@ -123,10 +123,16 @@ impl LockEvent {
     /// [`LockEvent::at`] as an [`Instant`] (an event from before this
     /// process's clock could express saturates to now minus its age).
     pub fn instant(&self) -> Instant {
-        let now = Instant::now();
-        let age = monotonic_now().saturating_sub(self.at);
-        now.checked_sub(Duration::from_nanos(age)).unwrap_or(now)
+        instant_of(self.at)
     }
+}
+
+/// A time in nanoseconds of `CLOCK_MONOTONIC` (an event's stamp) as an
+/// [`Instant`]; one this process's clock cannot express saturates to now.
+pub(crate) fn instant_of(at: u64) -> Instant {
+    let now = Instant::now();
+    let age = monotonic_now().saturating_sub(at);
+    now.checked_sub(Duration::from_nanos(age)).unwrap_or(now)
 }
 
 /// Now, in nanoseconds of `CLOCK_MONOTONIC`: the clock of [`LockEvent::at`].

@@ -330,10 +330,6 @@ impl Kernel {
         // 1 ms holds already over.)
         let mut now = Vec::new();
         let mut judged_now = std::collections::HashSet::new();
-        let (mono_now, now_instant) = (
-            crate::liveness::kernel::event::monotonic_now(),
-            Instant::now(),
-        );
         for (key, at) in touched {
             judging.trace(&key, Stage::Dequeued);
             let unlocked = self
@@ -342,10 +338,8 @@ impl Kernel {
                 .get(&key)
                 .is_some_and(|files| files.iter().all(|file| self.table.is_unlocked(file)));
             if !unlocked {
-                let changed = at.and_then(|at| {
-                    now_instant.checked_sub(Duration::from_nanos(mono_now.saturating_sub(at)))
-                });
-                self.queue_changed_at(key, changed.unwrap_or(now_instant));
+                let changed = at.map(crate::liveness::kernel::event::instant_of);
+                self.queue_changed_at(key, changed.map_or_else(Instant::now, Instant::from_std));
             } else if judged_now.insert(key.clone()) {
                 self.unqueue(&key);
                 now.push(key);
