@@ -25,6 +25,8 @@ pub mod time_format;
 
 pub mod unread;
 
+pub mod exact_timer;
+
 pub mod text;
 
 pub mod disk;

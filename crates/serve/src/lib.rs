@@ -594,6 +594,7 @@ async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut journal: Opti
             record(journal, ToJournal::Verdicts(judged.changes, at));
         }
     };
+    let mut clock = crate::stream::follow::DueTimer::new();
     loop {
         let due = shared
             .view
@@ -624,7 +625,7 @@ async fn follow(mut handle: EngineHandle, shared: Arc<Shared>, mut journal: Opti
                     ToJournal::Delta(Box::new(delta), followed.changes, followed.shared),
                 );
             }
-            () = crate::stream::follow::until(due) => {
+            () = clock.until(due) => {
                 let mut view = shared.view.write().unwrap_or_else(PoisonError::into_inner);
                 if let Some(judged) = view.judge(std::time::SystemTime::now()) {
                     tell_judged(&mut journal, judged);

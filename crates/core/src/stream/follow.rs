@@ -28,11 +28,12 @@
 //! (the wall clock went back) is due.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::disk::LockKey;
 use crate::engine::fold::{Folder, WatcherView, fold};
 use crate::engine::{Delta, KeyState, Liveness};
+use crate::exact_timer::ExactTimer;
 use crate::operate::held::{Change, HeldView, SETTLE_AFTER};
 
 use super::queue::KeyTo;
@@ -331,6 +332,59 @@ pub async fn until(due: Option<SystemTime>) {
     tokio::time::sleep(wait).await;
 }
 
+/// [`until`] to the microsecond, on an [`ExactTimer`] (one wake-up, at
+/// the due time — tokio's timer wheel wakes a runtime up to twice for
+/// a deadline past its current 64 ms block, and the follower's settle
+/// is moved later by every delta of a burst). The wall-clock due time is
+/// put on the monotonic clock once per due time asked, so a due time
+/// asked again sets no timer. Falls back to [`until`] when no timer can
+/// be made (out of file descriptors).
+pub struct DueTimer {
+    timer: Option<ExactTimer>,
+    /// The last due time asked, and when it is on the monotonic clock.
+    mapped: Option<(SystemTime, Instant)>,
+}
+
+impl DueTimer {
+    /// A timer registered with the current runtime.
+    pub fn new() -> Self {
+        let timer = ExactTimer::new()
+            .map_err(|error| tracing::debug!(%error, "no exact timer: the runtime's, then"))
+            .ok();
+        Self {
+            timer,
+            mapped: None,
+        }
+    }
+
+    /// Resolves when `due` comes, as [`until`] does (`None`: at once).
+    /// Cancel-safe.
+    pub async fn until(&mut self, due: Option<SystemTime>) {
+        let (Some(timer), Some(due)) = (&mut self.timer, due) else {
+            return until(due).await;
+        };
+        let at = match self.mapped {
+            Some((mapped, at)) if mapped == due => at,
+            _ => {
+                let wait = due
+                    .duration_since(SystemTime::now())
+                    .unwrap_or_default()
+                    .min(VERDICT_CLOCK);
+                let at = Instant::now() + wait;
+                self.mapped = Some((due, at));
+                at
+            }
+        };
+        timer.until(at).await;
+    }
+}
+
+impl Default for DueTimer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Whether `due` has come at `now`: reached, or more than `period`
 /// ahead (the clock went back since it was set).
 fn is_due(due: SystemTime, now: SystemTime, period: Duration) -> bool {
@@ -389,6 +443,22 @@ impl<F: Folder> Folder for Feeding<'_, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_due_time_asked_again_sets_no_timer() {
+        let mut clock = DueTimer::new();
+        let due = SystemTime::now() + Duration::from_millis(30);
+        // Each turn of a loop asks again, and is cancelled by a delta.
+        for _ in 0..5 {
+            let cancelled =
+                tokio::time::timeout(Duration::from_millis(1), clock.until(Some(due))).await;
+            assert!(cancelled.is_err(), "resolved before its due time");
+        }
+        clock.until(Some(due)).await;
+        assert!(SystemTime::now() >= due - Duration::from_millis(1));
+        let timer = clock.timer.as_ref().expect("a timer could be made");
+        assert_eq!(timer.sets, 1, "one timerfd_settime for one due time");
+    }
     use crate::engine::fixtures::{free, held, key_delta, t, tag};
     use crate::engine::fold::Fold;
 

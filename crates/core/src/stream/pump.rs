@@ -46,6 +46,7 @@ pub async fn pump(
 ) -> Option<std::io::Result<()>> {
     tokio::pin!(stop);
     let mut synced = telling.initial;
+    let mut clock = follow::DueTimer::new();
     loop {
         tokio::select! {
             delta = handle.deltas.recv() => match delta {
@@ -65,7 +66,7 @@ pub async fn pump(
                 }
                 None => return None,
             },
-            () = follow::until(follower.due()) => {
+            () = clock.until(follower.due()) => {
                 if let Some(judged) = follower.judge(SystemTime::now()) {
                     push_judged(outbox, judged, follower.scanned());
                 }
