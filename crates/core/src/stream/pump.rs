@@ -51,17 +51,16 @@ pub async fn pump(
         tokio::select! {
             delta = handle.deltas.recv() => match delta {
                 Some(delta) => {
-                    let scanned = follower.scanned();
-                    let followed = follower.apply_received(delta.clone(), SystemTime::now());
-                    if let Some(settled) = followed.settled {
-                        push_judged(outbox, settled, scanned);
-                    }
-                    let changes = if scanned { followed.changes } else { Vec::new() };
-                    push_delta(outbox, delta, telling.json, &mut synced, (followed.repeat, changes));
-                    if followed.first_state.is_some() && telling.initial {
-                        // The verdicts of the initial state, now that
-                        // every holder's keys are known.
-                        push_verdicts(outbox, follower.held().current(), true, SystemTime::now());
+                    // This delta and every one the engine's turn sent with
+                    // it, then one write for all their lines.
+                    let mut next = Some(delta);
+                    let mut taken = 0;
+                    while let Some(delta) = next {
+                        follow_delta(&mut follower, outbox, telling, &mut synced, delta);
+                        taken += 1;
+                        next = (taken < DELTAS_PER_WRITE)
+                            .then(|| handle.deltas.try_recv().ok())
+                            .flatten();
                     }
                 }
                 None => return None,
@@ -79,6 +78,44 @@ pub async fn pump(
         // What this turn queued: written now where that cannot block, or
         // handed to the writer.
         outbox.flush();
+    }
+}
+
+/// The most deltas folded before their lines are written (a turn of
+/// the engine sends a few; a first scan, up to the channel's size).
+const DELTAS_PER_WRITE: usize = 64;
+
+/// Folds `delta` through the follower into `outbox`: the verdicts of a
+/// burst it found settled first, then its own line, then — at the first
+/// scan's end — the initial state's verdicts.
+fn follow_delta(
+    follower: &mut Follower<HeldOnly>,
+    outbox: &PendingLines,
+    telling: Telling,
+    synced: &mut bool,
+    delta: crate::engine::Delta,
+) {
+    let scanned = follower.scanned();
+    let followed = follower.apply_received(delta.clone(), SystemTime::now());
+    if let Some(settled) = followed.settled {
+        push_judged(outbox, settled, scanned);
+    }
+    let changes = if scanned {
+        followed.changes
+    } else {
+        Vec::new()
+    };
+    push_delta(
+        outbox,
+        delta,
+        telling.json,
+        synced,
+        (followed.repeat, changes),
+    );
+    if followed.first_state.is_some() && telling.initial {
+        // The verdicts of the initial state, now that every holder's keys
+        // are known.
+        push_verdicts(outbox, follower.held().current(), true, SystemTime::now());
     }
 }
 
