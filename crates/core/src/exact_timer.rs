@@ -48,8 +48,10 @@ pub struct ExactTimer {
 }
 
 impl ExactTimer {
-    /// An unset timer, registered with the current runtime's reactor.
+    /// An unset timer, registered with the current runtime's reactor (an
+    /// error, never a panic, outside a runtime with I/O enabled).
     pub fn new() -> io::Result<Self> {
+        tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
         let timer = TimerFd::new(
             ClockId::CLOCK_MONOTONIC,
             TimerFlags::TFD_CLOEXEC | TimerFlags::TFD_NONBLOCK,
@@ -155,6 +157,11 @@ mod tests {
             .expect("the deadline set before the cancel fired");
         assert!(Instant::now() >= at);
         assert_eq!(timer.sets, 1, "set once for one deadline");
+    }
+
+    #[test]
+    fn outside_a_runtime_it_is_an_error_not_a_panic() {
+        assert!(ExactTimer::new().is_err());
     }
 
     #[tokio::test]
