@@ -72,8 +72,7 @@ impl ExactTimer {
 
     /// Resolves at `at` (at once when it has passed). Sets the timer only
     /// when `at` is not what it is set to already. A timer that cannot be
-    /// set or read resolves at once: the caller looks at its clock again
-    /// rather than sleep past its deadline.
+    /// set or read (never seen) leaves the wait to the runtime's timer.
     pub async fn until(&mut self, at: Instant) {
         loop {
             let now = Instant::now();
@@ -81,21 +80,22 @@ impl ExactTimer {
                 return;
             }
             if self.set_to != Some(at) {
-                // Unset or not set: resolve at once, the caller looks at
-                // its clock again rather than sleep past its deadline.
-                let Ok(()) = self.set(at - now) else { return };
+                if self.set(at - now).is_err() {
+                    return tokio::time::sleep_until(at.into()).await;
+                }
                 self.count_set();
+                self.set_to = Some(at);
             }
-            self.set_to = Some(at);
             let Ok(mut ready) = self.fd.readable().await else {
-                return;
+                return tokio::time::sleep_until(at.into()).await;
             };
             // The expiry count (8 bytes): read, it clears the readiness.
             let mut count = [0u8; 8];
             match nix::unistd::read(ready.get_inner().0.as_fd(), &mut count) {
                 Ok(_) => self.set_to = None,
+                // Set again since it fired: not due yet.
                 Err(nix::errno::Errno::EAGAIN) => ready.clear_ready(),
-                Err(_) => return,
+                Err(_) => return tokio::time::sleep_until(at.into()).await,
             }
         }
     }
