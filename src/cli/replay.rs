@@ -164,7 +164,7 @@ fn print_at(set: &JournalSet, at: SystemTime, json: bool, all: bool) -> anyhow::
     // (ages, verdicts, `taken_at`) as of then: time nobody recorded makes
     // no verdict.
     let end = set.end()?;
-    let judged_at = if at > end {
+    let judged_at = if set.past_end(at)? {
         say!(
             "locktop replay: note: the recording ends at {} ({}); this is the last state it recorded, as of then",
             rfc3339(end),
@@ -295,7 +295,7 @@ fn print_changes(
         say!("locktop replay: note: {}", gap_words(&gap));
     }
     let end = set.end()?;
-    if asked_to.map_or(from > end, |asked| asked > end) {
+    if set.past_end(asked_to.unwrap_or(from))? {
         say!(
             "locktop replay: note: the recording ends at {} ({}); nothing after it was recorded",
             rfc3339(end),

@@ -459,3 +459,36 @@ fn a_line_stamped_45_minutes_ahead_is_said_and_never_freezes_time() {
         window.stderr
     );
 }
+
+#[test]
+fn the_last_millisecond_of_a_recording_cut_short_is_said_to_be_its_last_state() {
+    // The shipped demo recording has no end line: its recorder did not
+    // stop cleanly, so lines stamped with its last line's millisecond
+    // may have followed and been lost. `--at` that millisecond is the
+    // last state recorded, and says so, as after it.
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    let text = std::fs::read_to_string(&demo).expect("read");
+    let last = text.lines().last().expect("lines");
+    assert!(!last.starts_with(r#"{"end":"#), "{last}");
+    let value: serde_json::Value = serde_json::from_str(last).expect("json");
+    let end = value["time"].as_str().expect("time").to_string();
+    let demo = [demo];
+    let at = replay(&demo, &["--at", &end]);
+    assert_eq!(at.code(), 0, "{}", at.stderr);
+    assert!(
+        at.stderr.contains(&format!("the recording ends at {end}"))
+            && at.stderr.contains("not stopped cleanly"),
+        "{}",
+        at.stderr
+    );
+    // A millisecond before it: an answer of its own, no note.
+    let time = humantime::parse_rfc3339(&end).expect("time");
+    let before = humantime::format_rfc3339_millis(time - Duration::from_millis(1)).to_string();
+    let earlier = replay(&demo, &["--at", &before]);
+    assert_eq!(earlier.code(), 0, "{}", earlier.stderr);
+    assert!(
+        !earlier.stderr.contains("the recording ends at"),
+        "{}",
+        earlier.stderr
+    );
+}

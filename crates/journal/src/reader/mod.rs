@@ -25,7 +25,10 @@
 //!   recorded; two files claiming one part of one recording are refused
 //!   (the same file given twice is read once);
 //! - a recording ends at its end line's time (a clean stop wrote one),
-//!   else at its last line's;
+//!   else at its last line's — and then its last millisecond is not known
+//!   whole (a file cut short may have lost later lines stamped with it),
+//!   so a time at that end is past the end as much as one after it
+//!   ([`JournalSet::past_end`]);
 //! - going from one file to the next, a checkpoint of the same recording
 //!   restates what the lines said and is skipped; the first checkpoint of
 //!   another recording replaces the state, as changes (the keys that
@@ -441,6 +444,17 @@ impl JournalSet {
     pub fn end(&self) -> anyhow::Result<SystemTime> {
         let last = &self.files[self.files.len() - 1];
         Ok(last.end.max(self.start()))
+    }
+
+    /// Whether nothing the recording kept can tell the state at `time`
+    /// beyond its last state: `time` is after its end, or at it when it
+    /// was not stopped cleanly (lines stamped with its last millisecond
+    /// may follow the last one kept, lost with the file's cut end, as a
+    /// missing part may hold its predecessor's). A face answering for
+    /// such a time says it is the last state recorded.
+    pub fn past_end(&self, time: SystemTime) -> anyhow::Result<bool> {
+        let end = self.end()?;
+        Ok(time > end || (time == end && !self.stopped_cleanly()))
     }
 
     /// Whether the recording was stopped cleanly (its last file ends with

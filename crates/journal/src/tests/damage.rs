@@ -152,8 +152,9 @@ fn a_false_answer(path: &Path, deltas: &[crate::engine::Delta], step: usize) -> 
             continue;
         };
         // Said by every face: unsure, in a gap, or past the end (a
-        // file cut short ends where it ends, and `--at` says so).
-        let past_end = time > set.end().unwrap();
+        // file cut short ends where it ends, its last millisecond
+        // included, and `--at` says so).
+        let past_end = set.past_end(time).unwrap();
         if replayed.doubt.is_some() || set.gap_at(time).unwrap().is_some() || past_end {
             continue;
         }
@@ -562,4 +563,35 @@ fn a_line_restamped_later_before_a_moved_line_is_said() {
     lines[to - 1] = restamped(&lines[to - 1], 2_923_498).expect("a change line");
     write_lines(&path, &lines);
     assert_eq!(a_false_answer(&path, &deltas, 1), None);
+}
+
+/// The time a change line is stamped with.
+fn time_of(line: &[u8]) -> SystemTime {
+    let value: serde_json::Value = serde_json::from_slice(line).unwrap();
+    humantime::parse_rfc3339(value["time"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn a_file_cut_inside_its_last_millisecond_is_past_its_end_at_that_millisecond() {
+    // Found by the property above on CI (seed 665): the last line lost,
+    // the one before it stamped with the same millisecond. The state at
+    // that millisecond was answered as sure — and the lost change, a tag
+    // taken then, was not in it.
+    let (_dir, path, deltas) = recorded(300, 665, None, 1, 2 << 10);
+    let mut lines = lines_of(&path);
+    let lost = lines.pop().unwrap();
+    let kept = lines.last().unwrap();
+    assert_eq!(
+        time_of(&lost),
+        time_of(kept),
+        "two changes in one millisecond"
+    );
+    write_lines(&path, &lines);
+    assert_eq!(a_false_answer(&path, &deltas, 1), None);
+    let set = JournalSet::open(std::slice::from_ref(&path)).unwrap();
+    assert!(!set.stopped_cleanly());
+    let end = set.end().unwrap();
+    assert_eq!(end, time_of(kept));
+    assert!(set.past_end(end).unwrap(), "its last millisecond");
+    assert!(!set.past_end(end - Duration::from_millis(1)).unwrap());
 }

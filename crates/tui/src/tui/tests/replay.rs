@@ -24,8 +24,14 @@ fn clock() -> SystemTime {
 
 /// A recording: a/b and tag x taken by pid 7 at t(10); tag y taken by
 /// pid 8 with pid 9 waiting at t(20); pid 7's keys freed (it exited) at
-/// t(30).
+/// t(30). Its recorder is killed after (no end line).
 fn recording(dir: &std::path::Path) -> PathBuf {
+    recording_ended(dir, false)
+}
+
+/// [`recording`], its recorder stopped cleanly (an end line) when
+/// `cleanly`, else killed.
+fn recording_ended(dir: &std::path::Path, cleanly: bool) -> PathBuf {
     let path = dir.join("journal.jsonl");
     let mut journal = Journal::create(
         Output::File {
@@ -61,6 +67,9 @@ fn recording(dir: &std::path::Path) -> PathBuf {
     ];
     for delta in deltas {
         journal.record(delta).unwrap();
+    }
+    if cleanly {
+        journal.finish().unwrap();
     }
     path
 }
@@ -208,6 +217,28 @@ fn playing_moves_the_cursor_at_its_speed_and_stops_at_the_end() {
         .unwrap();
     assert_eq!(player.status().cursor, t(30));
     assert!(!player.status().playing);
+}
+
+#[test]
+fn at_the_end_of_a_recording_cut_short_the_header_says_so_never_of_one_stopped_cleanly() {
+    for cleanly in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let set = JournalSet::open(&[recording_ended(dir.path(), cleanly)]).unwrap();
+        let (mut player, mut app) = Player::open(set, Theme::color()).unwrap();
+        app.set_replay_status(player.status().clone());
+        // Before its last line: nothing to say.
+        key(&mut player, &mut app, KeyCode::Char('>'));
+        key(&mut player, &mut app, KeyCode::Char('>'));
+        assert_eq!(player.status().cursor, t(20));
+        let screen = text(&mut app);
+        assert!(!screen.contains("CUT SHORT"), "{screen}");
+        // At it (its millisecond may have had lines that were lost).
+        key(&mut player, &mut app, KeyCode::Char('}'));
+        assert_eq!(player.status().cursor, t(30));
+        let screen = text(&mut app);
+        let said = screen.contains("CUT SHORT (not stopped cleanly): the last state recorded");
+        assert_eq!(said, !cleanly, "stopped cleanly: {cleanly}\n{screen}");
+    }
 }
 
 #[test]

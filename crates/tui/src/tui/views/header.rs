@@ -411,8 +411,10 @@ fn free_note(show_free: bool, unlisted: usize, room: usize) -> String {
 /// `22:23Z · last change 22:22:40Z · `: the model's clock to the minute
 /// (so a quiet screen visibly lives, at one redraw a minute) and when the
 /// engine last reported a change.
-/// ` REPLAY ` ▶/⏸, the speed, the cursor's time and the recording's
-/// span: first on the line, so a replay is never taken for live.
+/// ` REPLAY ` ▶/⏸, the speed, the cursor's time, what the files cannot
+/// tell there (a gap, a recording cut short, damage) and the recording's
+/// span: first on the line, so a replay is never taken for live nor an
+/// unsure state for a sure one.
 fn replay_spans(
     view: &ViewState<'_>,
     replay: &super::super::replay_status::ReplayStatus,
@@ -423,15 +425,10 @@ fn replay_spans(
         Span::styled(" REPLAY ", theme.marker),
         Span::raw(format!(" {playing} {}× ", replay.speed)),
         Span::styled(crate::time_format::rfc3339(replay.cursor), theme.section),
-        Span::styled(
-            format!(
-                " · {} recorded {} · ",
-                crate::text::visible(&replay.host),
-                span_text(replay.start, replay.end)
-            ),
-            theme.dim,
-        ),
+        Span::styled(" · ", theme.dim),
     ];
+    // What the files cannot tell at the cursor comes first after it:
+    // on a narrow terminal the span recorded is what is cut.
     if let Some(gap) = &replay.gap {
         let (end, next) = (super::clock_text(gap.from), super::clock_text(gap.to));
         let words = match &gap.why {
@@ -450,6 +447,13 @@ fn replay_spans(
         spans.push(Span::styled(words, theme.marker));
         spans.push(Span::styled(" · ", theme.dim));
     }
+    if replay.cut_short {
+        spans.push(Span::styled(
+            " CUT SHORT (not stopped cleanly): the last state recorded ",
+            theme.marker,
+        ));
+        spans.push(Span::styled(" · ", theme.dim));
+    }
     if let Some(doubt) = &replay.doubt {
         spans.push(Span::styled(
             format!(" UNSURE: {} ", crate::text::visible(doubt)),
@@ -457,6 +461,14 @@ fn replay_spans(
         ));
         spans.push(Span::styled(" · ", theme.dim));
     }
+    spans.push(Span::styled(
+        format!(
+            "{} recorded {} · ",
+            crate::text::visible(&replay.host),
+            span_text(replay.start, replay.end)
+        ),
+        theme.dim,
+    ));
     spans
 }
 
