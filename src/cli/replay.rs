@@ -130,7 +130,7 @@ fn how_it_ended(set: &JournalSet) -> &'static str {
     if set.stopped_cleanly() {
         "it was stopped then"
     } else {
-        "its last line; it was not stopped cleanly: killed, a crash or a full disk"
+        "its last line; no end line follows it: not stopped cleanly (killed, a crash, a full disk), or still recording"
     }
 }
 

@@ -422,7 +422,9 @@ fn stopped_late() -> SystemTime {
 
 /// Reported from the field: a recording stopped cleanly (SIGINT) ended,
 /// for `replay`, at its last change — seconds early. Its end line says
-/// when it stopped; one without (a crash) still ends at its last line.
+/// when it stopped; one without (a crash) still ends at its last line,
+/// and that line's millisecond is not known whole (past the end, or in
+/// the gap before the next recording).
 #[test]
 fn a_clean_stop_ends_the_recording_when_it_stopped() {
     use crate::engine::fixtures::t;
@@ -477,8 +479,54 @@ fn a_clean_stop_ends_the_recording_when_it_stopped() {
     assert_eq!(last_time, Some(t(100)));
     assert_eq!(read_at(&set, t(100)), read_at(&set, t(30)));
     assert!(set.take_warnings().is_empty(), "{:?}", set.take_warnings());
-    let set = JournalSet::open(&[crashed]).unwrap();
+    let set = JournalSet::open(std::slice::from_ref(&stopped)).unwrap();
+    assert!(!set.past_end(t(100)).unwrap());
+    assert!(set.past_end(t(100) + Duration::from_millis(1)).unwrap());
+    let set = JournalSet::open(std::slice::from_ref(&crashed)).unwrap();
     assert_eq!(set.end().unwrap(), t(30));
+    // Its last millisecond may have had lines after the last one kept.
+    assert!(set.past_end(t(30)).unwrap());
+    assert!(!set.past_end(t(30) - Duration::from_millis(1)).unwrap());
+    // So, when another recording follows, that millisecond is in the
+    // gap before it; after a clean stop, the gap starts after it.
+    for (first, last, ends) in [(&crashed, t(30), "crashed"), (&stopped, t(100), "stopped")] {
+        std::thread::sleep(Duration::from_millis(5));
+        let next = dir.path().join(format!("after-{ends}.jsonl"));
+        let mut journal = Journal::create(
+            Output::File {
+                path: next.clone(),
+                max_size: None,
+                keep: 1,
+            },
+            recording(),
+        )
+        .unwrap()
+        .with_clock(|| t(200));
+        for delta in [
+            key_delta(tag("x"), free(), None, t(200)),
+            Delta::Synced {
+                keys: 1,
+                at: t(200),
+            },
+        ] {
+            journal.record(delta).unwrap();
+        }
+        let set = JournalSet::open(&[first.clone(), next]).unwrap();
+        assert_ne!(
+            set.files()[0].header.recording_started,
+            set.files()[1].header.recording_started
+        );
+        let gap = set.gap_at(last).unwrap();
+        assert_eq!(gap.is_some(), ends == "crashed", "{ends}: {gap:?}");
+        assert!(
+            set.gap_at(last + Duration::from_millis(1))
+                .unwrap()
+                .is_some()
+        );
+        assert!(set.gap_at(t(200)).unwrap().is_none());
+        let within = set.gaps_within(last - Duration::from_secs(1), last);
+        assert_eq!(within.len(), usize::from(ends == "crashed"), "{ends}");
+    }
 }
 
 mod damage;

@@ -28,7 +28,8 @@
 //!   else at its last line's — and then its last millisecond is not known
 //!   whole (a file cut short may have lost later lines stamped with it),
 //!   so a time at that end is past the end as much as one after it
-//!   ([`JournalSet::past_end`]);
+//!   ([`JournalSet::past_end`]), or in the gap before the next
+//!   recording ([`JournalSet::gap_at`]);
 //! - going from one file to the next, a checkpoint of the same recording
 //!   restates what the lines said and is skipped; the first checkpoint of
 //!   another recording replaces the state, as changes (the keys that
@@ -464,7 +465,10 @@ impl JournalSet {
     }
 
     /// When `time` falls between two files (after one's last line,
-    /// before the next one's first checkpoint): that gap, and why.
+    /// before the next one's first checkpoint): that gap, and why. The
+    /// last line's own millisecond is in the gap when lines of it may be
+    /// missing: a missing part, or a recording with no end line before
+    /// another recording.
     pub fn gap_at(&self, time: SystemTime) -> anyhow::Result<Option<Gap>> {
         for pair in self.files.windows(2) {
             let Some((_, next_start)) = pair[1].first_checkpoint else {
@@ -474,11 +478,10 @@ impl JournalSet {
                 continue;
             }
             let gap = gap_between(&pair[0], &pair[1], next_start);
-            // A missing part may hold lines of its predecessor's last
-            // millisecond: from that instant on, the state is unknown.
-            let inside = match gap.why {
-                GapWhy::Missing(_) => time >= gap.from,
-                GapWhy::NotRecorded(_) => time > gap.from,
+            let inside = if holds_its_first_instant(&pair[0], &pair[1], &gap) {
+                time >= gap.from
+            } else {
+                time > gap.from
             };
             return Ok(inside.then_some(gap));
         }
@@ -492,11 +495,10 @@ impl JournalSet {
             .filter_map(|pair| {
                 let (_, next_start) = pair[1].first_checkpoint?;
                 let gap = gap_between(&pair[0], &pair[1], next_start);
-                // A missing part's gap holds its first instant (see
-                // `gap_at`); time nothing recorded does not.
-                let starts_by = match gap.why {
-                    GapWhy::Missing(_) => gap.from <= to,
-                    GapWhy::NotRecorded(_) => gap.from < to && gap.from < gap.to,
+                let starts_by = if holds_its_first_instant(&pair[0], &pair[1], &gap) {
+                    gap.from <= to
+                } else {
+                    gap.from < to && gap.from < gap.to
                 };
                 (gap.to > from && starts_by).then_some(gap)
             })
@@ -805,6 +807,22 @@ impl JournalSet {
 
 /// The gap between two files that follow each other, `to` the second
 /// one's first checkpoint.
+/// Whether `gap` (after `before`, before `after`) starts at its first
+/// instant, the millisecond of `before`'s last line: lines stamped with
+/// it may be missing from `before` — in a missing part, or lost when a
+/// recording with no end line was cut short (killed, a crash, a full
+/// disk). A rotation within one recording carries on in the next part,
+/// so time nothing recorded starts after that millisecond there.
+fn holds_its_first_instant(before: &JournalFile, after: &JournalFile, gap: &Gap) -> bool {
+    match gap.why {
+        GapWhy::Missing(_) => true,
+        GapWhy::NotRecorded(_) => {
+            let same = before.header.recording_started == after.header.recording_started;
+            !same && !before.stopped_cleanly
+        }
+    }
+}
+
 fn gap_between(before: &JournalFile, after: &JournalFile, to: SystemTime) -> Gap {
     let same = before.header.recording_started == after.header.recording_started;
     let why = if same && after.header.part > before.header.part + 1 {

@@ -30,10 +30,11 @@ pub(crate) struct ReplayStatus {
     /// When damaged lines make the state at the cursor unsure: what and
     /// where (until the next whole checkpoint).
     pub doubt: Option<String>,
-    /// When the cursor is at or after the last line of a recording that
-    /// was not stopped cleanly (killed, a crash, a full disk): what came
-    /// after that line, those of its own millisecond too, is unknown,
-    /// and the screen is the last state recorded.
+    /// When the cursor is at or after the last line of a recording with
+    /// no end line (not stopped cleanly — killed, a crash, a full disk —
+    /// or still being written): what came after that line, those of its
+    /// own millisecond too, is unknown, and the screen is the last state
+    /// recorded.
     pub cut_short: bool,
 }
 

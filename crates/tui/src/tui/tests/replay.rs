@@ -220,7 +220,7 @@ fn playing_moves_the_cursor_at_its_speed_and_stops_at_the_end() {
 }
 
 #[test]
-fn at_the_end_of_a_recording_cut_short_the_header_says_so_never_of_one_stopped_cleanly() {
+fn at_the_end_of_a_recording_with_no_end_line_the_header_says_so_never_of_one_stopped_cleanly() {
     for cleanly in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let set = JournalSet::open(&[recording_ended(dir.path(), cleanly)]).unwrap();
@@ -231,12 +231,13 @@ fn at_the_end_of_a_recording_cut_short_the_header_says_so_never_of_one_stopped_c
         key(&mut player, &mut app, KeyCode::Char('>'));
         assert_eq!(player.status().cursor, t(20));
         let screen = text(&mut app);
-        assert!(!screen.contains("CUT SHORT"), "{screen}");
+        assert!(!screen.contains("NO END LINE"), "{screen}");
         // At it (its millisecond may have had lines that were lost).
         key(&mut player, &mut app, KeyCode::Char('}'));
         assert_eq!(player.status().cursor, t(30));
         let screen = text(&mut app);
-        let said = screen.contains("CUT SHORT (not stopped cleanly): the last state recorded");
+        let said =
+            screen.contains("NO END LINE: what followed it is unknown");
         assert_eq!(said, !cleanly, "stopped cleanly: {cleanly}\n{screen}");
     }
 }

@@ -449,7 +449,7 @@ fn replay_spans(
     }
     if replay.cut_short {
         spans.push(Span::styled(
-            " CUT SHORT (not stopped cleanly): the last state recorded ",
+            " NO END LINE: what followed it is unknown (cut short, or still recording) ",
             theme.marker,
         ));
         spans.push(Span::styled(" · ", theme.dim));
