@@ -15,7 +15,9 @@
 //!   two are said at the line after), or when its time is before the time of the line before
 //!   it, or after the time of the line after it while that one follows
 //!   the line before (one line stamped late or early: the lines around
-//!   it agree, it does not) — "the line after it" being the first after
+//!   it agree, it does not; when the line after it is before both, the
+//!   line is taken with the state unsure: nothing tells which of the
+//!   two was stamped wrong) — "the line after it" being the first after
 //!   it not numbered before it (a repeat or a line moved there is skipped
 //!   by its number, and its time is no evidence; two such in a row, and
 //!   the line is taken with the state unsure); a gap in the numbers is lines missing. A
@@ -408,16 +410,25 @@ impl<'s> Lines<'s> {
                 self.damaged(damaged_at, Damage::Unreadable);
                 return Ok(true);
             }
+            let next_start = next.start;
             let next_time = match &next.got {
                 Got::Entry(next, _) => super::entry_time(next),
                 _ => None,
             };
             if let Some(next) = next_time
                 && next < time
-                && self.mark.time.is_none_or(|last| next >= last)
             {
-                self.out_of_time(start, time, "after the line after it", next);
-                return Ok(false);
+                if self.mark.time.is_none_or(|last| next >= last) {
+                    self.out_of_time(start, time, "after the line after it", next);
+                    return Ok(false);
+                }
+                // The line after it is before both this one and the one
+                // before: one of the two, or both, were stamped wrong,
+                // and nothing here tells which. It is taken, and the
+                // state is unsure from the time before it (a reader that
+                // stops at this line's time must not answer as sure a
+                // time this line may belong before).
+                self.damaged(next_start, Damage::OutOfOrder);
             }
         }
         self.mark.time = Some(time);

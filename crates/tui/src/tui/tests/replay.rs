@@ -236,8 +236,7 @@ fn at_the_end_of_a_recording_with_no_end_line_the_header_says_so_never_of_one_st
         key(&mut player, &mut app, KeyCode::Char('}'));
         assert_eq!(player.status().cursor, t(30));
         let screen = text(&mut app);
-        let said =
-            screen.contains("NO END LINE: what followed it is unknown");
+        let said = screen.contains("NO END LINE: what followed it is unknown");
         assert_eq!(said, !cleanly, "stopped cleanly: {cleanly}\n{screen}");
     }
 }
