@@ -15,9 +15,10 @@
 //!   two are said at the line after), or when its time is before the time of the line before
 //!   it, or after the time of the line after it while that one follows
 //!   the line before (one line stamped late or early: the lines around
-//!   it agree, it does not; when the line after it is before both, the
-//!   line is taken with the state unsure: nothing tells which of the
-//!   two was stamped wrong) — "the line after it" being the first after
+//!   it agree, it does not); when a line soon after it is stamped before
+//!   it otherwise (before both, or after lines that agree with it), the
+//!   line is taken with the state unsure: nothing tells which was
+//!   stamped wrong — "the line after it" being the first after
 //!   it not numbered before it (a repeat or a line moved there is skipped
 //!   by its number, and its time is no evidence; two such in a row, and
 //!   the line is taken with the state unsure); a gap in the numbers is lines missing. A
@@ -44,6 +45,13 @@ use crate::engine::fold::{Fold, WatcherView};
 use crate::engine::{Delta, KeyState};
 use crate::format::{self, CheckpointHead, Entry, LineCheck, Namer};
 
+/// How many lines after a line that moves time on are read to judge its
+/// time: a run of fewer lines stamped late together is seen by the line
+/// after it that drops back (the damage model of the tests allows three);
+/// a longer run, like a recorder's clock stepped forward for a while, is
+/// a consistent history until it drops back.
+const EVIDENCE_LINES: usize = 8;
+
 /// The lines of a journal set from a position on, across its files.
 pub struct Lines<'s> {
     set: &'s JournalSet,
@@ -60,8 +68,8 @@ pub struct Lines<'s> {
     pending: std::collections::VecDeque<Entry>,
     /// What the next line must follow.
     mark: Mark,
-    /// The lines after the last one taken (at most two), read to judge
-    /// that one's time.
+    /// The lines after the last one taken (at most [`EVIDENCE_LINES`]),
+    /// read to judge that one's time.
     ahead: std::collections::VecDeque<Item>,
     /// Between a skipped checkpoint's head and its end.
     in_checkpoint: bool,
@@ -410,29 +418,70 @@ impl<'s> Lines<'s> {
                 self.damaged(damaged_at, Damage::Unreadable);
                 return Ok(true);
             }
-            let next_start = next.start;
             let next_time = match &next.got {
                 Got::Entry(next, _) => super::entry_time(next),
                 _ => None,
             };
             if let Some(next) = next_time
                 && next < time
+                && self.mark.time.is_none_or(|last| next >= last)
             {
-                if self.mark.time.is_none_or(|last| next >= last) {
-                    self.out_of_time(start, time, "after the line after it", next);
-                    return Ok(false);
-                }
-                // The line after it is before both this one and the one
-                // before: one of the two, or both, were stamped wrong,
-                // and nothing here tells which. It is taken, and the
-                // state is unsure from the time before it (a reader that
-                // stops at this line's time must not answer as sure a
-                // time this line may belong before).
-                self.damaged(next_start, Damage::OutOfOrder);
+                self.out_of_time(start, time, "after the line after it", next);
+                return Ok(false);
+            }
+            // A line soon after it stamped before it — the next one,
+            // before the line before too, or one after lines that agree
+            // with this one (a run stamped late together, or one line
+            // stamped early): which is wrong nothing here tells. It is
+            // taken, and the state is unsure from the time before it: a
+            // reader that stops at this line's time must not answer as
+            // sure a time this line may belong before.
+            if let Some(early) = self.stamped_before_soon_after(time)? {
+                self.damaged(early, Damage::OutOfOrder);
             }
         }
         self.mark.time = Some(time);
         Ok(true)
+    }
+
+    /// Where the first of the [`EVIDENCE_LINES`] lines after the one
+    /// being judged that is stamped before `time` starts — lines numbered
+    /// at or before it are skipped by their number and say nothing; none
+    /// past the file's end.
+    fn stamped_before_soon_after(&mut self, time: SystemTime) -> anyhow::Result<Option<u64>> {
+        let last = self.mark.n;
+        for i in 0..EVIDENCE_LINES {
+            let Some(item) = self.ahead_item(i)? else {
+                return Ok(None);
+            };
+            let renumbered = item.n().zip(last).is_some_and(|(n, last)| n <= last);
+            if let Got::Entry(entry, _) = &item.got
+                && !renumbered
+                && super::entry_time(entry).is_some_and(|at| at < time)
+            {
+                return Ok(Some(item.start));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The `i`-th line after the one being judged (0: the next), read
+    /// ahead and kept for its turn; `None` past the file's end or past a
+    /// checkpoint's head: whether that checkpoint's lines are read or
+    /// skipped is decided when its head is taken, and a line is sorted
+    /// so when it is read.
+    fn ahead_item(&mut self, i: usize) -> anyhow::Result<Option<&Item>> {
+        while self.ahead.len() <= i {
+            let stop = self.ahead.back().is_some_and(|item| {
+                matches!(item.got, Got::End | Got::Entry(Entry::CheckpointHead(_), _))
+            });
+            if stop {
+                return Ok(None);
+            }
+            let item = self.read()?;
+            self.ahead.push_back(item);
+        }
+        Ok(Some(&self.ahead[i]))
     }
 
     /// Says the line at `start`, stamped `time`, is skipped for being
