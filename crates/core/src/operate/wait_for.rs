@@ -688,7 +688,8 @@ pub struct WaitsDoc {
     /// Every root blocker with how many processes wait on it, directly
     /// or not, most first.
     pub roots: Vec<RootDoc>,
-    /// The most hops of any chain.
+    /// The most waits in a row, along a chain or around a cycle
+    /// ([`WaitGraph::longest_chain`]).
     pub longest_chain: usize,
 }
 
