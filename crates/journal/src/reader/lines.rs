@@ -630,6 +630,18 @@ impl<'s> Lines<'s> {
     /// follows a missing part, its first checkpoint's differences from
     /// `state` become pending changes (and the state is sure again).
     fn next_file(&mut self, state: &Fold) -> anyhow::Result<()> {
+        // Damage found on the way to the entry being asked for stays
+        // found when the reader moves on to the next file: a reader that
+        // stops at that file's first entry must still say it.
+        let before_entry = self.before_entry;
+        self.open_next_file(state)?;
+        self.before_entry = self.before_entry.or(before_entry);
+        Ok(())
+    }
+
+    /// [`Self::next_file`]'s move: the reader reopened at the next
+    /// file's first checkpoint.
+    fn open_next_file(&mut self, state: &Fold) -> anyhow::Result<()> {
         let previous = &self.set.files[self.position.file];
         let index = self.position.file + 1;
         let next = &self.set.files[index];
