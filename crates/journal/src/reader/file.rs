@@ -62,20 +62,21 @@ pub(super) fn open_file(path: &Path) -> anyhow::Result<JournalFile> {
             header.version
         );
     }
-    let offset = line.len() as u64;
-    line.clear();
-    reader.read_until(b'\n', &mut line)?;
-    let first_checkpoint = if line.starts_with(CHECKPOINT_PREFIX)
-        && line.ends_with(b"\n")
-        && format::check_line(trim_newline(&line)) != LineCheck::Bad
-    {
-        match format::decode(trim_newline(&line), &mut namer) {
-            Ok(Entry::CheckpointHead(head)) => Some((offset, head.time)),
-            _ => None,
+    // The first checkpoint's head is line 1. A line moved or copied in
+    // before it (a head of a later checkpoint too) is numbered otherwise:
+    // the head numbered 1 is looked for one line further, and the line
+    // before it is never read (its own place shows it missing).
+    let mut offset = line.len() as u64;
+    let mut first_checkpoint = None;
+    for _ in 0..2 {
+        line.clear();
+        reader.read_until(b'\n', &mut line)?;
+        if let Some(time) = first_head_time(&line, header.checked_lines, &mut namer) {
+            first_checkpoint = Some((offset, time));
+            break;
         }
-    } else {
-        None
-    };
+        offset += line.len() as u64;
+    }
     let mut file = JournalFile {
         path: path.to_path_buf(),
         end: header.started,
@@ -90,6 +91,23 @@ pub(super) fn open_file(path: &Path) -> anyhow::Result<JournalFile> {
         file.stopped_cleanly = clean;
     }
     Ok(file)
+}
+
+/// The time of `line` when it is the first checkpoint's head: whole, a
+/// head, and numbered 1 (or, in a file without line numbers, unchecked).
+fn first_head_time(line: &[u8], checked_lines: bool, namer: &mut Namer) -> Option<SystemTime> {
+    if !line.starts_with(CHECKPOINT_PREFIX) || !line.ends_with(b"\n") {
+        return None;
+    }
+    let first = match format::check_line(trim_newline(line)) {
+        LineCheck::Good(n) => n == 1,
+        LineCheck::Unchecked => !checked_lines,
+        LineCheck::Bad => false,
+    };
+    match format::decode(trim_newline(line), namer) {
+        Ok(Entry::CheckpointHead(head)) if first => Some(head.time),
+        _ => None,
+    }
 }
 
 pub(super) fn trim_newline(line: &[u8]) -> &[u8] {

@@ -17,6 +17,9 @@
 //!   state unsure until the next whole checkpoint: a state asked for in
 //!   between carries the doubt ([`Replayed::doubt`]) and is never given
 //!   as if it were sure;
+//! - a file's first checkpoint is the head numbered 1 (line 1, or line 2
+//!   when a line was moved or copied in before it — that line is never
+//!   read, and its own place shows it missing);
 //! - a checkpoint is used only when whole: its head, every key line its
 //!   head counts, and its end, with nothing damaged between; otherwise
 //!   the one before is (said);
