@@ -190,6 +190,18 @@ fn a_false_answer_in(
     None
 }
 
+/// The journal files of a rotated recording in `dir`, in part order:
+/// FILE.1 the oldest, FILE the current one.
+fn parts_in_order(dir: &Path) -> Vec<PathBuf> {
+    let mut files = files_in(dir);
+    files.sort_by_key(|path| {
+        path.extension()
+            .and_then(|ext| ext.to_str()?.parse::<u64>().ok())
+            .unwrap_or(u64::MAX)
+    });
+    files
+}
+
 /// The indexes of the lines starting with `prefix`.
 fn lines_starting(lines: &[Vec<u8>], prefix: &[u8]) -> Vec<usize> {
     (0..lines.len())
@@ -396,13 +408,7 @@ fn a_checkpoint_missing_a_key_line_is_not_used_and_the_one_before_is() {
 #[test]
 fn a_missing_part_is_said_missing_and_its_time_is_not_answered() {
     let (dir, _, deltas) = recorded(1_200, 14, Some(24 << 10), 20, 6 << 10);
-    // In part order: FILE.1 is the oldest, FILE the current one.
-    let mut files = files_in(dir.path());
-    files.sort_by_key(|path| {
-        path.extension()
-            .and_then(|ext| ext.to_str()?.parse::<u64>().ok())
-            .unwrap_or(u64::MAX)
-    });
+    let files = parts_in_order(dir.path());
     assert!(files.len() >= 5, "{files:?}");
     // Each middle part deleted in turn.
     for gone in 1..files.len() - 1 {
@@ -625,14 +631,7 @@ fn a_line_stamped_late_before_one_stamped_early_makes_the_state_unsure() {
     let true_time = time_of(&lines[late]);
     lines[late] = restamped(&lines[late], 60_000).unwrap();
     lines[early] = restamped(&lines[early], -60_002).unwrap();
-    write_lines(&path, &lines);
-    assert_eq!(a_false_answer(&path, &deltas, 1), None);
-    let set = JournalSet::open(std::slice::from_ref(&path)).unwrap();
-    let replayed = set.state_at(true_time).unwrap();
-    assert!(
-        replayed.doubt.is_some(),
-        "the late line's true time is said unsure"
-    );
+    said_unsure_at(&path, &lines, &deltas, true_time, "the late line");
 }
 
 #[test]
@@ -657,15 +656,33 @@ fn a_run_of_lines_stamped_late_together_makes_the_state_unsure() {
         for (i, line) in lines[first..first + run].iter_mut().enumerate() {
             *line = restamped(line, 1_000_000 + 1_000_000 * i as i64).unwrap();
         }
-        write_lines(&path, &lines);
-        assert_eq!(a_false_answer(&path, &deltas, 1), None, "a run of {run}");
-        let set = JournalSet::open(std::slice::from_ref(&path)).unwrap();
-        let replayed = set.state_at(true_time).unwrap();
-        assert!(
-            replayed.doubt.is_some(),
-            "a run of {run}: its true time is said unsure"
+        said_unsure_at(
+            &path,
+            &lines,
+            &deltas,
+            true_time,
+            &format!("a run of {run}"),
         );
     }
+}
+
+/// Writes `lines` as the journal at `path`, then checks that it gives no
+/// false answer and says the state at `time` (`what`'s true time) unsure.
+fn said_unsure_at(
+    path: &Path,
+    lines: &[Vec<u8>],
+    deltas: &[crate::engine::Delta],
+    time: SystemTime,
+    what: &str,
+) {
+    write_lines(path, lines);
+    assert_eq!(a_false_answer(path, deltas, 1), None, "{what}");
+    let set = JournalSet::open(&[path.to_path_buf()]).unwrap();
+    let replayed = set.state_at(time).unwrap();
+    assert!(
+        replayed.doubt.is_some(),
+        "{what}: its true time is said unsure"
+    );
 }
 
 #[test]
@@ -677,13 +694,7 @@ fn damage_at_the_end_of_a_part_is_said_by_a_reader_that_stops_in_the_next_part()
     // the unreadable line may belong to was said sure. In the middle of a
     // part the same damage is said.
     let (dir, _, _) = recorded(600, 499, Some(24 << 10), 20, 6 << 10);
-    let mut files = files_in(dir.path());
-    // In part order: FILE.1 the oldest, FILE the current one.
-    files.sort_by_key(|path| {
-        path.extension()
-            .and_then(|ext| ext.to_str()?.parse::<u64>().ok())
-            .unwrap_or(u64::MAX)
-    });
+    let files = parts_in_order(dir.path());
     assert!(files.len() >= 5, "{files:?}");
     let mut tried = 0;
     for file in &files[1..files.len() - 1] {
@@ -720,13 +731,7 @@ fn a_later_checkpoint_moved_before_a_parts_first_is_not_taken_for_it() {
     // line after it was "again after line 76": the whole part skipped as
     // repeats, its changes lost, unsaid.
     let (dir, _, deltas) = recorded(600, 299, Some(24 << 10), 20, 6 << 10);
-    let mut files = files_in(dir.path());
-    // In part order: FILE.1 the oldest, FILE the current one.
-    files.sort_by_key(|path| {
-        path.extension()
-            .and_then(|ext| ext.to_str()?.parse::<u64>().ok())
-            .unwrap_or(u64::MAX)
-    });
+    let files = parts_in_order(dir.path());
     let mut tried = 0;
     for file in &files[1..files.len() - 1] {
         if tried == 4 {
