@@ -808,8 +808,6 @@ impl JournalSet {
     }
 }
 
-/// The gap between two files that follow each other, `to` the second
-/// one's first checkpoint.
 /// Whether `gap` (after `before`, before `after`) starts at its first
 /// instant, the millisecond of `before`'s last line: lines stamped with
 /// it may be missing from `before` — in a missing part, or lost when a
@@ -826,6 +824,8 @@ fn holds_its_first_instant(before: &JournalFile, after: &JournalFile, gap: &Gap)
     }
 }
 
+/// The gap between two files that follow each other, `to` the second
+/// one's first checkpoint.
 fn gap_between(before: &JournalFile, after: &JournalFile, to: SystemTime) -> Gap {
     let same = before.header.recording_started == after.header.recording_started;
     let why = if same && after.header.part > before.header.part + 1 {

@@ -283,7 +283,9 @@ impl Player {
         self.status.cursor = time;
         self.status.gap = self.set.gap_at(time)?;
         self.status.doubt = doubt.map(|doubt| self.set.doubt_words(&doubt));
-        self.status.cut_short = !self.set.stopped_cleanly() && self.set.past_end(time)?;
+        // The cursor stops at the end: only a recording with no end line is
+        // past it there.
+        self.status.cut_short = self.set.past_end(time)?;
         // In a gap nothing is known: the screen is judged as at the last
         // known moment, and the header says so.
         let judged = self.status.gap.as_ref().map_or(time, |gap| gap.from);
