@@ -106,6 +106,16 @@ impl Drop for KilledOnDrop {
     }
 }
 
+/// A filesystem mounted here, unmounted (lazily) when dropped, panic
+/// included.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
 /// An engine whose liveness source is the kernel's lock events.
 fn kernel_engine(state: &std::path::Path) -> Engine {
     let args = SourceArgs {
@@ -1129,13 +1139,6 @@ fn claims_on_a_filesystem_mounted_below_the_root_are_seen_from_events() {
     ) {
         return;
     }
-    /// Unmounts (lazily) when dropped, panic included.
-    struct Mounted(std::path::PathBuf);
-    impl Drop for Mounted {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
     let _serial = common::serial_blocking();
     let (_tmp, state) = state_with_locks_root();
     let below = state.join("locks/agents/instances/elsewhere");
@@ -1194,4 +1197,111 @@ fn claims_on_a_filesystem_mounted_below_the_root_are_seen_from_events() {
         });
     }
     drop(watch);
+}
+
+/// A deleted file's inode number is given to the next file made, and the
+/// kernel's events name files by number: a claim made on the number of a
+/// file refused a moment before shows none of that file's tries, only
+/// those on itself, by their PID. On a fresh ext4 (loop-mounted, nothing
+/// else writing there) the lowest free number is given first, so the
+/// claim's gate takes the number of the file deleted just before.
+#[test]
+fn a_claim_on_a_reused_inode_shows_none_of_the_tries_refused_on_the_file_before() {
+    if !root_or_skip(
+        "engine::kernel::a_claim_on_a_reused_inode_shows_none_of_the_tries_refused_on_the_file_before",
+    ) {
+        return;
+    }
+    let mkfs = Command::new("mkfs.ext4")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !skip_unless(
+        mkfs,
+        "skipped engine::kernel::a_claim_on_a_reused_inode_shows_none_of_the_tries_refused_on_the_file_before: \
+         needs mkfs.ext4 (apt install e2fsprogs)",
+    ) {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let _serial = common::serial_blocking();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let image = tmp.path().join("ext4.img");
+    let made = Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-b", "1024"])
+        .arg(&image)
+        .arg("8M")
+        .stdout(Stdio::null())
+        .status()
+        .expect("mkfs.ext4 (e2fsprogs)");
+    assert!(made.success(), "mkfs.ext4 an 8 MiB image");
+    let fs = tmp.path().join("fs");
+    std::fs::create_dir(&fs).expect("the mount point");
+    let mounted = Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(&image)
+        .arg(&fs)
+        .status()
+        .expect("mount");
+    assert!(mounted.success(), "mount a loop device as root");
+    let _mounted = Mounted(fs.clone());
+    let state = fs.join("state");
+    let (tags, key) = locktop::locks::agent_tag_lock(&state, "reused");
+    std::fs::create_dir_all(&tags).expect("the tags directory");
+    let elsewhere = fs.join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("a directory beside the state dir");
+    let (watch, lines) = kernel_watch(&state);
+    let _watch = KilledOnDrop(watch);
+    let next =
+        |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| next_matching(&lines, what, pred);
+    next("watching", &|v| v["watcher"]["health"] == "watching");
+
+    // The file before, on the same filesystem: held here, refused to
+    // another process, unlocked and deleted.
+    let before = elsewhere.join("before");
+    let number = {
+        let file = std::fs::File::create(&before).expect("create");
+        let number = file.metadata().expect("fstat").ino();
+        let held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .expect("lock it");
+        let refused = Command::new("flock")
+            .arg("-n")
+            .arg(&before)
+            .arg("true")
+            .status()
+            .expect("flock (util-linux)");
+        assert!(!refused.success(), "held here: flock -n is refused");
+        drop(held);
+        number
+    };
+    std::fs::remove_file(&before).expect("delete it");
+
+    // A claim on its number, then tried by this process.
+    let _holder = hold(&state, &["--tag", "reused"]);
+    let gate = locktop::locks::escape::gate_path(&tags, &key);
+    let announce = locktop::locks::escape::announce_path(&tags, &key);
+    let numbers: Vec<u64> = [&gate, &announce]
+        .iter()
+        .map(|path| std::fs::metadata(path).expect("stat").ino())
+        .collect();
+    assert!(
+        numbers.contains(&number),
+        "the claim's files took {numbers:?}, not {number}: this filesystem gave no number again"
+    );
+    drop(refuse_tries(&state, "reused", 3));
+    let me = std::process::id();
+    let line = next("the tries on the claim, by this process", &|v| {
+        v["name"] == "reused"
+            && v["refused"]["by"]
+                .as_array()
+                .is_some_and(|by| by.iter().any(|by| by["pid"] == me))
+    });
+    assert_eq!(line["refused"]["last_minute"], 3, "{line}");
+    assert_eq!(
+        line["refused"]["by"].as_array().map(Vec::len),
+        Some(1),
+        "only this process tried the claim: {line}"
+    );
 }

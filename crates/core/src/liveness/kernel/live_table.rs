@@ -261,6 +261,26 @@ impl Refusals {
     }
 }
 
+/// A claim's file as its refusals are counted. Once a file is deleted its
+/// inode number is given to the next file made (on ext4, within seconds),
+/// and the table, keyed by that number, still holds a minute of what was
+/// refused on the file that had it before: that is not this file's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CountedFile {
+    /// The file.
+    pub file: FileId,
+    /// When it was made (`CLOCK_MONOTONIC` ns), where its filesystem says:
+    /// a PID whose last refusal on the inode came before was trying
+    /// another file, and is not counted. `None`: every PID counts.
+    pub born: Option<u64>,
+}
+
+impl From<FileId> for CountedFile {
+    fn from(file: FileId) -> Self {
+        Self { file, born: None }
+    }
+}
+
 /// Refused requests on one file since a moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct RefusedSince {
@@ -558,49 +578,59 @@ impl LiveTable {
 
     /// The refused requests on `files` since `since` (`CLOCK_MONOTONIC`
     /// ns, as events are stamped), by PID — to the second: the second
-    /// `since` falls in counts whole.
-    pub(crate) fn refused_since(&self, files: &[FileId], since: u64) -> RefusedSince {
+    /// `since` (or a file's birth) falls in counts whole, but a PID last
+    /// refused on a file before its birth is not counted on it.
+    pub(crate) fn refused_since(&self, files: &[CountedFile], since: u64) -> RefusedSince {
         Self::counted_since(&self.refusals, files, since)
     }
 
     /// The refused shared requests (polls) on `files` since `since`, as
     /// [`Self::refused_since`] counts tries.
-    pub(crate) fn polls_since(&self, files: &[FileId], since: u64) -> RefusedSince {
+    pub(crate) fn polls_since(&self, files: &[CountedFile], since: u64) -> RefusedSince {
         Self::counted_since(&self.polls, files, since)
     }
 
     fn counted_since(
         counts: &HashMap<FileId, Refusals>,
-        files: &[FileId],
+        files: &[CountedFile],
         since: u64,
     ) -> RefusedSince {
-        let since = since / NS_PER_SECOND;
-        let mut by: HashMap<u32, u64> = HashMap::new();
-        for refusals in files.iter().filter_map(|file| counts.get(file)) {
+        // Each PID: (count, last refusal).
+        let mut counted: HashMap<u32, (u64, u64)> = HashMap::new();
+        for CountedFile { file, born } in files {
+            let Some(refusals) = counts.get(file) else {
+                continue;
+            };
+            let born = born.unwrap_or(0);
+            let from = since.max(born) / NS_PER_SECOND;
+            // Each PID of the kept seconds with its last refusal on this
+            // file, when that came after the file was made.
+            let tried_here: HashMap<u32, u64> = refusals
+                .last
+                .iter()
+                .filter(|(_, last)| *last >= born)
+                .copied()
+                .collect();
             for (second, pids) in refusals.seconds.iter().rev() {
-                if *second < since {
+                if *second < from {
                     break;
                 }
-                for &(pid, count) in pids {
-                    *by.entry(pid).or_default() += count;
+                for (pid, count) in pids {
+                    if let Some(last) = tried_here.get(pid) {
+                        let entry = counted.entry(*pid).or_default();
+                        entry.0 += count;
+                        entry.1 = entry.1.max(*last);
+                    }
                 }
             }
         }
-        let mut by: Vec<(u32, u64)> = by.into_iter().collect();
-        by.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let last = by
+        let mut counted: Vec<(u32, (u64, u64))> = counted.into_iter().collect();
+        counted.sort_unstable_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
+        let by: Vec<(u32, u64)> = counted
             .iter()
-            .map(|(pid, _)| {
-                files
-                    .iter()
-                    .filter_map(|file| counts.get(file))
-                    .flat_map(|refusals| &refusals.last)
-                    .filter(|(of, _)| of == pid)
-                    .map(|(_, last)| *last)
-                    .max()
-                    .unwrap_or_default()
-            })
+            .map(|(pid, (count, _))| (*pid, *count))
             .collect();
+        let last = counted.iter().map(|(_, (_, last))| *last).collect();
         RefusedSince {
             count: by.iter().map(|(_, count)| count).sum(),
             by,
@@ -702,9 +732,13 @@ mod tests {
             assert!(applied.polled && !applied.refused, "{applied:?}");
         }
         let start = monotonic_now().saturating_sub(NS_PER_SECOND);
-        let polls = table.polls_since(&[GATE], start);
+        let polls = table.polls_since(&[GATE.into()], start);
         assert_eq!(polls.by, vec![(300, 3)]);
-        assert_eq!(table.refused_since(&[GATE], start).count, 0, "no try");
+        assert_eq!(
+            table.refused_since(&[GATE.into()], start).count,
+            0,
+            "no try"
+        );
         assert_eq!(table.locks(&GATE).holders, vec![100], "no lock changed");
     }
 
@@ -791,10 +825,10 @@ mod tests {
                 LockKind::Refused { exclusive: true },
             ));
         }
-        let refused = table.refused_since(&[GATE, ANNOUNCE], start);
+        let refused = table.refused_since(&[GATE.into(), ANNOUNCE.into()], start);
         assert_eq!(refused.count, 3);
         assert_eq!(refused.by, vec![(7, 2), (8, 1)]);
-        let later = table.refused_since(&[GATE], monotonic_now() + 2_000_000_000);
+        let later = table.refused_since(&[GATE.into()], monotonic_now() + 2_000_000_000);
         assert_eq!(later.count, 0);
         assert_eq!(table.refused_total(&GATE), 3);
         assert!(table.is_empty(), "a refusal locks nothing");
@@ -803,6 +837,50 @@ mod tests {
         let checked = table.apply(&event(GATE, 9, 0x2, LockKind::Refused { exclusive: false }));
         assert!(!checked.refused);
         assert_eq!(table.refused_total(&GATE), 3);
+    }
+
+    /// An inode number is given again once its file is deleted: the PIDs
+    /// refused on the file that had it before are not counted on the
+    /// file made since, nor their tries; a PID refused after it was made
+    /// is, with its last refusal on it.
+    #[test]
+    fn refusals_on_a_reused_inode_before_its_file_was_made_are_not_its() {
+        let mut table = LiveTable::default();
+        let second = |s: u64| 1_000 * NS_PER_SECOND + s * NS_PER_SECOND;
+        let refuse = |table: &mut LiveTable, at, pid| {
+            table.apply(&LockEvent {
+                at,
+                file: GATE,
+                pid,
+                owner: 0x1,
+                kind: LockKind::Refused { exclusive: true },
+            });
+        };
+        // The file before: refused by 7, twice, and by 8, in second 3.
+        refuse(&mut table, second(3), 7);
+        refuse(&mut table, second(3) + 100, 7);
+        refuse(&mut table, second(3) + 200, 8);
+        // Deleted; the file made at 3.5 s has its number; 8 tries it.
+        let born = second(3) + NS_PER_SECOND / 2;
+        refuse(&mut table, born + 1_000, 8);
+        refuse(&mut table, second(5), 8);
+        let now_made = CountedFile {
+            file: GATE,
+            born: Some(born),
+        };
+        let refused = table.refused_since(&[now_made], second(0));
+        // 8 counts whole in the second it was made (3 tries, one of them
+        // on the file before: to the second), 7 not at all.
+        assert_eq!(refused.by, vec![(8, 3)]);
+        assert_eq!(refused.last, vec![second(5)]);
+        // Made after every refusal: none is its.
+        let later = CountedFile {
+            file: GATE,
+            born: Some(second(6)),
+        };
+        assert_eq!(table.refused_since(&[later], second(0)).count, 0);
+        // Its birth unknown: every refusal counts, as before.
+        assert_eq!(table.refused_since(&[GATE.into()], second(0)).count, 5);
     }
 
     /// A loop refused far more often than any list could keep is counted
@@ -828,7 +906,7 @@ mod tests {
                 7 + (i % 2) as u32,
             );
         }
-        let minute = table.refused_since(&[GATE], second(0));
+        let minute = table.refused_since(&[GATE.into()], second(0));
         assert_eq!(minute.count, 100_000);
         assert_eq!(minute.by, vec![(7, 50_000), (8, 50_000)]);
         // Two minutes on, on another file: the gate's seconds are all
@@ -836,10 +914,10 @@ mod tests {
         for i in 0..REFUSALS_PRUNE_EVERY {
             refuse(&mut table, ANNOUNCE, second(180) + i, 9);
         }
-        assert_eq!(table.refused_since(&[GATE], second(0)).count, 0);
+        assert_eq!(table.refused_since(&[GATE.into()], second(0)).count, 0);
         assert!(!table.refusals.contains_key(&GATE), "forgotten");
         assert_eq!(
-            table.refused_since(&[ANNOUNCE], second(179)).count,
+            table.refused_since(&[ANNOUNCE.into()], second(179)).count,
             REFUSALS_PRUNE_EVERY
         );
     }

@@ -96,6 +96,16 @@ impl Kernel {
                 (key, state)
             })
             .collect();
+        // Each claim's files with when they were made, read before the
+        // lstats go to the holders' reading.
+        let made = (
+            SystemTime::now(),
+            crate::liveness::kernel::event::monotonic_now(),
+        );
+        let counted: Vec<Vec<CountedFile>> = lstats
+            .iter()
+            .map(|stats| counted_files(stats, made))
+            .collect();
         let holders = HolderReads {
             fd_hints: self.fd_hints(&lstats, &index),
             detail: judging.config.holder_detail,
@@ -115,7 +125,7 @@ impl Kernel {
         // A monotonic stamp on the wall clock (the gap to now, back from now).
         let wall = |mono: u64| at.checked_sub(Duration::from_nanos(mono_now.saturating_sub(mono)));
         let clock = Clocks::now();
-        for (key, state) in &mut pairs {
+        for ((key, state), counted) in pairs.iter_mut().zip(&counted) {
             let files = self.registry.claims.get(key).map_or(&[][..], Vec::as_slice);
             // A waiter whose PID is now a process started after it was
             // queued is none (the table forgets it at its next check).
@@ -136,7 +146,7 @@ impl Kernel {
                 state.waiters.retain(|pid| !reused.contains(pid));
                 state.watchers.retain(|pid| !reused.contains(pid));
             }
-            let refused = self.table.refused_since(files, since);
+            let refused = self.table.refused_since(counted, since);
             state.refused = (refused.count > 0).then(|| RefusedTries {
                 last_minute: refused.count,
                 by: refused
@@ -159,7 +169,7 @@ impl Kernel {
                     .collect();
                 name_recent(state, WaitKind::Trying, 1, tries, at);
                 let polls = self.table.polls_since(
-                    files,
+                    counted,
                     mono_now.saturating_sub(TRYING_WITHIN.as_nanos() as u64),
                 );
                 let polls = polls
@@ -352,4 +362,25 @@ fn name_recent(
         })
         .collect();
     state.waiting.extend(found);
+}
+
+/// A claim's files with when each was made, on the events' clock
+/// (`CLOCK_MONOTONIC` ns), from their `lstat`'s birth time and `now`, one
+/// instant read on both clocks (`None` where the filesystem keeps no
+/// birth time). A birth after `now` (the wall clock set back since) is
+/// taken as now: every refusal before it is then left out, never one
+/// of a file deleted before counted.
+fn counted_files(stats: &ClaimLstats, now: (SystemTime, u64)) -> Vec<CountedFile> {
+    let (wall, mono) = now;
+    [&stats.gate, &stats.announce]
+        .into_iter()
+        .filter_map(|meta| meta.as_ref().ok())
+        .map(|meta| CountedFile {
+            file: FileId::from_metadata(meta),
+            born: meta.created().ok().map(|made| {
+                let ago = wall.duration_since(made).unwrap_or_default();
+                mono.saturating_sub(ago.as_nanos() as u64)
+            }),
+        })
+        .collect()
 }

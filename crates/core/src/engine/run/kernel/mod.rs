@@ -59,7 +59,7 @@ use crate::engine::WatcherHealth;
 use crate::engine::trace::Stage;
 use crate::liveness::annotate::{ClaimLstats, HolderReads, Recheck, annotate_lstated};
 use crate::liveness::fdinfo::{HeldFiles, keepers_of};
-use crate::liveness::kernel::live_table::{EventStream, LiveTable, Nudger};
+use crate::liveness::kernel::live_table::{CountedFile, EventStream, LiveTable, Nudger};
 use crate::liveness::kernel::{Record, quiet};
 use crate::liveness::lock_free;
 use crate::liveness::proc_locks::{FileId, LockIndex};
