@@ -32,6 +32,16 @@ fn root_or_skip(test: &str) -> bool {
     )
 }
 
+/// True when `program` runs and says its version (asked with `flag`).
+fn installed(program: &str, flag: &str) -> bool {
+    Command::new(program)
+        .arg(flag)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
 /// The next NDJSON line of `lines` that `pred` accepts; panics naming
 /// `what` when none came within the process timeout.
 fn next_matching(
@@ -1053,14 +1063,8 @@ fn two_monitors_and_perf_on_the_same_tracepoint_each_see_every_holder() {
     ) {
         return;
     }
-    let perf_here = Command::new("perf")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
     if !skip_unless(
-        perf_here,
+        installed("perf", "--version"),
         "skipped engine::kernel::two_monitors_and_perf_on_the_same_tracepoint_each_see_every_holder: \
          needs perf (install linux-perf)",
     ) {
@@ -1212,14 +1216,8 @@ fn a_claim_on_a_reused_inode_shows_none_of_the_tries_refused_on_the_file_before(
     ) {
         return;
     }
-    let mkfs = Command::new("mkfs.ext4")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
     if !skip_unless(
-        mkfs,
+        installed("mkfs.ext4", "-V"),
         "skipped engine::kernel::a_claim_on_a_reused_inode_shows_none_of_the_tries_refused_on_the_file_before: \
          needs mkfs.ext4 (apt install e2fsprogs)",
     ) {
