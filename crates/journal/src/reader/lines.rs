@@ -18,9 +18,10 @@
 //!   it agree, it does not); when a line soon after it is stamped before
 //!   it otherwise (before both, or after lines that agree with it), the
 //!   line is taken with the state unsure: nothing tells which was
-//!   stamped wrong — "the line after it" being the first after
-//!   it not numbered before it (a repeat or a line moved there is skipped
-//!   by its number, and its time is no evidence; two such in a row, and
+//!   stamped wrong — "the line after it", for its number as for its
+//!   time, being the first after it not numbered at or before the line
+//!   before (a repeat or a line moved there is skipped by its number,
+//!   and says nothing of the lines around it; two such in a row, and
 //!   the line is taken with the state unsure); a gap in the numbers is lines missing. A
 //!   line repeated or moved loses nothing where it is skipped (a moved
 //!   line's own place shows it missing); every other skip, and missing
@@ -28,9 +29,11 @@
 //!   checkpoint, which is then read and becomes changes (its
 //!   differences from the state so far), making it sure again;
 //! - damage inside a checkpoint the reader skips is said, and changes
-//!   nothing when the checkpoint's end follows (the lines, not the
-//!   checkpoint, carry the state there); when a change line comes
-//!   before any end, the end and maybe changes are missing, and that
+//!   nothing when the checkpoint's end follows in its place (the lines,
+//!   not the checkpoint, carry the state there); when a change line
+//!   comes before any end, or the end is out of its place (numbered at
+//!   or before the line before it: the lines after it may be skipped by
+//!   their numbers too), the end and maybe changes are missing, and that
 //!   damage makes the state unsure.
 
 use std::fs::File;
@@ -214,8 +217,11 @@ impl<'s> Lines<'s> {
                     self.damaged(start, Damage::Unreadable);
                 }
                 Got::Skipped(n, end) => {
-                    self.numbered(n, start)?;
-                    if end {
+                    // An end out of its place (a repeat, or moved) does
+                    // not end the checkpoint: the lines after it may be
+                    // skipped by their numbers, and the damage kept aside
+                    // is then doubt.
+                    if self.numbered(n, start)? && end {
                         self.in_checkpoint = false;
                         self.checkpoint_damage = None;
                     }
@@ -311,7 +317,8 @@ impl<'s> Lines<'s> {
     /// place shows it missing); so is one numbered ahead of the line
     /// after it when that one is numbered after the last (a copy or a
     /// move forward: what is missing before the line after is said
-    /// there). Any other jump is lines missing: said, and the state is
+    /// there) — the line after it being the first not numbered at or
+    /// before the last ([`Self::peek_evidence`]). Any other jump is lines missing: said, and the state is
     /// unsure.
     fn numbered(&mut self, n: Option<u64>, start: u64) -> anyhow::Result<bool> {
         let (Some(n), Some(last)) = (n, self.mark.n) else {
@@ -328,7 +335,10 @@ impl<'s> Lines<'s> {
             return Ok(false);
         }
         if n > last + 1 {
-            if let Some(next) = self.peek()?.n()
+            // The line after it that says something of its place: one
+            // numbered at or before the last is skipped by its number
+            // (a repeat, or a line moved back) and tells nothing.
+            if let Some(next) = self.peek_evidence()?.and_then(Item::n)
                 && next > last
                 && next < n
             {
