@@ -119,6 +119,20 @@ impl ExactTimer {
     }
 }
 
+/// Polls `future` once (so what it waits on is set) and drops it, as a
+/// `select!` whose other branch won would: true when it was pending.
+/// What a test of cancellation uses instead of racing a short timeout,
+/// which a descheduled test thread loses.
+#[cfg(test)]
+pub(crate) async fn pending_once(future: impl std::future::Future<Output = ()>) -> bool {
+    let mut future = std::pin::pin!(future);
+    tokio::select! {
+        biased;
+        () = &mut future => false,
+        () = std::future::ready(()) => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,17 +144,6 @@ mod tests {
             let at = Instant::now() + Duration::from_millis(wait);
             timer.until(at).await;
             assert!(Instant::now() >= at, "woke before {wait} ms");
-        }
-    }
-
-    /// Polls `future` once (so the timer is set) and drops it, as a
-    /// `select!` whose other branch won would: true when it was pending.
-    async fn pending_once(future: impl std::future::Future<Output = ()>) -> bool {
-        let mut future = std::pin::pin!(future);
-        tokio::select! {
-            biased;
-            () = &mut future => false,
-            () = std::future::ready(()) => true,
         }
     }
 
