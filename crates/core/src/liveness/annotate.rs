@@ -189,11 +189,15 @@ impl ClaimLstats {
     /// The files that exist, as `/proc/locks` names them (what
     /// [`super::verify::claim_files`] answers).
     pub(crate) fn files(&self) -> Vec<FileId> {
+        self.existing().map(FileId::from_metadata).collect()
+    }
+
+    /// The `lstat` of each file that exists: the gate's, then the
+    /// announce's.
+    pub(crate) fn existing(&self) -> impl Iterator<Item = &std::fs::Metadata> {
         [&self.gate, &self.announce]
             .into_iter()
             .filter_map(|meta| meta.as_ref().ok())
-            .map(FileId::from_metadata)
-            .collect()
     }
 }
 

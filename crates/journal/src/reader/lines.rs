@@ -318,8 +318,8 @@ impl<'s> Lines<'s> {
     /// after it when that one is numbered after the last (a copy or a
     /// move forward: what is missing before the line after is said
     /// there) — the line after it being the first not numbered at or
-    /// before the last ([`Self::peek_evidence`]). Any other jump is lines missing: said, and the state is
-    /// unsure.
+    /// before the last ([`Self::peek_evidence`]). Any other jump is
+    /// lines missing: said, and the state is unsure.
     fn numbered(&mut self, n: Option<u64>, start: u64) -> anyhow::Result<bool> {
         let (Some(n), Some(last)) = (n, self.mark.n) else {
             if n.is_some() {

@@ -801,10 +801,7 @@ fn a_line_copied_from_ahead_before_a_line_moved_back_is_not_taken_for_lines_miss
     let original = lines_of(&path);
     let heads = lines_starting(&original, b"{\"checkpoint\":");
     let mut tried = 0;
-    for pair in heads.windows(2).skip(1).take(4) {
-        let [head, next_head] = pair[..] else {
-            unreachable!()
-        };
+    for (&head, &next_head) in heads.iter().zip(&heads[1..]).skip(1).take(4) {
         let moved = head + 4;
         if !original[moved + 1].starts_with(b"{\"ck\":") {
             continue;

@@ -603,23 +603,25 @@ impl LiveTable {
             };
             let born = born.unwrap_or(0);
             let from = since.max(born) / NS_PER_SECOND;
-            // Each PID of the kept seconds with its last refusal on this
-            // file, when that came after the file was made.
-            let tried_here: HashMap<u32, u64> = refusals
-                .last
-                .iter()
-                .filter(|(_, last)| *last >= born)
-                .copied()
-                .collect();
+            // A PID's last refusal on this file, when that came after the
+            // file was made (the list is a few PIDs: no map is built).
+            let tried_here = |pid: u32| {
+                refusals
+                    .last
+                    .iter()
+                    .find(|(of, _)| *of == pid)
+                    .map(|(_, last)| *last)
+                    .filter(|last| *last >= born)
+            };
             for (second, pids) in refusals.seconds.iter().rev() {
                 if *second < from {
                     break;
                 }
-                for (pid, count) in pids {
-                    if let Some(last) = tried_here.get(pid) {
-                        let entry = counted.entry(*pid).or_default();
+                for &(pid, count) in pids {
+                    if let Some(last) = tried_here(pid) {
+                        let entry = counted.entry(pid).or_default();
                         entry.0 += count;
-                        entry.1 = entry.1.max(*last);
+                        entry.1 = entry.1.max(last);
                     }
                 }
             }

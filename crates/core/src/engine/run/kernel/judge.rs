@@ -372,9 +372,8 @@ fn name_recent(
 /// of a file deleted before counted.
 fn counted_files(stats: &ClaimLstats, now: (SystemTime, u64)) -> Vec<CountedFile> {
     let (wall, mono) = now;
-    [&stats.gate, &stats.announce]
-        .into_iter()
-        .filter_map(|meta| meta.as_ref().ok())
+    stats
+        .existing()
         .map(|meta| CountedFile {
             file: FileId::from_metadata(meta),
             born: meta.created().ok().map(|made| {
